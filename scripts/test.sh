@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh Debian machine (run as root), then runs them.
+# Debian packages: prometheus (server + promtool), chromium + chromium-driver (page tests).
+# Python: a fresh .venv with tfobs and its test extras. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v prometheus >/dev/null || need+=(prometheus)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+
+.venv/bin/ruff check tfobs tests benchmarks scripts tools
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"

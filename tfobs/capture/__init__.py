@@ -1,0 +1,1 @@
+"""Step markers, the window schedule, and the profiler session."""

@@ -1,0 +1,1 @@
+"""Publishing window summaries: Prometheus, OpenTelemetry, the overview page."""

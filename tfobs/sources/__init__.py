@@ -1,0 +1,1 @@
+"""Signals that feed a window outside the capture itself."""

@@ -1,0 +1,248 @@
+"""WindowSummary: the plain data one profile window reduces to.
+
+This is the contract between stages: `analysis` builds it, exporters and the CLI only read
+it. Frozen dataclasses, JSON round-trip through `to_dict()` / `WindowSummary.from_dict()`.
+Times are seconds (float) unless a name says `_ns`; `_ns` fields are wall-clock nanoseconds
+since the Unix epoch, so spans and exemplars can be placed on a real timeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# XProf's step-time categories, snake case (DESIGN.md "Metric naming").
+CATEGORIES: tuple[str, ...] = (
+    "input",
+    "output",
+    "kernel_launch",
+    "host_compute",
+    "device_compute",
+    "device_to_device",
+    "device_collectives",
+    "compile",
+    "other",
+)
+
+VERDICTS: tuple[str, ...] = ("highly", "moderately", "potentially", "not", "unknown")
+STEP_METHODS: tuple[str, ...] = ("markers", "inferred", "none")
+
+
+@dataclass(frozen=True)
+class TimedEvent:
+    """One event placed on the wall clock (an op, a kernel, a tf.data stage)."""
+
+    name: str
+    kind: str  # "op" | "kernel" | "tfdata" | "memcpy"
+    start_ns: int
+    duration_s: float
+    device: str = ""
+
+
+@dataclass(frozen=True)
+class Step:
+    step_num: int
+    start_ns: int
+    duration_s: float
+    breakdown_s: dict[str, float] = field(default_factory=dict)
+    # Longest events of this step (for trace spans); bounded by the reducer's `top_n`.
+    top_events: tuple[TimedEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class Steps:
+    count: int = 0
+    method: str = "none"  # markers | inferred | none
+    mean_s: float = 0.0
+    items: tuple[Step, ...] = ()
+    note: str = ""  # e.g. why steps were inferred or dropped
+
+
+@dataclass(frozen=True)
+class InputBound:
+    ratio: float = 0.0  # input time / step time, 0..1
+    verdict: str = "unknown"
+    advice: str = ""  # XProf-style sentence
+
+
+@dataclass(frozen=True)
+class TfDataStage:
+    name: str  # e.g. "Iterator::Root::Prefetch::Map"
+    self_s: float  # self time in the window
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class OpStat:
+    name: str
+    op_type: str
+    on_device: bool
+    count: int
+    self_s: float
+    total_s: float
+
+
+@dataclass(frozen=True)
+class InputPipeline:
+    # Host input time by kind, seconds per step: demanded_file_read, advanced_file_read,
+    # preprocessing, enqueue, unclassified (the Input Pipeline Analyzer's split).
+    host_input_s: dict[str, float] = field(default_factory=dict)
+    slowest_stage: TfDataStage | None = None  # tf.data bottleneck on the critical path
+    stages: tuple[TfDataStage, ...] = ()
+    top_input_ops: tuple[OpStat, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ops:
+    host_s: float = 0.0
+    device_s: float = 0.0
+    host_ratio: float = 0.0  # share of op time on the host
+    top: tuple[OpStat, ...] = ()
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    name: str
+    op_name: str
+    count: int
+    total_s: float
+    min_s: float
+    max_s: float
+    registers: int = 0
+    shared_mem_bytes: int = 0
+    grid: str = ""
+    block: str = ""
+    occupancy_pct: float = 0.0
+    uses_tensor_cores: bool = False
+    op_tensor_core_eligible: bool = False
+    tensor_core_rule: str = ""  # which name rule matched, "" if none
+
+    @property
+    def avg_s(self) -> float:
+        return self.total_s / self.count if self.count else 0.0
+
+
+@dataclass(frozen=True)
+class Kernels:
+    total_s: float = 0.0
+    tensor_core_s: float = 0.0
+    eligible_op_s: float = 0.0
+    eligible_op_tensor_core_s: float = 0.0
+    items: tuple[KernelStat, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeviceActivity:
+    """Per-GPU figures: idle breakdown (HTA), launch delays, copies, collectives."""
+
+    device: str  # "/device:GPU:0"
+    span_s: float = 0.0
+    busy_s: float = 0.0
+    idle_s: dict[str, float] = field(default_factory=dict)  # kernel_launch|short_gap|other
+    kernel_count: int = 0
+    mean_kernel_s: float = 0.0
+    launch_delay_mean_s: float = 0.0
+    launch_delay_p95_s: float = 0.0
+    small_kernel_ratio: float = 0.0  # kernels shorter than their launch overhead
+    copy_s: dict[str, float] = field(default_factory=dict)  # h2d|d2h|d2d, per step
+    copy_bytes: dict[str, float] = field(default_factory=dict)  # per step
+    collective_s: float = 0.0  # per step
+
+
+@dataclass(frozen=True)
+class Allocation:
+    op_name: str
+    bytes: int
+    shape: str = ""
+    data_type: str = ""
+    region_type: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryStat:
+    allocator: str
+    peak_bytes: int = 0
+    capacity_bytes: int = 0
+    fragmentation_ratio: float = 0.0
+    allocations: int = 0
+    deallocations: int = 0
+    stack_bytes: int = 0
+    heap_bytes: int = 0
+    free_bytes: int = 0
+    top_allocations: tuple[Allocation, ...] = ()
+
+
+@dataclass(frozen=True)
+class Environment:
+    hosts: tuple[str, ...] = ()
+    device_type: str = "CPU"  # CPU | GPU | TPU
+    device_count: int = 0
+    framework_version: str = ""
+
+
+@dataclass(frozen=True)
+class Advice:
+    code: str  # stable id, e.g. "input_bound", "kernel_launch_bound"
+    severity: str  # "info" | "warning" | "critical"
+    message: str
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    start_ns: int = 0
+    duration_s: float = 0.0
+    steps: Steps = field(default_factory=Steps)
+    breakdown_s: dict[str, float] = field(default_factory=dict)  # mean per step
+    device_compute_16bit_ratio: float = 0.0  # 16-bit share of device compute
+    input_bound: InputBound = field(default_factory=InputBound)
+    input_pipeline: InputPipeline = field(default_factory=InputPipeline)
+    ops: Ops = field(default_factory=Ops)
+    kernels: Kernels = field(default_factory=Kernels)
+    devices: tuple[DeviceActivity, ...] = ()
+    memory: tuple[MemoryStat, ...] = ()
+    environment: Environment = field(default_factory=Environment)
+    advice: tuple[Advice, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def breakdown_ratio(self) -> dict[str, float]:
+        total = sum(self.breakdown_s.values())
+        return {k: (v / total if total > 0 else 0.0) for k, v in self.breakdown_s.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WindowSummary:
+        return _from_dict(cls, data)
+
+
+def _from_dict(cls: Any, data: Any) -> Any:
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if value is None:
+        return None
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _convert(inner[0], value)
+    if dataclasses.is_dataclass(tp):
+        return _from_dict(tp, value)
+    if origin is tuple:
+        (item,) = typing.get_args(tp)[:1]
+        return tuple(_convert(item, v) for v in value)
+    if origin is dict:
+        return dict(value)
+    return value

@@ -1,0 +1,1 @@
+"""Reading XSpace captures without TensorFlow: planes, lines, events, stats."""

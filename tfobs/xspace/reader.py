@@ -1,0 +1,205 @@
+"""Read-only views over a parsed XSpace: planes, lines, events and their stats.
+
+The views add name lookups and absolute times on top of the protobuf messages without
+copying events: analyses iterate `line.events` (the protobuf container) directly and ask
+the plane to decode what they need. Times are picoseconds (`_ps`) unless named otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from tfobs.errors import CaptureError
+from tfobs.xspace import schema
+
+# Largest capture accepted when parsing; protobuf itself refuses messages over 2 GiB.
+MAX_CAPTURE_BYTES = 2**31 - 1
+
+StatValue = Any  # float | int | str | bytes
+
+
+class PlaneView:
+    """One XPlane with its metadata tables decoded once."""
+
+    __slots__ = ("_plane", "event_names", "event_display_names", "stat_names", "stat_ids")
+
+    def __init__(self, plane: Any) -> None:
+        self._plane = plane
+        self.event_names: dict[int, str] = {}
+        self.event_display_names: dict[int, str] = {}
+        for mid, md in plane.event_metadata.items():
+            self.event_names[mid] = md.name
+            if md.display_name:
+                self.event_display_names[mid] = md.display_name
+        self.stat_names: dict[int, str] = {
+            mid: md.name for mid, md in plane.stat_metadata.items()
+        }
+        self.stat_ids: dict[str, int] = {name: mid for mid, name in self.stat_names.items()}
+
+    @property
+    def id(self) -> int:
+        return self._plane.id
+
+    @property
+    def name(self) -> str:
+        return self._plane.name
+
+    @property
+    def proto(self) -> Any:
+        return self._plane
+
+    @property
+    def lines(self) -> list[LineView]:
+        return [LineView(line) for line in self._plane.lines]
+
+    def line(self, name: str) -> LineView | None:
+        for line in self._plane.lines:
+            if line.name == name:
+                return LineView(line)
+        return None
+
+    def value(self, stat: Any) -> StatValue:
+        """Decode one XStat; a `ref_value` resolves to the referenced stat name (a string)."""
+        kind = stat.WhichOneof("value")
+        if kind == "ref_value":
+            return self.stat_names.get(stat.ref_value, "")
+        if kind is None:
+            return None
+        return getattr(stat, kind)
+
+    def stats_of(self, stats: Any) -> dict[str, StatValue]:
+        """Decode a repeated XStat field into {stat name: value}."""
+        names = self.stat_names
+        return {names.get(s.metadata_id, str(s.metadata_id)): self.value(s) for s in stats}
+
+    def plane_stats(self) -> dict[str, StatValue]:
+        return self.stats_of(self._plane.stats)
+
+    def metadata(self, metadata_id: int) -> Any:
+        """The XEventMetadata message (name, display_name, stats, child_id)."""
+        return self._plane.event_metadata[metadata_id]
+
+    def metadata_stats(self, metadata_id: int) -> dict[str, StatValue]:
+        md = self._plane.event_metadata.get(metadata_id)
+        return self.stats_of(md.stats) if md is not None else {}
+
+    def event_stats(self, event: Any, with_metadata: bool = False) -> dict[str, StatValue]:
+        """An event's stats; with `with_metadata`, its metadata's stats underneath."""
+        out = self.metadata_stats(event.metadata_id) if with_metadata else {}
+        out.update(self.stats_of(event.stats))
+        return out
+
+    def event_name(self, event: Any) -> str:
+        return self.event_names.get(event.metadata_id, "")
+
+    def __repr__(self) -> str:
+        return f"PlaneView(id={self.id}, name={self.name!r}, lines={len(self._plane.lines)})"
+
+
+class LineView:
+    """One XLine: a timeline (a thread, a GPU stream, a step row)."""
+
+    __slots__ = ("_line",)
+
+    def __init__(self, line: Any) -> None:
+        self._line = line
+
+    @property
+    def id(self) -> int:
+        return self._line.id
+
+    @property
+    def name(self) -> str:
+        return self._line.name
+
+    @property
+    def display_name(self) -> str:
+        return self._line.display_name or self._line.name
+
+    @property
+    def timestamp_ns(self) -> int:
+        return self._line.timestamp_ns
+
+    @property
+    def start_ps(self) -> int:
+        """Absolute start of the line; event times are `start_ps + event.offset_ps`."""
+        return self._line.timestamp_ns * 1000
+
+    @property
+    def events(self) -> Any:
+        """The protobuf container of XEvents (metadata_id, offset_ps, duration_ps, stats)."""
+        return self._line.events
+
+    def __len__(self) -> int:
+        return len(self._line.events)
+
+    def __repr__(self) -> str:
+        return f"LineView(id={self.id}, name={self.name!r}, events={len(self)})"
+
+
+class SpaceView:
+    """A parsed capture: its planes by name, hostnames, and the profiler's own errors."""
+
+    __slots__ = ("_space", "planes", "size_bytes")
+
+    def __init__(self, space: Any, size_bytes: int = 0) -> None:
+        self._space = space
+        self.planes: list[PlaneView] = [PlaneView(p) for p in space.planes]
+        self.size_bytes = size_bytes
+
+    @property
+    def proto(self) -> Any:
+        return self._space
+
+    @property
+    def hostnames(self) -> list[str]:
+        return list(self._space.hostnames)
+
+    @property
+    def errors(self) -> list[str]:
+        return list(self._space.errors)
+
+    @property
+    def warnings(self) -> list[str]:
+        return list(self._space.warnings)
+
+    def plane(self, name: str) -> PlaneView | None:
+        for plane in self.planes:
+            if plane.name == name:
+                return plane
+        return None
+
+    def planes_with_prefix(self, prefix: str) -> list[PlaneView]:
+        return [p for p in self.planes if p.name.startswith(prefix)]
+
+    def event_count(self) -> int:
+        return sum(len(line.events) for p in self._space.planes for line in p.lines)
+
+    def __iter__(self) -> Iterator[PlaneView]:
+        return iter(self.planes)
+
+
+def parse(data: bytes | bytearray | memoryview) -> SpaceView:
+    """Parse XSpace bytes; raise CaptureError (one line) when they are not a capture."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise CaptureError(f"expected XSpace bytes, got {type(data).__name__}")
+    size = len(data)
+    if size == 0:
+        raise CaptureError("capture is empty (0 bytes); profile a window that ran some steps")
+    if size > MAX_CAPTURE_BYTES:
+        raise CaptureError(f"capture is {size} bytes, over the 2 GiB protobuf limit")
+    space = schema.XSpace()
+    try:
+        space.ParseFromString(bytes(data))
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise CaptureError(
+            f"not a readable XSpace capture ({size} bytes, truncated or another format): {exc}"
+        ) from None
+    if not space.planes:
+        raise CaptureError(
+            f"not an XSpace capture: {size} bytes parsed but hold no profiler planes"
+        )
+    return SpaceView(space, size)

@@ -1,0 +1,122 @@
+"""The part of the XSpace protobuf schema tfobs reads, built at import time.
+
+Field names and numbers follow `tsl/profiler/protobuf/xplane.proto` (package
+`tensorflow.profiler`). Building the descriptor here, instead of importing TensorFlow's
+generated module, keeps `tfobs analyze` free of TensorFlow and of generated-code version
+checks; the `protobuf` runtime (upb) still does the parsing in C.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+_F = descriptor_pb2.FieldDescriptorProto
+_PACKAGE = "tensorflow.profiler"
+
+# (message, [(field, number, type, label, type_name or "", oneof index or None)])
+_REPEATED, _OPTIONAL = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
+_INT64, _UINT64, _DOUBLE = _F.TYPE_INT64, _F.TYPE_UINT64, _F.TYPE_DOUBLE
+_STRING, _BYTES, _MSG = _F.TYPE_STRING, _F.TYPE_BYTES, _F.TYPE_MESSAGE
+
+_MESSAGES: dict[str, list[tuple]] = {
+    "XSpace": [
+        ("planes", 1, _MSG, _REPEATED, "XPlane", None),
+        ("errors", 2, _STRING, _REPEATED, "", None),
+        ("warnings", 3, _STRING, _REPEATED, "", None),
+        ("hostnames", 4, _STRING, _REPEATED, "", None),
+    ],
+    "XPlane": [
+        ("id", 1, _INT64, _OPTIONAL, "", None),
+        ("name", 2, _STRING, _OPTIONAL, "", None),
+        ("lines", 3, _MSG, _REPEATED, "XLine", None),
+        ("event_metadata", 4, _MSG, _REPEATED, "XPlane.EventMetadataEntry", None),
+        ("stat_metadata", 5, _MSG, _REPEATED, "XPlane.StatMetadataEntry", None),
+        ("stats", 6, _MSG, _REPEATED, "XStat", None),
+    ],
+    "XLine": [
+        ("id", 1, _INT64, _OPTIONAL, "", None),
+        ("display_id", 10, _INT64, _OPTIONAL, "", None),
+        ("name", 2, _STRING, _OPTIONAL, "", None),
+        ("display_name", 11, _STRING, _OPTIONAL, "", None),
+        ("timestamp_ns", 3, _INT64, _OPTIONAL, "", None),
+        ("duration_ps", 9, _INT64, _OPTIONAL, "", None),
+        ("events", 4, _MSG, _REPEATED, "XEvent", None),
+    ],
+    "XEvent": [
+        ("metadata_id", 1, _INT64, _OPTIONAL, "", None),
+        ("offset_ps", 2, _INT64, _OPTIONAL, "", 0),
+        ("num_occurrences", 5, _INT64, _OPTIONAL, "", 0),
+        ("duration_ps", 3, _INT64, _OPTIONAL, "", None),
+        ("stats", 4, _MSG, _REPEATED, "XStat", None),
+    ],
+    "XStat": [
+        ("metadata_id", 1, _INT64, _OPTIONAL, "", None),
+        ("double_value", 2, _DOUBLE, _OPTIONAL, "", 0),
+        ("uint64_value", 3, _UINT64, _OPTIONAL, "", 0),
+        ("int64_value", 4, _INT64, _OPTIONAL, "", 0),
+        ("str_value", 5, _STRING, _OPTIONAL, "", 0),
+        ("bytes_value", 6, _BYTES, _OPTIONAL, "", 0),
+        ("ref_value", 7, _UINT64, _OPTIONAL, "", 0),
+    ],
+    "XEventMetadata": [
+        ("id", 1, _INT64, _OPTIONAL, "", None),
+        ("name", 2, _STRING, _OPTIONAL, "", None),
+        ("display_name", 4, _STRING, _OPTIONAL, "", None),
+        ("metadata", 3, _BYTES, _OPTIONAL, "", None),
+        ("stats", 5, _MSG, _REPEATED, "XStat", None),
+        ("child_id", 6, _INT64, _REPEATED, "", None),
+    ],
+    "XStatMetadata": [
+        ("id", 1, _INT64, _OPTIONAL, "", None),
+        ("name", 2, _STRING, _OPTIONAL, "", None),
+        ("description", 3, _STRING, _OPTIONAL, "", None),
+    ],
+}
+_ONEOFS = {"XEvent": ["data"], "XStat": ["value"]}
+_MAP_ENTRIES = {"XPlane": [("EventMetadataEntry", "XEventMetadata"),
+                           ("StatMetadataEntry", "XStatMetadata")]}
+
+
+def _add_field(msg: descriptor_pb2.DescriptorProto, spec: tuple) -> None:
+    name, number, ftype, label, type_name, oneof = spec
+    f = msg.field.add(name=name, number=number, type=ftype, label=label)
+    if type_name:
+        f.type_name = f".{_PACKAGE}.{type_name}"
+    if oneof is not None:
+        f.oneof_index = oneof
+
+
+def _file_proto() -> descriptor_pb2.FileDescriptorProto:
+    fp = descriptor_pb2.FileDescriptorProto(
+        name="tfobs/xspace/xplane.proto", package=_PACKAGE, syntax="proto3"
+    )
+    for name, fields in _MESSAGES.items():
+        msg = fp.message_type.add(name=name)
+        for oneof in _ONEOFS.get(name, []):
+            msg.oneof_decl.add(name=oneof)
+        for spec in fields:
+            _add_field(msg, spec)
+        for entry_name, value_type in _MAP_ENTRIES.get(name, []):
+            entry = msg.nested_type.add(name=entry_name)
+            entry.options.map_entry = True
+            _add_field(entry, ("key", 1, _INT64, _OPTIONAL, "", None))
+            _add_field(entry, ("value", 2, _MSG, _OPTIONAL, value_type, None))
+    return fp
+
+
+# A private pool: never clashes with TensorFlow's own registration of the same names.
+_POOL = descriptor_pool.DescriptorPool()
+_POOL.Add(_file_proto())
+
+
+def _cls(name: str) -> type:
+    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+
+
+XSpace = _cls("XSpace")
+XPlane = _cls("XPlane")
+XLine = _cls("XLine")
+XEvent = _cls("XEvent")
+XStat = _cls("XStat")
+XEventMetadata = _cls("XEventMetadata")
+XStatMetadata = _cls("XStatMetadata")
