@@ -1,0 +1,68 @@
+"""WindowRecord: what the runtime knows about one profile window besides its summary.
+
+The runtime draws the window's trace and span ids when the window *opens*, so the step-time
+histogram can carry them as exemplars while the window runs, and the OpenTelemetry exporter
+later sends spans with exactly those ids: a Grafana exemplar then opens the right trace.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+OUTCOMES: tuple[str, ...] = (
+    "captured",  # profiled, reduced and published
+    "skipped_busy",  # another profiler session was active (the user's own, TensorBoard, ...)
+    "skipped_budget",  # the duty-cycle budget had no room for it
+    "empty",  # the capture held no complete step
+    "dropped_too_large",  # over the byte/event budget; dropped instead of reduced
+    "failed",  # capture or reduction raised; counted in tfobs_errors_total{stage}
+)
+
+_rng = random.SystemRandom()
+
+
+def new_trace_id() -> int:
+    return _rng.getrandbits(128) or 1
+
+
+def new_span_id() -> int:
+    return _rng.getrandbits(64) or 1
+
+
+def format_trace_id(trace_id: int) -> str:
+    return f"{trace_id:032x}"
+
+
+def format_span_id(span_id: int) -> str:
+    return f"{span_id:016x}"
+
+
+@dataclass
+class WindowRecord:
+    index: int  # 0, 1, 2, ... within this process
+    trace_id: int = field(default_factory=new_trace_id)
+    span_id: int = field(default_factory=new_span_id)  # the window's root span
+    # step_num -> span id, drawn when the step ends inside the window.
+    step_span_ids: dict[int, int] = field(default_factory=dict)
+    start_ns: int = 0  # wall clock, when the profiler session started
+    end_ns: int = 0
+    first_step: int = -1
+    last_step: int = -1
+    outcome: str = ""
+    reason: str = ""  # one line: why skipped or failed
+    capture_bytes: int = 0
+    capture_s: float = 0.0  # export + read of the capture
+    reduce_s: float = 0.0
+    on_demand: bool = False
+
+    def step_span_id(self, step_num: int) -> int:
+        span = self.step_span_ids.get(step_num)
+        if span is None:
+            span = self.step_span_ids[step_num] = new_span_id()
+        return span
+
+    def exemplar(self, step_num: int | None = None) -> dict[str, str]:
+        """OpenMetrics exemplar labels pointing at this window (or one of its steps)."""
+        span = self.span_id if step_num is None else self.step_span_id(step_num)
+        return {"trace_id": format_trace_id(self.trace_id), "span_id": format_span_id(span)}
