@@ -95,6 +95,8 @@ class InputPipeline:
     slowest_stage: TfDataStage | None = None  # tf.data bottleneck on the critical path
     stages: tuple[TfDataStage, ...] = ()
     top_input_ops: tuple[OpStat, ...] = ()
+    # The same split as window totals in seconds (XProf's `input_time_breakdown`).
+    host_input_total_s: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,261 @@
-"""Per-GPU idle breakdown, launch delays, copies. Placeholder: the GPU analysis replaces it."""
+"""Per-GPU activity: busy and idle time by cause, launch delays, copies, collectives.
+
+Idle time follows Holistic Trace Analysis's idle-time breakdown, taken per GPU instead of
+per stream:
+- activity = kernels, memcpy and memset events on the GPU plane (all streams); overlapping
+  activity is merged, so `busy_s` counts each instant once;
+- `span_s` runs from the first activity's start to the last one's end; idle = span - busy;
+- each idle gap is charged to the activity that ends it (the earliest to start after it):
+  `kernel_launch` when the host *began* the call that launched it only after the gap began
+  (the GPU waited for the CPU), else `short_gap` when the gap is under `short_gap_s`
+  (back-to-back launch latency), else `other` (synchronisation, copies to wait on, ...).
+Host launch calls (cudaLaunchKernel, hipModuleLaunchKernel, cudaMemcpyAsync, ...) are the
+host events that share the kernel's `correlation_id` stat. Without a host plane no gap is
+a kernel-launch gap and launch delays are not measured.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+
+from tfobs.analysis.kernels import is_derived_line, is_gpu_plane
 from tfobs.summary import DeviceActivity, Steps
-from tfobs.xspace.reader import SpaceView
+from tfobs.xspace.reader import PlaneView, SpaceView
+
+HOST_PLANE = "/host:CPU"
+DIRECTIONS = ("h2d", "d2h", "d2d")
+
+_COLLECTIVE = re.compile(r"nccl|rccl|AllReduce|AllGather|ReduceScatter|all_reduce|all_gather|"
+                         r"reduce_scatter|all_to_all|AllToAll", re.IGNORECASE)
+_DIR_PATTERNS = (
+    ("h2d", re.compile(r"H2D|HtoD|HostToDevice", re.IGNORECASE)),
+    ("d2h", re.compile(r"D2H|DtoH|DeviceToHost", re.IGNORECASE)),
+    ("d2d", re.compile(r"D2D|DtoD|DeviceToDevice|P2P|PtoP|PeerToPeer", re.IGNORECASE)),
+)
+_MEMCPY_NAME = re.compile(r"memcpy|copy(host|device)|memset", re.IGNORECASE)
+_SIZE = re.compile(r"\bsize:(\d+)")
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One device event on the absolute clock (picoseconds)."""
+
+    start_ps: int
+    end_ps: int
+    kind: str  # "kernel" | "memcpy" | "memset"
+    name: str
+    correlation_id: int | None = None
+    direction: str = ""  # h2d | d2h | d2d for copies
+    nbytes: int = 0
+
+
+def device_activities(plane: PlaneView) -> list[Activity]:
+    """Kernels, copies and memsets of one GPU plane, sorted by start; never raises."""
+    out: list[Activity] = []
+    ids = {plane.stat_ids[n]: n for n in ("correlation_id", "kernel_details", "memcpy_details")
+           if n in plane.stat_ids}
+    for line in plane.proto.lines:
+        if is_derived_line(line.id):
+            continue
+        base = line.timestamp_ns * 1000
+        line_kind = _line_kind(line.name)
+        for ev in line.events:
+            name = plane.event_names.get(ev.metadata_id, "")
+            stats = {ids[s.metadata_id]: plane.value(s) for s in ev.stats if s.metadata_id in ids}
+            kind = _kind(name, stats, line_kind)
+            if not kind:
+                continue
+            start = base + ev.offset_ps
+            end = start + max(ev.duration_ps, 0)
+            corr = stats.get("correlation_id")
+            direction, nbytes = "", 0
+            if kind == "memcpy":
+                details = str(stats.get("memcpy_details") or "")
+                direction = _direction(name, details, line.name)
+                m = _SIZE.search(details)
+                nbytes = int(m.group(1)) if m else 0
+            out.append(Activity(start, end, kind, name,
+                                corr if isinstance(corr, int) else None, direction, nbytes))
+    out.sort(key=lambda a: (a.start_ps, a.end_ps))
+    return out
+
+
+def _line_kind(line_name: str) -> str:
+    low = line_name.lower()
+    if "memcpy" in low:
+        return "memcpy"
+    if "memset" in low:
+        return "memset"
+    return ""
+
+
+def _kind(name: str, stats: dict, line_kind: str) -> str:
+    if stats.get("kernel_details"):
+        return "kernel"
+    if stats.get("memcpy_details"):
+        return "memset" if "memset" in name.lower() else "memcpy"
+    if line_kind:
+        return line_kind
+    if _MEMCPY_NAME.search(name):
+        return "memset" if "memset" in name.lower() else "memcpy"
+    # A stream event with a correlation id is device work launched by the host.
+    return "kernel" if "correlation_id" in stats else ""
+
+
+def _direction(name: str, details: str, line_name: str) -> str:
+    for text in (name, details, line_name):
+        for direction, pattern in _DIR_PATTERNS:
+            if pattern.search(text):
+                return direction
+    return "d2d" if "copy" in name.lower() else ""
+
+
+@dataclass(frozen=True)
+class Launch:
+    start_ps: int
+    end_ps: int
+    name: str  # the host call: cudaLaunchKernel, hipMemcpyHtoDAsync, ...
+
+
+def host_launches(space: SpaceView) -> dict[int, Launch]:
+    """{correlation_id: Launch} for the host calls that launched device work."""
+    out: dict[int, Launch] = {}
+    plane = space.plane(HOST_PLANE)
+    if plane is None or "correlation_id" not in plane.stat_ids:
+        return out
+    corr_id = plane.stat_ids["correlation_id"]
+    for line in plane.proto.lines:
+        base = line.timestamp_ns * 1000
+        for ev in line.events:
+            for s in ev.stats:
+                if s.metadata_id == corr_id:
+                    value = plane.value(s)
+                    if isinstance(value, int):
+                        start = base + ev.offset_ps
+                        name = plane.event_names.get(ev.metadata_id, "")
+                        out[value] = Launch(start, start + max(ev.duration_ps, 0), name)
+                    break
+    return out
+
+
+def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Union of [start, end) intervals, sorted."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty list."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
 
 
 def reduce_devices(
     space: SpaceView, steps: Steps, *, short_gap_s: float = 30e-6
 ) -> tuple[DeviceActivity, ...]:
-    return ()
+    """One DeviceActivity per GPU plane with device activity (see the module docstring).
+
+    `idle_s`, `busy_s` and `span_s` are totals over the window; copies and collectives are
+    per step (per window when the capture has no steps).
+    """
+    launches: dict[int, Launch] | None = None
+    per_step = max(int(steps.count or 0), 1)
+    out = []
+    for plane in space.planes:
+        if not is_gpu_plane(plane):
+            continue
+        acts = device_activities(plane)
+        if not acts:
+            continue
+        if launches is None:
+            launches = host_launches(space)
+        acts = [_as_copy_if_launched_as_copy(a, launches) for a in acts]
+        out.append(_device(plane.name, acts, launches, short_gap_s, per_step))
+    return tuple(out)
+
+
+def _as_copy_if_launched_as_copy(act: Activity, launches: dict[int, Launch]) -> Activity:
+    """ROCm runs async copies as kernels (__amd_rocclr_copyBuffer): the host call says so."""
+    if act.kind != "kernel" or act.correlation_id is None:
+        return act
+    launch = launches.get(act.correlation_id)
+    if launch is None or "memcpy" not in launch.name.lower():
+        return act
+    return dataclasses.replace(act, kind="memcpy", direction=_direction(launch.name, "", ""))
+
+
+def _device(
+    device: str,
+    acts: list[Activity],
+    launches: dict[int, Launch],
+    short_gap_s: float,
+    per_step: int,
+) -> DeviceActivity:
+    short_gap_ps = short_gap_s * 1e12
+    idle = {"kernel_launch": 0, "short_gap": 0, "other": 0}
+    busy = 0
+    block_start, block_end = acts[0].start_ps, acts[0].end_ps
+    for act in acts[1:]:
+        if act.start_ps <= block_end:
+            block_end = max(block_end, act.end_ps)
+            continue
+        busy += block_end - block_start
+        gap = act.start_ps - block_end
+        launch = launches.get(act.correlation_id) if act.correlation_id is not None else None
+        if launch is not None and launch.start_ps > block_end:
+            idle["kernel_launch"] += gap
+        elif gap < short_gap_ps:
+            idle["short_gap"] += gap
+        else:
+            idle["other"] += gap
+        block_start, block_end = act.start_ps, act.end_ps
+    busy += block_end - block_start
+    span = max(a.end_ps for a in acts) - acts[0].start_ps
+
+    kernels = [a for a in acts if a.kind == "kernel"]
+    delays: list[float] = []
+    small = linked = 0
+    for k in kernels:
+        launch = launches.get(k.correlation_id) if k.correlation_id is not None else None
+        if launch is None:
+            continue
+        linked += 1
+        # Host and device clocks can disagree by a little: a negative delay counts as 0.
+        delays.append(max(k.start_ps - launch.end_ps, 0) * 1e-12)
+        if k.end_ps - k.start_ps < launch.end_ps - launch.start_ps:
+            small += 1
+
+    copy_ps = dict.fromkeys(DIRECTIONS, 0)
+    copy_bytes = dict.fromkeys(DIRECTIONS, 0)
+    for a in acts:
+        if a.kind == "memcpy" and a.direction in copy_ps:
+            copy_ps[a.direction] += a.end_ps - a.start_ps
+            copy_bytes[a.direction] += a.nbytes
+    collectives = merge([(k.start_ps, k.end_ps) for k in kernels if _COLLECTIVE.search(k.name)])
+    collective_ps = sum(end - start for start, end in collectives)
+
+    return DeviceActivity(
+        device=device,
+        span_s=span * 1e-12,
+        busy_s=busy * 1e-12,
+        idle_s={cause: ps * 1e-12 for cause, ps in idle.items()},
+        kernel_count=len(kernels),
+        mean_kernel_s=(sum(k.end_ps - k.start_ps for k in kernels) / len(kernels) * 1e-12
+                       if kernels else 0.0),
+        launch_delay_mean_s=sum(delays) / len(delays) if delays else 0.0,
+        launch_delay_p95_s=percentile(delays, 95) if delays else 0.0,
+        small_kernel_ratio=small / linked if linked else 0.0,
+        copy_s={d: ps * 1e-12 / per_step for d, ps in copy_ps.items()},
+        copy_bytes={d: b / per_step for d, b in copy_bytes.items()},
+        collective_s=collective_ps * 1e-12 / per_step,
+    )

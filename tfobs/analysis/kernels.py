@@ -1,10 +1,252 @@
-"""Kernel statistics and Tensor Core use (GPU captures). Placeholder: the GPU analysis replaces it."""
+"""Kernel statistics and Tensor Core use on GPU captures: XProf's Kernel Stats table.
+
+One row per (kernel name, launch shape, registers, shared memory, Tensor Core use, op
+eligibility, op name), as `xprof/convert/xplane_to_kernel_stats_db.cc` groups them: a
+device event is a kernel when it carries a `kernel_details` stat and lasts at least 1 ns.
+The aggregates are sums over every kernel; the table keeps the `MAX_ROWS` rows with the
+most time, as XProf does.
+"""
 
 from __future__ import annotations
 
-from tfobs.summary import Kernels
-from tfobs.xspace.reader import SpaceView
+import re
+from dataclasses import dataclass
+
+from tfobs.analysis import hlo_ops, tensor_cores
+from tfobs.summary import Kernels, KernelStat
+from tfobs.xspace.reader import PlaneView, SpaceView
+
+MAX_ROWS = 1000  # XProf's kMaxNumOfKernels
+GPU_PLANE_PREFIX = "/device:GPU:"
+
+# Lines the profiler derives (steps, XLA ops, ...) carry ids in this range (tsl xplane_schema).
+_DERIVED_LINE_MIN = 0xDEADBEEF
+_DERIVED_LINE_MAX = _DERIVED_LINE_MIN + 0xFF
+_UINT32_MAX = 2**32 - 1
+_TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
+_JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?")
+
+
+@dataclass
+class _Row:
+    count: int = 0
+    total_ns: int = 0
+    min_ns: int = 0
+    max_ns: int = 0
+    rule: str = ""
+    occupancy: float = 0.0
+
+    def add(self, ns: int) -> None:
+        if self.count == 0:
+            self.min_ns = self.max_ns = ns
+        else:
+            self.min_ns = min(self.min_ns, ns)
+            self.max_ns = max(self.max_ns, ns)
+        self.count += 1
+        self.total_ns += ns
+
+
+@dataclass
+class _Launch:
+    """Kernel launch parameters parsed from `kernel_details` (XProf's ParseKernelLaunchParams)."""
+
+    registers: int = 0
+    shared: int = 0
+    grid: str = "1,1,1"
+    block: str = "1,1,1"
+    occupancy: float = 0.0
+
+
+def parse_kernel_details(details: str) -> _Launch:
+    out = _Launch()
+    static = dynamic = 0
+    for token in details.replace("\n", " ").split(" "):
+        key, sep, value = token.partition(":")
+        if not sep or ":" in value:
+            continue
+        if key == "regs":
+            out.registers = _uint32(value, out.registers)
+        elif key == "static_shared":
+            static = _uint32(value, static)
+        elif key == "dynamic_shared":
+            dynamic = _uint32(value, dynamic)
+        elif key in ("grid", "block"):
+            dims = value.split(",")
+            if len(dims) == 3 and all(_uint32(d, -1) >= 0 for d in dims):
+                setattr(out, key, ",".join(str(int(d)) for d in dims))
+        elif key == "occ_pct":
+            try:
+                out.occupancy = float(value)
+            except ValueError:
+                pass
+    out.shared = static + dynamic
+    return out
+
+
+def _uint32(text: str, default: int) -> int:
+    if not text.isdigit():
+        return default
+    value = int(text)
+    return value if value <= _UINT32_MAX else default
+
+
+def tf_op_name(tf_op: str) -> str:
+    """The op name in a `tf_op` stat ("model/dense/MatMul:MatMul" -> "model/dense/MatMul")."""
+    name, sep, op_type = tf_op.partition(":")
+    if not sep:
+        return tf_op
+    if not op_type or _TF_OP_TYPE.fullmatch(op_type) or _JAX_OP_TYPE.fullmatch(op_type):
+        return name
+    return tf_op
+
+
+def is_gpu_plane(plane: PlaneView) -> bool:
+    return plane.name.startswith(GPU_PLANE_PREFIX)
+
+
+def is_derived_line(line_id: int) -> bool:
+    return _DERIVED_LINE_MIN <= line_id <= _DERIVED_LINE_MAX
+
+
+def plane_vendor(plane: PlaneView) -> str:
+    try:
+        return tensor_cores.vendor_of(plane.plane_stats().get("device_vendor", ""))
+    except Exception:  # odd plane stats must not stop the reduction
+        return ""
+
+
+_WANTED = ("kernel_details", "tf_op", "hlo_op", "program_id", "equation")
 
 
 def reduce_kernels(space: SpaceView) -> Kernels:
-    return Kernels()
+    """Kernel table and Tensor Core aggregates over every GPU plane; empty on CPU/TPU."""
+    rows: dict[tuple, _Row] = {}
+    launches: dict[str, _Launch] = {}
+    totals = [0, 0, 0, 0]  # all, tensor core, eligible op, eligible op on tensor cores
+    gpu_planes = [p for p in space.planes if is_gpu_plane(p)]
+    hlo: dict[tuple[int, str], str] = {}
+    if any("hlo_op" in p.stat_ids for p in gpu_planes):
+        hlo = hlo_ops.op_names_by_instruction(space)
+    for plane in gpu_planes:
+        _scan_plane(plane, hlo, rows, launches, totals)
+    items = sorted(rows.items(), key=lambda kv: (-kv[1].total_ns, kv[0]))[:MAX_ROWS]
+    return Kernels(
+        total_s=totals[0] * 1e-9,
+        tensor_core_s=totals[1] * 1e-9,
+        eligible_op_s=totals[2] * 1e-9,
+        eligible_op_tensor_core_s=totals[3] * 1e-9,
+        items=tuple(_stat(key, row) for key, row in items),
+    )
+
+
+def _scan_plane(
+    plane: PlaneView,
+    hlo: dict[tuple[int, str], str],
+    rows: dict[tuple, _Row],
+    launches: dict[str, _Launch],
+    totals: list[int],
+) -> None:
+    vendor = plane_vendor(plane)
+    ids = {plane.stat_ids[n]: n for n in _WANTED if n in plane.stat_ids}
+    if not ids:
+        return
+    md_cache: dict[int, dict[str, str]] = {}
+    for line in plane.proto.lines:
+        if is_derived_line(line.id):
+            continue
+        for ev in line.events:
+            ns = ev.duration_ps // 1000
+            if ns <= 0:
+                continue
+            stats = _wanted_stats(plane, ev, ids, md_cache)
+            details = stats.get("kernel_details", "")
+            if not details:
+                continue
+            name = plane.event_names.get(ev.metadata_id, "")
+            rule = tensor_cores.tensor_core_rule(name, vendor)
+            op, eligible = _op_and_eligibility(stats, bool(rule), hlo)
+            launch = launches.get(details)
+            if launch is None:
+                launch = launches[details] = parse_kernel_details(details)
+            key = (name, launch.grid, launch.block, launch.registers, launch.shared, op,
+                   bool(rule), eligible)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = _Row(rule=rule, occupancy=launch.occupancy)
+            row.add(ns)
+            totals[0] += ns
+            if rule:
+                totals[1] += ns
+            if eligible:
+                totals[2] += ns
+                if rule:
+                    totals[3] += ns
+
+
+def _wanted_stats(plane: PlaneView, ev, ids: dict[int, str], md_cache) -> dict[str, str]:
+    md = md_cache.get(ev.metadata_id)
+    if md is None:
+        md = {}
+        meta = plane.proto.event_metadata.get(ev.metadata_id)
+        if meta is not None:
+            for s in meta.stats:
+                if s.metadata_id in ids:
+                    md[ids[s.metadata_id]] = _text(plane, s)
+        md_cache[ev.metadata_id] = md
+    out = dict(md) if md else {}
+    for s in ev.stats:
+        if s.metadata_id in ids:
+            out[ids[s.metadata_id]] = _text(plane, s)
+    return out
+
+
+def _text(plane: PlaneView, stat) -> str:
+    value = plane.value(stat)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _op_and_eligibility(
+    stats: dict[str, str], uses_tc: bool, hlo: dict[tuple[int, str], str]
+) -> tuple[str, bool]:
+    """Op name and Tensor Core eligibility, in XProf's two passes (framework op, then HLO)."""
+    op, eligible = "", False
+    tf_op = stats.get("tf_op", "")
+    if tf_op:
+        op = tf_op_name(tf_op)
+        # XProf: a kernel that uses Tensor Cores makes its op eligible.
+        eligible = tensor_cores.op_tensor_core_eligible(op, stats.get("equation", "")) or uses_tc
+    hlo_op = stats.get("hlo_op", "")
+    if hlo_op:
+        # XLA kernels take the framework op of their HLO instruction (the last of a
+        # "::"-separated list), when the capture stores the program.
+        try:
+            program_id = int(stats.get("program_id", ""))
+        except ValueError:
+            program_id = -1
+        found = hlo.get((program_id, hlo_op.split("::")[-1]))
+        if found is not None:
+            op = tf_op_name(found) if found else ""
+            eligible = tensor_cores.op_tensor_core_eligible(op) or eligible
+    return op, eligible
+
+
+def _stat(key: tuple, row: _Row) -> KernelStat:
+    name, grid, block, registers, shared, op, uses_tc, eligible = key
+    return KernelStat(
+        name=name,
+        op_name=op,
+        count=row.count,
+        total_s=row.total_ns * 1e-9,
+        min_s=row.min_ns * 1e-9,
+        max_s=row.max_ns * 1e-9,
+        registers=registers,
+        shared_mem_bytes=shared,
+        grid=grid,
+        block=block,
+        occupancy_pct=row.occupancy,
+        uses_tensor_cores=uses_tc,
+        op_tensor_core_eligible=eligible,
+        tensor_core_rule=row.rule,
+    )

@@ -1,0 +1,116 @@
+"""Lint the Grafana dashboards the way grafana's dashboard-linter does, plus what tfobs
+promises: a `datasource` variable used by every panel and query, units on every panel,
+current panel types only, job/worker/device variables, exemplars linked to traces, and
+PromQL that parses (dashboards and alert rules)."""
+
+from __future__ import annotations
+
+import re
+
+import promql_parser
+import pytest
+
+from tests.support.dashboards import (
+    DASHBOARD_FILES,
+    all_queries,
+    dashboard_queries,
+    load,
+    panels,
+    substitute,
+)
+
+DEPRECATED = {"graph", "singlestat", "table-old", "grafana-piechart-panel",
+              "grafana-worldmap-panel", "graph-old", "heatmap-old", "flot"}
+DS_REF = {"type": "prometheus", "uid": "${datasource}"}
+NAMES = [p.name for p in DASHBOARD_FILES]
+
+
+def test_the_three_dashboards_exist() -> None:
+    assert set(NAMES) == {"training-efficiency.json", "input-pipeline.json", "workers.json"}
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=NAMES)
+def test_current_schema_and_no_export_inputs(path) -> None:
+    d = load(path)
+    assert d["schemaVersion"] >= 39
+    assert "__inputs" not in d and "__requires" not in d
+    assert "${DS_" not in path.read_text(), "exported-for-sharing datasource placeholders"
+    assert d["uid"].startswith("tfobs-") and d["title"].startswith("tfobs / ")
+    assert "tfobs" in d["tags"]
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=NAMES)
+def test_datasource_variable_is_used_by_every_panel_and_target(path) -> None:
+    d = load(path)
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    ds = variables["datasource"]
+    assert ds["type"] == "datasource" and ds["query"] == "prometheus"
+    for var in variables.values():
+        if var["type"] == "query":
+            assert var["datasource"] == DS_REF, var["name"]
+    checked = 0
+    for panel in panels(d):
+        if panel["type"] == "row":
+            continue
+        assert panel.get("datasource") == DS_REF, panel["title"]
+        assert panel["targets"], f"{panel['title']} has no query"
+        for target in panel["targets"]:
+            assert target.get("datasource") == DS_REF, panel["title"]
+            checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=NAMES)
+def test_units_on_every_panel_and_no_deprecated_types(path) -> None:
+    ids = set()
+    for panel in panels(load(path)):
+        assert panel["type"] not in DEPRECATED, panel["title"]
+        assert panel["id"] not in ids
+        ids.add(panel["id"])
+        if panel["type"] == "row":
+            continue
+        assert panel["fieldConfig"]["defaults"].get("unit"), f"{panel['title']}: no unit"
+        if re.search(r"_ratio\b", " ".join(t["expr"] for t in panel["targets"])) and \
+                "/" not in " ".join(t["expr"] for t in panel["targets"]):
+            assert panel["fieldConfig"]["defaults"]["unit"] in {"percentunit"}, panel["title"]
+
+
+@pytest.mark.parametrize("path", DASHBOARD_FILES, ids=NAMES)
+def test_job_worker_variables_filter_every_query(path) -> None:
+    d = load(path)
+    names = {v["name"] for v in d["templating"]["list"]}
+    assert {"datasource", "job", "tf_job", "worker"} <= names
+    if path.name == "training-efficiency.json":
+        assert {"device", "tracing"} <= names
+    for q in dashboard_queries(path):
+        for selector in re.findall(r"\btfobs_\w+\{([^}]*)\}", q.expr):
+            assert 'job=~"$job"' in selector and 'tf_task=~"$worker"' in selector, q.where
+
+
+def test_exemplars_on_step_time_panel_link_to_tracing_datasource() -> None:
+    d = load(next(p for p in DASHBOARD_FILES if p.name == "training-efficiency.json"))
+    tracing = next(v for v in d["templating"]["list"] if v["name"] == "tracing")
+    assert tracing["type"] == "datasource" and tracing["query"] in {"tempo", "jaeger"}
+    step = next(p for p in panels(d)
+                if p["type"] == "timeseries" and p["title"].startswith("Step time"))
+    assert any(t.get("exemplar") for t in step["targets"])
+    assert any("tfobs_step_duration_seconds_bucket" in t["expr"] for t in step["targets"])
+    links = step["fieldConfig"]["defaults"]["links"]
+    assert any("${tracing}" in link["url"] and "trace_id" in link["url"] for link in links)
+
+
+def test_every_promql_expression_parses() -> None:
+    queries = all_queries()
+    assert len(queries) > 60
+    for q in queries:
+        try:
+            promql_parser.parse(substitute(q.expr))
+        except Exception as e:  # the parser raises its own ValueError subclasses
+            pytest.fail(f"{q.where}: {e}\n{q.expr}")
+
+
+def test_parser_rejects_broken_promql() -> None:
+    # The check above means something only if the parser refuses bad input.
+    for bad in ("sum(rate(x[5m])", "tfobs_x{job=~}", "rate(tfobs_x[$__rate_interval])"):
+        with pytest.raises(Exception):  # noqa: B017 - any parser error will do
+            promql_parser.parse(bad)

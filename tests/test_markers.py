@@ -1,0 +1,132 @@
+"""Step markers: Keras fit without code changes (Keras 3 and tf_keras), tfobs.step loops."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+import tfobs  # noqa: E402
+from tests.support.memory_exporter import MemoryExporter  # noqa: E402
+from tfobs.capture import markers  # noqa: E402
+from tfobs.config import Config  # noqa: E402
+from tfobs.runtime import Runtime  # noqa: E402
+
+
+@pytest.fixture
+def runtime(tmp_path):
+    config = Config.load(environ={}, metrics_port=-1, interval_steps=1000, window_steps=6,
+                         first_window_step=10**6, overhead_budget=0.5,
+                         capture_dir=str(tmp_path))
+    rt = Runtime(config, prometheus=MemoryExporter()).start()
+    yield rt
+    rt.stop(5.0)
+
+
+def _keras3_model():
+    keras = tf.keras
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    return model
+
+
+def _dataset():
+    return tf.data.Dataset.from_tensors((tf.ones((8, 4)), tf.ones((8, 2)))).repeat()
+
+
+def test_keras3_fit_is_marked_without_code_changes(runtime):
+    exporter = runtime.prometheus
+    model = _keras3_model()
+    model.fit(_dataset(), steps_per_epoch=5, epochs=2, verbose=0)
+    assert len(exporter.steps) == 10  # every step timed, not only profiled ones
+    assert all(d > 0 for d, _ in exporter.steps)
+    # a window: exemplars while it is open, and the capture has marker steps
+    assert runtime.capture_now()
+    model.fit(_dataset(), steps_per_epoch=10, epochs=1, verbose=0)
+    assert runtime.wait_idle(30)
+    with_exemplar = [e for _, e in exporter.steps[10:] if e]
+    assert len(with_exemplar) == 6
+    assert set(with_exemplar[0]) == {"trace_id", "span_id"}
+    assert len({e["span_id"] for e in with_exemplar}) == 6  # one span per step
+    assert runtime.health.windows == {"captured": 1}, runtime.health
+    summary = runtime.last_summary
+    assert summary.steps.method == "markers" and summary.steps.count >= 3
+
+
+def test_step_numbers_continue_across_fits_and_callbacks_are_not_doubled(runtime):
+    seen = []
+    original = runtime.step_begin
+    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    model = _keras3_model()
+    cb = markers.keras3_callback_class()()
+    model.fit(_dataset(), steps_per_epoch=3, epochs=1, verbose=0, callbacks=[cb])
+    # callbacks passed positionally (fit's 6th argument) also work
+    model.fit(_dataset(), None, None, 1, 0, [], steps_per_epoch=3)
+    assert len(seen) == 6  # the explicit callback was not joined by a second one
+    assert seen[3:] == [seen[2] + 1, seen[2] + 2, seen[2] + 3]  # optimizer iterations
+
+
+def test_tf_keras_fit_is_marked(runtime):
+    tf_keras = pytest.importorskip("tf_keras")
+    markers.install_fit_hooks()  # tf_keras imported after enable(): hook it now
+    exporter = runtime.prometheus
+    before = len(exporter.steps)
+    model = tf_keras.Sequential([tf_keras.Input((4,)), tf_keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    model.fit(_dataset(), steps_per_epoch=4, epochs=1, verbose=0)
+    assert len(exporter.steps) - before == 4
+
+
+def test_fit_is_restored_after_stop(tmp_path):
+    keras = tf.keras
+    before = keras.Model.fit
+    config = Config.load(environ={}, metrics_port=-1, capture_dir=str(tmp_path))
+    rt = Runtime(config, prometheus=MemoryExporter()).start()
+    assert keras.Model.fit is not before
+    assert keras.Model.fit.__wrapped__ is before
+    rt.stop(2.0)
+    assert keras.Model.fit is before
+    assert markers._hooks is None
+
+
+def test_custom_loop_step_feeds_runtime_and_marks_capture(runtime):
+    exporter = runtime.prometheus
+
+    @tf.function
+    def train(x):
+        return tf.reduce_sum(x * x)
+
+    x = tf.ones((16,))
+    assert runtime.capture_now()
+    for i in range(10):
+        with tfobs.step(i):
+            train(x)
+    assert runtime.wait_idle(30)
+    assert len(exporter.steps) == 10
+    assert runtime.last_summary.steps.method == "markers"
+    assert runtime.last_record.first_step == 0 and runtime.last_record.last_step == 5
+
+
+def test_step_exception_still_ends_the_step(runtime):
+    exporter = runtime.prometheus
+    with pytest.raises(ZeroDivisionError), tfobs.step(1):
+        1 / 0  # noqa: B018
+    assert len(exporter.steps) == 1
+
+
+def test_marker_is_cheap_without_a_window():
+    markers.set_hooks(None)
+    with tfobs.step(0):
+        pass
+    timings = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for i in range(2000):
+            with markers.step(i):
+                pass
+        timings.append((time.perf_counter() - t0) / 2000)
+    # about 1 us on an idle machine; generous for a busy shared one
+    assert statistics.median(timings) < 30e-6

@@ -1,0 +1,412 @@
+"""OtelExporter against a real OTLP receiver (gRPC, and HTTP for http/protobuf).
+
+Summaries come from the real captures in tests/data/captures (through tfobs.analysis) or,
+where a test needs an exact shape (span cap, faults), are built directly.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+
+import grpc
+import pytest
+from opentelemetry import trace
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+from tests.conftest import CAPTURES
+from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, attributes
+from tfobs.config import Config
+from tfobs.export.otel import SPAN_STEP, SPAN_WINDOW, OtelExporter, plan_window
+from tfobs.summary import (
+    CATEGORIES,
+    Advice,
+    MemoryStat,
+    Step,
+    Steps,
+    TimedEvent,
+    WindowSummary,
+)
+from tfobs.window import WindowRecord
+
+pytestmark = pytest.mark.timeout(60)
+
+IDENTITY = {"tf_job": "worker", "tf_task": "3", "devices": ["/device:CPU:0"]}
+# Root attributes every window carries (README, section traces).
+WINDOW_KEYS = {
+    "tfobs.window.index",
+    "tfobs.window.first_step",
+    "tfobs.window.last_step",
+    "tfobs.steps.count",
+    "tfobs.steps.method",
+    "tfobs.step_time.mean_seconds",
+    "tfobs.input_bound.ratio",
+    "tfobs.input_bound.verdict",
+    "tfobs.device_compute_16bit_ratio",
+    "tfobs.spans_cut",
+} | {f"tfobs.breakdown.{c}.{u}" for c in CATEGORIES for u in ("seconds", "ratio")}
+
+
+@pytest.fixture(autouse=True)
+def _fast_batches(monkeypatch):
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1")
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    monkeypatch.delenv("OTEL_SDK_DISABLED", raising=False)
+
+
+@pytest.fixture(scope="module")
+def receiver():
+    with OtlpReceiver() as r:
+        yield r
+
+
+def exporter_for(endpoint: str, **options) -> OtelExporter:
+    return OtelExporter(Config.load(otlp_endpoint=endpoint, **options), IDENTITY)
+
+
+def trace_of(receiver: OtlpReceiver, trace_id: int, n: int, timeout_s: float = 10.0):
+    spans = receiver.wait_for(
+        lambda sp: sum(s.trace_id == trace_id for s in sp) >= n, timeout_s=timeout_s
+    )
+    return [s for s in spans if s.trace_id == trace_id]
+
+
+def record_for(summary: WindowSummary, index: int = 0) -> WindowRecord:
+    """The runtime's record of a window that captured exactly this summary."""
+    steps = [s.step_num for s in summary.steps.items]
+    return WindowRecord(
+        index=index,
+        start_ns=summary.start_ns,
+        end_ns=summary.start_ns + int(summary.duration_s * 1e9),
+        first_step=min(steps, default=-1),
+        last_step=max(steps, default=-1),
+        outcome="captured",
+    )
+
+
+def built_summary(n_steps: int = 4, events_per_step: int = 3, t0: int | None = None):
+    """A window of `n_steps` 10 ms steps, each with distinct-length events."""
+    t0 = time.time_ns() if t0 is None else t0
+    steps = []
+    for i in range(n_steps):
+        start = t0 + i * 10_000_000
+        events = tuple(
+            TimedEvent(f"op{i}_{k}", "op", start + k * 100_000, 0.001 * (k + 1) + 1e-6 * i)
+            for k in range(events_per_step)
+        )
+        steps.append(
+            Step(
+                step_num=100 + i,
+                start_ns=start,
+                duration_s=0.009,
+                breakdown_s={"device_compute": 0.006, "input": 0.003},
+                top_events=events,
+            )
+        )
+    return WindowSummary(
+        start_ns=t0,
+        duration_s=n_steps * 0.01,
+        steps=Steps(count=n_steps, method="markers", mean_s=0.009, items=tuple(steps)),
+        breakdown_s={"device_compute": 0.006, "input": 0.003},
+        memory=(MemoryStat("GPU_0_bfc", peak_bytes=1 << 30, capacity_bytes=4 << 30,
+                           fragmentation_ratio=0.25),),
+        advice=(Advice("input_bound", "warning", "The input pipeline is slow."),),
+    )
+
+
+def check_structure(spans: list[ReceivedSpan], summary: WindowSummary, window: WindowRecord,
+                    top_n: int) -> None:
+    roots = [s for s in spans if s.parent_span_id == 0]
+    assert len(roots) == 1
+    root = roots[0]
+    assert root.name == SPAN_WINDOW
+    assert (root.trace_id, root.span_id) == (window.trace_id, window.span_id)
+    # The root covers the window the runtime recorded.
+    assert root.start_ns <= window.start_ns and root.end_ns >= window.end_ns
+
+    steps = [s for s in spans if s.name == SPAN_STEP]
+    assert len(steps) == len(summary.steps.items)
+    by_id = {s.span_id: s for s in spans}
+    for step_span in steps:
+        assert step_span.parent_span_id == root.span_id
+        num = step_span.attributes["tfobs.step.num"]
+        assert step_span.span_id == window.step_span_id(num)  # what exemplars point at
+        assert root.start_ns <= step_span.start_ns <= step_span.end_ns <= root.end_ns
+
+    for step in summary.steps.items:
+        span = next(s for s in steps if s.attributes["tfobs.step.num"] == step.step_num)
+        assert span.start_ns == step.start_ns
+        assert span.end_ns - span.start_ns == pytest.approx(step.duration_s * 1e9, abs=2)
+        for cat in CATEGORIES:
+            assert span.attributes[f"tfobs.breakdown.{cat}.seconds"] == pytest.approx(
+                step.breakdown_s.get(cat, 0.0)
+            )
+
+    events = [s for s in spans if s.name not in (SPAN_WINDOW, SPAN_STEP)]
+    expected_events = sum(min(top_n, len(s.top_events)) for s in summary.steps.items)
+    assert len(events) == expected_events
+    for ev in events:
+        parent = by_id[ev.parent_span_id]
+        assert parent.name == SPAN_STEP
+        assert parent.attributes["tfobs.step.num"] == ev.attributes["tfobs.step.num"]
+        assert root.start_ns <= ev.start_ns <= ev.end_ns <= root.end_ns
+        assert ev.attributes["tfobs.event.kind"] in ("op", "kernel", "tfdata", "memcpy")
+
+    assert WINDOW_KEYS <= set(root.attributes)
+    assert root.attributes["tfobs.steps.count"] == summary.steps.count
+    assert root.attributes["tfobs.steps.method"] == summary.steps.method
+    assert root.attributes["tfobs.step_time.mean_seconds"] == pytest.approx(summary.steps.mean_s)
+    assert root.attributes["tfobs.input_bound.verdict"] == summary.input_bound.verdict
+    for cat, ratio in summary.breakdown_ratio.items():
+        assert root.attributes[f"tfobs.breakdown.{cat}.ratio"] == pytest.approx(ratio)
+    if summary.kernels.total_s > 0:
+        assert root.attributes["tfobs.tensor_core.kernel_ratio"] == pytest.approx(
+            summary.kernels.tensor_core_s / summary.kernels.total_s
+        )
+    if summary.memory:
+        assert root.attributes["tfobs.memory.peak_bytes"] == max(
+            m.peak_bytes for m in summary.memory
+        )
+        assert "tfobs.memory.fragmentation_ratio" in root.attributes
+    advice = [(n, a) for n, _t, a in root.events]
+    assert [a["tfobs.advice.code"] for n, a in advice if n == "tfobs.advice"] == [
+        a.code for a in summary.advice
+    ]
+
+    res = root.resource
+    assert res["tf_job"] == "worker" and res["tf_task"] == "3"
+    assert res["devices"] == ["/device:CPU:0"]
+    assert res["host.name"] and res["tfobs.version"]
+    assert res["service.name"]
+
+
+# -- real captures ------------------------------------------------------------------------
+
+CAPTURE_NAMES = [
+    "generated__tf2.20cpu__custom_loop_compute_bfc",
+    "generated__tf2.20cpu__tfkeras_fit",
+    "generated__tf2.20cpu__keras3_fit",
+    "tracelens__mi300_jax08_gemm__tw003",
+]
+
+
+@pytest.mark.parametrize("name", CAPTURE_NAMES)
+def test_capture_window_becomes_one_trace(receiver, name):
+    from tfobs.analysis import analyze
+
+    summary = analyze(CAPTURES / f"{name}.xplane.pb")
+    window = record_for(summary, index=7)
+    exporter = exporter_for(receiver.endpoint, trace_top_n=3)
+    queued = exporter.publish(summary, window)
+    n_steps = len(summary.steps.items)
+    assert queued == 1 + n_steps + sum(min(3, len(s.top_events)) for s in summary.steps.items)
+    spans = trace_of(receiver, window.trace_id, queued)
+    exporter.shutdown(5)
+    assert len(spans) == queued
+    check_structure(spans, summary, window, top_n=3)
+    assert exporter.dropped_spans == 0
+    if name != "tracelens__mi300_jax08_gemm__tw003":  # TF captures hold steps with events
+        assert n_steps > 0
+        assert any(s.top_events for s in summary.steps.items)
+
+
+def test_built_summary_structure_and_ids(receiver):
+    summary = built_summary()
+    window = record_for(summary)
+    exporter = exporter_for(receiver.endpoint, trace_top_n=2)
+    queued = exporter.publish(summary, window)
+    assert queued == 1 + 4 + 4 * 2
+    spans = trace_of(receiver, window.trace_id, queued)
+    exporter.shutdown(5)
+    check_structure(spans, summary, window, top_n=2)
+    # top_n keeps each step's longest events.
+    names = {s.name for s in spans if s.name.startswith("op")}
+    assert names == {f"op{i}_{k}" for i in range(4) for k in (1, 2)}
+    root = next(s for s in spans if s.name == SPAN_WINDOW)
+    assert root.attributes["tfobs.memory.fragmentation_ratio"] == 0.25
+    assert root.events[0][1] == root.end_ns  # advice stamped when the window closed
+    # The ids the exemplars carry are the ids that arrived.
+    ex = window.exemplar(101)
+    step = next(s for s in spans if s.name == SPAN_STEP and s.attributes["tfobs.step.num"] == 101)
+    assert ex == {"trace_id": f"{step.trace_id:032x}", "span_id": f"{step.span_id:016x}"}
+
+
+def test_span_cap_cuts_longest_last_and_counts(receiver):
+    summary = built_summary(n_steps=3, events_per_step=3)
+    window = record_for(summary)
+    exporter = exporter_for(receiver.endpoint, trace_top_n=3, trace_max_spans=6)
+    queued = exporter.publish(summary, window)
+    assert queued == 6
+    spans = trace_of(receiver, window.trace_id, 6)
+    time.sleep(0.2)  # nothing beyond the cap may follow
+    spans = [s for s in receiver.spans() if s.trace_id == window.trace_id]
+    exporter.shutdown(5)
+    assert len(spans) == 6
+    assert exporter.cut_spans == 1 + 3 + 9 - 6
+    root = next(s for s in spans if s.name == SPAN_WINDOW)
+    assert root.attributes["tfobs.spans_cut"] == 7
+    # Root, all 3 steps, then the 2 globally longest events.
+    assert sum(s.name == SPAN_STEP for s in spans) == 3
+    assert sorted(s.name for s in spans if s.name.startswith("op")) == ["op1_2", "op2_2"]
+
+
+def test_plan_cap_below_step_count_keeps_first_steps():
+    summary = built_summary(n_steps=5, events_per_step=2)
+    plan = plan_window(summary, record_for(summary), top_n=2, max_spans=3)
+    assert [s.name for s in plan.spans] == [SPAN_WINDOW, SPAN_STEP, SPAN_STEP]
+    assert [s.attributes["tfobs.step.num"] for s in plan.spans[1:]] == [100, 101]
+    assert plan.cut == 5 * 3 - 2
+
+
+def test_own_provider_leaves_global_one_alone(receiver):
+    before = trace.get_tracer_provider()
+    exporter = exporter_for(receiver.endpoint)
+    summary = built_summary(n_steps=1)
+    exporter.publish(summary, record_for(summary))
+    exporter.shutdown(5)
+    assert trace.get_tracer_provider() is before
+
+
+def test_otel_resource_variables_win(receiver, monkeypatch):
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "resnet-train")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=ci,tf_task=9")
+    exporter = exporter_for(receiver.endpoint)
+    summary = built_summary(n_steps=1, events_per_step=0)
+    window = record_for(summary)
+    exporter.publish(summary, window)
+    spans = trace_of(receiver, window.trace_id, 2)
+    exporter.shutdown(5)
+    res = spans[0].resource
+    assert res["service.name"] == "resnet-train"
+    assert res["deployment.environment"] == "ci"
+    assert res["tf_task"] == "9"  # the operator's variable beats tfobs's own value
+    assert res["tf_job"] == "worker"
+
+
+def test_otel_sdk_disabled_sends_nothing(receiver, monkeypatch):
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    exporter = exporter_for(receiver.endpoint)
+    summary = built_summary(n_steps=2)
+    window = record_for(summary)
+    assert exporter.publish(summary, window) == 0
+    exporter.shutdown(5)
+    assert not [s for s in receiver.spans() if s.trace_id == window.trace_id]
+    assert not Config.load(otlp_endpoint=receiver.endpoint).tracing_enabled
+
+
+def test_sampler_variable_is_honoured(receiver, monkeypatch):
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_off")
+    exporter = exporter_for(receiver.endpoint)
+    summary = built_summary(n_steps=2)
+    window = record_for(summary)
+    assert exporter.publish(summary, window) == 0
+    exporter.shutdown(5)
+    assert not [s for s in receiver.spans() if s.trace_id == window.trace_id]
+    assert exporter.dropped_spans == 0  # sampled out is not lost
+
+
+class _HttpOtlp(http.server.BaseHTTPRequestHandler):
+    got: list = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        req = trace_service_pb2.ExportTraceServiceRequest()
+        req.ParseFromString(body)
+        type(self).got.append((self.path, self.headers["Content-Type"], req))
+        out = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_http_protobuf_protocol():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HttpOtlp)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+        exporter = exporter_for(endpoint, otlp_protocol="http/protobuf")
+        summary = built_summary(n_steps=2, events_per_step=1)
+        window = record_for(summary)
+        queued = exporter.publish(summary, window)
+        exporter.shutdown(5)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _HttpOtlp.got
+    path, ctype, _ = _HttpOtlp.got[0]
+    assert path == "/v1/traces" and ctype == "application/x-protobuf"
+    spans = [
+        s
+        for _p, _c, req in _HttpOtlp.got
+        for rs in req.resource_spans
+        for ss in rs.scope_spans
+        for s in ss.spans
+    ]
+    assert len(spans) == queued == 5
+    assert {int.from_bytes(s.trace_id, "big") for s in spans} == {window.trace_id}
+    assert attributes(_HttpOtlp.got[0][2].resource_spans[0].resource.attributes)["tf_job"] == (
+        "worker"
+    )
+
+
+# -- faults (in process; the training run's faults are in test_otel_training.py) ---------
+
+
+@pytest.mark.parametrize("status", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL])
+def test_failing_receiver_counts_dropped_spans(status):
+    with OtlpReceiver("failing", status=status) as bad:
+        exporter = exporter_for(bad.endpoint)
+        summary = built_summary(n_steps=2, events_per_step=1)
+        t = time.perf_counter()
+        queued = exporter.publish(summary, record_for(summary))
+        assert time.perf_counter() - t < 0.5  # queued, not sent, by the caller
+        exporter.force_flush(5)
+        assert bad.calls >= 1
+        assert exporter.dropped_spans == queued == 5
+        exporter.shutdown(2)
+    assert exporter.dropped_spans == 5
+
+
+def test_slow_receiver_does_not_block_and_shutdown_is_bounded(monkeypatch):
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "30")  # the receiver outlasts shutdown
+    monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "20")
+    with OtlpReceiver("slow", delay_s=30) as slow:
+        exporter = exporter_for(slow.endpoint)
+        summary = built_summary(n_steps=3, events_per_step=2)  # 10 spans
+        published = []
+        t = time.perf_counter()
+        for i in range(5):
+            published.append(exporter.publish(summary, record_for(summary, i)))
+        elapsed = time.perf_counter() - t
+        assert elapsed < 1.0, elapsed  # the caller never waits for the network
+        deadline = time.monotonic() + 5
+        while slow.calls < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t = time.perf_counter()
+        exporter.shutdown(1.0)
+        assert time.perf_counter() - t < 2.0
+    # The queue holds 20 spans = 2 windows; the first went into the stalled export, so of
+    # five windows some were refused whole, and nothing queued reached the receiver.
+    assert published.count(0) >= 2
+    assert exporter.dropped_spans == 50
+    assert not slow.requests
+
+
+def test_absent_receiver_counts_everything_dropped():
+    with OtlpReceiver() as r:
+        endpoint = r.endpoint  # a port that was free and is now closed
+    exporter = exporter_for(endpoint)
+    summary = built_summary(n_steps=2, events_per_step=1)
+    queued = exporter.publish(summary, record_for(summary))
+    t = time.perf_counter()
+    exporter.shutdown(3)
+    assert time.perf_counter() - t < 4
+    assert exporter.dropped_spans == queued == 5

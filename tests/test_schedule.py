@@ -1,0 +1,105 @@
+"""The window schedule: pure decisions, an injectable clock, no TensorFlow."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfobs.capture.schedule import (
+    Budget,
+    Policy,
+    is_window_start,
+    next_window_start,
+    pause_after_s,
+    window_cost_s,
+    window_full,
+    window_time_left,
+)
+from tfobs.config import Config
+
+
+class FakeClock:
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+POLICY = Policy(interval_steps=500, window_steps=20, first_window_step=20, window_max_s=10.0,
+                overhead_budget=0.01, active_cost=0.2, background_cost=0.5)
+
+
+def test_window_starts_are_aligned_to_step_numbers():
+    starts = [s for s in range(0, 2001) if is_window_start(s, POLICY)]
+    assert starts == [20, 500, 1000, 1500, 2000]
+    assert next_window_start(0, POLICY) == 20
+    assert next_window_start(21, POLICY) == 500
+    assert next_window_start(500, POLICY) == 500
+    assert next_window_start(501, POLICY) == 1000
+
+
+def test_workers_starting_at_different_steps_agree():
+    # A worker restored from a checkpoint at step 737 joins the same windows as the others.
+    late = next_window_start(737, POLICY)
+    assert late == 1000 and is_window_start(late, POLICY)
+
+
+def test_first_window_when_first_step_beyond_interval():
+    p = Policy(interval_steps=10, window_steps=5, first_window_step=3)
+    assert [s for s in range(0, 31) if is_window_start(s, p)] == [3, 10, 20, 30]
+
+
+def test_window_holds_whole_number_of_steps_or_time_cap():
+    assert not window_full(500, 518, POLICY)
+    assert window_full(500, 519, POLICY)  # 20 steps: 500..519
+    assert window_time_left(opened_at=0.0, now=4.0, policy=POLICY) == 6.0
+    assert window_time_left(opened_at=0.0, now=12.0, policy=POLICY) == 0.0
+
+
+def test_cost_model_and_pause():
+    cost = window_cost_s(active_s=1.0, background_s=0.4, policy=POLICY)
+    assert cost == pytest.approx(0.2 + 0.2)
+    assert pause_after_s(cost, POLICY) == pytest.approx(40.0)  # 0.4 s at 1 % -> 40 s
+
+
+def test_budget_spaces_windows_to_the_target():
+    clock = FakeClock()
+    budget = Budget(POLICY, clock)
+    assert budget.allows()  # first window right away
+    clock.t += 2.0
+    not_before = budget.charge(active_s=1.0, background_s=0.4)  # cost 0.4 s
+    assert not_before == pytest.approx(clock.t + 40.0)
+    clock.t += 39.9
+    assert not budget.allows()
+    clock.t += 0.2
+    assert budget.allows()
+    # cost so far 0.4 s over 42.1 s elapsed: just under the 1 % target
+    assert budget.overhead() == pytest.approx(0.4 / 42.1)
+    assert budget.overhead() <= POLICY.overhead_budget
+    assert budget.duty_cycle() == pytest.approx(1.0 / 42.1)
+
+
+def test_budget_charges_add_up_reduction_after_capture():
+    clock = FakeClock(0.0)
+    budget = Budget(POLICY, clock)
+    budget.charge(active_s=0.5, background_s=0.1)  # 0.1 + 0.05 = 0.15 -> 15 s
+    budget.charge(background_s=0.2)  # + 0.1 -> 10 s more
+    assert budget.not_before == pytest.approx(25.0)
+
+
+def test_budget_holds_long_run_overhead_under_target():
+    clock = FakeClock(0.0)
+    budget = Budget(POLICY, clock)
+    windows = 0
+    while clock.t < 3600:
+        if budget.allows():
+            windows += 1
+            budget.charge(active_s=0.6, background_s=0.5)
+        clock.t += 1.7  # a due window every 1.7 s; most are skipped
+    assert windows > 10
+    assert budget.overhead() <= POLICY.overhead_budget + 1e-9
+
+
+def test_policy_from_config_uses_cores():
+    p = Policy.from_config(Config.load(environ={}, interval_steps=100, window_steps=5), cpus=4)
+    assert (p.interval_steps, p.window_steps, p.background_cost) == (100, 5, 0.25)

@@ -1,0 +1,245 @@
+"""Reduction: one XSpace capture -> one `WindowSummary` (pure functions, no TensorFlow).
+
+`reduce_xspace` runs every analysis over one parse of the capture: each line of each plane
+is visited once into flat lists (`timeline.py`); steps, breakdown, ops, tf.data and memory
+read those lists and decode stats only for the events they need.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfobs.analysis import breakdown as bd
+from tfobs.analysis import eventtypes as et
+from tfobs.analysis import input_pipeline, ops, tfdata
+from tfobs.analysis.advice import reduce_advice
+from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
+from tfobs.analysis.load import read_source
+from tfobs.analysis.memory import reduce_memory
+from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps
+from tfobs.analysis.timeline import LineData, Timeline
+from tfobs.errors import CaptureError
+from tfobs.summary import (
+    CATEGORIES,
+    InputBound,
+    InputPipeline,
+    Step,
+    Steps,
+    TimedEvent,
+    WindowSummary,
+)
+from tfobs.xspace.reader import SpaceView, parse
+
+__all__ = ["analyze", "reduce_xspace"]
+
+HOST_PLANE = "/host:CPU"
+
+
+def analyze(source: Any, *, run: str | None = None, top_n: int = 5) -> WindowSummary:
+    """Reduce a capture file, a TensorBoard log folder (newest run or `run`) or bytes."""
+    data, _ = read_source(source, run)
+    return reduce_xspace(data, top_n=top_n)
+
+
+def reduce_xspace(
+    data: bytes | SpaceView, *, top_n: int = 5, short_gap_s: float = 30e-6
+) -> WindowSummary:
+    """The figures of XProf's Profile tab for one capture; raises only CaptureError."""
+    space = data if isinstance(data, SpaceView) else parse(data)
+    try:
+        return _reduce(space, max(0, int(top_n)), short_gap_s)
+    except CaptureError:
+        raise
+    except RecursionError:
+        raise CaptureError("capture is nested too deeply to reduce") from None
+    except Exception as exc:  # corrupt values must surface as one clear error, never a crash
+        raise CaptureError(
+            f"capture could not be reduced ({type(exc).__name__}: {str(exc)[:160]})"
+        ) from None
+
+
+def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
+    from tfobs.analysis.gpu_idle import reduce_devices
+    from tfobs.analysis.kernels import reduce_kernels
+
+    host_view = space.plane(HOST_PLANE)
+    host = Timeline(host_view) if host_view is not None else None
+    kind, accel = accelerator_planes(space)
+    devices = [Timeline(p) for p in accel]
+    has_device = kind == "GPU"
+
+    found = find_steps(host, has_device=has_device)
+    if has_device and found.groups:
+        _add_device_events(found.groups, devices)
+    kept, dropped = bd.step_breakdowns(found.groups, has_device)
+    names = host.names if host is not None else {}
+    start_ns, duration_s = window_span(space)
+    base_ns = _wall_clock_base(host, devices, start_ns)
+    steps, mean_breakdown, types_total = _steps(
+        found, kept, dropped, top_n, devices, names, base_ns
+    )
+
+    total_step_s = sum(s.duration_s for s in steps.items)
+    input_s = sum(s.breakdown_s.get("input", 0.0) for s in steps.items)
+    other_s = types_total.get(et.UNKNOWN_TIME, 0) / 1e12
+    input_pct = 100.0 * input_s / total_step_s if total_step_s > 0 else 0.0
+    other_pct = 100.0 * other_s / total_step_s if total_step_s > 0 else 0.0
+    verdict = bd.verdict(input_pct, other_pct, total_step_s > 0)
+    statement = bd.input_statement(verdict, input_pct, other_pct)
+
+    dc16 = types_total.get(et.DEVICE_COMPUTE_16, 0)
+    dc32 = types_total.get(et.DEVICE_COMPUTE_32, 0)
+    ratio16 = dc16 / (dc16 + dc32) if dc16 + dc32 > 0 else 0.0
+
+    host_ops = ops.host_op_metrics(host)
+    device_ops = ops.device_op_metrics(devices)
+    stages = tfdata.stages(host_ops)
+    h2d_ratio = (
+        mean_breakdown.get("_h2d", 0.0) / steps.mean_s if steps.mean_s > 0 else 0.0
+    )
+    totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
+    per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
+    mean_breakdown.pop("_h2d", None)
+
+    memory = reduce_memory(host, top_n)
+    breakdown_sum = sum(mean_breakdown.values())
+    ratios = {k: v / breakdown_sum for k, v in mean_breakdown.items()} if breakdown_sum else {}
+    return WindowSummary(
+        start_ns=start_ns,
+        duration_s=duration_s,
+        steps=steps,
+        breakdown_s=mean_breakdown,
+        device_compute_16bit_ratio=ratio16,
+        input_bound=InputBound(
+            ratio=min(1.0, input_pct / 100.0), verdict=verdict, advice=statement
+        ),
+        input_pipeline=InputPipeline(
+            host_input_s=per_step,
+            slowest_stage=tfdata.slowest_stage(stages),
+            stages=stages[: max(top_n, 10)],
+            top_input_ops=input_pipeline.top_input_ops(host_ops, top_n),
+            host_input_total_s=totals,
+        ),
+        ops=ops.reduce_ops(host_ops, device_ops, top_n),
+        kernels=reduce_kernels(space),
+        devices=reduce_devices(space, steps, short_gap_s=short_gap_s),
+        memory=memory,
+        environment=reduce_environment(space),
+        advice=reduce_advice(
+            ratios, verdict, statement, ratio16,
+            mean_breakdown.get("device_compute", 0.0),
+            [(m.allocator, m.fragmentation_ratio) for m in memory],
+        ),
+    )
+
+
+def _steps(
+    found: FoundSteps,
+    kept: list[tuple[StepGroup, dict[int, int]]],
+    dropped: int,
+    top_n: int,
+    devices: list[Timeline],
+    names: dict[int, str],
+    base_ns: int,
+) -> tuple[Steps, dict[str, float], dict[int, int]]:
+    items = []
+    totals: dict[int, int] = {}
+    for group, types_ps in kept:
+        for k, v in types_ps.items():
+            totals[k] = totals.get(k, 0) + v
+        items.append(
+            Step(
+                step_num=group.step_num,
+                start_ns=base_ns + group.begin_ps // 1000,
+                duration_s=group.duration_ps / 1e12,
+                breakdown_s=bd.categories_of(types_ps),
+                top_events=_top_events(group, top_n, devices, names, base_ns),
+            )
+        )
+    n = len(items)
+    mean = {c: (sum(s.breakdown_s[c] for s in items) / n if n else 0.0) for c in CATEGORIES}
+    mean["_h2d"] = (
+        (totals.get(et.HOST_TO_DEVICE, 0) + totals.get(et.DEVICE_WAIT_HOST, 0)) / 1e12 / n
+        if n else 0.0
+    )
+    note = found.note
+    if dropped:
+        note = (note + "; " if note else "") + "first and last step dropped as XProf does"
+    if found.groups and not items:
+        note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
+    method = found.method if items else "none"
+    steps = Steps(
+        count=n,
+        method=method,
+        mean_s=(sum(s.duration_s for s in items) / n) if n else 0.0,
+        items=tuple(items),
+        note=note,
+    )
+    return steps, mean, totals
+
+
+# Line timestamps below this (about 1973) are relative to the profile's start, as
+# TensorFlow and JAX write them; tfobs places them on the wall clock with the start time.
+_RELATIVE_BEFORE_NS = 10**17
+
+
+def _wall_clock_base(host: Timeline | None, devices: list[Timeline], start_ns: int) -> int:
+    lines = (host.lines if host is not None else []) + [ld for t in devices for ld in t.lines]
+    if lines and all(ld.ts_ns < _RELATIVE_BEFORE_NS for ld in lines):
+        return start_ns
+    return 0
+
+
+def _event_kind(name: str) -> str:
+    return "tfdata" if name.startswith("Iterator::") else "op"
+
+
+def _top_events(
+    group: StepGroup, top_n: int, devices: list[Timeline], names: dict[int, str],
+    base_ns: int,
+) -> tuple[TimedEvent, ...]:
+    """The step's longest ops, tf.data stages and device kernels, on the wall clock."""
+    if top_n <= 0:
+        return ()
+    cands: list[tuple[int, str, str, int, str]] = []
+    for ld, i in group.members:
+        name = names.get(ld.mids[i], "")
+        if not (name.startswith("Iterator::") or et.op_type(name)):
+            continue
+        cands.append((ld.ends[i] - ld.starts[i], name, _event_kind(name),
+                      (ld.start_ps + ld.starts[i]) // 1000, ""))
+    for tl in devices:
+        device = tl.plane.name
+        for ld in tl.lines:
+            if not ld.name.startswith("Stream"):
+                continue
+            for i in _overlapping(ld, group.begin_ps, group.end_ps):
+                cands.append((ld.ends[i] - ld.starts[i], tl.names.get(ld.mids[i], ""),
+                              "kernel", (ld.start_ps + ld.starts[i]) // 1000, device))
+    cands.sort(key=lambda c: (-c[0], c[1]))
+    return tuple(TimedEvent(name, kind, base_ns + start, dur / 1e12, device)
+                 for dur, name, kind, start, device in cands[:top_n])
+
+
+def _overlapping(ld: LineData, begin: int, end: int) -> list[int]:
+    base = ld.start_ps
+    return [i for i in range(len(ld.starts))
+            if base + ld.starts[i] < end and base + ld.ends[i] > begin]
+
+
+def _add_device_events(groups: list[StepGroup], devices: list[Timeline]) -> None:
+    """Device events inside each step's span, classified as XProf's ClassifyGpuEvent.
+
+    XProf ties kernels to steps through correlation ids; tfobs uses time containment,
+    which gives the same steps when the host waits for the device at each step's end.
+    """
+    for tl in devices:
+        types = {mid: et.classify_gpu(name) for mid, name in tl.names.items()}
+        for ld in tl.lines:
+            if not ld.name.startswith("Stream"):
+                continue
+            base = ld.start_ps
+            for g in groups:
+                for i in _overlapping(ld, g.begin_ps, g.end_ps):
+                    g.events.append((types.get(ld.mids[i], et.DEVICE_COMPUTE_32),
+                                     base + ld.starts[i], base + ld.ends[i]))

@@ -1,0 +1,46 @@
+"""Run environment: hosts, accelerator type and count, framework version, window span."""
+
+from __future__ import annotations
+
+from tfobs.summary import Environment
+from tfobs.xspace.reader import SpaceView
+
+_VERSION_STATS = ("framework_version", "tf_version", "jax_version", "build_version")
+
+
+def accelerator_planes(space: SpaceView) -> tuple[str, list]:
+    """("GPU" | "TPU" | "CPU", planes of that kind that recorded events)."""
+    for kind in ("GPU", "TPU"):
+        planes = [p for p in space.planes_with_prefix(f"/device:{kind}:")
+                  if any(len(line.events) for line in p.proto.lines)]
+        if planes:
+            return kind, planes
+    return "CPU", []
+
+
+def reduce_environment(space: SpaceView) -> Environment:
+    kind, planes = accelerator_planes(space)
+    version = ""
+    for plane in space.planes:
+        if plane.name in ("/host:metadata", "Task Environment", "/host:CPU"):
+            stats = plane.plane_stats()
+            for key in _VERSION_STATS:
+                if isinstance(stats.get(key), str) and stats[key]:
+                    version = stats[key]
+    return Environment(
+        hosts=tuple(h for h in space.hostnames if isinstance(h, str))[:64],
+        device_type=kind,
+        device_count=len(planes),
+        framework_version=version[:200],
+    )
+
+
+def window_span(space: SpaceView) -> tuple[int, float]:
+    """(start ns since the epoch, duration s) from the profiler's own start/stop stats."""
+    task = space.plane("Task Environment")
+    if task is not None:
+        stats = task.plane_stats()
+        start, stop = stats.get("profile_start_time"), stats.get("profile_stop_time")
+        if isinstance(start, int) and isinstance(stop, int) and 0 < start <= stop < 2**62:
+            return start, (stop - start) / 1e9
+    return 0, 0.0

@@ -1,0 +1,197 @@
+"""Steps of a window: step markers grouped with the work they caused, as XProf groups them.
+
+XProf (`tsl/profiler/utils/group_events.cc`, `xprof/convert/xplane_to_step_events.cc`)
+starts a group at each root event (`_r` stat) and extends it to events nested inside on
+the same thread and, through producer/consumer context stats (`_p`/`_pt` -> `_c`/`_ct`),
+to work on other threads (the executor's ops). A group with an explicit step marker
+(`train`, `test`, `TraceContext` with `step_num`) is one step; its span is the marker's.
+Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
+`one_step_on_iterator` execution then stands for one step (`method="inferred"`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tfobs.analysis import eventtypes as et
+from tfobs.analysis.timeline import LineData, Timeline
+
+KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
+# Events that carry the context stats linking a step to its executor threads.
+_CONTEXT_PREFIXES = ("FunctionRun", "ExecutorState::", "ExecutorDoneCallback")
+# XProf's inter-thread link: an executor's `ExecutorState::Process` is the parent of the
+# `GetNext` call on the tf.data thread with the same step id (`id`) and `iter_num`.
+_GET_NEXT_OPS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
+# XProf drops the first and last step (often cut by the window) when it has more than this.
+DROP_INCOMPLETE_THRESHOLD = 5
+MAX_STEPS = 100_000
+
+
+@dataclass
+class StepGroup:
+    step_num: int
+    name: str
+    begin_ps: int  # absolute (line start + offset)
+    end_ps: int
+    # (event type, absolute begin ps, absolute end ps) of the group's classified events.
+    events: list[tuple[int, int, int]] = field(default_factory=list)
+    # (line, sorted index) of every member event, for the step's top events.
+    members: list[tuple[LineData, int]] = field(default_factory=list)
+
+    @property
+    def duration_ps(self) -> int:
+        return self.end_ps - self.begin_ps
+
+
+@dataclass
+class FoundSteps:
+    method: str  # markers | inferred | none
+    groups: list[StepGroup]
+    note: str = ""
+    dropped: int = 0
+
+
+def _is_context_event(name: str) -> bool:
+    return name.startswith(_CONTEXT_PREFIXES)
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class _Grouper:
+    """Assigns events to groups by nesting and context links."""
+
+    def __init__(self, host: Timeline) -> None:
+        self.host = host
+        self.gid: dict[tuple[int, int], int] = {}
+        ids = host.stat_ids
+        wanted = {ids[k]: k for k in ("_p", "_pt", "_c", "_ct", "id", "iter_num") if k in ids}
+        # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter).
+        self.producers: dict[tuple[int, int], tuple[int, int, int]] = {}
+        self.consumers: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        if not wanted:
+            return
+        ctx = host.mids_where(_is_context_event)
+        process = host.mids_where(lambda n: n == "ExecutorState::Process")
+        get_next = host.mids_where(lambda n: n in _GET_NEXT_OPS)
+        for li, ld in enumerate(host.lines):
+            for i in [i for i, m in enumerate(ld.mids) if m in ctx or m in get_next]:
+                st = host.stat_values(ld, i, wanted)
+                step_id, it = _int(st.get("id")), _int(st.get("iter_num"))
+                mid = ld.mids[i]
+                if step_id is not None and it is not None:
+                    if mid in get_next:
+                        self.consumers.setdefault((-1, step_id, it), []).append((li, i))
+                        continue
+                    if mid in process:
+                        self.producers[(li, i)] = (-1, step_id, it)
+                p, pt = _int(st.get("_p")), _int(st.get("_pt"))
+                if p is not None and pt is not None:
+                    self.producers[(li, i)] = (pt, p, 0)
+                c, ct = _int(st.get("_c")), _int(st.get("_ct"))
+                if c is not None and ct is not None:
+                    self.consumers.setdefault((ct, c, 0), []).append((li, i))
+
+    def subtree(self, li: int, i: int) -> list[int]:
+        """Sorted indices of the events nested inside event i on the same line."""
+        ld = self.host.lines[li]
+        starts, ends = ld.starts, ld.ends
+        end, n, j, out = ends[i], len(starts), i + 1, []
+        while j < n and starts[j] <= end:
+            if ends[j] <= end:
+                out.append(j)
+            j += 1
+        return out
+
+    def group(self, g: int, li: int, i: int) -> list[tuple[int, int]]:
+        """Propagate group g from root (li, i); returns the members it took."""
+        gid, members, queue = self.gid, [], [(li, i)]
+        while queue:
+            node = queue.pop()
+            if node in gid:  # grouped by an earlier root: XProf stops there too
+                continue
+            gid[node] = g
+            members.append(node)
+            nli, ni = node
+            linked = [node]
+            for j in self.subtree(nli, ni):
+                key = (nli, j)
+                if key not in gid:
+                    gid[key] = g
+                    members.append(key)
+                    linked.append(key)
+            for key in linked:
+                link = self.producers.get(key)
+                if link is not None:
+                    queue.extend(self.consumers.get(link, ()))
+        return members
+
+
+def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
+    """(method, [(line index, event index, step number, name)]) in time order."""
+    names, ids = host.names, host.stat_ids
+    marker_mids = host.mids_where(et.is_explicit_step_marker)
+    wanted = {ids[k]: k for k in ("_r", "step_num", "iter_num") if k in ids}
+    roots: list[tuple[int, int, int, int, str]] = []
+    if "_r" in ids:
+        for li, ld in enumerate(host.lines):
+            for i in [i for i, m in enumerate(ld.mids) if m in marker_mids]:
+                st = host.stat_values(ld, i, wanted)
+                if "_r" not in st:
+                    continue
+                num = _int(st.get("iter_num", st.get("step_num")))
+                start = ld.start_ps + ld.starts[i]
+                roots.append((start, li, i, num if num is not None else -1, names[ld.mids[i]]))
+    method = "markers"
+    if not roots:
+        fn_mids = host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS)
+        for li, ld in enumerate(host.lines):
+            last_end = None
+            for i in [i for i, m in enumerate(ld.mids) if m in fn_mids]:
+                if last_end is not None and ld.starts[i] < last_end:
+                    continue  # nested or overlapping: not a top-level execution
+                last_end = ld.ends[i]
+                roots.append((ld.start_ps + ld.starts[i], li, i, -1, names[ld.mids[i]]))
+        method = "inferred"
+    roots.sort()
+    if len(roots) > MAX_STEPS:
+        roots = roots[:MAX_STEPS]
+    out = []
+    for k, (_, li, i, num, name) in enumerate(roots):
+        out.append((li, i, num if num >= 0 else k, name))
+    return method, out
+
+
+def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
+    if host is None:
+        return FoundSteps("none", [], "no host plane")
+    method, roots = _roots(host)
+    if not roots:
+        return FoundSteps("none", [], "no step markers and no repeating training function")
+    grouper = _Grouper(host)
+    mids_type = {mid: et.classify_cpu(name, has_device) for mid, name in host.names.items()}
+    groups: list[StepGroup] = []
+    for g, (li, i, num, name) in enumerate(roots):
+        if (li, i) in grouper.gid:
+            continue
+        ld = host.lines[li]
+        begin = ld.start_ps + ld.starts[i]
+        step = StepGroup(num, f"{name} {num}", begin, begin + ld.ends[i] - ld.starts[i])
+        for mli, mi in grouper.group(g, li, i):
+            mld = host.lines[mli]
+            if (mli, mi) == (li, i):
+                continue
+            etype = mids_type.get(mld.mids[mi])
+            step.members.append((mld, mi))
+            if etype is not None:
+                base = mld.start_ps
+                step.events.append((etype, base + mld.starts[mi], base + mld.ends[mi]))
+        groups.append(step)
+    note = ""
+    if method == "inferred":
+        note = (
+            "no step markers; steps inferred from Keras 3 "
+            f"{'/'.join(sorted({r[3] for r in roots}))} executions"
+        )
+    return FoundSteps(method, groups, note)

@@ -1,0 +1,295 @@
+"""Step markers: where each training step begins and ends.
+
+Markers are `tf.profiler` trace events named "train" with `step_num` and `_r=1`, the form
+XProf recognises as a step, so tfobs's captures (and the user's own) open in TensorBoard with
+steps. A marker costs about a microsecond when no profiler session runs (TF skips the event).
+Each step's begin and end also go to the running tfobs runtime, which times every step for the
+step-time histogram and opens/closes profile windows on step boundaries.
+
+* Custom loops: `with tfobs.step(n): ...` around the whole step, `next(iterator)` included.
+* Keras: `enable()` wraps `Model.fit` of Keras 3 and tf_keras so every fit gets a
+  `KerasCallback` without code changes. tf_keras already emits its own "train" markers, so the
+  callback only times its steps there.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import sys
+import threading
+import time
+from typing import Any, Protocol
+
+_log = logging.getLogger("tfobs")
+_perf = time.perf_counter
+
+
+class StepHooks(Protocol):
+    def step_begin(self, step_num: int) -> None: ...
+    def step_end(self, step_num: int, duration_s: float) -> None: ...
+    def train_end(self) -> None: ...
+
+
+# The running runtime's hooks (set by tfobs.runtime); None when tfobs is not enabled.
+_hooks: StepHooks | None = None
+_traceme: Any = None  # TF's TraceMe binding, bound on first use
+
+
+def set_hooks(hooks: StepHooks | None) -> None:
+    global _hooks
+    _hooks = hooks
+
+
+def _bind_traceme() -> Any:
+    global _traceme
+    from tensorflow.python.profiler.internal import _pywrap_traceme
+
+    _traceme = _pywrap_traceme
+    return _traceme
+
+
+def _trace_begin(step_num: int) -> Any:
+    tm = _traceme or _bind_traceme()
+    if tm.traceme_enabled():  # a profiler session (tfobs's or the user's) is recording
+        return tm.TraceMe("train", step_num=step_num, _r=1)
+    return None
+
+
+class step:  # lower case: used like a function, `with tfobs.step(n):`
+    """Context manager marking one step of a custom training loop."""
+
+    __slots__ = ("step_num", "_trace", "_t0")
+
+    def __init__(self, step_num: int) -> None:
+        self.step_num = int(step_num)
+        self._trace: Any = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> None:
+        hooks = _hooks
+        if hooks is not None:
+            hooks.step_begin(self.step_num)  # may start the profiler: before the marker
+        try:
+            self._trace = _trace_begin(self.step_num)
+        except Exception:  # never let a marker break training
+            self._trace = None
+        self._t0 = _perf()
+
+    def __exit__(self, *exc: object) -> None:
+        duration = _perf() - self._t0
+        if self._trace is not None:
+            self._trace.Stop()
+            self._trace = None
+        hooks = _hooks
+        if hooks is not None:
+            hooks.step_end(self.step_num, duration)
+
+
+class _MarkerMixin:
+    """Shared by the Keras 3 and tf_keras callbacks (see `_callback_class`)."""
+
+    _emit_markers = True
+    _supports_tf_logs = True  # tf_keras: do not convert logs to numpy (a device sync) for us
+
+    def _tfobs_init(self) -> None:
+        self._base: int | None = None
+        self._count = 0
+        self._current: step | None = None
+
+    def on_train_begin(self, logs: Any = None) -> None:
+        self._base = _initial_step(getattr(self, "model", None))
+        self._count = 0
+
+    def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+        if self._base is None:
+            self._base = _initial_step(getattr(self, "model", None))
+        marker = step(self._base + self._count)
+        self._count += 1
+        if self._emit_markers:
+            marker.__enter__()
+        else:  # tf_keras marks steps itself: only time them and drive the runtime
+            hooks = _hooks
+            if hooks is not None:
+                hooks.step_begin(marker.step_num)
+            marker._t0 = _perf()
+        self._current = marker
+
+    def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        marker, self._current = self._current, None
+        if marker is not None:
+            marker.__exit__(None, None, None)
+
+    def on_train_end(self, logs: Any = None) -> None:
+        marker, self._current = self._current, None
+        if marker is not None:  # fit stopped mid-step (exception, stop_training)
+            marker.__exit__(None, None, None)
+        self._base = None
+        hooks = _hooks
+        if hooks is not None:
+            hooks.train_end()  # no more steps: close an open window now
+
+
+def _initial_step(model: Any) -> int:
+    """The global step a fit starts at: the optimizer's iteration count, so workers agree
+    (and a job resumed from a checkpoint continues its numbering). Without a readable
+    counter, steps continue after those earlier fits in this process ran.
+    """
+    try:
+        iterations = model.optimizer.iterations
+        return int(iterations.numpy() if hasattr(iterations, "numpy") else iterations)
+    except Exception:
+        return _fallback_next
+
+
+_fallback_next = 0
+
+
+def _note_steps_done(last_exclusive: int) -> None:
+    global _fallback_next
+    _fallback_next = max(_fallback_next, last_exclusive)
+
+
+_classes: dict[type, type] = {}
+
+
+def _callback_class(base: type, *, emit_markers: bool) -> type:
+    cls = _classes.get(base)
+    if cls is None:
+
+        class KerasCallback(_MarkerMixin, base):  # type: ignore[misc, valid-type]
+            """Marks each training step of `Model.fit` for tfobs and XProf."""
+
+            _emit_markers = emit_markers
+
+            def __init__(self) -> None:
+                base.__init__(self)
+                self._tfobs_init()
+
+            def on_train_end(self, logs: Any = None) -> None:
+                if self._base is not None:
+                    _note_steps_done(self._base + self._count)
+                _MarkerMixin.on_train_end(self, logs)
+
+        KerasCallback.__module__ = __name__
+        KerasCallback.__qualname__ = f"KerasCallback[{base.__module__.split('.')[0]}]"
+        cls = _classes[base] = KerasCallback
+    return cls
+
+
+def keras3_callback_class() -> type:
+    import keras
+
+    return _callback_class(keras.callbacks.Callback, emit_markers=True)
+
+
+def tf_keras_callback_class() -> type:
+    import tf_keras
+
+    return _callback_class(tf_keras.callbacks.Callback, emit_markers=False)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "KerasCallback":  # Keras 3, TF's default Keras
+        return keras3_callback_class()
+    raise AttributeError(name)
+
+
+# -- injecting the callback into every fit ------------------------------------------------
+
+# (Model class, whether it had its own `fit` attribute, that attribute) for each patch.
+_patched: list[tuple[type, bool, Any]] = []
+_patch_lock = threading.Lock()
+
+
+def _wrap_fit(original: Any, make_callback: Any, callback_cls: type) -> Any:
+    try:
+        position = list(inspect.signature(original).parameters).index("callbacks") - 1
+    except (ValueError, TypeError):
+        position = 5  # fit(self, x, y, batch_size, epochs, verbose, callbacks, ...)
+
+    @functools.wraps(original)
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _hooks is not None:
+            try:
+                args, kwargs = _with_callback(args, kwargs, position, make_callback, callback_cls)
+            except Exception:  # odd callbacks argument: train without tfobs markers
+                _log.debug("tfobs could not add its callback to fit", exc_info=True)
+        return original(self, *args, **kwargs)
+
+    fit.__tfobs_original__ = original  # type: ignore[attr-defined]
+    return fit
+
+
+def _with_callback(args: tuple, kwargs: dict, position: int, make: Any, cls: type):
+    if len(args) > position:
+        callbacks = args[position]
+    else:
+        callbacks = kwargs.get("callbacks")
+    if callbacks is None:
+        callbacks = []
+    elif isinstance(callbacks, (list, tuple)):
+        if any(isinstance(c, cls) for c in callbacks):
+            return args, kwargs  # the user added tfobs.KerasCallback explicitly
+        callbacks = list(callbacks)
+    else:
+        return args, kwargs  # a CallbackList: leave the user's container alone
+    callbacks.append(make())
+    if len(args) > position:
+        args = (*args[:position], callbacks, *args[position + 1:])
+    else:
+        kwargs = {**kwargs, "callbacks": callbacks}
+    return args, kwargs
+
+
+def _model_classes() -> list[tuple[type, type]]:
+    """(Model class, callback class) for each Keras this process can use."""
+    found: list[tuple[type, type]] = []
+    try:
+        import keras
+
+        found.append((keras.Model, keras3_callback_class()))
+    except Exception:
+        _log.debug("Keras 3 not importable", exc_info=True)
+    if "tf_keras" in sys.modules or _legacy_keras_requested():
+        try:
+            import tf_keras
+
+            found.append((tf_keras.Model, tf_keras_callback_class()))
+        except Exception:
+            _log.debug("tf_keras not importable", exc_info=True)
+    return found
+
+
+def _legacy_keras_requested() -> bool:
+    import os
+
+    return os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes")
+
+
+def install_fit_hooks() -> int:
+    """Wrap `fit` on every available Keras Model class (idempotent); returns how many."""
+    with _patch_lock:
+        done = {entry[0] for entry in _patched}
+        for model_cls, cb_cls in _model_classes():
+            if model_cls in done:
+                continue
+            own = "fit" in model_cls.__dict__
+            previous = model_cls.__dict__.get("fit")
+            model_cls.fit = _wrap_fit(model_cls.fit, cb_cls, cb_cls)
+            _patched.append((model_cls, own, previous))
+        return len(_patched)
+
+
+def uninstall_fit_hooks() -> None:
+    with _patch_lock:
+        while _patched:
+            model_cls, own, previous = _patched.pop()
+            if own:
+                model_cls.fit = previous
+            else:
+                try:
+                    delattr(model_cls, "fit")
+                except AttributeError:
+                    pass

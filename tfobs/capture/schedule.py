@@ -1,0 +1,123 @@
+"""When a profile window opens and closes: small pure functions plus one budget ledger.
+
+* Windows are aligned to step numbers: the first at `first_window_step` (soon after warm-up),
+  then at every multiple of `interval_steps`. Every worker of a synchronous job sees the same
+  step numbers, so all profile the same steps without talking to each other.
+* A window holds `window_steps` whole steps, or less when `window_max_s` runs out first.
+* A duty-cycle budget keeps the profiler's cost near `overhead_budget`: after a window that
+  cost C seconds of training time, the next may open only C / overhead_budget seconds later.
+  A due window that falls inside that pause is skipped (outcome `skipped_budget`).
+
+Cost model (estimates, validated by benchmarks/overhead.py): while the profiler traces,
+training runs about `ACTIVE_COST` slower (11-23 % measured on CPU); each second of background
+work (export, read, reduction) takes at most one core away from training, i.e. 1/cores of it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tfobs.config import Config
+
+ACTIVE_COST = 0.2
+
+
+def usable_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Policy:
+    interval_steps: int = 500
+    window_steps: int = 20
+    first_window_step: int = 20
+    window_max_s: float = 10.0
+    overhead_budget: float = 0.01
+    active_cost: float = ACTIVE_COST
+    background_cost: float = 0.5  # share of training lost per background second
+
+    @classmethod
+    def from_config(cls, config: Config, cpus: int | None = None) -> Policy:
+        return cls(
+            interval_steps=config.interval_steps,
+            window_steps=config.window_steps,
+            first_window_step=config.first_window_step,
+            window_max_s=config.window_max_s,
+            overhead_budget=config.overhead_budget,
+            background_cost=1.0 / (cpus or usable_cpus()),
+        )
+
+
+def next_window_start(step: int, policy: Policy) -> int:
+    """The first aligned window start at or after `step`."""
+    first = policy.first_window_step
+    if step <= first:
+        return first
+    k = -(-step // policy.interval_steps)  # ceil
+    return k * policy.interval_steps
+
+
+def is_window_start(step: int, policy: Policy) -> bool:
+    return step == policy.first_window_step or (
+        step > policy.first_window_step and step % policy.interval_steps == 0
+    )
+
+
+def window_full(first_step: int, step: int, policy: Policy) -> bool:
+    """True once the step that just ended completes the window's whole number of steps."""
+    return step - first_step + 1 >= policy.window_steps
+
+
+def window_time_left(opened_at: float, now: float, policy: Policy) -> float:
+    return max(0.0, opened_at + policy.window_max_s - now)
+
+
+def window_cost_s(active_s: float, background_s: float, policy: Policy) -> float:
+    """Training seconds a window is estimated to cost (see the module doc)."""
+    return active_s * policy.active_cost + background_s * policy.background_cost
+
+
+def pause_after_s(cost_s: float, policy: Policy) -> float:
+    """How long the profiler rests after spending `cost_s`, to average out at the budget."""
+    return cost_s / policy.overhead_budget
+
+
+class Budget:
+    """The duty-cycle ledger: what windows cost so far and when the next one may open."""
+
+    def __init__(self, policy: Policy, clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy = policy
+        self.clock = clock
+        self.t0 = clock()
+        self.not_before = self.t0  # the first window is always allowed
+        self.cost_s = 0.0
+        self.active_s = 0.0
+
+    def allows(self, now: float | None = None) -> bool:
+        return (self.clock() if now is None else now) >= self.not_before
+
+    def charge(self, *, active_s: float = 0.0, background_s: float = 0.0,
+               now: float | None = None) -> float:
+        """Record a window's cost; returns the time the next window may open."""
+        now = self.clock() if now is None else now
+        cost = window_cost_s(active_s, background_s, self.policy)
+        self.cost_s += cost
+        self.active_s += active_s
+        self.not_before = max(self.not_before, now) + pause_after_s(cost, self.policy)
+        return self.not_before
+
+    def duty_cycle(self, now: float | None = None) -> float:
+        """Share of wall time the profiler was tracing since the ledger began."""
+        elapsed = (self.clock() if now is None else now) - self.t0
+        return min(1.0, self.active_s / elapsed) if elapsed > 0 else 0.0
+
+    def overhead(self, now: float | None = None) -> float:
+        """Estimated share of training time lost to tfobs since the ledger began."""
+        elapsed = (self.clock() if now is None else now) - self.t0
+        return min(1.0, self.cost_s / elapsed) if elapsed > 0 else 0.0

@@ -1,0 +1,132 @@
+"""`tfobs analyze PATH`: XProf's overview page for one capture, in the terminal or as JSON.
+
+PATH is an `.xplane.pb` file or a TensorBoard log folder (the newest run under
+`plugins/profile/`, or `--run NAME`). Bad input exits 2 with one line on stderr. Never
+imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from tfobs.errors import CaptureError
+from tfobs.summary import CATEGORIES, WindowSummary
+
+BAR_WIDTH = 30
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("analyze", help="summarise a profiler capture (no TensorFlow needed)",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("path", help="an .xplane.pb file or a TensorBoard log folder")
+    p.add_argument("--run", default=None, help="run folder under plugins/profile/ (default: newest)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--top", type=int, default=5, help="rows in each top-N table (default 5)")
+    p.add_argument("--serve", type=int, default=None, metavar="PORT",
+                   help="also serve the summary as Prometheus metrics on PORT")
+    p.add_argument("--bind", default="127.0.0.1", help="address for --serve (default 127.0.0.1)")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="with --serve: stop after this many seconds (default: until Ctrl-C)")
+
+
+def _fail(message: str) -> int:
+    print(f"tfobs analyze: {message}", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfobs.analysis import analyze
+
+    if args.top < 0 or args.top > 1000:
+        return _fail(f"--top must be between 0 and 1000, got {args.top}")
+    if args.serve is not None and not 0 <= args.serve <= 65535:
+        return _fail(f"--serve must be a port between 0 and 65535, got {args.serve}")
+    try:
+        summary = analyze(args.path, run=args.run, top_n=args.top)
+    except CaptureError as exc:
+        return _fail(" ".join(str(exc).split()))
+    except Exception as exc:  # never a traceback on bad input
+        return _fail(f"cannot analyze {args.path}: {type(exc).__name__}: {exc}")
+    if args.format == "json":
+        json.dump(summary.to_dict(), sys.stdout, indent=1, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render(summary, args.path))
+    if args.serve is not None:
+        from tfobs.export.replay import serve
+
+        return int(serve([summary], port=args.serve, bind=args.bind, seconds=args.seconds) or 0)
+    return 0
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:9.2f} ms"
+
+
+def _bar(ratio: float) -> str:
+    n = max(0, min(BAR_WIDTH, round(ratio * BAR_WIDTH)))
+    return "#" * n + "." * (BAR_WIDTH - n)
+
+
+def render(s: WindowSummary, label: str = "") -> str:
+    """The overview page as plain text."""
+    out: list[str] = []
+    add = out.append
+    env = s.environment
+    add(f"tfobs analyze {label}".rstrip())
+    add(f"  hosts: {', '.join(env.hosts) or '-'}   devices: {env.device_count} x "
+        f"{env.device_type}   window: {s.duration_s:.2f} s")
+    st = s.steps
+    add("")
+    add(f"Steps: {st.count} ({st.method})" + (f"  - {st.note}" if st.note else ""))
+    if st.count:
+        durations = [x.duration_s for x in st.items]
+        add(f"  step time: mean {_ms(st.mean_s)}  min {_ms(min(durations))}  "
+            f"max {_ms(max(durations))}")
+        add("")
+        add("Step-time breakdown (mean per step)")
+        ratios = s.breakdown_ratio
+        for cat in CATEGORIES:
+            v = s.breakdown_s.get(cat, 0.0)
+            add(f"  {cat:<19} {_ms(v)}  {_bar(ratios.get(cat, 0.0))} "
+                f"{100 * ratios.get(cat, 0.0):5.1f} %")
+    add("")
+    add(f"Input-bound: {s.input_bound.verdict} ({100 * s.input_bound.ratio:.1f} % of step time)")
+    add(f"  {s.input_bound.advice}")
+    ip = s.input_pipeline
+    if ip.slowest_stage is not None:
+        add(f"  slowest tf.data stage: {ip.slowest_stage.name} "
+            f"({ip.slowest_stage.self_s * 1e3:.2f} ms self time)")
+    if ip.top_input_ops:
+        add("  host input ops (self time in the window):")
+        for op in ip.top_input_ops:
+            add(f"    {_ms(op.self_s)}  x{op.count:<6} {op.name}")
+    if s.ops.top:
+        add("")
+        add(f"Top ops by self time (host {100 * s.ops.host_ratio:.1f} % of op time)")
+        for op in s.ops.top:
+            where = "device" if op.on_device else "host"
+            add(f"  {_ms(op.self_s)}  x{op.count:<6} {where:<6} {op.name}")
+    k = s.kernels
+    if k.total_s > 0 or k.items:
+        add("")
+        add(f"Kernels: total {_ms(k.total_s)}, Tensor Cores {_ms(k.tensor_core_s)}, "
+            f"eligible ops {_ms(k.eligible_op_s)}")
+        for item in k.items[:5]:
+            add(f"  {_ms(item.total_s)}  x{item.count:<6} {item.name}")
+    if s.memory:
+        add("")
+        add("Memory (peak in the window, per allocator)")
+        for m in s.memory:
+            add(f"  {m.allocator:<28} peak {m.peak_bytes / 2**20:10.1f} MiB of "
+                f"{m.capacity_bytes / 2**20:10.1f} MiB  fragmentation "
+                f"{100 * m.fragmentation_ratio:5.1f} %  allocs {m.allocations}")
+    if s.advice:
+        add("")
+        add("Advice")
+        for a in s.advice:
+            add(f"  [{a.severity}] {a.message}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,173 @@
+"""`tfobs demo`: a real small Keras 3 training run with tfobs enabled.
+
+Trains a small convolutional model on synthetic images through a tf.data pipeline, serves the
+metrics, and prints one line per profile window (step time, breakdown, verdict). With
+`--input-bound` the pipeline sleeps per batch, so the verdict turns input-bound. Stops after
+`--seconds` (exit 0, a final summary line) or at Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+IMAGE = (32, 32, 3)
+CLASSES = 10
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("demo", help="train a small Keras model with tfobs enabled",
+                       description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=0.0,
+                   help="stop after this many seconds (default: run until Ctrl-C)")
+    p.add_argument("--input-bound", action="store_true",
+                   help="make the input pipeline slow on purpose (verdict: input-bound)")
+    p.add_argument("--port", type=int, default=None,
+                   help="metrics port (default: TFOBS_METRICS_PORT or 9464; -1: no server)")
+    p.add_argument("--bind", default=None, help="metrics bind address (default 0.0.0.0)")
+    p.add_argument("--steps-per-window", type=int, default=None,
+                   help="steps captured per window (default: TFOBS_WINDOW_STEPS or 20)")
+    p.add_argument("--interval-steps", type=int, default=None,
+                   help="a window every this many steps (default: TFOBS_INTERVAL_STEPS or 500)")
+    p.add_argument("--overhead-budget", type=float, default=None,
+                   help="profiler cost target, share of training time (default 0.01)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--sleep-ms", type=float, default=25.0,
+                   help="per-batch delay of the --input-bound pipeline (default 25)")
+    p.add_argument("--linger", type=float, default=0.0,
+                   help="keep serving metrics this many seconds after training ends")
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    for name, key in (("port", "metrics_port"), ("bind", "metrics_bind"),
+                      ("steps_per_window", "window_steps"), ("interval_steps", "interval_steps"),
+                      ("overhead_budget", "overhead_budget")):
+        value = getattr(args, name)
+        if value is not None:
+            opts[key] = value
+    return opts
+
+
+def build_dataset(tf: Any, batch_size: int, input_bound: bool, sleep_ms: float) -> Any:
+    """Synthetic images; the slow variant waits per batch before the step can use it."""
+    n = batch_size * 16
+    images = tf.random.uniform((n, *IMAGE), seed=1)
+    labels = tf.random.uniform((n,), maxval=CLASSES, dtype=tf.int32, seed=2)
+    ds = tf.data.Dataset.from_tensor_slices((images, labels)).repeat().batch(batch_size)
+    if input_bound:
+        ds = ds.map(lambda x, y: (x * 2.0 - 1.0, y))
+        ds = ds.apply(_sleep_transform(tf, int(sleep_ms * 1000)))
+        return ds  # no prefetch: the step waits for every batch
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _sleep_transform(tf: Any, micros: int) -> Any:
+    try:  # tf.data's own Sleep stage: shows in the capture as Iterator::...::Sleep
+        from tensorflow.python.data.experimental.ops import testing
+
+        return testing.sleep(micros)
+    except Exception:
+        def slow(x: Any, y: Any) -> Any:
+            x = tf.py_function(lambda t: (time.sleep(micros / 1e6), t)[1], [x], tf.float32)
+            return x, y
+
+        return lambda ds: ds.map(slow)
+
+
+def build_model(keras: Any) -> Any:
+    """Small on purpose: a step takes milliseconds, so a slow pipeline clearly dominates."""
+    model = keras.Sequential([
+        keras.Input(IMAGE),
+        keras.layers.Conv2D(8, 3, strides=2, activation="relu"),
+        keras.layers.GlobalAveragePooling2D(),
+        keras.layers.Dense(32, activation="relu"),
+        keras.layers.Dense(CLASSES),
+    ])
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def format_window(record: Any, summary: Any) -> str:
+    head = f"window {record.index} [{record.outcome}]"
+    if summary is None or record.outcome != "captured":
+        return f"{head} {record.reason}".rstrip()
+    ratio = summary.breakdown_ratio
+    parts = " ".join(f"{k}={v * 100:.0f}%" for k, v in sorted(ratio.items(), key=lambda kv: -kv[1])
+                     if v >= 0.01)
+    verdict = summary.input_bound.verdict
+    return (f"{head} steps {record.first_step}-{record.last_step}: step "
+            f"{summary.steps.mean_s * 1000:.1f} ms | {parts} | input-bound: {verdict} "
+            f"({summary.input_bound.ratio * 100:.0f}%) | capture {record.capture_s:.2f}s "
+            f"reduce {record.reduce_s:.2f}s")
+
+
+class _StopAfter:
+    """Ends fit after a wall-clock deadline (checked at each batch end)."""
+
+    def __init__(self, keras: Any, seconds: float, stop: threading.Event) -> None:
+        outer = self
+
+        class Callback(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                outer.steps += 1
+                if stop.is_set() or (seconds > 0 and time.monotonic() >= outer.deadline):
+                    self.model.stop_training = True
+
+        self.steps = 0
+        self.deadline = time.monotonic() + seconds
+        self.callback = Callback()
+
+
+def run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # quiet TF's per-session INFO lines
+    import tensorflow as tf
+
+    import tfobs
+
+    keras = tf.keras
+    runtime = tfobs.enable(**_options(args))
+    if runtime is None:
+        print("tfobs is disabled (TFOBS_ENABLED=false); training without it", flush=True)
+    else:
+        url = getattr(runtime.prometheus, "url", "") if runtime.prometheus else ""
+        print(f"tfobs demo: metrics at {url or '(no server)'}; windows every "
+              f"{runtime.config.interval_steps} steps ({runtime.config.window_steps} steps "
+              f"each), input-bound={args.input_bound}", flush=True)
+        runtime.add_listener(lambda rec, summ: print(format_window(rec, summ), flush=True))
+    stop = threading.Event()
+    model = build_model(keras)
+    ds = build_dataset(tf, args.batch_size, args.input_bound, args.sleep_ms)
+    stopper = _StopAfter(keras, args.seconds, stop)
+    t0 = time.monotonic()
+    try:
+        model.fit(ds, epochs=10**6, steps_per_epoch=100, verbose=0, shuffle=False,
+                  callbacks=[stopper.callback])
+    except KeyboardInterrupt:
+        stop.set()
+    elapsed = time.monotonic() - t0
+    if runtime is not None:
+        runtime.train_end()
+        runtime.wait_idle(30.0)  # the last window's figures get served before exit
+    health = runtime.health if runtime is not None else None
+    windows = dict(health.windows) if health else {}
+    errors = sum(health.errors.values()) if health else 0
+    print(f"tfobs demo done: steps={stopper.steps} seconds={elapsed:.1f} "
+          f"windows={sum(windows.values())} "
+          + " ".join(f"{k}={v}" for k, v in sorted(windows.items()))
+          + f" errors={errors}", flush=True)
+    if args.linger > 0 and runtime is not None:
+        time.sleep(args.linger)
+    tfobs.disable()
+    return 0
+
+
+if __name__ == "__main__":
+    from tfobs.cli import main
+
+    sys.exit(main(["demo", *sys.argv[1:]]))

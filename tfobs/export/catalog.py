@@ -1,0 +1,182 @@
+"""Every metric tfobs exports: name, type, labels beyond the worker identity, help text.
+
+One list, read by the collector (HELP text), the README's metrics table and the tests, so a
+name cannot drift between them. Units are the name's suffix (Prometheus conventions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Every series carries the worker identity (from TF_CONFIG, or the tf_job/tf_task options).
+IDENTITY_LABELS: tuple[str, ...] = ("tf_job", "tf_task")
+
+# Label names a scrape target's own labels would clash with (Prometheus renames them
+# `exported_*`), so tfobs never emits them.
+RESERVED_LABELS: frozenset[str] = frozenset(
+    {"pod", "namespace", "container", "instance", "job", "le", "quantile", *IDENTITY_LABELS}
+)
+
+INPUT_KINDS: tuple[str, ...] = (
+    "demanded_file_read",
+    "advanced_file_read",
+    "preprocessing",
+    "enqueue",
+    "unclassified",
+)
+IDLE_CAUSES: tuple[str, ...] = ("kernel_launch", "short_gap", "other")
+COPY_DIRECTIONS: tuple[str, ...] = ("h2d", "d2h", "d2d")
+
+_UNITS = ("seconds", "bytes", "ratio", "watts", "celsius", "hertz")
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str  # as exposed (counters end in _total)
+    type: str  # counter | gauge | histogram | info
+    labels: tuple[str, ...]  # beyond tf_job, tf_task
+    help: str
+
+    @property
+    def unit(self) -> str:
+        base = self.name.removesuffix("_total")
+        return next((u for u in _UNITS if base.endswith("_" + u)), "")
+
+    @property
+    def family(self) -> str:
+        """The OpenMetrics family name (counters without `_total`, info without `_info`)."""
+        if self.type == "counter":
+            return self.name.removesuffix("_total")
+        if self.type == "info":
+            return self.name.removesuffix("_info")
+        return self.name
+
+
+def _m(name: str, typ: str, labels: tuple[str, ...], help_text: str) -> MetricDef:
+    return MetricDef(name, typ, labels, help_text)
+
+
+_DEV = ("device",)
+_NVML = ("device", "gpu_uuid")
+
+METRICS: tuple[MetricDef, ...] = (
+    # Every step.
+    _m("tfobs_step_duration_seconds", "histogram", (),
+       "Duration of every training step in seconds; while a profile window is open its "
+       "samples carry exemplars (trace_id, span_id) of the window's trace."),
+    # Latest profile window.
+    _m("tfobs_window_steps", "gauge", (), "Steps in the latest profile window."),
+    _m("tfobs_window_step_time_seconds", "gauge", (),
+       "Mean step time of the latest profile window in seconds."),
+    _m("tfobs_step_time_breakdown_seconds", "gauge", ("category",),
+       "Mean time per step in each step-time category (XProf's breakdown) in seconds, "
+       "latest window."),
+    _m("tfobs_step_time_breakdown_ratio", "gauge", ("category",),
+       "Share of step time in each category (0..1), latest window."),
+    _m("tfobs_input_bound_ratio", "gauge", (),
+       "Share of step time spent waiting for input (0..1), latest window."),
+    _m("tfobs_input_bound_verdict", "gauge", ("verdict",),
+       "1 for the latest window's input-bound verdict (highly, moderately, potentially, not, "
+       "unknown), 0 for the others."),
+    _m("tfobs_device_compute_16bit_ratio", "gauge", (),
+       "Share of device compute time in 16-bit ops (0..1), latest window."),
+    _m("tfobs_input_host_seconds", "gauge", ("kind",),
+       "Host input time per step in seconds by kind (demanded_file_read, advanced_file_read, "
+       "preprocessing, enqueue, unclassified), latest window."),
+    _m("tfobs_tfdata_slowest_stage_seconds", "gauge", ("stage",),
+       "Self time per step in seconds of the slowest tf.data stage (named by `stage`), "
+       "latest window."),
+    _m("tfobs_op_time_host_ratio", "gauge", (),
+       "Share of op time spent on the host rather than a device (0..1), latest window."),
+    # Per GPU, latest window.
+    _m("tfobs_gpu_busy_ratio", "gauge", _DEV,
+       "Share of the window the GPU ran kernels, overlapping kernels merged (0..1)."),
+    _m("tfobs_gpu_idle_ratio", "gauge", (*_DEV, "cause"),
+       "Share of the window the GPU was idle (0..1) by cause: kernel_launch (waiting for the "
+       "host to launch), short_gap (gaps under short_gap_s), other."),
+    _m("tfobs_kernel_launch_delay_seconds", "gauge", (*_DEV, "quantile"),
+       "Kernel start minus the end of its launch call in seconds, mean and p95, latest window."),
+    _m("tfobs_kernels_per_step", "gauge", _DEV,
+       "Kernels run per step (per window when the capture has no steps), latest window."),
+    _m("tfobs_kernel_mean_duration_seconds", "gauge", _DEV,
+       "Mean kernel duration in seconds, latest window."),
+    _m("tfobs_small_kernel_ratio", "gauge", _DEV,
+       "Share of kernels shorter than their launch overhead (0..1), latest window."),
+    _m("tfobs_memcpy_seconds", "gauge", (*_DEV, "direction"),
+       "Copy time per step in seconds by direction (h2d, d2h, d2d), latest window."),
+    _m("tfobs_memcpy_bytes", "gauge", (*_DEV, "direction"),
+       "Bytes copied per step by direction (h2d, d2h, d2d), latest window."),
+    _m("tfobs_collective_seconds", "gauge", _DEV,
+       "Collective communication (NCCL/RCCL) time per step in seconds, latest window."),
+    # Tensor Cores, window-wide.
+    _m("tfobs_tensor_core_kernel_ratio", "gauge", (),
+       "Share of kernel time in Tensor Core kernels (0..1), latest window."),
+    _m("tfobs_tensor_core_eligible_op_seconds", "gauge", (),
+       "Time per step in seconds in ops eligible for Tensor Cores (per window when the "
+       "capture has no steps), latest window."),
+    _m("tfobs_tensor_core_eligible_unused_seconds", "gauge", (),
+       "Time per step in seconds in Tensor Core eligible ops that did not use Tensor Cores "
+       "(per window when the capture has no steps), latest window."),
+    _m("tfobs_tensor_core_eligible_unused_ratio", "gauge", (),
+       "Share of Tensor Core eligible op time that did not use Tensor Cores (0..1), "
+       "latest window."),
+    # Memory from the capture, per allocator.
+    _m("tfobs_memory_peak_bytes", "gauge", ("allocator",),
+       "Peak bytes in use by the allocator during the latest window."),
+    _m("tfobs_memory_capacity_bytes", "gauge", ("allocator",),
+       "Allocator capacity in bytes, latest window."),
+    _m("tfobs_memory_fragmentation_ratio", "gauge", ("allocator",),
+       "Allocator fragmentation at the peak (0..1), latest window."),
+    # tf.config.experimental.get_memory_info, between windows.
+    _m("tfobs_device_memory_bytes", "gauge", _DEV,
+       "Bytes in use on the device now (TensorFlow's memory info)."),
+    _m("tfobs_device_memory_peak_bytes", "gauge", _DEV,
+       "Peak bytes in use on the device since start (TensorFlow's memory info)."),
+    # NVML.
+    _m("tfobs_nvml_available", "gauge", (),
+       "1 when the NVML sampler reads GPUs, 0 when NVML or a GPU is missing."),
+    _m("tfobs_gpu_utilization_ratio", "gauge", _NVML,
+       "GPU utilization reported by NVML (0..1)."),
+    _m("tfobs_gpu_memory_used_bytes", "gauge", _NVML, "GPU memory in use in bytes (NVML)."),
+    _m("tfobs_gpu_memory_total_bytes", "gauge", _NVML, "GPU memory in total in bytes (NVML)."),
+    _m("tfobs_gpu_power_watts", "gauge", _NVML, "GPU power draw in watts (NVML)."),
+    _m("tfobs_gpu_temperature_celsius", "gauge", _NVML,
+       "GPU temperature in degrees Celsius (NVML)."),
+    _m("tfobs_gpu_sm_clock_hertz", "gauge", _NVML, "GPU SM clock in hertz (NVML)."),
+    _m("tfobs_gpu_memory_clock_hertz", "gauge", _NVML, "GPU memory clock in hertz (NVML)."),
+    _m("tfobs_gpu_throttle_active", "gauge", (*_NVML, "reason"),
+       "1 for each clock throttle reason NVML reports active."),
+    # tfobs's own health.
+    _m("tfobs_windows_total", "counter", ("outcome",),
+       "Profile windows by outcome (captured, skipped_busy, skipped_budget, empty, "
+       "dropped_too_large, failed); exemplars point at the window's trace."),
+    _m("tfobs_errors_total", "counter", ("stage",), "Errors inside tfobs by stage."),
+    _m("tfobs_dropped_total", "counter", ("what",),
+       "Items tfobs dropped to bound its memory or time (spans, captures, ...)."),
+    _m("tfobs_capture_duration_seconds", "histogram", (),
+       "Time to export and read back one capture in seconds."),
+    _m("tfobs_reduce_duration_seconds", "histogram", (),
+       "Time to reduce one capture to a summary in seconds."),
+    _m("tfobs_capture_bytes_total", "counter", (), "Bytes of captures read back."),
+    _m("tfobs_profiler_duty_cycle_ratio", "gauge", (),
+       "Measured share of wall time the profiler was on (0..1)."),
+    _m("tfobs_estimated_overhead_ratio", "gauge", (),
+       "Estimated share of training time tfobs costs (0..1)."),
+    _m("tfobs_last_window_timestamp_seconds", "gauge", (),
+       "Unix time in seconds when the latest window's summary was published."),
+    _m("tfobs_info", "info", ("version", "tensorflow_version", "python_version", "devices"),
+       "tfobs, TensorFlow and Python versions and devices of this worker (value 1)."),
+)
+
+BY_NAME: dict[str, MetricDef] = {m.name: m for m in METRICS}
+
+
+def markdown_table() -> str:
+    """The README's metrics table."""
+    rows = ["| Metric | Type | Labels | Unit | Meaning |", "|---|---|---|---|---|"]
+    for m in METRICS:
+        labels = ", ".join(f"`{label}`" for label in (*IDENTITY_LABELS, *m.labels))
+        if m.type == "info":
+            labels += ", ..."
+        rows.append(f"| `{m.name}` | {m.type} | {labels} | {m.unit or '-'} | {m.help} |")
+    return "\n".join(rows)

@@ -1,0 +1,545 @@
+"""OpenTelemetry traces: one trace per profile window, with the ids its exemplars carry.
+
+Each window becomes a root span `tfobs.window` (the summary as attributes, advice as span
+events), a child `tfobs.step` span per step, and under each step a span per top event (op,
+kernel, tf.data stage, copy) named after the event. The trace and window/step span ids are
+the ones `WindowRecord` drew when the window opened, so a Prometheus exemplar on the
+step-time histogram opens exactly this trace.
+
+The exporter has its own `TracerProvider` (the user's global one is never touched), exports
+through the SDK's `BatchSpanProcessor` and the OTLP exporter (gRPC or http/protobuf), and
+honours the standard `OTEL_*` variables (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
+`OTEL_TRACES_SAMPLER`, `OTEL_BSP_*`, `OTEL_EXPORTER_OTLP_TIMEOUT`, headers, TLS ...).
+`publish()` only queues spans; the network is the SDK's batch thread's business. Spans that
+do not fit the queue, fail to export, or are still queued when shutdown's deadline passes
+are counted in `dropped_spans`; spans over the per-window cap are counted in `cut_spans`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tfobs.summary import CATEGORIES, Step, TimedEvent, WindowSummary
+from tfobs.window import WindowRecord
+
+if TYPE_CHECKING:
+    from tfobs.config import Config
+
+_log = logging.getLogger("tfobs")
+
+SCOPE_NAME = "tfobs"
+SPAN_WINDOW = "tfobs.window"
+SPAN_STEP = "tfobs.step"
+EVENT_ADVICE = "tfobs.advice"
+_MAX_NAME = 200  # span names from op/kernel names can be very long (templated kernels)
+_DEFAULT_QUEUE = 2048  # the SDK's defaults for OTEL_BSP_MAX_QUEUE_SIZE ...
+_DEFAULT_BATCH = 512  # ... and OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+
+
+# -- the plan: which spans a window becomes (pure; no OpenTelemetry needed) --------------
+
+
+@dataclass(frozen=True)
+class PlannedSpan:
+    name: str
+    start_ns: int
+    end_ns: int
+    parent: int  # index of the parent in TracePlan.spans; -1 for the root
+    span_id: int  # 0: draw one at random (top-event spans; nothing links to them)
+    attributes: dict[str, Any]
+    events: tuple[tuple[str, int, dict[str, Any]], ...] = ()  # (name, time_ns, attributes)
+
+
+@dataclass(frozen=True)
+class TracePlan:
+    trace_id: int
+    spans: tuple[PlannedSpan, ...]
+    cut: int = 0  # spans left out by the per-window cap
+
+
+def plan_window(
+    summary: WindowSummary, window: WindowRecord, *, top_n: int = 5, max_spans: int = 512
+) -> TracePlan:
+    """The spans one window becomes: root, steps in time order, then their longest events.
+
+    The cap keeps the root, then as many steps as fit, then the globally longest events.
+    """
+    max_spans = max(1, max_spans)
+    steps = sorted(summary.steps.items, key=lambda s: (s.start_ns, s.step_num))
+    kept_steps = steps[: max_spans - 1]
+    cut = sum(1 + min(top_n, len(s.top_events)) for s in steps[len(kept_steps) :])
+
+    per_step = [
+        (i, e)
+        for i, s in enumerate(kept_steps)
+        for e in sorted(s.top_events, key=lambda e: -e.duration_s)[: max(0, top_n)]
+    ]
+    room = max_spans - 1 - len(kept_steps)
+    if len(per_step) > room:
+        cut += len(per_step) - room
+        per_step = sorted(per_step, key=lambda ie: -ie[1].duration_s)[:room]
+        per_step.sort(key=lambda ie: (ie[0], ie[1].start_ns))
+
+    step_spans = [_step_span(s, window) for s in kept_steps]
+    event_spans = [_event_span(e, kept_steps[i], 1 + i) for i, e in per_step]
+    children = step_spans + event_spans
+
+    start_ns, end_ns = _window_bounds(summary, window)
+    if children:  # the root covers every child, even where the clocks disagree slightly
+        start_ns = min([start_ns, *(c.start_ns for c in children)])
+        end_ns = max([end_ns, *(c.end_ns for c in children)])
+    advice = tuple(
+        (
+            EVENT_ADVICE,
+            end_ns,
+            {
+                "tfobs.advice.code": a.code,
+                "tfobs.advice.severity": a.severity,
+                "tfobs.advice.message": a.message,
+            },
+        )
+        for a in summary.advice
+    )
+    root = PlannedSpan(
+        name=SPAN_WINDOW,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        parent=-1,
+        span_id=window.span_id,
+        attributes=window_attributes(summary, window, cut),
+        events=advice,
+    )
+    return TracePlan(trace_id=window.trace_id, spans=(root, *children), cut=cut)
+
+
+def _window_bounds(summary: WindowSummary, window: WindowRecord) -> tuple[int, int]:
+    if window.start_ns > 0 and window.end_ns >= window.start_ns:
+        return window.start_ns, window.end_ns
+    start = summary.start_ns
+    return start, start + int(summary.duration_s * 1e9)
+
+
+def _breakdown(prefix: str, seconds: Mapping[str, float]) -> dict[str, Any]:
+    total = sum(seconds.values())
+    out: dict[str, Any] = {}
+    for cat in CATEGORIES:
+        value = float(seconds.get(cat, 0.0))
+        out[f"{prefix}.{cat}.seconds"] = value
+        out[f"{prefix}.{cat}.ratio"] = value / total if total > 0 else 0.0
+    return out
+
+
+def window_attributes(summary: WindowSummary, window: WindowRecord, cut: int = 0) -> dict:
+    """The root span's attributes (names documented in README, section traces)."""
+    steps = summary.steps
+    items = steps.items
+    attrs: dict[str, Any] = {
+        "tfobs.window.index": window.index,
+        "tfobs.window.on_demand": window.on_demand,
+        "tfobs.window.first_step": window.first_step
+        if window.first_step >= 0
+        else min((s.step_num for s in items), default=-1),
+        "tfobs.window.last_step": window.last_step
+        if window.last_step >= 0
+        else max((s.step_num for s in items), default=-1),
+        "tfobs.capture.bytes": window.capture_bytes,
+        "tfobs.steps.count": steps.count,
+        "tfobs.steps.method": steps.method,
+        "tfobs.step_time.mean_seconds": steps.mean_s,
+        "tfobs.input_bound.ratio": summary.input_bound.ratio,
+        "tfobs.input_bound.verdict": summary.input_bound.verdict,
+        "tfobs.device_compute_16bit_ratio": summary.device_compute_16bit_ratio,
+        "tfobs.device_type": summary.environment.device_type,
+        "tfobs.device_count": summary.environment.device_count,
+        "tfobs.spans_cut": cut,
+        **_breakdown("tfobs.breakdown", summary.breakdown_s),
+    }
+    k = summary.kernels
+    if k.total_s > 0:
+        attrs["tfobs.tensor_core.kernel_ratio"] = k.tensor_core_s / k.total_s
+    if k.eligible_op_s > 0:
+        unused = max(0.0, k.eligible_op_s - k.eligible_op_tensor_core_s)
+        attrs["tfobs.tensor_core.eligible_unused_ratio"] = unused / k.eligible_op_s
+    if summary.memory:
+        top = max(summary.memory, key=lambda m: m.peak_bytes)
+        attrs["tfobs.memory.allocator"] = top.allocator
+        attrs["tfobs.memory.peak_bytes"] = top.peak_bytes
+        attrs["tfobs.memory.capacity_bytes"] = top.capacity_bytes
+        attrs["tfobs.memory.fragmentation_ratio"] = top.fragmentation_ratio
+    slowest = summary.input_pipeline.slowest_stage
+    if slowest is not None:
+        attrs["tfobs.tfdata.slowest_stage"] = slowest.name
+        attrs["tfobs.tfdata.slowest_stage_seconds"] = slowest.self_s
+    if summary.advice:
+        attrs["tfobs.advice.codes"] = [a.code for a in summary.advice]
+    return attrs
+
+
+def _step_span(step: Step, window: WindowRecord) -> PlannedSpan:
+    return PlannedSpan(
+        name=SPAN_STEP,
+        start_ns=step.start_ns,
+        end_ns=step.start_ns + int(step.duration_s * 1e9),
+        parent=0,
+        span_id=window.step_span_id(step.step_num),
+        attributes={
+            "tfobs.step.num": step.step_num,
+            **_breakdown("tfobs.breakdown", step.breakdown_s),
+        },
+    )
+
+
+def _event_span(event: TimedEvent, step: Step, parent: int) -> PlannedSpan:
+    attrs: dict[str, Any] = {"tfobs.event.kind": event.kind, "tfobs.step.num": step.step_num}
+    if event.device:
+        attrs["tfobs.event.device"] = event.device
+    return PlannedSpan(
+        name=(event.name or event.kind or "event")[:_MAX_NAME],
+        start_ns=event.start_ns,
+        end_ns=event.start_ns + int(event.duration_s * 1e9),
+        parent=parent,
+        span_id=0,
+        attributes=attrs,
+    )
+
+
+# -- resource ----------------------------------------------------------------------------
+
+
+def default_service_name(argv: Sequence[str] | None = None) -> str:
+    """The training script's name without `.py` (what OTEL_SERVICE_NAME overrides)."""
+    argv = sys.argv if argv is None else argv
+    script = os.path.basename(argv[0]) if argv and argv[0] not in ("", "-c", "-m") else ""
+    if script.endswith(".py"):
+        script = script[:-3]
+    return script or "python"
+
+
+def _attribute_value(value: Any) -> Any:
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [str(v) for v in value]
+    return str(value)
+
+
+def resource_attributes(extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """tfobs's resource attributes; `extra` (from the runtime) adds or overrides them.
+
+    OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME still win: they are the operator's word.
+    """
+    from tfobs import __version__
+
+    attrs: dict[str, Any] = {
+        "service.name": default_service_name(),
+        "host.name": socket.gethostname(),
+        "tfobs.version": __version__,
+    }
+    tf = sys.modules.get("tensorflow")  # never import TensorFlow just for a version string
+    if tf is not None and getattr(tf, "__version__", None):
+        attrs["tensorflow.version"] = str(tf.__version__)
+    for key, value in (extra or {}).items():
+        attrs[str(key)] = _attribute_value(value)
+    return attrs
+
+
+def _build_resource(extra: Mapping[str, Any] | None) -> Any:
+    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+
+    attrs = resource_attributes(extra)
+    attrs.update(OTELResourceDetector().detect().attributes)
+    return Resource.create(attrs)
+
+
+# -- accounting of spans that never reach the receiver ----------------------------------
+
+
+class _Ledger:
+    """Spans queued but not yet handed to the exporter, and spans lost.
+
+    The SDK's queue silently drops its *oldest* span when full, which would tear a trace
+    apart and go uncounted. So the exporter checks room here first and drops a whole window
+    (counted) instead; the SDK queue then never overflows.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.pending = 0
+        self.dropped = 0
+        self.closed = False
+        self._lock = threading.Lock()
+
+    def reserve(self, n: int) -> bool:
+        with self._lock:
+            if self.closed or self.pending + n > self.capacity:
+                self.dropped += n
+                return False
+            self.pending += n
+            return True
+
+    def release(self, n: int) -> None:
+        """`n` reserved spans will never be queued (not sampled, or publish failed)."""
+        with self._lock:
+            if not self.closed:
+                self.pending = max(0, self.pending - n)
+
+    def exported(self, n: int, ok: bool) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.pending = max(0, self.pending - n)
+            if not ok:
+                self.dropped += n
+
+    def close(self) -> None:
+        """Whatever is still queued now will not be sent: count it as dropped."""
+        with self._lock:
+            if not self.closed:
+                self.dropped += self.pending
+                self.pending = 0
+                self.closed = True
+
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self.pending = 0  # the SDK clears its queue in a forked child too
+
+
+def _counting_exporter(inner: Any, ledger: _Ledger) -> Any:
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class CountingSpanExporter(SpanExporter):
+        """Counts what the wrapped exporter failed to send; never raises into the SDK."""
+
+        def __init__(self) -> None:
+            self.inner = inner
+            self._warned = False
+
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            try:
+                result = inner.export(spans)
+            except Exception:  # a broken exporter must not kill the batch thread
+                _log.debug("OTLP span export raised", exc_info=True)
+                result = SpanExportResult.FAILURE
+            ok = result is SpanExportResult.SUCCESS
+            ledger.exported(len(spans), ok)
+            if not ok and not self._warned:
+                self._warned = True  # one line, not one per batch
+                _log.warning(
+                    "tfobs could not export %d window spans over OTLP; further failures are "
+                    "only counted (tfobs_dropped_total{what=\"spans\"})",
+                    len(spans),
+                )
+            return result
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            try:
+                inner.shutdown(timeout_millis=timeout_millis)
+            except TypeError:
+                inner.shutdown()
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return inner.force_flush(timeout_millis)
+
+    return CountingSpanExporter()
+
+
+# -- OTLP ----------------------------------------------------------------------------------
+
+
+def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
+    try:
+        value = int(environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | None = None) -> Any:
+    """The SDK's OTLP span exporter for `endpoint` (other settings from OTEL_* variables)."""
+    env = os.environ if environ is None else environ
+    if protocol == "http/protobuf":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        url = endpoint if "://" in endpoint else "http://" + endpoint
+        scheme, _, rest = url.partition("://")
+        if "/" not in rest.rstrip("/"):  # a base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is
+            url = f"{scheme}://{rest.rstrip('/')}/v1/traces"
+        return OTLPSpanExporter(endpoint=url)
+
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    insecure = None
+    if "://" not in endpoint:  # host:port: plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false
+        insecure = env.get("OTEL_EXPORTER_OTLP_INSECURE", "true").strip().lower() != "false"
+    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
+
+
+@dataclass
+class _Parts:
+    provider: Any
+    tracer: Any
+    ids: Any
+    otlp: Any
+    context_cls: Any
+    set_span_in_context: Any
+    spans: list = field(default_factory=list)
+
+
+class OtelExporter:
+    """Sends each window's spans over OTLP; see the module doc.
+
+    `resource_attributes` from the runtime (worker identity `tf_job`/`tf_task`, `devices`,
+    versions) are added to what the exporter fills in itself (`service.name`, `host.name`,
+    `tfobs.version`, `tensorflow.version` when TensorFlow is loaded).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        resource_attributes: Mapping[str, Any] | None = None,
+        *,
+        span_exporter: Any = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.top_n = config.trace_top_n
+        self.max_spans = config.trace_max_spans
+        self.cut_spans = 0
+        self.windows = 0  # windows whose spans were queued
+        self.disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+        self._lock = threading.Lock()
+        self._closed = False
+        self._ledger = _Ledger(_env_int(env, "OTEL_BSP_MAX_QUEUE_SIZE", _DEFAULT_QUEUE))
+        # The SDK refuses a batch larger than the queue; a small queue must not break us.
+        batch = min(self._ledger.capacity, _env_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+                                                    _DEFAULT_BATCH))
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._ledger.reset_after_fork)
+
+        from opentelemetry import trace
+        from opentelemetry.context import Context
+        from opentelemetry.metrics import NoOpMeterProvider
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        from tfobs.export.otel_ids import PlannedIdGenerator
+
+        if span_exporter is None:
+            span_exporter = otlp_exporter(config.otlp_endpoint, config.otlp_protocol, env)
+        ids = PlannedIdGenerator()
+        # Our own provider: the user's global TracerProvider (and MeterProvider: the SDK's
+        # self-metrics would land there) stays exactly as the user set it.
+        provider = TracerProvider(
+            resource=_build_resource(resource_attributes),
+            id_generator=ids,
+            shutdown_on_exit=False,  # the runtime shuts us down with a deadline at exit
+            meter_provider=NoOpMeterProvider(),
+        )
+        provider.add_span_processor(
+            BatchSpanProcessor(
+                _counting_exporter(span_exporter, self._ledger),
+                max_queue_size=self._ledger.capacity,
+                max_export_batch_size=batch,
+                meter_provider=NoOpMeterProvider(),
+            )
+        )
+        from tfobs import __version__
+
+        self._parts = _Parts(
+            provider=provider,
+            tracer=provider.get_tracer(SCOPE_NAME, __version__),
+            ids=ids,
+            otlp=span_exporter,
+            context_cls=Context,
+            set_span_in_context=trace.set_span_in_context,
+        )
+
+    @property
+    def dropped_spans(self) -> int:
+        """Spans lost: no room in the queue, export failed, or unsent at shutdown."""
+        return self._ledger.dropped
+
+    @property
+    def resource(self) -> Any:
+        return self._parts.provider.resource
+
+    def publish(self, summary: WindowSummary, window: WindowRecord) -> int:
+        """Queue the window's spans for export; returns how many were queued (never blocks
+        on the network)."""
+        if self.disabled or self._closed:
+            return 0
+        plan = plan_window(summary, window, top_n=self.top_n, max_spans=self.max_spans)
+        with self._lock:  # one window at a time: the id plan is per call
+            self.cut_spans += plan.cut
+            if not self._ledger.reserve(len(plan.spans)):
+                return 0
+            queued = self._emit(plan)
+            self._ledger.release(len(plan.spans) - queued)
+            self.windows += 1
+            return queued
+
+    def _emit(self, plan: TracePlan) -> int:
+        p = self._parts
+        started: list[Any] = []
+        try:
+            for ps in plan.spans:
+                if ps.parent < 0:
+                    context = p.context_cls()  # an empty context: never a user's active span
+                    p.ids.plan(trace_id=plan.trace_id, span_id=ps.span_id)
+                else:
+                    context = p.set_span_in_context(started[ps.parent])
+                    p.ids.plan(span_id=ps.span_id)
+                span = p.tracer.start_span(
+                    ps.name, context=context, attributes=ps.attributes, start_time=ps.start_ns
+                )
+                for name, time_ns, attrs in ps.events:
+                    span.add_event(name, attributes=attrs, timestamp=time_ns)
+                started.append(span)
+        finally:
+            p.ids.plan()
+            # End children before parents, as a live trace would; a span that failed to
+            # start is simply absent.
+            for span, ps in reversed(list(zip(started, plan.spans[: len(started)], strict=True))):
+                span.end(end_time=ps.end_ns)
+        return sum(1 for s in started if s.get_span_context().trace_flags.sampled)
+
+    def force_flush(self, timeout_s: float = 5.0) -> bool:
+        """Export what is queued now (tests; the batch thread does this on its own)."""
+        return self._parts.provider.force_flush(int(timeout_s * 1000))
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Send what is queued, then stop; returns within about `timeout_s` whatever the
+        receiver does (a slow or absent one is cut off and its spans counted as dropped)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        worker = threading.Thread(
+            target=self._shutdown_provider, name="tfobs-otel-shutdown", daemon=True
+        )
+        worker.start()
+        worker.join(max(0.0, timeout_s) * 0.75)
+        if worker.is_alive():
+            # Cut the in-flight export short: the OTLP exporter's shutdown closes its channel
+            # and ends its retry back-off.
+            try:
+                self._parts.otlp.shutdown()
+            except Exception:  # shutting down must not raise
+                _log.debug("OTLP exporter shutdown raised", exc_info=True)
+            worker.join(max(0.0, deadline - time.monotonic()))
+        self._ledger.close()
+
+    def _shutdown_provider(self) -> None:
+        try:
+            self._parts.provider.shutdown()
+        except Exception:
+            _log.debug("TracerProvider shutdown raised", exc_info=True)

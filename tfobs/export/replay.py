@@ -1,0 +1,98 @@
+"""Replay: serve captures' figures at `/metrics` exactly as the live exporter would.
+
+`tfobs analyze --serve PORT FILE...` calls `serve()`, so dashboards' panels (the GPU ones
+included) can be checked against real captures on a machine without a GPU. Capture i is
+worker `tf_job="replay", tf_task="i"`; its steps fill the step-time histogram with exemplars
+pointing at a trace id drawn for it; each counts one `captured` window; the window's
+publication time is when serving starts.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import threading
+import time
+from collections.abc import Sequence
+
+from tfobs.errors import ConfigError
+from tfobs.export.http_server import MetricsServer
+from tfobs.export.metrics_collector import Published
+from tfobs.export.prometheus import MetricsState, health_of, render_overview
+from tfobs.summary import WindowSummary
+from tfobs.window import WindowRecord
+
+REPLAY_JOB = "replay"
+
+
+def load_state(summaries: Sequence[WindowSummary], tf_job: str = REPLAY_JOB) -> MetricsState:
+    """A registry holding one worker per summary, filled as the live exporter fills it."""
+    from tfobs import __version__
+
+    state = MetricsState()
+    now = time.time()
+    for i, summary in enumerate(summaries):
+        identity = {"tf_job": tf_job, "tf_task": str(i)}
+        bound = state.instruments.bind(identity)
+        window = WindowRecord(index=i, start_ns=summary.start_ns,
+                              end_ns=summary.start_ns + int(summary.duration_s * 1e9))
+        steps = summary.steps.items
+        for step in steps:
+            bound.step.observe(step.duration_s, window.exemplar(step.step_num))
+        if not steps:  # a capture whose steps were counted but not listed
+            for _ in range(summary.steps.count):
+                bound.step.observe(summary.steps.mean_s, window.exemplar())
+        bound.window("captured").inc(1, window.exemplar())
+        worker = state.collector.worker(identity)
+        worker.info = {
+            "version": __version__,
+            "tensorflow_version": summary.environment.framework_version,
+            "python_version": platform.python_version(),
+            "devices": ",".join(d.device for d in summary.devices)
+            or f"{summary.environment.device_type}:{summary.environment.device_count}",
+        }
+        worker.latest = Published(summary, window, now)
+    return state
+
+
+def start(
+    summaries: Sequence[WindowSummary], port: int, bind: str = "127.0.0.1"
+) -> MetricsServer:
+    """Start serving in a daemon thread; the caller shuts it down. ConfigError if bind fails."""
+    state = load_state(summaries)
+    first = next(iter(state.collector.workers()), None)
+
+    def page() -> tuple[str, str]:
+        if first is None:
+            return "text/plain; charset=utf-8", "tfobs replay: no captures\n"
+        latest = first.latest
+        return render_overview(latest.summary if latest else None,
+                               health_of(state.registry, first))
+
+    server = MetricsServer(state.registry, bind=bind, port=port, page=page)
+    server.start()
+    return server
+
+
+def serve(
+    summaries: list[WindowSummary],
+    port: int,
+    bind: str = "127.0.0.1",
+    seconds: float | None = None,
+) -> int:
+    """Serve until `seconds` pass (None: until Ctrl-C). Returns a process exit code."""
+    try:
+        server = start(summaries, port, bind)
+    except ConfigError as e:
+        print(f"tfobs analyze: {e}", file=sys.stderr)
+        return 2
+    print(f"tfobs: serving {len(summaries)} capture(s) at {server.url} "
+          f"(tf_job={REPLAY_JOB}, tf_task=0..{max(len(summaries) - 1, 0)})", flush=True)
+    stop = threading.Event()
+    try:
+        stop.wait(seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown(2.0)
+    return 0

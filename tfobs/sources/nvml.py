@@ -1,0 +1,226 @@
+"""NVML device metrics between profile windows (utilization, memory, power, clocks, ...).
+
+A daemon thread samples the GPUs this process uses (CUDA_VISIBLE_DEVICES) once per
+`interval_s` through `pynvml` (package `nvidia-ml-py`). Only NVML's ordinary device queries
+are used: never profiling counters, so tfobs runs beside dcgm-exporter. Without the library,
+a driver or a GPU the sampler says so once (`available=False`, `unavailable_reason`) and
+stays quiet; a failed query while running is counted in `errors`, never raised.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+# NVML clock-event (throttle) reason bits, as nvml.h defines them.
+THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+_logged_unavailable = False
+_log_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    index: int  # NVML's (physical) index
+    uuid: str
+    name: str
+    device: str  # "/device:GPU:N", N as this process numbers its visible GPUs
+    utilization_ratio: float
+    memory_used_bytes: int
+    memory_total_bytes: int
+    power_watts: float  # NaN where the GPU does not report it
+    temperature_celsius: float
+    sm_clock_hertz: float
+    memory_clock_hertz: float
+    throttle_reasons: tuple[str, ...]
+
+
+def throttle_reason_names(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in THROTTLE_REASONS if mask & bit)
+
+
+def visible_devices(env: str | None) -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as a list of entries (indices or UUIDs); None = all GPUs."""
+    if env is None:
+        return None
+    entries = [e.strip() for e in env.split(",")]
+    out: list[str] = []
+    for e in entries:
+        if not e or e == "-1":  # CUDA stops at the first invalid entry
+            break
+        out.append(e)
+    return out
+
+
+class NvmlSampler:
+    """Samples NVML at `interval_s`; `latest()` returns the newest samples (maybe empty)."""
+
+    def __init__(self, interval_s: float = 1.0, *, nvml: Any = None,
+                 cuda_visible_devices: str | None = None) -> None:
+        self.interval_s = max(float(interval_s), 0.05)
+        self.available = False
+        self.unavailable_reason = "not started"
+        self.errors = 0
+        self._nvml = nvml  # injected only by tests; else imported at start()
+        self._env = (cuda_visible_devices if cuda_visible_devices is not None
+                     else os.environ.get("CUDA_VISIBLE_DEVICES"))
+        self._handles: list[tuple[int, str, Any]] = []  # (nvml index, device label, handle)
+        self._latest: tuple[GpuSample, ...] = ()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._initialised = False
+
+    # lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Initialise NVML and start sampling; on failure mark unavailable. Never raises."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            try:
+                self._open()
+            except Exception as exc:  # any failure means: no NVML figures, say why once
+                self._unavailable(_reason(exc))
+                return
+            self.available = True
+            self.unavailable_reason = ""
+            self._sample_once()
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="tfobs-nvml", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 1.0) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+        self._stop.set()
+        if thread is not None:
+            thread.join(timeout_s)
+        if self._initialised:
+            self._initialised = False
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:
+                self.errors += 1
+
+    def latest(self) -> tuple[GpuSample, ...]:
+        return self._latest
+
+    # internals -------------------------------------------------------------------------
+    def _open(self) -> None:
+        if self._nvml is None:
+            import pynvml  # lazy: nvidia-ml-py is optional
+
+            self._nvml = pynvml
+        nvml = self._nvml
+        nvml.nvmlInit()
+        self._initialised = True
+        wanted = visible_devices(self._env)
+        count = nvml.nvmlDeviceGetCount()
+        handles: list[tuple[int, str, Any]] = []
+        if wanted is None:
+            for i in range(count):
+                handles.append((i, f"/device:GPU:{i}", nvml.nvmlDeviceGetHandleByIndex(i)))
+        else:
+            for logical, entry in enumerate(wanted):
+                handle = (nvml.nvmlDeviceGetHandleByIndex(int(entry)) if entry.isdigit()
+                          else nvml.nvmlDeviceGetHandleByUUID(entry))
+                handles.append((nvml.nvmlDeviceGetIndex(handle), f"/device:GPU:{logical}",
+                                handle))
+        if not handles:
+            raise LookupError("no GPU visible to this process (CUDA_VISIBLE_DEVICES)")
+        self._handles = handles
+
+    def _unavailable(self, reason: str) -> None:
+        global _logged_unavailable
+        self.available = False
+        self.unavailable_reason = reason
+        if self._initialised:
+            self._initialised = False
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:
+                pass
+        with _log_lock:
+            if not _logged_unavailable:
+                _logged_unavailable = True
+                logger.info("tfobs: NVML metrics off: %s", reason)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample_once()
+
+    def _sample_once(self) -> None:
+        samples = []
+        for index, device, handle in self._handles:
+            try:
+                samples.append(self._sample(index, device, handle))
+            except Exception:
+                self.errors += 1
+        self._latest = tuple(samples)
+
+    def _sample(self, index: int, device: str, handle: Any) -> GpuSample:
+        nvml = self._nvml
+        util = nvml.nvmlDeviceGetUtilizationRates(handle)
+        mem = nvml.nvmlDeviceGetMemoryInfo(handle)
+        power_mw = self._optional(nvml.nvmlDeviceGetPowerUsage, handle)
+        temp = self._optional(nvml.nvmlDeviceGetTemperature, handle, 0)  # NVML_TEMPERATURE_GPU
+        sm_mhz = self._optional(nvml.nvmlDeviceGetClockInfo, handle, 1)  # NVML_CLOCK_SM
+        mem_mhz = self._optional(nvml.nvmlDeviceGetClockInfo, handle, 2)  # NVML_CLOCK_MEM
+        reasons_fn = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                      or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+        mask = self._optional(reasons_fn, handle) if reasons_fn else math.nan
+        return GpuSample(
+            index=index,
+            uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
+            name=_text(nvml.nvmlDeviceGetName(handle)),
+            device=device,
+            utilization_ratio=float(util.gpu) / 100.0,
+            memory_used_bytes=int(mem.used),
+            memory_total_bytes=int(mem.total),
+            power_watts=power_mw / 1000.0,
+            temperature_celsius=float(temp),
+            sm_clock_hertz=sm_mhz * 1e6,
+            memory_clock_hertz=mem_mhz * 1e6,
+            throttle_reasons=() if math.isnan(mask) else throttle_reason_names(int(mask)),
+        )
+
+    def _optional(self, fn: Any, *args: Any) -> float:
+        """A query some GPUs do not support: NaN then, without counting an error."""
+        try:
+            return float(fn(*args))
+        except Exception as exc:
+            if "NotSupported" not in type(exc).__name__ and "Not Supported" not in str(exc):
+                self.errors += 1
+            return math.nan
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ImportError):
+        return "pynvml is not installed (pip install nvidia-ml-py)"
+    name = type(exc).__name__
+    text = str(exc) or name
+    if "LibraryNotFound" in name or "Library Not Found" in text:
+        return "NVML library not found (no NVIDIA driver on this machine)"
+    if "DriverNotLoaded" in name:
+        return "NVIDIA driver not loaded"
+    return f"NVML unavailable: {text}"

@@ -1,0 +1,104 @@
+"""TensorFlow's own GPU memory figures between profile windows.
+
+`tf.config.experimental.get_memory_info` per logical GPU: bytes in use now and the peak
+since TensorFlow started (or since the peak was last reset). TensorFlow is imported only
+when the sampler starts. On a machine without GPUs the sampler reports nothing and says so
+(`available=False`, `unavailable_reason`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeviceMemorySample:
+    device: str  # "/device:GPU:0"
+    current_bytes: int
+    peak_bytes: int
+
+
+class TfMemorySampler:
+    """Samples `get_memory_info` every `interval_s` on a daemon thread; never raises."""
+
+    def __init__(self, interval_s: float = 1.0, *, tf: Any = None) -> None:
+        self.interval_s = max(float(interval_s), 0.05)
+        self.available = False
+        self.unavailable_reason = "not started"
+        self.errors = 0
+        self._tf = tf  # injected only by tests; else imported at start()
+        self._devices: list[str] = []
+        self._latest: tuple[DeviceMemorySample, ...] = ()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            try:
+                if self._tf is None:
+                    import tensorflow as tf  # lazy: heavy, and already loaded by training
+
+                    self._tf = tf
+                gpus = self._tf.config.list_logical_devices("GPU")
+                self._devices = [_device_name(d) for d in gpus]
+            except Exception as exc:
+                self._off(f"TensorFlow device query failed: {exc}")
+                return
+            if not self._devices:
+                self._off("TensorFlow sees no GPU; no device memory to report")
+                return
+            self.available = True
+            self.unavailable_reason = ""
+            self._sample_once()
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="tfobs-tfmemory", daemon=True
+            )
+            self._thread.start()
+
+    def stop(self, timeout_s: float = 1.0) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+        self._stop.set()
+        if thread is not None:
+            thread.join(timeout_s)
+
+    def latest(self) -> tuple[DeviceMemorySample, ...]:
+        return self._latest
+
+    def _off(self, reason: str) -> None:
+        self.available = False
+        self.unavailable_reason = reason
+        logger.info("tfobs: TensorFlow memory metrics off: %s", reason)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample_once()
+
+    def _sample_once(self) -> None:
+        samples = []
+        get = self._tf.config.experimental.get_memory_info
+        for device in self._devices:
+            try:
+                info = get(device.removeprefix("/device:"))
+                samples.append(
+                    DeviceMemorySample(device, int(info["current"]), int(info["peak"]))
+                )
+            except Exception:
+                self.errors += 1
+        self._latest = tuple(samples)
+
+
+def _device_name(logical_device: Any) -> str:
+    """'/job:localhost/replica:0/task:0/device:GPU:0' -> '/device:GPU:0'."""
+    name = str(getattr(logical_device, "name", logical_device))
+    at = name.find("/device:")
+    return name[at:] if at >= 0 else name
