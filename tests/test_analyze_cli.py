@@ -80,3 +80,29 @@ def test_command_does_not_import_tensorflow() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=root, timeout=120, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_several_captures_and_html_page(tmp_path: pathlib.Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    gemm = CAPTURES / "tracelens__mi300_jax08_gemm__tw003.xplane.pb"
+    page = tmp_path / "overview.html"
+    assert main(["analyze", str(TFKERAS), str(gemm), "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    # Both overviews, the GPU one with its idle breakdown; kernel names cut to a readable width.
+    assert out.count("tfobs analyze ") == 2
+    assert "/device:GPU:0: busy" in out and "kernel_launch" in out
+    kernel_lines = [line for line in out.splitlines() if "Cijk_" in line]
+    assert kernel_lines and max(len(line) for line in kernel_lines) < 130
+    html = page.read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html") and "GPU" in html
+    assert main(["analyze", str(TFKERAS), str(gemm), "--format", "json"]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert [d["steps"]["count"] for d in docs][0] == 18 and len(docs) == 2
+
+
+def test_html_to_unwritable_path_is_one_line(tmp_path: pathlib.Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "missing-folder" / "page.html"
+    assert main(["analyze", str(TFKERAS), "--html", str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--html" in err

@@ -64,7 +64,9 @@ def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
     ports = {name: free_port() for name in ("normal", "inputbound", "replay", "gpu")}
     demo = ["demo", "--seconds", str(TRAIN_S), "--linger", "120", "--bind", "127.0.0.1",
-            "--interval-steps", "40", "--steps-per-window", "10"]
+            "--interval-steps", "40", "--steps-per-window", "10",
+            # A generous budget so a 30 s run has several windows (the default 1 % allows one).
+            "--overhead-budget", "0.2"]
     procs = [
         _spawn([*demo, "--port", str(ports["normal"])], "normal", tmp / "normal.log"),
         _spawn([*demo, "--input-bound", "--port", str(ports["inputbound"])], "inputbound",
@@ -78,7 +80,7 @@ def stack(tmp_path_factory):
     prom = PrometheusServer(targets, scrape_interval_s=1.0, exemplars=True)
     try:
         prom.start()
-        deadline = time.monotonic() + 150
+        deadline = time.monotonic() + 120
         for tf_job, proc in (("normal", procs[0]), ("inputbound", procs[1])):
             # Two captured windows, so the runs are past warm-up.
             prom.wait_for(f'tfobs_windows_total{{tf_job="{tf_job}",outcome="captured"}} >= 2',
@@ -117,7 +119,7 @@ def test_every_panel_query_of_every_dashboard_returns_data(stack) -> None:
             if not stack.query(substitute(q.expr).replace('tf_job=~".*"',
                                                           'tf_job!="synthetic-gpu"')):
                 empty.append(q.where)
-    assert checked >= 60
+    assert checked >= 50
     assert empty == [], "panels with no data"
 
 

@@ -49,7 +49,7 @@ def test_steps_match_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -> No
         assert summary.steps.method == "inferred" and summary.steps.count > 0
         return
     assert [int(r["name"].split()[-1]) for r in ref] == [s.step_num for s in summary.steps.items]
-    for r, step in zip(ref, summary.steps.items):
+    for r, step in zip(ref, summary.steps.items, strict=True):
         tol = 0.01 * r["duration_s"]
         assert step.duration_s == pytest.approx(r["duration_s"], abs=tol), r["name"]
         for cat in CATS:

@@ -22,7 +22,7 @@ from tfobs.cli import main
 SEED = 20240501
 CASES = 10_000
 CLI_CASES = 300
-BOUND_S = 2.0  # per capture; typical is a few milliseconds
+BOUND_S = 5.0  # per capture; typical is a few ms, worst seen 0.4 s on a loaded 2-core machine
 
 
 @pytest.fixture(scope="module")

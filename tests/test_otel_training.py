@@ -142,10 +142,11 @@ def test_training_survives_receiver_faults(baseline, fault):
     # No step waited for the network (a blocked export would take >= the OTLP timeout) ...
     assert max(run.durs[3:]) < 1.0, max(run.durs[3:])
     # ... nor got slower: steps away from windows take what the healthy run's took
-    # (noise allowance: other processes share the machine's 2 cores).
+    # (a generous noise allowance: the runs are seconds apart and other processes share
+    # the machine's cores; a step that waited on an export would take >= 1 s).
     fault_median = statistics.median(outside_windows(run))
     base_median = statistics.median(outside_windows(base))
-    assert fault_median <= base_median * 1.25 + 0.001, (fault_median, base_median)
+    assert fault_median <= base_median * 1.5 + 0.002, (fault_median, base_median)
     # Shutdown met its deadline and memory stayed bounded.
     assert run.disable_s < 3.5
     assert run.maxrss_kb <= base.maxrss_kb + 64 * 1024, (run.maxrss_kb, base.maxrss_kb)

@@ -128,3 +128,20 @@ def test_page_is_self_contained():
     for needle in ("<script src", "<link ", "http://", "https://", "@import", "url("):
         assert needle not in page
     assert page.startswith("<!DOCTYPE html>")
+
+
+def test_metrics_server_serves_the_page_at_root(browser):
+    from tests.support.prometheus_server import free_port
+    from tfobs.export import replay
+
+    summary = tfobs.analyze(INPUT_BOUND)
+    port = free_port()
+    server = replay.start([summary], port)
+    try:
+        browser.get(f"http://127.0.0.1:{port}/")
+        assert browser.title == "tfobs overview"
+        assert "tf_job=replay tf_task=0" in text_of(browser, "header")
+        assert "highly input-bound" in text_of(browser, "#verdict")
+        assert "captured 1" in text_of(browser, "#health")
+    finally:
+        server.shutdown(2.0)

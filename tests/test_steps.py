@@ -25,7 +25,7 @@ def test_keras3_steps_are_inferred_and_fit_the_window() -> None:
     assert 20 * s.steps.mean_s == pytest.approx(s.duration_s, rel=0.15)
     starts = [x.start_ns for x in s.steps.items]
     assert starts == sorted(starts)
-    for a, b in zip(s.steps.items, s.steps.items[1:]):
+    for a, b in zip(s.steps.items, s.steps.items[1:], strict=False):
         assert a.start_ns + a.duration_s * 1e9 <= b.start_ns + 1  # steps do not overlap
     assert s.start_ns <= starts[0] <= s.start_ns + s.duration_s * 1e9
 

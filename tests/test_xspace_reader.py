@@ -20,7 +20,7 @@ def test_real_captures_parse_into_sorted_timelines(path: pathlib.Path) -> None:
     for plane in space.planes:
         for line in Timeline(plane).lines:
             assert line.starts == sorted(line.starts)
-            assert all(e >= s for s, e in zip(line.starts, line.ends))
+            assert all(e >= s for s, e in zip(line.starts, line.ends, strict=True))
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00", b"garbage" * 100, 12345, b"\x12\x03abc"])

@@ -42,6 +42,7 @@ _log = logging.getLogger("tfobs")
 
 QUEUE_SIZE = 2  # captures waiting for reduction; the budget keeps it from filling
 REDUCE_NICE = 10
+SOURCES_CHECK_S = 1.0  # how often samplers' failure counts reach tfobs_errors_total
 _STOP = object()
 
 Listener = Callable[[WindowRecord, "WindowSummary | None"], None]
@@ -123,6 +124,7 @@ class Runtime:
         self._threads: list[threading.Thread] = []
         self._pid = os.getpid()
         self._logged: set[str] = set()
+        self._source_errors_seen: dict[str, int] = {}
         self.running = False
         self._stopped = False
 
@@ -173,6 +175,7 @@ class Runtime:
             for source in self.sources:
                 if source is not None:
                     self._call_on(source, "source", "stop", _left(deadline))
+            self._forward_source_errors()
         for exporter, stage in ((self.otel, "export_otel"), (self.prometheus, "export_prometheus")):
             if exporter is not None:
                 self._call_on(exporter, stage, "shutdown", _left(deadline))
@@ -301,7 +304,9 @@ class Runtime:
 
     def _capture_loop(self) -> None:
         while not self._stopping:
-            self._wake.wait()
+            if not self._wake.wait(SOURCES_CHECK_S):
+                self._forward_source_errors()  # samplers fail between windows too
+                continue
             self._wake.clear()
             window = self._inflight
             if window is None:
@@ -411,6 +416,17 @@ class Runtime:
             return reducer(space, top_n=self.config.trace_top_n,
                            short_gap_s=self.config.short_gap_s)
         return reducer(data, top_n=self.config.trace_top_n, short_gap_s=self.config.short_gap_s)
+
+    def _forward_source_errors(self) -> None:
+        """NVML / TF memory query failures, counted by the samplers, as errors{stage}."""
+        for source, stage in zip(self.sources or (), ("nvml", "tfmemory"), strict=False):
+            total = int(getattr(source, "errors", 0) or 0) if source is not None else 0
+            new = total - self._source_errors_seen.get(stage, 0)
+            if new > 0:
+                self._source_errors_seen[stage] = total
+                self.health.bump(self.health.errors, stage, new)
+                for _ in range(new):
+                    self._call("export_prometheus", "count_error", stage)
 
     def _forward_dropped_spans(self) -> None:
         total = int(getattr(self.otel, "dropped_spans", 0) or 0)

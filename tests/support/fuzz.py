@@ -36,7 +36,7 @@ def trimmed_base(path: pathlib.Path, per_line: int = 15) -> bytes:
             chosen = sorted({id(e): e for e in wanted + rest}.values(),
                             key=lambda e: e.offset_ps)
             copies = [schema.XEvent() for _ in chosen]
-            for c, e in zip(copies, chosen):
+            for c, e in zip(copies, chosen, strict=True):
                 c.CopyFrom(e)
             del line.events[:]
             line.events.extend(copies)

@@ -41,8 +41,10 @@ def xprof_steps(capture: pathlib.Path) -> tuple[list[dict[str, Any]], dict[str, 
     cols = [c["id"] for c in table["cols"]]
     steps = []
     for row in table.get("rows", []):
-        v = dict(zip(cols, (c.get("v") for c in row["c"])))
-        ms = lambda k: float(v.get(k) or 0.0) / 1e3  # noqa: E731
+        v = dict(zip(cols, (c.get("v") for c in row["c"]), strict=False))
+        def ms(k: str, v: dict = v) -> float:
+            return float(v.get(k) or 0.0) / 1e3
+
         steps.append({
             "name": v["stepnum"],
             "duration_s": ms("stepTimeMs"),

@@ -1,8 +1,9 @@
 """`tfobs analyze PATH`: XProf's overview page for one capture, in the terminal or as JSON.
 
 PATH is an `.xplane.pb` file or a TensorBoard log folder (the newest run under
-`plugins/profile/`, or `--run NAME`). Bad input exits 2 with one line on stderr. Never
-imports TensorFlow.
+`plugins/profile/`, or `--run NAME`); several may be given. `--html FILE` writes the overview
+page, `--serve PORT` replays the figures as the live exporter would. Bad input exits 2 with one
+line on stderr. Never imports TensorFlow.
 """
 
 from __future__ import annotations
@@ -21,10 +22,14 @@ BAR_WIDTH = 30
 def register(sub: Any) -> None:
     p = sub.add_parser("analyze", help="summarise a profiler capture (no TensorFlow needed)",
                        description=__doc__.splitlines()[0])
-    p.add_argument("path", help="an .xplane.pb file or a TensorBoard log folder")
-    p.add_argument("--run", default=None, help="run folder under plugins/profile/ (default: newest)")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="an .xplane.pb file or a TensorBoard log folder (one or more)")
+    p.add_argument("--run", default=None,
+                   help="run folder under plugins/profile/ (default: newest)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--top", type=int, default=5, help="rows in each top-N table (default 5)")
+    p.add_argument("--html", default=None, metavar="FILE",
+                   help="also write the overview page (self-contained HTML) to FILE")
     p.add_argument("--serve", type=int, default=None, metavar="PORT",
                    help="also serve the summary as Prometheus metrics on PORT")
     p.add_argument("--bind", default="127.0.0.1", help="address for --serve (default 127.0.0.1)")
@@ -44,26 +49,43 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--top must be between 0 and 1000, got {args.top}")
     if args.serve is not None and not 0 <= args.serve <= 65535:
         return _fail(f"--serve must be a port between 0 and 65535, got {args.serve}")
-    try:
-        summary = analyze(args.path, run=args.run, top_n=args.top)
-    except CaptureError as exc:
-        return _fail(" ".join(str(exc).split()))
-    except Exception as exc:  # never a traceback on bad input
-        return _fail(f"cannot analyze {args.path}: {type(exc).__name__}: {exc}")
+    summaries = []
+    for path in args.paths:
+        try:
+            summaries.append(analyze(path, run=args.run, top_n=args.top))
+        except CaptureError as exc:
+            return _fail(" ".join(str(exc).split()))
+        except Exception as exc:  # never a traceback on bad input
+            return _fail(f"cannot analyze {path}: {type(exc).__name__}: {exc}")
     if args.format == "json":
-        json.dump(summary.to_dict(), sys.stdout, indent=1, sort_keys=True)
+        docs = [s.to_dict() for s in summaries]
+        json.dump(docs[0] if len(docs) == 1 else docs, sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(render(summary, args.path))
+        pages = (render(s, p) for s, p in zip(summaries, args.paths, strict=True))
+        sys.stdout.write("\n".join(pages))
+    if args.html:
+        from tfobs.export.page import render_page
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(render_page(summaries[-1]))
+        except OSError as exc:
+            return _fail(f"cannot write --html {args.html}: {exc.strerror or exc}")
     if args.serve is not None:
         from tfobs.export.replay import serve
 
-        return int(serve([summary], port=args.serve, bind=args.bind, seconds=args.seconds) or 0)
+        return int(serve(summaries, port=args.serve, bind=args.bind, seconds=args.seconds) or 0)
     return 0
 
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:9.2f} ms"
+
+
+def _short(name: str, width: int = 90) -> str:
+    """Library kernel names run to hundreds of characters; keep the telling start."""
+    return name if len(name) <= width else name[: width - 3] + "..."
 
 
 def _bar(ratio: float) -> str:
@@ -103,20 +125,28 @@ def render(s: WindowSummary, label: str = "") -> str:
     if ip.top_input_ops:
         add("  host input ops (self time in the window):")
         for op in ip.top_input_ops:
-            add(f"    {_ms(op.self_s)}  x{op.count:<6} {op.name}")
+            add(f"    {_ms(op.self_s)}  x{op.count:<6} {_short(op.name)}")
     if s.ops.top:
         add("")
         add(f"Top ops by self time (host {100 * s.ops.host_ratio:.1f} % of op time)")
         for op in s.ops.top:
             where = "device" if op.on_device else "host"
-            add(f"  {_ms(op.self_s)}  x{op.count:<6} {where:<6} {op.name}")
+            add(f"  {_ms(op.self_s)}  x{op.count:<6} {where:<6} {_short(op.name)}")
     k = s.kernels
     if k.total_s > 0 or k.items:
         add("")
         add(f"Kernels: total {_ms(k.total_s)}, Tensor Cores {_ms(k.tensor_core_s)}, "
             f"eligible ops {_ms(k.eligible_op_s)}")
         for item in k.items[:5]:
-            add(f"  {_ms(item.total_s)}  x{item.count:<6} {item.name}")
+            add(f"  {_ms(item.total_s)}  x{item.count:<6} {_short(item.name)}")
+    for d in s.devices:
+        if not d.span_s:
+            continue
+        add("")
+        idle = ", ".join(f"{cause} {100 * v / d.span_s:.1f} %" for cause, v in d.idle_s.items())
+        add(f"{d.device}: busy {100 * d.busy_s / d.span_s:.1f} %  idle: {idle or '-'}")
+        add(f"  kernels {d.kernel_count}, mean {_ms(d.mean_kernel_s)}, launch delay mean "
+            f"{_ms(d.launch_delay_mean_s)} p95 {_ms(d.launch_delay_p95_s)}")
     if s.memory:
         add("")
         add("Memory (peak in the window, per allocator)")

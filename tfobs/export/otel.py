@@ -23,8 +23,9 @@ import socket
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfobs.summary import CATEGORIES, Step, TimedEvent, WindowSummary
@@ -390,7 +391,6 @@ class _Parts:
     otlp: Any
     context_cls: Any
     set_span_in_context: Any
-    spans: list = field(default_factory=list)
 
 
 class OtelExporter:
@@ -421,8 +421,9 @@ class OtelExporter:
         # The SDK refuses a batch larger than the queue; a small queue must not break us.
         batch = min(self._ledger.capacity, _env_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
                                                     _DEFAULT_BATCH))
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._ledger.reset_after_fork)
+        if hasattr(os, "register_at_fork"):  # weakly: a closed exporter must not live on
+            reset = weakref.WeakMethod(self._ledger.reset_after_fork)
+            os.register_at_fork(after_in_child=lambda: (r := reset()) and r())
 
         from opentelemetry import trace
         from opentelemetry.context import Context

@@ -1,0 +1,45 @@
+"""Bad captures in a real training job: empty, truncated, over the byte budget, over the
+event budget, not an XSpace at all.
+
+Injection is honest: each window is really profiled and exported by TensorFlow; then, between
+the export and tfobs's read of the file (the profiler slot's read step), the file on disk is
+rewritten (tests/support/fault_job.py `corrupt_file`). Everything after that is tfobs's
+real path: size check, parse, event count check, reduction, outcome, counters.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.fault_job import assert_unharmed, baseline, run_job
+
+pytestmark = [pytest.mark.timeout(300)]
+
+MAX_BYTES = 32 << 20
+MAX_EVENTS = 20_000  # a real 8-step window here has a few thousand events
+
+
+def test_bad_captures_are_dropped_and_counted(tmp_path):
+    corruptions = "empty,truncated,huge_bytes,huge_events,not_xspace,none"
+    run = run_job({"capture_dir": str(tmp_path), "max_capture_bytes": MAX_BYTES,
+                   "max_capture_events": MAX_EVENTS},
+                  extra=("--corrupt", corruptions, "--big-bytes", str(MAX_BYTES + (16 << 20))))
+    assert_unharmed(run, baseline())
+    # Windows in the order they were read: the i-th read got the i-th corruption.
+    records = run.report["records"]
+    assert [a["how"] for a in run.actions("corrupt")] == corruptions.split(",")
+    assert len(records) == 6, records
+    empty, truncated, huge_bytes, huge_events, not_xspace, fine = records
+    assert empty["outcome"] == "failed" and "empty" in empty["reason"]
+    assert truncated["outcome"] == "failed" and "not a readable XSpace" in truncated["reason"]
+    assert huge_bytes["outcome"] == "dropped_too_large"
+    assert f"max_capture_bytes={MAX_BYTES}" in huge_bytes["reason"]
+    assert huge_events["outcome"] == "dropped_too_large"
+    assert f"max_capture_events={MAX_EVENTS}" in huge_events["reason"]
+    assert not_xspace["outcome"] == "failed" and "not a readable XSpace" in not_xspace["reason"]
+    # The pipeline is not left broken: the next good capture is reduced and published.
+    assert fine["outcome"] == "captured" and fine["steps"] > 0
+
+    assert run.windows == {"failed": 3, "dropped_too_large": 2, "captured": 1}
+    assert run.errors == {"reduce": 3}
+    assert list(tmp_path.iterdir()) == []  # every capture folder deleted, whatever happened

@@ -1,0 +1,69 @@
+"""The capture folder fails under a real training job: read-only, full, removed.
+
+The folder lives on a real size-limited file system: a 4 MiB tmpfs the test mounts (this needs
+root, as CI runs; elsewhere the test is skipped and says why). The job itself changes it
+between windows, as an operator or another process would: `mount -o remount,ro` (writes fail
+with EROFS even for root, unlike chmod), a file written until ENOSPC, and `rm -rf` of the
+capture folder in the middle of an open window and again between windows.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.support.fault_job import assert_unharmed, baseline, run_job
+
+pytestmark = [pytest.mark.timeout(300)]
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a size-limited tmpfs needs root (CI runs as root)")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tfobs-fault", str(mnt)],
+                   check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_read_only_full_and_removed_capture_folder(tiny_tmpfs):
+    cap = tiny_tmpfs / "captures"
+    cap.mkdir()
+    mnt = str(tiny_tmpfs)
+    # Windows open at steps 10, 30, 60, 90, 120, 150 (tests/support/fault_job.py).
+    plan = [
+        {"step": 50, "do": "remount", "path": mnt, "options": "ro"},  # window 60: read-only
+        {"step": 75, "do": "remount", "path": mnt, "options": "rw"},
+        {"step": 80, "do": "fill", "path": mnt},  # window 90: no space left
+        {"step": 105, "do": "unfill", "path": mnt},
+        {"step": 123, "do": "rmtree", "path": str(cap)},  # inside window 120
+        {"step": 140, "do": "rmtree", "path": str(cap)},  # between windows: 150 has no folder
+    ]
+    run = run_job({"capture_dir": str(cap)}, plan=plan)
+    assert_unharmed(run, baseline())
+    assert all(a["ok"] for a in run.report["actions"]), run.report["actions"]
+    assert "No space left" in run.actions("fill")[0]["filled"]
+    assert run.actions("rmtree")[0]["slot"] == "active"  # really removed mid-window
+
+    # Records in window order (a window that could not start has no step range).
+    first, second, ro, full, removed_mid, gone = run.report["records"]
+    assert first["outcome"] == second["outcome"] == "captured"
+    assert ro["outcome"] == "failed" and "Read-only file system" in ro["reason"], ro
+    assert full["outcome"] == "failed" and "No space left on device" in full["reason"], full
+    # Removed mid-window: TensorFlow's export recreates the folder, so the window survives.
+    assert removed_mid["first_step"] == 120 and removed_mid["outcome"] == "captured"
+    # Removed while idle: the next window cannot start; it fails and says why.
+    assert gone["outcome"] == "failed" and "cannot create capture folder" in gone["reason"]
+    # All counted in tfobs's own metrics, and tfobs kept working in between.
+    assert run.windows["failed"] == 3 and run.errors["capture"] == 3, (run.windows, run.errors)
+    assert run.windows["captured"] >= 3
+    # Nothing of tfobs's is left on the small file system.
+    leftovers = [os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs]
+    assert leftovers == [], leftovers
