@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         # sensitive to other processes on a shared machine than wall-clock throughput.
         cpu_pct = (statistics.median(cpu_ratios) - 1.0) * 100.0
         print(f"{name}: median ratio {median:.4f} -> overhead {overheads[name]:.2f}% "
-              f"(CPU per step +{cpu_pct:.2f}%; {steps} steps per trial)", flush=True)
+              f"(CPU per step {cpu_pct:+.2f}%; {steps} steps per trial)", flush=True)
     runtime.wait_idle(60)
     health = runtime.health
     for name, log in logs.items():

@@ -4,7 +4,8 @@ The folder lives on a real size-limited file system: a 4 MiB tmpfs the test moun
 root, as CI runs; elsewhere the test is skipped and says why). The job itself changes it
 between windows, as an operator or another process would: `mount -o remount,ro` (writes fail
 with EROFS even for root, unlike chmod), a file written until ENOSPC, and `rm -rf` of the
-capture folder in the middle of an open window and again between windows.
+capture folder in the middle of an open window and again between windows (tfobs makes a
+missing capture folder again, as TensorFlow's export does).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def test_read_only_full_and_removed_capture_folder(tiny_tmpfs):
         {"step": 80, "do": "fill", "path": mnt},  # window 90: no space left
         {"step": 105, "do": "unfill", "path": mnt},
         {"step": 123, "do": "rmtree", "path": str(cap)},  # inside window 120
-        {"step": 140, "do": "rmtree", "path": str(cap)},  # between windows: 150 has no folder
+        {"step": 140, "do": "rmtree", "path": str(cap)},  # between windows 120 and 150
     ]
     run = run_job({"capture_dir": str(cap)}, plan=plan)
     assert_unharmed(run, baseline())
@@ -59,11 +60,11 @@ def test_read_only_full_and_removed_capture_folder(tiny_tmpfs):
     assert full["outcome"] == "failed" and "No space left on device" in full["reason"], full
     # Removed mid-window: TensorFlow's export recreates the folder, so the window survives.
     assert removed_mid["first_step"] == 120 and removed_mid["outcome"] == "captured"
-    # Removed while idle: the next window cannot start; it fails and says why.
-    assert gone["outcome"] == "failed" and "cannot create capture folder" in gone["reason"]
+    # Removed while idle: tfobs makes the folder again when the next window opens.
+    assert gone["first_step"] == 150 and gone["outcome"] == "captured", gone
     # All counted in tfobs's own metrics, and tfobs kept working in between.
-    assert run.windows["failed"] == 3 and run.errors["capture"] == 3, (run.windows, run.errors)
-    assert run.windows["captured"] >= 3
+    assert run.windows == {"captured": 4, "failed": 2}, run.windows
+    assert run.errors == {"capture": 2}
     # Nothing of tfobs's is left on the small file system.
     leftovers = [os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs]
     assert leftovers == [], leftovers

@@ -132,6 +132,9 @@ class ProfilerSlot:
             try:
                 if _public_session_active():
                     return CaptureResult(SKIPPED_BUSY, "tf.profiler.experimental session active")
+                # A configured folder may not exist yet (fresh pod) or may have been
+                # removed by a tmp cleaner: make it, as TF's own profiler does for logdirs.
+                os.makedirs(self.capture_dir, exist_ok=True)
                 logdir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-",
                                           dir=self.capture_dir)
             except Exception as exc:

@@ -72,9 +72,25 @@ _MESSAGES: dict[str, list[tuple]] = {
         ("description", 3, _STRING, _OPTIONAL, "", None),
     ],
 }
+# The light variant reduction parses: identical but for `XLineLite.events`, kept as raw
+# bytes so no Python object is built per event or stat; `tfobs.xspace.columns` decodes
+# them in bulk. Length-delimited either way, so the same bytes parse as both.
+_MESSAGES["XSpaceLite"] = [
+    ("planes", 1, _MSG, _REPEATED, "XPlaneLite", None), *_MESSAGES["XSpace"][1:]
+]
+_MESSAGES["XPlaneLite"] = [
+    ("lines", 3, _MSG, _REPEATED, "XLineLite", None) if f[0] == "lines" else f
+    for f in _MESSAGES["XPlane"]
+]
+_MESSAGES["XLineLite"] = [
+    ("events", 4, _BYTES, _REPEATED, "", None) if f[0] == "events" else f
+    for f in _MESSAGES["XLine"]
+]
 _ONEOFS = {"XEvent": ["data"], "XStat": ["value"]}
-_MAP_ENTRIES = {"XPlane": [("EventMetadataEntry", "XEventMetadata"),
-                           ("StatMetadataEntry", "XStatMetadata")]}
+_MAP_ENTRIES = {
+    plane: [("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")]
+    for plane in ("XPlane", "XPlaneLite")
+}
 
 
 def _add_field(msg: descriptor_pb2.DescriptorProto, spec: tuple) -> None:
@@ -120,3 +136,6 @@ XEvent = _cls("XEvent")
 XStat = _cls("XStat")
 XEventMetadata = _cls("XEventMetadata")
 XStatMetadata = _cls("XStatMetadata")
+XSpaceLite = _cls("XSpaceLite")
+XPlaneLite = _cls("XPlaneLite")
+XLineLite = _cls("XLineLite")
