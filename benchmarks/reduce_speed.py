@@ -8,6 +8,7 @@ Default capture: the largest in tests/data/captures. Prints medians; the last li
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import shutil
 import statistics
@@ -60,7 +61,8 @@ def main() -> int:
         tfobs_t.append(time.perf_counter() - start)
         xprof_t.append(_xprof_once(capture))
     p, t, x = (statistics.median(v) for v in (parse_t, tfobs_t, xprof_t))
-    print(f"capture={capture.name} size_mb={mb:.2f} repeat={args.repeat}")
+    print(f"capture={capture.name} size_mb={mb:.2f} repeat={args.repeat} "
+          f"load_avg_1m={os.getloadavg()[0]:.2f} cpus={os.cpu_count()}")
     print(f"bare_parse_ms={p * 1e3:.1f} ({p * 1e3 / mb:.1f} ms/MB)")
     print(f"tfobs_reduce_ms={t * 1e3:.1f} ({t * 1e3 / mb:.1f} ms/MB)")
     print(f"xprof_five_tools_ms={x * 1e3:.1f} ({x * 1e3 / mb:.1f} ms/MB)")

@@ -244,11 +244,20 @@ def synthetic_nvml(ok_queries: int) -> types.ModuleType:
 # -- reporting -----------------------------------------------------------------------------
 
 
-def scrape_counters(url: str) -> dict[str, dict[str, float]]:
-    """tfobs's own counters from its /metrics, by label value."""
+def fetch(url: str, basic_auth: str = "") -> str:
+    import base64
+
+    headers = {}
+    if basic_auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(basic_auth.encode()).decode()
+    req = urllib.request.Request(url, headers=headers)
+    return urllib.request.urlopen(req, timeout=10).read().decode()
+
+
+def scrape_counters(body: str) -> dict[str, dict[str, float]]:
+    """tfobs's own counters from its /metrics exposition, by label value."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    body = urllib.request.urlopen(url, timeout=10).read().decode()
     wanted = {"tfobs_windows_total": "outcome", "tfobs_errors_total": "stage",
               "tfobs_dropped_total": "what"}
     out: dict[str, dict[str, float]] = {k: {} for k in wanted}
@@ -281,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tensorboard", default="", help="LOGDIR:FIRST:LAST (profile_batch)")
     p.add_argument("--step-sleep-s", type=float, default=0.0)
     p.add_argument("--sigterm-handler", choices=("", "graceful", "exit"), default="")
+    p.add_argument("--input-fill", type=float, default=None, help="every input value")
+    p.add_argument("--dump-http", default="", help="write /metrics and / bodies to PATH.*")
     args = p.parse_args(argv)
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -343,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((args.steps * 32, 64)).astype("float32")
+    if args.input_fill is not None:
+        x[:] = args.input_fill
     y = rng.integers(0, 10, args.steps * 32)
     model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation="relu"),
                               keras.layers.Dense(256, activation="relu"),
@@ -370,7 +383,16 @@ def main(argv: list[str] | None = None) -> int:
         result["health"] = {"steps": rt.health.steps, "windows": rt.health.windows,
                             "errors": rt.health.errors, "dropped": rt.health.dropped}
         result["records"] = records
-        result["metrics"] = scrape_counters(rt.prometheus.url) if rt.prometheus.url else {}
+        result["metrics"] = {}
+        if rt.prometheus.url:
+            auth = rt.config.metrics_basic_auth
+            body = fetch(rt.prometheus.url, auth)
+            result["metrics"] = scrape_counters(body)
+            if args.dump_http:
+                with open(args.dump_http + ".metrics", "w") as fh:
+                    fh.write(body)
+                with open(args.dump_http + ".page", "w") as fh:
+                    fh.write(fetch(rt.prometheus.url[: -len("metrics")], auth))
         result["tfobs_threads"] = sorted(t.name for t in threading.enumerate()
                                          if t.name.startswith("tfobs-"))
     result["end_time"] = time.time()

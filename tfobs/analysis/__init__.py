@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tfobs.analysis import breakdown as bd
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
@@ -144,6 +146,10 @@ def _steps(
 ) -> tuple[Steps, dict[str, float], dict[int, int]]:
     items = []
     totals: dict[int, int] = {}
+    # Ops and tf.data stages: the events a step's top list is drawn from (per line).
+    op_table = {m: 1 for m, n in names.items() if n.startswith("Iterator::") or et.op_type(n)}
+    is_op = {id(ld): ld.lookup(op_table, 0) > 0
+             for ld in {id(ld): ld for g, _ in kept for ld, _ in g.members}.values()}
     for group, types_ps in kept:
         for k, v in types_ps.items():
             totals[k] = totals.get(k, 0) + v
@@ -153,7 +159,7 @@ def _steps(
                 start_ns=base_ns + group.begin_ps // 1000,
                 duration_s=group.duration_ps / 1e12,
                 breakdown_s=bd.categories_of(types_ps),
-                top_events=_top_events(group, top_n, devices, names, base_ns),
+                top_events=_top_events(group, top_n, devices, names, base_ns, is_op),
             )
         )
     n = len(items)
@@ -196,18 +202,17 @@ def _event_kind(name: str) -> str:
 
 def _top_events(
     group: StepGroup, top_n: int, devices: list[Timeline], names: dict[int, str],
-    base_ns: int,
+    base_ns: int, is_op: dict[int, np.ndarray],
 ) -> tuple[TimedEvent, ...]:
     """The step's longest ops, tf.data stages and device kernels, on the wall clock."""
     if top_n <= 0:
         return ()
     cands: list[tuple[int, str, str, int, str]] = []
-    for ld, i in group.members:
-        name = names.get(ld.mids[i], "")
-        if not (name.startswith("Iterator::") or et.op_type(name)):
-            continue
-        cands.append((ld.ends[i] - ld.starts[i], name, _event_kind(name),
-                      (ld.start_ps + ld.starts[i]) // 1000, ""))
+    for ld, idx in group.members:
+        for i in idx[is_op[id(ld)][idx]].tolist():
+            name = names[ld.mids[i]]
+            cands.append((ld.ends[i] - ld.starts[i], name, _event_kind(name),
+                          (ld.start_ps + ld.starts[i]) // 1000, ""))
     for tl in devices:
         device = tl.plane.name
         for ld in tl.lines:

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tfobs.analysis.timeline import Timeline
 from tfobs.summary import Allocation, MemoryStat
+from tfobs.xspace.columns import KIND_REF, KIND_STR
 
 _STATS = (
     "index_on_host", "device_ordinal", "allocator_name", "bytes_reserved", "bytes_allocated",
@@ -33,74 +36,113 @@ def _num(value: Any) -> int:
 
 
 _ID_KEYS = ("index_on_host", "device_ordinal", "allocator_name")
-_FAST_KEYS = ("bytes_reserved", "bytes_allocated", "addr", "allocation_bytes")
+_IN_USE_KEYS = ("bytes_reserved", "bytes_allocated")
+_FAST_KEYS = (*_IN_USE_KEYS, "addr", "allocation_bytes")
 
 
-class _Allocator:
-    __slots__ = ("name", "peak", "peak_ref", "peak_time", "allocs", "deallocs", "snaps")
+class _Events:
+    """Per memory event, in XProf's visiting order: allocator, stack + heap, address, size."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.peak = 0
-        self.peak_ref: tuple[Any, int] | None = None
-        self.peak_time = 0
-        self.allocs = 0
-        self.deallocs = 0
-        # (offset ps, is allocation, address, allocation bytes, line, index)
-        self.snaps: list[tuple[int, bool, int, int, Any, int]] = []
-
-
-class _FastReader:
-    """Reads the few stats every memory event needs by their position.
-
-    TensorFlow writes the stats of all memory events in one order, so the positions seen
-    on one event are checked (by stat id) and reused on the next; an event laid out
-    differently is decoded in full. This keeps the per-event cost to a few attribute reads.
-    """
-
-    def __init__(self, host: Timeline) -> None:
-        self.plane = host.plane
+    def __init__(self, host: Timeline, events: np.ndarray) -> None:
+        cols = host.columns
         self.names = host.plane.stat_names
-        self.layout: list[tuple[int, int, str, str]] | None = None
+        n = events.size
+        self.in_use = np.zeros(n, np.int64)
+        self.addr = np.zeros(n, np.int64)
+        self.nbytes = np.zeros(n, np.int64)
+        # Allocator per event, as an index into `texts` (text "" for none).
+        self.allocator = np.zeros(n, np.int64)
+        self.texts: list[str] = [""]
+        # TensorFlow writes every memory event's stats in one order: learn the positions
+        # of the wanted stats from the first event, check each event's stat ids there,
+        # and read those values in bulk; events laid out otherwise are decoded in full.
+        layout = self._layout(cols.event(int(events[0])))
+        ok = np.ones(n, bool)
+        reserved: list[np.ndarray] = []
+        id_batch = None
+        for k, mid, name in layout:
+            batch, present = cols.nth_stats(events, k)
+            ok &= present & (batch.mid == mid)
+            if name in _ID_KEYS:
+                id_batch = batch
+            elif name == "addr":
+                self.addr = batch.numbers()
+            elif name == "allocation_bytes":
+                self.nbytes = batch.numbers()
+            else:
+                reserved.append(batch.numbers())
+        if reserved and max(int(np.abs(r).max()) for r in reserved) >= 2**61:
+            self.in_use = np.array([sum(int(r[j]) for r in reserved) for j in range(n)],
+                                   dtype=object)  # exact where int64 would overflow
+        else:
+            for r in reserved:
+                self.in_use += r
+        if id_batch is not None:
+            self._allocator_names(id_batch)
+        bad = np.flatnonzero(~ok)
+        if bad.size:
+            self._decode_slow(cols.stats_of(events[bad]), events, bad)
 
-    def _learn(self, stats: Any) -> list[tuple[int, int, str, str]]:
+    def _layout(self, event: Any) -> list[tuple[int, int, str]]:
         layout = []
-        for k, s in enumerate(stats):
+        for k, s in enumerate(event.stats):
             name = self.names.get(s.metadata_id, "")
             if name in _FAST_KEYS or name in _ID_KEYS:
-                layout.append((k, s.metadata_id, s.WhichOneof("value") or "int64_value", name))
+                layout.append((k, s.metadata_id, name))
         return layout
 
-    def read(self, ev: Any) -> tuple[str, int, int, int]:
-        """(memory id, stack + heap bytes, address, allocation bytes)."""
-        stats = ev.stats
-        if self.layout is not None:
-            out = self._fast(stats, self.layout)
-            if out is not None:
-                return out
-        self.layout = self._learn(stats)
-        return self._fast(stats, self.layout) or ("", 0, 0, 0)
+    def _id_text(self, kind: int, value: Any) -> str:
+        if kind == KIND_REF:
+            return self.names.get(value, "")
+        return value if isinstance(value, str) else str(_num(value))
 
-    def _fast(self, stats: Any, layout: list[tuple[int, int, str, str]]) -> Any:
-        n = len(stats)
-        memory_id, in_use, addr, nbytes = "", 0, 0, 0
-        for k, mid, field, name in layout:
-            if k >= n:
-                return None
-            s = stats[k]
-            if s.metadata_id != mid:
-                return None
-            v = getattr(s, field)
+    def _text_code(self, text: str) -> int:
+        try:
+            return self.texts.index(text)
+        except ValueError:
+            self.texts.append(text)
+            return len(self.texts) - 1
+
+    def _allocator_names(self, batch: Any) -> None:
+        # One string per distinct (kind, value): a window has a handful of allocators.
+        for kind in np.unique(batch.kind).tolist():
+            of_kind = np.flatnonzero(batch.kind == kind)
+            if kind == KIND_STR:  # rare: names written inline, one by one
+                for j in of_kind.tolist():
+                    self.allocator[j] = self._text_code(self._id_text(kind, batch.python(j)))
+                continue
+            _, first, inverse = np.unique(batch.value[of_kind], return_index=True,
+                                          return_inverse=True)
+            codes = np.array([self._text_code(self._id_text(kind, batch.python(int(of_kind[j]))))
+                              for j in first.tolist()], np.int64)
+            self.allocator[of_kind] = codes[inverse.ravel()]
+
+    def _decode_slow(self, batch: Any, events: np.ndarray, bad: np.ndarray) -> None:
+        slot = dict(zip(events[bad].tolist(), bad.tolist(), strict=True))
+        seen: set[int] = set()
+        for r, (ev, mid) in enumerate(zip(batch.event.tolist(), batch.mid.tolist(),
+                                          strict=True)):
+            j = slot[ev]
+            if j not in seen:
+                seen.add(j)
+                self.allocator[j], self.in_use[j], self.addr[j], self.nbytes[j] = 0, 0, 0, 0
+            name = self.names.get(mid, "")
             if name in _ID_KEYS:
-                memory_id = (self.names.get(v, "") if field == "ref_value"
-                             else v if isinstance(v, str) else str(_num(v)))
-            elif name == "addr":
-                addr = _num(v)
-            elif name == "allocation_bytes":
-                nbytes = _num(v)
-            else:
-                in_use += _num(v)
-        return memory_id, in_use, addr, nbytes
+                self.allocator[j] = self._text_code(
+                    self._id_text(int(batch.kind[r]), batch.python(r)))
+            elif name in _FAST_KEYS:
+                value = _num(batch.python(r)) if batch.kind[r] != KIND_STR else 0
+                if name == "addr":
+                    self.addr[j] = value
+                elif name == "allocation_bytes":
+                    self.nbytes[j] = value
+                else:
+                    total = int(self.in_use[j]) + value
+                    if self.in_use.dtype != object and not -(2**63) <= total < 2**63:
+                        self.in_use = self.in_use.astype(object)
+                    self.in_use[j] = total
+        for j in set(bad.tolist()) - seen:  # no stats at all
+            self.allocator[j], self.in_use[j], self.addr[j], self.nbytes[j] = 0, 0, 0, 0
 
 
 def reduce_memory(host: Timeline | None, top_n: int = 5) -> tuple[MemoryStat, ...]:
@@ -111,89 +153,106 @@ def reduce_memory(host: Timeline | None, top_n: int = 5) -> tuple[MemoryStat, ..
     mem_mids = alloc_mids | dealloc_mids
     if not mem_mids:
         return ()
+    cols = host.columns
+    # Plane-wide event order is line order, then stored order: the order XProf visits
+    # them in, so ties at the peak resolve the same way.
+    events = np.flatnonzero(np.isin(cols.mid, np.fromiter(mem_mids, np.int64)))
+    if not events.size:
+        return ()
+    mem = _Events(host, events)
+    is_alloc = np.isin(cols.mid[events], np.fromiter(alloc_mids, np.int64))
+    offsets = cols.offset[events]
+    # Allocators in order of first appearance; past the cap, an allocator's events are
+    # dropped whole.
+    codes, first, inverse = np.unique(mem.allocator, return_index=True, return_inverse=True)
+    kept = np.sort(first)[:_MAX_ALLOCATORS]
+    order = {mem.texts[codes[j]]: j for j in np.flatnonzero(np.isin(first, kept)).tolist()}
+    slot = inverse.ravel()
     ids = host.stat_ids
     wanted = {ids[k]: k for k in _STATS if k in ids}
-    reader = _FastReader(host)
-    allocators: dict[str, _Allocator] = {}
-    for ld in host.lines:
-        mids, starts, events, order = ld.mids, ld.starts, ld.line.events, ld.order
-        # XProf visits events in stored order: ties at the peak resolve the same way.
-        if order is None:
-            positions = [i for i, m in enumerate(mids) if m in mem_mids]
-        else:
-            inverse = sorted(range(len(order)), key=order.__getitem__)
-            positions = [i for i in inverse if mids[i] in mem_mids]
-        for i in positions:
-            ev = events[order[i] if order is not None else i]
-            name, in_use, addr, nbytes = reader.read(ev)
-            a = allocators.get(name)
-            if a is None:
-                if len(allocators) >= _MAX_ALLOCATORS:
-                    continue
-                a = allocators[name] = _Allocator(name)
-            is_alloc = mids[i] in alloc_mids
-            if is_alloc:
-                a.allocs += 1
-            else:
-                a.deallocs += 1
-            offset = starts[i]
-            if in_use >= a.peak:
-                a.peak, a.peak_ref, a.peak_time = in_use, (ld, i), offset
-            if len(a.snaps) < _MAX_TRACKED:
-                a.snaps.append((offset, is_alloc, addr, nbytes, ld, i))
-    return tuple(_summarise(host, a, top_n, wanted) for _, a in sorted(allocators.items()))
+    out = []
+    for name in sorted(order):
+        mine = np.flatnonzero(slot == order[name])
+        allocs = int(is_alloc[mine].sum())
+        in_use = mem.in_use[mine]
+        peak_event, peak_time = None, 0
+        top = in_use.max()
+        if top >= 0:
+            j = mine[np.flatnonzero(in_use == top)[-1]]  # the last event at the peak wins
+            peak_event, peak_time = int(events[j]), int(offsets[j])
+        live = _live_at_peak(mine[:_MAX_TRACKED], is_alloc, mem, offsets, peak_time, top_n)
+        out.append(_summarise(host, name, allocs, mine.size - allocs, peak_event,
+                              [(int(events[j]), int(mem.nbytes[j])) for j in live], wanted))
+    return tuple(out)
 
 
-def _decode(host: Timeline, ld: Any, i: int, wanted: dict[int, str]) -> dict[str, Any]:
+def _live_at_peak(
+    mine: np.ndarray, is_alloc: np.ndarray, mem: _Events, offsets: np.ndarray,
+    peak_time: int, top_n: int,
+) -> list[int]:
+    """The largest allocations still live at the peak (positions in the memory events).
+
+    Replaying the events in time order into {address: allocation} gives, per address,
+    the last event's state; this computes the same without the replay: an address is
+    live when its last event before the peak is an allocation, with that allocation's
+    size, and it sits in the replay's insertion order where its trailing run of
+    allocations began (ties in size keep that order).
+    """
+    seq = mine[np.argsort(offsets[mine], kind="stable")]
+    seq = seq[: np.searchsorted(offsets[seq], peak_time, side="right")]
+    if not seq.size or top_n <= 0:
+        return []
+    addr, alloc = mem.addr[seq], is_alloc[seq]
+    by_addr = np.lexsort((np.arange(seq.size), addr))
+    addr_s, alloc_s = addr[by_addr], alloc[by_addr]
+    first = np.flatnonzero(np.r_[True, addr_s[1:] != addr_s[:-1]])
+    last = np.r_[first[1:], seq.size] - 1
+    last_free = np.maximum.reduceat(np.where(alloc_s, -1, np.arange(seq.size)), first)
+    inserted = by_addr[np.where(last_free >= 0, np.minimum(last_free + 1, last), first)]
+    live = alloc_s[last]
+    rows = seq[by_addr[last[live]]]
+    ranked = np.lexsort((inserted[live], ~mem.nbytes[rows]))  # largest first
+    return rows[ranked[:top_n]].tolist()
+
+
+def _decode(host: Timeline, event: int, wanted: dict[int, str]) -> dict[str, Any]:
     st: dict[str, Any] = {}
     plane = host.plane
-    for s in ld.event(i).stats:
+    for s in host.columns.event(event).stats:
         key = wanted.get(s.metadata_id)
         if key is not None and key not in _ID_KEYS:
             st[key] = plane.value(s)
     return st
 
 
-def _summarise(host: Timeline, a: _Allocator, top_n: int, wanted: dict[int, str]) -> MemoryStat:
-    ps = _decode(host, a.peak_ref[0], a.peak_ref[1], wanted) if a.peak_ref else {}
+def _summarise(
+    host: Timeline, name: str, allocs: int, deallocs: int, peak_event: int | None,
+    live: list[tuple[int, int]], wanted: dict[int, str],
+) -> MemoryStat:
+    ps = _decode(host, peak_event, wanted) if peak_event is not None else {}
     stack, heap, free = (_num(ps.get(k)) for k in ("bytes_reserved", "bytes_allocated",
                                                     "bytes_available"))
     frag = ps.get("fragmentation", 0.0)
     frag = float(frag) if isinstance(frag, (int, float)) and 0 <= frag <= 1 else 0.0
-    return MemoryStat(
-        allocator=a.name,
-        peak_bytes=stack + heap,
-        capacity_bytes=stack + heap + free,
-        fragmentation_ratio=frag,
-        allocations=a.allocs,
-        deallocations=a.deallocs,
-        stack_bytes=stack,
-        heap_bytes=heap,
-        free_bytes=free,
-        top_allocations=_live_at_peak(host, a, top_n, wanted),
-    )
-
-
-def _live_at_peak(
-    host: Timeline, a: _Allocator, top_n: int, wanted: dict[int, str]
-) -> tuple[Allocation, ...]:
-    live: dict[int, tuple[int, Any, int]] = {}
-    for offset, is_alloc, addr, nbytes, ld, i in sorted(a.snaps, key=lambda s: s[0]):
-        if offset > a.peak_time:
-            break
-        if is_alloc:
-            live[addr] = (nbytes, ld, i)
-        else:
-            live.pop(addr, None)
-    rows = sorted(live.values(), key=lambda r: -r[0])[:top_n]
-    out = []
-    for nbytes, ld, i in rows:
-        st = _decode(host, ld, i, wanted)
-        out.append(Allocation(
+    rows = []
+    for event, nbytes in live:
+        st = _decode(host, event, wanted)
+        rows.append(Allocation(
             op_name=str(st.get("tf_op", "")),
             bytes=nbytes,
             shape=str(st.get("tensor_shapes", "")),
             data_type=str(st.get("data_type", "")),
             region_type=str(st.get("region_type", "")),
         ))
-    return tuple(out)
+    return MemoryStat(
+        allocator=name,
+        peak_bytes=stack + heap,
+        capacity_bytes=stack + heap + free,
+        fragmentation_ratio=frag,
+        allocations=allocs,
+        deallocations=deallocs,
+        stack_bytes=stack,
+        heap_bytes=heap,
+        free_bytes=free,
+        top_allocations=tuple(rows),
+    )

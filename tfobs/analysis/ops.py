@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfobs.analysis.eventtypes import op_type
-from tfobs.analysis.timeline import Timeline
+from tfobs.analysis.timeline import Timeline, id_array
 from tfobs.summary import Ops, OpStat
 
 
@@ -39,11 +39,11 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
     if host is None:
         return out
     names = host.names
-    op_mids = {mid for mid, n in names.items() if is_host_op(n)}
+    op_mids = id_array([mid for mid, n in names.items() if is_host_op(n)])
     for ld in host.lines:
         starts, ends = ld.starts, ld.ends
         stack: list[list[int]] = []  # [end, index, children ps]
-        idx = [i for i, m in enumerate(ld.mids) if m in op_mids]
+        idx = ld.where(op_mids)
         done: list[tuple[int, int]] = []  # (index, children ps)
         for i in idx:
             s = starts[i]

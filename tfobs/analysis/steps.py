@@ -11,10 +11,13 @@ Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from tfobs.analysis import eventtypes as et
-from tfobs.analysis.timeline import LineData, Timeline
+from tfobs.analysis.timeline import LineData, Timeline, id_array
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -25,6 +28,7 @@ _GET_NEXT_OPS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::D
 # XProf drops the first and last step (often cut by the window) when it has more than this.
 DROP_INCOMPLETE_THRESHOLD = 5
 MAX_STEPS = 100_000
+_NONE = np.zeros(0, np.int64)
 
 
 @dataclass
@@ -35,8 +39,8 @@ class StepGroup:
     end_ps: int
     # (event type, absolute begin ps, absolute end ps) of the group's classified events.
     events: list[tuple[int, int, int]] = field(default_factory=list)
-    # (line, sorted index) of every member event, for the step's top events.
-    members: list[tuple[LineData, int]] = field(default_factory=list)
+    # (line, sorted indices) of the member events, for the step's top events.
+    members: list[tuple[LineData, np.ndarray]] = field(default_factory=list)
 
     @property
     def duration_ps(self) -> int:
@@ -64,7 +68,9 @@ class _Grouper:
 
     def __init__(self, host: Timeline) -> None:
         self.host = host
-        self.gid: dict[tuple[int, int], int] = {}
+        # Group id per event of each line (sorted order); -1 while ungrouped.
+        self.gid = [np.full(len(ld), -1, np.int64) for ld in host.lines]
+        self.is_producer = [np.zeros(len(ld), bool) for ld in host.lines]
         ids = host.stat_ids
         wanted = {ids[k]: k for k in ("_p", "_pt", "_c", "_ct", "id", "iter_num") if k in ids}
         # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter).
@@ -75,9 +81,10 @@ class _Grouper:
         ctx = host.mids_where(_is_context_event)
         process = host.mids_where(lambda n: n == "ExecutorState::Process")
         get_next = host.mids_where(lambda n: n in _GET_NEXT_OPS)
+        linking = id_array(ctx | get_next)
         for li, ld in enumerate(host.lines):
-            for i in [i for i, m in enumerate(ld.mids) if m in ctx or m in get_next]:
-                st = host.stat_values(ld, i, wanted)
+            picked = ld.where(linking)
+            for i, st in zip(picked, host.stat_values_many(ld, picked, wanted), strict=True):
                 step_id, it = _int(st.get("id")), _int(st.get("iter_num"))
                 mid = ld.mids[i]
                 if step_id is not None and it is not None:
@@ -92,52 +99,48 @@ class _Grouper:
                 c, ct = _int(st.get("_c")), _int(st.get("_ct"))
                 if c is not None and ct is not None:
                     self.consumers.setdefault((ct, c, 0), []).append((li, i))
+        for li, i in self.producers:
+            self.is_producer[li][i] = True
 
-    def subtree(self, li: int, i: int) -> list[int]:
-        """Sorted indices of the events nested inside event i on the same line."""
+    def subtree(self, li: int, i: int) -> np.ndarray:
+        """Sorted indices of the ungrouped events nested inside event i on the same line."""
         ld = self.host.lines[li]
-        starts, ends = ld.starts, ld.ends
-        end, n, j, out = ends[i], len(starts), i + 1, []
-        while j < n and starts[j] <= end:
-            if ends[j] <= end:
-                out.append(j)
-            j += 1
-        return out
+        end = ld.ends[i]
+        k = bisect_right(ld.starts, end, i + 1)
+        if k == i + 1:
+            return _NONE
+        inside = (ld.end_arr[i + 1:k] <= end) & (self.gid[li][i + 1:k] < 0)
+        return np.flatnonzero(inside) + (i + 1)
 
-    def group(self, g: int, li: int, i: int) -> list[tuple[int, int]]:
-        """Propagate group g from root (li, i); returns the members it took."""
-        gid, members, queue = self.gid, [], [(li, i)]
+    def group(self, g: int, li: int, i: int) -> list[tuple[int, np.ndarray]]:
+        """Propagate group g from root (li, i); returns the members it took, per line."""
+        members: list[tuple[int, np.ndarray]] = []
+        queue = [(li, i)]
         while queue:
-            node = queue.pop()
-            if node in gid:  # grouped by an earlier root: XProf stops there too
+            nli, ni = queue.pop()
+            gid = self.gid[nli]
+            if gid[ni] >= 0:  # grouped by an earlier root: XProf stops there too
                 continue
-            gid[node] = g
-            members.append(node)
-            nli, ni = node
-            linked = [node]
-            for j in self.subtree(nli, ni):
-                key = (nli, j)
-                if key not in gid:
-                    gid[key] = g
-                    members.append(key)
-                    linked.append(key)
-            for key in linked:
-                link = self.producers.get(key)
-                if link is not None:
-                    queue.extend(self.consumers.get(link, ()))
+            gid[ni] = g
+            nested = self.subtree(nli, ni)
+            gid[nested] = g
+            linked = np.concatenate((np.array([ni], np.int64), nested))
+            members.append((nli, linked))
+            for j in linked[self.is_producer[nli][linked]].tolist():
+                queue.extend(self.consumers.get(self.producers[(nli, j)], ()))
         return members
 
 
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
     """(method, [(line index, event index, step number, name)]) in time order."""
     names, ids = host.names, host.stat_ids
-    marker_mids = host.mids_where(et.is_explicit_step_marker)
+    marker_mids = id_array(host.mids_where(et.is_explicit_step_marker))
     wanted = {ids[k]: k for k in ("_r", "step_num", "iter_num") if k in ids}
     roots: list[tuple[int, int, int, int, str]] = []
     if "_r" in ids:
         for li, ld in enumerate(host.lines):
-            for i in [i for i, m in enumerate(ld.mids) if m in marker_mids]:
-                st = host.stat_values(ld, i, wanted)
+            picked = ld.where(marker_mids)
+            for i, st in zip(picked, host.stat_values_many(ld, picked, wanted), strict=True):
                 if "_r" not in st:
                     continue
                 num = _int(st.get("iter_num", st.get("step_num")))
@@ -145,10 +148,10 @@ def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
                 roots.append((start, li, i, num if num is not None else -1, names[ld.mids[i]]))
     method = "markers"
     if not roots:
-        fn_mids = host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS)
+        fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
         for li, ld in enumerate(host.lines):
             last_end = None
-            for i in [i for i, m in enumerate(ld.mids) if m in fn_mids]:
+            for i in ld.where(fn_mids):
                 if last_end is not None and ld.starts[i] < last_end:
                     continue  # nested or overlapping: not a top-level execution
                 last_end = ld.ends[i]
@@ -170,23 +173,29 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     if not roots:
         return FoundSteps("none", [], "no step markers and no repeating training function")
     grouper = _Grouper(host)
-    mids_type = {mid: et.classify_cpu(name, has_device) for mid, name in host.names.items()}
+    mids_type = {mid: t for mid, name in host.names.items()
+                 if (t := et.classify_cpu(name, has_device)) is not None}
+    types = [ld.lookup(mids_type, -1) for ld in host.lines]  # -1: not a CPU event type
     groups: list[StepGroup] = []
     for g, (li, i, num, name) in enumerate(roots):
-        if (li, i) in grouper.gid:
+        if grouper.gid[li][i] >= 0:
             continue
         ld = host.lines[li]
         begin = ld.start_ps + ld.starts[i]
         step = StepGroup(num, f"{name} {num}", begin, begin + ld.ends[i] - ld.starts[i])
-        for mli, mi in grouper.group(g, li, i):
+        for mli, idx in grouper.group(g, li, i):
+            if mli == li:
+                idx = idx[idx != i]
             mld = host.lines[mli]
-            if (mli, mi) == (li, i):
-                continue
-            etype = mids_type.get(mld.mids[mi])
-            step.members.append((mld, mi))
-            if etype is not None:
-                base = mld.start_ps
-                step.events.append((etype, base + mld.starts[mi], base + mld.ends[mi]))
+            step.members.append((mld, idx))
+            typed = idx[types[mli][idx] >= 0]
+            base = mld.start_ps
+            step.events.extend(
+                (etype, base + b, base + e)
+                for etype, b, e in zip(types[mli][typed].tolist(),
+                                       mld.start_arr[typed].tolist(),
+                                       mld.end_arr[typed].tolist(), strict=True)
+            )
         groups.append(step)
     note = ""
     if method == "inferred":

@@ -1,8 +1,8 @@
-"""One pass over each line of a plane: event times and metadata ids as flat lists.
+"""One pass over each plane: event times and metadata ids as flat lists per line.
 
-Every analysis works on these lists instead of the protobuf events, so each event is
-touched once from Python (the cost that decides reduction speed). Stats are decoded
-later, only for the few events an analysis asks about (`Timeline.stats`).
+Every analysis works on these lists instead of protobuf events; the plane's events are
+decoded once, in bulk (`PlaneView.events`, numpy columns), and stats are decoded later,
+only for the events an analysis asks about (`Timeline.stat_values`, `memory.py`).
 Times stay in picoseconds relative to the line's own `timestamp_ns`, as XProf uses them.
 """
 
@@ -10,40 +10,62 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tfobs.errors import CaptureError
+from tfobs.xspace.columns import KIND_REF, PlaneEvents
 from tfobs.xspace.reader import PlaneView
 
 # Picoseconds far outside any real capture (about 100 days): values past this are corrupt.
 MAX_PS = 10**19
 MAX_LINES = 100_000
+# Below this, offset + duration cannot overflow int64 and numpy may do the arithmetic.
+_SAFE_PS = 2**62
 
 
 class LineData:
     """Flat event lists of one XLine, sorted by start."""
 
-    __slots__ = ("line", "name", "start_ps", "ts_ns", "starts", "ends", "mids", "order")
+    __slots__ = ("line", "name", "start_ps", "ts_ns", "starts", "ends", "mids", "order",
+                 "first", "columns", "start_arr", "end_arr", "mid_arr")
 
-    def __init__(self, line: Any) -> None:
+    def __init__(self, line: Any, columns: PlaneEvents, first: int, last: int) -> None:
         self.line = line
+        self.columns = columns
+        self.first = first  # plane-wide index of the line's first event (stored order)
         self.name: str = line.name
         self.ts_ns: int = line.timestamp_ns
         if not -MAX_PS // 1000 < self.ts_ns < MAX_PS // 1000:
             raise CaptureError(f"line {self.name!r} has an impossible timestamp {self.ts_ns}")
         # Absolute line start in ps: XProf's event timespans are line start + offset.
         self.start_ps: int = self.ts_ns * 1000
-        starts: list[int] = []
-        ends: list[int] = []
-        mids: list[int] = []
-        sa, ea, ma = starts.append, ends.append, mids.append
-        for e in line.events:
-            off = e.offset_ps
-            ma(e.metadata_id)
-            sa(off)
-            ea(off + e.duration_ps)
-        if starts and (min(starts) < -MAX_PS or max(ends) > MAX_PS):
-            raise CaptureError(f"line {self.name!r} has event times out of range")
-        # `order` maps sorted position -> index in line.events (None when already sorted).
+        off = columns.offset[first:last]
+        dur = columns.duration[first:last]
+        mid = columns.mid[first:last]
+        # `order` maps sorted position -> stored index (None when already sorted).
         self.order: list[int] | None = None
+        if off.size and (max(off.max(), dur.max()) >= _SAFE_PS
+                         or min(off.min(), dur.min()) <= -_SAFE_PS):
+            self._python_path(off.tolist(), dur.tolist(), mid.tolist())
+            return
+        end = off + dur
+        if off.size and (off.min() < -MAX_PS or end.max() > MAX_PS):
+            raise CaptureError(f"line {self.name!r} has event times out of range")
+        if off.size > 1 and (off[1:] < off[:-1]).any():
+            order = np.lexsort((-end, off))  # stable: ties keep stored order
+            self.order = order.tolist()
+            off, end, mid = off[order], end[order], mid[order]
+        # The same in numpy, for selections and interval searches without a Python loop.
+        self.start_arr, self.end_arr, self.mid_arr = off, end, mid
+        self.starts: list[int] = off.tolist()
+        self.ends: list[int] = end.tolist()
+        self.mids: list[int] = mid.tolist()
+
+    def _python_path(self, starts: list[int], durs: list[int], mids: list[int]) -> None:
+        """Exact integer arithmetic for times near the int64 limits (corrupt captures)."""
+        ends = [s + d for s, d in zip(starts, durs, strict=True)]
+        if min(starts) < -MAX_PS or max(ends) > MAX_PS:
+            raise CaptureError(f"line {self.name!r} has event times out of range")
         if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):
             order = sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i]))
             self.order = order
@@ -51,10 +73,38 @@ class LineData:
             ends = [ends[i] for i in order]
             mids = [mids[i] for i in order]
         self.starts, self.ends, self.mids = starts, ends, mids
+        # Object arrays keep these exact: numpy compares and searches them all the same.
+        self.start_arr = np.array(starts, dtype=object)
+        self.end_arr = np.array(ends, dtype=object)
+        self.mid_arr = np.array(mids, dtype=np.int64)
+
+    def where(self, mids: np.ndarray) -> list[int]:
+        """Sorted positions of the events whose metadata id is in `mids` (an array)."""
+        return np.flatnonzero(np.isin(self.mid_arr, mids)).tolist()
+
+    def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
+        """`table[mid]` for each event (sorted order), `default` for ids not in it."""
+        if not self.mid_arr.size:
+            return np.zeros(0, np.int64)
+        unique, inverse = np.unique(self.mid_arr, return_inverse=True)
+        values = np.fromiter((table.get(m, default) for m in unique.tolist()), np.int64,
+                             unique.size)
+        return values[inverse.ravel()]
+
+    def index(self, i: int) -> int:
+        """The plane-wide event index (`PlaneEvents`) of sorted position i."""
+        return self.first + (self.order[i] if self.order is not None else i)
+
+    def indices(self, positions: list[int]) -> np.ndarray:
+        """Plane-wide event indices of sorted positions."""
+        pos = np.asarray(positions, np.int64)
+        if self.order is not None:
+            pos = np.asarray(self.order, np.int64)[pos] if pos.size else pos
+        return pos + self.first
 
     def event(self, i: int) -> Any:
         """The protobuf XEvent at sorted position i."""
-        return self.line.events[self.order[i] if self.order is not None else i]
+        return self.columns.event(self.index(i))
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -63,13 +113,17 @@ class LineData:
 class Timeline:
     """A plane's lines as `LineData`, plus lookups by event name."""
 
-    def __init__(self, plane: PlaneView, line_filter: Any = None) -> None:
+    def __init__(self, plane: PlaneView) -> None:
         self.plane = plane
-        proto_lines = plane.proto.lines
+        proto_lines = plane.lite.lines
         if len(proto_lines) > MAX_LINES:
             raise CaptureError(f"plane {plane.name!r} has {len(proto_lines)} lines; too many")
+        columns = plane.events
+        self.columns = columns
+        bounds = columns.line_start
         self.lines: list[LineData] = [
-            LineData(line) for line in proto_lines if line_filter is None or line_filter(line)
+            LineData(line, columns, bounds[j], bounds[j + 1])
+            for j, line in enumerate(proto_lines)
         ]
         self.names = plane.event_names
         self.stat_ids = plane.stat_ids
@@ -83,9 +137,30 @@ class Timeline:
 
     def stat_values(self, line: LineData, i: int, wanted: dict[int, str]) -> dict[str, Any]:
         """Only the stats whose metadata id is in `wanted` ({stat id: key})."""
-        out: dict[str, Any] = {}
-        for s in line.event(i).stats:
-            key = wanted.get(s.metadata_id)
-            if key is not None:
-                out[key] = self.plane.value(s)
+        return self.stat_values_many(line, [i], wanted)[0]
+
+    def stat_values_many(
+        self, line: LineData, positions: list[int], wanted: dict[int, str]
+    ) -> list[dict[str, Any]]:
+        """`stat_values` for many sorted positions of one line, decoded in one batch."""
+        out: list[dict[str, Any]] = [{} for _ in positions]
+        if not positions or not wanted:
+            return out
+        events = line.indices(positions)
+        slot = {int(e): k for k, e in enumerate(events.tolist())}
+        batch = self.columns.stats_of(events)
+        keep = np.flatnonzero(np.isin(batch.mid, np.fromiter(wanted, np.int64, len(wanted))))
+        names = self.plane.stat_names
+        events_kept = batch.event[keep].tolist()
+        for ev, mid, kind, value in zip(events_kept, batch.mid[keep].tolist(),
+                                        batch.kind[keep].tolist(), batch.pythons(keep),
+                                        strict=True):
+            if kind == KIND_REF:  # the referenced stat's name, as PlaneView.value gives it
+                value = names.get(value, "")
+            out[slot[ev]][wanted[mid]] = value
         return out
+
+
+def id_array(mids: Any) -> np.ndarray:
+    """Metadata ids as an array for `LineData.where`."""
+    return np.fromiter(mids, np.int64, len(mids))

@@ -36,8 +36,8 @@ def register(sub: Any) -> None:
     p.add_argument("--overhead-budget", type=float, default=None,
                    help="profiler cost target, share of training time (default 0.01)")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--sleep-ms", type=float, default=25.0,
-                   help="per-batch delay of the --input-bound pipeline (default 25)")
+    p.add_argument("--sleep-ms", type=float, default=100.0,
+                   help="per-batch delay of the --input-bound pipeline (default 100)")
     p.add_argument("--linger", type=float, default=0.0,
                    help="keep serving metrics this many seconds after training ends")
 

@@ -22,6 +22,7 @@ from tfobs.xspace import schema
 _U64 = np.uint64
 _PAD = 16  # zero bytes after the data: a varint read past the end stops there
 _MAX_FIELD = 2**29 - 1
+_STATS_TAG = 0x22  # XEvent.stats: field 4, length-delimited
 
 # XStat value fields: field number -> wire type (double is fixed64, strings length-delimited).
 _STAT_WIRE = {2: 1, 3: 0, 4: 0, 5: 2, 6: 2, 7: 0}
@@ -60,25 +61,43 @@ class Fields:
 
     __slots__ = ("msg", "field", "wire", "value", "pos", "size")
 
-    def __init__(self, msg: np.ndarray, field: np.ndarray, wire: np.ndarray,
-                 value: np.ndarray, pos: np.ndarray, size: np.ndarray) -> None:
+    def __init__(self, msg: np.ndarray, field: Any, wire: Any, value: Any, pos: np.ndarray,
+                 size: np.ndarray) -> None:
         self.msg, self.field, self.wire = msg, field, wire
         self.value, self.pos, self.size = value, pos, size  # varint/fixed64; payload span
 
 
-def walk(buf: np.ndarray, start: np.ndarray, end: np.ndarray, what: str) -> list[Fields]:
+def walk(
+    buf: np.ndarray, start: np.ndarray, end: np.ndarray, what: str, run_tag: int = 0
+) -> list[Fields]:
     """Every field of the messages buf[start[k]:end[k]], one `Fields` per field position.
 
     Varints and fixed64 values land in `value`; length-delimited payloads in `pos`/`size`.
     Step j holds the j-th field of every message that has one, so a message's fields
     come in wire order across the steps (the last occurrence of a field wins, as in
-    protobuf).
+    protobuf). A step where every field is a record with the one-byte tag `run_tag` has
+    `field`, `wire` and `value` None.
     """
     msgs = np.flatnonzero(start < end)
     p, e = start[msgs], end[msgs]
     steps: list[Fields] = []
+    run = False
     while msgs.size:
         t = buf[p]
+        if run and run_tag and not (t != run_tag).any():
+            # Fast path for a run of short records of one field (an event's stats): the
+            # same as below with the tag and a one-byte length known.
+            ln = buf[p + 1]
+            if not (ln >= 0x80).any():
+                pos = p + 2
+                p = pos + ln
+                if (p > e).any():
+                    raise _bad(what)
+                steps.append(Fields(msgs, None, None, None, pos, ln.astype(np.int64)))
+                more = p < e
+                if not more.all():
+                    msgs, p, e = msgs[more], p[more], e[more]
+                continue
         if (t >= 0x80).any():
             tag, n = _varint(buf, p, what)
             p = p + n
@@ -129,6 +148,7 @@ def walk(buf: np.ndarray, start: np.ndarray, end: np.ndarray, what: str) -> list
         if (p > e).any():
             raise _bad(what)
         steps.append(Fields(msgs, field, wire, value, pos, size))
+        run = bool(run_tag) and is_len.all() and not (field != run_tag >> 3).any()
         more = p < e
         if not more.all():
             msgs, p, e = msgs[more], p[more], e[more]
@@ -151,24 +171,67 @@ class StatBatch:
                  size: np.ndarray) -> None:
         n = event.size
         self.buf, self.event = buf, event
-        mid = np.zeros(n, _U64)
-        kind = np.zeros(n, np.int8)
-        value = np.zeros(n, _U64)
-        vpos = np.zeros(n, np.int64)
-        vsize = np.zeros(n, np.int64)
-        for f in walk(buf, pos, pos + size, "event stat"):
+        self.mid = np.zeros(n, np.int64)
+        self.kind = np.zeros(n, np.int8)
+        self.value = np.zeros(n, _U64)
+        self.pos = np.zeros(n, np.int64)
+        self.size = np.zeros(n, np.int64)
+        slow = self._canonical(pos, size)
+        if slow.size:
+            self._general(slow, pos[slow], size[slow])
+
+    def _canonical(self, pos: np.ndarray, size: np.ndarray) -> np.ndarray:
+        """Decode records laid out as writers lay them out: id < 128 first, then one value.
+
+        Returns the records that are not (decoded in general by `_general`).
+        """
+        buf, end = self.buf, pos + size
+        ok = (size >= 3) & (buf[pos] == 0x08)
+        ok &= buf[np.where(ok, pos + 1, 0)] < 0x80
+        idx = np.flatnonzero(ok)
+        tag = buf[pos[idx] + 2]
+        vpos = pos[idx] + 3
+        done = np.zeros(idx.size, bool)
+        for number, wire in _STAT_WIRE.items():
+            sel = np.flatnonzero(tag == (number << 3 | wire))
+            if not sel.size:
+                continue
+            at, stop = vpos[sel], end[idx[sel]]
+            if wire == 1:
+                value, after = _fixed64(buf, at), at + 8
+                payload, length = at, np.zeros(sel.size, np.int64)
+            else:
+                value, n = _varint(buf, at, "event stat")
+                after, payload, length = at + n, at, np.zeros(sel.size, np.int64)
+                if wire == 2:
+                    length = np.minimum(value, _U64(2**31)).astype(np.int64)
+                    payload = after
+                    after = after + length
+            fit = after == stop
+            sel, rec = sel[fit], idx[sel[fit]]
+            done[sel] = True
+            self.mid[rec] = buf[pos[rec] + 1]
+            self.kind[rec] = number
+            self.value[rec] = value[fit]
+            self.pos[rec] = payload[fit]
+            self.size[rec] = length[fit]
+        ok[idx[~done]] = False
+        return np.flatnonzero(~ok)
+
+    def _general(self, recs: np.ndarray, pos: np.ndarray, size: np.ndarray) -> None:
+        mid = np.zeros(recs.size, _U64)
+        for f in walk(self.buf, pos, pos + size, "event stat"):
             sel = (f.field == 1) & (f.wire == 0)
             mid[f.msg[sel]] = f.value[sel]
             for number, wire in _STAT_WIRE.items():
                 sel = (f.field == number) & (f.wire == wire)
                 if sel.any():
-                    m = f.msg[sel]
-                    kind[m] = number
-                    value[m] = f.value[sel]
-                    vpos[m] = f.pos[sel]
-                    vsize[m] = f.size[sel]
-        self.mid = mid.view(np.int64)
-        self.kind, self.value, self.pos, self.size = kind, value, vpos, vsize
+                    m = recs[f.msg[sel]]
+                    self.kind[m] = number
+                    self.value[m] = f.value[sel]
+                    self.pos[m] = f.pos[sel]
+                    self.size[m] = f.size[sel]
+        self.mid[recs] = mid.view(np.int64)
 
     def numbers(self) -> np.ndarray:
         """Each value as a signed 64-bit integer; 0 where it has none (strings, NaN, huge)."""
@@ -183,6 +246,25 @@ class StatBatch:
             d = value[sel].view(np.float64)
             ok = np.isfinite(d) & (np.abs(d) < 2.0**63)
             out[sel[ok]] = d[ok].astype(np.int64)  # truncates toward zero, as int()
+        return out
+
+    def pythons(self, records: np.ndarray) -> list[Any]:
+        """`python(k)` for each of `records`, numbers converted in bulk."""
+        value = self.value[records]
+        signed = value.view(np.int64).tolist()
+        unsigned = value.tolist()
+        double = value.view(np.float64).tolist()
+        out: list[Any] = []
+        for j, (k, kind) in enumerate(zip(records.tolist(), self.kind[records].tolist(),
+                                          strict=True)):
+            if kind == KIND_INT64:
+                out.append(signed[j])
+            elif kind in (KIND_UINT64, KIND_REF):
+                out.append(unsigned[j])
+            elif kind == KIND_DOUBLE:
+                out.append(double[j])
+            else:
+                out.append(self.python(k))
         return out
 
     def python(self, k: int) -> Any:
@@ -204,8 +286,9 @@ class PlaneEvents:
     """All events of one plane's lines, decoded into columns (event index = line order).
 
     `mid`, `offset`, `duration`: int64 per event; `line_start[j]:line_start[j + 1]` are
-    line j's events in stored order. Stat records: `rec_event`, `rec_nth` (the record's
-    position among its event's stats), `rec_pos`, `rec_size` (its bytes in `buf`).
+    line j's events in stored order. Stat records, grouped by event: `rec_event`,
+    `rec_pos`, `rec_size` (bytes in `buf`); event k's are at `rec_first[k]` onwards,
+    `stat_count[k]` of them.
     """
 
     def __init__(self, lines: Any) -> None:
@@ -222,15 +305,11 @@ class PlaneEvents:
         mid = np.zeros(n, _U64)
         offset = np.zeros(n, _U64)
         duration = np.zeros(n, _U64)
-        nth = np.zeros(n, np.int64)
         rec: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        for f in walk(buf, start, end, "event"):
-            if (f.wire == 2).all():
-                sel = f.field == 4
-                if sel.all():
-                    rec.append((f.msg, nth[f.msg], f.pos, f.size))
-                    nth[f.msg] += 1
-                    continue
+        for f in walk(buf, start, end, "event", run_tag=_STATS_TAG):
+            if f.field is None:  # a run of stat records
+                rec.append((f.msg, f.pos, f.size))
+                continue
             varint = f.wire == 0
             for number, column in ((1, mid), (2, offset), (3, duration)):
                 sel = varint & (f.field == number)
@@ -242,19 +321,24 @@ class PlaneEvents:
             sel = (f.wire == 2) & (f.field == 4)
             if sel.any():
                 m = f.msg[sel]
-                rec.append((m, nth[m], f.pos[sel], f.size[sel]))
-                nth[m] += 1
+                rec.append((m, f.pos[sel], f.size[sel]))
         self.mid = mid.view(np.int64)
         self.offset = offset.view(np.int64)
         self.duration = duration.view(np.int64)
-        self.stat_count = nth
+        nth = np.zeros(n, np.int64)
         if rec:
-            self.rec_event = np.concatenate([r[0] for r in rec])
-            self.rec_nth = np.concatenate([r[1] for r in rec])
-            self.rec_pos = np.concatenate([r[2] for r in rec])
-            self.rec_size = np.concatenate([r[3] for r in rec])
+            event = np.concatenate([r[0] for r in rec])
+            nth = np.bincount(event, minlength=n)
+            # Records come step by step; sorted by event (stable), each event's stats are
+            # contiguous and in stored order: event k's are at first[k]:first[k]+count[k].
+            by_event = np.argsort(event, kind="stable")
+            self.rec_event = event[by_event]
+            self.rec_pos = np.concatenate([r[1] for r in rec])[by_event]
+            self.rec_size = np.concatenate([r[2] for r in rec])[by_event]
         else:
-            self.rec_event = self.rec_nth = self.rec_pos = self.rec_size = np.zeros(0, np.int64)
+            self.rec_event = self.rec_pos = self.rec_size = np.zeros(0, np.int64)
+        self.stat_count = nth
+        self.rec_first = np.cumsum(nth) - nth
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -265,18 +349,19 @@ class PlaneEvents:
 
     def nth_stats(self, events: np.ndarray, nth: int) -> tuple[StatBatch, np.ndarray]:
         """The nth stat record of each of `events`, and which of them have one."""
-        sel = self.rec_nth == nth
-        pos = np.zeros(len(self.raw), np.int64)
-        size = np.full(len(self.raw), -1, np.int64)
-        pos[self.rec_event[sel]] = self.rec_pos[sel]
-        size[self.rec_event[sel]] = self.rec_size[sel]
-        p, s = pos[events], size[events]
-        present = s >= 0
-        return StatBatch(self.buf, events, p, np.where(present, s, 0)), present
+        present = self.stat_count[events] > nth
+        rec = self.rec_first[events[present]] + nth
+        pos = np.zeros(events.size, np.int64)
+        size = np.zeros(events.size, np.int64)
+        pos[present] = self.rec_pos[rec]
+        size[present] = self.rec_size[rec]
+        return StatBatch(self.buf, events, pos, size), present
 
     def stats_of(self, events: np.ndarray) -> StatBatch:
         """Every stat record of `events`, in stored order within each event."""
-        pick = np.zeros(len(self.raw), bool)
-        pick[events] = True
-        sel = pick[self.rec_event]
-        return StatBatch(self.buf, self.rec_event[sel], self.rec_pos[sel], self.rec_size[sel])
+        count = self.stat_count[events]
+        total = int(count.sum())
+        # Record indices: each event's run first[k] .. first[k] + count[k] - 1, back to back.
+        run_start = np.cumsum(count) - count
+        rec = np.arange(total) + np.repeat(self.rec_first[events] - run_start, count)
+        return StatBatch(self.buf, self.rec_event[rec], self.rec_pos[rec], self.rec_size[rec])

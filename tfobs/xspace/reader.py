@@ -1,8 +1,10 @@
 """Read-only views over a parsed XSpace: planes, lines, events and their stats.
 
-The views add name lookups and absolute times on top of the protobuf messages without
-copying events: analyses iterate `line.events` (the protobuf container) directly and ask
-the plane to decode what they need. Times are picoseconds (`_ps`) unless named otherwise.
+The capture is parsed with its events left as raw bytes (`schema.XSpaceLite`): planes,
+lines and metadata tables are protobuf messages, events are decoded in bulk into numpy
+columns (`PlaneView.events`, see `columns.py`). Code that wants protobuf XEvents (the GPU
+analyses) asks for `PlaneView.proto` or `PlaneView.lines`, which parse that one plane in
+full on first use. Times are picoseconds (`_ps`) unless named otherwise.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from google.protobuf.message import DecodeError
 
 from tfobs.errors import CaptureError
 from tfobs.xspace import schema
+from tfobs.xspace.columns import PlaneEvents
 
 # Largest capture accepted when parsing; protobuf itself refuses messages over 2 GiB.
 MAX_CAPTURE_BYTES = 2**31 - 1
@@ -24,10 +27,13 @@ StatValue = Any  # float | int | str | bytes
 class PlaneView:
     """One XPlane with its metadata tables decoded once."""
 
-    __slots__ = ("_plane", "event_names", "event_display_names", "stat_names", "stat_ids")
+    __slots__ = ("_lite", "_plane", "_events", "event_names", "event_display_names",
+                 "stat_names", "stat_ids")
 
     def __init__(self, plane: Any) -> None:
-        self._plane = plane
+        self._lite = plane
+        self._plane: Any = None
+        self._events: PlaneEvents | None = None
         self.event_names: dict[int, str] = {}
         self.event_display_names: dict[int, str] = {}
         for mid, md in plane.event_metadata.items():
@@ -41,22 +47,41 @@ class PlaneView:
 
     @property
     def id(self) -> int:
-        return self._plane.id
+        return self._lite.id
 
     @property
     def name(self) -> str:
-        return self._plane.name
+        return self._lite.name
+
+    @property
+    def lite(self) -> Any:
+        """The XPlaneLite message: lines with their events as raw bytes."""
+        return self._lite
+
+    @property
+    def events(self) -> PlaneEvents:
+        """All events of the plane as columns, decoded on first use."""
+        if self._events is None:
+            self._events = PlaneEvents(self._lite.lines)
+        return self._events
 
     @property
     def proto(self) -> Any:
+        """The full XPlane message, parsed on first use (costs one parse of this plane)."""
+        if self._plane is None:
+            try:
+                self._plane = schema.XPlane.FromString(self._lite.SerializeToString())
+            except (DecodeError, RuntimeError, ValueError) as exc:
+                raise CaptureError(f"not a readable XSpace capture: plane {self.name!r}: "
+                                   f"{exc}") from None
         return self._plane
 
     @property
     def lines(self) -> list[LineView]:
-        return [LineView(line) for line in self._plane.lines]
+        return [LineView(line) for line in self.proto.lines]
 
     def line(self, name: str) -> LineView | None:
-        for line in self._plane.lines:
+        for line in self.proto.lines:
             if line.name == name:
                 return LineView(line)
         return None
@@ -76,14 +101,14 @@ class PlaneView:
         return {names.get(s.metadata_id, str(s.metadata_id)): self.value(s) for s in stats}
 
     def plane_stats(self) -> dict[str, StatValue]:
-        return self.stats_of(self._plane.stats)
+        return self.stats_of(self._lite.stats)
 
     def metadata(self, metadata_id: int) -> Any:
         """The XEventMetadata message (name, display_name, stats, child_id)."""
-        return self._plane.event_metadata[metadata_id]
+        return self._lite.event_metadata[metadata_id]
 
     def metadata_stats(self, metadata_id: int) -> dict[str, StatValue]:
-        md = self._plane.event_metadata.get(metadata_id)
+        md = self._lite.event_metadata.get(metadata_id)
         return self.stats_of(md.stats) if md is not None else {}
 
     def event_stats(self, event: Any, with_metadata: bool = False) -> dict[str, StatValue]:
@@ -96,7 +121,7 @@ class PlaneView:
         return self.event_names.get(event.metadata_id, "")
 
     def __repr__(self) -> str:
-        return f"PlaneView(id={self.id}, name={self.name!r}, lines={len(self._plane.lines)})"
+        return f"PlaneView(id={self.id}, name={self.name!r}, lines={len(self._lite.lines)})"
 
 
 class LineView:
@@ -191,7 +216,7 @@ def parse(data: bytes | bytearray | memoryview) -> SpaceView:
         raise CaptureError("capture is empty (0 bytes); profile a window that ran some steps")
     if size > MAX_CAPTURE_BYTES:
         raise CaptureError(f"capture is {size} bytes, over the 2 GiB protobuf limit")
-    space = schema.XSpace()
+    space = schema.XSpaceLite()
     try:
         space.ParseFromString(bytes(data))
     except (DecodeError, RuntimeError, ValueError) as exc:
