@@ -58,9 +58,10 @@ class HangingEndpoint:
 
 
 class Scrapers:
-    """Threads scraping /metrics back to back until the server goes away."""
+    """Threads scraping /metrics every `pause_s` until the server goes away."""
 
-    def __init__(self, url: str, n: int = 4) -> None:
+    def __init__(self, url: str, n: int = 2, pause_s: float = 0.05) -> None:
+        self.pause_s = pause_s
         self.url = url
         self.ok = 0
         self.refused = 0
@@ -80,6 +81,7 @@ class Scrapers:
                     self.bad.append(f"status {resp.status}, families {sorted(names)[:3]}")
                 else:
                     self.ok += 1
+                time.sleep(self.pause_s)
             except urllib.error.HTTPError as exc:  # a 5xx while shutting down is a failure
                 self.bad.append(f"HTTP {exc.code}")
             except (ConnectionError, urllib.error.URLError) as exc:
@@ -123,10 +125,9 @@ def test_reducer_exporters_otlp_and_nvml_faults_in_one_run():
         hanging.close()
 
     assert_unharmed(run, base)
-    records = {r["first_step"]: r for r in run.report["records"]}
     # The failing reduction is a failed window; the failing exporters cost only themselves.
-    assert records[30]["outcome"] == "failed"
-    assert "reduce broke on purpose" in records[30]["reason"]
+    failed = [r for r in run.report["records"] if r["outcome"] == "failed"]
+    assert len(failed) == 1 and "reduce broke on purpose" in failed[0]["reason"], failed
     assert run.errors["reduce"] == 1
     assert run.errors["export_prometheus"] >= 1
     assert run.errors["export_otel"] >= 1

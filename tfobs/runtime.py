@@ -304,8 +304,9 @@ class Runtime:
 
     def _capture_loop(self) -> None:
         while not self._stopping:
-            if not self._wake.wait(SOURCES_CHECK_S):
-                self._forward_source_errors()  # samplers fail between windows too
+            woke = self._wake.wait(SOURCES_CHECK_S)
+            self._forward_source_errors()  # samplers fail with or without windows
+            if not woke:
                 continue
             self._wake.clear()
             window = self._inflight

@@ -329,6 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         rt.add_listener(lambda rec, summary: records.append(
             {"index": rec.index, "first_step": rec.first_step, "last_step": rec.last_step,
              "outcome": rec.outcome, "reason": rec.reason,
+             "capture_s": round(rec.capture_s, 3), "reduce_s": round(rec.reduce_s, 3),
              "steps": summary.steps.count if summary is not None else None}))
         if args.corrupt:
             install_corruption(rt, args.corrupt.split(","), args.big_bytes)

@@ -245,6 +245,10 @@ def _add_device_events(groups: list[StepGroup], devices: list[Timeline]) -> None
                 continue
             base = ld.start_ps
             for g in groups:
-                for i in _overlapping(ld, g.begin_ps, g.end_ps):
-                    g.events.append((types.get(ld.mids[i], et.DEVICE_COMPUTE_32),
-                                     base + ld.starts[i], base + ld.ends[i]))
+                inside = _overlapping(ld, g.begin_ps, g.end_ps)
+                g.events.append((
+                    np.array([types.get(ld.mids[i], et.DEVICE_COMPUTE_32) for i in inside],
+                             np.int64),
+                    np.array([base + ld.starts[i] for i in inside], object),
+                    np.array([base + ld.ends[i] for i in inside], object),
+                ))

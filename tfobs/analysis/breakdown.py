@@ -11,6 +11,8 @@ not.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis.steps import DROP_INCOMPLETE_THRESHOLD, StepGroup
 from tfobs.summary import CATEGORIES
@@ -21,7 +23,11 @@ MODERATELY_OTHER_PCT = 3.0
 
 
 def type_times(events: list[tuple[int, int, int]], begin: int, end: int) -> dict[int, int]:
-    """Picoseconds per event type inside [begin, end] after flattening overlaps."""
+    """Picoseconds per event type inside [begin, end] after flattening overlaps.
+
+    The reference sweep, one step at a time in Python: `all_type_times` computes the same
+    for every step at once and falls back to this for times numpy cannot hold exactly.
+    """
     bounds = []
     for etype, b, e in events:
         bounds.append((b, 1, -etype, etype))  # at equal times: ends (0) before starts (1)
@@ -53,6 +59,96 @@ def type_times(events: list[tuple[int, int, int]], begin: int, end: int) -> dict
     return out
 
 
+# Times below this keep every sum of the sweep inside int64.
+_SAFE_PS = 2**62
+
+
+def _columns(groups: list[StepGroup]) -> tuple[np.ndarray, ...] | None:
+    """(type, begin, end, group) of every group's events as int64, or None when a time is
+    too large for int64 sums or an event ends before it begins (corrupt captures)."""
+    chunks = [(c, k) for k, g in enumerate(groups) for c in g.events if len(c[0])]
+    if not chunks:
+        return tuple(np.zeros(0, np.int64) for _ in range(4))
+    begin = np.concatenate([c[1] for c, _ in chunks])
+    end = np.concatenate([c[2] for c, _ in chunks])
+    spans = [(g.begin_ps, g.end_ps) for g in groups]
+    extremes = [int(begin.min()), int(begin.max()), int(end.min()), int(end.max()),
+                *(x for span in spans for x in span)]
+    if max(abs(x) for x in extremes) >= _SAFE_PS:
+        return None
+    begin, end = begin.astype(np.int64), end.astype(np.int64)
+    if (end < begin).any():
+        return None
+    etype = np.concatenate([c[0] for c, _ in chunks]).astype(np.int64)
+    group = np.repeat(np.array([k for _, k in chunks], np.int64),
+                      [len(c[0]) for c, _ in chunks])
+    return etype, begin, end, group
+
+
+def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
+    """`type_times` of every group, swept together with numpy.
+
+    Each event gives a start and an end bound; sorted as the reference sweep sorts them
+    (group, time, ends before starts, higher type first), the type in force after each
+    bound is the highest type with more starts than ends so far (counted per type with a
+    running sum, which returns to zero at each group's last bound). Each gap between
+    bounds of one group, clipped to the step, goes to that type.
+    """
+    cols = _columns(groups)
+    if cols is None:
+        return [type_times([(int(t), int(b), int(e)) for c in g.events
+                            for t, b, e in zip(*c, strict=True)], g.begin_ps, g.end_ps)
+                for g in groups]
+    etype, begin, end, group = cols
+    n = etype.size
+    time = np.concatenate((begin, end))
+    start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
+    typ = np.concatenate((etype, etype))
+    grp = np.concatenate((group, group))
+    instant = np.tile(begin == end, 2)
+    order = np.lexsort((-typ, start, time, grp))
+    time, start, typ, grp = time[order], start[order], typ[order], grp[order]
+    instant = instant[order]
+    current = np.zeros(time.size, np.int64)
+    step = np.where(start, 1, -1)
+    odd = np.zeros(time.size, bool)
+    for t in np.unique(typ).tolist():
+        count = np.cumsum(np.where(typ == t, step, 0))
+        current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
+        odd |= (typ == t) & ~start & instant & (count <= 0)
+    print('odd ends', int(odd.sum()), 'groups', np.unique(grp[odd]).size, 'of', len(groups))
+    # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
+    gap = np.flatnonzero(grp[:-1] == grp[1:])
+    g = grp[gap]
+    g_begin = np.array([x.begin_ps for x in groups], np.int64)
+    g_end = np.array([x.end_ps for x in groups], np.int64)
+    lo = np.maximum(time[gap], g_begin[g])
+    hi = np.minimum(time[gap + 1], g_end[g])
+    span = np.where(hi > lo, hi - lo, 0)
+    return _per_group(groups, g, current[gap], span)
+
+
+def _per_group(groups: list[StepGroup], g: np.ndarray, current: np.ndarray,
+               span: np.ndarray) -> list[dict[int, int]]:
+    """{type: ps} per group; types in order of first appearance, as the sweep adds them."""
+    key = g * 256 + current  # XProf's types are below 256
+    order = np.argsort(key, kind="stable")
+    key_s = key[order]
+    first = np.flatnonzero(np.r_[True, key_s[1:] != key_s[:-1]]) if key.size else key
+    sums = np.add.reduceat(span[order], first) if key.size else key
+    firsts = order[first]  # the gap where each (group, type) first appears
+    out: list[dict[int, int]] = [{} for _ in groups]
+    for j in np.argsort(firsts, kind="stable").tolist():
+        k = int(key_s[first[j]])
+        out[k // 256][k % 256] = int(sums[j])
+    for d, grp in zip(out, groups, strict=True):
+        total = grp.end_ps - grp.begin_ps
+        covered = sum(d.values())
+        if covered < total:
+            d[et.UNKNOWN_TIME] = d.get(et.UNKNOWN_TIME, 0) + total - covered
+    return out
+
+
 def categories_of(types_ps: dict[int, int]) -> dict[str, float]:
     out = dict.fromkeys(CATEGORIES, 0.0)
     for etype, ps in types_ps.items():
@@ -71,10 +167,8 @@ def step_breakdowns(
 ) -> tuple[list[tuple[StepGroup, dict[int, int]]], int]:
     """Well-formed steps with their type times, XProf's first/last step dropped."""
     kept = []
-    for g in groups:
-        if g.duration_ps <= 0:
-            continue
-        types_ps = type_times(g.events, g.begin_ps, g.end_ps)
+    timed = [g for g in groups if g.duration_ps > 0]
+    for g, types_ps in zip(timed, all_type_times(timed), strict=True):
         if well_formed(types_ps, has_device):
             kept.append((g, types_ps))
     dropped = 0

@@ -60,8 +60,8 @@ class _Events:
         ok = np.ones(n, bool)
         reserved: list[np.ndarray] = []
         id_batch = None
-        for k, mid, name in layout:
-            batch, present = cols.nth_stats(events, k)
+        batches = cols.nth_stats(events, [k for k, _, _ in layout])
+        for (_, mid, name), (batch, present) in zip(layout, batches, strict=True):
             ok &= present & (batch.mid == mid)
             if name in _ID_KEYS:
                 id_batch = batch

@@ -37,8 +37,9 @@ class StepGroup:
     name: str
     begin_ps: int  # absolute (line start + offset)
     end_ps: int
-    # (event type, absolute begin ps, absolute end ps) of the group's classified events.
-    events: list[tuple[int, int, int]] = field(default_factory=list)
+    # The group's classified events, as chunks of arrays (event type, absolute begin ps,
+    # absolute end ps): kept as arrays so the breakdown sweeps all steps at once.
+    events: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     # (line, sorted indices) of the member events, for the step's top events.
     members: list[tuple[LineData, np.ndarray]] = field(default_factory=list)
 
@@ -190,12 +191,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             step.members.append((mld, idx))
             typed = idx[types[mli][idx] >= 0]
             base = mld.start_ps
-            step.events.extend(
-                (etype, base + b, base + e)
-                for etype, b, e in zip(types[mli][typed].tolist(),
-                                       mld.start_arr[typed].tolist(),
-                                       mld.end_arr[typed].tolist(), strict=True)
-            )
+            step.events.append((types[mli][typed], mld.start_arr[typed] + base,
+                                mld.end_arr[typed] + base))
         groups.append(step)
     note = ""
     if method == "inferred":

@@ -23,6 +23,13 @@ _U64 = np.uint64
 _PAD = 16  # zero bytes after the data: a varint read past the end stops there
 _MAX_FIELD = 2**29 - 1
 _STATS_TAG = 0x22  # XEvent.stats: field 4, length-delimited
+_CONT = _U64(0x8080808080808080)  # the continuation bit of each of eight bytes
+_DATA = _U64(0x7F7F7F7F7F7F7F7F)
+# (low halves, high halves, shift): each step joins neighbouring groups of data bits.
+_SQUEEZE = tuple((_U64(lo), _U64(hi), _U64(shift)) for lo, hi, shift in (
+    (0x007F007F007F007F, 0x7F007F007F007F00, 1),
+    (0x00003FFF00003FFF, 0x3FFF00003FFF0000, 2),
+    (0x000000000FFFFFFF, 0x0FFFFFFF00000000, 4)))
 
 # XStat value fields: field number -> wire type (double is fixed64, strings length-delimited).
 _STAT_WIRE = {2: 1, 3: 0, 4: 0, 5: 2, 6: 2, 7: 0}
@@ -34,22 +41,38 @@ def _bad(what: str) -> CaptureError:
     return CaptureError(f"not a readable XSpace capture: malformed {what}")
 
 
+def _words(buf: np.ndarray) -> np.ndarray:
+    """The eight bytes starting at each position of buf, as little-endian uint64 (a view)."""
+    return np.ndarray((buf.size - 7,), "<u8", buffer=buf, strides=(1,))
+
+
 def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """(values as uint64, byte lengths) of the varints starting at positions p."""
     b = buf[p]
-    val = (b & 0x7F).astype(_U64)
-    n = np.ones(p.shape, np.int64)
-    idx = np.flatnonzero(b >= 0x80)
-    k = 1
-    while idx.size:
-        if k >= 10:
+    if not (b >= 0x80).any():
+        return b.astype(_U64), np.ones(p.shape, np.int64)
+    # All at once, eight bytes per varint as one uint64 (times in ps take 5-8 bytes): keep
+    # the bytes up to the first one without the continuation bit, then squeeze out the
+    # continuation bits, pairs of 7-bit groups, then of 14-bit, then of 28-bit groups.
+    w = _words(buf)[p]
+    term = ~w & _CONT
+    low = term & (~term + _U64(1))  # the lowest terminating bit (0: longer than 8 bytes)
+    head = w & (low - _U64(1))
+    x = head & _DATA
+    for lo, hi, shift in _SQUEEZE:
+        x = (x & lo) | ((x & hi) >> shift)
+    n = np.bitwise_count(head & _CONT).astype(np.int64) + 1
+    long = np.flatnonzero(low == 0)
+    if long.size:  # 9 or 10 bytes (negative int64s): the last bytes one by one
+        last = buf[p[long] + 8]
+        x[long] |= (last & 0x7F).astype(_U64) << _U64(56)
+        more = last >= 0x80
+        tail = buf[p[long[more]] + 9]
+        if (tail >= 0x80).any():
             raise _bad(what)
-        b = buf[p[idx] + k]
-        val[idx] |= (b & 0x7F).astype(_U64) << _U64(7 * k)
-        n[idx] += 1
-        idx = idx[b >= 0x80]
-        k += 1
-    return val, n
+        x[long[more]] |= (tail & 0x7F).astype(_U64) << _U64(63)
+        n[long[more]] += 1
+    return x, n
 
 
 def _fixed64(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -68,7 +91,8 @@ class Fields:
 
 
 def walk(
-    buf: np.ndarray, start: np.ndarray, end: np.ndarray, what: str, run_tag: int = 0
+    buf: np.ndarray, start: np.ndarray, end: np.ndarray, what: str, run_tag: int = 0,
+    stop_tag: int = 0, stopped: np.ndarray | None = None, max_steps: int = 2**62,
 ) -> list[Fields]:
     """Every field of the messages buf[start[k]:end[k]], one `Fields` per field position.
 
@@ -76,15 +100,24 @@ def walk(
     Step j holds the j-th field of every message that has one, so a message's fields
     come in wire order across the steps (the last occurrence of a field wins, as in
     protobuf). A step where every field is a record with the one-byte tag `run_tag` has
-    `field`, `wire` and `value` None.
+    `field`, `wire` and `value` None. A message whose next tag byte is `stop_tag` is left
+    there: `stopped[k]` gets that position (else it keeps its value). At most `max_steps`
+    steps are taken.
     """
     msgs = np.flatnonzero(start < end)
     p, e = start[msgs], end[msgs]
     steps: list[Fields] = []
-    run = False
-    while msgs.size:
+    while msgs.size and len(steps) < max_steps:
         t = buf[p]
-        if run and run_tag and not (t != run_tag).any():
+        if stop_tag:
+            stop = t == stop_tag
+            if stop.any():
+                stopped[msgs[stop]] = p[stop]  # type: ignore[index]
+                keep = ~stop
+                msgs, p, e, t = msgs[keep], p[keep], e[keep], t[keep]
+                if not msgs.size:
+                    break
+        if run_tag and not (t != run_tag).any():
             # Fast path for a run of short records of one field (an event's stats): the
             # same as below with the tag and a one-byte length known.
             ln = buf[p + 1]
@@ -123,6 +156,9 @@ def walk(
             size = ln.astype(np.int64)
             pos = p + n
             p = pos + size
+        elif not wire.any():  # varints only (an event's id, offset, duration)
+            value, n = _varint(buf, p, what)
+            p = p + n
         else:
             i0 = np.flatnonzero(wire == 0)
             if i0.size:
@@ -148,7 +184,6 @@ def walk(
         if (p > e).any():
             raise _bad(what)
         steps.append(Fields(msgs, field, wire, value, pos, size))
-        run = bool(run_tag) and is_len.all() and not (field != run_tag >> 3).any()
         more = p < e
         if not more.all():
             msgs, p, e = msgs[more], p[more], e[more]
@@ -190,24 +225,23 @@ class StatBatch:
         ok &= buf[np.where(ok, pos + 1, 0)] < 0x80
         idx = np.flatnonzero(ok)
         tag = buf[pos[idx] + 2]
+        if idx.size == pos.size and idx.size and not (tag != tag[0]).any():
+            # One value kind throughout (a column of one stat, as memory reads them).
+            number, wire = int(tag[0]) >> 3, int(tag[0]) & 7
+            if _STAT_WIRE.get(number) == wire:
+                value, payload, length, fit = self._value(wire, pos + 3, end)
+                if fit.all():
+                    self.mid = buf[pos + 1].astype(np.int64)
+                    self.kind[:] = number
+                    self.value, self.pos, self.size = value, payload, length
+                    return np.zeros(0, np.int64)
         vpos = pos[idx] + 3
         done = np.zeros(idx.size, bool)
         for number, wire in _STAT_WIRE.items():
             sel = np.flatnonzero(tag == (number << 3 | wire))
             if not sel.size:
                 continue
-            at, stop = vpos[sel], end[idx[sel]]
-            if wire == 1:
-                value, after = _fixed64(buf, at), at + 8
-                payload, length = at, np.zeros(sel.size, np.int64)
-            else:
-                value, n = _varint(buf, at, "event stat")
-                after, payload, length = at + n, at, np.zeros(sel.size, np.int64)
-                if wire == 2:
-                    length = np.minimum(value, _U64(2**31)).astype(np.int64)
-                    payload = after
-                    after = after + length
-            fit = after == stop
+            value, payload, length, fit = self._value(wire, vpos[sel], end[idx[sel]])
             sel, rec = sel[fit], idx[sel[fit]]
             done[sel] = True
             self.mid[rec] = buf[pos[rec] + 1]
@@ -217,6 +251,18 @@ class StatBatch:
             self.size[rec] = length[fit]
         ok[idx[~done]] = False
         return np.flatnonzero(~ok)
+
+    def _value(self, wire: int, at: np.ndarray, stop: np.ndarray) -> tuple[
+            np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(value, payload pos, payload size, fits exactly) of values of one wire type."""
+        length = np.zeros(at.size, np.int64)
+        if wire == 1:
+            return _fixed64(self.buf, at), at, length, at + 8 == stop
+        value, n = _varint(self.buf, at, "event stat")
+        if wire != 2:
+            return value, at, length, at + n == stop
+        length = np.minimum(value, _U64(2**31)).astype(np.int64)
+        return value, at + n, length, at + n + length == stop
 
     def _general(self, recs: np.ndarray, pos: np.ndarray, size: np.ndarray) -> None:
         mid = np.zeros(recs.size, _U64)
@@ -283,12 +329,14 @@ class StatBatch:
 
 
 class PlaneEvents:
-    """All events of one plane's lines, decoded into columns (event index = line order).
+    """All events of one plane's lines: times decoded in bulk, stats only on demand.
 
     `mid`, `offset`, `duration`: int64 per event; `line_start[j]:line_start[j + 1]` are
-    line j's events in stored order. Stat records, grouped by event: `rec_event`,
-    `rec_pos`, `rec_size` (bytes in `buf`); event k's are at `rec_first[k]` onwards,
-    `stat_count[k]` of them.
+    line j's events in stored order. Writers put an event's metadata id, offset and
+    duration before its stats (field-number order, as protobuf's serializers do), so the
+    bulk walk stops at each event's first stat record, `stats_at[k]`: most events are
+    never asked for their stats, and a capture has several stats per event. `stats_of`
+    and `nth_stats` walk the stat records of only the events they are given.
     """
 
     def __init__(self, lines: Any) -> None:
@@ -301,15 +349,12 @@ class PlaneEvents:
         self.line_start = starts
         n = len(raw)
         buf, start, end = _buffer(raw)
-        self.buf = buf
+        self.buf, self.end = buf, end
+        self.stats_at = end.copy()
         mid = np.zeros(n, _U64)
         offset = np.zeros(n, _U64)
         duration = np.zeros(n, _U64)
-        rec: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        for f in walk(buf, start, end, "event", run_tag=_STATS_TAG):
-            if f.field is None:  # a run of stat records
-                rec.append((f.msg, f.pos, f.size))
-                continue
+        for f in walk(buf, start, end, "event", stop_tag=_STATS_TAG, stopped=self.stats_at):
             varint = f.wire == 0
             for number, column in ((1, mid), (2, offset), (3, duration)):
                 sel = varint & (f.field == number)
@@ -319,26 +364,11 @@ class PlaneEvents:
             if sel.any():
                 offset[f.msg[sel]] = 0
             sel = (f.wire == 2) & (f.field == 4)
-            if sel.any():
-                m = f.msg[sel]
-                rec.append((m, f.pos[sel], f.size[sel]))
+            if sel.any():  # a stat behind an unusual (multi-byte) tag: walk the whole event
+                self.stats_at[f.msg[sel]] = start[f.msg[sel]]
         self.mid = mid.view(np.int64)
         self.offset = offset.view(np.int64)
         self.duration = duration.view(np.int64)
-        nth = np.zeros(n, np.int64)
-        if rec:
-            event = np.concatenate([r[0] for r in rec])
-            nth = np.bincount(event, minlength=n)
-            # Records come step by step; sorted by event (stable), each event's stats are
-            # contiguous and in stored order: event k's are at first[k]:first[k]+count[k].
-            by_event = np.argsort(event, kind="stable")
-            self.rec_event = event[by_event]
-            self.rec_pos = np.concatenate([r[1] for r in rec])[by_event]
-            self.rec_size = np.concatenate([r[2] for r in rec])[by_event]
-        else:
-            self.rec_event = self.rec_pos = self.rec_size = np.zeros(0, np.int64)
-        self.stat_count = nth
-        self.rec_first = np.cumsum(nth) - nth
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -347,21 +377,65 @@ class PlaneEvents:
         """Event k as a full protobuf XEvent (for the few events read in detail)."""
         return schema.XEvent.FromString(self.raw[k])
 
-    def nth_stats(self, events: np.ndarray, nth: int) -> tuple[StatBatch, np.ndarray]:
-        """The nth stat record of each of `events`, and which of them have one."""
-        present = self.stat_count[events] > nth
-        rec = self.rec_first[events[present]] + nth
-        pos = np.zeros(events.size, np.int64)
-        size = np.zeros(events.size, np.int64)
-        pos[present] = self.rec_pos[rec]
-        size[present] = self.rec_size[rec]
-        return StatBatch(self.buf, events, pos, size), present
+    def _stat_steps(self, events: np.ndarray, max_steps: int = 2**62) -> list[
+            tuple[np.ndarray, np.ndarray, np.ndarray, bool]]:
+        """(position in `events`, payload pos, size, whole step) of stat records, by step.
+
+        "Whole step": every field of the step is a stat record.
+        """
+        out = []
+        for f in walk(self.buf, self.stats_at[events], self.end[events], "event stat",
+                      run_tag=_STATS_TAG, max_steps=max_steps):
+            if f.field is None:  # a run of stat records
+                out.append((f.msg, f.pos, f.size, True))
+                continue
+            sel = (f.wire == 2) & (f.field == 4)
+            out.append((f.msg[sel], f.pos[sel], f.size[sel], bool(sel.all())))
+        return out
+
+    def nth_stats(
+        self, events: np.ndarray, nths: list[int]
+    ) -> list[tuple[StatBatch, np.ndarray]]:
+        """For each n in `nths`: the nth stat record of each of `events`, and which have one.
+
+        The walk stops after the last record asked for; an event with other fields among
+        its first stats may come out without one (callers decode those in full).
+        """
+        want = {n: (np.zeros(events.size, np.int64), np.zeros(events.size, np.int64),
+                    np.zeros(events.size, bool)) for n in nths}
+        count = None  # records seen per event, once some step held other fields
+        before = np.zeros(0, np.int64)  # the events of the step before
+        for j, (m, pos, size, whole) in enumerate(
+                self._stat_steps(events, max(nths, default=-1) + 1)):
+            if count is None and whole:
+                # Every step so far held only stat records: they are each event's jth.
+                if j in want:
+                    at, length, present = want[j]
+                    at[m], length[m], present[m] = pos, size, True
+                before = m
+                continue
+            if count is None:  # events still open had one record in each step so far
+                count = np.zeros(events.size, np.int64)
+                count[before] = j
+            k = count[m]
+            count[m] += 1
+            for n, (at, length, present) in want.items():
+                hit = k == n
+                if hit.any():
+                    at[m[hit]], length[m[hit]], present[m[hit]] = pos[hit], size[hit], True
+        return [(StatBatch(self.buf, events, want[n][0], want[n][1]), want[n][2])
+                for n in nths]
 
     def stats_of(self, events: np.ndarray) -> StatBatch:
         """Every stat record of `events`, in stored order within each event."""
-        count = self.stat_count[events]
-        total = int(count.sum())
-        # Record indices: each event's run first[k] .. first[k] + count[k] - 1, back to back.
-        run_start = np.cumsum(count) - count
-        rec = np.arange(total) + np.repeat(self.rec_first[events] - run_start, count)
-        return StatBatch(self.buf, self.rec_event[rec], self.rec_pos[rec], self.rec_size[rec])
+        steps = self._stat_steps(events)
+        if not steps:
+            return StatBatch(self.buf, np.zeros(0, np.int64), np.zeros(0, np.int64),
+                             np.zeros(0, np.int64))
+        which = np.concatenate([s[0] for s in steps])
+        # Records come step by step; sorted by event (stable), each event's are together
+        # and in stored order.
+        order = np.argsort(which, kind="stable")
+        return StatBatch(self.buf, events[which[order]],
+                         np.concatenate([s[1] for s in steps])[order],
+                         np.concatenate([s[2] for s in steps])[order])
