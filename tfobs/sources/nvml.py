@@ -16,6 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from tfobs.sources.periodic import Periodic
+
 logger = logging.getLogger(__name__)
 
 # NVML clock-event (throttle) reason bits, as nvml.h defines them.
@@ -82,8 +84,7 @@ class NvmlSampler:
                      else os.environ.get("CUDA_VISIBLE_DEVICES"))
         self._handles: list[tuple[int, str, Any]] = []  # (nvml index, device label, handle)
         self._latest: tuple[GpuSample, ...] = ()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = Periodic("tfobs-nvml", self.interval_s, self._sample_once)
         self._lock = threading.Lock()
         self._initialised = False
 
@@ -91,7 +92,7 @@ class NvmlSampler:
     def start(self) -> None:
         """Initialise NVML and start sampling; on failure mark unavailable. Never raises."""
         with self._lock:
-            if self._thread is not None:
+            if self._thread.running:
                 return
             try:
                 self._open()
@@ -101,16 +102,10 @@ class NvmlSampler:
             self.available = True
             self.unavailable_reason = ""
             self._sample_once()
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="tfobs-nvml", daemon=True)
             self._thread.start()
 
     def stop(self, timeout_s: float = 1.0) -> None:
-        with self._lock:
-            thread, self._thread = self._thread, None
-        self._stop.set()
-        if thread is not None:
-            thread.join(timeout_s)
+        self._thread.stop(timeout_s)
         if self._initialised:
             self._initialised = False
             try:
@@ -160,10 +155,6 @@ class NvmlSampler:
             if not _logged_unavailable:
                 _logged_unavailable = True
                 logger.info("tfobs: NVML metrics off: %s", reason)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample_once()
 
     def _sample_once(self) -> None:
         samples = []

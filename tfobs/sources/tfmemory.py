@@ -13,6 +13,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from tfobs.sources.periodic import Periodic
+
 logger = logging.getLogger(__name__)
 
 
@@ -34,13 +36,12 @@ class TfMemorySampler:
         self._tf = tf  # injected only by tests; else imported at start()
         self._devices: list[str] = []
         self._latest: tuple[DeviceMemorySample, ...] = ()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = Periodic("tfobs-tfmemory", self.interval_s, self._sample_once)
         self._lock = threading.Lock()
 
     def start(self) -> None:
         with self._lock:
-            if self._thread is not None:
+            if self._thread.running:
                 return
             try:
                 if self._tf is None:
@@ -58,18 +59,10 @@ class TfMemorySampler:
             self.available = True
             self.unavailable_reason = ""
             self._sample_once()
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="tfobs-tfmemory", daemon=True
-            )
             self._thread.start()
 
     def stop(self, timeout_s: float = 1.0) -> None:
-        with self._lock:
-            thread, self._thread = self._thread, None
-        self._stop.set()
-        if thread is not None:
-            thread.join(timeout_s)
+        self._thread.stop(timeout_s)
 
     def latest(self) -> tuple[DeviceMemorySample, ...]:
         return self._latest
@@ -78,10 +71,6 @@ class TfMemorySampler:
         self.available = False
         self.unavailable_reason = reason
         logger.info("tfobs: TensorFlow memory metrics off: %s", reason)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._sample_once()
 
     def _sample_once(self) -> None:
         samples = []
