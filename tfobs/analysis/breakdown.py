@@ -66,14 +66,14 @@ _SAFE_PS = 2**62
 def _columns(groups: list[StepGroup]) -> tuple[np.ndarray, ...] | None:
     """(type, begin, end, group) of every group's events as int64, or None when a time is
     too large for int64 sums or an event ends before it begins (corrupt captures)."""
+    if any(abs(x) >= _SAFE_PS for g in groups for x in (g.begin_ps, g.end_ps)):
+        return None
     chunks = [(c, k) for k, g in enumerate(groups) for c in g.events if len(c[0])]
     if not chunks:
         return tuple(np.zeros(0, np.int64) for _ in range(4))
     begin = np.concatenate([c[1] for c, _ in chunks])
     end = np.concatenate([c[2] for c, _ in chunks])
-    spans = [(g.begin_ps, g.end_ps) for g in groups]
-    extremes = [int(begin.min()), int(begin.max()), int(end.min()), int(end.max()),
-                *(x for span in spans for x in span)]
+    extremes = (int(begin.min()), int(begin.max()), int(end.min()), int(end.max()))
     if max(abs(x) for x in extremes) >= _SAFE_PS:
         return None
     begin, end = begin.astype(np.int64), end.astype(np.int64)
@@ -96,9 +96,7 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     """
     cols = _columns(groups)
     if cols is None:
-        return [type_times([(int(t), int(b), int(e)) for c in g.events
-                            for t, b, e in zip(*c, strict=True)], g.begin_ps, g.end_ps)
-                for g in groups]
+        return [_reference(g) for g in groups]
     etype, begin, end, group = cols
     n = etype.size
     time = np.concatenate((begin, end))
@@ -111,12 +109,15 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     instant = instant[order]
     current = np.zeros(time.size, np.int64)
     step = np.where(start, 1, -1)
-    odd = np.zeros(time.size, bool)
+    own = np.zeros(time.size, np.int64)  # the running count of each bound's own type
     for t in np.unique(typ).tolist():
         count = np.cumsum(np.where(typ == t, step, 0))
         current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
-        odd |= (typ == t) & ~start & instant & (count <= 0)
-    print('odd ends', int(odd.sum()), 'groups', np.unique(grp[odd]).size, 'of', len(groups))
+        own = np.where(typ == t, count, own)
+    # A zero-length event sorts its end before its start. When no other event of its
+    # type is open, the reference sweep lets its type stay in force after it (sticky)
+    # while the running counts say it is not: those groups take the reference sweep.
+    sticky = np.unique(grp[instant & start & (own <= 0) & (typ > current)])
     # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
     gap = np.flatnonzero(grp[:-1] == grp[1:])
     g = grp[gap]
@@ -125,7 +126,15 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     lo = np.maximum(time[gap], g_begin[g])
     hi = np.minimum(time[gap + 1], g_end[g])
     span = np.where(hi > lo, hi - lo, 0)
-    return _per_group(groups, g, current[gap], span)
+    out = _per_group(groups, g, current[gap], span)
+    for k in sticky.tolist():
+        out[k] = _reference(groups[k])
+    return out
+
+
+def _reference(g: StepGroup) -> dict[int, int]:
+    events = [(int(t), int(b), int(e)) for c in g.events for t, b, e in zip(*c, strict=True)]
+    return type_times(events, g.begin_ps, g.end_ps)
 
 
 def _per_group(groups: list[StepGroup], g: np.ndarray, current: np.ndarray,

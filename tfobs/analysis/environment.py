@@ -12,7 +12,7 @@ def accelerator_planes(space: SpaceView) -> tuple[str, list]:
     """("GPU" | "TPU" | "CPU", planes of that kind that recorded events)."""
     for kind in ("GPU", "TPU"):
         planes = [p for p in space.planes_with_prefix(f"/device:{kind}:")
-                  if any(len(line.events) for line in p.proto.lines)]
+                  if any(len(line.events) for line in p.lite.lines)]  # no full parse
         if planes:
             return kind, planes
     return "CPU", []

@@ -21,8 +21,11 @@ import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from tfobs.analysis.kernels import is_derived_line, is_gpu_plane
 from tfobs.summary import DeviceActivity, Steps
+from tfobs.xspace.columns import KIND_INT64, KIND_UINT64
 from tfobs.xspace.reader import PlaneView, SpaceView
 
 HOST_PLANE = "/host:CPU"
@@ -121,23 +124,32 @@ class Launch:
 
 
 def host_launches(space: SpaceView) -> dict[int, Launch]:
-    """{correlation_id: Launch} for the host calls that launched device work."""
+    """{correlation_id: Launch} for the host calls that launched device work.
+
+    Read from the host plane's event columns (the first `correlation_id` stat of each
+    event that has one, later events winning), so the host plane is not parsed twice.
+    """
     out: dict[int, Launch] = {}
     plane = space.plane(HOST_PLANE)
     if plane is None or "correlation_id" not in plane.stat_ids:
         return out
-    corr_id = plane.stat_ids["correlation_id"]
-    for line in plane.proto.lines:
-        base = line.timestamp_ns * 1000
-        for ev in line.events:
-            for s in ev.stats:
-                if s.metadata_id == corr_id:
-                    value = plane.value(s)
-                    if isinstance(value, int):
-                        start = base + ev.offset_ps
-                        name = plane.event_names.get(ev.metadata_id, "")
-                        out[value] = Launch(start, start + max(ev.duration_ps, 0), name)
-                    break
+    cols = plane.events
+    batch = cols.stats_of(np.arange(len(cols)))
+    recs = np.flatnonzero(batch.mid == plane.stat_ids["correlation_id"])
+    if not recs.size:
+        return out
+    events = batch.event[recs]
+    first = np.r_[True, events[1:] != events[:-1]]  # an event's records are together
+    recs, events = recs[first], events[first]
+    is_int = (batch.kind[recs] == KIND_INT64) | (batch.kind[recs] == KIND_UINT64)
+    recs, events = recs[is_int], events[is_int]
+    line_of = np.searchsorted(np.asarray(cols.line_start), events, side="right") - 1
+    bases = [line.timestamp_ns * 1000 for line in plane.lite.lines]
+    for value, li, offset, duration, mid in zip(
+            batch.pythons(recs), line_of.tolist(), cols.offset[events].tolist(),
+            cols.duration[events].tolist(), cols.mid[events].tolist(), strict=True):
+        start = bases[li] + offset
+        out[value] = Launch(start, start + max(duration, 0), plane.event_names.get(mid, ""))
     return out
 
 

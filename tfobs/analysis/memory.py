@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline
+from tfobs.analysis.timeline import Timeline, member
 from tfobs.summary import Allocation, MemoryStat
 from tfobs.xspace.columns import KIND_REF, KIND_STR
 
@@ -156,11 +156,11 @@ def reduce_memory(host: Timeline | None, top_n: int = 5) -> tuple[MemoryStat, ..
     cols = host.columns
     # Plane-wide event order is line order, then stored order: the order XProf visits
     # them in, so ties at the peak resolve the same way.
-    events = np.flatnonzero(np.isin(cols.mid, np.fromiter(mem_mids, np.int64)))
+    events = np.flatnonzero(member(cols.mid, np.fromiter(mem_mids, np.int64)))
     if not events.size:
         return ()
     mem = _Events(host, events)
-    is_alloc = np.isin(cols.mid[events], np.fromiter(alloc_mids, np.int64))
+    is_alloc = member(cols.mid[events], np.fromiter(alloc_mids, np.int64))
     offsets = cols.offset[events]
     # Allocators in order of first appearance; past the cap, an allocator's events are
     # dropped whole.

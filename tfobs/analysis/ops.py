@@ -9,9 +9,12 @@ the events of accelerator planes (GPU stream kernels, TPU `XLA Ops`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from tfobs.analysis.eventtypes import op_type
-from tfobs.analysis.timeline import Timeline, id_array
+from tfobs.analysis.timeline import Timeline, id_array, member
 from tfobs.summary import Ops, OpStat
 
 
@@ -38,39 +41,104 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
     out: dict[str, OpAgg] = {}
     if host is None:
         return out
-    names = host.names
-    op_mids = id_array([mid for mid, n in names.items() if is_host_op(n)])
+    op_mids = id_array([mid for mid, n in host.names.items() if is_host_op(n)])
     for ld in host.lines:
-        starts, ends = ld.starts, ld.ends
-        stack: list[list[int]] = []  # [end, index, children ps]
-        idx = ld.where(op_mids)
-        done: list[tuple[int, int]] = []  # (index, children ps)
-        for i in idx:
-            s = starts[i]
-            while stack and stack[-1][0] < s:
-                top = stack.pop()
-                done.append((top[1], top[2]))
-            e = ends[i]
-            if stack and e <= stack[-1][0]:
-                stack[-1][2] += e - s
-            elif stack:  # overlaps its would-be parent without nesting: treat as a sibling
-                top = stack.pop()
-                done.append((top[1], top[2]))
-            stack.append([e, i, 0])
-        done.extend((top[1], top[2]) for top in stack)
-        mids = ld.mids
-        for i, child_ps in done:
-            name = names[mids[i]]
-            agg = out.get(name)
-            if agg is None:
-                t = "Iterator" if name.startswith("Iterator::") else op_type(name)
-                label = name.rpartition(":")[0] if t != "Iterator" else name
-                agg = out[name] = OpAgg(label, t, False)
-            dur = ends[i] - starts[i]
-            agg.count += 1
-            agg.total_ps += dur
-            agg.self_ps += max(0, dur - child_ps)
+        pos = np.flatnonzero(member(ld.mid_arr, op_mids))
+        if not pos.size:
+            continue
+        starts, ends = ld.start_arr[pos], ld.end_arr[pos]
+        found = _nesting_laminar(starts, ends)
+        done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
+        done_at = pos[done]
+        dur = ends[done] - starts[done]
+        exact = dur.dtype == object or int(np.max(child, initial=0)) >= 2**62
+        self_ps = dur - np.asarray(child, object if exact else np.int64)[done]
+        _add(out, host.names, ld.mid_arr[done_at], dur, np.where(self_ps > 0, self_ps, 0))
     return out
+
+
+def _nesting(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
+    """(events in the order they close, ps of direct children per event), one thread.
+
+    An op's children are the ops nested inside it; one that overlaps its would-be parent
+    without nesting is treated as a sibling (the parent closes). A plain stack walk: the
+    order in which ops close decides the order names first appear in, as XProf lists them.
+    """
+    child = [0] * len(starts)
+    done: list[int] = []
+    stack_end: list[int] = []
+    stack_at: list[int] = []
+    for j, (s, e) in enumerate(zip(starts, ends, strict=True)):
+        while stack_end and stack_end[-1] < s:
+            stack_end.pop()
+            done.append(stack_at.pop())
+        if stack_end:
+            if e <= stack_end[-1]:
+                child[stack_at[-1]] += e - s
+            else:
+                stack_end.pop()
+                done.append(stack_at.pop())
+        stack_end.append(e)
+        stack_at.append(j)
+    done.extend(stack_at)
+    return done, child
+
+
+def _nesting_laminar(starts: np.ndarray, ends: np.ndarray) -> tuple[Any, Any] | None:
+    """`_nesting` without the loop, for ops that nest cleanly (the usual case), else None.
+
+    When every op lies inside all ops still open at its start, an op's depth is the
+    number of ops open at its start (those before it minus those ended before it starts),
+    its parent is the last op before it one level up, and it closes (leaves the stack)
+    at the first op starting after its end: in that batch innermost first, at the end
+    of the thread outermost first. Any op that breaks this returns None.
+    """
+    n = starts.size
+    if starts.dtype == object or (ends < starts).any():
+        return None
+    at = np.arange(n)
+    depth = at - np.searchsorted(np.sort(ends), starts, side="left")
+    if (depth < 0).any():
+        return None
+    key = depth * (n + 1) + at  # by depth, then position
+    ranked = np.sort(key)
+    inner = np.flatnonzero(depth > 0)
+    below = np.searchsorted(ranked, (depth[inner] - 1) * (n + 1) + inner) - 1
+    parent_key = ranked[np.maximum(below, 0)]
+    if ((below < 0) | (parent_key // (n + 1) != depth[inner] - 1)).any():
+        return None
+    parent = parent_key % (n + 1)
+    if (ends[parent] < ends[inner]).any():  # overlaps its parent without nesting
+        return None
+    child = np.zeros(n, np.int64)
+    np.add.at(child, parent, ends[inner] - starts[inner])
+    closes = np.searchsorted(starts, ends, side="right")
+    done = np.lexsort((np.where(closes < n, -at, at), closes))
+    return done, child
+
+
+def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np.ndarray,
+         self_ps: np.ndarray) -> None:
+    """Add one thread's closed ops to `out`, per name in order of first appearance."""
+    unique, first, inverse = np.unique(mids, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    exact = dur.dtype == object or (dur.size and int(dur.max()) >= 2**62 // max(1, dur.size))
+    kind = object if exact else np.int64  # object: sums beyond int64 stay exact
+    total = np.zeros(unique.size, kind)
+    self_sum = np.zeros(unique.size, kind)
+    np.add.at(total, inverse, dur.astype(kind))
+    np.add.at(self_sum, inverse, self_ps.astype(kind))
+    count = np.bincount(inverse, minlength=unique.size)
+    for u in np.argsort(first, kind="stable").tolist():
+        name = names[int(unique[u])]
+        agg = out.get(name)
+        if agg is None:
+            t = "Iterator" if name.startswith("Iterator::") else op_type(name)
+            label = name.rpartition(":")[0] if t != "Iterator" else name
+            agg = out[name] = OpAgg(label, t, False)
+        agg.count += int(count[u])
+        agg.total_ps += int(total[u])
+        agg.self_ps += int(self_sum[u])
 
 
 def device_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:

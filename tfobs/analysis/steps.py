@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
-from tfobs.analysis.timeline import LineData, Timeline, id_array
+from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats, member
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -56,6 +56,26 @@ class FoundSteps:
     dropped: int = 0
 
 
+# Below this, a line start plus an offset cannot overflow int64.
+_SHIFT_SAFE = 2**61
+
+
+def _fits_int64(ld: LineData) -> bool:
+    """Whether the line's absolute times (start + offsets) surely fit in int64."""
+    if ld.start_arr.dtype == object or abs(ld.start_ps) >= _SHIFT_SAFE:
+        return False
+    if not ld.start_arr.size:
+        return True
+    low = min(int(ld.start_arr.min()), int(ld.end_arr.min()))
+    high = max(int(ld.start_arr.max()), int(ld.end_arr.max()))
+    return max(-low, high) < _SHIFT_SAFE
+
+
+def _absolute(times: np.ndarray, ld: LineData, fits: bool) -> np.ndarray:
+    """Line-relative times made absolute, exact (Python ints where int64 might overflow)."""
+    return times + ld.start_ps if fits else times.astype(object) + ld.start_ps
+
+
 def _is_context_event(name: str) -> bool:
     return name.startswith(_CONTEXT_PREFIXES)
 
@@ -80,28 +100,44 @@ class _Grouper:
         if not wanted:
             return
         ctx = host.mids_where(_is_context_event)
-        process = host.mids_where(lambda n: n == "ExecutorState::Process")
-        get_next = host.mids_where(lambda n: n in _GET_NEXT_OPS)
-        linking = id_array(ctx | get_next)
+        process = id_array(host.mids_where(lambda n: n == "ExecutorState::Process"))
+        get_next = id_array(host.mids_where(lambda n: n in _GET_NEXT_OPS))
+        linking = np.union1d(id_array(ctx), get_next)
         for li, ld in enumerate(host.lines):
             picked = ld.where(linking)
-            for i, st in zip(picked, host.stat_values_many(ld, picked, wanted), strict=True):
-                step_id, it = _int(st.get("id")), _int(st.get("iter_num"))
-                mid = ld.mids[i]
-                if step_id is not None and it is not None:
-                    if mid in get_next:
-                        self.consumers.setdefault((-1, step_id, it), []).append((li, i))
-                        continue
-                    if mid in process:
-                        self.producers[(li, i)] = (-1, step_id, it)
-                p, pt = _int(st.get("_p")), _int(st.get("_pt"))
-                if p is not None and pt is not None:
-                    self.producers[(li, i)] = (pt, p, 0)
-                c, ct = _int(st.get("_c")), _int(st.get("_ct"))
-                if c is not None and ct is not None:
-                    self.consumers.setdefault((ct, c, 0), []).append((li, i))
+            if picked:
+                self._links(li, picked, int_stats(host, ld, picked, wanted),
+                            member(ld.mid_arr[picked], get_next),
+                            member(ld.mid_arr[picked], process))
         for li, i in self.producers:
             self.is_producer[li][i] = True
+
+    def _links(self, li: int, picked: list[int], st: dict[str, tuple[np.ndarray, np.ndarray]],
+               get_next: np.ndarray, process: np.ndarray) -> None:
+        """Producers and consumers among one line's linking events (`picked`, in order).
+
+        A `GetNext` with a step id and iteration consumes (-1, id, iter), which the
+        `ExecutorState::Process` with the same two produces; otherwise `_p`/`_pt`
+        produce and `_c`/`_ct` consume (type, id, 0).
+        """
+        none = (np.zeros(len(picked), object), np.zeros(len(picked), bool))
+        (sid, has_sid), (it, has_it), (p, has_p), (pt, has_pt), (c, has_c), (ct, has_ct) = (
+            st.get(k, none) for k in ("id", "iter_num", "_p", "_pt", "_c", "_ct"))
+        to_next = has_sid & has_it & get_next
+        from_process = has_sid & has_it & process & ~get_next
+        ctx_p = has_p & has_pt & ~to_next
+        ctx_c = has_c & has_ct & ~to_next
+        # Python lists from here: element access on numpy arrays is slow in a loop.
+        sid, it, p, pt, c, ct = (a.tolist() for a in (sid, it, p, pt, c, ct))
+        consumers = self.consumers
+        for j, next_call in zip(np.flatnonzero(to_next | ctx_c).tolist(),
+                                to_next[to_next | ctx_c].tolist(), strict=True):
+            key = (-1, sid[j], it[j]) if next_call else (ct[j], c[j], 0)
+            consumers.setdefault(key, []).append((li, picked[j]))  # in event order
+        for j, context in zip(np.flatnonzero(from_process | ctx_p).tolist(),
+                              ctx_p[from_process | ctx_p].tolist(), strict=True):
+            self.producers[(li, picked[j])] = (pt[j], p[j], 0) if context else (
+                -1, sid[j], it[j])
 
     def subtree(self, li: int, i: int) -> np.ndarray:
         """Sorted indices of the ungrouped events nested inside event i on the same line."""
@@ -177,6 +213,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
     types = [ld.lookup(mids_type, -1) for ld in host.lines]  # -1: not a CPU event type
+    fits = [_fits_int64(ld) for ld in host.lines]
     groups: list[StepGroup] = []
     for g, (li, i, num, name) in enumerate(roots):
         if grouper.gid[li][i] >= 0:
@@ -190,9 +227,9 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             mld = host.lines[mli]
             step.members.append((mld, idx))
             typed = idx[types[mli][idx] >= 0]
-            base = mld.start_ps
-            step.events.append((types[mli][typed], mld.start_arr[typed] + base,
-                                mld.end_arr[typed] + base))
+            step.events.append((types[mli][typed],
+                                _absolute(mld.start_arr[typed], mld, fits[mli]),
+                                _absolute(mld.end_arr[typed], mld, fits[mli])))
         groups.append(step)
     note = ""
     if method == "inferred":

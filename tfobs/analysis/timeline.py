@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tfobs.errors import CaptureError
-from tfobs.xspace.columns import KIND_REF, PlaneEvents
+from tfobs.xspace.columns import KIND_INT64, KIND_REF, KIND_UINT64, PlaneEvents
 from tfobs.xspace.reader import PlaneView
 
 # Picoseconds far outside any real capture (about 100 days): values past this are corrupt.
@@ -80,16 +80,25 @@ class LineData:
 
     def where(self, mids: np.ndarray) -> list[int]:
         """Sorted positions of the events whose metadata id is in `mids` (an array)."""
-        return np.flatnonzero(np.isin(self.mid_arr, mids)).tolist()
+        return np.flatnonzero(member(self.mid_arr, mids)).tolist()
 
     def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
         """`table[mid]` for each event (sorted order), `default` for ids not in it."""
-        if not self.mid_arr.size:
+        mids = self.mid_arr
+        if not mids.size:
             return np.zeros(0, np.int64)
-        unique, inverse = np.unique(self.mid_arr, return_inverse=True)
-        values = np.fromiter((table.get(m, default) for m in unique.tolist()), np.int64,
-                             unique.size)
-        return values[inverse.ravel()]
+        keys = np.fromiter(table, np.int64, len(table))
+        values = np.fromiter(table.values(), np.int64, len(table))
+        top = _dense_top(mids)
+        if top is not None:  # the usual small ids: one array indexed by id
+            dense = np.full(top + 1, default, np.int64)
+            fit = (keys >= 0) & (keys <= top)
+            dense[keys[fit]] = values[fit]
+            return dense[mids]
+        unique, inverse = np.unique(mids, return_inverse=True)
+        out = np.fromiter((table.get(m, default) for m in unique.tolist()), np.int64,
+                          unique.size)
+        return out[inverse.ravel()]
 
     def index(self, i: int) -> int:
         """The plane-wide event index (`PlaneEvents`) of sorted position i."""
@@ -159,6 +168,62 @@ class Timeline:
                 value = names.get(value, "")
             out[slot[ev]][wanted[mid]] = value
         return out
+
+
+# Metadata ids are small counters in practice: below this, lookups index an array by id.
+_DENSE_IDS = 1 << 22
+
+
+def _dense_top(mids: np.ndarray) -> int | None:
+    """The largest id when every id is in 0 .. _DENSE_IDS, else None."""
+    lo, hi = int(mids.min()), int(mids.max())
+    return hi if lo >= 0 and hi < _DENSE_IDS else None
+
+
+def member(mids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """`np.isin(mids, ids)`, by a table indexed by id where the ids are small."""
+    if not mids.size or not ids.size:
+        return np.zeros(mids.size, bool)
+    top = _dense_top(mids)
+    if top is None:
+        return np.isin(mids, ids)
+    table = np.zeros(top + 1, bool)
+    table[ids[(ids >= 0) & (ids <= top)]] = True
+    return table[mids]
+
+
+def int_stats(
+    tl: Timeline, line: LineData, positions: list[int], wanted: dict[int, str]
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{key: (value per position, whether it is an integer)} for the `wanted` stats.
+
+    The same integers `Timeline.stat_values_many` gives (the last record of a stat wins;
+    strings, doubles and references are not integers), as columns: values are Python
+    ints in an object array, so unsigned values above int64 stay exact.
+    """
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    n = len(positions)
+    if not n or not wanted:
+        return out
+    events = line.indices(positions)
+    batch = tl.columns.stats_of(events)
+    by_event = np.argsort(events, kind="stable")
+    slot = by_event[np.searchsorted(events[by_event], batch.event)]
+    for mid, key in wanted.items():
+        sel = np.flatnonzero(batch.mid == mid)
+        if not sel.size:
+            continue
+        at = slot[sel]
+        last = np.r_[at[1:] != at[:-1], True]  # an event's records are together, in order
+        sel, at = sel[last], at[last]
+        values = np.zeros(n, object)
+        has = np.zeros(n, bool)
+        for kind, as_type in ((KIND_INT64, np.int64), (KIND_UINT64, np.uint64)):
+            k = batch.kind[sel] == kind
+            values[at[k]] = batch.value[sel[k]].view(as_type).tolist()
+            has[at[k]] = True
+        out[key] = (values, has)
+    return out
 
 
 def id_array(mids: Any) -> np.ndarray:

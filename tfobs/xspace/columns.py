@@ -5,9 +5,11 @@ protobuf wrapper for each of a capture's tens of thousands of events and hundred
 thousands of stats costs many times the parse itself. So the reader parses lines with
 their events left as bytes (`schema.XLineLite`), and this module walks the protobuf wire
 format of all of a plane's events at once, one field per event per numpy step: metadata
-ids, offsets, durations, and where each stat record lies. Stat values are decoded the
-same way, only for the events and stats an analysis asks for. Malformed bytes raise
-`CaptureError`, as a failed parse would.
+ids, offsets and durations, stopping at each event's first stat. Stat records are walked
+and decoded the same way, only for the events and stats an analysis asks for (most
+events are never asked: a capture has several stats per event). Varints are decoded
+eight bytes at a time as one uint64 each. Malformed bytes raise `CaptureError`, as a
+failed parse would; an event's stats are checked when they are read.
 """
 
 from __future__ import annotations
@@ -223,9 +225,10 @@ class StatBatch:
         buf, end = self.buf, pos + size
         ok = (size >= 3) & (buf[pos] == 0x08)
         ok &= buf[np.where(ok, pos + 1, 0)] < 0x80
-        idx = np.flatnonzero(ok)
-        tag = buf[pos[idx] + 2]
-        if idx.size == pos.size and idx.size and not (tag != tag[0]).any():
+        every = bool(ok.all())
+        idx = np.arange(pos.size) if every else np.flatnonzero(ok)
+        tag = buf[(pos if every else pos[idx]) + 2]
+        if every and idx.size and not (tag != tag[0]).any():
             # One value kind throughout (a column of one stat, as memory reads them).
             number, wire = int(tag[0]) >> 3, int(tag[0]) & 7
             if _STAT_WIRE.get(number) == wire:
@@ -409,7 +412,9 @@ class PlaneEvents:
                 self._stat_steps(events, max(nths, default=-1) + 1)):
             if count is None and whole:
                 # Every step so far held only stat records: they are each event's jth.
-                if j in want:
+                if j in want and m.size == events.size:  # all of them: m is 0, 1, 2, ...
+                    want[j] = (pos, size, np.ones(events.size, bool))
+                elif j in want:
                     at, length, present = want[j]
                     at[m], length[m], present[m] = pos, size, True
                 before = m
