@@ -18,5 +18,5 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 
-.venv/bin/ruff check tfobs tests benchmarks scripts tools
+.venv/bin/ruff check .
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
