@@ -16,7 +16,12 @@ from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from tests.conftest import CAPTURES
-from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, attributes
+from tests.support.otlp_receiver import (
+    WINDOW_ROOT_KEYS,
+    OtlpReceiver,
+    ReceivedSpan,
+    attributes,
+)
 from tfobs.config import Config
 from tfobs.export.otel import SPAN_STEP, SPAN_WINDOW, OtelExporter, plan_window
 from tfobs.summary import (
@@ -33,19 +38,6 @@ from tfobs.window import WindowRecord
 pytestmark = pytest.mark.timeout(60)
 
 IDENTITY = {"tf_job": "worker", "tf_task": "3", "devices": ["/device:CPU:0"]}
-# Root attributes every window carries (README, section traces).
-WINDOW_KEYS = {
-    "tfobs.window.index",
-    "tfobs.window.first_step",
-    "tfobs.window.last_step",
-    "tfobs.steps.count",
-    "tfobs.steps.method",
-    "tfobs.step_time.mean_seconds",
-    "tfobs.input_bound.ratio",
-    "tfobs.input_bound.verdict",
-    "tfobs.device_compute_16bit_ratio",
-    "tfobs.spans_cut",
-} | {f"tfobs.breakdown.{c}.{u}" for c in CATEGORIES for u in ("seconds", "ratio")}
 
 
 @pytest.fixture(autouse=True)
@@ -155,7 +147,7 @@ def check_structure(spans: list[ReceivedSpan], summary: WindowSummary, window: W
         assert root.start_ns <= ev.start_ns <= ev.end_ns <= root.end_ns
         assert ev.attributes["tfobs.event.kind"] in ("op", "kernel", "tfdata", "memcpy")
 
-    assert WINDOW_KEYS <= set(root.attributes)
+    assert WINDOW_ROOT_KEYS <= set(root.attributes)
     assert root.attributes["tfobs.steps.count"] == summary.steps.count
     assert root.attributes["tfobs.steps.method"] == summary.steps.method
     assert root.attributes["tfobs.step_time.mean_seconds"] == pytest.approx(summary.steps.mean_s)

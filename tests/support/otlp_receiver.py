@@ -23,7 +23,24 @@ import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from tfobs.summary import CATEGORIES
+
 MODES = ("normal", "slow", "failing")
+
+
+# Root attributes every window span carries (README, section traces).
+WINDOW_ROOT_KEYS = {
+    "tfobs.window.index",
+    "tfobs.window.first_step",
+    "tfobs.window.last_step",
+    "tfobs.steps.count",
+    "tfobs.steps.method",
+    "tfobs.step_time.mean_seconds",
+    "tfobs.input_bound.ratio",
+    "tfobs.input_bound.verdict",
+    "tfobs.device_compute_16bit_ratio",
+    "tfobs.spans_cut",
+} | {f"tfobs.breakdown.{c}.{u}" for c in CATEGORIES for u in ("seconds", "ratio")}
 
 
 def any_value(value: AnyValue) -> Any:
