@@ -1,19 +1,32 @@
 """Training throughput with and without tfobs (default settings), interleaved A/B pairs.
 
-One process, one model per workload, trials alternating A (no tfobs) and B (tfobs enabled),
-in ABBA order so slow drift cancels. Workloads: Keras `fit` (the callback injected by
-`enable()`) and a custom `tf.function` loop with `tfobs.step`. tfobs stays enabled for the
-whole run; during A trials its hooks are detached and its duty-cycle clock is paused, so the
-B trials together behave like one continuous tfobs run at its default budget.
+One process, one model per workload: Keras `fit` (tfobs's own Keras callback) and a custom
+`tf.function` loop with `tfobs.step`. Each workload trains without stopping while the script
+switches tfobs in (B) and out (A) of the training path in blocks of about `--trial-s`
+seconds, in ABBA order. A B block that ends while a window is open, exporting or reducing
+runs on until tfobs is idle, so every window's whole cost lands in B. tfobs's duty-cycle
+clock is paused during A blocks and B steps are numbered on their own, so the B blocks
+together behave like one continuous tfobs run at its default budget.
 
-Reports per pair B/A throughput, the median ratio per workload with a bootstrap 90 % interval,
-the pooled ratio (all B steps over all B time against the same for A: windows are rare, and
-a median of pairs would hide the few trials that hold one), the worst single step that
-overlapped a window's export or reduction against the median step, and as the last line
-`overhead_pct=<x>`: the largest of the workloads' median and pooled overheads.
+Two answers, from the same run:
 
-    .venv/bin/python benchmarks/overhead.py            # 7 pairs x 20 s per workload
-    .venv/bin/python benchmarks/overhead.py --pairs 7 --trial-s 4   # a quick run
+* A/B: per pair, B/A throughput; the median ratio and the pooled ratio (all B steps over all
+  B time against the same for A: windows are rare, so a median of pairs would hide the few
+  blocks that hold one), each with a bootstrap 90 % interval. On a shared VM single blocks
+  swing by 10-20 %, so this interval is wide (it is the noise floor, printed as such).
+* Cost by part, which the noise does not drown: every step pays tfobs's marker and
+  histogram (timed in place, microseconds); every window costs the steps inside its span
+  (from the step that opened it to the end of its reduction) beyond the median step around
+  it; tfobs's threads use some CPU outside windows (measured per thread); a Prometheus scrape
+  every `--scrape-s` costs one rendering of the metrics. Their sum, with a bootstrap interval
+  over windows, is the overhead; the script checks that it lies inside the A/B interval.
+
+Also printed: tfobs's own estimate of each window's cost next to the measured one, and the
+worst single step that overlapped a window's export or reduction against the median step.
+The last line is `overhead_pct=<x>`, the larger workload's cost by part.
+
+    .venv/bin/python benchmarks/overhead.py                       # 150 pairs of 1 s blocks
+    .venv/bin/python benchmarks/overhead.py --pairs 20 --trial-s 1  # a quick run
 """
 
 from __future__ import annotations
@@ -24,20 +37,121 @@ import platform
 import random
 import statistics
 import sys
+import threading
 import time
+import urllib.request
+from dataclasses import dataclass, field
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 BATCH = 64
+NEIGHBOURHOOD_S = 2.0  # baseline steps for a window's excess: within this of its span
+A, B = "A", "B"
 
 
-class StepLog:
-    """Per-step (start, duration) of B trials, to find steps that overlapped an export."""
+@dataclass
+class Block:
+    arm: str
+    target: int  # steps planned; a B block may run longer (a window in flight)
+    wall: list[float] = field(default_factory=list)  # time.time() at each step's start
+    dur: list[float] = field(default_factory=list)  # seconds, start to next start
+    num: list[int] = field(default_factory=list)  # tfobs step number (B), -1 in A
+    tfobs_cpu_s: float = 0.0  # CPU of tfobs's threads while this block ran
 
-    def __init__(self) -> None:
-        self.steps: list[tuple[float, float]] = []  # time.time() start, seconds
+    @property
+    def seconds(self) -> float:
+        return sum(self.dur)
+
+    @property
+    def rate(self) -> float:
+        return len(self.dur) / self.seconds if self.dur else 0.0
+
+
+def tfobs_threads_cpu_s() -> float:
+    """CPU seconds used so far by the live threads tfobs started (named tfobs-*)."""
+    total = 0.0
+    for t in threading.enumerate():
+        if t.name.startswith("tfobs") and t.ident is not None:
+            try:
+                total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            except (OSError, ProcessLookupError):
+                pass  # the thread ended between enumerate() and the clock read
+    return total
+
+
+class Plan:
+    """Decides before every step which arm it runs in, and times it."""
+
+    def __init__(self, runtime: Any, steps_per_block: int, pairs: int,
+                 first_step: int = 0) -> None:
+        from tfobs.capture import markers
+
+        self.markers = markers
+        self.runtime = runtime
+        self.order = [arm for p in range(pairs) for arm in ((A, B) if p % 2 == 0 else (B, A))]
+        self.steps_per_block = steps_per_block
+        self.blocks: list[Block] = []
+        # B steps are numbered on their own (continuing the previous plan's numbers): windows
+        # fall due as in one continuous tfobs run.
+        self.b_step = first_step
+        self._last_perf = 0.0
+        self._cpu0 = 0.0
+        self._a_since = 0.0
+        self.markers.set_hooks(None)  # start detached; the first block switches
+
+    @property
+    def current(self) -> Block | None:
+        return self.blocks[-1] if self.blocks else None
+
+    def before_step(self) -> str | None:
+        """The arm of the step about to run; None when the plan is done."""
+        now = time.perf_counter()
+        block = self.current
+        if block is not None and block.wall:
+            block.dur.append(now - self._last_perf)
+        if block is None or (len(block.wall) >= block.target
+                             and (block.arm == A or self.runtime.idle)):
+            if not self._next_block():
+                return None
+            block = self.current
+            now = time.perf_counter()
+        block.wall.append(time.time())
+        self._last_perf = now
+        return block.arm
+
+    def numbered(self) -> int:
+        """Number the B step about to run (call once per B step)."""
+        n = self.b_step
+        self.b_step += 1
+        self.current.num.append(n)
+        return n
+
+    def after_a_step(self) -> None:
+        self.current.num.append(-1)
+
+    def _next_block(self) -> bool:
+        cpu = tfobs_threads_cpu_s()
+        done = self.current
+        if done is not None:
+            done.tfobs_cpu_s = cpu - self._cpu0
+        if len(self.blocks) == len(self.order):
+            self.markers.set_hooks(None)
+            return False
+        arm = self.order[len(self.blocks)]
+        if arm == B:
+            if self._a_since:  # tfobs's clock skips the A stretch
+                self.runtime.budget.pause(time.monotonic() - self._a_since)
+                self._a_since = 0.0
+            self.markers.set_hooks(self.runtime)
+        else:
+            self.markers.set_hooks(None)
+            if not self._a_since:  # the second A of an ABBA pair continues the stretch
+                self._a_since = time.monotonic()
+        self.blocks.append(Block(arm, self.steps_per_block))
+        self._cpu0 = cpu
+        return True
 
 
 def make_workloads(tf: Any) -> dict[str, Any]:
@@ -45,7 +159,6 @@ def make_workloads(tf: Any) -> dict[str, Any]:
 
     keras = tf.keras
     ds = build_dataset(tf, BATCH, input_bound=False, sleep_ms=0)
-
     model = build_model(keras)
     model.fit(ds, steps_per_epoch=20, epochs=1, verbose=0)  # build, trace, warm up
 
@@ -68,186 +181,312 @@ def make_workloads(tf: Any) -> dict[str, Any]:
     return {"keras_fit": (model, ds), "custom_loop": (train_step, iterator)}
 
 
-class Timing:
-    """A Keras callback timing first batch begin to last batch end (fit's own exit excluded)."""
-
-    def __init__(self, keras: Any, log: StepLog | None) -> None:
-        outer = self
-        self.first = self.last = 0.0
-        self.cpu_first = self.cpu_last = 0.0
-
-        class Callback(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-                outer.begin = time.perf_counter()
-                outer.begin_wall = time.time()
-                if not outer.first:
-                    outer.first = outer.begin
-                    outer.cpu_first = time.process_time()
-
-            def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-                outer.last = time.perf_counter()
-                outer.cpu_last = time.process_time()
-                if outer.log is not None:
-                    outer.log.steps.append((outer.begin_wall, outer.last - outer.begin))
-
-        self.log = log
-        self.callback = Callback()
-
-
-def run_keras(tf: Any, work: Any, steps: int, log: StepLog | None) -> tuple[float, float]:
-    """(steps per wall second, process CPU seconds per step)."""
-    model, ds = work
-    timing = Timing(tf.keras, log)
-    model.fit(ds, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False,
-              callbacks=[timing.callback])
-    return ((steps - 1) / (timing.last - timing.first),
-            (timing.cpu_last - timing.cpu_first) / (steps - 1))
-
-
-def run_loop(tfobs: Any, work: Any, steps: int, log: StepLog | None,
-             start: int) -> tuple[float, float]:
+def run_loop(tfobs: Any, work: Any, plan: Plan) -> None:
     train_step, iterator = work
-    cpu0 = time.process_time()
-    t0 = time.perf_counter()
-    if log is None:  # A: the loop as it would be without tfobs
-        for _ in range(steps):
-            train_step(iterator)
-    else:
-        for i in range(start, start + steps):
-            wall, s0 = time.time(), time.perf_counter()
-            with tfobs.step(i):
+    while (arm := plan.before_step()) is not None:
+        if arm == B:
+            with tfobs.step(plan.numbered()):
                 train_step(iterator)
-            log.steps.append((wall, time.perf_counter() - s0))
-    return steps / (time.perf_counter() - t0), (time.process_time() - cpu0) / steps
+        else:
+            train_step(iterator)
+            plan.after_a_step()
 
 
-class Detach:
-    """Takes tfobs out of the training path for an A trial and pauses its budget clock."""
+def run_keras(tf: Any, work: Any, plan: Plan) -> None:
+    """One long `fit`; a first callback switches arms and hands B steps to tfobs's callback."""
+    from tfobs.capture import markers
 
-    def __init__(self, runtime: Any) -> None:
-        self.runtime = runtime
+    model, ds = work
+    tfobs_cb = markers.keras3_callback_class()()
 
-    def __enter__(self) -> None:
-        from tfobs.capture import markers
+    class Switch(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs: Any = None) -> None:
+            tfobs_cb.set_model(self.model)
+            tfobs_cb.on_train_begin(logs)
+            tfobs_cb._base = plan.b_step  # B steps numbered on their own, as in run_loop
+            self.in_b = False
 
-        self.runtime.wait_idle(60)  # no window straddles the switch
+        def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
+            arm = plan.before_step()
+            if arm is None:
+                self.model.stop_training = True
+                self.in_b = False
+                return
+            self.in_b = arm == B
+            if self.in_b:
+                plan.numbered()
+                tfobs_cb.on_train_batch_begin(batch, logs)
+            else:
+                plan.after_a_step()
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if self.in_b:
+                tfobs_cb.on_train_batch_end(batch, logs)
+
+        def on_train_end(self, logs: Any = None) -> None:
+            tfobs_cb.on_train_end(logs)
+
+    model.fit(ds, steps_per_epoch=10**8, epochs=1, verbose=0, callbacks=[Switch()])
+
+
+def calibrate(tf: Any, tfobs: Any, name: str, work: Any, runtime: Any, trial_s: float) -> int:
+    """Steps per block: one short all-A plan measures the step rate."""
+    probe = Plan(runtime, 200, 1)
+    probe.order = [A]
+    (run_keras(tf, work, probe) if name == "keras_fit" else run_loop(tfobs, work, probe))
+    return max(50, int(probe.blocks[0].rate * trial_s))
+
+
+def marker_cost_s(tfobs: Any, name: str, n: int = 20000) -> float:
+    """Seconds per step tfobs adds outside windows, timed in place (best of 5).
+
+    The steps go to a second, unstarted runtime with its own metrics (same code path as the
+    live one: step hooks, step-time histogram), so the live one's counts stay untouched.
+    """
+    from tfobs.capture import markers
+    from tfobs.config import Config
+    from tfobs.export.prometheus import PrometheusExporter
+    from tfobs.runtime import Runtime
+
+    config = Config.load(environ={}, first_window_step=10**15, interval_steps=10**15)
+    probe = Runtime(config, prometheus=PrometheusExporter(config, config.identity()))
+    markers.set_hooks(probe)
+    try:
+        if name == "keras_fit":
+            cb = markers.keras3_callback_class()()
+            cb.on_train_begin()
+
+            def once() -> float:
+                t0 = time.perf_counter()
+                for i in range(n):
+                    cb.on_train_batch_begin(i)
+                    cb.on_train_batch_end(i)
+                return time.perf_counter() - t0
+        else:
+            def once() -> float:
+                t0 = time.perf_counter()
+                for i in range(n):
+                    with tfobs.step(i):
+                        pass
+                return time.perf_counter() - t0
+
+        def empty() -> float:
+            t0 = time.perf_counter()
+            for _ in range(n):
+                pass
+            return time.perf_counter() - t0
+
+        cost = (min(once() for _ in range(5)) - min(empty() for _ in range(5))) / n
+    finally:
         markers.set_hooks(None)
-        markers.uninstall_fit_hooks()
-        self.t0 = time.monotonic()
-
-    def __exit__(self, *exc: object) -> None:
-        from tfobs.capture import markers
-
-        paused = time.monotonic() - self.t0
-        budget = self.runtime.budget
-        budget.t0 += paused
-        budget.not_before += paused
-        markers.set_hooks(self.runtime)
-        markers.install_fit_hooks()
+    return max(cost, 0.0)
 
 
-def bootstrap_interval(ratios: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """90 % interval of the median of `ratios`, by resampling the pairs."""
+def bootstrap(values: list[Any], stat: Any, n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """90 % interval of `stat(values)`, by resampling `values`."""
+    if not values:
+        return 0.0, 0.0
     rng = random.Random(seed)
-    medians = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(n))
-    return medians[int(0.05 * n)], medians[int(0.95 * n) - 1]
+    got = sorted(stat(rng.choices(values, k=len(values))) for _ in range(n))
+    return got[int(0.05 * n)], got[int(0.95 * n) - 1]
 
 
-def calibrate(fn: Any, trial_s: float) -> int:
-    rate, _ = fn(50)
-    return max(100, int(rate * trial_s))
+def pooled_ratio(pairs: list[tuple[Block, Block]]) -> float:
+    a_steps = sum(len(a.dur) for a, _ in pairs)
+    a_time = sum(a.seconds for a, _ in pairs)
+    b_steps = sum(len(b.dur) for _, b in pairs)
+    b_time = sum(b.seconds for _, b in pairs)
+    return (b_steps / b_time) / (a_steps / a_time)
 
 
-def worst_export_step(log: StepLog, records: list[Any]) -> tuple[float, float]:
-    """(worst step overlapping an export or reduction, median step), seconds."""
-    busy = []
-    for r in records:
-        if r.outcome in ("captured", "empty", "failed") and r.end_ns:
-            start = r.end_ns / 1e9
-            busy.append((start, start + r.capture_s + r.reduce_s))
-    median = statistics.median(d for _, d in log.steps) if log.steps else 0.0
-    worst = 0.0
-    for s, d in log.steps:
-        if any(s < b1 and s + d > b0 for b0, b1 in busy):
-            worst = max(worst, d)
-    return worst, median
+@dataclass
+class WindowCost:
+    index: int
+    outcome: str
+    span_s: float
+    steps: int
+    excess_s: float  # measured: steps in the span beyond the median step around it
+    estimate_s: float  # tfobs's own ledger estimate of the same window
+    worst_export_step_s: float
+
+
+def window_costs(plan: Plan, records: list[tuple[Any, float]], policy: Any) -> list[WindowCost]:
+    """Measured cost of each window that opened during this plan's B blocks."""
+    from tfobs.capture.schedule import window_cost_s
+
+    steps = [(w, d, n, blk.arm) for blk in plan.blocks for w, d, n in
+             zip(blk.wall, blk.dur, blk.num, strict=False)]
+    starts = {n: w for w, _, n, arm in steps if arm == B}
+    spans = []
+    for rec, done_at in records:
+        if rec.first_step in starts:
+            spans.append((rec, starts[rec.first_step], done_at))
+    out = []
+    for rec, s0, s1 in spans:
+        inside = [d for w, d, _, _ in steps if s0 <= w < s1]
+        around = [d for w, d, _, _ in steps
+                  if s0 - NEIGHBOURHOOD_S <= w < s1 + NEIGHBOURHOOD_S and not (s0 <= w < s1)
+                  and not any(o0 <= w < o1 for _, o0, o1 in spans)]
+        if not inside or len(around) < 20:
+            continue
+        base = statistics.median(around)
+        export0 = rec.end_ns / 1e9
+        during_export = [d for w, d, _, _ in steps if w < s1 and w + d > export0]
+        active_s = (rec.end_ns - rec.start_ns) / 1e9
+        out.append(WindowCost(
+            index=rec.index, outcome=rec.outcome, span_s=s1 - s0, steps=len(inside),
+            excess_s=sum(inside) - len(inside) * base,
+            estimate_s=window_cost_s(active_s, rec.capture_s + rec.reduce_s, policy),
+            worst_export_step_s=max(during_export, default=0.0)))
+    return out
+
+
+def scrape_cost_s(runtime: Any, n: int = 20) -> float:
+    """CPU seconds of rendering tfobs's /metrics once (median of n, this thread's clock)."""
+    from prometheus_client import generate_latest
+
+    registry = runtime.prometheus.registry
+    costs = []
+    for _ in range(n):
+        t0 = time.thread_time()
+        generate_latest(registry)
+        costs.append(time.thread_time() - t0)
+    return statistics.median(costs)
+
+
+class Scraper:
+    """Scrapes the live /metrics every `interval_s`, as Prometheus would, for the whole run."""
+
+    def __init__(self, url: str, interval_s: float) -> None:
+        self.url, self.interval_s = url, interval_s
+        self.count = self.failed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-scraper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                with urllib.request.urlopen(self.url, timeout=5) as resp:
+                    resp.read()
+                self.count += 1
+            except OSError:
+                self.failed += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def report(name: str, plan: Plan, records: list[tuple[Any, float]], runtime: Any,
+           step_cost: float, scrape_each_s: float, scrape_s: float) -> float:
+    blocks = plan.blocks
+    pairs = [(blocks[i], blocks[i + 1]) if blocks[i].arm == A else (blocks[i + 1], blocks[i])
+             for i in range(0, len(blocks) - 1, 2)]
+    ratios = [b.rate / a.rate for a, b in pairs]
+    median = statistics.median(ratios)
+    med_lo, med_hi = bootstrap(ratios, statistics.median)
+    pooled = pooled_ratio(pairs)
+    pool_lo, pool_hi = bootstrap(pairs, pooled_ratio)
+    b_time = sum(b.seconds for _, b in pairs)
+    b_steps = sum(len(b.dur) for _, b in pairs)
+    step_s = statistics.median(d for blk in blocks for d in blk.dur)
+
+    costs = window_costs(plan, records, runtime.policy)
+    steps_share = step_cost * b_steps / b_time
+    windows_share = sum(c.excess_s for c in costs) / b_time
+    win_lo, win_hi = bootstrap(costs, lambda cs: sum(c.excess_s for c in cs) / b_time)
+    quiet = [blk for blk in blocks
+             if not any(blk.wall and blk.wall[0] - 1 <= rec.start_ns / 1e9 <= blk.wall[-1] + 1
+                        for rec, _ in records)]
+    quiet_time = sum(blk.seconds for blk in quiet)
+    background_share = sum(blk.tfobs_cpu_s for blk in quiet) / quiet_time if quiet_time else 0.0
+    scrape_share = scrape_s / scrape_each_s
+    rest = steps_share + background_share + scrape_share
+    total = windows_share + rest
+    lo, hi = win_lo + rest, win_hi + rest
+
+    print(f"{name}: {len(pairs)} A/B pairs, {plan.steps_per_block} steps per block, median step "
+          f"{step_s * 1000:.2f} ms", flush=True)
+    print(f"{name}: A/B median ratio {median:.4f} (90% interval {med_lo:.4f}-{med_hi:.4f}), "
+          f"pooled ratio {pooled:.4f} (90% interval {pool_lo:.4f}-{pool_hi:.4f}) -> A/B "
+          f"overhead {100 * (1 - median):.2f}% median, {100 * (1 - pooled):.2f}% pooled",
+          flush=True)
+    for c in costs:
+        print(f"{name}: window {c.index} [{c.outcome}] span {c.span_s * 1000:.0f} ms, "
+              f"{c.steps} steps, measured cost {c.excess_s * 1000:.1f} ms, tfobs's estimate "
+              f"{c.estimate_s * 1000:.1f} ms", flush=True)
+    measured = sum(c.excess_s for c in costs)
+    estimated = sum(c.estimate_s for c in costs)
+    print(f"{name}: windows {len(costs)}, measured {measured * 1000:.0f} ms in all, tfobs "
+          f"estimated {estimated * 1000:.0f} ms (measured/estimated "
+          f"{measured / estimated if estimated else 0:.2f})", flush=True)
+    worst = max((c.worst_export_step_s for c in costs), default=0.0)
+    print(f"{name}: worst step during an export {worst * 1000:.2f} ms, median step "
+          f"{step_s * 1000:.2f} ms ({worst / step_s:.1f}x)", flush=True)
+    print(f"{name}: cost by part: steps {step_cost * 1e6:.1f} us each = {100 * steps_share:.3f}%; "
+          f"windows {100 * windows_share:.3f}% (90% interval {100 * win_lo:.3f}-"
+          f"{100 * win_hi:.3f}%); tfobs threads outside windows {100 * background_share:.3f}%; "
+          f"a scrape every {scrape_each_s:.0f} s ({scrape_s * 1000:.1f} ms CPU each) "
+          f"{100 * scrape_share:.3f}% -> total {100 * total:.2f}% (90% interval "
+          f"{100 * lo:.2f}-{100 * hi:.2f}%)", flush=True)
+    inside = (1 - pool_hi) <= total <= (1 - pool_lo)
+    print(f"{name}: the A/B pooled interval {100 * (1 - pool_hi):.2f}..{100 * (1 - pool_lo):.2f}% "
+          f"{'contains' if inside else 'does NOT contain'} the cost by part", flush=True)
+    return total * 100
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=7)
-    parser.add_argument("--trial-s", type=float, default=20.0)
+    parser.add_argument("--pairs", type=int, default=150, help="A/B pairs per workload (>= 7)")
+    parser.add_argument("--trial-s", type=float, default=1.0, help="seconds per block")
+    parser.add_argument("--scrape-s", type=float, default=15.0, help="scrape interval")
+    parser.add_argument("--workloads", default="keras_fit,custom_loop")
     args = parser.parse_args(argv)
+    if args.pairs < 7:
+        parser.error("--pairs must be at least 7")
 
     import tensorflow as tf
 
     import tfobs
+    from tfobs.capture import markers
 
     works = make_workloads(tf)
     runtime = tfobs.enable(metrics_port=0)  # defaults otherwise; 0: no clash with others
-    records: list[Any] = []
-    runtime.add_listener(lambda rec, summ: records.append(rec))
-    logs = {name: StepLog() for name in works}
-    loop_step = [0]
-
-    def trial(name: str, with_tfobs: bool, steps: int) -> tuple[float, float]:
-        log = logs[name] if with_tfobs else None
-        if name == "keras_fit":
-            return run_keras(tf, works[name], steps, log)
-        result = run_loop(tfobs, works[name], steps, log, loop_step[0])
-        if with_tfobs:
-            loop_step[0] += steps
-        return result
+    markers.uninstall_fit_hooks()  # run_keras hands steps to tfobs's callback itself
+    records: list[tuple[Any, float]] = []
+    runtime.add_listener(lambda rec, summ: records.append((rec, time.time())))
+    scraper = Scraper(runtime.prometheus.url, args.scrape_s)
 
     print(f"# machine: {platform.node()} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cpus, python {platform.python_version()}, tensorflow "
-          f"{tf.__version__}; pairs={args.pairs} trial_s={args.trial_s}", flush=True)
-    overheads = {}
-    for name in works:
-        with Detach(runtime):
-            steps = calibrate(lambda n, name=name: trial(name, False, n), args.trial_s)
-        ratios, cpu_ratios = [], []
-        pooled = {False: [0, 0.0], True: [0, 0.0]}  # steps, seconds
-        for pair in range(args.pairs):
-            order = (False, True) if pair % 2 == 0 else (True, False)
-            rates, cpus = {}, {}
-            for with_tfobs in order:
-                if with_tfobs:
-                    rates[True], cpus[True] = trial(name, True, steps)
-                else:
-                    with Detach(runtime):
-                        rates[False], cpus[False] = trial(name, False, steps)
-            for k in (False, True):
-                pooled[k][0] += steps
-                pooled[k][1] += steps / rates[k]
-            ratio = rates[True] / rates[False]
-            ratios.append(ratio)
-            cpu_ratios.append(cpus[True] / cpus[False])
-            print(f"{name} pair {pair}: without {rates[False]:.1f} steps/s, with "
-                  f"{rates[True]:.1f} steps/s, ratio {ratio:.4f}; CPU per step ratio "
-                  f"{cpu_ratios[-1]:.4f}", flush=True)
-        median = statistics.median(ratios)
-        low, high = bootstrap_interval(ratios)
-        pooled_ratio = (pooled[True][0] / pooled[True][1]) / (pooled[False][0] / pooled[False][1])
-        overheads[name] = (1.0 - min(median, pooled_ratio)) * 100.0
-        # CPU seconds per step (all threads of this process, tfobs's included) is far less
-        # sensitive to other processes on a shared machine than wall-clock throughput.
-        cpu_pct = (statistics.median(cpu_ratios) - 1.0) * 100.0
-        print(f"{name}: median ratio {median:.4f} (90% interval {low:.4f}-{high:.4f}), pooled "
-              f"ratio {pooled_ratio:.4f} -> overhead {overheads[name]:.2f}% (CPU per step "
-              f"{cpu_pct:+.2f}%; {steps} steps per trial)", flush=True)
-    runtime.wait_idle(60)
+          f"{tf.__version__}; pairs={args.pairs} trial_s={args.trial_s} "
+          f"load_avg_1m={os.getloadavg()[0]:.2f}", flush=True)
+    totals = {}
+    next_step = 0
+    for name in args.workloads.split(","):
+        work = works[name]
+        steps = calibrate(tf, tfobs, name, work, runtime, args.trial_s)
+        step_cost = marker_cost_s(tfobs, name)
+        plan = Plan(runtime, steps, args.pairs, first_step=next_step)
+        first = len(records)
+        if name == "keras_fit":
+            run_keras(tf, work, plan)
+        else:
+            run_loop(tfobs, work, plan)
+        runtime.wait_idle(60)
+        next_step = plan.b_step
+        mine = [(rec, at) for rec, at in records[first:] if rec.start_ns]
+        totals[name] = report(name, plan, mine, runtime, step_cost, args.scrape_s,
+                              scrape_cost_s(runtime))
+    scraper.stop()
     health = runtime.health
-    for name, log in logs.items():
-        worst, median = worst_export_step(log, records)
-        factor = worst / median if median else 0.0
-        print(f"{name}: median step {median * 1000:.2f} ms, worst step during an export "
-              f"{worst * 1000:.2f} ms ({factor:.1f}x)", flush=True)
-    print(f"tfobs windows: {dict(health.windows)}, errors {dict(health.errors)}, "
-          f"duty cycle {runtime.budget.duty_cycle():.4f}, estimated overhead "
+    print(f"tfobs windows: {dict(health.windows)}, errors {dict(health.errors)}, scrapes "
+          f"{scraper.count} ({scraper.failed} failed), duty cycle "
+          f"{runtime.budget.duty_cycle():.4f}, tfobs's estimated overhead "
           f"{runtime.budget.overhead():.4f}", flush=True)
     tfobs.disable()
-    print(f"overhead_pct={max(overheads.values()):.2f}", flush=True)
+    print(f"overhead_pct={max(totals.values()):.2f}", flush=True)
     return 0
 
 

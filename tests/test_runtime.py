@@ -202,6 +202,47 @@ def test_aligned_windows_and_cost_published(make_runtime):
     assert rt.prometheus.info["tensorflow_version"] == tf.__version__
 
 
+def test_budget_is_charged_for_the_steps_between_windows(make_runtime):
+    rt = make_runtime(first_window_step=0, window_steps=2, interval_steps=10**6)
+    _steps(10)
+    assert rt.wait_idle(30)
+    assert rt.health.windows.get("captured") == 1
+    # Both charges of the window (capture, then reduction) counted the steps trained so far.
+    charged = rt.budget.steps_cost_s / rt.policy.step_cost_s
+    assert 2 <= round(charged) <= 10
+    assert rt.budget.cost_s > rt.budget.steps_cost_s > 0
+
+
+def test_window_open_at_shutdown_is_counted_as_dropped(make_runtime):
+    rt = make_runtime(first_window_step=0, window_steps=100)
+    _steps(3)  # the window waits for 97 more steps that never come
+    assert not rt.idle
+    rt.stop(5.0)
+    assert rt.health.dropped == {"window": 1}
+    assert rt.prometheus.dropped == [("window", 1)]
+    assert "captured" not in rt.prometheus.outcomes()
+
+
+def test_window_reduced_during_shutdown_is_counted_as_dropped(make_runtime):
+    entered, gate = threading.Event(), threading.Event()
+
+    def slow(data, **kw):
+        entered.set()
+        gate.wait(20)
+        return WindowSummary(steps=Steps(count=2))
+
+    rt = make_runtime(reducer=slow, first_window_step=0, window_steps=2)
+    _steps(3)
+    assert entered.wait(30)
+    timer = threading.Timer(0.5, gate.set)  # the reduction ends while stop() waits for it
+    timer.start()
+    rt.stop(5.0)
+    timer.join()
+    # Counted once: stop() wakes the capture thread, which must not finish the window again.
+    assert rt.health.dropped == {"window": 1}
+    assert rt.prometheus.published == []
+
+
 def test_fork_child_goes_quiet_and_parent_keeps_working(tmp_path):
     rt = tfobs.enable(metrics_port=-1, capture_dir=str(tmp_path), window_steps=3,
                       first_window_step=10**6, overhead_budget=0.5, nvml=False)

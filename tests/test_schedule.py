@@ -25,8 +25,10 @@ class FakeClock:
         return self.t
 
 
+# Windows planned at the whole budget and free steps: the arithmetic of the pause alone.
 POLICY = Policy(interval_steps=500, window_steps=20, first_window_step=20, window_max_s=10.0,
-                overhead_budget=0.01, active_cost=0.2, background_cost=0.5)
+                overhead_budget=0.01, active_cost=0.2, background_cost=0.5, plan_share=1.0,
+                step_cost_s=0.0)
 
 
 def test_window_starts_are_aligned_to_step_numbers():
@@ -103,3 +105,55 @@ def test_budget_holds_long_run_overhead_under_target():
 def test_policy_from_config_uses_cores():
     p = Policy.from_config(Config.load(environ={}, interval_steps=100, window_steps=5), cpus=4)
     assert (p.interval_steps, p.window_steps, p.background_cost) == (100, 5, 0.25)
+
+
+def test_default_plan_leaves_a_margin_under_the_budget():
+    p = Policy(overhead_budget=0.01, background_cost=0.5)
+    assert p.plan_share == pytest.approx(0.8)
+    assert pause_after_s(0.4, p) == pytest.approx(50.0)  # 0.4 s at 0.8 % -> 50 s
+
+
+def test_step_cost_takes_its_share_of_the_plan_first():
+    clock = FakeClock(0.0)
+    p = Policy(overhead_budget=0.01, background_cost=0.5, plan_share=0.8, step_cost_s=5e-6)
+    budget = Budget(p, clock)
+    clock.t = 10.0
+    # 4,000 steps of 2.5 ms in 10 s: 0.02 s of markers, a 0.2 % share; windows get 0.6 %.
+    not_before = budget.charge(active_s=0.05, background_s=0.3, steps=4000)
+    window_cost = 0.05 * 0.2 + 0.3 * 0.5
+    assert not_before == pytest.approx(10.0 + window_cost / 0.006)
+    assert budget.overhead() == pytest.approx((window_cost + 0.02) / 10.0)
+
+
+def test_tiny_steps_still_leave_windows_a_floor():
+    clock = FakeClock(0.0)
+    p = Policy(overhead_budget=0.01, background_cost=0.5, plan_share=0.8, step_cost_s=5e-6)
+    budget = Budget(p, clock)
+    clock.t = 1.0
+    # 100 us steps: markers alone take 5 %, past the budget; windows keep a quarter of the plan.
+    not_before = budget.charge(background_s=0.1, steps=10_000)
+    assert not_before == pytest.approx(1.0 + 0.05 / 0.002)
+
+
+def test_long_run_with_step_cost_stays_under_the_plan():
+    clock = FakeClock(0.0)
+    p = Policy(overhead_budget=0.01, background_cost=0.5, step_cost_s=5e-6)
+    budget = Budget(p, clock)
+    windows = steps = 0
+    while clock.t < 3600:
+        if budget.allows():
+            windows += 1
+            budget.charge(active_s=0.1, background_s=0.3, steps=steps)
+            steps = 0
+        clock.t += 1.7
+        steps += 680  # 2.5 ms steps
+    assert windows > 10
+    assert budget.overhead() <= p.overhead_budget * p.plan_share + 1e-4
+
+
+def test_pause_leaves_a_stretch_out_of_the_ledger():
+    clock = FakeClock(0.0)
+    budget = Budget(POLICY, clock)
+    budget.charge(background_s=0.2)  # 0.1 s -> next at 10 s
+    budget.pause(5.0)
+    assert budget.not_before == pytest.approx(15.0) and budget.t0 == pytest.approx(5.0)

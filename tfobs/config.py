@@ -104,8 +104,9 @@ OPTIONS: tuple[Option, ...] = (
            "a new job shows figures early.", _int_range(0)),
     Option("window_max_s", 10.0, "Time cap of one window, seconds.",
            _float_range(0.0, lo_open=True)),
-    Option("overhead_budget", 0.01, "Target cost as a share of training time; drives the "
-           "profiler's duty cycle (windows are skipped to stay under it).",
+    Option("overhead_budget", 0.01, "Most of training time tfobs may cost (step markers, "
+           "profiling, export, reduction); windows are planned at 80 % of it and skipped to "
+           "stay under it.",
            _float_range(0.0, 0.5, lo_open=True)),
     Option("host_tracer_level", 2, "TF profiler host tracer level (2 is needed for tf.data "
            "and op events).", _int_range(0, 3)),

@@ -68,6 +68,7 @@ class _OpenWindow:
     opened_at: float  # time.monotonic()
     first_step: int
     close: threading.Event = field(default_factory=threading.Event)
+    captured: bool = False  # the profiler session is finished; reduction may still run
 
 
 def _lower_this_thread_priority(nice: int) -> None:
@@ -118,6 +119,7 @@ class Runtime:
         self._next_start = next_window_start(0, self.policy)
         self._on_demand = False
         self._index = 0
+        self._steps_charged = 0
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_SIZE)
         self._wake = threading.Event()
         self._stopping = False
@@ -282,6 +284,11 @@ class Runtime:
                 self._window = None
             window.close.set()
 
+    @property
+    def idle(self) -> bool:
+        """True when no window is tracing, exporting or reducing."""
+        return self._inflight is None
+
     def wait_idle(self, timeout_s: float) -> bool:
         """Wait until no window is tracing, exporting or reducing; True when idle."""
         deadline = time.monotonic() + timeout_s
@@ -310,7 +317,7 @@ class Runtime:
                 continue
             self._wake.clear()
             window = self._inflight
-            if window is None:
+            if window is None or window.captured:  # stop() wakes us during a reduction too
                 continue
             try:
                 self._capture(window)
@@ -319,6 +326,7 @@ class Runtime:
                 self._release(window)
 
     def _capture(self, window: _OpenWindow) -> None:
+        window.captured = True
         left = window.opened_at + self.policy.window_max_s - time.monotonic()
         window.close.wait(max(0.0, left))  # filled by step_end, or the time cap
         with self._lock:
@@ -329,8 +337,10 @@ class Runtime:
         result = self.slot.finish()
         record.capture_s = result.export_s
         record.capture_bytes = result.nbytes
-        self.budget.charge(active_s=result.active_s, background_s=result.export_s)
-        if self._stopping:
+        self.budget.charge(active_s=result.active_s, background_s=result.export_s,
+                           steps=self._steps_to_charge())
+        if self._stopping:  # shut down mid-window: no time left to reduce it
+            self._count_dropped("window")
             self._release(window)
             return
         if not result.ok:
@@ -349,6 +359,13 @@ class Runtime:
             self._finish_record(record, "failed", "reduction queue full")
             self._release(window)
 
+    def _steps_to_charge(self) -> int:
+        """Steps trained since the budget last heard of them (their per-step cost)."""
+        with self._lock:
+            steps = self.health.steps
+            new, self._steps_charged = steps - self._steps_charged, steps
+        return max(0, new)
+
     def _release(self, window: _OpenWindow) -> None:
         with self._lock:
             if self._inflight is window:
@@ -360,6 +377,8 @@ class Runtime:
 
     def _reduce_loop(self) -> None:
         _lower_this_thread_priority(REDUCE_NICE)
+        if self._reducer is None:
+            _warm_reducer()
         while True:
             item = self._queue.get()
             if item is _STOP:
@@ -383,13 +402,14 @@ class Runtime:
             return
         except Exception as exc:
             record.reduce_s = time.perf_counter() - t0
-            self.budget.charge(background_s=record.reduce_s)
+            self.budget.charge(background_s=record.reduce_s, steps=self._steps_to_charge())
             self._error("reduce", exc)
             self._finish_record(record, "failed", f"reduction failed: {exc}")
             return
         record.reduce_s = time.perf_counter() - t0
-        self.budget.charge(background_s=record.reduce_s)
-        if self._stopping:
+        self.budget.charge(background_s=record.reduce_s, steps=self._steps_to_charge())
+        if self._stopping:  # reduced, but the exporters are closing
+            self._count_dropped("window")
             return
         outcome = "captured" if summary.steps.count > 0 else "empty"
         if outcome == "captured":
@@ -490,6 +510,16 @@ class Runtime:
         except Exception as exc:
             self._error(stage, exc)
             return None
+
+
+def _warm_reducer() -> None:
+    """Import the reduction now, at low priority while the job starts, so the first window
+    costs what later ones do (the imports take about 0.25 s of CPU)."""
+    try:
+        import tfobs.analysis
+        import tfobs.xspace.reader  # noqa: F401
+    except Exception:  # reported by the first reduction that needs them
+        _log.debug("tfobs could not import its reduction", exc_info=True)
 
 
 class _TooLarge(Exception):

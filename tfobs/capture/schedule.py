@@ -4,13 +4,17 @@
   then at every multiple of `interval_steps`. Every worker of a synchronous job sees the same
   step numbers, so all profile the same steps without talking to each other.
 * A window holds `window_steps` whole steps, or less when `window_max_s` runs out first.
-* A duty-cycle budget keeps the profiler's cost near `overhead_budget`: after a window that
-  cost C seconds of training time, the next may open only C / overhead_budget seconds later.
-  A due window that falls inside that pause is skipped (outcome `skipped_budget`).
+* A duty-cycle budget keeps tfobs's whole cost under `overhead_budget`. Every step pays a
+  few microseconds (marker and step-time histogram) whether or not a window is open; windows
+  get what is left of the plan, `plan_share` of the budget (a margin for the estimate's
+  error). After a window that cost C seconds of training time, the next may open only
+  C / (plan - per-step share) seconds later. A due window that falls inside that pause is
+  skipped (outcome `skipped_budget`).
 
-Cost model (estimates, validated by benchmarks/overhead.py): while the profiler traces,
-training runs about `ACTIVE_COST` slower (11-23 % measured on CPU); each second of background
-work (export, read, reduction) takes at most one core away from training, i.e. 1/cores of it.
+Cost model (estimates, checked window by window by benchmarks/overhead.py): while the
+profiler traces, training runs about `ACTIVE_COST` slower (11-23 % measured on CPU); each
+second of background work (export, read, reduction) takes at most one core away from
+training, i.e. 1/cores of it; each step costs `STEP_COST_S`.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from dataclasses import dataclass
 from tfobs.config import Config
 
 ACTIVE_COST = 0.2
+STEP_COST_S = 5e-6  # marker + histogram per step: 2.2-3.6 us measured on a 2-core VM
+PLAN_SHARE = 0.8  # windows are planned at 80 % of the budget: room for estimate errors
+MIN_WINDOW_SHARE = 0.25  # tiny steps: windows still get a quarter of the plan
 
 
 def usable_cpus() -> int:
@@ -41,6 +48,8 @@ class Policy:
     overhead_budget: float = 0.01
     active_cost: float = ACTIVE_COST
     background_cost: float = 0.5  # share of training lost per background second
+    step_cost_s: float = STEP_COST_S
+    plan_share: float = PLAN_SHARE
 
     @classmethod
     def from_config(cls, config: Config, cpus: int | None = None) -> Policy:
@@ -83,9 +92,16 @@ def window_cost_s(active_s: float, background_s: float, policy: Policy) -> float
     return active_s * policy.active_cost + background_s * policy.background_cost
 
 
-def pause_after_s(cost_s: float, policy: Policy) -> float:
-    """How long the profiler rests after spending `cost_s`, to average out at the budget."""
-    return cost_s / policy.overhead_budget
+def pause_after_s(cost_s: float, policy: Policy, step_share: float = 0.0) -> float:
+    """How long the profiler rests after spending `cost_s`, to average out at the plan.
+
+    `step_share` is the share of training time the per-step cost already takes; windows get
+    the rest of the plan (never less than MIN_WINDOW_SHARE of it, or tiny steps would stop
+    windows altogether).
+    """
+    plan = policy.overhead_budget * policy.plan_share
+    share = max(plan - step_share, plan * MIN_WINDOW_SHARE)
+    return cost_s / share
 
 
 class Budget:
@@ -98,19 +114,31 @@ class Budget:
         self.not_before = self.t0  # the first window is always allowed
         self.cost_s = 0.0
         self.active_s = 0.0
+        self.steps_cost_s = 0.0
 
     def allows(self, now: float | None = None) -> bool:
         return (self.clock() if now is None else now) >= self.not_before
 
-    def charge(self, *, active_s: float = 0.0, background_s: float = 0.0,
+    def charge(self, *, active_s: float = 0.0, background_s: float = 0.0, steps: int = 0,
                now: float | None = None) -> float:
-        """Record a window's cost; returns the time the next window may open."""
+        """Record a window's cost and the steps trained since the last charge; returns the
+        time the next window may open."""
         now = self.clock() if now is None else now
         cost = window_cost_s(active_s, background_s, self.policy)
-        self.cost_s += cost
+        steps_cost = steps * self.policy.step_cost_s
+        self.steps_cost_s += steps_cost
+        self.cost_s += cost + steps_cost
         self.active_s += active_s
-        self.not_before = max(self.not_before, now) + pause_after_s(cost, self.policy)
+        elapsed = now - self.t0
+        step_share = self.steps_cost_s / elapsed if elapsed > 0 else 0.0
+        self.not_before = max(self.not_before, now) + pause_after_s(cost, self.policy,
+                                                                    step_share)
         return self.not_before
+
+    def pause(self, seconds: float) -> None:
+        """Leave `seconds` out of the ledger (a benchmark's stretch without tfobs)."""
+        self.t0 += seconds
+        self.not_before += seconds
 
     def duty_cycle(self, now: float | None = None) -> float:
         """Share of wall time the profiler was tracing since the ledger began."""
