@@ -15,11 +15,13 @@ Two answers, from the same run:
   blocks that hold one), each with a bootstrap 90 % interval. On a shared VM single blocks
   swing by 10-20 %, so this interval is wide (it is the noise floor, printed as such).
 * Cost by part, which the noise does not drown: every step pays tfobs's marker and
-  histogram (timed in place, microseconds); every window costs the steps inside its span
-  (from the step that opened it to the end of its reduction) beyond the median step around
-  it; tfobs's threads use some CPU outside windows (measured per thread); a Prometheus scrape
-  every `--scrape-s` costs one rendering of the metrics. Their sum, with a bootstrap interval
-  over windows, is the overhead; the script checks that it lies inside the A/B interval.
+  histogram (timed in place around every step, B's mean minus A's: microseconds, several
+  times what a tight loop shows, as training leaves the caches cold); every window costs
+  the steps inside its span (from the step that opened it to the end of its reduction)
+  beyond the median step around it; tfobs's threads use some CPU outside windows (measured
+  per thread); a Prometheus scrape every `--scrape-s` costs one rendering of the metrics.
+  Their sum, with a bootstrap interval over windows, is the overhead; the script checks
+  that it lies inside the A/B interval.
 
 Also printed: tfobs's own estimate of each window's cost next to the measured one, and the
 worst single step that overlapped a window's export or reduction against the median step.
@@ -58,6 +60,9 @@ class Block:
     wall: list[float] = field(default_factory=list)  # time.time() at each step's start
     dur: list[float] = field(default_factory=list)  # seconds, start to next start
     num: list[int] = field(default_factory=list)  # tfobs step number (B), -1 in A
+    # Time spent around the step itself: tfobs's per-step work in B, the same timing calls
+    # with nothing between them in A.
+    own_s: float = 0.0
     tfobs_cpu_s: float = 0.0  # CPU of tfobs's threads while this block ran
 
     @property
@@ -182,14 +187,28 @@ def make_workloads(tf: Any) -> dict[str, Any]:
 
 
 def run_loop(tfobs: Any, work: Any, plan: Plan) -> None:
+    """`with tfobs.step(n): train_step()` in B, `train_step()` in A; both timed around the
+    step (the `with` statement spelled out so its enter and exit are timed in place)."""
     train_step, iterator = work
+    perf = time.perf_counter
     while (arm := plan.before_step()) is not None:
         if arm == B:
-            with tfobs.step(plan.numbered()):
-                train_step(iterator)
-        else:
+            marker = tfobs.step(plan.numbered())
+            t0 = perf()
+            marker.__enter__()
+            t1 = perf()
             train_step(iterator)
+            t2 = perf()
+            marker.__exit__(None, None, None)
+            t3 = perf()
+        else:
+            t0 = perf()
+            t1 = perf()
+            train_step(iterator)
+            t2 = perf()
+            t3 = perf()
             plan.after_a_step()
+        plan.current.own_s += (t1 - t0) + (t3 - t2)
 
 
 def run_keras(tf: Any, work: Any, plan: Plan) -> None:
@@ -198,6 +217,7 @@ def run_keras(tf: Any, work: Any, plan: Plan) -> None:
 
     model, ds = work
     tfobs_cb = markers.keras3_callback_class()()
+    perf = time.perf_counter
 
     class Switch(tf.keras.callbacks.Callback):
         def on_train_begin(self, logs: Any = None) -> None:
@@ -215,13 +235,20 @@ def run_keras(tf: Any, work: Any, plan: Plan) -> None:
             self.in_b = arm == B
             if self.in_b:
                 plan.numbered()
+                t0 = perf()
                 tfobs_cb.on_train_batch_begin(batch, logs)
             else:
                 plan.after_a_step()
+                t0 = perf()
+            plan.current.own_s += perf() - t0
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            block = plan.current
+            t0 = perf()
             if self.in_b:
                 tfobs_cb.on_train_batch_end(batch, logs)
+            if block is not None:
+                block.own_s += perf() - t0
 
         def on_train_end(self, logs: Any = None) -> None:
             tfobs_cb.on_train_end(logs)
@@ -235,51 +262,6 @@ def calibrate(tf: Any, tfobs: Any, name: str, work: Any, runtime: Any, trial_s: 
     probe.order = [A]
     (run_keras(tf, work, probe) if name == "keras_fit" else run_loop(tfobs, work, probe))
     return max(50, int(probe.blocks[0].rate * trial_s))
-
-
-def marker_cost_s(tfobs: Any, name: str, n: int = 20000) -> float:
-    """Seconds per step tfobs adds outside windows, timed in place (best of 5).
-
-    The steps go to a second, unstarted runtime with its own metrics (same code path as the
-    live one: step hooks, step-time histogram), so the live one's counts stay untouched.
-    """
-    from tfobs.capture import markers
-    from tfobs.config import Config
-    from tfobs.export.prometheus import PrometheusExporter
-    from tfobs.runtime import Runtime
-
-    config = Config.load(environ={}, first_window_step=10**15, interval_steps=10**15)
-    probe = Runtime(config, prometheus=PrometheusExporter(config, config.identity()))
-    markers.set_hooks(probe)
-    try:
-        if name == "keras_fit":
-            cb = markers.keras3_callback_class()()
-            cb.on_train_begin()
-
-            def once() -> float:
-                t0 = time.perf_counter()
-                for i in range(n):
-                    cb.on_train_batch_begin(i)
-                    cb.on_train_batch_end(i)
-                return time.perf_counter() - t0
-        else:
-            def once() -> float:
-                t0 = time.perf_counter()
-                for i in range(n):
-                    with tfobs.step(i):
-                        pass
-                return time.perf_counter() - t0
-
-        def empty() -> float:
-            t0 = time.perf_counter()
-            for _ in range(n):
-                pass
-            return time.perf_counter() - t0
-
-        cost = (min(once() for _ in range(5)) - min(empty() for _ in range(5))) / n
-    finally:
-        markers.set_hooks(None)
-    return max(cost, 0.0)
 
 
 def bootstrap(values: list[Any], stat: Any, n: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -378,8 +360,17 @@ class Scraper:
         self._thread.join(10)
 
 
+def per_step_cost_s(plan: Plan) -> float:
+    """tfobs's per-step work timed in place: B's mean minus A's (the timing calls alone)."""
+    def mean(arm: str) -> float:
+        blocks = [b for b in plan.blocks if b.arm == arm]
+        n = sum(len(b.dur) for b in blocks)
+        return sum(b.own_s for b in blocks) / n if n else 0.0
+    return max(0.0, mean(B) - mean(A))
+
+
 def report(name: str, plan: Plan, records: list[tuple[Any, float]], runtime: Any,
-           step_cost: float, scrape_each_s: float, scrape_s: float) -> float:
+           own_s: float, scrape_each_s: float, scrape_s: float) -> float:
     blocks = plan.blocks
     pairs = [(blocks[i], blocks[i + 1]) if blocks[i].arm == A else (blocks[i + 1], blocks[i])
              for i in range(0, len(blocks) - 1, 2)]
@@ -393,6 +384,7 @@ def report(name: str, plan: Plan, records: list[tuple[Any, float]], runtime: Any
     step_s = statistics.median(d for blk in blocks for d in blk.dur)
 
     costs = window_costs(plan, records, runtime.policy)
+    step_cost = per_step_cost_s(plan)
     steps_share = step_cost * b_steps / b_time
     windows_share = sum(c.excess_s for c in costs) / b_time
     win_lo, win_hi = bootstrap(costs, lambda cs: sum(c.excess_s for c in cs) / b_time)
@@ -424,6 +416,8 @@ def report(name: str, plan: Plan, records: list[tuple[Any, float]], runtime: Any
     worst = max((c.worst_export_step_s for c in costs), default=0.0)
     print(f"{name}: worst step during an export {worst * 1000:.2f} ms, median step "
           f"{step_s * 1000:.2f} ms ({worst / step_s:.1f}x)", flush=True)
+    print(f"{name}: per-step work {step_cost * 1e6:.1f} us timed in place; tfobs's own count "
+          f"{own_s / b_steps * 1e6:.1f} us (what its budget charges)", flush=True)
     print(f"{name}: cost by part: steps {step_cost * 1e6:.1f} us each = {100 * steps_share:.3f}%; "
           f"windows {100 * windows_share:.3f}% (90% interval {100 * win_lo:.3f}-"
           f"{100 * win_hi:.3f}%); tfobs threads outside windows {100 * background_share:.3f}%; "
@@ -467,8 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.workloads.split(","):
         work = works[name]
         steps = calibrate(tf, tfobs, name, work, runtime, args.trial_s)
-        step_cost = marker_cost_s(tfobs, name)
         plan = Plan(runtime, steps, args.pairs, first_step=next_step)
+        own0 = markers.own_seconds()
         first = len(records)
         if name == "keras_fit":
             run_keras(tf, work, plan)
@@ -477,8 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         runtime.wait_idle(60)
         next_step = plan.b_step
         mine = [(rec, at) for rec, at in records[first:] if rec.start_ns]
-        totals[name] = report(name, plan, mine, runtime, step_cost, args.scrape_s,
-                              scrape_cost_s(runtime))
+        totals[name] = report(name, plan, mine, runtime, markers.own_seconds() - own0,
+                              args.scrape_s, scrape_cost_s(runtime))
     scraper.stop()
     health = runtime.health
     print(f"tfobs windows: {dict(health.windows)}, errors {dict(health.errors)}, scrapes "

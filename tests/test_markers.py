@@ -130,3 +130,29 @@ def test_marker_is_cheap_without_a_window():
         timings.append((time.perf_counter() - t0) / 2000)
     # about 1 us on an idle machine; generous for a busy shared one
     assert statistics.median(timings) < 30e-6
+
+
+class _SlowHooks:
+    """Step hooks that take a known time, to see the markers time tfobs's own work."""
+
+    def step_begin(self, step_num: int) -> None:
+        time.sleep(0.002)
+
+    def step_end(self, step_num: int, duration_s: float) -> None:
+        time.sleep(0.003)
+
+    def train_end(self) -> None:
+        pass
+
+
+def test_markers_time_their_own_work_but_not_the_step():
+    markers.set_hooks(_SlowHooks())
+    try:
+        own0 = markers.own_seconds()
+        for i in range(5):
+            with tfobs.step(i):
+                time.sleep(0.02)  # the training step: not tfobs's work
+        spent = markers.own_seconds() - own0
+    finally:
+        markers.set_hooks(None)
+    assert 5 * 0.005 <= spent < 5 * 0.005 + 0.05  # the hooks' 5 ms a step, not the 20 ms

@@ -25,10 +25,9 @@ class FakeClock:
         return self.t
 
 
-# Windows planned at the whole budget and free steps: the arithmetic of the pause alone.
+# Windows planned at the whole budget: the arithmetic of the pause alone.
 POLICY = Policy(interval_steps=500, window_steps=20, first_window_step=20, window_max_s=10.0,
-                overhead_budget=0.01, active_cost=0.2, background_cost=0.5, plan_share=1.0,
-                step_cost_s=0.0)
+                overhead_budget=0.01, active_cost=0.2, background_cost=0.5, plan_share=1.0)
 
 
 def test_window_starts_are_aligned_to_step_numbers():
@@ -115,11 +114,12 @@ def test_default_plan_leaves_a_margin_under_the_budget():
 
 def test_step_cost_takes_its_share_of_the_plan_first():
     clock = FakeClock(0.0)
-    p = Policy(overhead_budget=0.01, background_cost=0.5, plan_share=0.8, step_cost_s=5e-6)
+    p = Policy(overhead_budget=0.01, background_cost=0.5, plan_share=0.8)
     budget = Budget(p, clock)
     clock.t = 10.0
-    # 4,000 steps of 2.5 ms in 10 s: 0.02 s of markers, a 0.2 % share; windows get 0.6 %.
-    not_before = budget.charge(active_s=0.05, background_s=0.3, steps=4000)
+    # 4,000 steps of 2.5 ms in 10 s, 5 us of tfobs work each: 0.02 s, a 0.2 % share; windows
+    # get the other 0.6 %.
+    not_before = budget.charge(active_s=0.05, background_s=0.3, steps_s=0.02)
     window_cost = 0.05 * 0.2 + 0.3 * 0.5
     assert not_before == pytest.approx(10.0 + window_cost / 0.006)
     assert budget.overhead() == pytest.approx((window_cost + 0.02) / 10.0)
@@ -127,26 +127,26 @@ def test_step_cost_takes_its_share_of_the_plan_first():
 
 def test_tiny_steps_still_leave_windows_a_floor():
     clock = FakeClock(0.0)
-    p = Policy(overhead_budget=0.01, background_cost=0.5, plan_share=0.8, step_cost_s=5e-6)
+    p = Policy(overhead_budget=0.01, background_cost=0.5, plan_share=0.8)
     budget = Budget(p, clock)
     clock.t = 1.0
     # 100 us steps: markers alone take 5 %, past the budget; windows keep a quarter of the plan.
-    not_before = budget.charge(background_s=0.1, steps=10_000)
+    not_before = budget.charge(background_s=0.1, steps_s=0.05)
     assert not_before == pytest.approx(1.0 + 0.05 / 0.002)
 
 
 def test_long_run_with_step_cost_stays_under_the_plan():
     clock = FakeClock(0.0)
-    p = Policy(overhead_budget=0.01, background_cost=0.5, step_cost_s=5e-6)
+    p = Policy(overhead_budget=0.01, background_cost=0.5)
     budget = Budget(p, clock)
-    windows = steps = 0
+    windows, steps_s = 0, 0.0
     while clock.t < 3600:
         if budget.allows():
             windows += 1
-            budget.charge(active_s=0.1, background_s=0.3, steps=steps)
-            steps = 0
+            budget.charge(active_s=0.1, background_s=0.3, steps_s=steps_s)
+            steps_s = 0.0
         clock.t += 1.7
-        steps += 680  # 2.5 ms steps
+        steps_s += 680 * 5e-6  # 2.5 ms steps, 5 us of tfobs work each
     assert windows > 10
     assert budget.overhead() <= p.overhead_budget * p.plan_share + 1e-4
 

@@ -119,7 +119,8 @@ class Runtime:
         self._next_start = next_window_start(0, self.policy)
         self._on_demand = False
         self._index = 0
-        self._steps_charged = 0
+        self._own_charged = markers.own_seconds()
+        self._step_sink: Callable[[float], None] | None = None
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_SIZE)
         self._wake = threading.Event()
         self._stopping = False
@@ -141,6 +142,8 @@ class Runtime:
         self._call("export_prometheus", "set_info", **info_labels(self.config, self.identity))
         if self.sources is not None:
             self._call("export_prometheus", "set_sources", *self.sources)
+        if hasattr(self.prometheus, "step_sink"):
+            self._step_sink = self._call("export_prometheus", "step_sink")
         for name, target in (("tfobs-capture", self._capture_loop),
                              ("tfobs-reduce", self._reduce_loop)):
             thread = threading.Thread(target=target, name=name, daemon=True)
@@ -240,6 +243,10 @@ class Runtime:
             if window_full(window.first_step, step_num, self.policy):
                 self._window = None
                 window.close.set()
+        sink = self._step_sink
+        if sink is not None and exemplar is None:
+            sink(duration_s)  # no Python frame: this runs at every step
+            return
         prom = self.prometheus
         if prom is not None:
             try:
@@ -313,6 +320,7 @@ class Runtime:
         while not self._stopping:
             woke = self._wake.wait(SOURCES_CHECK_S)
             self._forward_source_errors()  # samplers fail with or without windows
+            self._call("export_prometheus", "fold_steps")  # bounds the steps waiting there
             if not woke:
                 continue
             self._wake.clear()
@@ -338,7 +346,7 @@ class Runtime:
         record.capture_s = result.export_s
         record.capture_bytes = result.nbytes
         self.budget.charge(active_s=result.active_s, background_s=result.export_s,
-                           steps=self._steps_to_charge())
+                           steps_s=self._steps_to_charge())
         if self._stopping:  # shut down mid-window: no time left to reduce it
             self._count_dropped("window")
             self._release(window)
@@ -359,12 +367,12 @@ class Runtime:
             self._finish_record(record, "failed", "reduction queue full")
             self._release(window)
 
-    def _steps_to_charge(self) -> int:
-        """Steps trained since the budget last heard of them (their per-step cost)."""
+    def _steps_to_charge(self) -> float:
+        """Seconds of per-step work (markers, histogram) since the budget last heard of it."""
         with self._lock:
-            steps = self.health.steps
-            new, self._steps_charged = steps - self._steps_charged, steps
-        return max(0, new)
+            own = markers.own_seconds()
+            new, self._own_charged = own - self._own_charged, own
+        return max(0.0, new)
 
     def _release(self, window: _OpenWindow) -> None:
         with self._lock:
@@ -402,12 +410,12 @@ class Runtime:
             return
         except Exception as exc:
             record.reduce_s = time.perf_counter() - t0
-            self.budget.charge(background_s=record.reduce_s, steps=self._steps_to_charge())
+            self.budget.charge(background_s=record.reduce_s, steps_s=self._steps_to_charge())
             self._error("reduce", exc)
             self._finish_record(record, "failed", f"reduction failed: {exc}")
             return
         record.reduce_s = time.perf_counter() - t0
-        self.budget.charge(background_s=record.reduce_s, steps=self._steps_to_charge())
+        self.budget.charge(background_s=record.reduce_s, steps_s=self._steps_to_charge())
         if self._stopping:  # reduced, but the exporters are closing
             self._count_dropped("window")
             return

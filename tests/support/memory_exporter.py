@@ -71,6 +71,9 @@ class MemoryExporter:
     def set_capture_request_handler(self, fn: Any) -> None:
         self.capture_handler = fn
 
+    def fold_steps(self) -> None:
+        pass
+
     def shutdown(self, timeout_s: float = 2.0) -> None:
         self.shutdown_calls.append(timeout_s)
 

@@ -5,16 +5,16 @@
   step numbers, so all profile the same steps without talking to each other.
 * A window holds `window_steps` whole steps, or less when `window_max_s` runs out first.
 * A duty-cycle budget keeps tfobs's whole cost under `overhead_budget`. Every step pays a
-  few microseconds (marker and step-time histogram) whether or not a window is open; windows
-  get what is left of the plan, `plan_share` of the budget (a margin for the estimate's
-  error). After a window that cost C seconds of training time, the next may open only
-  C / (plan - per-step share) seconds later. A due window that falls inside that pause is
-  skipped (outcome `skipped_budget`).
+  few microseconds (marker and step-time histogram, timed in place by `markers.step`)
+  whether or not a window is open; windows get what is left of the plan, `plan_share` of
+  the budget (a margin for the estimate's error). After a window that cost C seconds of
+  training time, the next may open only C / (plan - per-step share) seconds later. A due
+  window that falls inside that pause is skipped (outcome `skipped_budget`).
 
 Cost model (estimates, checked window by window by benchmarks/overhead.py): while the
 profiler traces, training runs about `ACTIVE_COST` slower (11-23 % measured on CPU); each
 second of background work (export, read, reduction) takes at most one core away from
-training, i.e. 1/cores of it; each step costs `STEP_COST_S`.
+training, i.e. 1/cores of it; the per-step work costs what it measured.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from tfobs.config import Config
 
 ACTIVE_COST = 0.2
-STEP_COST_S = 5e-6  # marker + histogram per step: 2.2-3.6 us measured on a 2-core VM
 PLAN_SHARE = 0.8  # windows are planned at 80 % of the budget: room for estimate errors
 MIN_WINDOW_SHARE = 0.25  # tiny steps: windows still get a quarter of the plan
 
@@ -48,7 +47,6 @@ class Policy:
     overhead_budget: float = 0.01
     active_cost: float = ACTIVE_COST
     background_cost: float = 0.5  # share of training lost per background second
-    step_cost_s: float = STEP_COST_S
     plan_share: float = PLAN_SHARE
 
     @classmethod
@@ -119,13 +117,13 @@ class Budget:
     def allows(self, now: float | None = None) -> bool:
         return (self.clock() if now is None else now) >= self.not_before
 
-    def charge(self, *, active_s: float = 0.0, background_s: float = 0.0, steps: int = 0,
+    def charge(self, *, active_s: float = 0.0, background_s: float = 0.0, steps_s: float = 0.0,
                now: float | None = None) -> float:
-        """Record a window's cost and the steps trained since the last charge; returns the
-        time the next window may open."""
+        """Record a window's cost and the per-step work (`steps_s`, seconds on the training
+        thread) since the last charge; returns the time the next window may open."""
         now = self.clock() if now is None else now
         cost = window_cost_s(active_s, background_s, self.policy)
-        steps_cost = steps * self.policy.step_cost_s
+        steps_cost = max(0.0, steps_s)
         self.steps_cost_s += steps_cost
         self.cost_s += cost + steps_cost
         self.active_s += active_s

@@ -1,7 +1,9 @@
 """Counters and histograms updated as events happen (every step, every window).
 
-These are prometheus_client metric objects (thread-safe, exemplar-capable). Everything read
-from a window summary is pulled on scrape instead (`metrics_collector.py`).
+These are prometheus_client metric objects (thread-safe, exemplar-capable), except the
+step-time histogram, which takes every training step and has its own cheaper collector
+(`step_histogram.py`). Everything read from a window summary is pulled on scrape instead
+(`metrics_collector.py`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from tfobs.export.catalog import BY_NAME, IDENTITY_LABELS
+from tfobs.export.step_histogram import StepHistogram, StepSeries
 from tfobs.window import OUTCOMES
 
 # Steps from about a millisecond (small models) to a minute (huge batches).
@@ -28,10 +31,11 @@ class Instruments:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         ident = list(IDENTITY_LABELS)
-        self.step = Histogram(
+        self.step = StepHistogram(
             "tfobs_step_duration_seconds", _help("tfobs_step_duration_seconds"), ident,
-            buckets=STEP_BUCKETS, unit="seconds", registry=registry,
+            buckets=STEP_BUCKETS,
         )
+        registry.register(self.step)
         self.windows = Counter(
             "tfobs_windows", _help("tfobs_windows_total"), [*ident, "outcome"], registry=registry
         )
@@ -64,7 +68,7 @@ class BoundInstruments:
     def __init__(self, inst: Instruments, ident: tuple[str, ...]) -> None:
         self._inst = inst
         self._ident = ident
-        self.step = inst.step.labels(*ident)
+        self.step: StepSeries = inst.step.labels(*ident)
         # Every outcome exists from the start so rate() and increase() see the first window.
         self.windows = {o: inst.windows.labels(*ident, o) for o in OUTCOMES}
         self.capture_s = inst.capture_s.labels(*ident)
