@@ -216,6 +216,21 @@ def test_budget_is_charged_for_the_per_step_work_between_windows(make_runtime):
     assert rt.budget.cost_s > rt.budget.steps_cost_s
 
 
+def test_background_work_is_charged_by_cpu_time_not_wall_time(make_runtime):
+    def waits(data, **kw):  # a reduction that waits a second (starved of CPU, say)
+        time.sleep(1.0)
+        return WindowSummary(steps=Steps(count=2))
+
+    rt = make_runtime(reducer=waits, first_window_step=0, window_steps=2)
+    _steps(3)
+    assert rt.wait_idle(30)
+    record = rt.last_record
+    assert record.reduce_s >= 1.0
+    assert record.background_cpu_s < 0.5
+    # At wall time the reduction alone would cost 1.0 s / cores; CPU time charges far less.
+    assert rt.budget.cost_s < 0.5 * rt.policy.background_cost
+
+
 def test_window_open_at_shutdown_is_counted_as_dropped(make_runtime):
     rt = make_runtime(first_window_step=0, window_steps=100)
     _steps(3)  # the window waits for 97 more steps that never come

@@ -342,10 +342,15 @@ class Runtime:
                 self._window = None
         record = window.record
         record.end_ns = time.time_ns()
+        cpu0 = time.thread_time()
         result = self.slot.finish()
+        export_cpu_s = time.thread_time() - cpu0
         record.capture_s = result.export_s
+        record.background_cpu_s = export_cpu_s
         record.capture_bytes = result.nbytes
-        self.budget.charge(active_s=result.active_s, background_s=result.export_s,
+        # Background work is charged by CPU time, not wall time: a niced thread that waits
+        # for a core takes nothing from training meanwhile.
+        self.budget.charge(active_s=result.active_s, background_s=export_cpu_s,
                            steps_s=self._steps_to_charge())
         if self._stopping:  # shut down mid-window: no time left to reduce it
             self._count_dropped("window")
@@ -402,6 +407,7 @@ class Runtime:
     def _reduce(self, window: _OpenWindow, result: CaptureResult) -> None:
         record = window.record
         t0 = time.perf_counter()
+        cpu0 = time.thread_time()
         try:
             summary = self._reduce_bytes(result.data)
         except _TooLarge as exc:
@@ -410,12 +416,15 @@ class Runtime:
             return
         except Exception as exc:
             record.reduce_s = time.perf_counter() - t0
-            self.budget.charge(background_s=record.reduce_s, steps_s=self._steps_to_charge())
+            self.budget.charge(background_s=time.thread_time() - cpu0,
+                               steps_s=self._steps_to_charge())
             self._error("reduce", exc)
             self._finish_record(record, "failed", f"reduction failed: {exc}")
             return
         record.reduce_s = time.perf_counter() - t0
-        self.budget.charge(background_s=record.reduce_s, steps_s=self._steps_to_charge())
+        reduce_cpu_s = time.thread_time() - cpu0
+        record.background_cpu_s += reduce_cpu_s
+        self.budget.charge(background_s=reduce_cpu_s, steps_s=self._steps_to_charge())
         if self._stopping:  # reduced, but the exporters are closing
             self._count_dropped("window")
             return

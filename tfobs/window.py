@@ -54,6 +54,7 @@ class WindowRecord:
     capture_bytes: int = 0
     capture_s: float = 0.0  # export + read of the capture
     reduce_s: float = 0.0
+    background_cpu_s: float = 0.0  # CPU time of export + reduction (what the budget charges)
     on_demand: bool = False
 
     def step_span_id(self, step_num: int) -> int:
