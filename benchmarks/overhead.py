@@ -318,7 +318,7 @@ def window_costs(plan: Plan, records: list[tuple[Any, float]], policy: Any) -> l
         out.append(WindowCost(
             index=rec.index, outcome=rec.outcome, span_s=s1 - s0, steps=len(inside),
             excess_s=sum(inside) - len(inside) * base,
-            estimate_s=window_cost_s(active_s, rec.capture_s + rec.reduce_s, policy),
+            estimate_s=window_cost_s(active_s, rec.background_cpu_s, policy),
             worst_export_step_s=max(during_export, default=0.0)))
     return out
 
