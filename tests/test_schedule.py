@@ -101,9 +101,9 @@ def test_budget_holds_long_run_overhead_under_target():
     assert budget.overhead() <= POLICY.overhead_budget + 1e-9
 
 
-def test_policy_from_config_uses_cores():
-    p = Policy.from_config(Config.load(environ={}, interval_steps=100, window_steps=5), cpus=4)
-    assert (p.interval_steps, p.window_steps, p.background_cost) == (100, 5, 0.25)
+def test_policy_from_config():
+    p = Policy.from_config(Config.load(environ={}, interval_steps=100, window_steps=5))
+    assert (p.interval_steps, p.window_steps, p.background_cost) == (100, 5, 1.0)
 
 
 def test_default_plan_leaves_a_margin_under_the_budget():

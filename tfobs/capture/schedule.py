@@ -13,13 +13,14 @@
 
 Cost model (estimates, checked window by window by benchmarks/overhead.py): while the
 profiler traces, training runs about `ACTIVE_COST` slower (11-23 % measured on CPU); each
-second of background work (export, read, reduction) takes at most one core away from
-training, i.e. 1/cores of it; the per-step work costs what it measured.
+CPU second of background work (export, read, reduction) costs training a whole second
+(`BACKGROUND_COST`): that work holds the GIL most of the time, so a Python training loop
+waits for it however many cores are idle. Charging 1/cores of it instead underestimated
+windows by a third on 2 cores. The per-step work costs what the markers timed.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,15 +28,9 @@ from dataclasses import dataclass
 from tfobs.config import Config
 
 ACTIVE_COST = 0.2
+BACKGROUND_COST = 1.0  # training seconds lost per CPU second of tfobs's background work
 PLAN_SHARE = 0.8  # windows are planned at 80 % of the budget: room for estimate errors
 MIN_WINDOW_SHARE = 0.25  # tiny steps: windows still get a quarter of the plan
-
-
-def usable_cpus() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -46,18 +41,17 @@ class Policy:
     window_max_s: float = 10.0
     overhead_budget: float = 0.01
     active_cost: float = ACTIVE_COST
-    background_cost: float = 0.5  # share of training lost per background second
+    background_cost: float = BACKGROUND_COST
     plan_share: float = PLAN_SHARE
 
     @classmethod
-    def from_config(cls, config: Config, cpus: int | None = None) -> Policy:
+    def from_config(cls, config: Config) -> Policy:
         return cls(
             interval_steps=config.interval_steps,
             window_steps=config.window_steps,
             first_window_step=config.first_window_step,
             window_max_s=config.window_max_s,
             overhead_budget=config.overhead_budget,
-            background_cost=1.0 / (cpus or usable_cpus()),
         )
 
 
