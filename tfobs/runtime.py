@@ -351,7 +351,7 @@ class Runtime:
         # Background work is charged by CPU time, not wall time: a niced thread that waits
         # for a core takes nothing from training meanwhile.
         self.budget.charge(active_s=result.active_s, background_s=export_cpu_s,
-                           steps_s=self._steps_to_charge())
+                           steps_s=self._step_work_to_charge())
         if self._stopping:  # shut down mid-window: no time left to reduce it
             self._count_dropped("window")
             self._release(window)
@@ -372,7 +372,7 @@ class Runtime:
             self._finish_record(record, "failed", "reduction queue full")
             self._release(window)
 
-    def _steps_to_charge(self) -> float:
+    def _step_work_to_charge(self) -> float:
         """Seconds of per-step work (markers, histogram) since the budget last heard of it."""
         with self._lock:
             own = markers.own_seconds()
@@ -417,14 +417,14 @@ class Runtime:
         except Exception as exc:
             record.reduce_s = time.perf_counter() - t0
             self.budget.charge(background_s=time.thread_time() - cpu0,
-                               steps_s=self._steps_to_charge())
+                               steps_s=self._step_work_to_charge())
             self._error("reduce", exc)
             self._finish_record(record, "failed", f"reduction failed: {exc}")
             return
         record.reduce_s = time.perf_counter() - t0
         reduce_cpu_s = time.thread_time() - cpu0
         record.background_cpu_s += reduce_cpu_s
-        self.budget.charge(background_s=reduce_cpu_s, steps_s=self._steps_to_charge())
+        self.budget.charge(background_s=reduce_cpu_s, steps_s=self._step_work_to_charge())
         if self._stopping:  # reduced, but the exporters are closing
             self._count_dropped("window")
             return
