@@ -256,11 +256,19 @@ def run_keras(tf: Any, work: Any, plan: Plan) -> None:
     model.fit(ds, steps_per_epoch=10**8, epochs=1, verbose=0, callbacks=[Switch()])
 
 
+def train(tf: Any, tfobs: Any, name: str, work: Any, plan: Plan) -> None:
+    """Train workload `name` until `plan` is done."""
+    if name == "keras_fit":
+        run_keras(tf, work, plan)
+    else:
+        run_loop(tfobs, work, plan)
+
+
 def calibrate(tf: Any, tfobs: Any, name: str, work: Any, runtime: Any, trial_s: float) -> int:
     """Steps per block: one short all-A plan measures the step rate."""
     probe = Plan(runtime, 200, 1)
     probe.order = [A]
-    (run_keras(tf, work, probe) if name == "keras_fit" else run_loop(tfobs, work, probe))
+    train(tf, tfobs, name, work, probe)
     return max(50, int(probe.blocks[0].rate * trial_s))
 
 
@@ -464,10 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = Plan(runtime, steps, args.pairs, first_step=next_step)
         own0 = markers.own_seconds()
         first = len(records)
-        if name == "keras_fit":
-            run_keras(tf, work, plan)
-        else:
-            run_loop(tfobs, work, plan)
+        train(tf, tfobs, name, work, plan)
         runtime.wait_idle(60)
         next_step = plan.b_step
         mine = [(rec, at) for rec, at in records[first:] if rec.start_ns]

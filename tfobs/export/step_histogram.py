@@ -52,14 +52,15 @@ class StepSeries:
 
     def observe(self, seconds: float, exemplar: dict[str, str] | None = None) -> None:
         """Record one step (training thread). Raises ValueError/TypeError on bad input."""
+        seconds = float(seconds)
         if exemplar:
             check_exemplar(exemplar)
             with self._lock:
-                i = self._add(float(seconds))
-                self._exemplars[i] = Exemplar(exemplar, float(seconds), time.time())
+                i = self._add(seconds)
+                self._exemplars[i] = Exemplar(exemplar, seconds, time.time())
             return
         pending = self._pending
-        pending.append(float(seconds))
+        pending.append(seconds)
         if len(pending) == MAX_PENDING:
             self.fold()
 
