@@ -128,6 +128,9 @@ class Runtime:
         self._pid = os.getpid()
         self._logged: set[str] = set()
         self._source_errors_seen: dict[str, int] = {}
+        # Device queries initialise TensorFlow's runtime, after which device configuration
+        # and tf.distribute strategies fail: they wait until training has run a step.
+        self._tf_parts_started = False
         self.running = False
         self._stopped = False
 
@@ -319,6 +322,8 @@ class Runtime:
     def _capture_loop(self) -> None:
         while not self._stopping:
             woke = self._wake.wait(SOURCES_CHECK_S)
+            if not self._tf_parts_started and self.health.steps > 0:
+                self._start_tf_parts()
             self._forward_source_errors()  # samplers fail with or without windows
             self._call("export_prometheus", "fold_steps")  # bounds the steps waiting there
             if not woke:
@@ -332,6 +337,14 @@ class Runtime:
             except Exception as exc:  # a bug here must not kill the thread
                 self._error("capture", exc)
                 self._release(window)
+
+    def _start_tf_parts(self) -> None:
+        """Once training runs (TF initialised by the job): TF memory sampler, device info."""
+        self._tf_parts_started = True
+        tfmemory = self.sources[1] if self.sources is not None else None
+        if tfmemory is not None:
+            self._call_on(tfmemory, "tfmemory", "start")
+        self._call("export_prometheus", "set_info", **info_labels(self.config, self.identity))
 
     def _capture(self, window: _OpenWindow) -> None:
         window.captured = True
@@ -597,6 +610,8 @@ def _build(config: Config) -> Runtime:
 
 
 def _start_sources(config: Config) -> tuple[Any, Any] | None:
+    """NVML starts now (it never touches TensorFlow); the TF memory sampler is created here
+    and started by the runtime after the first step."""
     nvml = tfmem = None
     try:
         if config.nvml:
@@ -607,7 +622,6 @@ def _start_sources(config: Config) -> tuple[Any, Any] | None:
         from tfobs.sources.tfmemory import TfMemorySampler
 
         tfmem = TfMemorySampler(interval_s=config.nvml_interval_s)
-        tfmem.start()
     except Exception as exc:
         _log.debug("tfobs sources: %s", exc)
     return (nvml, tfmem) if (nvml or tfmem) else None
