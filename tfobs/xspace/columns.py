@@ -26,6 +26,7 @@ _PAD = 16  # zero bytes after the data: a varint read past the end stops there
 _MAX_FIELD = 2**29 - 1
 _STATS_TAG = 0x22  # XEvent.stats: field 4, length-delimited
 _CONT = _U64(0x8080808080808080)  # the continuation bit of each of eight bytes
+_BYTE_ONES = _U64(0x0101010101010101)
 _DATA = _U64(0x7F7F7F7F7F7F7F7F)
 # (low halves, high halves, shift): each step joins neighbouring groups of data bits.
 _SQUEEZE = tuple((_U64(lo), _U64(hi), _U64(shift)) for lo, hi, shift in (
@@ -48,6 +49,13 @@ def _words(buf: np.ndarray) -> np.ndarray:
     return np.ndarray((buf.size - 7,), "<u8", buffer=buf, strides=(1,))
 
 
+def _count_continuations(cont: np.ndarray) -> np.ndarray:
+    """Set bits of `cont` (only bit 7 of each byte may be set): move them to bit 0 of each
+    byte, and one multiply sums the eight bytes into the top one. Works on NumPy 1.x, which
+    has no `np.bitwise_count`; uint64 products wrap, as the trick needs."""
+    return (((cont >> _U64(7)) * _BYTE_ONES) >> _U64(56)).astype(np.int64)
+
+
 def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """(values as uint64, byte lengths) of the varints starting at positions p."""
     b = buf[p]
@@ -63,7 +71,7 @@ def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.n
     x = head & _DATA
     for lo, hi, shift in _SQUEEZE:
         x = (x & lo) | ((x & hi) >> shift)
-    n = np.bitwise_count(head & _CONT).astype(np.int64) + 1
+    n = _count_continuations(head & _CONT) + 1
     long = np.flatnonzero(low == 0)
     if long.size:  # 9 or 10 bytes (negative int64s): the last bytes one by one
         last = buf[p[long] + 8]
