@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMANDS = ("demo", "analyze", "doctor")
@@ -35,9 +36,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(f"tfobs.commands.{args.command}")
     try:
-        return int(module.run(args) or 0)
+        code = int(module.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `tfobs analyze --format json | head`: the reader left; stop quietly. Point stdout at
+        # /dev/null so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell pipeline expects
+    except ValueError as exc:  # ConfigError, CaptureError: bad input, one line, no traceback
+        print(f"tfobs {args.command}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
