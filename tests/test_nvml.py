@@ -66,7 +66,7 @@ def test_samples_real_gpu() -> None:
 
 def test_missing_pynvml_module_is_unavailable(monkeypatch) -> None:
     monkeypatch.setitem(__import__("sys").modules, "pynvml", None)  # import now fails
-    sampler = NvmlSampler()
+    sampler = NvmlSampler(interval_s=1.0)
     sampler.start()
     assert not sampler.available
     assert "pip install nvidia-ml-py" in sampler.unavailable_reason

@@ -20,7 +20,7 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 _log = logging.getLogger("tfobs")
 _perf = time.perf_counter
@@ -38,8 +38,20 @@ _traceme: Any = None  # TF's TraceMe binding, bound on first use
 
 
 def set_hooks(hooks: StepHooks | None) -> None:
+    """Send every step's begin and end to `hooks` (None: to nobody)."""
     global _hooks
     _hooks = hooks
+
+
+def clear_hooks(hooks: StepHooks) -> None:
+    """Stop sending steps to `hooks`, if they are the ones receiving them now."""
+    global _hooks
+    if _hooks is hooks:
+        _hooks = None
+
+
+def current_hooks() -> StepHooks | None:
+    return _hooks
 
 
 def _bind_traceme() -> Any:
@@ -207,6 +219,17 @@ def tf_keras_callback_class() -> type:
     import tf_keras
 
     return _callback_class(tf_keras.callbacks.Callback, emit_markers=False)
+
+
+if TYPE_CHECKING:
+    from keras.callbacks import Callback as _KerasCallbackBase
+
+    class KerasCallbackType(_KerasCallbackBase):
+        """`tfobs.KerasCallback` as a type checker sees it: a Keras 3 callback that marks each
+        training step of `Model.fit` for tfobs and XProf. `enable()` adds one to every fit;
+        pass one in `callbacks=[...]` to place it yourself."""
+
+        def __init__(self) -> None: ...
 
 
 def __getattr__(name: str) -> Any:

@@ -135,8 +135,7 @@ def run(args: argparse.Namespace) -> int:
     if runtime is None:
         print("tfobs is disabled (TFOBS_ENABLED=false); training without it", flush=True)
     else:
-        url = getattr(runtime.prometheus, "url", "") if runtime.prometheus else ""
-        print(f"tfobs demo: metrics at {url or '(no server)'}; windows every "
+        print(f"tfobs demo: metrics at {runtime.metrics_url or '(no server)'}; windows every "
               f"{runtime.config.interval_steps} steps ({runtime.config.window_steps} steps "
               f"each), input-bound={args.input_bound}", flush=True)
         runtime.add_listener(lambda rec, summ: print(format_window(rec, summ), flush=True))
