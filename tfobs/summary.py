@@ -18,6 +18,8 @@ SCHEMA_VERSION = 1
 
 # Every fixed label set and outcome is one Literal here; its tuple is read from it, so the
 # two cannot drift. Exporters, the catalog and the analysis read these, never restate them.
+# (The label tuples are typed as plain strings: they key dicts of figures built from
+# captures, where any name may appear.)
 
 # XProf's step-time categories, snake case (DESIGN.md "Metric naming").
 Category = Literal[
@@ -31,23 +33,23 @@ Category = Literal[
     "compile",
     "other",
 ]
-CATEGORIES: tuple[Category, ...] = typing.get_args(Category)
+CATEGORIES: tuple[str, ...] = typing.get_args(Category)
 
 Verdict = Literal["highly", "moderately", "potentially", "not", "unknown"]
-VERDICTS: tuple[Verdict, ...] = typing.get_args(Verdict)
+VERDICTS: tuple[str, ...] = typing.get_args(Verdict)
 StepMethod = Literal["markers", "inferred", "none"]
-STEP_METHODS: tuple[StepMethod, ...] = typing.get_args(StepMethod)
+STEP_METHODS: tuple[str, ...] = typing.get_args(StepMethod)
 
 # Host input time by kind (XProf's input-pipeline analysis).
 InputKind = Literal[
     "demanded_file_read", "advanced_file_read", "preprocessing", "enqueue", "unclassified"
 ]
-INPUT_KINDS: tuple[InputKind, ...] = typing.get_args(InputKind)
+INPUT_KINDS: tuple[str, ...] = typing.get_args(InputKind)
 # Why a GPU was idle (HTA's idle-time breakdown), and which way a copy went.
 IdleCause = Literal["kernel_launch", "short_gap", "other"]
-IDLE_CAUSES: tuple[IdleCause, ...] = typing.get_args(IdleCause)
+IDLE_CAUSES: tuple[str, ...] = typing.get_args(IdleCause)
 CopyDirection = Literal["h2d", "d2h", "d2d"]
-COPY_DIRECTIONS: tuple[CopyDirection, ...] = typing.get_args(CopyDirection)
+COPY_DIRECTIONS: tuple[str, ...] = typing.get_args(CopyDirection)
 
 # What became of a profile window (tfobs_windows_total{outcome}).
 Outcome = Literal[

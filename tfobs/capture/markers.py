@@ -182,14 +182,14 @@ def _note_steps_done(last_exclusive: int) -> None:
     _fallback_next = max(_fallback_next, last_exclusive)
 
 
-_classes: dict[type, type] = {}
+_classes: dict[Any, type] = {}
 
 
-def _callback_class(base: type, *, emit_markers: bool) -> type:
+def _callback_class(base: Any, *, emit_markers: bool) -> type:
     cls = _classes.get(base)
     if cls is None:
 
-        class KerasCallback(_MarkerMixin, base):  # type: ignore[misc, valid-type]
+        class KerasCallback(_MarkerMixin, base):
             """Marks each training step of `Model.fit` for tfobs and XProf."""
 
             _emit_markers = emit_markers
@@ -241,7 +241,7 @@ def __getattr__(name: str) -> Any:
 # -- injecting the callback into every fit ------------------------------------------------
 
 # (Model class, whether it had its own `fit` attribute, that attribute) for each patch.
-_patched: list[tuple[type, bool, Any]] = []
+_patched: list[tuple[Any, bool, Any]] = []
 _patch_lock = threading.Lock()
 
 
@@ -285,9 +285,9 @@ def _with_callback(args: tuple, kwargs: dict, position: int, make: Any, cls: typ
     return args, kwargs
 
 
-def _model_classes() -> list[tuple[type, type]]:
+def _model_classes() -> list[tuple[Any, type]]:
     """(Model class, callback class) for each Keras this process can use."""
-    found: list[tuple[type, type]] = []
+    found: list[tuple[Any, type]] = []
     try:
         import keras
 

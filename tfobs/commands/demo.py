@@ -72,9 +72,12 @@ def _sleep_transform(tf: Any, micros: int) -> Any:
 
         return testing.sleep(micros)
     except Exception:
+        def wait(t: Any) -> Any:
+            time.sleep(micros / 1e6)
+            return t
+
         def slow(x: Any, y: Any) -> Any:
-            x = tf.py_function(lambda t: (time.sleep(micros / 1e6), t)[1], [x], tf.float32)
-            return x, y
+            return tf.py_function(wait, [x], tf.float32), y
 
         return lambda ds: ds.map(slow)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Protocol
 
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -83,13 +83,16 @@ class _Families:
     """Metric families created on first use, in catalog order on output."""
 
     def __init__(self) -> None:
-        self._fams: dict[str, Metric] = {}
+        self._gauges: dict[str, GaugeMetricFamily] = {}
+        self._counters: dict[str, CounterMetricFamily] = {}
+        self._histograms: dict[str, HistogramMetricFamily] = {}
+        self._info: InfoMetricFamily | None = None
 
     def add(self, name: str, ident: tuple[str, ...], labels: tuple[str, ...], value: float) -> None:
-        fam = self._fams.get(name)
+        fam = self._gauges.get(name)
         if fam is None:
             d = BY_NAME[name]
-            fam = self._fams[name] = GaugeMetricFamily(
+            fam = self._gauges[name] = GaugeMetricFamily(
                 name, d.help, labels=[*IDENTITY_LABELS, *d.labels], unit=d.unit
             )
         fam.add_metric([*ident, *labels], float(value))
@@ -97,9 +100,9 @@ class _Families:
     def counter(self, name: str, ident: tuple[str, ...], labels: tuple[str, ...], value: float,
                 exemplar: tuple[dict[str, str], float] | None = None) -> None:
         d = BY_NAME[name]
-        fam = self._fams.get(d.family)
+        fam = self._counters.get(d.family)
         if fam is None:
-            fam = self._fams[d.family] = CounterMetricFamily(
+            fam = self._counters[d.family] = CounterMetricFamily(
                 d.family, d.help, labels=[*IDENTITY_LABELS, *d.labels], unit=d.unit
             )
         names = [*IDENTITY_LABELS, *d.labels]
@@ -107,27 +110,32 @@ class _Families:
                        exemplar=Exemplar(exemplar[0], 1.0, exemplar[1]) if exemplar else None)
 
     def histogram(self, name: str, ident: tuple[str, ...], durations: Durations) -> None:
-        fam = cast("HistogramMetricFamily | None", self._fams.get(name))
+        fam = self._histograms.get(name)
         if fam is None:
             d = BY_NAME[name]
-            fam = HistogramMetricFamily(name, d.help, labels=list(IDENTITY_LABELS), unit=d.unit)
-            self._fams[name] = fam
-        buckets, running = [], 0
+            fam = self._histograms[name] = HistogramMetricFamily(
+                name, d.help, labels=list(IDENTITY_LABELS), unit=d.unit
+            )
+        buckets: list[tuple[str, float]] = []
+        running = 0
         for le, n in zip([*WORK_BUCKETS, float("inf")], durations.counts, strict=True):
             running += n
             buckets.append((floatToGoString(le), float(running)))
         fam.add_metric(list(ident), buckets, durations.sum_s)
 
     def info(self, ident: tuple[str, ...], value: dict[str, str]) -> None:
-        fam = self._fams.get("tfobs_info")
-        if fam is None:
-            fam = self._fams["tfobs_info"] = InfoMetricFamily(
+        if self._info is None:
+            self._info = InfoMetricFamily(
                 "tfobs", BY_NAME["tfobs_info"].help, labels=list(IDENTITY_LABELS)
             )
-        fam.add_metric(list(ident), value)
+        self._info.add_metric(list(ident), value)
 
     def __iter__(self) -> Iterator[Metric]:
-        return iter(sorted(self._fams.values(), key=lambda f: _ORDER.get(f.name, 0)))
+        fams: list[Metric] = [*self._gauges.values(), *self._counters.values(),
+                              *self._histograms.values()]
+        if self._info is not None:
+            fams.append(self._info)
+        return iter(sorted(fams, key=lambda f: _ORDER.get(f.name, 0)))
 
 
 class SummaryCollector:

@@ -383,12 +383,14 @@ def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | Non
             url = f"{scheme}://{rest.rstrip('/')}/v1/traces"
         return OTLPSpanExporter(endpoint=url)
 
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+        OTLPSpanExporter as GrpcSpanExporter,
+    )
 
     insecure = None
     if "://" not in endpoint:  # host:port: plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false
         insecure = env.get("OTEL_EXPORTER_OTLP_INSECURE", "true").strip().lower() != "false"
-    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
+    return GrpcSpanExporter(endpoint=endpoint, insecure=insecure)
 
 
 @dataclass

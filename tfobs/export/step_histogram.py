@@ -99,15 +99,17 @@ class StepSeries:
         self._sum += seconds
         return i
 
-    def snapshot(self) -> tuple[list[tuple[str, float, Exemplar | None]], float]:
+    def snapshot(self) -> tuple[list[tuple[str, float] | tuple[str, float, Exemplar]], float]:
         """(cumulative buckets with their exemplars, sum) after a fold."""
         self.fold()
         with self._lock:
             counts, exemplars, total = list(self._counts), list(self._exemplars), self._sum
-        buckets, running = [], 0
+        buckets: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
+        running = 0
         for le, n, ex in zip(self._bounds, counts, exemplars, strict=True):
             running += n
-            buckets.append((floatToGoString(le), float(running), ex))
+            bound = floatToGoString(le)
+            buckets.append((bound, float(running)) if ex is None else (bound, float(running), ex))
         return buckets, total
 
 

@@ -160,7 +160,7 @@ def walk(
             if (lb >= 0x80).any():
                 ln, n = _varint(buf, p, what)
             else:
-                ln, n = lb.astype(_U64), 1
+                ln, n = lb.astype(_U64), np.ones(p.size, np.int64)
             if (ln > _U64(2**31)).any():
                 raise _bad(what)
             size = ln.astype(np.int64)
