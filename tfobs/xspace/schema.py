@@ -131,6 +131,9 @@ def _cls(name: str) -> Any:  # a generated message class (FromString, ...)
     return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
 
 
+# The host plane's name in every TensorFlow/JAX capture (its threads, ops, tf.data).
+HOST_PLANE = "/host:CPU"
+
 XSpace = _cls("XSpace")
 XPlane = _cls("XPlane")
 XLine = _cls("XLine")
