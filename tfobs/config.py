@@ -267,7 +267,7 @@ class Config:
                 )
                 continue
             values[opt.name] = value
-        _otel_fallbacks(values, kwargs, env)
+        _otel_fallbacks(values, env)
         try:
             return cls(**values)
         except ConfigError:
@@ -317,7 +317,7 @@ class Config:
         return bool(self.otlp_endpoint)
 
 
-def _otel_fallbacks(values: dict[str, Any], kwargs: Mapping[str, Any], env: Mapping[str, str]):
+def _otel_fallbacks(values: dict[str, Any], env: Mapping[str, str]) -> None:
     """OTel's own variables stand in for the tfobs ones; OTEL_SDK_DISABLED wins over both."""
     if "otlp_endpoint" not in values and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         values["otlp_endpoint"] = env["OTEL_EXPORTER_OTLP_ENDPOINT"].strip()
