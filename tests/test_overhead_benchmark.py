@@ -130,7 +130,7 @@ def test_window_cost_is_the_span_beyond_the_median_step_around_it():
         start_ns = int(block.wall[40] * 1e9)
         end_ns = int((block.wall[40] + 0.05) * 1e9)
         capture_s, reduce_s = 0.05, 0.05
-        background_cpu_s = 0.08  # what the ledger charges: CPU time, not the 0.1 s of wall
+        background_cpu_s = 0.08  # what the budget charges: CPU time, not the 0.1 s of wall
 
     done_at = block.wall[45]
     import dataclasses

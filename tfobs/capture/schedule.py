@@ -120,11 +120,11 @@ class Budget:
         return self.not_before
 
     def duty_cycle(self, now: float | None = None) -> float:
-        """Share of wall time the profiler was tracing since the ledger began."""
+        """Share of wall time the profiler was tracing since the budget began."""
         elapsed = (self.clock() if now is None else now) - self.t0
         return min(1.0, self.active_s / elapsed) if elapsed > 0 else 0.0
 
     def overhead(self, now: float | None = None) -> float:
-        """Estimated share of training time lost to tfobs since the ledger began."""
+        """Estimated share of training time lost to tfobs since the budget began."""
         elapsed = (self.clock() if now is None else now) - self.t0
         return min(1.0, self.cost_s / elapsed) if elapsed > 0 else 0.0
