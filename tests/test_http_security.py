@@ -26,6 +26,8 @@ from tfobs.errors import ConfigError
 from tfobs.export.prometheus import PrometheusExporter
 from tfobs.health import HealthLedger
 
+pytestmark = pytest.mark.slow  # starts the metrics HTTP server
+
 
 def make_exporter(capture_request: Callable[[], bool] | None = None,
                   **options: Any) -> PrometheusExporter:

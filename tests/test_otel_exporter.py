@@ -35,7 +35,7 @@ from tfobs.summary import (
 )
 from tfobs.window import WindowRecord
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]  # an OTLP receiver (gRPC server)
 
 IDENTITY = {"tf_job": "worker", "tf_task": "3", "devices": ["/device:CPU:0"]}
 

@@ -111,6 +111,7 @@ def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecor
     return summary, window
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthetic_gpu(
     exporter: PrometheusExporter,
 ) -> None:
@@ -143,6 +144,7 @@ def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthe
         assert base in plain_names, d.name
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
     exporter: PrometheusExporter,
 ) -> None:
@@ -169,6 +171,7 @@ def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
     assert 'trace_id="' not in plain
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_summary_figures_map_to_their_series_synthetic_gpu(exporter: PrometheusExporter) -> None:
     summary, _ = feed_everything(exporter)
     s = om_samples(exporter.url)
@@ -233,6 +236,7 @@ def test_summary_figures_map_to_their_series_synthetic_gpu(exporter: PrometheusE
     assert info["version"] == __import__("tfobs").__version__ and info["python_version"]
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
     bare_exporter: PrometheusExporter,
 ) -> None:
@@ -251,6 +255,7 @@ def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
         assert gpu_only not in s
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter) -> None:
     from tfobs.analysis import analyze
 
@@ -271,6 +276,7 @@ def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter
         assert value(s, "tfobs_memory_peak_bytes", allocator=mem.allocator) == mem.peak_bytes
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_a_broken_summary_never_breaks_the_scrape_and_is_counted(
     exporter: PrometheusExporter,
 ) -> None:
@@ -282,6 +288,7 @@ def test_a_broken_summary_never_breaks_the_scrape_and_is_counted(
     assert "tfobs_step_duration_seconds_count" in s  # health still served
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_step_sink_refuses_bad_exemplars_and_info_keeps_its_catalog_labels(
     exporter: PrometheusExporter,
 ) -> None:
@@ -302,6 +309,7 @@ def test_step_sink_refuses_bad_exemplars_and_info_keeps_its_catalog_labels(
     assert labels["devices"] == "d" * 200  # bounded
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_observe_step_is_cheap(exporter: PrometheusExporter) -> None:
     window = WindowRecord(index=0)
     ex = window.exemplar(1)
@@ -315,6 +323,7 @@ def test_observe_step_is_cheap(exporter: PrometheusExporter) -> None:
     assert per_step_us < 50, per_step_us
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
     exporter.step_sink.append(0.02)
     ctype, text = scrape(exporter.url, OPENMETRICS)
@@ -325,6 +334,7 @@ def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
     assert "tfobs_step_duration_seconds_count" in text
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_private_registry_leaves_the_default_one_alone(exporter: PrometheusExporter) -> None:
     exporter.step_sink.append(0.02)
     names = {m.name for m in prometheus_client.REGISTRY.collect()}
@@ -336,6 +346,7 @@ def test_private_registry_leaves_the_default_one_alone(exporter: PrometheusExpor
     other.shutdown(1.0)
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_taken_port_raises_the_agreed_config_error() -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -363,6 +374,7 @@ def test_port_minus_one_serves_nothing_but_still_counts() -> None:
     exp.shutdown(1.0)
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_overview_page_is_served(exporter: PrometheusExporter) -> None:
     feed_everything(exporter)
     with urllib.request.urlopen(exporter.url.replace("/metrics", "/"), timeout=10) as r:
@@ -374,6 +386,7 @@ def test_overview_page_is_served(exporter: PrometheusExporter) -> None:
     assert health["errors"] == {"capture": 1} and health["window_index"] == 0
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_shutdown_is_bounded_and_frees_the_port(exporter: PrometheusExporter) -> None:
     port = exporter.port
     # A client that connects and stalls must not hold shutdown past its deadline.

@@ -72,6 +72,7 @@ def _sink(rt: Runtime) -> MemoryExporter:
     return sink
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_enable_is_idempotent_serves_metrics_and_disable_cleans_up(tmp_path):
     rt = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", capture_dir=str(tmp_path),
                       window_steps=5, first_window_step=3, interval_steps=1000,
@@ -105,6 +106,7 @@ def test_bad_option_raises_at_enable():
     assert runtime_mod.current() is None
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_taken_port_fails_with_a_clear_message(tmp_path):
     import socket
 
@@ -321,6 +323,7 @@ EXIT_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # runs a training process
 def test_process_exit_with_open_window_does_not_hang_or_leave_files(tmp_path):
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(tmp_path)], cwd=ROOT,
