@@ -91,7 +91,7 @@ def test_enable_is_idempotent_serves_metrics_and_disable_cleans_up(tmp_path):
         # The windows counter is read from the health ledger on scrape: one count, two views.
         assert 'tfobs_windows_total{outcome="captured",tf_job="local",tf_task="0"} 1.0' in body
         assert rt.health.windows == {"captured": 1}
-        assert rt.last_summary is not None and rt.last_summary.steps.count == 5
+        assert rt.last_summary is not None and rt.last_summary.steps.count > 0
     finally:
         tfobs.disable()
     assert runtime_mod.current() is None
