@@ -81,7 +81,15 @@ def own_seconds() -> float:
 
 
 class step:  # lower case: used like a function, `with tfobs.step(n):`
-    """Context manager marking one step of a custom training loop."""
+    """Marks one step of a custom training loop: `with tfobs.step(step_num): ...`.
+
+    Wrap the whole step, `next(iterator)` included, so input waits count. `step_num` is the
+    global step (the same number on every worker of a synchronous job, so they profile the
+    same steps). The step's duration goes to `tfobs_step_duration_seconds`; while a profile
+    window is open the step is also a "train" trace event XProf reads. Without a running
+    tfobs it is only that trace event. Never raises into the step; an exception inside the
+    step still ends it.
+    """
 
     __slots__ = ("step_num", "_trace", "_t0", "_own")
 
