@@ -54,10 +54,10 @@ def _tfobs_threads() -> list[str]:
 def make_runtime(tmp_path):
     made = []
 
-    def make(exporter=None, reducer=None, **kw):
+    def make(exporter=None, reducer=None, clock=time.monotonic, **kw):
         exporter = exporter or MemoryExporter()
         rt = Runtime(_config(tmp_path, **kw), sinks=[exporter], step_sink=exporter,
-                     reducer=reducer)
+                     reducer=reducer, clock=clock)
         made.append(rt)
         return rt.start()
 
@@ -215,13 +215,14 @@ def test_budget_skips_windows_while_one_is_reduced(make_runtime):
 
 
 def test_aligned_windows_and_cost_published(make_runtime):
-    rt = make_runtime(interval_steps=20, window_steps=4, first_window_step=5,
-                      overhead_budget=0.5)
+    hours = iter(range(0, 10**9, 3600))  # the budget's clock: an hour between its reads,
+    rt = make_runtime(interval_steps=20, window_steps=4, first_window_step=5,  # never a pause
+                      overhead_budget=0.5, clock=lambda: float(next(hours)))
     for start in range(0, 60, 10):
         _steps(10, start)
         rt.wait_idle(30)
-    assert rt.health.windows.get("captured", 0) >= 2, rt.health
-    assert [r.first_step for _, r in _sink(rt).published][:2] == [5, 20]  # aligned
+    assert rt.health.windows == {"captured": 3}, rt.health
+    assert [r.first_step for _, r in _sink(rt).published] == [5, 20, 40]  # aligned
     health = rt.health.snapshot()
     assert health.duty_cycle_ratio is not None and health.overhead_ratio is not None
     assert 0 < health.duty_cycle_ratio < 1 and 0 < health.overhead_ratio < 1

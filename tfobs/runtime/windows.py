@@ -83,6 +83,8 @@ class Windows:
     def step_end(self, step_num: int, duration_s: float) -> None:
         self._health.steps += 1
         window = self.tracing
+        if window is not None and window.close.is_set():  # capped, or the profiler was
+            self.tracing = window = None  # taken by the user's own profiling: no exemplar
         if window is None:
             append = self._append
             if append is not None:
