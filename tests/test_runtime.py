@@ -293,6 +293,7 @@ def test_fork_child_goes_quiet_and_parent_keeps_working(tmp_path):
     rt = tfobs.enable(metrics_port=-1, capture_dir=str(tmp_path), window_steps=3,
                       first_window_step=10**6, overhead_budget=0.5, nvml=False)
     try:
+        assert rt.metrics_url == "" and rt.metrics_port == -1  # no server
         pid = os.fork()
         if pid == 0:  # child: no tfobs threads, hooks or runtime; leave at once
             ok = runtime_mod.current() is None and markers.current_hooks() is None

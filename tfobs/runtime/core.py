@@ -65,7 +65,7 @@ class Runtime:
         step_sink: StepSink | None = None,
         sources: Sources = Sources(),
         metrics_url: str = "",
-        metrics_port: int = 0,
+        metrics_port: int = -1,
         reducer: Reducer | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -74,7 +74,7 @@ class Runtime:
         self.sinks = tuple(sinks)
         self.sources = sources
         self.metrics_url = metrics_url  # "" when the metrics server is off
-        self.metrics_port = metrics_port
+        self.metrics_port = metrics_port  # the port taken (also for metrics_port=0); -1: off
         self.policy = Policy.from_config(config)
         self.budget = Budget(self.policy, clock)
         self.slot = ProfilerSlot.from_config(config)

@@ -73,7 +73,7 @@ def _build(config: Config) -> Runtime:
     sources = _sources(config, health)
     sinks: list[WindowSink] = []
     step_sink: StepSink | None = None
-    url, port = "", 0
+    url, port = "", -1
     try:
         from tfobs.export.prometheus import PrometheusExporter
     except ImportError as exc:
@@ -88,7 +88,8 @@ def _build(config: Config) -> Runtime:
             _stop_sources(sources)
             raise
         sinks.append(prometheus)
-        step_sink, url, port = prometheus.step_sink, prometheus.url, prometheus.port
+        step_sink, url = prometheus.step_sink, prometheus.url
+        port = prometheus.port if prometheus.port > 0 else -1
     if config.tracing_enabled:
         try:
             from tfobs.export.otel import OtelExporter
