@@ -159,6 +159,9 @@ def test_manual_profiler_start_stop_during_tfobs_window(runtime, tmp_path):
     assert runtime.capture_now() or True
     _steps(4, start=103)  # an on-demand tfobs window would be due: skipped, user busy
     tf.profiler.experimental.stop()
+    # The steps after the user took the profiler carry no exemplar: that window is gone.
+    steps = runtime.sinks[0].all_steps()
+    assert [ex is not None for _, ex in steps[-7:]] == [True] * 3 + [False] * 4
     files = glob.glob(str(user_dir / "plugins/profile/*/*.xplane.pb"))
     assert files, "the user's profile was not written"
     with open(files[0], "rb") as fh:
