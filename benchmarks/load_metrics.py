@@ -45,7 +45,7 @@ def step(x):
     w.assign_sub(1e-6 * tf.matmul(x, y, transpose_a=True))
     return tf.reduce_sum(y)
 
-print("url", rt.prometheus.url, flush=True)
+print("url", rt.metrics_url, flush=True)
 times = []
 end = time.time() + seconds
 i = 0

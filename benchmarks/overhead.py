@@ -86,6 +86,14 @@ def tfobs_threads_cpu_s() -> float:
     return total
 
 
+
+def leave_out_of_budget(budget: Any, seconds: float) -> None:
+    """tfobs's duty-cycle budget skips a stretch without tfobs (an A block): its clock
+    start and its next allowed window move on by `seconds`."""
+    budget.t0 += seconds
+    budget.not_before += seconds
+
+
 class Plan:
     """Decides before every step which arm it runs in, and times it."""
 
@@ -147,7 +155,7 @@ class Plan:
         arm = self.order[len(self.blocks)]
         if arm == B:
             if self._a_since:  # tfobs's clock skips the A stretch
-                self.runtime.budget.pause(time.monotonic() - self._a_since)
+                leave_out_of_budget(self.runtime.budget, time.monotonic() - self._a_since)
                 self._a_since = 0.0
             self.markers.set_hooks(self.runtime)
         else:
@@ -335,7 +343,9 @@ def scrape_cost_s(runtime: Any, n: int = 20) -> float:
     """CPU seconds of rendering tfobs's /metrics once (median of n, this thread's clock)."""
     from prometheus_client import generate_latest
 
-    registry = runtime.prometheus.registry
+    from tfobs.export.prometheus import PrometheusExporter
+
+    registry = next(s for s in runtime.sinks if isinstance(s, PrometheusExporter)).registry
     costs = []
     for _ in range(n):
         t0 = time.thread_time()
@@ -458,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     markers.uninstall_fit_hooks()  # run_keras hands steps to tfobs's callback itself
     records: list[tuple[Any, float]] = []
     runtime.add_listener(lambda rec, summ: records.append((rec, time.time())))
-    scraper = Scraper(runtime.prometheus.url, args.scrape_s)
+    scraper = Scraper(runtime.metrics_url, args.scrape_s)
 
     print(f"# machine: {platform.node()} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cpus, python {platform.python_version()}, tensorflow "

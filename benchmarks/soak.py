@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     import tfobs
-    from tfobs.capture.schedule import is_window_start
+    from tfobs.capture.schedule import next_window_start
 
     capture_dir = tempfile.mkdtemp(prefix="tfobs-soak-")
     rt = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", capture_dir=capture_dir,
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     warm: dict[str, float] = {}
     t0 = time.monotonic()
     while profiled() < args.windows:
-        if is_window_start(step, rt.policy):
+        if next_window_start(step, rt.policy) == step:  # a window is due here
             due += 1
         with tfobs.step(step):
             time.sleep(0.002)
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     end = {"rss_mb": rss_mb(), "py_threads": threading.active_count(),
            "native_threads": native_threads(), "windows": profiled()}
     outcomes = dict(rt.health.windows)
-    scraped = scraped_windows(rt.prometheus.url)
+    scraped = scraped_windows(rt.metrics_url)
     left = os.listdir(capture_dir)
     result = {
         "windows": end["windows"], "steps": step, "due": due, "outcomes": outcomes,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine (run as root), then runs them.
 # Debian packages: prometheus (server + promtool), chromium + chromium-driver (page tests).
-# Python: a fresh .venv with tfobs and its test extras. Extra arguments go to pytest.
+# Python: a fresh .venv with tfobs and its test extras (ruff, mypy, pytest, ...). Extra
+# arguments go to pytest (e.g. -m "not slow" for the quick tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,4 +20,6 @@ fi
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 
 .venv/bin/ruff check .
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+.venv/bin/mypy  # settings in pyproject.toml [tool.mypy]: the whole tfobs package
+# -rs: print the reason of every skipped test, so a skip never hides a missing feature.
+.venv/bin/python -m pytest -q -rs -p no:cacheprovider "$@"

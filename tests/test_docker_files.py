@@ -88,6 +88,9 @@ def test_grafana_is_provisioned_with_dashboards_and_trace_links() -> None:
     prov_dir = layout["/etc/grafana/provisioning/dashboards"]
     (provider,) = yaml.safe_load((prov_dir / "dashboards.yml").read_text())["providers"]
     dash_dir = layout[provider["options"]["path"]]
+    assert dash_dir.resolve() == ROOT / "dashboards"  # the one home of the dashboards
+    rules = mounts(compose()["services"]["prometheus"])["/etc/prometheus/alerts.yml"]
+    assert rules.resolve() == ROOT / "dashboards" / "alerts.yml"
     titles = {json.loads(p.read_text())["title"] for p in dash_dir.glob("*.json")}
     assert len(titles) == 3 and all(t.startswith("tfobs / ") for t in titles)
     home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]

@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.fault_job import assert_unharmed, baseline, run_job
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from tests.support.fault_job import (
     wait_line,
 )
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
 
 
 class HangingEndpoint:

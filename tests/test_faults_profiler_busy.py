@@ -19,7 +19,7 @@ import tfobs
 from tests.support.fault_job import assert_unharmed, baseline, run_job
 from tests.support.prometheus_server import free_port
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
 
 
 def profiled_steps(logdir) -> list[int]:

@@ -19,7 +19,7 @@ import pytest
 from tests.support.fault_job import finish_job, start_job, wait_line
 from tfobs.capture.session import sweep_stale_dirs
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
 
 
 @pytest.mark.parametrize("handler", ["graceful", "exit", "none"])

@@ -30,6 +30,7 @@ def bases() -> list[bytes]:
     return [trimmed_base(p) for p in capture_paths()]
 
 
+@pytest.mark.slow  # 10,000 fuzzed captures: half a minute of CPU on a quiet 2-core machine
 def test_reducer_only_raises_capture_error(bases: list[bytes]) -> None:
     rng = random.Random(SEED)
     outcomes = {"summary": 0, "capture_error": 0}

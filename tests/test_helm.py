@@ -14,6 +14,7 @@ import json
 import pathlib
 import shutil
 import subprocess
+import tarfile
 
 import pytest
 import yaml
@@ -122,14 +123,23 @@ def test_dashboard_configmaps_carry_the_dashboards_for_the_sidecar() -> None:
     assert found == {}
 
 
-def test_chart_copies_match_the_dashboards_folder() -> None:
-    # Helm reads files only inside the chart, so the chart carries copies; keep them equal
-    # (cp dashboards/alerts.yml helm/tfobs/files/;
-    #  cp dashboards/*.json helm/tfobs/files/dashboards/).
-    rules = (CHART / "files" / "alerts.yml").read_bytes()
-    assert rules == (DASHBOARDS / "alerts.yml").read_bytes()
-    copies = {p.name: p.read_bytes() for p in (CHART / "files" / "dashboards").glob("*.json")}
-    assert copies == {p.name: p.read_bytes() for p in DASHBOARDS.glob("*.json")}
+def test_packaged_chart_carries_the_one_copy_of_dashboards_and_rules(tmp_path) -> None:
+    # The chart's dashboards/ is a link to the repository's dashboards/ (Helm reads files
+    # only inside the chart, and follows the link); `helm package` stores real files.
+    assert (CHART / "dashboards").is_symlink()
+    assert (CHART / "dashboards").resolve() == DASHBOARDS
+    tracked = subprocess.run(["git", "ls-files", "*.json", "*alerts*.yml"], cwd=ROOT,
+                             capture_output=True, text=True).stdout.split()
+    copies = [t for t in tracked if not t.startswith(("dashboards/", "tests/"))]
+    assert copies == [], "dashboards and rules live in dashboards/ only"
+    packaged = helm.package(CHART, destination=tmp_path)
+    with tarfile.open(packaged) as tar:
+        files = {m.name.removeprefix("tfobs/dashboards/"): tar.extractfile(m).read()
+                 for m in tar.getmembers() if m.name.startswith("tfobs/dashboards/")}
+        assert all(m.isfile() for m in tar.getmembers())  # no link left in the package
+    want = {p.name: p.read_bytes() for p in DASHBOARDS.glob("*.json")}
+    want["alerts.yml"] = (DASHBOARDS / "alerts.yml").read_bytes()
+    assert files == want  # nothing else (README, rule tests) travels with the chart
 
 
 def test_collector_is_optional_and_forwards_traces() -> None:

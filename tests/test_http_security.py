@@ -24,12 +24,17 @@ from tests.support.prometheus_server import PrometheusServer
 from tfobs.config import Config
 from tfobs.errors import ConfigError
 from tfobs.export.prometheus import PrometheusExporter
+from tfobs.health import HealthLedger
+
+pytestmark = pytest.mark.slow  # starts the metrics HTTP server
 
 
-def make_exporter(**options: Any) -> PrometheusExporter:
+def make_exporter(capture_request: Callable[[], bool] | None = None,
+                  **options: Any) -> PrometheusExporter:
     options.setdefault("metrics_bind", "127.0.0.1")
     cfg = Config.load(metrics_port=0, **options)
-    exp = PrometheusExporter(cfg, cfg.identity())
+    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger(),
+                             capture_request=capture_request)
     exp.start()
     return exp
 
@@ -134,7 +139,7 @@ def test_default_bind_is_documented_and_the_option_is_honoured(exporters: Any) -
 def test_an_unusable_bind_address_is_a_clear_config_error() -> None:
     cfg = Config.load(metrics_port=0, metrics_bind="203.0.113.77")  # not an address of this host
     with pytest.raises(ConfigError, match="metrics_bind"):
-        PrometheusExporter(cfg, cfg.identity()).start()
+        PrometheusExporter(cfg, cfg.identity(), HealthLedger()).start()
 
 
 # -- TLS ---------------------------------------------------------------------------------------
@@ -144,7 +149,7 @@ def test_tls_with_a_verifying_client(exporters: Any, self_signed: tuple[str, str
     cert, key = self_signed
     exp = exporters(metrics_tls_cert=cert, metrics_tls_key=key)
     assert exp.url.startswith("https://127.0.0.1:")
-    exp.observe_step(0.02)
+    exp.step_sink.append(0.02)
     ctx = ssl.create_default_context(cafile=cert)  # verifies chain and host name
     status, headers, body = request(exp.url, context=ctx)
     assert status == 200 and b"tfobs_step_duration_seconds_count" in body
@@ -172,7 +177,7 @@ def test_prometheus_scrapes_over_tls_with_basic_auth(exporters: Any,
     cert, key = self_signed
     exp = exporters(metrics_tls_cert=cert, metrics_tls_key=key, metrics_basic_auth="prom:s3cret")
     for _ in range(5):
-        exp.observe_step(0.02)
+        exp.step_sink.append(0.02)
     with PrometheusServer([f"127.0.0.1:{exp.port}"], scheme="https", tls_ca_file=cert,
                           basic_auth=("prom", "s3cret")) as prom:
         prom.wait_targets_up(timeout_s=30)
@@ -202,8 +207,8 @@ def test_basic_auth_accepts_the_right_password_only(exporters: Any) -> None:
 def test_remote_capture_is_off_by_default_even_with_a_token(exporters: Any) -> None:
     assert Config.load().remote_capture is False
     calls: list[int] = []
-    exp = exporters(remote_capture_token="t0ken")
-    exp.set_capture_request_handler(lambda: calls.append(1) or True)
+    exp = exporters(remote_capture_token="t0ken",
+                    capture_request=lambda: calls.append(1) or True)
     capture = exp.url.replace("/metrics", "/capture")
     status, _, _ = request(capture, method="POST", headers={"Authorization": "Bearer t0ken"})
     assert status == 404 and calls == []
@@ -222,11 +227,13 @@ def test_remote_capture_needs_the_bearer_token_and_reports_the_budget(exporters:
         calls.append(1)
         return granted[0]
 
-    exp = exporters(remote_capture=True, remote_capture_token="t0ken-with-entropy")
-    capture = exp.url.replace("/metrics", "/capture")
     good = {"Authorization": "Bearer t0ken-with-entropy"}
-    assert request(capture, method="POST", headers=good)[0] == 503  # no handler set yet
-    exp.set_capture_request_handler(handler)
+    bare = exporters(remote_capture=True, remote_capture_token="t0ken-with-entropy")
+    assert request(bare.url.replace("/metrics", "/capture"), method="POST",
+                   headers=good)[0] == 503  # no handler given
+    exp = exporters(remote_capture=True, remote_capture_token="t0ken-with-entropy",
+                    capture_request=handler)
+    capture = exp.url.replace("/metrics", "/capture")
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "t0ken-with-entropy"},
                     basic("x", "t0ken-with-entropy")):
         status, hdrs, _ = request(capture, method="POST", headers=headers)
@@ -246,8 +253,7 @@ def test_remote_capture_handler_failure_is_counted_not_raised(exporters: Any) ->
     def broken() -> bool:
         raise RuntimeError("boom")
 
-    exp = exporters(remote_capture=True, remote_capture_token="tok")
-    exp.set_capture_request_handler(broken)
+    exp = exporters(remote_capture=True, remote_capture_token="tok", capture_request=broken)
     capture = exp.url.replace("/metrics", "/capture")
     assert request(capture, method="POST", headers={"Authorization": "Bearer tok"})[0] == 500
     _, _, body = request(exp.url)

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import load_metrics  # noqa: E402
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
 
 
 def test_fifty_scrapers_during_training():

@@ -16,12 +16,17 @@ from tfobs.config import Config  # noqa: E402
 from tfobs.runtime import Runtime  # noqa: E402
 
 
+def _runtime(config: Config) -> Runtime:
+    exporter = MemoryExporter()
+    return Runtime(config, sinks=[exporter], step_sink=exporter)
+
+
 @pytest.fixture
 def runtime(tmp_path):
     config = Config.load(environ={}, metrics_port=-1, interval_steps=1000, window_steps=6,
                          first_window_step=10**6, overhead_budget=0.5,
                          capture_dir=str(tmp_path))
-    rt = Runtime(config, prometheus=MemoryExporter()).start()
+    rt = _runtime(config).start()
     yield rt
     rt.stop(5.0)
 
@@ -38,16 +43,16 @@ def _dataset():
 
 
 def test_keras3_fit_is_marked_without_code_changes(runtime):
-    exporter = runtime.prometheus
+    exporter = runtime.sinks[0]
     model = _keras3_model()
     model.fit(_dataset(), steps_per_epoch=5, epochs=2, verbose=0)
-    assert len(exporter.steps) == 10  # every step timed, not only profiled ones
-    assert all(d > 0 for d, _ in exporter.steps)
+    assert len(exporter.all_steps()) == 10  # every step timed, not only profiled ones
+    assert all(d > 0 for d, _ in exporter.all_steps())
     # a window: exemplars while it is open, and the capture has marker steps
     assert runtime.capture_now()
     model.fit(_dataset(), steps_per_epoch=10, epochs=1, verbose=0)
     assert runtime.wait_idle(30)
-    with_exemplar = [e for _, e in exporter.steps[10:] if e]
+    with_exemplar = [e for _, e in exporter.all_steps()[10:] if e]
     assert len(with_exemplar) == 6
     assert set(with_exemplar[0]) == {"trace_id", "span_id"}
     assert len({e["span_id"] for e in with_exemplar}) == 6  # one span per step
@@ -72,28 +77,28 @@ def test_step_numbers_continue_across_fits_and_callbacks_are_not_doubled(runtime
 def test_tf_keras_fit_is_marked(runtime):
     tf_keras = pytest.importorskip("tf_keras")
     markers.install_fit_hooks()  # tf_keras imported after enable(): hook it now
-    exporter = runtime.prometheus
-    before = len(exporter.steps)
+    exporter = runtime.sinks[0]
+    before = len(exporter.all_steps())
     model = tf_keras.Sequential([tf_keras.Input((4,)), tf_keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
     model.fit(_dataset(), steps_per_epoch=4, epochs=1, verbose=0)
-    assert len(exporter.steps) - before == 4
+    assert len(exporter.all_steps()) - before == 4
 
 
 def test_fit_is_restored_after_stop(tmp_path):
     keras = tf.keras
     before = keras.Model.fit
     config = Config.load(environ={}, metrics_port=-1, capture_dir=str(tmp_path))
-    rt = Runtime(config, prometheus=MemoryExporter()).start()
+    rt = _runtime(config).start()
     assert keras.Model.fit is not before
     assert keras.Model.fit.__wrapped__ is before
     rt.stop(2.0)
     assert keras.Model.fit is before
-    assert markers._hooks is None
+    assert markers.current_hooks() is None
 
 
 def test_custom_loop_step_feeds_runtime_and_marks_capture(runtime):
-    exporter = runtime.prometheus
+    exporter = runtime.sinks[0]
 
     @tf.function
     def train(x):
@@ -105,16 +110,16 @@ def test_custom_loop_step_feeds_runtime_and_marks_capture(runtime):
         with tfobs.step(i):
             train(x)
     assert runtime.wait_idle(30)
-    assert len(exporter.steps) == 10
+    assert len(exporter.all_steps()) == 10
     assert runtime.last_summary.steps.method == "markers"
     assert runtime.last_record.first_step == 0 and runtime.last_record.last_step == 5
 
 
 def test_step_exception_still_ends_the_step(runtime):
-    exporter = runtime.prometheus
+    exporter = runtime.sinks[0]
     with pytest.raises(ZeroDivisionError), tfobs.step(1):
         1 / 0  # noqa: B018
-    assert len(exporter.steps) == 1
+    assert len(exporter.all_steps()) == 1
 
 
 def test_marker_is_cheap_without_a_window():

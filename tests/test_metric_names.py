@@ -23,6 +23,8 @@ from tests.support.dashboards import (
 from tests.support.prometheus_server import free_port
 from tfobs.export import replay
 
+pytestmark = pytest.mark.slow  # starts the replay HTTP server
+
 CAPTURES = sorted((pathlib.Path(__file__).parent / "data" / "captures").glob("*.xplane.pb"))
 
 

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
+from tfobs.health import HealthLedger
 from tfobs.sources import nvml as nvml_source
 from tfobs.sources.nvml import GpuSample, NvmlSampler, throttle_reason_names, visible_devices
 
@@ -66,7 +67,7 @@ def test_samples_real_gpu() -> None:
 
 def test_missing_pynvml_module_is_unavailable(monkeypatch) -> None:
     monkeypatch.setitem(__import__("sys").modules, "pynvml", None)  # import now fails
-    sampler = NvmlSampler()
+    sampler = NvmlSampler(interval_s=1.0)
     sampler.start()
     assert not sampler.available
     assert "pip install nvidia-ml-py" in sampler.unavailable_reason
@@ -121,7 +122,9 @@ class _FakeNvml:
 
 def test_sampling_and_errors_synthetic_gpu_nvml() -> None:
     fake = _FakeNvml()
-    sampler = NvmlSampler(interval_s=0.05, nvml=fake, cuda_visible_devices="2,GPU-3")
+    health = HealthLedger()
+    sampler = NvmlSampler(interval_s=0.05, health=health, nvml=fake,
+                          cuda_visible_devices="2,GPU-3")
     sampler.start()
     try:
         assert sampler.available
@@ -145,4 +148,6 @@ def test_sampling_and_errors_synthetic_gpu_nvml() -> None:
         assert [s.device for s in sampler.latest()] == ["/device:GPU:0"]
     finally:
         sampler.stop(1.0)
+    # The sampler reports its failures into tfobs's health ledger itself, as they happen.
+    assert health.errors == {"nvml": sampler.errors}
     assert fake.shutdown

@@ -24,6 +24,7 @@ from tests.support.otlp_receiver import (
 )
 from tfobs.config import Config
 from tfobs.export.otel import SPAN_STEP, SPAN_WINDOW, OtelExporter, plan_window
+from tfobs.health import HealthLedger
 from tfobs.summary import (
     CATEGORIES,
     Advice,
@@ -35,7 +36,7 @@ from tfobs.summary import (
 )
 from tfobs.window import WindowRecord
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]  # an OTLP receiver (gRPC server)
 
 IDENTITY = {"tf_job": "worker", "tf_task": "3", "devices": ["/device:CPU:0"]}
 
@@ -354,8 +355,10 @@ def test_http_protobuf_protocol():
 
 @pytest.mark.parametrize("status", [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL])
 def test_failing_receiver_counts_dropped_spans(status):
+    health = HealthLedger()
     with OtlpReceiver("failing", status=status) as bad:
-        exporter = exporter_for(bad.endpoint)
+        exporter = OtelExporter(Config.load(otlp_endpoint=bad.endpoint), IDENTITY,
+                                health=health)
         summary = built_summary(n_steps=2, events_per_step=1)
         t = time.perf_counter()
         queued = exporter.publish(summary, record_for(summary))
@@ -365,6 +368,7 @@ def test_failing_receiver_counts_dropped_spans(status):
         assert exporter.dropped_spans == queued == 5
         exporter.shutdown(2)
     assert exporter.dropped_spans == 5
+    assert health.dropped == {"spans": 5}  # counted into the ledger as they were lost
 
 
 def test_slow_receiver_does_not_block_and_shutdown_is_bounded(monkeypatch):

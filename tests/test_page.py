@@ -68,6 +68,7 @@ def text_of(browser, css: str) -> str:
     return browser.find_element(By.CSS_SELECTOR, css).text
 
 
+@pytest.mark.slow  # starts chromium and chromedriver
 def test_input_bound_capture_page_shows_step_time_breakdown_and_verdict(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -94,6 +95,7 @@ def test_input_bound_capture_page_shows_step_time_breakdown_and_verdict(browser,
     b.save_screenshot(str(pathlib.Path(tempfile.gettempdir()) / "tfobs_page_input_bound.png"))
 
 
+@pytest.mark.slow  # starts chromium and chromedriver
 def test_gpu_capture_page_shows_kernels_and_devices(browser, tmp_path):
     summary = tfobs.analyze(GPU)
     b = load(browser, tmp_path, render_page(summary))
@@ -105,6 +107,7 @@ def test_gpu_capture_page_shows_kernels_and_devices(browser, tmp_path):
     b.save_screenshot(str(pathlib.Path(tempfile.gettempdir()) / "tfobs_page_gpu.png"))
 
 
+@pytest.mark.slow  # starts chromium and chromedriver
 def test_memory_section_from_bfc_capture(browser, tmp_path):
     summary = tfobs.analyze(BFC)
     assert summary.memory, "the BFC capture records allocator events"
@@ -113,6 +116,7 @@ def test_memory_section_from_bfc_capture(browser, tmp_path):
     assert summary.memory[0].allocator in memory and "Fragmentation" in memory
 
 
+@pytest.mark.slow  # starts chromium and chromedriver
 def test_no_window_yet_and_hostile_names_are_escaped(browser, tmp_path):
     from selenium.webdriver.common.by import By
 
@@ -130,6 +134,7 @@ def test_page_is_self_contained():
     assert page.startswith("<!DOCTYPE html>")
 
 
+@pytest.mark.slow  # starts chromium and chromedriver
 def test_metrics_server_serves_the_page_at_root(browser):
     from tests.support.prometheus_server import free_port
     from tfobs.export import replay

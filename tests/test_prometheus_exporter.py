@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import pathlib
+import platform
 import socket
 import time
 import urllib.request
@@ -15,6 +16,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
+import tfobs
 from tests.support.synthetic_summary import (
     SyntheticGpuSample,
     SyntheticMemorySample,
@@ -25,6 +27,7 @@ from tfobs.config import Config
 from tfobs.errors import ConfigError
 from tfobs.export import catalog
 from tfobs.export.prometheus import PrometheusExporter
+from tfobs.health import HealthLedger
 from tfobs.summary import CATEGORIES, VERDICTS, WindowSummary
 from tfobs.window import OUTCOMES, WindowRecord
 
@@ -33,11 +36,29 @@ README = pathlib.Path(__file__).parent.parent / "README.md"
 CAPTURES = pathlib.Path(__file__).parent / "data" / "captures"
 
 
+def _exporter(with_sources: bool) -> PrometheusExporter:
+    cfg = Config.load(metrics_port=0, metrics_bind="127.0.0.1", tf_job="trainer", tf_task="3")
+    health = HealthLedger({"version": tfobs.__version__,
+                           "python_version": platform.python_version()})
+    sources = {}
+    if with_sources:
+        sources = {"nvml": SyntheticSource((SyntheticGpuSample(),)),
+                   "tfmemory": SyntheticSource((SyntheticMemorySample(),))}
+    exp = PrometheusExporter(cfg, cfg.identity(), health, **sources)
+    exp.start()
+    return exp
+
+
 @pytest.fixture
 def exporter() -> Iterator[PrometheusExporter]:
-    cfg = Config.load(metrics_port=0, metrics_bind="127.0.0.1", tf_job="trainer", tf_task="3")
-    exp = PrometheusExporter(cfg, cfg.identity())
-    exp.start()
+    exp = _exporter(with_sources=True)
+    yield exp
+    exp.shutdown(2.0)
+
+
+@pytest.fixture
+def bare_exporter() -> Iterator[PrometheusExporter]:
+    exp = _exporter(with_sources=False)
     yield exp
     exp.shutdown(2.0)
 
@@ -74,23 +95,23 @@ def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecor
     summary = synthetic_gpu_summary()
     window = WindowRecord(index=0)
     for step in summary.steps.items:
-        exp.observe_step(step.duration_s, window.exemplar(step.step_num))
-    exp.count_window("captured", window.exemplar())
-    exp.count_window("skipped_busy")
-    exp.count_error("capture")
-    exp.count_dropped("spans", 7)
-    exp.observe_capture(0.3, 123_456)
-    exp.observe_reduce(0.05)
-    exp.set_cost(0.008, 0.0021)
-    exp.set_info(tensorflow_version="2.21.0", devices=["/device:GPU:0"])
-    exp.set_sources(
-        nvml=SyntheticSource((SyntheticGpuSample(),)),
-        tfmemory=SyntheticSource((SyntheticMemorySample(),)),
-    )
+        exp.step_sink.observe(step.duration_s, window.exemplar(step.step_num))
+    # What the runtime writes into the health ledger; the exporter reads it on scrape.
+    health = exp.health
+    health.steps = summary.steps.count
+    health.count_window("captured", exemplar=window.exemplar())
+    health.count_window("skipped_busy", "busy")
+    health.count_error("capture")
+    health.count_dropped("spans", 7)
+    health.observe_capture(0.3, 123_456)
+    health.observe_reduce(0.05)
+    health.set_cost(0.008, 0.0021)
+    health.set_info({"tensorflow_version": "2.21.0", "devices": "/device:GPU:0"})
     exp.publish(summary, window)
     return summary, window
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthetic_gpu(
     exporter: PrometheusExporter,
 ) -> None:
@@ -123,6 +144,7 @@ def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthe
         assert base in plain_names, d.name
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
     exporter: PrometheusExporter,
 ) -> None:
@@ -141,7 +163,7 @@ def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
                                            "span_id": f"{window.span_id:016x}"}
     assert captured[0].value == 1
     # Steps outside a window carry no exemplar; the plain format never shows exemplars.
-    exporter.observe_step(45.0)
+    exporter.step_sink.append(45.0)
     samples = om_samples(exporter.url)
     top = [s for s in samples["tfobs_step_duration_seconds_bucket"] if s.labels["le"] == "60.0"]
     assert top[0].exemplar is None
@@ -149,6 +171,7 @@ def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
     assert 'trace_id="' not in plain
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_summary_figures_map_to_their_series_synthetic_gpu(exporter: PrometheusExporter) -> None:
     summary, _ = feed_everything(exporter)
     s = om_samples(exporter.url)
@@ -213,9 +236,11 @@ def test_summary_figures_map_to_their_series_synthetic_gpu(exporter: PrometheusE
     assert info["version"] == __import__("tfobs").__version__ and info["python_version"]
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
-    exporter: PrometheusExporter,
+    bare_exporter: PrometheusExporter,
 ) -> None:
+    exporter = bare_exporter
     s = om_samples(exporter.url)
     assert "tfobs_window_steps" not in s and "tfobs_input_bound_ratio" not in s
     assert value(s, "tfobs_nvml_available") == 0  # no sampler given
@@ -230,6 +255,7 @@ def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
         assert gpu_only not in s
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter) -> None:
     from tfobs.analysis import analyze
 
@@ -250,6 +276,7 @@ def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter
         assert value(s, "tfobs_memory_peak_bytes", allocator=mem.allocator) == mem.peak_bytes
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_a_broken_summary_never_breaks_the_scrape_and_is_counted(
     exporter: PrometheusExporter,
 ) -> None:
@@ -261,31 +288,44 @@ def test_a_broken_summary_never_breaks_the_scrape_and_is_counted(
     assert "tfobs_step_duration_seconds_count" in s  # health still served
 
 
-def test_hot_path_never_raises_and_counts_bad_input(exporter: PrometheusExporter) -> None:
-    exporter.observe_step(0.01, {"trace_id": "x" * 200})  # exemplar over the 128-char limit
-    exporter.observe_step("fast")  # type: ignore[arg-type]
-    exporter.count_window("captured", {"bad label": "x"})
-    exporter.set_info(job="x", pod="y", **{"bad-name": "z"})
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_step_sink_refuses_bad_exemplars_and_info_keeps_its_catalog_labels(
+    exporter: PrometheusExporter,
+) -> None:
+    # The step sink raises on what OpenMetrics would reject (the runtime counts it under
+    # the sink's stage); nothing half-written reaches the exposition.
+    sink = exporter.step_sink
+    with pytest.raises(ValueError, match="128"):
+        sink.observe(0.01, {"trace_id": "x" * 200})
+    with pytest.raises(ValueError, match="label name"):
+        sink.observe(0.01, {"bad label": "x"})
+    with pytest.raises((TypeError, ValueError)):
+        sink.observe("fast")  # type: ignore[arg-type]
+    exporter.health.set_info({"job": "x", "pod": "y", "bad-name": "z", "devices": "d" * 300})
     s = om_samples(exporter.url)
-    assert value(s, "tfobs_errors_total", stage="export_prometheus") == 3
-    assert value(s, "tfobs_errors_total", stage="export_prometheus_info") == 3
-    assert "pod" not in s["tfobs_info"][0].labels and "job" not in s["tfobs_info"][0].labels
+    assert s["tfobs_step_duration_seconds_count"][0].value == 0
+    labels = s["tfobs_info"][0].labels
+    assert set(labels) == {"tf_job", "tf_task", *catalog.BY_NAME["tfobs_info"].labels}
+    assert labels["devices"] == "d" * 200  # bounded
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_observe_step_is_cheap(exporter: PrometheusExporter) -> None:
     window = WindowRecord(index=0)
     ex = window.exemplar(1)
     n = 20_000
     t0 = time.perf_counter()
+    observe = exporter.step_sink.observe
     for _ in range(n):
-        exporter.observe_step(0.02, ex)
+        observe(0.02, ex)
     per_step_us = (time.perf_counter() - t0) / n * 1e6
     # About 4 us on an idle core; the bound leaves room for a busy shared machine.
     assert per_step_us < 50, per_step_us
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
-    exporter.observe_step(0.02)
+    exporter.step_sink.append(0.02)
     ctype, text = scrape(exporter.url, OPENMETRICS)
     assert ctype.startswith("application/openmetrics-text") and text.endswith("# EOF\n")
     ctype, text = scrape(exporter.url)
@@ -294,24 +334,26 @@ def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
     assert "tfobs_step_duration_seconds_count" in text
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_private_registry_leaves_the_default_one_alone(exporter: PrometheusExporter) -> None:
-    exporter.observe_step(0.02)
+    exporter.step_sink.append(0.02)
     names = {m.name for m in prometheus_client.REGISTRY.collect()}
     assert not any(n.startswith("tfobs") for n in names)
     # A second exporter in the same process (a re-enable) does not collide.
     cfg = Config.load(metrics_port=0, metrics_bind="127.0.0.1")
-    other = PrometheusExporter(cfg, cfg.identity())
-    other.observe_step(0.5)
+    other = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
+    other.step_sink.append(0.5)
     other.shutdown(1.0)
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_taken_port_raises_the_agreed_config_error() -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
         cfg = Config.load(metrics_port=port, metrics_bind="127.0.0.1")
-        exp = PrometheusExporter(cfg, cfg.identity())
+        exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
         with pytest.raises(ConfigError) as err:
             exp.start()
     assert str(err.value) == (
@@ -323,26 +365,28 @@ def test_taken_port_raises_the_agreed_config_error() -> None:
 
 def test_port_minus_one_serves_nothing_but_still_counts() -> None:
     cfg = Config.load(metrics_port=-1)
-    exp = PrometheusExporter(cfg, cfg.identity())
+    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
     exp.start()
-    exp.observe_step(0.01)
+    exp.step_sink.append(0.01)
     assert exp.url == "" and exp.port == 0
     text = prometheus_client.generate_latest(exp.registry).decode()
     assert 'tfobs_step_duration_seconds_count{tf_job="local",tf_task="0"} 1.0' in text
     exp.shutdown(1.0)
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_overview_page_is_served(exporter: PrometheusExporter) -> None:
     feed_everything(exporter)
     with urllib.request.urlopen(exporter.url.replace("/metrics", "/"), timeout=10) as r:
         body = r.read().decode()
         assert r.status == 200
     assert "trainer" in body  # the worker identity shows on whichever page is installed
-    health = exporter.health()
+    health = exporter.page_health()
     assert health["steps_observed"] == 4 and health["windows"]["captured"] == 1
-    assert health["errors"] == {"capture": 1.0} and health["window_index"] == 0
+    assert health["errors"] == {"capture": 1} and health["window_index"] == 0
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_shutdown_is_bounded_and_frees_the_port(exporter: PrometheusExporter) -> None:
     port = exporter.port
     # A client that connects and stalls must not hold shutdown past its deadline.

@@ -14,6 +14,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from tfobs.analysis import analyze
 from tfobs.export import catalog, replay
 
+pytestmark = pytest.mark.slow  # starts the replay HTTP server
+
 CAPTURES = pathlib.Path(__file__).parent / "data" / "captures"
 GPU_CAPTURE = CAPTURES / "tracelens__mi300_jax08_gemm__tw003.xplane.pb"  # AMD MI300, real
 CPU_CAPTURE = CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb"

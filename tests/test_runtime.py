@@ -1,4 +1,5 @@
-"""The runtime: lifecycle, threads, exporter wiring, failures counted, exit and fork."""
+"""The runtime: lifecycle, threads, the real per-step and per-window sink paths, failures
+counted once in the health ledger, exit and fork."""
 
 from __future__ import annotations
 
@@ -53,9 +54,10 @@ def _tfobs_threads() -> list[str]:
 def make_runtime(tmp_path):
     made = []
 
-    def make(exporter=None, reducer=None, **kw):
-        rt = Runtime(_config(tmp_path, **kw), prometheus=exporter or MemoryExporter(),
-                     reducer=reducer)
+    def make(exporter=None, reducer=None, clock=time.monotonic, **kw):
+        exporter = exporter or MemoryExporter()
+        rt = Runtime(_config(tmp_path, **kw), sinks=[exporter], step_sink=exporter,
+                     reducer=reducer, clock=clock)
         made.append(rt)
         return rt.start()
 
@@ -64,6 +66,13 @@ def make_runtime(tmp_path):
         rt.stop(5.0)
 
 
+def _sink(rt: Runtime) -> MemoryExporter:
+    sink = rt.sinks[0]
+    assert isinstance(sink, MemoryExporter)
+    return sink
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_enable_is_idempotent_serves_metrics_and_disable_cleans_up(tmp_path):
     rt = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", capture_dir=str(tmp_path),
                       window_steps=5, first_window_step=3, interval_steps=1000,
@@ -74,17 +83,20 @@ def test_enable_is_idempotent_serves_metrics_and_disable_cleans_up(tmp_path):
         assert threads.count("tfobs-capture") == 1 and threads.count("tfobs-reduce") == 1
         _steps(12)
         assert rt.wait_idle(30)
-        body = urllib.request.urlopen(rt.prometheus.url, timeout=10).read().decode()
+        assert rt.metrics_url == f"http://127.0.0.1:{rt.metrics_port}/metrics"
+        body = urllib.request.urlopen(rt.metrics_url, timeout=10).read().decode()
         count_line = [ln for ln in body.splitlines()
                       if ln.startswith("tfobs_step_duration_seconds_count")]
         assert count_line and count_line[0].endswith(" 12.0"), count_line
-        assert 'outcome="captured"' in body
+        # The windows counter is read from the health ledger on scrape: one count, two views.
+        assert 'tfobs_windows_total{outcome="captured",tf_job="local",tf_task="0"} 1.0' in body
         assert rt.health.windows == {"captured": 1}
+        assert rt.last_summary is not None and rt.last_summary.steps.count > 0
     finally:
         tfobs.disable()
     assert runtime_mod.current() is None
     assert _tfobs_threads() == []
-    assert markers._hooks is None
+    assert markers.current_hooks() is None
     assert glob.glob(str(tmp_path / "tfobs-*")) == []
 
 
@@ -94,6 +106,7 @@ def test_bad_option_raises_at_enable():
     assert runtime_mod.current() is None
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
 def test_taken_port_fails_with_a_clear_message(tmp_path):
     import socket
 
@@ -108,8 +121,8 @@ def test_taken_port_fails_with_a_clear_message(tmp_path):
 
 
 def test_reduction_thread_runs_at_lower_priority(make_runtime):
-    rt = make_runtime()
-    reduce_thread = next(t for t in rt._threads if t.name == "tfobs-reduce")
+    make_runtime()
+    reduce_thread = next(t for t in threading.enumerate() if t.name == "tfobs-reduce")
     deadline = time.monotonic() + 5
     nice = None
     while time.monotonic() < deadline:
@@ -122,15 +135,29 @@ def test_reduction_thread_runs_at_lower_priority(make_runtime):
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == 0  # training thread
 
 
-def test_exporter_failures_are_counted_never_raised(make_runtime):
-    exporter = MemoryExporter(fail_on=("publish", "observe_step"))
+def test_every_step_reaches_the_step_sink_and_window_steps_carry_exemplars(make_runtime):
+    rt = make_runtime(first_window_step=10, window_steps=5)
+    _steps(30)
+    assert rt.wait_idle(30)
+    steps = _sink(rt).all_steps()
+    assert len(steps) == 30 == rt.health.steps
+    (summary, record), = _sink(rt).published
+    with_exemplar = [ex for _, ex in steps if ex is not None]
+    assert len(with_exemplar) == 5  # steps 10..14, the window's
+    assert {ex["trace_id"] for ex in with_exemplar} == {f"{record.trace_id:032x}"}
+    assert (record.first_step, record.last_step) == (10, 14)
+    assert rt.last_summary is summary and rt.last_record is record
+
+
+def test_sink_failures_are_counted_once_never_raised(make_runtime):
+    exporter = MemoryExporter(fail_on=("publish", "observe"))
     rt = make_runtime(exporter)
     assert rt.capture_now()
-    _steps(8)  # observe_step raises on every step: training goes on
+    _steps(8)  # observe raises on each of the window's 5 steps: training goes on
     assert rt.wait_idle(30)
     assert rt.health.windows == {"captured": 1}
-    assert rt.health.errors["export_prometheus"] >= 9
-    assert exporter.errors.count("export_prometheus") >= 9
+    assert rt.health.errors == {"export_memory": 6}  # 5 steps + 1 publish
+    assert len(exporter.all_steps()) == 3  # the steps after the window still arrive
 
 
 def test_reducer_failure_is_a_failed_window(make_runtime):
@@ -184,22 +211,23 @@ def test_budget_skips_windows_while_one_is_reduced(make_runtime):
     assert rt.wait_idle(30)
     assert rt.health.windows.get("captured") == 1
     assert rt.health.windows.get("skipped_budget") == 3
-    assert rt.prometheus.outcomes().count("skipped_budget") == 3
+    assert len(_sink(rt).published) == 1
 
 
 def test_aligned_windows_and_cost_published(make_runtime):
-    rt = make_runtime(interval_steps=20, window_steps=4, first_window_step=5,
-                      overhead_budget=0.5)
+    hours = iter(range(0, 10**9, 3600))  # the budget's clock: an hour between its reads,
+    rt = make_runtime(interval_steps=20, window_steps=4, first_window_step=5,  # never a pause
+                      overhead_budget=0.5, clock=lambda: float(next(hours)))
     for start in range(0, 60, 10):
         _steps(10, start)
         rt.wait_idle(30)
-    records = []
-    rt.add_listener(lambda rec, summ: records.append(rec))
-    outcomes = rt.prometheus.outcomes()
-    assert outcomes.count("captured") >= 2, rt.health
-    duty, overhead = rt.prometheus.costs[-1]
-    assert 0 < duty < 1 and 0 < overhead < 1
-    assert rt.prometheus.info["tensorflow_version"] == tf.__version__
+    assert rt.health.windows == {"captured": 3}, rt.health
+    assert [r.first_step for _, r in _sink(rt).published] == [5, 20, 40]  # aligned
+    health = rt.health.snapshot()
+    assert health.duty_cycle_ratio is not None and health.overhead_ratio is not None
+    assert 0 < health.duty_cycle_ratio < 1 and 0 < health.overhead_ratio < 1
+    assert health.info["tensorflow_version"] == tf.__version__
+    assert health.info["devices"]  # known once a step has run
 
 
 def test_budget_is_charged_for_the_per_step_work_between_windows(make_runtime):
@@ -237,8 +265,8 @@ def test_window_open_at_shutdown_is_counted_as_dropped(make_runtime):
     assert not rt.idle
     rt.stop(5.0)
     assert rt.health.dropped == {"window": 1}
-    assert rt.prometheus.dropped == [("window", 1)]
-    assert "captured" not in rt.prometheus.outcomes()
+    assert rt.health.windows == {}
+    assert _sink(rt).published == [] and _sink(rt).shutdown_calls
 
 
 def test_window_reduced_during_shutdown_is_counted_as_dropped(make_runtime):
@@ -258,16 +286,17 @@ def test_window_reduced_during_shutdown_is_counted_as_dropped(make_runtime):
     timer.join()
     # Counted once: stop() wakes the capture thread, which must not finish the window again.
     assert rt.health.dropped == {"window": 1}
-    assert rt.prometheus.published == []
+    assert _sink(rt).published == []
 
 
 def test_fork_child_goes_quiet_and_parent_keeps_working(tmp_path):
     rt = tfobs.enable(metrics_port=-1, capture_dir=str(tmp_path), window_steps=3,
                       first_window_step=10**6, overhead_budget=0.5, nvml=False)
     try:
+        assert rt.metrics_url == "" and rt.metrics_port == -1  # no server
         pid = os.fork()
         if pid == 0:  # child: no tfobs threads, hooks or runtime; leave at once
-            ok = runtime_mod.current() is None and markers._hooks is None
+            ok = runtime_mod.current() is None and markers.current_hooks() is None
             tfobs.disable()
             os._exit(0 if ok else 1)
         _, status = os.waitpid(pid, 0)
@@ -291,11 +320,12 @@ EXIT_SCRIPT = textwrap.dedent("""
     for i in range(10):
         with tfobs.step(i):
             train(tf.ones((8,)))
-    assert rt._window is not None  # a window is open when the script ends
+    assert not rt.idle  # a window is open when the script ends
     print("ending", flush=True)
 """)
 
 
+@pytest.mark.slow  # runs a training process
 def test_process_exit_with_open_window_does_not_hang_or_leave_files(tmp_path):
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", EXIT_SCRIPT, str(tmp_path)], cwd=ROOT,

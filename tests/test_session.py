@@ -40,7 +40,7 @@ def _own_dirs(capture_dir: str) -> list[str]:
 
 @pytest.fixture
 def slot(tmp_path):
-    s = ProfilerSlot(str(tmp_path))
+    s = ProfilerSlot.from_config(Config(capture_dir=str(tmp_path)))
     yield s
     s.close()
 
@@ -74,7 +74,7 @@ def test_tracer_levels_take_effect(tmp_path):
     """TF drops plain int options; the capture must differ between host levels 1 and 2."""
     counts = {}
     for level in (1, 2):
-        s = ProfilerSlot(str(tmp_path), host_tracer_level=level)
+        s = ProfilerSlot.from_config(Config(capture_dir=str(tmp_path), host_tracer_level=level))
         assert s.start() is None
         _steps(5)
         result = s.finish()
@@ -84,7 +84,7 @@ def test_tracer_levels_take_effect(tmp_path):
 
 
 def test_capture_over_byte_limit_is_dropped(tmp_path):
-    s = ProfilerSlot(str(tmp_path), max_capture_bytes=100)
+    s = ProfilerSlot.from_config(Config(capture_dir=str(tmp_path), max_capture_bytes=100))
     assert s.start() is None
     _steps(3)
     result = s.finish()
@@ -139,7 +139,7 @@ def runtime(tmp_path):
                          capture_dir=str(tmp_path / "scratch"))
     (tmp_path / "scratch").mkdir()
     exporter = MemoryExporter()
-    rt = Runtime(config, prometheus=exporter).start()
+    rt = Runtime(config, sinks=[exporter], step_sink=exporter).start()
     yield rt
     rt.stop(5.0)
     assert _own_dirs(str(tmp_path / "scratch")) == []
@@ -153,12 +153,15 @@ def test_manual_profiler_start_stop_during_tfobs_window(runtime, tmp_path):
     _steps(2)
     assert runtime.capture_now()
     _steps(3, start=100)  # tfobs window open (steps 100..)
-    assert runtime._window is not None
+    assert not runtime.idle
     user_dir = tmp_path / "user"
     tf.profiler.experimental.start(str(user_dir))  # must win over tfobs's window
     assert runtime.capture_now() or True
     _steps(4, start=103)  # an on-demand tfobs window would be due: skipped, user busy
     tf.profiler.experimental.stop()
+    # The steps after the user took the profiler carry no exemplar: that window is gone.
+    steps = runtime.sinks[0].all_steps()
+    assert [ex is not None for _, ex in steps[-7:]] == [True] * 3 + [False] * 4
     files = glob.glob(str(user_dir / "plugins/profile/*/*.xplane.pb"))
     assert files, "the user's profile was not written"
     with open(files[0], "rb") as fh:

@@ -10,8 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from tfobs.export.instruments import STEP_BUCKETS
-from tfobs.export.step_histogram import MAX_PENDING, StepHistogram
+from tfobs.export.step_histogram import MAX_PENDING, STEP_BUCKETS, StepHistogram
 
 NAME = "tfobs_step_duration_seconds"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+from tfobs.health import HealthLedger
 from tfobs.sources.tfmemory import DeviceMemorySample, TfMemorySampler
 
 
@@ -45,7 +46,8 @@ def _fake_tf(fail_after: int):
 
 
 def test_sampling_synthetic_gpu_tf() -> None:
-    sampler = TfMemorySampler(interval_s=0.02, tf=_fake_tf(fail_after=3))
+    health = HealthLedger()
+    sampler = TfMemorySampler(interval_s=0.02, health=health, tf=_fake_tf(fail_after=3))
     sampler.start()
     try:
         assert sampler.available
@@ -60,3 +62,4 @@ def test_sampling_synthetic_gpu_tf() -> None:
         assert [s.device for s in sampler.latest()] == ["/device:GPU:0"]
     finally:
         sampler.stop(1.0)
+    assert health.errors == {"tfmemory": sampler.errors}  # reported as they happened

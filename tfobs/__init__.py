@@ -1,18 +1,26 @@
 """tfobs: a TensorFlow training job that explains its own efficiency while it runs.
 
-`import tfobs` stays light: TensorFlow, OpenTelemetry and the HTTP server load only when
-`enable()` (or a command that needs them) runs.
+`tfobs.enable()` in the training script; `with tfobs.step(n):` around each step of a custom
+loop (Keras `fit` needs nothing more); `tfobs.analyze(path)` for one capture on disk.
+
+`import tfobs` stays light: TensorFlow, OpenTelemetry, prometheus_client and the HTTP server
+load only when `enable()` (or a command that needs them) runs.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
+from tfobs.capture.markers import step
 from tfobs.errors import CaptureError, ConfigError
+from tfobs.runtime.api import enable
+from tfobs.runtime.core import Runtime
+from tfobs.runtime.lifecycle import capture_now, disable
 from tfobs.summary import WindowSummary
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
+    from tfobs.capture.markers import KerasCallbackType as KerasCallback
 
 __version__ = "0.1.0"
 
@@ -20,6 +28,7 @@ __all__ = [
     "CaptureError",
     "ConfigError",
     "KerasCallback",
+    "Runtime",
     "WindowSummary",
     "analyze",
     "capture_now",
@@ -30,39 +39,24 @@ __all__ = [
 ]
 
 
-def analyze(source: Any, **options: Any) -> WindowSummary:
-    """Reduce one capture (path, TensorBoard log folder, or XSpace bytes) to a summary."""
+def analyze(
+    source: str | os.PathLike[str] | bytes,
+    *,
+    run: str | None = None,
+    top_n: int | None = None,
+) -> WindowSummary:
+    """Reduce one capture to the figures of one window (what `tfobs analyze FILE` prints).
+
+    `source`: a `.xplane.pb` file, a TensorBoard log folder holding captures (the newest
+    run, or `run`), or the XSpace bytes themselves. `top_n`: longest events kept per step
+    (default: the `trace_top_n` option's). Raises `tfobs.CaptureError` for a source that is
+    missing or not a readable XSpace.
+    """
     from tfobs.analysis import analyze as _analyze
+    from tfobs.config import option
 
-    return _analyze(source, **options)
-
-
-def enable(**options: Any) -> Any:
-    """Start tfobs in this training process; returns the running handle (idempotent)."""
-    from tfobs.runtime import enable as _enable
-
-    return _enable(**options)
-
-
-def disable(timeout_s: float = 5.0) -> None:
-    """Stop tfobs: close any open window, stop threads and the HTTP server."""
-    from tfobs.runtime import disable as _disable
-
-    _disable(timeout_s=timeout_s)
-
-
-def capture_now() -> bool:
-    """Ask for a profile window at the next step, within the duty-cycle budget."""
-    from tfobs.runtime import capture_now as _capture_now
-
-    return _capture_now()
-
-
-def step(step_num: int) -> AbstractContextManager[None]:
-    """Mark one training step of a custom loop: `with tfobs.step(i): ...`."""
-    from tfobs.capture.markers import step as _step
-
-    return _step(step_num)
+    n = option("trace_top_n").default if top_n is None else top_n
+    return _analyze(source, run=run, top_n=n)
 
 
 def __getattr__(name: str) -> Any:

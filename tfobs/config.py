@@ -2,8 +2,9 @@
 
 A bad argument raises `ConfigError` naming the option and what is allowed (the caller can fix
 the code); a bad environment variable warns and falls back to the default (a typo in a pod spec
-must not kill a training job). All `TFOBS_*` names live here, with one line of help each: the
-README's options table is generated from `OPTIONS`.
+must not kill a training job). All `TFOBS_*` names live here, with one line of help and the
+default each (`OPTIONS`, the only place defaults are written); `tests/test_config.py` checks
+that the README's options table lists exactly them.
 """
 
 from __future__ import annotations
@@ -171,37 +172,44 @@ def _parse_env(opt: Option, raw: str) -> Any:
     return raw
 
 
+def _default(name: str) -> Any:
+    """An option's default, written once in OPTIONS."""
+    return _BY_NAME[name].default
+
+
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    interval_steps: int = 500
-    window_steps: int = 20
-    first_window_step: int = 20
-    window_max_s: float = 10.0
-    overhead_budget: float = 0.01
-    host_tracer_level: int = 2
-    device_tracer_level: int = 1
-    python_tracer_level: int = 0
-    capture_dir: str = ""
-    max_capture_bytes: int = 256 * MIB
-    max_capture_events: int = 5_000_000
-    metrics_port: int = 9464
-    metrics_bind: str = "0.0.0.0"
-    metrics_tls_cert: str = ""
-    metrics_tls_key: str = ""
-    metrics_basic_auth: str = ""
-    remote_capture: bool = False
-    remote_capture_token: str = ""
-    otlp_endpoint: str = ""
-    otlp_protocol: str = "grpc"
-    trace_top_n: int = 5
-    trace_max_spans: int = 512
-    nvml: bool = True
-    nvml_interval_s: float = 1.0
-    short_gap_s: float = 30e-6
-    tf_job: str = ""
-    tf_task: str = ""
-    verbose: bool = False
+    """The options (see OPTIONS for each one's meaning); defaults are OPTIONS'."""
+
+    enabled: bool = _default("enabled")
+    interval_steps: int = _default("interval_steps")
+    window_steps: int = _default("window_steps")
+    first_window_step: int = _default("first_window_step")
+    window_max_s: float = _default("window_max_s")
+    overhead_budget: float = _default("overhead_budget")
+    host_tracer_level: int = _default("host_tracer_level")
+    device_tracer_level: int = _default("device_tracer_level")
+    python_tracer_level: int = _default("python_tracer_level")
+    capture_dir: str = _default("capture_dir")
+    max_capture_bytes: int = _default("max_capture_bytes")
+    max_capture_events: int = _default("max_capture_events")
+    metrics_port: int = _default("metrics_port")
+    metrics_bind: str = _default("metrics_bind")
+    metrics_tls_cert: str = _default("metrics_tls_cert")
+    metrics_tls_key: str = _default("metrics_tls_key")
+    metrics_basic_auth: str = _default("metrics_basic_auth")
+    remote_capture: bool = _default("remote_capture")
+    remote_capture_token: str = _default("remote_capture_token")
+    otlp_endpoint: str = _default("otlp_endpoint")
+    otlp_protocol: str = _default("otlp_protocol")
+    trace_top_n: int = _default("trace_top_n")
+    trace_max_spans: int = _default("trace_max_spans")
+    nvml: bool = _default("nvml")
+    nvml_interval_s: float = _default("nvml_interval_s")
+    short_gap_s: float = _default("short_gap_s")
+    tf_job: str = _default("tf_job")
+    tf_task: str = _default("tf_task")
+    verbose: bool = _default("verbose")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -259,7 +267,7 @@ class Config:
                 )
                 continue
             values[opt.name] = value
-        _otel_fallbacks(values, kwargs, env)
+        _otel_fallbacks(values, env)
         try:
             return cls(**values)
         except ConfigError:
@@ -309,7 +317,7 @@ class Config:
         return bool(self.otlp_endpoint)
 
 
-def _otel_fallbacks(values: dict[str, Any], kwargs: Mapping[str, Any], env: Mapping[str, str]):
+def _otel_fallbacks(values: dict[str, Any], env: Mapping[str, str]) -> None:
     """OTel's own variables stand in for the tfobs ones; OTEL_SDK_DISABLED wins over both."""
     if "otlp_endpoint" not in values and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
         values["otlp_endpoint"] = env["OTEL_EXPORTER_OTLP_ENDPOINT"].strip()

@@ -12,12 +12,17 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 SCHEMA_VERSION = 1
 
+# Every fixed label set and outcome is one Literal here; its tuple is read from it, so the
+# two cannot drift. Exporters, the catalog and the analysis read these, never restate them.
+# (The label tuples are typed as plain strings: they key dicts of figures built from
+# captures, where any name may appear.)
+
 # XProf's step-time categories, snake case (DESIGN.md "Metric naming").
-CATEGORIES: tuple[str, ...] = (
+Category = Literal[
     "input",
     "output",
     "kernel_launch",
@@ -27,10 +32,37 @@ CATEGORIES: tuple[str, ...] = (
     "device_collectives",
     "compile",
     "other",
-)
+]
+CATEGORIES: tuple[str, ...] = typing.get_args(Category)
 
-VERDICTS: tuple[str, ...] = ("highly", "moderately", "potentially", "not", "unknown")
-STEP_METHODS: tuple[str, ...] = ("markers", "inferred", "none")
+Verdict = Literal["highly", "moderately", "potentially", "not", "unknown"]
+VERDICTS: tuple[str, ...] = typing.get_args(Verdict)
+StepMethod = Literal["markers", "inferred", "none"]
+STEP_METHODS: tuple[str, ...] = typing.get_args(StepMethod)
+
+# Host input time by kind (XProf's input-pipeline analysis).
+InputKind = Literal[
+    "demanded_file_read", "advanced_file_read", "preprocessing", "enqueue", "unclassified"
+]
+INPUT_KINDS: tuple[str, ...] = typing.get_args(InputKind)
+# Why a GPU was idle (HTA's idle-time breakdown), and which way a copy went.
+IdleCause = Literal["kernel_launch", "short_gap", "other"]
+IDLE_CAUSES: tuple[str, ...] = typing.get_args(IdleCause)
+CopyDirection = Literal["h2d", "d2h", "d2d"]
+COPY_DIRECTIONS: tuple[str, ...] = typing.get_args(CopyDirection)
+
+# What became of a profile window (tfobs_windows_total{outcome}).
+Outcome = Literal[
+    "captured",  # profiled, reduced and published
+    "skipped_busy",  # another profiler session was active (the user's own, TensorBoard, ...)
+    "skipped_budget",  # the duty-cycle budget had no room for it
+    "empty",  # the capture held no complete step
+    "dropped_too_large",  # over the byte/event budget; dropped instead of reduced
+    "failed",  # capture or reduction raised; counted in tfobs_errors_total{stage}
+]
+OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
+# What tfobs dropped to bound its memory or time (tfobs_dropped_total{what}).
+DropWhat = Literal["window", "spans"]
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Literal
 
-OUTCOMES: tuple[str, ...] = (
-    "captured",  # profiled, reduced and published
-    "skipped_busy",  # another profiler session was active (the user's own, TensorBoard, ...)
-    "skipped_budget",  # the duty-cycle budget had no room for it
-    "empty",  # the capture held no complete step
-    "dropped_too_large",  # over the byte/event budget; dropped instead of reduced
-    "failed",  # capture or reduction raised; counted in tfobs_errors_total{stage}
-)
+from tfobs.summary import OUTCOMES, Outcome
+
+__all__ = [
+    "OUTCOMES", "WindowRecord", "format_span_id", "format_trace_id", "new_span_id", "new_trace_id",
+]
 
 _rng = random.SystemRandom()
 
@@ -49,7 +47,7 @@ class WindowRecord:
     end_ns: int = 0
     first_step: int = -1
     last_step: int = -1
-    outcome: str = ""
+    outcome: Outcome | Literal[""] = ""  # "" while the window is open
     reason: str = ""  # one line: why skipped or failed
     capture_bytes: int = 0
     capture_s: float = 0.0  # export + read of the capture

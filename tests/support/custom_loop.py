@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         window_steps=args.window_steps, first_window_step=10,
         overhead_budget=args.overhead_budget,
     )
-    print(f"custom loop: metrics at {runtime.prometheus.url}", flush=True)
+    print(f"custom loop: metrics at {runtime.metrics_url}", flush=True)
     runtime.add_listener(_print_window)
 
     # Steps of tens of milliseconds: long enough that the eager `next()` call itself (about

@@ -129,26 +129,29 @@ class _SyntheticTfMemory:
 
 def live_exporter(summary, port: int, tf_job: str = "exporter", gpu_sources: bool = False):
     """The real PrometheusExporter serving on 127.0.0.1:`port`: a real capture's summary
-    published, steps, a window, a capture error and a dropped span counted through its own
-    API. `gpu_sources=True` adds synthetic NVML and TensorFlow GPU memory samples (there is
-    no GPU on this machine)."""
+    published, steps, a window, a capture error and a dropped span counted in its health
+    ledger as the runtime counts them. `gpu_sources=True` adds synthetic NVML and TensorFlow
+    GPU memory samples (there is no GPU on this machine)."""
     from tfobs.config import Config
     from tfobs.export.prometheus import PrometheusExporter
+    from tfobs.health import HealthLedger
+    from tfobs.runtime.info import info_labels
     from tfobs.window import WindowRecord
 
+    health = HealthLedger(info_labels(False))
+    sources = {"nvml": _SyntheticNvml(), "tfmemory": _SyntheticTfMemory()} if gpu_sources else {}
     exporter = PrometheusExporter(Config.load(metrics_port=port, metrics_bind="127.0.0.1"),
-                                  {"tf_job": tf_job, "tf_task": "0"})
-    if gpu_sources:
-        exporter.set_sources(_SyntheticNvml(), _SyntheticTfMemory())
+                                  {"tf_job": tf_job, "tf_task": "0"}, health, **sources)
     window = WindowRecord(index=0)
     for i in range(20):
-        exporter.observe_step(0.05 + 0.001 * i, window.exemplar(i))
-    exporter.count_window("captured", window.exemplar())
-    exporter.count_error("capture")
-    exporter.count_dropped("spans")
-    exporter.observe_capture(0.3, 2_000_000)
-    exporter.observe_reduce(0.05)
-    exporter.set_cost(0.008, 0.004)
+        exporter.step_sink.observe(0.05 + 0.001 * i, window.exemplar(i))
+    health.steps = 20
+    health.count_window("captured", exemplar=window.exemplar())
+    health.count_error("capture")
+    health.count_dropped("spans")
+    health.observe_capture(0.3, 2_000_000)
+    health.observe_reduce(0.05)
+    health.set_cost(0.008, 0.004)
     exporter.publish(summary, window)
     exporter.start()
     return exporter

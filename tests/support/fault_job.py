@@ -119,7 +119,7 @@ def _window_state(rt: Any) -> str:
     slot = rt.slot.state
     if slot != "idle":
         return slot  # active | exporting
-    return "reducing" if rt._inflight is not None else "idle"
+    return "idle" if rt.idle else "reducing"
 
 
 def watch(action: dict[str, Any], rt: Any) -> None:
@@ -202,10 +202,12 @@ def install_raises(rt: Any, spec: dict[str, list[int]]) -> None:
         import tfobs.analysis
 
         tfobs.analysis.reduce_xspace = failing(tfobs.analysis.reduce_xspace, "reduce")
-    if "publish_prometheus" in spec:
-        rt.prometheus.publish = failing(rt.prometheus.publish, "publish_prometheus")
-    if "publish_otel" in spec and rt.otel is not None:
-        rt.otel.publish = failing(rt.otel.publish, "publish_otel")
+    sinks = {sink.stage: sink for sink in rt.sinks}
+    for key, stage in (("publish_prometheus", "export_prometheus"),
+                       ("publish_otel", "export_otel")):
+        sink = sinks.get(stage)
+        if key in spec and sink is not None:
+            sink.publish = failing(sink.publish, key)  # type: ignore[method-assign]
 
 
 def synthetic_nvml(ok_queries: int) -> types.ModuleType:
@@ -339,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                 key, n = item.split(":")
                 spec.setdefault(key, []).append(int(n))
             install_raises(rt, spec)
-        print(f"fault job: metrics at {rt.prometheus.url}", flush=True)
+        print(f"fault job: metrics at {rt.metrics_url}", flush=True)
 
     plan = json.loads(args.plan)
 
@@ -385,15 +387,15 @@ def main(argv: list[str] | None = None) -> int:
                             "errors": rt.health.errors, "dropped": rt.health.dropped}
         result["records"] = records
         result["metrics"] = {}
-        if rt.prometheus.url:
+        if rt.metrics_url:
             auth = rt.config.metrics_basic_auth
-            body = fetch(rt.prometheus.url, auth)
+            body = fetch(rt.metrics_url, auth)
             result["metrics"] = scrape_counters(body)
             if args.dump_http:
                 with open(args.dump_http + ".metrics", "w") as fh:
                     fh.write(body)
                 with open(args.dump_http + ".page", "w") as fh:
-                    fh.write(fetch(rt.prometheus.url[: -len("metrics")], auth))
+                    fh.write(fetch(rt.metrics_url[: -len("metrics")], auth))
         result["tfobs_threads"] = sorted(t.name for t in threading.enumerate()
                                          if t.name.startswith("tfobs-"))
     result["end_time"] = time.time()

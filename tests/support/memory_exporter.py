@@ -1,82 +1,70 @@
-"""A real in-memory stand-in for PrometheusExporter: records every call the runtime makes.
+"""An in-memory exporter for runtime tests: a real `WindowSink` and `StepSink`.
 
-Implements the agreed exporter methods (see tfobs/runtime.py) and keeps what it was given,
-so runtime tests can assert on the exact sequence without an HTTP server.
+It implements the two protocols of `tfobs/export/sinks.py` exactly as the Prometheus
+exporter does (the runtime's per-step `append` path included) and keeps what it was given,
+so tests assert on what the runtime sent without an HTTP server. `fail_on` names methods
+that raise, to check that the runtime counts a broken sink and goes on.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections import deque
+from collections.abc import Mapping
+
+from tfobs.summary import WindowSummary
+from tfobs.window import WindowRecord
 
 
 class MemoryExporter:
+    stage = "export_memory"
+
     def __init__(self, fail_on: tuple[str, ...] = ()) -> None:
         self.fail_on = set(fail_on)
         self.lock = threading.Lock()
+        self.pending: deque[float] = deque()  # what `append` took and `fold` has not yet
         self.steps: list[tuple[float, dict[str, str] | None]] = []
-        self.windows: list[tuple[str, dict[str, str] | None]] = []
-        self.errors: list[str] = []
-        self.dropped: list[tuple[str, int]] = []
-        self.captures: list[tuple[float, int]] = []
-        self.reduces: list[float] = []
-        self.costs: list[tuple[float, float]] = []
-        self.published: list[tuple[Any, Any]] = []
-        self.sources: tuple[Any, Any] | None = None
-        self.info: dict[str, Any] = {}
-        self.capture_handler: Any = None
+        self.published: list[tuple[WindowSummary, WindowRecord]] = []
         self.shutdown_calls: list[float] = []
         self.window_done = threading.Event()
+        # The hot path, as StepSeries does it: a C-level deque.append, no Python frame.
+        self.append = self.pending.append
 
     def _maybe_fail(self, name: str) -> None:
         if name in self.fail_on:
             raise RuntimeError(f"{name} broke on purpose")
 
-    def observe_step(self, duration_s: float, exemplar: dict[str, str] | None = None) -> None:
-        self._maybe_fail("observe_step")
-        self.steps.append((duration_s, exemplar))
+    # -- StepSink ------------------------------------------------------------------------
 
-    def count_window(self, outcome: str, exemplar: dict[str, str] | None = None) -> None:
+    def observe(self, seconds: float, exemplar: Mapping[str, str] | None = None) -> None:
+        self._maybe_fail("observe")
         with self.lock:
-            self.windows.append((outcome, exemplar))
+            self._drain()  # the training thread's earlier steps first: one ordered list
+            self.steps.append((seconds, dict(exemplar) if exemplar else None))
+
+    def fold(self) -> None:
+        self._maybe_fail("fold")
+        with self.lock:
+            self._drain()
+
+    def _drain(self) -> None:
+        for _ in range(len(self.pending)):
+            self.steps.append((self.pending.popleft(), None))
+
+    # -- WindowSink ----------------------------------------------------------------------
+
+    def publish(self, summary: WindowSummary, record: WindowRecord) -> None:
+        self._maybe_fail("publish")
+        with self.lock:
+            self.published.append((summary, record))
         self.window_done.set()
 
-    def count_error(self, stage: str) -> None:
-        with self.lock:
-            self.errors.append(stage)
-
-    def count_dropped(self, what: str, n: int = 1) -> None:
-        with self.lock:
-            self.dropped.append((what, n))
-
-    def observe_capture(self, seconds: float, nbytes: int) -> None:
-        self.captures.append((seconds, nbytes))
-
-    def observe_reduce(self, seconds: float) -> None:
-        self.reduces.append(seconds)
-
-    def set_cost(self, duty_cycle_ratio: float, overhead_ratio: float) -> None:
-        self.costs.append((duty_cycle_ratio, overhead_ratio))
-
-    def publish(self, summary: Any, window: Any = None) -> None:
-        self._maybe_fail("publish")
-        self.published.append((summary, window))
-
-    def set_sources(self, nvml: Any = None, tfmemory: Any = None) -> None:
-        self.sources = (nvml, tfmemory)
-
-    def set_info(self, **labels: Any) -> None:
-        self.info = dict(labels)
-
-    def set_capture_request_handler(self, fn: Any) -> None:
-        self.capture_handler = fn
-
-    def fold_steps(self) -> None:
-        pass
-
-    def shutdown(self, timeout_s: float = 2.0) -> None:
+    def shutdown(self, timeout_s: float) -> None:
         self.shutdown_calls.append(timeout_s)
 
-    def outcomes(self) -> list[str]:
+    # -- for assertions ------------------------------------------------------------------
+
+    def all_steps(self) -> list[tuple[float, dict[str, str] | None]]:
+        self.fold()
         with self.lock:
-            return [o for o, _ in self.windows]
+            return list(self.steps)

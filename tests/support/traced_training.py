@@ -42,12 +42,15 @@ cfg = json.loads(sys.argv[1])
 import tensorflow as tf
 import tfobs
 from prometheus_client import generate_latest
-from tfobs.export.otel import plan_window
+from tfobs.export.otel import OtelExporter, plan_window
+from tfobs.export.prometheus import PrometheusExporter
 
 handle = tfobs.enable(otlp_endpoint=cfg["endpoint"], metrics_port=cfg["port"], **cfg["options"])
+otel = next((s for s in handle.sinks if isinstance(s, OtelExporter)), None)
+prometheus = next(s for s in handle.sinks if isinstance(s, PrometheusExporter))
 planned = []
 def on_window(record, summary):
-    if record.outcome == "captured" and handle.otel is not None:
+    if record.outcome == "captured" and otel is not None:
         plan = plan_window(summary, record, top_n=handle.config.trace_top_n,
                            max_spans=handle.config.trace_max_spans)
         planned.append({"index": record.index, "trace_id": f"{record.trace_id:032x}",
@@ -97,9 +100,9 @@ out = {
     "steps": len(durs), "durs": durs, "starts": starts, "t_begin": t_begin, "t_end": t_end,
     "health_steps": handle.health.steps, "windows": handle.health.windows,
     "dropped": handle.health.dropped, "errors": handle.health.errors,
-    "dropped_spans": handle.otel.dropped_spans if handle.otel is not None else None,
+    "dropped_spans": otel.dropped_spans if otel is not None else None,
     "planned": planned, "disable_s": disable_s,
-    "metrics": generate_latest(handle.prometheus.registry).decode(),
+    "metrics": generate_latest(prometheus.registry).decode(),
     "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
 }
 print("RESULT " + json.dumps(out), flush=True)

@@ -31,10 +31,9 @@ from tfobs.summary import (
     WindowSummary,
 )
 from tfobs.xspace.reader import SpaceView, parse
+from tfobs.xspace.schema import HOST_PLANE
 
 __all__ = ["analyze", "reduce_xspace"]
-
-HOST_PLANE = "/host:CPU"
 
 
 def analyze(source: Any, *, run: str | None = None, top_n: int = 5) -> WindowSummary:

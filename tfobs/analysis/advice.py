@@ -17,8 +17,8 @@ def reduce_advice(ratios: dict[str, float], verdict: str, statement: str,
                   memory_frag: list[tuple[str, float]]) -> tuple[Advice, ...]:
     out: list[Advice] = []
     if verdict != "unknown":
-        sev = {"highly": "critical", "moderately": "warning", "potentially": "warning"}
-        out.append(Advice("input_bound", sev.get(verdict, "info"), statement))
+        levels = {"highly": "critical", "moderately": "warning", "potentially": "warning"}
+        out.append(Advice("input_bound", levels.get(verdict, "info"), statement))
     pct = {k: 100.0 * v for k, v in ratios.items()}
     sentences = {
         "kernel_launch": " % of the total step time sampled is spent on 'Kernel Launch'.",

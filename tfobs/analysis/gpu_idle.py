@@ -24,12 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfobs.analysis.kernels import is_derived_line, is_gpu_plane
-from tfobs.summary import DeviceActivity, Steps
+from tfobs.summary import COPY_DIRECTIONS, DeviceActivity, Steps
 from tfobs.xspace.columns import KIND_INT64, KIND_UINT64
 from tfobs.xspace.reader import PlaneView, SpaceView
+from tfobs.xspace.schema import HOST_PLANE
 
-HOST_PLANE = "/host:CPU"
-DIRECTIONS = ("h2d", "d2h", "d2d")
+DIRECTIONS = COPY_DIRECTIONS  # defined in summary.py
 
 _COLLECTIVE = re.compile(r"nccl|rccl|AllReduce|AllGather|ReduceScatter|all_reduce|all_gather|"
                          r"reduce_scatter|all_to_all|AllToAll", re.IGNORECASE)

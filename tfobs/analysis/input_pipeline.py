@@ -11,14 +11,13 @@ figures per step.
 from __future__ import annotations
 
 from tfobs.analysis.ops import OpAgg
-from tfobs.summary import OpStat
+from tfobs.summary import INPUT_KINDS, OpStat
 
 _FILE_SOURCES = ("::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable",
                  "::RecordIO", "::ArrayRecord")
 _ADVANCED = ("::MemoryReader", "::MemoryWriter", "::Interleave", "::Prefetch",
              "::ParallelMap")
-KINDS = ("demanded_file_read", "advanced_file_read", "preprocessing", "enqueue",
-         "unclassified")
+KINDS = INPUT_KINDS  # the kinds are defined in summary.py
 
 
 def kind_of(op: OpAgg) -> str | None:

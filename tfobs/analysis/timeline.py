@@ -8,6 +8,7 @@ Times stay in picoseconds relative to the line's own `timestamp_ns`, as XProf us
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -144,12 +145,12 @@ class Timeline:
     def stats(self, line: LineData, i: int) -> dict[str, Any]:
         return self.plane.event_stats(line.event(i))
 
-    def stat_values(self, line: LineData, i: int, wanted: dict[int, str]) -> dict[str, Any]:
+    def stat_values(self, line: LineData, i: int, wanted: Mapping[int, str]) -> dict[str, Any]:
         """Only the stats whose metadata id is in `wanted` ({stat id: key})."""
         return self.stat_values_many(line, [i], wanted)[0]
 
     def stat_values_many(
-        self, line: LineData, positions: list[int], wanted: dict[int, str]
+        self, line: LineData, positions: list[int], wanted: Mapping[int, str]
     ) -> list[dict[str, Any]]:
         """`stat_values` for many sorted positions of one line, decoded in one batch."""
         out: list[dict[str, Any]] = [{} for _ in positions]
@@ -193,7 +194,7 @@ def member(mids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def int_stats(
-    tl: Timeline, line: LineData, positions: list[int], wanted: dict[int, str]
+    tl: Timeline, line: LineData, positions: list[int], wanted: Mapping[int, str]
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{key: (value per position, whether it is an integer)} for the `wanted` stats.
 

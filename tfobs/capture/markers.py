@@ -20,7 +20,7 @@ import logging
 import sys
 import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 _log = logging.getLogger("tfobs")
 _perf = time.perf_counter
@@ -38,8 +38,20 @@ _traceme: Any = None  # TF's TraceMe binding, bound on first use
 
 
 def set_hooks(hooks: StepHooks | None) -> None:
+    """Send every step's begin and end to `hooks` (None: to nobody)."""
     global _hooks
     _hooks = hooks
+
+
+def clear_hooks(hooks: StepHooks) -> None:
+    """Stop sending steps to `hooks`, if they are the ones receiving them now."""
+    global _hooks
+    if _hooks is hooks:
+        _hooks = None
+
+
+def current_hooks() -> StepHooks | None:
+    return _hooks
 
 
 def _bind_traceme() -> Any:
@@ -69,7 +81,15 @@ def own_seconds() -> float:
 
 
 class step:  # lower case: used like a function, `with tfobs.step(n):`
-    """Context manager marking one step of a custom training loop."""
+    """Marks one step of a custom training loop: `with tfobs.step(step_num): ...`.
+
+    Wrap the whole step, `next(iterator)` included, so input waits count. `step_num` is the
+    global step (the same number on every worker of a synchronous job, so they profile the
+    same steps). The step's duration goes to `tfobs_step_duration_seconds`; while a profile
+    window is open the step is also a "train" trace event XProf reads. Without a running
+    tfobs it is only that trace event. Never raises into the step; an exception inside the
+    step still ends it.
+    """
 
     __slots__ = ("step_num", "_trace", "_t0", "_own")
 
@@ -170,14 +190,14 @@ def _note_steps_done(last_exclusive: int) -> None:
     _fallback_next = max(_fallback_next, last_exclusive)
 
 
-_classes: dict[type, type] = {}
+_classes: dict[Any, type] = {}
 
 
-def _callback_class(base: type, *, emit_markers: bool) -> type:
+def _callback_class(base: Any, *, emit_markers: bool) -> type:
     cls = _classes.get(base)
     if cls is None:
 
-        class KerasCallback(_MarkerMixin, base):  # type: ignore[misc, valid-type]
+        class KerasCallback(_MarkerMixin, base):
             """Marks each training step of `Model.fit` for tfobs and XProf."""
 
             _emit_markers = emit_markers
@@ -209,6 +229,17 @@ def tf_keras_callback_class() -> type:
     return _callback_class(tf_keras.callbacks.Callback, emit_markers=False)
 
 
+if TYPE_CHECKING:
+    from keras.callbacks import Callback as _KerasCallbackBase
+
+    class KerasCallbackType(_KerasCallbackBase):
+        """`tfobs.KerasCallback` as a type checker sees it: a Keras 3 callback that marks each
+        training step of `Model.fit` for tfobs and XProf. `enable()` adds one to every fit;
+        pass one in `callbacks=[...]` to place it yourself."""
+
+        def __init__(self) -> None: ...
+
+
 def __getattr__(name: str) -> Any:
     if name == "KerasCallback":  # Keras 3, TF's default Keras
         return keras3_callback_class()
@@ -218,7 +249,7 @@ def __getattr__(name: str) -> Any:
 # -- injecting the callback into every fit ------------------------------------------------
 
 # (Model class, whether it had its own `fit` attribute, that attribute) for each patch.
-_patched: list[tuple[type, bool, Any]] = []
+_patched: list[tuple[Any, bool, Any]] = []
 _patch_lock = threading.Lock()
 
 
@@ -262,9 +293,9 @@ def _with_callback(args: tuple, kwargs: dict, position: int, make: Any, cls: typ
     return args, kwargs
 
 
-def _model_classes() -> list[tuple[type, type]]:
+def _model_classes() -> list[tuple[Any, type]]:
     """(Model class, callback class) for each Keras this process can use."""
-    found: list[tuple[type, type]] = []
+    found: list[tuple[Any, type]] = []
     try:
         import keras
 

@@ -1,4 +1,4 @@
-"""When a profile window opens and closes: small pure functions plus one budget ledger.
+"""When a profile window opens and closes: small pure functions plus the duty-cycle budget.
 
 * Windows are aligned to step numbers: the first at `first_window_step` (soon after warm-up),
   then at every multiple of `interval_steps`. Every worker of a synchronous job sees the same
@@ -35,11 +35,13 @@ MIN_WINDOW_SHARE = 0.25  # tiny steps: windows still get a quarter of the plan
 
 @dataclass(frozen=True)
 class Policy:
-    interval_steps: int = 500
-    window_steps: int = 20
-    first_window_step: int = 20
-    window_max_s: float = 10.0
-    overhead_budget: float = 0.01
+    """The schedule's settings; the values come from `Config` (defaults live there only)."""
+
+    interval_steps: int
+    window_steps: int
+    first_window_step: int
+    window_max_s: float
+    overhead_budget: float
     active_cost: float = ACTIVE_COST
     background_cost: float = BACKGROUND_COST
     plan_share: float = PLAN_SHARE
@@ -64,19 +66,9 @@ def next_window_start(step: int, policy: Policy) -> int:
     return k * policy.interval_steps
 
 
-def is_window_start(step: int, policy: Policy) -> bool:
-    return step == policy.first_window_step or (
-        step > policy.first_window_step and step % policy.interval_steps == 0
-    )
-
-
 def window_full(first_step: int, step: int, policy: Policy) -> bool:
     """True once the step that just ended completes the window's whole number of steps."""
     return step - first_step + 1 >= policy.window_steps
-
-
-def window_time_left(opened_at: float, now: float, policy: Policy) -> float:
-    return max(0.0, opened_at + policy.window_max_s - now)
 
 
 def window_cost_s(active_s: float, background_s: float, policy: Policy) -> float:
@@ -97,7 +89,7 @@ def pause_after_s(cost_s: float, policy: Policy, step_share: float = 0.0) -> flo
 
 
 class Budget:
-    """The duty-cycle ledger: what windows cost so far and when the next one may open."""
+    """The duty-cycle budget: what windows cost so far and when the next one may open."""
 
     def __init__(self, policy: Policy, clock: Callable[[], float] = time.monotonic) -> None:
         self.policy = policy
@@ -127,17 +119,12 @@ class Budget:
                                                                     step_share)
         return self.not_before
 
-    def pause(self, seconds: float) -> None:
-        """Leave `seconds` out of the ledger (a benchmark's stretch without tfobs)."""
-        self.t0 += seconds
-        self.not_before += seconds
-
     def duty_cycle(self, now: float | None = None) -> float:
-        """Share of wall time the profiler was tracing since the ledger began."""
+        """Share of wall time the profiler was tracing since the budget began."""
         elapsed = (self.clock() if now is None else now) - self.t0
         return min(1.0, self.active_s / elapsed) if elapsed > 0 else 0.0
 
     def overhead(self, now: float | None = None) -> float:
-        """Estimated share of training time lost to tfobs since the ledger began."""
+        """Estimated share of training time lost to tfobs since the budget began."""
         elapsed = (self.clock() if now is None else now) - self.t0
         return min(1.0, self.cost_s / elapsed) if elapsed > 0 else 0.0

@@ -25,20 +25,26 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tfobs.summary import Outcome
+
+if TYPE_CHECKING:
+    from tfobs.config import Config
 
 _log = logging.getLogger("tfobs")
 
-CAPTURED, SKIPPED_BUSY, FAILED = "captured", "skipped_busy", "failed"
-TOO_LARGE = "dropped_too_large"
+CAPTURED: Outcome = "captured"
+SKIPPED_BUSY: Outcome = "skipped_busy"
+FAILED: Outcome = "failed"
+TOO_LARGE: Outcome = "dropped_too_large"
 DIR_PREFIX = "tfobs-"
 
 
 @dataclass(frozen=True)
 class CaptureResult:
-    outcome: str  # captured | skipped_busy | failed | dropped_too_large
+    outcome: Outcome  # captured | skipped_busy | failed | dropped_too_large
     reason: str = ""
     data: bytes = b""
     nbytes: int = 0  # size on disk (also set when dropped for size)
@@ -69,7 +75,7 @@ class _Level:
         return f"_Level({self.value})"
 
 
-def profiler_options(host: int = 2, device: int = 1, python: int = 0) -> dict[str, Any]:
+def profiler_options(host: int, device: int, python: int) -> dict[str, Any]:
     return {
         "host_tracer_level": _Level(host),
         "device_tracer_level": _Level(device),
@@ -95,10 +101,10 @@ class ProfilerSlot:
         self,
         capture_dir: str,
         *,
-        host_tracer_level: int = 2,
-        device_tracer_level: int = 1,
-        python_tracer_level: int = 0,
-        max_capture_bytes: int = 256 * 1024 * 1024,
+        host_tracer_level: int,
+        device_tracer_level: int,
+        python_tracer_level: int,
+        max_capture_bytes: int,
     ) -> None:
         self.capture_dir = capture_dir
         self.max_capture_bytes = max_capture_bytes
@@ -110,9 +116,15 @@ class ProfilerSlot:
         self._started = 0.0
         self._preempted_reason = ""
         self.preemptions = 0
-        # Called (any thread, no locks held) after an active session was dropped, so the
-        # owner can stop waiting for the window to fill.
-        self.on_preempt: Callable[[], None] | None = None
+        self._wake: threading.Event | None = None  # set when an active session is dropped
+
+    @classmethod
+    def from_config(cls, config: Config) -> ProfilerSlot:
+        return cls(config.resolved_capture_dir(),
+                   host_tracer_level=config.host_tracer_level,
+                   device_tracer_level=config.device_tracer_level,
+                   python_tracer_level=config.python_tracer_level,
+                   max_capture_bytes=config.max_capture_bytes)
 
     @property
     def state(self) -> str:
@@ -120,8 +132,12 @@ class ProfilerSlot:
 
     # -- training thread -----------------------------------------------------------------
 
-    def start(self) -> CaptureResult | None:
-        """Open a session; None when it runs, else a result saying why not."""
+    def start(self, wake: threading.Event | None = None) -> CaptureResult | None:
+        """Open a session; None when it runs, else a result saying why not.
+
+        `wake` is set if the session is dropped before `finish()` (the user's own profiling
+        took the profiler, or shutdown), so whoever waits for the window stops waiting.
+        """
         try:
             from tensorflow.python.profiler.internal import _pywrap_profiler
         except Exception as exc:  # TF missing or broken: nothing to profile with
@@ -150,6 +166,7 @@ class ProfilerSlot:
                                          "(profiler server or another tool)")
                 return CaptureResult(FAILED, f"profiler start failed: {exc}")
             self._session, self._logdir, self._state = session, logdir, "active"
+            self._wake = wake
             self._started = time.perf_counter()
             self._preempted_reason = ""
         return None
@@ -206,7 +223,6 @@ class ProfilerSlot:
         Returns True when the slot is idle afterwards.
         """
         deadline = time.monotonic() + timeout_s
-        dropped = False
         with self._cond:
             if self._state == "active":
                 session, self._session = self._session, None
@@ -217,18 +233,13 @@ class ProfilerSlot:
                 self._logdir = ""
                 del session  # the C++ destructor stops tracing without writing anything
                 self._cond.notify_all()
-                dropped = True
+                if self._wake is not None:
+                    self._wake.set()
             while self._state != "idle":
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self._cond.wait(left)
-        callback = self.on_preempt
-        if dropped and callback is not None:
-            try:
-                callback()
-            except Exception:
-                _log.debug("on_preempt callback failed", exc_info=True)
         return True
 
     def close(self, timeout_s: float = 5.0) -> None:

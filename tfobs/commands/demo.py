@@ -72,9 +72,12 @@ def _sleep_transform(tf: Any, micros: int) -> Any:
 
         return testing.sleep(micros)
     except Exception:
+        def wait(t: Any) -> Any:
+            time.sleep(micros / 1e6)
+            return t
+
         def slow(x: Any, y: Any) -> Any:
-            x = tf.py_function(lambda t: (time.sleep(micros / 1e6), t)[1], [x], tf.float32)
-            return x, y
+            return tf.py_function(wait, [x], tf.float32), y
 
         return lambda ds: ds.map(slow)
 
@@ -135,8 +138,7 @@ def run(args: argparse.Namespace) -> int:
     if runtime is None:
         print("tfobs is disabled (TFOBS_ENABLED=false); training without it", flush=True)
     else:
-        url = getattr(runtime.prometheus, "url", "") if runtime.prometheus else ""
-        print(f"tfobs demo: metrics at {url or '(no server)'}; windows every "
+        print(f"tfobs demo: metrics at {runtime.metrics_url or '(no server)'}; windows every "
               f"{runtime.config.interval_steps} steps ({runtime.config.window_steps} steps "
               f"each), input-bound={args.input_bound}", flush=True)
         runtime.add_listener(lambda rec, summ: print(format_window(rec, summ), flush=True))

@@ -94,11 +94,7 @@ def check_profiler(ctx: dict[str, Any]) -> tuple[str, str]:
     from tfobs.capture.session import ProfilerSlot
 
     config = ctx["config"]
-    slot = ProfilerSlot(config.resolved_capture_dir(),
-                        host_tracer_level=config.host_tracer_level,
-                        device_tracer_level=config.device_tracer_level,
-                        python_tracer_level=config.python_tracer_level,
-                        max_capture_bytes=config.max_capture_bytes)
+    slot = ProfilerSlot.from_config(config)
 
     @tf.function
     def train(x: Any) -> Any:

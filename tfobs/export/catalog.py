@@ -7,6 +7,14 @@ name cannot drift between them. Units are the name's suffix (Prometheus conventi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+from tfobs.summary import COPY_DIRECTIONS, IDLE_CAUSES, INPUT_KINDS
+
+__all__ = [
+    "BY_NAME", "COPY_DIRECTIONS", "IDENTITY_LABELS", "IDLE_CAUSES", "INPUT_KINDS", "METRICS",
+    "RESERVED_LABELS", "MetricDef", "markdown_table",
+]
 
 # Every series carries the worker identity (from TF_CONFIG, or the tf_job/tf_task options).
 IDENTITY_LABELS: tuple[str, ...] = ("tf_job", "tf_task")
@@ -17,23 +25,15 @@ RESERVED_LABELS: frozenset[str] = frozenset(
     {"pod", "namespace", "container", "instance", "job", "le", "quantile", *IDENTITY_LABELS}
 )
 
-INPUT_KINDS: tuple[str, ...] = (
-    "demanded_file_read",
-    "advanced_file_read",
-    "preprocessing",
-    "enqueue",
-    "unclassified",
-)
-IDLE_CAUSES: tuple[str, ...] = ("kernel_launch", "short_gap", "other")
-COPY_DIRECTIONS: tuple[str, ...] = ("h2d", "d2h", "d2d")
 
+MetricType = Literal["counter", "gauge", "histogram", "info"]
 _UNITS = ("seconds", "bytes", "ratio", "watts", "celsius", "hertz")
 
 
 @dataclass(frozen=True)
 class MetricDef:
     name: str  # as exposed (counters end in _total)
-    type: str  # counter | gauge | histogram | info
+    type: MetricType
     labels: tuple[str, ...]  # beyond tf_job, tf_task
     help: str
 
@@ -52,7 +52,7 @@ class MetricDef:
         return self.name
 
 
-def _m(name: str, typ: str, labels: tuple[str, ...], help_text: str) -> MetricDef:
+def _m(name: str, typ: MetricType, labels: tuple[str, ...], help_text: str) -> MetricDef:
     return MetricDef(name, typ, labels, help_text)
 
 

@@ -203,7 +203,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     @property
     def app(self) -> MetricsServer:
-        return self.server.tfobs  # type: ignore[attr-defined,no-any-return]
+        return self.server.tfobs  # type: ignore[attr-defined]
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # a training job's stderr is not an access log

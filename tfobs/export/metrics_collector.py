@@ -1,18 +1,27 @@
-"""Scrape-time collector: turns the latest published WindowSummary (and the samplers' latest
-readings) into metric families.
+"""Scrape-time collector: turns each worker's health ledger, latest published WindowSummary
+and the samplers' latest readings into metric families.
 
-Publishing only swaps one reference per worker; all the work happens in `collect()` on the
-scrape thread, so nothing here is mutated from the training or reduction threads.
+Publishing only swaps one reference per worker and the ledger is read through one locked
+snapshot; all the work happens in `collect()` on the scrape thread (prometheus_client's
+"collect on scrape"), so no metric object is mutated from the training or reduction threads.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
-from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
+from prometheus_client.samples import Exemplar
+from prometheus_client.utils import floatToGoString
 
 from tfobs.export.catalog import (
     BY_NAME,
@@ -22,7 +31,10 @@ from tfobs.export.catalog import (
     INPUT_KINDS,
     METRICS,
 )
-from tfobs.summary import CATEGORIES, VERDICTS, WindowSummary
+from tfobs.health import WORK_BUCKETS, Durations, HealthLedger, HealthSnapshot
+from tfobs.sources.nvml import GpuSample
+from tfobs.sources.tfmemory import DeviceMemorySample
+from tfobs.summary import CATEGORIES, VERDICTS, DeviceActivity, WindowSummary
 from tfobs.window import WindowRecord
 
 log = logging.getLogger(__name__)
@@ -37,57 +49,108 @@ class Published:
     at_s: float  # Unix time of publication
 
 
+_INFO_KEYS = BY_NAME["tfobs_info"].labels
+_MAX_INFO_VALUE = 200
+
+
+class GpuSource(Protocol):
+    """What the collector reads of the NVML sampler."""
+
+    available: bool
+
+    def latest(self) -> tuple[GpuSample, ...]: ...
+
+
+class MemorySource(Protocol):
+    """What the collector reads of the TF memory sampler."""
+
+    def latest(self) -> tuple[DeviceMemorySample, ...]: ...
+
+
 @dataclass
 class WorkerState:
-    """What one worker last published; each attribute is replaced whole, never edited."""
+    """One worker: its ledger (read on scrape), its samplers, and what it last published
+    (`latest` is replaced whole, never edited)."""
 
     identity: tuple[str, ...]
+    health: HealthLedger = field(default_factory=HealthLedger)
+    nvml: GpuSource | None = None
+    tfmemory: MemorySource | None = None
     latest: Published | None = None
-    cost: tuple[float, float] | None = None  # duty cycle, estimated overhead
-    info: dict[str, str] = field(default_factory=dict)
-    nvml: Any = None  # object with .latest() -> tuple[GpuSample, ...] and .available
-    tfmemory: Any = None  # object with .latest() -> tuple[DeviceMemorySample, ...]
 
 
 class _Families:
     """Metric families created on first use, in catalog order on output."""
 
     def __init__(self) -> None:
-        self._fams: dict[str, Metric] = {}
+        self._gauges: dict[str, GaugeMetricFamily] = {}
+        self._counters: dict[str, CounterMetricFamily] = {}
+        self._histograms: dict[str, HistogramMetricFamily] = {}
+        self._info: InfoMetricFamily | None = None
 
     def add(self, name: str, ident: tuple[str, ...], labels: tuple[str, ...], value: float) -> None:
-        fam = self._fams.get(name)
+        fam = self._gauges.get(name)
         if fam is None:
             d = BY_NAME[name]
-            fam = self._fams[name] = GaugeMetricFamily(
+            fam = self._gauges[name] = GaugeMetricFamily(
                 name, d.help, labels=[*IDENTITY_LABELS, *d.labels], unit=d.unit
             )
         fam.add_metric([*ident, *labels], float(value))
 
-    def info(self, ident: tuple[str, ...], value: dict[str, str]) -> None:
-        fam = self._fams.get("tfobs_info")
+    def counter(self, name: str, ident: tuple[str, ...], labels: tuple[str, ...], value: float,
+                exemplar: tuple[dict[str, str], float] | None = None) -> None:
+        d = BY_NAME[name]
+        fam = self._counters.get(d.family)
         if fam is None:
-            fam = self._fams["tfobs_info"] = InfoMetricFamily(
+            fam = self._counters[d.family] = CounterMetricFamily(
+                d.family, d.help, labels=[*IDENTITY_LABELS, *d.labels], unit=d.unit
+            )
+        names = [*IDENTITY_LABELS, *d.labels]
+        fam.add_sample(name, dict(zip(names, [*ident, *labels], strict=True)), float(value),
+                       exemplar=Exemplar(exemplar[0], 1.0, exemplar[1]) if exemplar else None)
+
+    def histogram(self, name: str, ident: tuple[str, ...], durations: Durations) -> None:
+        fam = self._histograms.get(name)
+        if fam is None:
+            d = BY_NAME[name]
+            fam = self._histograms[name] = HistogramMetricFamily(
+                name, d.help, labels=list(IDENTITY_LABELS), unit=d.unit
+            )
+        buckets: list[tuple[str, float]] = []
+        running = 0
+        for le, n in zip([*WORK_BUCKETS, float("inf")], durations.counts, strict=True):
+            running += n
+            buckets.append((floatToGoString(le), float(running)))
+        fam.add_metric(list(ident), buckets, durations.sum_s)
+
+    def info(self, ident: tuple[str, ...], value: dict[str, str]) -> None:
+        if self._info is None:
+            self._info = InfoMetricFamily(
                 "tfobs", BY_NAME["tfobs_info"].help, labels=list(IDENTITY_LABELS)
             )
-        fam.add_metric(list(ident), value)
+        self._info.add_metric(list(ident), value)
 
     def __iter__(self) -> Iterator[Metric]:
-        return iter(sorted(self._fams.values(), key=lambda f: _ORDER.get(f.name, 0)))
+        fams: list[Metric] = [*self._gauges.values(), *self._counters.values(),
+                              *self._histograms.values()]
+        if self._info is not None:
+            fams.append(self._info)
+        return iter(sorted(fams, key=lambda f: _ORDER.get(f.name, 0)))
 
 
 class SummaryCollector:
     """A prometheus_client custom collector over one or more workers' latest state."""
 
-    def __init__(self, on_error: Callable[[str], None] | None = None) -> None:
+    def __init__(self) -> None:
         self._workers: dict[tuple[str, ...], WorkerState] = {}
-        self._on_error = on_error
 
-    def worker(self, identity: dict[str, str]) -> WorkerState:
+    def worker(self, identity: dict[str, str], health: HealthLedger | None = None) -> WorkerState:
+        """The worker's state, created with `health` (a fresh ledger when None) on first use."""
         key = tuple(identity[k] for k in IDENTITY_LABELS)
         state = self._workers.get(key)
         if state is None:
-            state = self._workers[key] = WorkerState(identity=key)
+            state = self._workers[key] = WorkerState(identity=key,
+                                                     health=health or HealthLedger())
         return state
 
     def workers(self) -> list[WorkerState]:
@@ -101,21 +164,31 @@ class SummaryCollector:
                     part(fams, state)
                 except Exception:  # one bad figure must not fail the whole scrape
                     log.debug("tfobs: building %s failed", part.__name__, exc_info=True)
-                    if self._on_error is not None:
-                        self._on_error("export_prometheus")
+                    state.health.count_error("export_prometheus")
         yield from fams
 
 
 def _health(fams: _Families, st: WorkerState) -> None:
     ident = st.identity
-    if st.cost is not None:
-        fams.add("tfobs_profiler_duty_cycle_ratio", ident, (), st.cost[0])
-        fams.add("tfobs_estimated_overhead_ratio", ident, (), st.cost[1])
+    h: HealthSnapshot = st.health.snapshot()
+    for outcome, n in h.windows.items():
+        fams.counter("tfobs_windows_total", ident, (outcome,), n,
+                     h.window_exemplars.get(outcome))
+    for stage, n in sorted(h.errors.items()):
+        fams.counter("tfobs_errors_total", ident, (stage,), n)
+    for what, n in sorted(h.dropped.items()):
+        fams.counter("tfobs_dropped_total", ident, (what,), n)
+    fams.histogram("tfobs_capture_duration_seconds", ident, h.capture_s)
+    fams.histogram("tfobs_reduce_duration_seconds", ident, h.reduce_s)
+    fams.counter("tfobs_capture_bytes_total", ident, (), h.capture_bytes)
+    if h.duty_cycle_ratio is not None and h.overhead_ratio is not None:
+        fams.add("tfobs_profiler_duty_cycle_ratio", ident, (), h.duty_cycle_ratio)
+        fams.add("tfobs_estimated_overhead_ratio", ident, (), h.overhead_ratio)
     if st.latest is not None:
         fams.add("tfobs_last_window_timestamp_seconds", ident, (), st.latest.at_s)
-    nvml = st.nvml
-    fams.add("tfobs_nvml_available", ident, (), 1.0 if getattr(nvml, "available", False) else 0.0)
-    fams.info(ident, st.info)
+    available = st.nvml is not None and st.nvml.available
+    fams.add("tfobs_nvml_available", ident, (), 1.0 if available else 0.0)
+    fams.info(ident, {k: str(h.info.get(k, ""))[:_MAX_INFO_VALUE] for k in _INFO_KEYS})
 
 
 def _summary(fams: _Families, st: WorkerState) -> None:
@@ -159,7 +232,7 @@ def _summary(fams: _Families, st: WorkerState) -> None:
         add("tfobs_memory_fragmentation_ratio", ident, labels, mem.fragmentation_ratio)
 
 
-def _device(fams: _Families, ident: tuple[str, ...], d: Any, steps: int) -> None:
+def _device(fams: _Families, ident: tuple[str, ...], d: DeviceActivity, steps: int) -> None:
     add = fams.add
     dev = (d.device,)
     span = d.span_s
@@ -180,7 +253,7 @@ def _device(fams: _Families, ident: tuple[str, ...], d: Any, steps: int) -> None
 
 def _sources(fams: _Families, st: WorkerState) -> None:
     ident = st.identity
-    if st.nvml is not None and getattr(st.nvml, "available", False):
+    if st.nvml is not None and st.nvml.available:
         for g in st.nvml.latest():
             lab = (g.device, g.uuid)
             fams.add("tfobs_gpu_utilization_ratio", ident, lab, g.utilization_ratio)

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from tfobs.window import WindowRecord
 
 if TYPE_CHECKING:
     from tfobs.config import Config
+    from tfobs.health import HealthLedger
 
 _log = logging.getLogger("tfobs")
 
@@ -263,25 +264,32 @@ def _build_resource(extra: Mapping[str, Any] | None) -> Any:
 # -- accounting of spans that never reach the receiver ----------------------------------
 
 
-class _Ledger:
+class _SpanQueueRoom:
     """Spans queued but not yet handed to the exporter, and spans lost.
 
     The SDK's queue silently drops its *oldest* span when full, which would tear a trace
     apart and go uncounted. So the exporter checks room here first and drops a whole window
-    (counted) instead; the SDK queue then never overflows.
+    (counted) instead; the SDK queue then never overflows. Every loss is also reported to
+    `on_dropped` (the health ledger's `tfobs_dropped_total{what="spans"}`) as it happens.
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, on_dropped: Callable[[int], None] | None = None) -> None:
         self.capacity = capacity
         self.pending = 0
         self.dropped = 0
         self.closed = False
+        self._on_dropped = on_dropped
         self._lock = threading.Lock()
+
+    def _drop(self, n: int) -> None:  # with the lock held
+        self.dropped += n
+        if self._on_dropped is not None and n > 0:
+            self._on_dropped(n)
 
     def reserve(self, n: int) -> bool:
         with self._lock:
             if self.closed or self.pending + n > self.capacity:
-                self.dropped += n
+                self._drop(n)
                 return False
             self.pending += n
             return True
@@ -298,13 +306,13 @@ class _Ledger:
                 return
             self.pending = max(0, self.pending - n)
             if not ok:
-                self.dropped += n
+                self._drop(n)
 
     def close(self) -> None:
         """Whatever is still queued now will not be sent: count it as dropped."""
         with self._lock:
             if not self.closed:
-                self.dropped += self.pending
+                self._drop(self.pending)
                 self.pending = 0
                 self.closed = True
 
@@ -313,7 +321,7 @@ class _Ledger:
         self.pending = 0  # the SDK clears its queue in a forked child too
 
 
-def _counting_exporter(inner: Any, ledger: _Ledger) -> Any:
+def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
     class CountingSpanExporter(SpanExporter):
@@ -330,7 +338,7 @@ def _counting_exporter(inner: Any, ledger: _Ledger) -> Any:
                 _log.debug("OTLP span export raised", exc_info=True)
                 result = SpanExportResult.FAILURE
             ok = result is SpanExportResult.SUCCESS
-            ledger.exported(len(spans), ok)
+            room.exported(len(spans), ok)
             if not ok and not self._warned:
                 self._warned = True  # one line, not one per batch
                 _log.warning(
@@ -375,12 +383,14 @@ def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | Non
             url = f"{scheme}://{rest.rstrip('/')}/v1/traces"
         return OTLPSpanExporter(endpoint=url)
 
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+        OTLPSpanExporter as GrpcSpanExporter,
+    )
 
     insecure = None
     if "://" not in endpoint:  # host:port: plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false
         insecure = env.get("OTEL_EXPORTER_OTLP_INSECURE", "true").strip().lower() != "false"
-    return OTLPSpanExporter(endpoint=endpoint, insecure=insecure)
+    return GrpcSpanExporter(endpoint=endpoint, insecure=insecure)
 
 
 @dataclass
@@ -394,18 +404,22 @@ class _Parts:
 
 
 class OtelExporter:
-    """Sends each window's spans over OTLP; see the module doc.
+    """Sends each window's spans over OTLP; see the module doc. A `sinks.WindowSink`.
 
-    `resource_attributes` from the runtime (worker identity `tf_job`/`tf_task`, `devices`,
-    versions) are added to what the exporter fills in itself (`service.name`, `host.name`,
-    `tfobs.version`, `tensorflow.version` when TensorFlow is loaded).
+    `extra_resource` from the runtime (worker identity `tf_job`/`tf_task`, `devices`,
+    `process.pid`) is added to what `resource_attributes` fills in itself (`service.name`,
+    `host.name`, `tfobs.version`, `tensorflow.version` when TensorFlow is loaded). Lost
+    spans are counted in `health` as they are lost.
     """
+
+    stage = "export_otel"
 
     def __init__(
         self,
         config: Config,
-        resource_attributes: Mapping[str, Any] | None = None,
+        extra_resource: Mapping[str, Any] | None = None,
         *,
+        health: HealthLedger | None = None,
         span_exporter: Any = None,
         environ: Mapping[str, str] | None = None,
     ) -> None:
@@ -417,12 +431,20 @@ class OtelExporter:
         self.disabled = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
         self._lock = threading.Lock()
         self._closed = False
-        self._ledger = _Ledger(_env_int(env, "OTEL_BSP_MAX_QUEUE_SIZE", _DEFAULT_QUEUE))
+        on_dropped = None
+        if health is not None:
+            ledger = health
+
+            def on_dropped(n: int) -> None:
+                ledger.count_dropped("spans", n)
+
+        self._room = _SpanQueueRoom(_env_int(env, "OTEL_BSP_MAX_QUEUE_SIZE", _DEFAULT_QUEUE),
+                                    on_dropped)
         # The SDK refuses a batch larger than the queue; a small queue must not break us.
-        batch = min(self._ledger.capacity, _env_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        batch = min(self._room.capacity, _env_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
                                                     _DEFAULT_BATCH))
         if hasattr(os, "register_at_fork"):  # weakly: a closed exporter must not live on
-            reset = weakref.WeakMethod(self._ledger.reset_after_fork)
+            reset = weakref.WeakMethod(self._room.reset_after_fork)
             os.register_at_fork(after_in_child=lambda: (r := reset()) and r())
 
         from opentelemetry import trace
@@ -439,15 +461,15 @@ class OtelExporter:
         # Our own provider: the user's global TracerProvider (and MeterProvider: the SDK's
         # self-metrics would land there) stays exactly as the user set it.
         provider = TracerProvider(
-            resource=_build_resource(resource_attributes),
+            resource=_build_resource(extra_resource),
             id_generator=ids,
             shutdown_on_exit=False,  # the runtime shuts us down with a deadline at exit
             meter_provider=NoOpMeterProvider(),
         )
         provider.add_span_processor(
             BatchSpanProcessor(
-                _counting_exporter(span_exporter, self._ledger),
-                max_queue_size=self._ledger.capacity,
+                _counting_exporter(span_exporter, self._room),
+                max_queue_size=self._room.capacity,
                 max_export_batch_size=batch,
                 meter_provider=NoOpMeterProvider(),
             )
@@ -466,24 +488,24 @@ class OtelExporter:
     @property
     def dropped_spans(self) -> int:
         """Spans lost: no room in the queue, export failed, or unsent at shutdown."""
-        return self._ledger.dropped
+        return self._room.dropped
 
     @property
     def resource(self) -> Any:
         return self._parts.provider.resource
 
-    def publish(self, summary: WindowSummary, window: WindowRecord) -> int:
+    def publish(self, summary: WindowSummary, record: WindowRecord) -> int:
         """Queue the window's spans for export; returns how many were queued (never blocks
         on the network)."""
         if self.disabled or self._closed:
             return 0
-        plan = plan_window(summary, window, top_n=self.top_n, max_spans=self.max_spans)
+        plan = plan_window(summary, record, top_n=self.top_n, max_spans=self.max_spans)
         with self._lock:  # one window at a time: the id plan is per call
             self.cut_spans += plan.cut
-            if not self._ledger.reserve(len(plan.spans)):
+            if not self._room.reserve(len(plan.spans)):
                 return 0
             queued = self._emit(plan)
-            self._ledger.release(len(plan.spans) - queued)
+            self._room.release(len(plan.spans) - queued)
             self.windows += 1
             return queued
 
@@ -516,7 +538,7 @@ class OtelExporter:
         """Export what is queued now (tests; the batch thread does this on its own)."""
         return self._parts.provider.force_flush(int(timeout_s * 1000))
 
-    def shutdown(self, timeout_s: float = 5.0) -> None:
+    def shutdown(self, timeout_s: float) -> None:
         """Send what is queued, then stop; returns within about `timeout_s` whatever the
         receiver does (a slow or absent one is cut off and its spans counted as dropped)."""
         with self._lock:
@@ -537,7 +559,7 @@ class OtelExporter:
             except Exception:  # shutting down must not raise
                 _log.debug("OTLP exporter shutdown raised", exc_info=True)
             worker.join(max(0.0, deadline - time.monotonic()))
-        self._ledger.close()
+        self._room.close()
 
     def _shutdown_provider(self) -> None:
         try:

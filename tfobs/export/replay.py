@@ -19,6 +19,7 @@ from tfobs.errors import ConfigError
 from tfobs.export.http_server import MetricsServer
 from tfobs.export.metrics_collector import Published
 from tfobs.export.prometheus import MetricsState, health_of, render_overview
+from tfobs.health import HealthLedger
 from tfobs.summary import WindowSummary
 from tfobs.window import WindowRecord
 
@@ -33,24 +34,24 @@ def load_state(summaries: Sequence[WindowSummary], tf_job: str = REPLAY_JOB) -> 
     now = time.time()
     for i, summary in enumerate(summaries):
         identity = {"tf_job": tf_job, "tf_task": str(i)}
-        bound = state.instruments.bind(identity)
-        window = WindowRecord(index=i, start_ns=summary.start_ns,
-                              end_ns=summary.start_ns + int(summary.duration_s * 1e9))
-        steps = summary.steps.items
-        for step in steps:
-            bound.step.observe(step.duration_s, window.exemplar(step.step_num))
-        if not steps:  # a capture whose steps were counted but not listed
-            for _ in range(summary.steps.count):
-                bound.step.observe(summary.steps.mean_s, window.exemplar())
-        bound.window("captured").inc(1, window.exemplar())
-        worker = state.collector.worker(identity)
-        worker.info = {
+        health = HealthLedger({
             "version": __version__,
             "tensorflow_version": summary.environment.framework_version,
             "python_version": platform.python_version(),
             "devices": ",".join(d.device for d in summary.devices)
             or f"{summary.environment.device_type}:{summary.environment.device_count}",
-        }
+        })
+        step_series, worker = state.add_worker(identity, health)
+        window = WindowRecord(index=i, start_ns=summary.start_ns,
+                              end_ns=summary.start_ns + int(summary.duration_s * 1e9))
+        steps = summary.steps.items
+        for step in steps:
+            step_series.observe(step.duration_s, window.exemplar(step.step_num))
+        if not steps:  # a capture whose steps were counted but not listed
+            for _ in range(summary.steps.count):
+                step_series.observe(summary.steps.mean_s, window.exemplar())
+        health.steps = max(len(steps), summary.steps.count)
+        health.count_window("captured", exemplar=window.exemplar())
         worker.latest = Published(summary, window, now)
     return state
 
@@ -66,8 +67,7 @@ def start(
         if first is None:
             return "text/plain; charset=utf-8", "tfobs replay: no captures\n"
         latest = first.latest
-        return render_overview(latest.summary if latest else None,
-                               health_of(state.registry, first))
+        return render_overview(latest.summary if latest else None, health_of(first))
 
     server = MetricsServer(state.registry, bind=bind, port=port, page=page)
     server.start()

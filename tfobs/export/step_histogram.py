@@ -14,10 +14,11 @@ counts with exemplars, `_count`, `_sum`, one series per worker identity.
 from __future__ import annotations
 
 import bisect
+import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.samples import Exemplar
@@ -25,19 +26,36 @@ from prometheus_client.utils import floatToGoString
 
 MAX_PENDING = 100_000  # about 3 MB of floats
 MAX_EXEMPLAR_RUNES = 128  # OpenMetrics: label names and values together
+# Steps from about a millisecond (small models) to a minute (huge batches).
+STEP_BUCKETS: tuple[float, ...] = (
+    0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
+)
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+_TRACE_KEYS = frozenset({"trace_id", "span_id"})
 
 
-def check_exemplar(exemplar: dict[str, str]) -> None:
-    """ValueError for an exemplar OpenMetrics would reject (names are checked by the caller)."""
+def check_exemplar(exemplar: Mapping[str, str]) -> None:
+    """ValueError for an exemplar OpenMetrics would reject: a bad label name would make the
+    whole exposition unparsable for Prometheus, too many characters are refused by it."""
+    if not exemplar.keys() <= _TRACE_KEYS:
+        for key in exemplar:
+            if not _LABEL_NAME.match(key):
+                raise ValueError(f"bad exemplar label name {key!r}")
     runes = sum(len(k) + len(v) for k, v in exemplar.items())
     if runes > MAX_EXEMPLAR_RUNES:
         raise ValueError(f"exemplar labels have {runes} characters, over {MAX_EXEMPLAR_RUNES}")
 
 
 class StepSeries:
-    """One worker's histogram."""
+    """One worker's histogram; the runtime's per-step sink (`tfobs.export.sinks.StepSink`).
 
-    __slots__ = ("_bounds", "_counts", "_exemplars", "_lock", "_pending", "_sum", "labels")
+    `append(seconds)` is the hot path: the pending deque's own C-level `append`, no Python
+    frame at all. `observe(seconds, exemplar)` takes a step that carries an exemplar.
+    """
+
+    __slots__ = ("_bounds", "_counts", "_exemplars", "_lock", "_pending", "_sum", "append",
+                 "labels")
+    stage = "export_prometheus"
 
     def __init__(self, bounds: Sequence[float], labels: tuple[str, ...]) -> None:
         self.labels = labels
@@ -49,25 +67,21 @@ class StepSeries:
         # oldest waiting durations give way rather than memory growing.
         self._pending: deque[float] = deque(maxlen=MAX_PENDING)
         self._lock = threading.Lock()  # folding only; the hot path takes none
+        self.append: Callable[[float], None] = self._pending.append
 
-    def observe(self, seconds: float, exemplar: dict[str, str] | None = None) -> None:
+    def observe(self, seconds: float, exemplar: Mapping[str, str] | None = None) -> None:
         """Record one step (training thread). Raises ValueError/TypeError on bad input."""
         seconds = float(seconds)
         if exemplar:
             check_exemplar(exemplar)
             with self._lock:
                 i = self._add(seconds)
-                self._exemplars[i] = Exemplar(exemplar, seconds, time.time())
+                self._exemplars[i] = Exemplar(dict(exemplar), seconds, time.time())
             return
         pending = self._pending
         pending.append(seconds)
         if len(pending) == MAX_PENDING:
             self.fold()
-
-    def sink(self) -> Callable[[float], None]:
-        """The bare hot path for a caller that only ever passes floats and no exemplar: a
-        C-level `deque.append`, no Python frame at all (the runtime's per-step call)."""
-        return self._pending.append
 
     def fold(self) -> None:
         """Sort the waiting durations into their buckets (any thread)."""
@@ -85,15 +99,17 @@ class StepSeries:
         self._sum += seconds
         return i
 
-    def snapshot(self) -> tuple[list[tuple[str, float, Exemplar | None]], float]:
+    def snapshot(self) -> tuple[list[tuple[str, float] | tuple[str, float, Exemplar]], float]:
         """(cumulative buckets with their exemplars, sum) after a fold."""
         self.fold()
         with self._lock:
             counts, exemplars, total = list(self._counts), list(self._exemplars), self._sum
-        buckets, running = [], 0
+        buckets: list[tuple[str, float] | tuple[str, float, Exemplar]] = []
+        running = 0
         for le, n, ex in zip(self._bounds, counts, exemplars, strict=True):
             running += n
-            buckets.append((floatToGoString(le), float(running), ex))
+            bound = floatToGoString(le)
+            buckets.append((bound, float(running)) if ex is None else (bound, float(running), ex))
         return buckets, total
 
 

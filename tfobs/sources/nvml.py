@@ -14,7 +14,10 @@ import math
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tfobs.health import HealthLedger
 
 from tfobs.sources.periodic import Periodic
 
@@ -73,12 +76,13 @@ def visible_devices(env: str | None) -> list[str] | None:
 class NvmlSampler:
     """Samples NVML at `interval_s`; `latest()` returns the newest samples (maybe empty)."""
 
-    def __init__(self, interval_s: float = 1.0, *, nvml: Any = None,
-                 cuda_visible_devices: str | None = None) -> None:
+    def __init__(self, interval_s: float, *, health: HealthLedger | None = None,
+                 nvml: Any = None, cuda_visible_devices: str | None = None) -> None:
         self.interval_s = max(float(interval_s), 0.05)
         self.available = False
         self.unavailable_reason = "not started"
-        self.errors = 0
+        self.errors = 0  # this sampler's own count; `health` is what tfobs publishes
+        self._health = health
         self._nvml = nvml  # injected only by tests; else imported at start()
         self._env = (cuda_visible_devices if cuda_visible_devices is not None
                      else os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -111,7 +115,12 @@ class NvmlSampler:
             try:
                 self._nvml.nvmlShutdown()
             except Exception:
-                self.errors += 1
+                self._count_error()
+
+    def _count_error(self) -> None:
+        self.errors += 1
+        if self._health is not None:
+            self._health.count_error("nvml")
 
     def latest(self) -> tuple[GpuSample, ...]:
         return self._latest
@@ -162,7 +171,7 @@ class NvmlSampler:
             try:
                 samples.append(self._sample(index, device, handle))
             except Exception:
-                self.errors += 1
+                self._count_error()
         self._latest = tuple(samples)
 
     def _sample(self, index: int, device: str, handle: Any) -> GpuSample:
@@ -197,7 +206,7 @@ class NvmlSampler:
             return float(fn(*args))
         except Exception as exc:
             if "NotSupported" not in type(exc).__name__ and "Not Supported" not in str(exc):
-                self.errors += 1
+                self._count_error()
             return math.nan
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tfobs.health import HealthLedger
 
 from tfobs.sources.periodic import Periodic
 
@@ -28,11 +31,13 @@ class DeviceMemorySample:
 class TfMemorySampler:
     """Samples `get_memory_info` every `interval_s` on a daemon thread; never raises."""
 
-    def __init__(self, interval_s: float = 1.0, *, tf: Any = None) -> None:
+    def __init__(self, interval_s: float, *, health: HealthLedger | None = None,
+                 tf: Any = None) -> None:
         self.interval_s = max(float(interval_s), 0.05)
         self.available = False
         self.unavailable_reason = "not started"
-        self.errors = 0
+        self.errors = 0  # this sampler's own count; `health` is what tfobs publishes
+        self._health = health
         self._tf = tf  # injected only by tests; else imported at start()
         self._devices: list[str] = []
         self._latest: tuple[DeviceMemorySample, ...] = ()
@@ -64,6 +69,11 @@ class TfMemorySampler:
     def stop(self, timeout_s: float = 1.0) -> None:
         self._thread.stop(timeout_s)
 
+    def _count_error(self) -> None:
+        self.errors += 1
+        if self._health is not None:
+            self._health.count_error("tfmemory")
+
     def latest(self) -> tuple[DeviceMemorySample, ...]:
         return self._latest
 
@@ -82,7 +92,7 @@ class TfMemorySampler:
                     DeviceMemorySample(device, int(info["current"]), int(info["peak"]))
                 )
             except Exception:
-                self.errors += 1
+                self._count_error()
         self._latest = tuple(samples)
 
 

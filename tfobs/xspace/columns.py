@@ -4,7 +4,7 @@ Reduction speed is decided by how often Python touches an event or a stat: build
 protobuf wrapper for each of a capture's tens of thousands of events and hundreds of
 thousands of stats costs many times the parse itself. So the reader parses lines with
 their events left as bytes (`schema.XLineLite`), and this module walks the protobuf wire
-format of all of a plane's events at once, one field per event per numpy step: metadata
+format of all of a plane's events at once, one field per event per numpy round: metadata
 ids, offsets and durations, stopping at each event's first stat. Stat records are walked
 and decoded the same way, only for the events and stats an analysis asks for (most
 events are never asked: a capture has several stats per event). Varints are decoded
@@ -28,7 +28,7 @@ _STATS_TAG = 0x22  # XEvent.stats: field 4, length-delimited
 _CONT = _U64(0x8080808080808080)  # the continuation bit of each of eight bytes
 _BYTE_ONES = _U64(0x0101010101010101)
 _DATA = _U64(0x7F7F7F7F7F7F7F7F)
-# (low halves, high halves, shift): each step joins neighbouring groups of data bits.
+# (low halves, high halves, shift): each round joins neighbouring groups of data bits.
 _SQUEEZE = tuple((_U64(lo), _U64(hi), _U64(shift)) for lo, hi, shift in (
     (0x007F007F007F007F, 0x7F007F007F007F00, 1),
     (0x00003FFF00003FFF, 0x3FFF00003FFF0000, 2),
@@ -90,7 +90,7 @@ def _fixed64(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 class Fields:
-    """One step of a walk: the next field of each message still open (message order)."""
+    """One round of a walk: the next field of each message still open (message order)."""
 
     __slots__ = ("msg", "field", "wire", "value", "pos", "size")
 
@@ -102,22 +102,22 @@ class Fields:
 
 def walk(
     buf: np.ndarray, start: np.ndarray, end: np.ndarray, what: str, run_tag: int = 0,
-    stop_tag: int = 0, stopped: np.ndarray | None = None, max_steps: int = 2**62,
+    stop_tag: int = 0, stopped: np.ndarray | None = None, max_rounds: int = 2**62,
 ) -> list[Fields]:
     """Every field of the messages buf[start[k]:end[k]], one `Fields` per field position.
 
     Varints and fixed64 values land in `value`; length-delimited payloads in `pos`/`size`.
-    Step j holds the j-th field of every message that has one, so a message's fields
-    come in wire order across the steps (the last occurrence of a field wins, as in
-    protobuf). A step where every field is a record with the one-byte tag `run_tag` has
+    Round j holds the j-th field of every message that has one, so a message's fields
+    come in wire order across the rounds (the last occurrence of a field wins, as in
+    protobuf). A round where every field is a record with the one-byte tag `run_tag` has
     `field`, `wire` and `value` None. A message whose next tag byte is `stop_tag` is left
-    there: `stopped[k]` gets that position (else it keeps its value). At most `max_steps`
-    steps are taken.
+    there: `stopped[k]` gets that position (else it keeps its value). At most `max_rounds`
+    rounds are taken.
     """
     msgs = np.flatnonzero(start < end)
     p, e = start[msgs], end[msgs]
-    steps: list[Fields] = []
-    while msgs.size and len(steps) < max_steps:
+    rounds: list[Fields] = []
+    while msgs.size and len(rounds) < max_rounds:
         t = buf[p]
         if stop_tag:
             stop = t == stop_tag
@@ -136,7 +136,7 @@ def walk(
                 p = pos + ln
                 if (p > e).any():
                     raise _bad(what)
-                steps.append(Fields(msgs, None, None, None, pos, ln.astype(np.int64)))
+                rounds.append(Fields(msgs, None, None, None, pos, ln.astype(np.int64)))
                 more = p < e
                 if not more.all():
                     msgs, p, e = msgs[more], p[more], e[more]
@@ -160,7 +160,7 @@ def walk(
             if (lb >= 0x80).any():
                 ln, n = _varint(buf, p, what)
             else:
-                ln, n = lb.astype(_U64), 1
+                ln, n = lb.astype(_U64), np.ones(p.size, np.int64)
             if (ln > _U64(2**31)).any():
                 raise _bad(what)
             size = ln.astype(np.int64)
@@ -193,11 +193,11 @@ def walk(
                 raise _bad(what)  # group wire types: never written in an XSpace
         if (p > e).any():
             raise _bad(what)
-        steps.append(Fields(msgs, field, wire, value, pos, size))
+        rounds.append(Fields(msgs, field, wire, value, pos, size))
         more = p < e
         if not more.all():
             msgs, p, e = msgs[more], p[more], e[more]
-    return steps
+    return rounds
 
 
 def _buffer(raw: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -388,15 +388,15 @@ class PlaneEvents:
         """Event k as a full protobuf XEvent (for the few events read in detail)."""
         return schema.XEvent.FromString(self.raw[k])
 
-    def _stat_steps(self, events: np.ndarray, max_steps: int = 2**62) -> list[
+    def _stat_rounds(self, events: np.ndarray, max_rounds: int = 2**62) -> list[
             tuple[np.ndarray, np.ndarray, np.ndarray, bool]]:
-        """(position in `events`, payload pos, size, whole step) of stat records, by step.
+        """(position in `events`, payload pos, size, whole round) of stat records, by round.
 
-        "Whole step": every field of the step is a stat record.
+        "Whole round": every field of the round is a stat record.
         """
         out = []
         for f in walk(self.buf, self.stats_at[events], self.end[events], "event stat",
-                      run_tag=_STATS_TAG, max_steps=max_steps):
+                      run_tag=_STATS_TAG, max_rounds=max_rounds):
             if f.field is None:  # a run of stat records
                 out.append((f.msg, f.pos, f.size, True))
                 continue
@@ -414,12 +414,12 @@ class PlaneEvents:
         """
         want = {n: (np.zeros(events.size, np.int64), np.zeros(events.size, np.int64),
                     np.zeros(events.size, bool)) for n in nths}
-        count = None  # records seen per event, once some step held other fields
-        before = np.zeros(0, np.int64)  # the events of the step before
+        count = None  # records seen per event, once some round held other fields
+        before = np.zeros(0, np.int64)  # the events of the round before
         for j, (m, pos, size, whole) in enumerate(
-                self._stat_steps(events, max(nths, default=-1) + 1)):
+                self._stat_rounds(events, max(nths, default=-1) + 1)):
             if count is None and whole:
-                # Every step so far held only stat records: they are each event's jth.
+                # Every round so far held only stat records: they are each event's jth.
                 if j in want and m.size == events.size:  # all of them: m is 0, 1, 2, ...
                     want[j] = (pos, size, np.ones(events.size, bool))
                 elif j in want:
@@ -427,7 +427,7 @@ class PlaneEvents:
                     at[m], length[m], present[m] = pos, size, True
                 before = m
                 continue
-            if count is None:  # events still open had one record in each step so far
+            if count is None:  # events still open had one record in each round so far
                 count = np.zeros(events.size, np.int64)
                 count[before] = j
             k = count[m]
@@ -441,14 +441,14 @@ class PlaneEvents:
 
     def stats_of(self, events: np.ndarray) -> StatBatch:
         """Every stat record of `events`, in stored order within each event."""
-        steps = self._stat_steps(events)
-        if not steps:
+        rounds = self._stat_rounds(events)
+        if not rounds:
             return StatBatch(self.buf, np.zeros(0, np.int64), np.zeros(0, np.int64),
                              np.zeros(0, np.int64))
-        which = np.concatenate([s[0] for s in steps])
-        # Records come step by step; sorted by event (stable), each event's are together
+        which = np.concatenate([s[0] for s in rounds])
+        # Records come round by round; sorted by event (stable), each event's are together
         # and in stored order.
         order = np.argsort(which, kind="stable")
         return StatBatch(self.buf, events[which[order]],
-                         np.concatenate([s[1] for s in steps])[order],
-                         np.concatenate([s[2] for s in steps])[order])
+                         np.concatenate([s[1] for s in rounds])[order],
+                         np.concatenate([s[2] for s in rounds])[order])

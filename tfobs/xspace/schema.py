@@ -8,6 +8,8 @@ checks; the `protobuf` runtime (upb) still does the parsing in C.
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -125,9 +127,12 @@ _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file_proto())
 
 
-def _cls(name: str) -> type:
+def _cls(name: str) -> Any:  # a generated message class (FromString, ...)
     return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
 
+
+# The host plane's name in every TensorFlow/JAX capture (its threads, ops, tf.data).
+HOST_PLANE = "/host:CPU"
 
 XSpace = _cls("XSpace")
 XPlane = _cls("XPlane")

@@ -1,0 +1,104 @@
+"""`tfobs-capture`: waits for the open window to fill (or its time cap), exports the capture
+(`ProfilerSlot.finish`, GIL released) and hands the bytes to the reduction queue, which is
+bounded and drops (counted) when full.
+
+It also wakes once a second to tidy the step sink and, after the first step, to start the
+parts that touch TensorFlow (the TF memory sampler, the device list): TensorFlow's runtime
+must be left alone until the job has configured it.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from tfobs.capture.session import CaptureResult
+from tfobs.export.sinks import StepSink
+from tfobs.health import HealthLedger
+from tfobs.runtime.failures import Failures
+from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
+
+TIDY_S = 1.0  # how often the step sink is folded while no window runs
+QUEUE_SIZE = 2  # captures waiting for reduction; the budget keeps it from filling
+
+ReduceQueue = queue.Queue[tuple[OpenWindow, CaptureResult] | None]  # None: stop
+
+
+class CaptureThread:
+    def __init__(self, windows: Windows, reduce_queue: ReduceQueue, health: HealthLedger,
+                 failures: Failures, step_sink: StepSink | None, step_work: StepWorkMeter,
+                 finish: Finish, after_first_step: Callable[[], None]) -> None:
+        self._w = windows
+        self._queue = reduce_queue
+        self._health, self._failures, self._finish = health, failures, finish
+        self._sink = step_sink
+        self._step_work = step_work
+        self._after_first_step: Callable[[], None] | None = after_first_step
+        self.thread = threading.Thread(target=self._run, name="tfobs-capture", daemon=True)
+
+    def _run(self) -> None:
+        w = self._w
+        while not w.stopping:
+            woke = w.wake.wait(TIDY_S)
+            self._tidy()
+            if not woke:
+                continue
+            w.wake.clear()
+            window = w.inflight
+            if window is None or window.taken:  # stop() wakes us during a reduction too
+                continue
+            try:
+                self._capture(window)
+            except Exception as exc:  # a bug here must not kill the thread
+                self._failures.report("capture", exc)
+                w.release(window)
+
+    def _tidy(self) -> None:
+        start = self._after_first_step
+        if start is not None and self._health.steps > 0:
+            self._after_first_step = None
+            start()
+        if self._sink is not None:
+            try:
+                self._sink.fold()  # bounds the durations waiting in the sink
+            except Exception as exc:
+                self._failures.report(self._sink.stage, exc)
+
+    def _capture(self, window: OpenWindow) -> None:
+        w = self._w
+        window.taken = True
+        left = window.opened_at + w.policy.window_max_s - time.monotonic()
+        window.close.wait(max(0.0, left))  # filled by step_end, capped, or dropped
+        w.stop_tracing(window)
+        record = window.record
+        record.end_ns = time.time_ns()
+        cpu0 = time.thread_time()
+        result = w.slot.finish()
+        export_cpu_s = time.thread_time() - cpu0
+        record.capture_s = result.export_s
+        record.background_cpu_s = export_cpu_s
+        record.capture_bytes = result.nbytes
+        # Background work is charged by CPU time, not wall time: a niced thread that waits
+        # for a core takes nothing from training meanwhile.
+        w.budget.charge(active_s=result.active_s, background_s=export_cpu_s,
+                        steps_s=self._step_work.take())
+        if w.stopping:  # shut down mid-window: no time left to reduce it
+            self._health.count_dropped("window")
+            w.release(window)
+            return
+        if not result.ok:
+            if result.outcome == "failed":
+                self._failures.report("capture", result.reason)
+            if result.nbytes:
+                self._health.observe_capture(result.export_s, result.nbytes)
+            self._finish(record, result.outcome, result.reason)
+            w.release(window)
+            return
+        try:
+            self._queue.put_nowait((window, result))
+        except queue.Full:
+            self._health.count_dropped("window")
+            self._finish(record, "failed", "reduction queue full")
+            w.release(window)

@@ -1,0 +1,234 @@
+"""`Runtime`: one tfobs instance in a training process, and the handle `enable()` returns.
+
+It wires the parts given at construction (sinks, step sink, samplers, health ledger) to the
+three threads: the training thread's hot path (`windows.py`), `tfobs-capture`
+(`capture_thread.py`) and `tfobs-reduce` (`reduce_thread.py`), records each window's end,
+and stops everything within one deadline.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import queue
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tfobs.capture import markers
+from tfobs.capture.schedule import Budget, Policy
+from tfobs.capture.session import DIR_PREFIX, ProfilerSlot
+from tfobs.config import Config
+from tfobs.export.sinks import StepSink, WindowSink
+from tfobs.health import HealthLedger
+from tfobs.runtime.capture_thread import QUEUE_SIZE, CaptureThread, ReduceQueue
+from tfobs.runtime.failures import Failures
+from tfobs.runtime.info import info_labels
+from tfobs.runtime.reduce_thread import Reducer, ReduceThread
+from tfobs.runtime.windows import StepWorkMeter, Windows
+from tfobs.sources.nvml import NvmlSampler
+from tfobs.sources.tfmemory import TfMemorySampler
+from tfobs.summary import Outcome, WindowSummary
+from tfobs.window import WindowRecord
+
+_log = logging.getLogger("tfobs")
+
+# Called after each window with its record, and its summary when it was reduced.
+Listener = Callable[[WindowRecord, "WindowSummary | None"], None]
+
+
+@dataclass(frozen=True)
+class Sources:
+    """The samplers between windows; each counts its own failures in the health ledger."""
+
+    nvml: NvmlSampler | None = None
+    tfmemory: TfMemorySampler | None = None  # started after the first step
+
+
+class Runtime:
+    """The running tfobs of this process, as returned by `tfobs.enable()`.
+
+    Read: `health` (windows by outcome, errors, drops: the figures `/metrics` serves),
+    `last_summary` / `last_record` (the latest window), `metrics_url` / `metrics_port`,
+    `config`. Act: `capture_now()`, `wait_idle()`, `train_end()`, `add_listener()`.
+    `tfobs.disable()` stops it.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        health: HealthLedger | None = None,
+        sinks: Sequence[WindowSink] = (),
+        step_sink: StepSink | None = None,
+        sources: Sources = Sources(),
+        metrics_url: str = "",
+        metrics_port: int = -1,
+        reducer: Reducer | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.health = health if health is not None else HealthLedger(info_labels(False))
+        self.sinks = tuple(sinks)
+        self.sources = sources
+        self.metrics_url = metrics_url  # "" when the metrics server is off
+        self.metrics_port = metrics_port  # the port taken (also for metrics_port=0); -1: off
+        self.policy = Policy.from_config(config)
+        self.budget = Budget(self.policy, clock)
+        self.slot = ProfilerSlot.from_config(config)
+        self.last_record: WindowRecord | None = None
+        self._listeners: list[Listener] = []
+        self._failures = Failures(self.health)
+        work = StepWorkMeter()
+        self._windows = Windows(self.policy, self.budget, self.slot, self.health,
+                                self._failures, step_sink, self._finish)
+        reduce_queue: ReduceQueue = queue.Queue(maxsize=QUEUE_SIZE)
+        self._queue = reduce_queue
+        self._capture = CaptureThread(self._windows, reduce_queue, self.health, self._failures,
+                                      step_sink, work, self._finish, self._start_tf_parts)
+        self._reduce = ReduceThread(config, self._windows, reduce_queue, self.sinks,
+                                    self.health, self._failures, work, self._finish, reducer)
+        self.pid = os.getpid()
+        self.running = False
+        self._stopped = False
+        # The training thread's hooks (markers.StepHooks), bound once.
+        self.step_begin = self._windows.step_begin
+        self.step_end = self._windows.step_end
+
+    # -- handle -------------------------------------------------------------------------
+
+    @property
+    def last_summary(self) -> WindowSummary | None:
+        """The latest reduced window's summary (None before the first)."""
+        return self._reduce.last_summary
+
+    @property
+    def idle(self) -> bool:
+        """True when no window is tracing, exporting or reducing."""
+        return self._windows.idle
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no window is tracing, exporting or reducing; True when idle."""
+        return self._windows.wait_idle(timeout_s)
+
+    def capture_now(self) -> bool:
+        """Ask for a window at the next step; False when the budget or a window says no."""
+        return self.running and self._windows.request()
+
+    def train_end(self) -> None:
+        """Training stopped: close an open window now instead of at its cap."""
+        self._windows.train_end()
+
+    def add_listener(self, fn: Listener) -> None:
+        """Call `fn(record, summary)` after each window (from a tfobs thread)."""
+        self._listeners.append(fn)
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> Runtime:
+        from tfobs.capture.session import install_yield_hook, sweep_stale_dirs
+
+        sweep_stale_dirs(self.slot.capture_dir)
+        install_yield_hook(self.slot)
+        self._capture.thread.start()
+        self._reduce.thread.start()
+        markers.set_hooks(self)
+        markers.install_fit_hooks()
+        self.running = True
+        return self
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop within `timeout_s`: drop an open window, finish threads, shut the sinks."""
+        if self._stopped:
+            return
+        self._stopped, self.running = True, False
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        markers.clear_hooks(self)
+        markers.uninstall_fit_hooks()
+        from tfobs.capture.session import uninstall_yield_hook
+
+        uninstall_yield_hook()
+        w = self._windows
+        w.stopping = True
+        if w.inflight is not None:
+            w.inflight.close.set()
+        self.slot.preempt("tfobs is shutting down", timeout_s=_left(deadline))
+        w.wake.set()
+        self._put_stop()
+        for thread in (self._capture.thread, self._reduce.thread):
+            if thread.is_alive():
+                thread.join(_left(deadline))
+        for source in (self.sources.nvml, self.sources.tfmemory):
+            if source is not None:
+                try:
+                    source.stop(_left(deadline))
+                except Exception as exc:
+                    self._failures.report("source", exc)
+        for sink in self.sinks:
+            try:
+                sink.shutdown(_left(deadline))
+            except Exception as exc:
+                self._failures.report(sink.stage, exc)
+        self._remove_own_dirs()
+
+    def after_fork_in_child(self) -> None:
+        """The child has none of these threads or sessions: go quiet without touching them."""
+        from tfobs.capture.session import forget_after_fork
+
+        self.running = False
+        self._stopped = True
+        self._windows.stopping = True
+        markers.clear_hooks(self)
+        forget_after_fork(self.slot)
+
+    def _put_stop(self) -> None:
+        while True:
+            try:
+                self._queue.put_nowait(None)
+                return
+            except queue.Full:
+                try:
+                    self._queue.get_nowait()
+                    self.health.count_dropped("window")
+                except queue.Empty:
+                    pass
+
+    def _remove_own_dirs(self) -> None:
+        pattern = os.path.join(self.slot.capture_dir, f"{DIR_PREFIX}{self.pid}-*")
+        for path in glob.glob(pattern):
+            shutil.rmtree(path, ignore_errors=True)
+
+    def _start_tf_parts(self) -> None:
+        """Once training runs (TensorFlow set up by the job): TF memory sampler, devices."""
+        tfmemory = self.sources.tfmemory
+        if tfmemory is not None:
+            try:
+                tfmemory.start()
+            except Exception as exc:
+                self._failures.report("tfmemory", exc)
+        self.health.set_info(info_labels(True))
+
+    # -- each window's end --------------------------------------------------------------
+
+    def _finish(self, record: WindowRecord, outcome: Outcome, reason: str) -> None:
+        record.outcome, record.reason = outcome, reason
+        self.last_record = record
+        exemplar = record.exemplar() if outcome == "captured" else None
+        self.health.count_window(outcome, reason, exemplar)
+        self.health.set_cost(self.budget.duty_cycle(), self.budget.overhead())
+        if self.config.verbose:
+            _log.info("tfobs window %d: %s %s (steps %d-%d, capture %.3fs, reduce %.3fs)",
+                      record.index, outcome, reason, record.first_step, record.last_step,
+                      record.capture_s, record.reduce_s)
+        summary = self.last_summary if outcome in ("captured", "empty") else None
+        for fn in list(self._listeners):
+            try:
+                fn(record, summary)
+            except Exception as exc:
+                self._failures.report("listener", exc)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())

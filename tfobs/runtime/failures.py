@@ -1,0 +1,29 @@
+"""Errors inside tfobs: counted in the health ledger by stage, logged once per stage.
+
+Every thread boundary catches broadly and reports here, so nothing raises into training and
+a broken exporter cannot flood the job's logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from tfobs.health import HealthLedger
+
+_log = logging.getLogger("tfobs")
+
+
+class Failures:
+    def __init__(self, health: HealthLedger) -> None:
+        self._health = health
+        self._logged: set[str] = set()
+        self._lock = threading.Lock()
+
+    def report(self, stage: str, exc: object) -> None:
+        self._health.count_error(stage)
+        with self._lock:
+            first = stage not in self._logged
+            self._logged.add(stage)
+        if first:
+            _log.warning("tfobs %s error (counted in tfobs_errors_total): %s", stage, exc)

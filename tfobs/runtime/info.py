@@ -1,0 +1,42 @@
+"""Who this worker is, for `tfobs_info` and the OpenTelemetry resource.
+
+Device names come from TensorFlow only once the job has run a step (a device query would
+initialise TensorFlow's runtime before the job configures it); before that they are empty.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+
+def info_labels(query_devices: bool) -> dict[str, str]:
+    """tfobs, Python and TensorFlow versions and (when `query_devices`) the device names."""
+    from tfobs import __version__
+
+    labels = {"version": __version__, "python_version": platform.python_version(),
+              "tensorflow_version": "", "devices": ""}
+    tf = sys.modules.get("tensorflow")  # never import TensorFlow just for a version string
+    if tf is not None:
+        labels["tensorflow_version"] = str(getattr(tf, "__version__", ""))
+        if query_devices:
+            labels["devices"] = ",".join(_devices(tf))
+    return labels
+
+
+def _devices(tf: Any) -> list[str]:
+    try:
+        found = tf.config.list_physical_devices()
+    except Exception:
+        return []
+    return sorted(d.name.replace("/physical_device:", "/device:") for d in found)
+
+
+def worker_resource(identity: dict[str, str]) -> dict[str, Any]:
+    """What the runtime adds to the OTel resource (`otel.resource_attributes` fills in the
+    service, host and versions): the worker identity, the process and its devices."""
+    tf = sys.modules.get("tensorflow")
+    return {"process.pid": os.getpid(), "tf_job": identity["tf_job"],
+            "tf_task": identity["tf_task"], "devices": _devices(tf) if tf is not None else []}

@@ -1,0 +1,149 @@
+"""The process-wide tfobs: `enable()` builds and starts it, `disable()` (also at exit) stops
+it within a deadline, and a forked child forgets it without touching the parent's threads.
+
+`_build` is the one place the parts are made and handed to each other, in the direction
+of the data: health ledger -> samplers -> exporters -> runtime.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+
+from tfobs.config import Config
+from tfobs.export.sinks import StepSink, WindowSink
+from tfobs.health import HealthLedger
+from tfobs.runtime.core import Runtime, Sources
+from tfobs.runtime.info import info_labels, worker_resource
+
+_log = logging.getLogger("tfobs")
+
+_instance: Runtime | None = None
+_instance_lock = threading.Lock()
+_registered = False
+
+
+def enable_config(config: Config, explicit: bool = True) -> Runtime | None:
+    """Start tfobs with `config` (idempotent: a running instance is returned as it is;
+    `explicit`: options were given, so say when they differ from the running ones)."""
+    global _instance
+    with _instance_lock:
+        running = _instance
+        if running is not None and running.running and running.pid == os.getpid():
+            if explicit and config != running.config:
+                _log.warning("tfobs is already enabled; new options are ignored until disable()")
+            return running
+        if not config.enabled:
+            return None
+        runtime = _build(config)
+        try:
+            runtime.start()
+        except Exception:
+            runtime.stop(timeout_s=1.0)
+            raise
+        _instance = runtime
+        _register_process_hooks()
+        return runtime
+
+
+def disable(timeout_s: float = 5.0) -> None:
+    """Stop tfobs within `timeout_s`: no thread, server or capture folder is left."""
+    global _instance
+    with _instance_lock:
+        runtime, _instance = _instance, None
+    if runtime is not None and runtime.pid == os.getpid():
+        runtime.stop(timeout_s)
+
+
+def capture_now() -> bool:
+    """Ask the running tfobs for a window at the next step (False when it says no)."""
+    runtime = _instance
+    return runtime.capture_now() if runtime is not None else False
+
+
+def current() -> Runtime | None:
+    """The running tfobs of this process, if any."""
+    return _instance
+
+
+def _build(config: Config) -> Runtime:
+    health = HealthLedger(info_labels(False))
+    sources = _sources(config, health)
+    sinks: list[WindowSink] = []
+    step_sink: StepSink | None = None
+    url, port = "", -1
+    try:
+        from tfobs.export.prometheus import PrometheusExporter
+    except ImportError as exc:
+        _log.warning("tfobs: Prometheus exporter unavailable (%s); metrics are not served", exc)
+    else:
+        prometheus = PrometheusExporter(
+            config, config.identity(), health, nvml=sources.nvml, tfmemory=sources.tfmemory,
+            capture_request=capture_now)
+        try:
+            prometheus.start()  # a taken port raises ConfigError naming the fix
+        except Exception:
+            _stop_sources(sources)
+            raise
+        sinks.append(prometheus)
+        step_sink, url = prometheus.step_sink, prometheus.url
+        port = prometheus.port if prometheus.port > 0 else -1
+    if config.tracing_enabled:
+        try:
+            from tfobs.export.otel import OtelExporter
+
+            sinks.append(OtelExporter(config, worker_resource(config.identity()),
+                                      health=health))
+        except Exception as exc:  # tracing is optional; metrics keep working
+            _log.warning("tfobs: OpenTelemetry tracing off: %s", exc)
+    return Runtime(config, health=health, sinks=sinks, step_sink=step_sink, sources=sources,
+                   metrics_url=url, metrics_port=port)
+
+
+def _sources(config: Config, health: HealthLedger) -> Sources:
+    """NVML starts now (it never touches TensorFlow); the TF memory sampler is made here and
+    started by the runtime after the first step."""
+    nvml = tfmemory = None
+    try:
+        if config.nvml:
+            from tfobs.sources.nvml import NvmlSampler
+
+            nvml = NvmlSampler(config.nvml_interval_s, health=health)
+            nvml.start()
+        from tfobs.sources.tfmemory import TfMemorySampler
+
+        tfmemory = TfMemorySampler(config.nvml_interval_s, health=health)
+    except Exception as exc:
+        _log.debug("tfobs sources: %s", exc)
+    return Sources(nvml, tfmemory)
+
+
+def _stop_sources(sources: Sources) -> None:
+    if sources.nvml is not None:
+        sources.nvml.stop(1.0)
+
+
+def _register_process_hooks() -> None:
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    atexit.register(_at_exit)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork_child)
+
+
+def _at_exit() -> None:
+    try:
+        disable(timeout_s=2.0)
+    except Exception:  # interpreter is going down: say nothing, leave nothing
+        pass
+
+
+def _after_fork_child() -> None:
+    global _instance
+    runtime, _instance = _instance, None
+    if runtime is not None:
+        runtime.after_fork_in_child()

@@ -1,0 +1,174 @@
+"""The training thread's side: every step's duration, and windows opened on step boundaries.
+
+`step_begin`/`step_end` run at every step (through the step markers). Between windows they
+compare integers and append the duration to the step sink; at a window boundary
+`step_begin` starts the profiler (0.1-1 ms) so a window begins exactly on a step, and the
+step that fills the window wakes the capture thread. Nothing here raises into training.
+
+`tracing` is the window the profiler records now; `inflight` the one being traced,
+exported or reduced (at most one at a time: the capture and reduce threads release it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tfobs.capture import markers
+from tfobs.capture.schedule import Budget, Policy, next_window_start, window_full
+from tfobs.capture.session import ProfilerSlot
+from tfobs.export.sinks import StepSink
+from tfobs.health import HealthLedger
+from tfobs.runtime.failures import Failures
+from tfobs.summary import Outcome
+from tfobs.window import WindowRecord
+
+# Records a window's end: (record, outcome, one-line reason).
+Finish = Callable[[WindowRecord, Outcome, str], None]
+
+
+@dataclass
+class OpenWindow:
+    record: WindowRecord
+    opened_at: float  # time.monotonic()
+    first_step: int
+    close: threading.Event = field(default_factory=threading.Event)  # full, capped or dropped
+    taken: bool = False  # the capture thread has it (tracing, exporting or reducing)
+
+
+class StepWorkMeter:
+    """Seconds of tfobs's per-step work (markers, histogram), timed in place by the markers,
+    that the budget has not been charged for yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._charged = markers.own_seconds()
+
+    def take(self) -> float:
+        with self._lock:
+            own = markers.own_seconds()
+            new, self._charged = own - self._charged, own
+        return max(0.0, new)
+
+
+class Windows:
+    def __init__(self, policy: Policy, budget: Budget, slot: ProfilerSlot,
+                 health: HealthLedger, failures: Failures, step_sink: StepSink | None,
+                 finish: Finish) -> None:
+        self.policy, self.budget, self.slot = policy, budget, slot
+        self._health, self._failures, self._finish = health, failures, finish
+        self._sink = step_sink
+        self._append = step_sink.append if step_sink is not None else None
+        self.lock = threading.Lock()
+        self.wake = threading.Event()  # the capture thread waits on it
+        self.tracing: OpenWindow | None = None
+        self.inflight: OpenWindow | None = None
+        self.stopping = False
+        self._next_start = next_window_start(0, policy)
+        self._on_demand = False
+        self._index = 0
+
+    # -- training thread (hot path) -----------------------------------------------------
+
+    def step_begin(self, step_num: int) -> None:
+        if self.tracing is not None or (step_num < self._next_start and not self._on_demand):
+            return
+        try:
+            self._open(step_num)
+        except Exception as exc:  # never into training
+            self._failures.report("schedule", exc)
+
+    def step_end(self, step_num: int, duration_s: float) -> None:
+        self._health.steps += 1
+        window = self.tracing
+        if window is not None and window.close.is_set():  # capped, or the profiler was
+            self.tracing = window = None  # taken by the user's own profiling: no exemplar
+        if window is None:
+            append = self._append
+            if append is not None:
+                append(duration_s)  # a C-level deque.append: no Python frame
+            return
+        window.record.last_step = step_num
+        exemplar = window.record.exemplar(step_num)
+        if window_full(window.first_step, step_num, self.policy):
+            self.tracing = None
+            window.close.set()
+        sink = self._sink
+        if sink is not None:
+            try:
+                sink.observe(duration_s, exemplar)
+            except Exception as exc:
+                self._failures.report(sink.stage, exc)
+
+    def train_end(self) -> None:
+        """Training stopped (end of fit): close an open window now instead of at its cap."""
+        window = self.inflight
+        if window is not None:
+            if self.tracing is window:
+                self.tracing = None
+            window.close.set()
+
+    def _open(self, step_num: int) -> None:
+        if step_num >= self._next_start:
+            self._next_start = next_window_start(step_num + 1, self.policy)
+        if self.stopping:
+            return
+        on_demand, self._on_demand = self._on_demand, False
+        if not on_demand and (self.inflight is not None or not self.budget.allows()):
+            self._health.count_window("skipped_budget", "duty-cycle budget")
+            return
+        if self.inflight is not None:  # on-demand while a window is still being reduced
+            self._on_demand = True
+            return
+        record = WindowRecord(index=self._index, on_demand=on_demand)
+        self._index += 1
+        window = OpenWindow(record, time.monotonic(), step_num)
+        refused = self.slot.start(wake=window.close)
+        if refused is not None:
+            if refused.outcome == "failed":
+                self._failures.report("capture", refused.reason)
+            self._finish(record, refused.outcome, refused.reason)
+            return
+        window.opened_at = time.monotonic()  # the time cap counts from the session's start
+        record.start_ns = time.time_ns()
+        record.first_step = step_num
+        with self.lock:
+            self.inflight = window
+            self.tracing = window
+        self.wake.set()
+
+    # -- any thread ---------------------------------------------------------------------
+
+    def request(self) -> bool:
+        """Ask for a window at the next step; False when the budget or a window says no."""
+        if self.stopping or self.inflight is not None or not self.budget.allows():
+            return False
+        self._on_demand = True
+        return True
+
+    def stop_tracing(self, window: OpenWindow) -> None:
+        with self.lock:
+            if self.tracing is window:
+                self.tracing = None
+
+    def release(self, window: OpenWindow) -> None:
+        """The window is done (published, failed or dropped): the next may open."""
+        with self.lock:
+            if self.inflight is window:
+                self.inflight = None
+            if self.tracing is window:
+                self.tracing = None
+
+    @property
+    def idle(self) -> bool:
+        return self.inflight is None
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while self.inflight is not None:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
