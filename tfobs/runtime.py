@@ -31,9 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfobs.capture import markers
-from tfobs.capture.schedule import Budget, Policy, next_window_start, window_full
+from tfobs.capture.schedule import (
+    Budget,
+    Policy,
+    aligned_start,
+    next_window_start,
+    window_full,
+)
 from tfobs.capture.session import DIR_PREFIX, CaptureResult, ProfilerSlot
-from tfobs.config import Config
+from tfobs.config import Config, runs_steps
 from tfobs.errors import ConfigError
 from tfobs.summary import WindowSummary
 from tfobs.window import WindowRecord
@@ -116,7 +122,10 @@ class Runtime:
         self._lock = threading.Lock()
         self._window: _OpenWindow | None = None  # tracing now
         self._inflight: _OpenWindow | None = None  # tracing, exporting or reducing
-        self._next_start = next_window_start(0, self.policy)
+        # Parameter servers and evaluators run no steps of their own: no scheduled windows
+        # there (an on-demand capture still works); their samplers still run.
+        self._next_start = next_window_start(0, self.policy) if runs_steps(self.identity) \
+            else sys.maxsize
         self._on_demand = False
         self._index = 0
         self._own_charged = markers.own_seconds()
@@ -259,11 +268,19 @@ class Runtime:
 
     def _open(self, step_num: int) -> None:
         aligned = step_num >= self._next_start
+        nominal = step_num  # where the window would have begun on every worker
         if aligned:
+            nominal = self._next_start
+            if step_num > nominal:  # started late, or steps jumped: stay on the others' steps
+                nominal = aligned_start(step_num, self.policy)
             self._next_start = next_window_start(step_num + 1, self.policy)
+            if window_full(nominal, step_num - 1, self.policy) and not self._on_demand:
+                return  # the others' window is already over: wait for the next one
         if self._stopping:
             return
         on_demand, self._on_demand = self._on_demand, False
+        if on_demand:
+            nominal = step_num
         if not on_demand and (self._inflight is not None or not self.budget.allows()):
             self._count_window("skipped_budget", reason="duty-cycle budget")
             return
@@ -280,7 +297,7 @@ class Runtime:
             return
         record.start_ns = time.time_ns()
         record.first_step = step_num
-        window = _OpenWindow(record, time.monotonic(), step_num)
+        window = _OpenWindow(record, time.monotonic(), nominal)
         with self._lock:
             self._inflight = window
             self._window = window
@@ -293,6 +310,12 @@ class Runtime:
             if self._window is window:
                 self._window = None
             window.close.set()
+
+    @property
+    def metrics_port(self) -> int:
+        """The port /metrics is served on (the one taken when metrics_port=0); -1 when off."""
+        port = getattr(self.prometheus, "port", 0) or 0
+        return int(port) if port > 0 else -1
 
     @property
     def idle(self) -> bool:
@@ -598,6 +621,10 @@ def _build(config: Config) -> Runtime:
     else:
         prometheus = PrometheusExporter(config, identity)
         prometheus.start()  # a taken port raises ConfigError naming the fix
+        if prometheus.port:
+            _log.info("tfobs: serving metrics on port %d (%s) as tf_job=%s tf_task=%s "
+                      "local_rank=%s", prometheus.port, prometheus.url, identity["tf_job"],
+                      identity["tf_task"], identity["local_rank"])
     otel = None
     if config.tracing_enabled:
         try:
@@ -633,8 +660,7 @@ def resource_attributes(identity: dict[str, str]) -> dict[str, Any]:
     labels = info_labels(Config(), identity)
     attrs: dict[str, Any] = {
         "process.pid": os.getpid(),
-        "tf_job": identity["tf_job"],
-        "tf_task": identity["tf_task"],
+        **identity,  # tf_job, tf_task, tf_cluster, local_rank
         "devices": [d for d in labels["devices"].split(",") if d],
     }
     if labels["tensorflow_version"]:

@@ -64,6 +64,14 @@ def next_window_start(step: int, policy: Policy) -> int:
     return k * policy.interval_steps
 
 
+def aligned_start(step: int, policy: Policy) -> int:
+    """The latest aligned window start at or before `step` (`first_window_step` at least):
+    a worker that joins late or whose steps jump still closes its window where the others
+    close theirs."""
+    k = step // policy.interval_steps * policy.interval_steps
+    return k if k > policy.first_window_step else policy.first_window_step
+
+
 def is_window_start(step: int, policy: Policy) -> bool:
     return step == policy.first_window_step or (
         step > policy.first_window_step and step % policy.interval_steps == 0

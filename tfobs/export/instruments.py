@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from tfobs.export.catalog import BY_NAME, IDENTITY_LABELS
+from tfobs.export.catalog import BY_NAME, IDENTITY_LABELS, identity_values
 from tfobs.export.step_histogram import StepHistogram, StepSeries
 from tfobs.window import OUTCOMES
 
@@ -59,7 +59,7 @@ class Instruments:
         )
 
     def bind(self, identity: dict[str, str]) -> BoundInstruments:
-        return BoundInstruments(self, tuple(identity[k] for k in IDENTITY_LABELS))
+        return BoundInstruments(self, identity_values(identity))
 
 
 class BoundInstruments:

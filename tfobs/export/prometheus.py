@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from tfobs.export.catalog import RESERVED_LABELS
+from tfobs.export.catalog import IDENTITY_LABELS, RESERVED_LABELS, identity_values
 from tfobs.export.http_server import MetricsServer
 from tfobs.export.instruments import Instruments
 from tfobs.export.metrics_collector import Published, SummaryCollector
@@ -68,7 +68,7 @@ class PrometheusExporter:
 
     def __init__(self, config: Any, identity: dict[str, str]) -> None:
         self.config = config
-        self.identity = {"tf_job": identity["tf_job"], "tf_task": identity["tf_task"]}
+        self.identity = dict(zip(IDENTITY_LABELS, identity_values(identity), strict=True))
         self._state = MetricsState()
         self._state._error_sink = self.count_error
         self.registry = self._state.registry
@@ -220,7 +220,7 @@ def health_of(registry: CollectorRegistry, worker: Any, url: str = "") -> dict[s
     """Counters by label plus the latest cost and window, read from the registry itself."""
     counts: dict[str, dict[str, float]] = {"windows": {}, "errors": {}, "dropped": {}}
     steps = 0.0
-    ident = dict(zip(("tf_job", "tf_task"), worker.identity, strict=True))
+    ident = dict(zip(IDENTITY_LABELS, worker.identity, strict=True))
     wanted = {"tfobs_windows_total": ("windows", "outcome"),
               "tfobs_errors_total": ("errors", "stage"),
               "tfobs_dropped_total": ("dropped", "what")}
