@@ -345,7 +345,8 @@ class Runtime:
     def _capture_loop(self) -> None:
         while not self._stopping:
             woke = self._wake.wait(SOURCES_CHECK_S)
-            if not self._tf_parts_started and self.health.steps > 0:
+            if not self._tf_parts_started and (self.health.steps > 0
+                                               or _tf_runtime_initialised()):
                 self._start_tf_parts()
             self._forward_source_errors()  # samplers fail with or without windows
             self._call("export_prometheus", "fold_steps")  # bounds the steps waiting there
@@ -563,6 +564,19 @@ class Runtime:
         except Exception as exc:
             self._error(stage, exc)
             return None
+
+
+def _tf_runtime_initialised() -> bool:
+    """True once the job itself has initialised TensorFlow's runtime (its device setup is
+    over): a process that runs no steps (an evaluator) still gets its TF memory samples."""
+    if "tensorflow" not in sys.modules:
+        return False
+    try:
+        from tensorflow.python.eager import context
+
+        return bool(context.context()._initialized)
+    except Exception:  # a TensorFlow without this private flag: wait for a step instead
+        return False
 
 
 def _warm_reducer() -> None:
