@@ -187,3 +187,12 @@ def test_port_taken_is_logged_and_on_the_handle(tmp_path, caplog):
         tfobs.disable()
     off = _runtime(tmp_path)
     assert off.metrics_port == -1
+
+
+def test_every_span_carries_the_identity_as_resource_attributes():
+    from tfobs.runtime import resource_attributes
+
+    ident = worker_identity(environ={**_tf_config("worker", 1), "LOCAL_RANK": "2"})
+    attrs = resource_attributes(ident)
+    assert {k: attrs[k] for k in IDENTITY_LABELS} == ident
+    assert attrs["local_rank"] == "2" and attrs["tf_job"] == "worker"
