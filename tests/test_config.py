@@ -104,12 +104,16 @@ def test_otel_variables_are_fallbacks_and_sdk_disabled_wins():
 
 
 def test_worker_identity_from_tf_config_and_overrides():
-    assert worker_identity(environ={}) == {"tf_job": "local", "tf_task": "0"}
+    # tf_cluster and local_rank: tests/test_multiworker_identity.py
+    def job_task(ident):
+        return {k: ident[k] for k in ("tf_job", "tf_task")}
+
+    assert job_task(worker_identity(environ={})) == {"tf_job": "local", "tf_task": "0"}
     env = {"TF_CONFIG": '{"cluster": {}, "task": {"type": "worker", "index": 3}}'}
-    assert worker_identity(environ=env) == {"tf_job": "worker", "tf_task": "3"}
+    assert job_task(worker_identity(environ=env)) == {"tf_job": "worker", "tf_task": "3"}
     cfg = Config.load(environ={}, tf_job="chief")
-    assert worker_identity(cfg, environ=env) == {"tf_job": "chief", "tf_task": "3"}
-    assert worker_identity(environ={"TF_CONFIG": "{not json"}) == {
+    assert job_task(worker_identity(cfg, environ=env)) == {"tf_job": "chief", "tf_task": "3"}
+    assert job_task(worker_identity(environ={"TF_CONFIG": "{not json"})) == {
         "tf_job": "local", "tf_task": "0"}
 
 

@@ -77,7 +77,9 @@ def stack(tmp_path_factory):
     exporter = live_exporter(tfobs.analyze(GPU_CAPTURE), ports["gpu"], tf_job="synthetic-gpu",
                              gpu_sources=True)
     targets = [f"127.0.0.1:{p}" for p in ports.values()]
-    prom = PrometheusServer(targets, scrape_interval_s=1.0, exemplars=True)
+    # The rules too: the Workers dashboard reads the recording rules' series.
+    prom = PrometheusServer(targets, scrape_interval_s=1.0, exemplars=True, rule_files=[RULES],
+                            evaluation_interval_s=1.0)
     try:
         prom.start()
         deadline = time.monotonic() + 120

@@ -16,6 +16,7 @@ from tests.support.dashboards import (
     dashboard_queries,
     load,
     panels,
+    recorded_names,
     substitute,
 )
 
@@ -85,6 +86,38 @@ def test_job_worker_variables_filter_every_query(path) -> None:
     for q in dashboard_queries(path):
         for selector in re.findall(r"\btfobs_\w+\{([^}]*)\}", q.expr):
             assert 'job=~"$job"' in selector and 'tf_task=~"$worker"' in selector, q.where
+        # Recording rules' series (tfobs:...) carry the job labels; job-wide ones no worker.
+        for selector in re.findall(r"\btfobs:\w+\{([^}]*)\}", q.expr):
+            assert 'job=~"$job"' in selector and 'tf_cluster=~"$tf_cluster"' in selector, q.where
+        assert not re.search(r"\btfobs:\w+(?![\w{])", q.expr), f"{q.where}: unfiltered rule"
+
+
+WORKERS = next(p for p in DASHBOARD_FILES if p.name == "workers.json")
+
+
+def test_workers_dashboard_is_the_pod_viewer_over_the_same_steps() -> None:
+    d = load(WORKERS)
+    names = [v["name"] for v in d["templating"]["list"]]
+    assert names.index("tf_cluster") < names.index("tf_job") < names.index("worker")
+    by_title = {p["title"]: p for p in panels(d)}
+    exprs = {t: " ".join(x["expr"] for x in p.get("targets", [])) for t, p in by_title.items()}
+    # The pod viewer: each worker's breakdown by category, stacked, one bar per worker.
+    pod = next(p for t, p in by_title.items() if t.startswith("Step-time breakdown per worker"))
+    assert pod["type"] == "barchart" and pod["options"]["stacking"] == "normal"
+    expr = exprs[pod["title"]]
+    assert "tfobs_step_time_breakdown_seconds" in expr
+    assert re.search(r"by \(tf_job, tf_task, local_rank, category\)", expr)
+    join = next(t for t in pod["transformations"] if t["id"] == "joinByLabels")["options"]
+    assert join["value"] == "category" and join["join"] == ["tf_job", "tf_task", "local_rank"]
+    # ... over the same steps: the window's first and last step per worker next to it.
+    steps = exprs["Window steps per worker"]
+    assert "tfobs_window_first_step" in steps and "tfobs_window_last_step" in steps
+    # Stragglers from the recording rules, which alerts.yml defines.
+    used = set(re.findall(r"\btfobs:\w+", " ".join(exprs.values())))
+    assert {"tfobs:worker_own_step_seconds", "tfobs:job_straggler_factor",
+            "tfobs:job_slowest_worker_own_step_seconds"} <= used
+    assert used <= recorded_names(), used - recorded_names()
+    assert "tfobs_input_bound_verdict" in exprs["Input-bound verdict per worker"]
 
 
 def test_exemplars_on_step_time_panel_link_to_tracing_datasource() -> None:

@@ -66,12 +66,19 @@ def test_the_collector_shows_the_ledger_as_counted() -> None:
     health.count_error("nvml", 3)
     health.count_dropped("window")
     text = generate_latest(exporter.registry).decode()
-    ident = 'tf_job="local",tf_task="0"'
-    assert f'tfobs_windows_total{{outcome="captured",{ident}}} 1.0' in text
-    assert f'tfobs_windows_total{{outcome="empty",{ident}}} 0.0' in text
-    assert f'tfobs_errors_total{{stage="nvml",{ident}}} 3.0' in text
-    assert f'tfobs_dropped_total{{{ident},what="window"}} 1.0' in text  # labels sorted
+    assert _series("tfobs_windows_total", outcome="captured") + " 1.0" in text
+    assert _series("tfobs_windows_total", outcome="empty") + " 0.0" in text
+    assert _series("tfobs_errors_total", stage="nvml") + " 3.0" in text
+    assert _series("tfobs_dropped_total", what="window") + " 1.0" in text
     assert 'version="9.9"' in text
     health.count_error("nvml")  # the next scrape reads the ledger again
-    assert f'tfobs_errors_total{{stage="nvml",{ident}}} 4.0' in generate_latest(
+    assert _series("tfobs_errors_total", stage="nvml") + " 4.0" in generate_latest(
         exporter.registry).decode()
+
+
+def _series(name: str, **labels: str) -> str:
+    """`name{...}` as the text exposition writes it: the identity labels plus `labels`,
+    sorted by name."""
+    labels = {"tf_job": "local", "tf_task": "0", "tf_cluster": "none", "local_rank": "0",
+              **labels}
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"

@@ -257,4 +257,5 @@ def test_remote_capture_handler_failure_is_counted_not_raised(exporters: Any) ->
     capture = exp.url.replace("/metrics", "/capture")
     assert request(capture, method="POST", headers={"Authorization": "Bearer tok"})[0] == 500
     _, _, body = request(exp.url)
-    assert b'tfobs_errors_total{stage="remote_capture",tf_job="local",tf_task="0"} 1.0' in body
+    assert (b'tfobs_errors_total{local_rank="0",stage="remote_capture",tf_cluster="none",'
+            b'tf_job="local",tf_task="0"} 1.0') in body

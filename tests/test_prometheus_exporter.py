@@ -131,7 +131,7 @@ def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthe
         for s in fam.samples:
             assert s.labels["tf_job"] == "trainer" and s.labels["tf_task"] == "3", s
             assert not ({"pod", "namespace", "container", "instance", "job"} & set(s.labels))
-            extra = set(s.labels) - {"tf_job", "tf_task", "le"} - set(d.labels)
+            extra = set(s.labels) - {*catalog.IDENTITY_LABELS, "le"} - set(d.labels)
             if d.type != "info":
                 assert not extra, (d.name, extra)
     # Nothing is exported that the catalog (and so the README table) does not list.
@@ -370,7 +370,8 @@ def test_port_minus_one_serves_nothing_but_still_counts() -> None:
     exp.step_sink.append(0.01)
     assert exp.url == "" and exp.port == 0
     text = prometheus_client.generate_latest(exp.registry).decode()
-    assert 'tfobs_step_duration_seconds_count{tf_job="local",tf_task="0"} 1.0' in text
+    assert ('tfobs_step_duration_seconds_count{local_rank="0",tf_cluster="none",tf_job="local",'
+            'tf_task="0"} 1.0') in text
     exp.shutdown(1.0)
 
 

@@ -89,7 +89,8 @@ def test_enable_is_idempotent_serves_metrics_and_disable_cleans_up(tmp_path):
                       if ln.startswith("tfobs_step_duration_seconds_count")]
         assert count_line and count_line[0].endswith(" 12.0"), count_line
         # The windows counter is read from the health ledger on scrape: one count, two views.
-        assert 'tfobs_windows_total{outcome="captured",tf_job="local",tf_task="0"} 1.0' in body
+        assert ('tfobs_windows_total{local_rank="0",outcome="captured",tf_cluster="none",'
+                'tf_job="local",tf_task="0"} 1.0') in body
         assert rt.health.windows == {"captured": 1}
         assert rt.last_summary is not None and rt.last_summary.steps.count > 0
     finally:

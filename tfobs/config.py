@@ -10,9 +10,11 @@ that the README's options table lists exactly them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping
@@ -343,24 +345,57 @@ def local_rank(environ: Mapping[str, str] | None = None) -> int:
     return 0
 
 
+# Identity label values stay short and plain, whatever TF_CONFIG holds: a long or odd task
+# type would otherwise become a long, odd label value on every series.
+MAX_IDENTITY_VALUE = 32
+_NOT_LABEL_TEXT = re.compile(r"[^A-Za-z0-9_.:-]+")
+# Task types that run no training steps of their own: tfobs schedules no windows there.
+STEPLESS_TASK_TYPES: frozenset[str] = frozenset({"ps", "evaluator"})
+
+
+def label_value(raw: object, default: str) -> str:
+    """`raw` as a bounded label value: odd characters become `_`, at most 32 characters."""
+    text = _NOT_LABEL_TEXT.sub("_", str(raw).strip())[:MAX_IDENTITY_VALUE]
+    return text or default
+
+
 def worker_identity(
     config: Config | None = None, environ: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """{"tf_job", "tf_task"} from the config overrides, else TF_CONFIG, else local/0."""
+    """The labels naming this process in a job (every metric, every span carries them):
+
+    * `tf_job`, `tf_task`: TF_CONFIG's task type and index (the tf_job/tf_task options win),
+      else `local`/`0`;
+    * `tf_cluster`: 8 hex digits of TF_CONFIG's cluster spec, the same on every task of one
+      job and different between jobs, so job-wide rules group by it (`none` without one);
+    * `local_rank`: the process's rank on its host (LOCAL_RANK and the like), else `0`.
+    """
     env = os.environ if environ is None else environ
-    job, task = "local", "0"
+    job, task, cluster = "local", "0", "none"
     raw = env.get("TF_CONFIG", "")
     if raw:
         try:
-            spec = json.loads(raw).get("task") or {}
-            job = str(spec.get("type") or job)
-            task = str(spec.get("index", task))
+            tf_config = json.loads(raw)
+            spec = tf_config.get("task") or {}
+            job = label_value(spec.get("type") or job, "local")
+            task = label_value(spec.get("index", task), "0")
+            if tf_config.get("cluster"):
+                digest = hashlib.sha256(
+                    json.dumps(tf_config["cluster"], sort_keys=True).encode()
+                ).hexdigest()
+                cluster = digest[:8]
         except (ValueError, AttributeError, TypeError):
             _log.warning("TF_CONFIG is not valid JSON with a 'task' entry; using tf_job=local")
     if config is not None:
-        job = config.tf_job or job
-        task = config.tf_task or task
-    return {"tf_job": job, "tf_task": task}
+        job = label_value(config.tf_job, job) if config.tf_job else job
+        task = label_value(config.tf_task, task) if config.tf_task else task
+    return {"tf_job": job, "tf_task": task, "tf_cluster": cluster,
+            "local_rank": str(local_rank(env))}
+
+
+def runs_steps(identity: Mapping[str, str]) -> bool:
+    """False for parameter servers and evaluators: no scheduled windows there."""
+    return identity.get("tf_job", "") not in STEPLESS_TASK_TYPES
 
 
 def resolve_capture_dir(capture_dir: str = "") -> str:

@@ -65,6 +65,12 @@ def rule_queries() -> list[Query]:
             for g in doc["groups"] for r in g["rules"]]
 
 
+def recorded_names() -> set[str]:
+    """Series the recording rules in alerts.yml create (`tfobs:...`): not on /metrics."""
+    doc = yaml.safe_load(RULES.read_text())
+    return {r["record"] for g in doc["groups"] for r in g["rules"] if "record" in r}
+
+
 def all_queries() -> list[Query]:
     out = rule_queries()
     for path in DASHBOARD_FILES:

@@ -66,6 +66,14 @@ def next_window_start(step: int, policy: Policy) -> int:
     return k * policy.interval_steps
 
 
+def aligned_start(step: int, policy: Policy) -> int:
+    """The latest aligned window start at or before `step` (`first_window_step` at least):
+    a worker that joins late or whose steps jump still closes its window where the others
+    close theirs."""
+    k = step // policy.interval_steps * policy.interval_steps
+    return k if k > policy.first_window_step else policy.first_window_step
+
+
 def window_full(first_step: int, step: int, policy: Policy) -> bool:
     """True once the step that just ended completes the window's whole number of steps."""
     return step - first_step + 1 >= policy.window_steps

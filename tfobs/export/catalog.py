@@ -13,11 +13,19 @@ from tfobs.summary import COPY_DIRECTIONS, IDLE_CAUSES, INPUT_KINDS
 
 __all__ = [
     "BY_NAME", "COPY_DIRECTIONS", "IDENTITY_LABELS", "IDLE_CAUSES", "INPUT_KINDS", "METRICS",
-    "RESERVED_LABELS", "MetricDef", "markdown_table",
+    "RESERVED_LABELS", "MetricDef", "identity_values", "markdown_table",
 ]
 
-# Every series carries the worker identity (from TF_CONFIG, or the tf_job/tf_task options).
-IDENTITY_LABELS: tuple[str, ...] = ("tf_job", "tf_task")
+# Every series carries the worker identity (config.worker_identity: TF_CONFIG's task type and
+# index, or the tf_job/tf_task options; a hash of TF_CONFIG's cluster; the local rank).
+IDENTITY_LABELS: tuple[str, ...] = ("tf_job", "tf_task", "tf_cluster", "local_rank")
+_IDENTITY_DEFAULTS = {"tf_job": "local", "tf_task": "0", "tf_cluster": "none", "local_rank": "0"}
+
+
+def identity_values(identity: dict[str, str]) -> tuple[str, ...]:
+    """The identity labels' values in IDENTITY_LABELS order (defaults for missing ones)."""
+    return tuple(str(identity.get(k, _IDENTITY_DEFAULTS[k])) for k in IDENTITY_LABELS)
+
 
 # Label names a scrape target's own labels would clash with (Prometheus renames them
 # `exported_*`), so tfobs never emits them.
@@ -34,7 +42,7 @@ _UNITS = ("seconds", "bytes", "ratio", "watts", "celsius", "hertz")
 class MetricDef:
     name: str  # as exposed (counters end in _total)
     type: MetricType
-    labels: tuple[str, ...]  # beyond tf_job, tf_task
+    labels: tuple[str, ...]  # beyond the identity labels
     help: str
 
     @property
@@ -66,6 +74,11 @@ METRICS: tuple[MetricDef, ...] = (
        "samples carry exemplars (trace_id, span_id) of the window's trace."),
     # Latest profile window.
     _m("tfobs_window_steps", "gauge", (), "Steps in the latest profile window."),
+    _m("tfobs_window_first_step", "gauge", (),
+       "Step number of the latest profile window's first step (windows are aligned to step "
+       "numbers, so the workers of a synchronous job show the same)."),
+    _m("tfobs_window_last_step", "gauge", (),
+       "Step number of the latest profile window's last step."),
     _m("tfobs_window_step_time_seconds", "gauge", (),
        "Mean step time of the latest profile window in seconds."),
     _m("tfobs_step_time_breakdown_seconds", "gauge", ("category",),

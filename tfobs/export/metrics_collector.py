@@ -30,6 +30,7 @@ from tfobs.export.catalog import (
     IDLE_CAUSES,
     INPUT_KINDS,
     METRICS,
+    identity_values,
 )
 from tfobs.health import WORK_BUCKETS, Durations, HealthLedger, HealthSnapshot
 from tfobs.sources.nvml import GpuSample
@@ -146,7 +147,7 @@ class SummaryCollector:
 
     def worker(self, identity: dict[str, str], health: HealthLedger | None = None) -> WorkerState:
         """The worker's state, created with `health` (a fresh ledger when None) on first use."""
-        key = tuple(identity[k] for k in IDENTITY_LABELS)
+        key = identity_values(identity)
         state = self._workers.get(key)
         if state is None:
             state = self._workers[key] = WorkerState(identity=key,
@@ -199,6 +200,10 @@ def _summary(fams: _Families, st: WorkerState) -> None:
     add = fams.add
     steps = s.steps.count if s.steps.count > 0 else 1  # "per step" falls back to per window
     add("tfobs_window_steps", ident, (), s.steps.count)
+    first, last = _window_steps(st.latest)
+    if first >= 0:
+        add("tfobs_window_first_step", ident, (), first)
+        add("tfobs_window_last_step", ident, (), last)
     add("tfobs_window_step_time_seconds", ident, (), s.steps.mean_s)
     ratios = s.breakdown_ratio
     for cat in CATEGORIES:
@@ -230,6 +235,16 @@ def _summary(fams: _Families, st: WorkerState) -> None:
         add("tfobs_memory_peak_bytes", ident, labels, mem.peak_bytes)
         add("tfobs_memory_capacity_bytes", ident, labels, mem.capacity_bytes)
         add("tfobs_memory_fragmentation_ratio", ident, labels, mem.fragmentation_ratio)
+
+
+def _window_steps(latest: Published) -> tuple[int, int]:
+    """First and last step number of the window: as the runtime marked them, else the
+    capture's own step numbers (a replayed capture); (-1, -1) when neither has any."""
+    window = latest.window
+    if window is not None and window.first_step >= 0:
+        return window.first_step, window.last_step
+    nums = [st.step_num for st in latest.summary.steps.items]
+    return (min(nums), max(nums)) if nums else (-1, -1)
 
 
 def _device(fams: _Families, ident: tuple[str, ...], d: DeviceActivity, steps: int) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from tfobs.config import Config
-from tfobs.export.catalog import BY_NAME, IDENTITY_LABELS
+from tfobs.export.catalog import BY_NAME, IDENTITY_LABELS, identity_values
 from tfobs.export.http_server import MetricsServer
 from tfobs.export.metrics_collector import (
     GpuSource,
@@ -57,7 +57,7 @@ class MetricsState:
     def add_worker(self, identity: dict[str, str],
                    health: HealthLedger) -> tuple[StepSeries, WorkerState]:
         """The worker's step series and state; its collector failures count in `health`."""
-        series = self.steps.labels(*(identity[k] for k in IDENTITY_LABELS))
+        series = self.steps.labels(*identity_values(identity))
         return series, self.collector.worker(identity, health)
 
 
@@ -77,7 +77,7 @@ class PrometheusExporter:
         capture_request: Callable[[], bool] | None = None,
     ) -> None:
         self.config = config
-        self.identity = {k: identity[k] for k in IDENTITY_LABELS}
+        self.identity = dict(zip(IDENTITY_LABELS, identity_values(identity), strict=True))
         self.health = health
         self._state = MetricsState()
         self.registry = self._state.registry

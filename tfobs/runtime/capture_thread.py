@@ -2,14 +2,16 @@
 (`ProfilerSlot.finish`, GIL released) and hands the bytes to the reduction queue, which is
 bounded and drops (counted) when full.
 
-It also wakes once a second to tidy the step sink and, after the first step, to start the
-parts that touch TensorFlow (the TF memory sampler, the device list): TensorFlow's runtime
-must be left alone until the job has configured it.
+It also wakes once a second to tidy the step sink and, after the first step (or once the job
+has initialised TensorFlow itself: evaluators run no steps), to start the parts that touch
+TensorFlow (the TF memory sampler, the device list): TensorFlow's runtime must be left alone
+until the job has configured it.
 """
 
 from __future__ import annotations
 
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -57,7 +59,7 @@ class CaptureThread:
 
     def _tidy(self) -> None:
         start = self._after_first_step
-        if start is not None and self._health.steps > 0:
+        if start is not None and (self._health.steps > 0 or _tf_runtime_initialised()):
             self._after_first_step = None
             start()
         if self._sink is not None:
@@ -102,3 +104,16 @@ class CaptureThread:
             self._health.count_dropped("window")
             self._finish(record, "failed", "reduction queue full")
             w.release(window)
+
+
+def _tf_runtime_initialised() -> bool:
+    """True once the job itself has initialised TensorFlow's runtime (its device setup is
+    over): a process that runs no steps (an evaluator) still gets its TF memory samples."""
+    if "tensorflow" not in sys.modules:
+        return False
+    try:
+        from tensorflow.python.eager import context
+
+        return bool(context.context()._initialized)
+    except Exception:  # a TensorFlow without this private flag: wait for a step instead
+        return False

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from tfobs.capture import markers
 from tfobs.capture.schedule import Budget, Policy
 from tfobs.capture.session import DIR_PREFIX, ProfilerSlot
-from tfobs.config import Config
+from tfobs.config import Config, runs_steps
 from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
 from tfobs.runtime.capture_thread import QUEUE_SIZE, CaptureThread, ReduceQueue
@@ -50,7 +50,8 @@ class Sources:
 class Runtime:
     """The running tfobs of this process, as returned by `tfobs.enable()`.
 
-    Read: `health` (windows by outcome, errors, drops: the figures `/metrics` serves),
+    Read: `identity` (the worker's labels), `health` (windows by outcome, errors, drops: the
+    figures `/metrics` serves),
     `last_summary` / `last_record` (the latest window), `metrics_url` / `metrics_port`,
     `config`. Act: `capture_now()`, `wait_idle()`, `train_end()`, `add_listener()`.
     `tfobs.disable()` stops it.
@@ -70,6 +71,7 @@ class Runtime:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self.identity = config.identity()  # tf_job, tf_task, tf_cluster, local_rank
         self.health = health if health is not None else HealthLedger(info_labels(False))
         self.sinks = tuple(sinks)
         self.sources = sources
@@ -83,7 +85,8 @@ class Runtime:
         self._failures = Failures(self.health)
         work = StepWorkMeter()
         self._windows = Windows(self.policy, self.budget, self.slot, self.health,
-                                self._failures, step_sink, self._finish)
+                                self._failures, step_sink, self._finish,
+                                runs_steps=runs_steps(self.identity))
         reduce_queue: ReduceQueue = queue.Queue(maxsize=QUEUE_SIZE)
         self._queue = reduce_queue
         self._capture = CaptureThread(self._windows, reduce_queue, self.health, self._failures,

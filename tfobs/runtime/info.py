@@ -38,5 +38,6 @@ def worker_resource(identity: dict[str, str]) -> dict[str, Any]:
     """What the runtime adds to the OTel resource (`otel.resource_attributes` fills in the
     service, host and versions): the worker identity, the process and its devices."""
     tf = sys.modules.get("tensorflow")
-    return {"process.pid": os.getpid(), "tf_job": identity["tf_job"],
-            "tf_task": identity["tf_task"], "devices": _devices(tf) if tf is not None else []}
+    return {"process.pid": os.getpid(),
+            **identity,  # tf_job, tf_task, tf_cluster, local_rank
+            "devices": _devices(tf) if tf is not None else []}

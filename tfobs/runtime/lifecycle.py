@@ -90,6 +90,11 @@ def _build(config: Config) -> Runtime:
         sinks.append(prometheus)
         step_sink, url = prometheus.step_sink, prometheus.url
         port = prometheus.port if prometheus.port > 0 else -1
+        if port > 0:
+            identity = prometheus.identity
+            _log.info("tfobs: serving metrics on port %d (%s) as tf_job=%s tf_task=%s "
+                      "local_rank=%s", port, url, identity["tf_job"], identity["tf_task"],
+                      identity["local_rank"])
     if config.tracing_enabled:
         try:
             from tfobs.export.otel import OtelExporter

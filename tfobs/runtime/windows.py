@@ -11,13 +11,20 @@ exported or reduced (at most one at a time: the capture and reduce threads relea
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tfobs.capture import markers
-from tfobs.capture.schedule import Budget, Policy, next_window_start, window_full
+from tfobs.capture.schedule import (
+    Budget,
+    Policy,
+    aligned_start,
+    next_window_start,
+    window_full,
+)
 from tfobs.capture.session import ProfilerSlot
 from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
@@ -56,7 +63,7 @@ class StepWorkMeter:
 class Windows:
     def __init__(self, policy: Policy, budget: Budget, slot: ProfilerSlot,
                  health: HealthLedger, failures: Failures, step_sink: StepSink | None,
-                 finish: Finish) -> None:
+                 finish: Finish, runs_steps: bool = True) -> None:
         self.policy, self.budget, self.slot = policy, budget, slot
         self._health, self._failures, self._finish = health, failures, finish
         self._sink = step_sink
@@ -66,7 +73,9 @@ class Windows:
         self.tracing: OpenWindow | None = None
         self.inflight: OpenWindow | None = None
         self.stopping = False
-        self._next_start = next_window_start(0, policy)
+        # Parameter servers and evaluators run no steps of their own (`runs_steps` False):
+        # no scheduled windows there (an on-demand capture still works).
+        self._next_start = next_window_start(0, policy) if runs_steps else sys.maxsize
         self._on_demand = False
         self._index = 0
 
@@ -111,11 +120,19 @@ class Windows:
             window.close.set()
 
     def _open(self, step_num: int) -> None:
+        nominal = step_num  # where the window would have begun on every worker
         if step_num >= self._next_start:
+            nominal = self._next_start
+            if step_num > nominal:  # started late, or steps jumped: stay on the others' steps
+                nominal = aligned_start(step_num, self.policy)
             self._next_start = next_window_start(step_num + 1, self.policy)
+            if window_full(nominal, step_num - 1, self.policy) and not self._on_demand:
+                return  # the others' window is already over: wait for the next one
         if self.stopping:
             return
         on_demand, self._on_demand = self._on_demand, False
+        if on_demand:
+            nominal = step_num
         if not on_demand and (self.inflight is not None or not self.budget.allows()):
             self._health.count_window("skipped_budget", "duty-cycle budget")
             return
@@ -124,7 +141,7 @@ class Windows:
             return
         record = WindowRecord(index=self._index, on_demand=on_demand)
         self._index += 1
-        window = OpenWindow(record, time.monotonic(), step_num)
+        window = OpenWindow(record, time.monotonic(), nominal)
         refused = self.slot.start(wake=window.close)
         if refused is not None:
             if refused.outcome == "failed":
