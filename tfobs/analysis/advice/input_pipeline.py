@@ -48,7 +48,13 @@ FROM_GENERATOR = Rule(
     "replace from_generator with tf.data sources (from_tensor_slices, TFRecordDataset) and "
     "TensorFlow ops; from_generator runs Python under the GIL, one element at a time",
     f"{TFDATA}: Best practice summary; {GPU}: 1. Optimize the input pipeline")
-RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, NO_PREFETCH, FILE_READ, FROM_GENERATOR)
+OUTPUT_BOUND = Rule(
+    "output_bound", "input pipeline",
+    "output (outfeed) >= 5 % of step time (XProf: HIGHLY >= 20 %, MODERATELY >= 5 %)",
+    "send less back to the host per step (fewer or smaller outfeed / host callbacks)",
+    f"{PROFILER}: Input pipeline analyzer (output time)")
+RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, NO_PREFETCH, FILE_READ, FROM_GENERATOR,
+         OUTPUT_BOUND)
 
 FILE_READ_SHARE = 0.5
 PYTHON_OP_SHARE = 0.10  # of the window's input-stage time
@@ -59,19 +65,20 @@ _GATE = f"input >= {MODERATELY_INPUT_PCT:g} % of step time (XProf's moderately i
 
 
 def check(s: WindowSummary) -> list[Advice]:
+    out = _output(s)
     ib = s.input_bound
     if ib.verdict not in _SEVERITY:
-        return []
+        return out
     input_pct = step_pct(s, "input")
     other_pct = step_pct(s, "other")
     fix = (f"fix the input pipeline first. Check: train the same step on synthetic data "
            f"(e.g. dataset.take(1).cache().repeat()); if input is the bottleneck the step "
            f"time drops by about {one_digit(input_pct)} % (the input share of step time)")
-    out = [INPUT_BOUND.advice(
+    out.append(INPUT_BOUND.advice(
         _SEVERITY[ib.verdict], ib.advice,
         {"input_pct": input_pct, "other_pct": other_pct, "step_s": s.steps.mean_s,
          "expected_saving_pct": input_pct},
-        _THRESHOLD, fix)]
+        _THRESHOLD, fix))
     if ib.verdict in ("highly", "moderately"):
         out += _stage_rules(s, input_pct)
     return out
@@ -131,3 +138,21 @@ def _kind(stage: TfDataStage) -> str:
 
 def _short(stage: TfDataStage | None) -> str:
     return stage.name if stage is not None else "unknown"
+
+
+def _output(s: WindowSummary) -> list[Advice]:
+    """XProf's OutputAnalysis: its sentences and thresholds (5 % moderately, 20 % highly)."""
+    pct = step_pct(s, "output")
+    if not s.steps.count or pct < MODERATELY_INPUT_PCT:
+        return []
+    if pct >= HIGHLY_INPUT_PCT:
+        text = (f"Your program is HIGHLY output-bound because {one_digit(pct)}% of the total "
+                "step time sampled is spent on output. Therefore, you should first focus on "
+                "reducing the output time.")
+    else:
+        text = (f"Your program is MODERATELY output-bound because {one_digit(pct)}% of the "
+                "total step time sampled is spent on output. Therefore, you would need to "
+                "reduce both the output time and other time.")
+    return [OUTPUT_BOUND.advice(
+        "critical" if pct >= HIGHLY_INPUT_PCT else "warning", text, {"output_pct": pct},
+        "output >= 20 % highly, >= 5 % moderately (XProf)")]
