@@ -197,11 +197,11 @@ def test_all_others_silent_when_the_input_verdict_already_reported_it() -> None:
 def test_eager_ops_fires_and_names_the_eager_ops() -> None:
     s = summary(EAGER)
     a = one(s, "eager_ops")
-    # The loop runs 2 reductions per variable x 8 variables... per step outside tf.function:
-    # Mean is one of them; 8 repeats x 8 variables x 6 steps (+ the warm-up tail).
+    # Outside tf.function each step runs, 8 times per trainable variable (the model has 6),
+    # Square, Mean, Abs, Max and two AddV2: at least 6 x 8 Mean per kept step.
     assert {o.name for o in s.ops.eager_top} >= {"Mean", "AddV2"}
     mean = next(o for o in s.ops.eager_top if o.name == "Mean")
-    assert mean.count >= 8 * 8 * s.steps.count
+    assert mean.count >= 6 * 8 * s.steps.count
     assert a.evidence["eager_pct_of_host_op_time"] > 10.0 and "Mean" in a.message
     assert "tf.function" in a.fix
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tfobs.analysis.advice import RULE_IDS
+
 # Every series carries the worker identity (from TF_CONFIG, or the tf_job/tf_task options).
 IDENTITY_LABELS: tuple[str, ...] = ("tf_job", "tf_task")
 
@@ -24,6 +26,8 @@ INPUT_KINDS: tuple[str, ...] = (
     "enqueue",
     "unclassified",
 )
+# The advice rule ids: a fixed set, so `tfobs_advice_active{rule}` stays bounded.
+ADVICE_RULES: tuple[str, ...] = RULE_IDS
 IDLE_CAUSES: tuple[str, ...] = ("kernel_launch", "short_gap", "other")
 COPY_DIRECTIONS: tuple[str, ...] = ("h2d", "d2h", "d2d")
 
@@ -88,6 +92,9 @@ METRICS: tuple[MetricDef, ...] = (
        "latest window."),
     _m("tfobs_op_time_host_ratio", "gauge", (),
        "Share of op time spent on the host rather than a device (0..1), latest window."),
+    _m("tfobs_advice_active", "gauge", ("rule",),
+       "1 for each advice rule that fired in the latest window, 0 for every other rule "
+       "(`rule`: one of the fixed rule ids in the README's advice table)."),
     # Per GPU, latest window.
     _m("tfobs_gpu_busy_ratio", "gauge", _DEV,
        "Share of the window the GPU ran kernels, overlapping kernels merged (0..1)."),

@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client.metrics_core import GaugeMetricFamily, InfoMetricFamily, Metric
 
 from tfobs.export.catalog import (
+    ADVICE_RULES,
     BY_NAME,
     COPY_DIRECTIONS,
     IDENTITY_LABELS,
@@ -142,6 +143,7 @@ def _summary(fams: _Families, st: WorkerState) -> None:
     if slowest is not None:
         add("tfobs_tfdata_slowest_stage_seconds", ident, (slowest.name,), slowest.self_s / steps)
     add("tfobs_op_time_host_ratio", ident, (), s.ops.host_ratio)
+    _advice(add, ident, s)
     for dev in s.devices:
         _device(fams, ident, dev, steps)
     k = s.kernels
@@ -157,6 +159,13 @@ def _summary(fams: _Families, st: WorkerState) -> None:
         add("tfobs_memory_peak_bytes", ident, labels, mem.peak_bytes)
         add("tfobs_memory_capacity_bytes", ident, labels, mem.capacity_bytes)
         add("tfobs_memory_fragmentation_ratio", ident, labels, mem.fragmentation_ratio)
+
+
+def _advice(add: Callable[..., None], ident: tuple[str, ...], s: WindowSummary) -> None:
+    """Every rule id, 1 where the rule fired: a series per rule, whether it fired or not."""
+    active = {a.code for a in s.advice}
+    for rule in ADVICE_RULES:
+        add("tfobs_advice_active", ident, (rule,), rule in active)
 
 
 def _device(fams: _Families, ident: tuple[str, ...], d: Any, steps: int) -> None:

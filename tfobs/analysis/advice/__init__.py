@@ -23,7 +23,7 @@ from tfobs.analysis.advice import (
 from tfobs.analysis.advice.rule import SEVERITIES, Rule
 from tfobs.summary import Advice, WindowSummary
 
-__all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "with_advice"]
+__all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "markdown_table", "with_advice"]
 
 _FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device)
 RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
@@ -39,3 +39,12 @@ def advise(summary: WindowSummary) -> tuple[Advice, ...]:
 
 def with_advice(summary: WindowSummary) -> WindowSummary:
     return dataclasses.replace(summary, advice=advise(summary))
+
+
+def markdown_table() -> str:
+    """The README's advice table: rule id, what fires it, the fix, the guide section."""
+    rows = ["| Rule id | Fires when | Fix | Guide section |", "|---|---|---|---|"]
+    for r in RULES:
+        cells = (f"`{r.id}`", r.fires_when, r.fix, r.guide)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
