@@ -10,6 +10,7 @@ turns input-bound and the advice names that stage and its fix. Stops after
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import threading
@@ -163,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         stop.set()
     elapsed = time.monotonic() - t0
+    # Free fit's iterator now, while its tf.data threads can still take the GIL: found by
+    # garbage collection at interpreter exit, the --input-bound map's py_function hangs.
+    del ds
+    gc.collect()
     if runtime is not None:
         runtime.train_end()
         runtime.wait_idle(30.0)  # the last window's figures get served before exit
