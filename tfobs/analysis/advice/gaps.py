@@ -1,10 +1,9 @@
-"""Time outside the device's work: XProf's 'All Others', host time between steps, eager ops.
+"""Time outside the device's work: XProf's 'All Others' and host time between steps.
 
 'All Others' is XProf's statement and thresholds (3 % moderate, 15 % high of step time;
 not reported when the input verdict already blamed it: POTENTIALLY input-bound). The gap
 between one step's end marker and the next one's start (Keras callbacks, metrics, Python
-between steps) and eager op time are tfobs's figures; the eager threshold is XProf's
-(10 % of host op time).
+between steps) is tfobs's figure.
 """
 
 from __future__ import annotations
@@ -25,19 +24,11 @@ STEP_GAP = Rule(
     "with Model.compile(steps_per_execution=N)",
     f"{GPU}: 2. Debug the performance of one GPU (gaps between steps); "
     f"{PROFILER}: Best practices (steps_per_execution)")
-EAGER = Rule(
-    "eager_ops", "kernel launch",
-    "ops run eagerly (outside tf.function) > 10 % of host op time (XProf's threshold)",
-    "wrap the eagerly run code (metrics, updates) in tf.function, or move it into the "
-    "model's train_step",
-    f"{PROFILER}: Overview page (recommendation: tf.function); tf.function guide "
-    "(tensorflow.org/guide/function)")
-RULES = (ALL_OTHERS, STEP_GAP, EAGER)
+RULES = (ALL_OTHERS, STEP_GAP)
 
 HIGH_PCT = 15.0  # XProf's kHighlyAllOtherBoundThresholdInPercent
 MODERATE_PCT = 3.0
 GAP_SHARE = 0.10
-EAGER_PCT = 10.0  # XProf's kEagerReportThresholdInPercent
 
 # XProf's sentence (kAllOthersPythonExplanation), after the percentage.
 ALL_OTHERS_TEXT = (" % of the total step time sampled is spent on 'All Others' time. "
@@ -55,18 +46,6 @@ def check(s: WindowSummary) -> list[Advice]:
     gap = _gap(s)
     if gap is not None:
         out.append(gap)
-    if s.ops.eager_s > 0:
-        host = max(s.ops.host_s, s.ops.eager_s)
-        pct = 100.0 * s.ops.eager_s / host if host > 0 else 0.0
-        if pct > EAGER_PCT:
-            names = ", ".join(f"{o.name} ({o.count}x)" for o in s.ops.eager_top[:3])
-            per = max(s.steps.count, 1)
-            out.append(EAGER.advice(
-                "warning",
-                f"{one_digit(pct)}% of Op time on the host used eager execution "
-                f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).",
-                {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per},
-                f"eager op time > {EAGER_PCT:g} % of host op time (XProf)"))
     return out
 
 

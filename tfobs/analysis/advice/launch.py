@@ -1,15 +1,18 @@
-"""Kernel launch: XProf's 'Kernel Launch' statement and tfobs's small-kernel figures (GPU).
+"""Kernel launch: XProf's 'Kernel Launch' statement, tfobs's small-kernel figures (GPU) and
+ops run eagerly outside tf.function (each one its own launch).
 
 XProf: kernel launch share of step time >= 3 % moderate, >= 15 % high; when tf.data is in
 use it adds that the launch time may come from CPU contention with tf.data and names
 TF_GPU_THREAD_MODE=gpu_private. Small kernels: the share of kernels shorter than their own
-launch overhead (tfobs's device figures, after Holistic Trace Analysis).
+launch overhead (tfobs's device figures, after Holistic Trace Analysis). Eager ops: time of
+`EagerLocalExecute` ops against host op time, over XProf's 10 % eager threshold.
 """
 
 from __future__ import annotations
 
 from tfobs.analysis.advice.rule import (
     GPU,
+    PROFILER,
     Rule,
     on_gpu,
     one_digit,
@@ -36,13 +39,21 @@ LAUNCH_CONTENTION = Rule(
     "GPU job with tf.data, the GPU idle waiting for kernel launches >= 3 % of its time",
     "set TF_GPU_THREAD_MODE=gpu_private so kernel launches get their own host threads",
     f"{GPU}: 2. Debug the performance of one GPU (GPU host thread contention)")
-RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION)
+EAGER = Rule(
+    "eager_ops", "kernel launch",
+    "ops run eagerly (outside tf.function) > 10 % of host op time (XProf's threshold)",
+    "wrap the eagerly run code (metrics, updates) in tf.function, or move it into the "
+    "model's train_step",
+    f"{PROFILER}: Overview page (recommendation: tf.function); tf.function guide "
+    "(tensorflow.org/guide/function)")
+RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER)
 
 HIGH_PCT = 15.0  # XProf's kHighlyKernelLaunchBoundThresholdInPercent
 MODERATE_PCT = 3.0
 SMALL_RATIO = 0.5
 SMALL_IDLE_SHARE = 0.10
 CONTENTION_IDLE_SHARE = 0.03
+EAGER_PCT = 10.0  # XProf's kEagerReportThresholdInPercent
 
 # XProf's sentences (KernelLaunchAnalysis, kKernelLaunchTfDataContention).
 KERNEL_LAUNCH_TEXT = " % of the total step time sampled is spent on 'Kernel Launch'."
@@ -61,6 +72,7 @@ def check(s: WindowSummary) -> list[Advice]:
             "warning" if pct >= HIGH_PCT else "info", text,
             {"kernel_launch_pct": pct, "tfdata_in_use": float(tfdata)},
             f"'Kernel Launch' >= {MODERATE_PCT:g} % moderate, >= {HIGH_PCT:g} % high (XProf)"))
+    out += _eager(s)
     if not on_gpu(s):
         return out
     for d in s.devices:
@@ -84,3 +96,21 @@ def check(s: WindowSummary) -> list[Advice]:
                 ev, f"launch idle >= {100 * CONTENTION_IDLE_SHARE:g} % with tf.data in use "
                     "(tfobs; XProf names the fix at >= 3 % 'Kernel Launch')"))
     return out
+
+
+def _eager(s: WindowSummary) -> list[Advice]:
+    """Eager op time against host op time, with XProf's threshold and sentence start."""
+    if s.ops.eager_s <= 0:
+        return []
+    host = max(s.ops.host_s, s.ops.eager_s)
+    pct = 100.0 * s.ops.eager_s / host if host > 0 else 0.0
+    if pct <= EAGER_PCT:
+        return []
+    names = ", ".join(f"{o.name} ({o.count}x)" for o in s.ops.eager_top[:3])
+    per = max(s.steps.count, 1)
+    return [EAGER.advice(
+        "warning",
+        f"{one_digit(pct)}% of Op time on the host used eager execution "
+        f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).",
+        {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per},
+        f"eager op time > {EAGER_PCT:g} % of host op time (XProf)")]
