@@ -404,3 +404,22 @@ def test_demo_input_bound_names_the_slowed_stage_and_its_fix() -> None:
     assert 0.028 <= py.evidence["python_op_s_per_step"] <= 0.06
     # The demo adds no prefetch, but tf.data injects one above the map on its own.
     assert "::Prefetch::" in stage and not fired(s, "tfdata_no_prefetch")
+
+
+def test_every_recorded_case_has_its_capture_answers_and_provenance() -> None:
+    import importlib.util
+    import json
+
+    path = CAPTURES.parent.parent.parent / "tools" / "record_advice_captures.py"
+    spec = importlib.util.spec_from_file_location("record_advice_captures", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # TensorFlow is imported only when a case runs
+    prov = json.loads((CAPTURES / "PROVENANCE-advice.json").read_text())
+    answers = CAPTURES.parent / "xprof-2.24.2"
+    assert set(prov) == set(mod.CASES)
+    for case in mod.CASES:
+        capture = CAPTURES / f"advice__{case}.xplane.pb"
+        assert capture.stat().st_size == prov[case]["bytes"] < 3 * 2**20
+        assert prov[case]["what"] == mod.CASES[case][0]
+        for tool in mod.TOOLS:
+            assert (answers / f"advice__{case}.{tool}.json").is_file(), (case, tool)
