@@ -43,6 +43,7 @@ GENERATOR = "advice__tfdata_from_generator"
 CALLBACK = "advice__callback_between_steps"
 EAGER = "advice__eager_ops"
 HEALTHY = "advice__healthy"
+HEAVY = "advice__tfdata_heavy_map"
 DEMO_SLOW = "advice__demo_input_bound"
 COMPUTE = "generated__tf2.20cpu__custom_loop_compute_bfc"
 AMD_CONV = "tracelens__mi300_jax08_conv__tw003"
@@ -153,6 +154,26 @@ def test_tfdata_from_generator_fires_and_replaces_the_py_function_rule() -> None
 
 def test_tfdata_from_generator_silent_on_tensor_sources() -> None:
     assert not fired(summary(PY), "tfdata_from_generator")
+
+
+def test_tfdata_slowest_stage_names_the_stage_when_no_specific_cause_fits() -> None:
+    s = summary(HEAVY)
+    a = one(s, "tfdata_slowest_stage")
+    assert s.input_pipeline.slowest_stage.name == "Iterator::Root::Prefetch::ParallelMapV2"
+    assert s.input_pipeline.slowest_stage.name in a.message
+    assert a.evidence["slowest_stage_s_per_step"] >= 0.25 * a.evidence["input_s_per_step"] > 0
+    assert "batch before map" in a.fix
+    specific = {"tfdata_py_function", "tfdata_map_serial", "tfdata_no_prefetch",
+                "tfdata_file_read", "tfdata_from_generator"}
+    assert not specific & {x.code for x in s.advice}
+
+
+def test_tfdata_slowest_stage_silent_when_a_specific_rule_fires_or_the_stage_is_small() -> None:
+    for name in (PY, SERIAL, NO_PREFETCH, FILE_READ, GENERATOR):
+        assert not fired(summary(name), "tfdata_slowest_stage"), name
+    # Moderately input-bound, but its slowest stage (batching) is a small part of the wait.
+    s = summary(EAGER)
+    assert s.input_bound.verdict == "moderately" and not fired(s, "tfdata_slowest_stage")
 
 
 def test_output_bound_from_summary() -> None:

@@ -130,6 +130,14 @@ def case_tfdata_map_serial() -> tuple[Any, Any, list[Any]]:
     return ds.prefetch(tf.data.AUTOTUNE), _model(), []
 
 
+def case_tfdata_heavy_map() -> tuple[Any, Any, list[Any]]:
+    """A stateless `map` of plain TF ops (tf.data parallelizes it), prefetched: nothing a
+    specific rule names, only the slowest stage itself."""
+    tf = _tf()
+    ds = _images().repeat().batch(BATCH).map(lambda x, y: (_heavy(_heavy(x)), y))
+    return ds.prefetch(tf.data.AUTOTUNE), _model(), []
+
+
 def case_tfdata_no_prefetch() -> tuple[Any, Any, list[Any]]:
     """A parallel map of plain TF ops and no `prefetch` at the end (prefetch injection off)."""
     tf = _tf()
@@ -229,6 +237,8 @@ CASES: dict[str, tuple[str, Any]] = {
     "tfdata_map_serial": ("map(random noise + 6x tf.sort) without num_parallel_calls, then "
                           "prefetch",
                           case_tfdata_map_serial),
+    "tfdata_heavy_map": ("map(12x tf.sort), stateless so parallelized by tf.data, then "
+                         "prefetch", case_tfdata_heavy_map),
     "tfdata_no_prefetch": ("map(6x tf.sort, AUTOTUNE), no prefetch, inject_prefetch off",
                            case_tfdata_no_prefetch),
     "tfdata_file_read": ("TFRecordDataset of 256 KiB records, read on demand",

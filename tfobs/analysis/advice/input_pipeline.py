@@ -48,16 +48,25 @@ FROM_GENERATOR = Rule(
     "replace from_generator with tf.data sources (from_tensor_slices, TFRecordDataset) and "
     "TensorFlow ops; from_generator runs Python under the GIL, one element at a time",
     f"{TFDATA}: Best practice summary; {GPU}: 1. Optimize the input pipeline")
+SLOWEST_STAGE = Rule(
+    "tfdata_slowest_stage", "input pipeline",
+    "input-bound, no rule above names a cause, and the slowest tf.data stage's self time "
+    "is >= 25 % of the input wait",
+    "make that stage cheaper: batch before map to vectorize it, cache() after expensive "
+    "deterministic steps, move fixed preprocessing offline",
+    f"{TFDATA}: Vectorizing mapping; Caching; {PROFILER}: Analyze tf.data performance "
+    "(tensorflow.org/guide/data_performance_analysis)")
 OUTPUT_BOUND = Rule(
     "output_bound", "input pipeline",
     "output (outfeed) >= 5 % of step time (XProf: HIGHLY >= 20 %, MODERATELY >= 5 %)",
     "send less back to the host per step (fewer or smaller outfeed / host callbacks)",
     f"{PROFILER}: Input pipeline analyzer (output time)")
 RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, NO_PREFETCH, FILE_READ, FROM_GENERATOR,
-         OUTPUT_BOUND)
+         SLOWEST_STAGE, OUTPUT_BOUND)
 
 FILE_READ_SHARE = 0.5
 PYTHON_OP_SHARE = 0.10  # of the window's input-stage time
+STAGE_SHARE = 0.25  # the slowest stage must explain this much of the input wait
 _SEVERITY = {"highly": "critical", "moderately": "warning", "potentially": "info"}
 _THRESHOLD = (f"input >= {HIGHLY_INPUT_PCT:g} % highly, >= {MODERATELY_INPUT_PCT:g} % "
               "moderately, else 'All Others' >= 3 % potentially (XProf)")
@@ -127,6 +136,14 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
             {**base, "file_read_share": read_share, "file_read_s_per_step": reads / per_step},
             f"{_GATE} and file reads the slowest stage or >= {100 * FILE_READ_SHARE:g} % of "
             "host input time"))
+    input_s = s.steps.mean_s * input_pct / 100.0
+    if not out and slow is not None and slow.self_s / per_step >= STAGE_SHARE * input_s:
+        out.append(SLOWEST_STAGE.advice(
+            "warning", f"The slowest tf.data stage is {slow.name} "
+                       f"({1e3 * slow.self_s / per_step:.2f} ms per step against "
+                       f"{1e3 * input_s:.2f} ms of input wait).",
+            {**base, "input_s_per_step": input_s}, f"{_GATE} and the stage's self time >= "
+            f"{100 * STAGE_SHARE:g} % of the input wait per step"))
     return out
 
 
