@@ -79,3 +79,15 @@ def test_fixes_from_the_tensorflow_guides_are_in_the_annotations() -> None:
     assert "jit_compile=True" in text["TfobsKernelLaunchBound"]
     assert "mixed_float16" in text["TfobsTensorCoreEligibleUnused"]
     assert "multiples of 8" in text["TfobsTensorCoreEligibleUnused"]
+
+
+def test_advice_rule_annotations_name_real_rule_ids() -> None:
+    from tfobs.analysis.advice import RULE_IDS
+
+    named = {r["alert"]: r["annotations"].get("advice_rules", "") for r in _alerts()}
+    for alert, rules in named.items():
+        for rule in filter(None, (x.strip() for x in rules.split(","))):
+            assert rule in RULE_IDS, f"{alert} names unknown advice rule {rule}"
+    assert "tfdata_map_serial" in named["TfobsInputBoundHigh"]
+    assert "kernel_launch_bound" in named["TfobsKernelLaunchBound"]
+    assert "tensor_core_unused" in named["TfobsTensorCoreEligibleUnused"]

@@ -129,6 +129,9 @@ class InputPipeline:
     top_input_ops: tuple[OpStat, ...] = ()
     # The same split as window totals in seconds (XProf's `input_time_breakdown`).
     host_input_total_s: dict[str, float] = field(default_factory=dict)
+    # Self time of Python ops run by tf.data (`py_function`, `numpy_function`,
+    # `from_generator`: EagerPyFunc / PyFunc ops), window total in seconds.
+    python_op_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,9 @@ class Ops:
     device_s: float = 0.0
     host_ratio: float = 0.0  # share of op time on the host
     top: tuple[OpStat, ...] = ()
+    # Ops executed eagerly (outside tf.function) on the host: window seconds, longest types.
+    eager_s: float = 0.0
+    eager_top: tuple[OpStat, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -221,9 +227,14 @@ class Environment:
 
 @dataclass(frozen=True)
 class Advice:
-    code: str  # stable id, e.g. "input_bound", "kernel_launch_bound"
+    code: str  # stable rule id, e.g. "input_bound", "kernel_launch_bound"
     severity: str  # "info" | "warning" | "critical"
     message: str
+    # The figures the rule read, with their values (ratios 0..1, seconds, counts).
+    evidence: dict[str, float] = field(default_factory=dict)
+    threshold: str = ""  # the threshold it used, e.g. "input >= 20 % of step time (XProf)"
+    fix: str = ""  # one line: what to change
+    guide: str = ""  # the guide section the fix comes from
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ read those lists and decode stats only for the events they need.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,8 @@ import numpy as np
 from tfobs.analysis import breakdown as bd
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
-from tfobs.analysis.advice import reduce_advice
+from tfobs.analysis.advice import with_advice
+from tfobs.analysis.eager import eager_ops
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
@@ -103,9 +105,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     mean_breakdown.pop("_h2d", None)
 
     memory = reduce_memory(host, top_n)
-    breakdown_sum = sum(mean_breakdown.values())
-    ratios = {k: v / breakdown_sum for k, v in mean_breakdown.items()} if breakdown_sum else {}
-    return WindowSummary(
+    eager_s, eager_top = eager_ops(host, top_n)
+    return with_advice(WindowSummary(
         start_ns=start_ns,
         duration_s=duration_s,
         steps=steps,
@@ -120,18 +121,15 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
             stages=stages[: max(top_n, 10)],
             top_input_ops=input_pipeline.top_input_ops(host_ops, top_n),
             host_input_total_s=totals,
+            python_op_s=input_pipeline.python_op_seconds(host_ops),
         ),
-        ops=ops.reduce_ops(host_ops, device_ops, top_n),
+        ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
+                                eager_s=eager_s, eager_top=eager_top),
         kernels=reduce_kernels(space),
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s),
         memory=memory,
         environment=reduce_environment(space),
-        advice=reduce_advice(
-            ratios, verdict, statement, ratio16,
-            mean_breakdown.get("device_compute", 0.0),
-            [(m.allocator, m.fragmentation_ratio) for m in memory],
-        ),
-    )
+    ))  # advice reads the finished figures
 
 
 def _steps(

@@ -57,3 +57,11 @@ def top_input_ops(host_ops: dict[str, OpAgg], top_n: int) -> tuple[OpStat, ...]:
     rows = [op for op in host_ops.values() if kind_of(op) is not None]
     rows.sort(key=lambda a: (-a.self_ps, a.name))
     return tuple(op.stat() for op in rows[:top_n])
+
+
+PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
+
+
+def python_op_seconds(host_ops: dict[str, OpAgg]) -> float:
+    """Self time of the ops that call back into Python (py_function, numpy_function)."""
+    return sum(op.self_ps for op in host_ops.values() if op.op_type in PYTHON_OPS) / 1e12

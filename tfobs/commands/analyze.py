@@ -154,9 +154,27 @@ def render(s: WindowSummary, label: str = "") -> str:
             add(f"  {m.allocator:<28} peak {m.peak_bytes / 2**20:10.1f} MiB of "
                 f"{m.capacity_bytes / 2**20:10.1f} MiB  fragmentation "
                 f"{100 * m.fragmentation_ratio:5.1f} %  allocs {m.allocations}")
-    if s.advice:
-        add("")
-        add("Advice")
-        for a in s.advice:
-            add(f"  [{a.severity}] {a.message}")
+    out.extend(render_advice(s))
     return "\n".join(out) + "\n"
+
+
+def render_advice(s: WindowSummary) -> list[str]:
+    """One block per fired rule: id and sentence, the evidence it read, the fix, the guide."""
+    if not s.advice:
+        return []
+    out = ["", "Advice (rule: finding / evidence / fix / guide section)"]
+    for a in s.advice:
+        out.append(f"  [{a.severity}] {a.code}: {a.message}")
+        if a.evidence:
+            ev = ", ".join(f"{k}={_num(v)}" for k, v in a.evidence.items())
+            out.append(f"      evidence: {ev}" + (f"  (threshold: {a.threshold})"
+                                                  if a.threshold else ""))
+        if a.fix:
+            out.append(f"      fix: {a.fix}")
+        if a.guide:
+            out.append(f"      guide: {a.guide}")
+    return out
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}"

@@ -2,13 +2,15 @@
 
 Trains a small convolutional model on synthetic images through a tf.data pipeline, serves the
 metrics, and prints one line per profile window (step time, breakdown, verdict). With
-`--input-bound` the pipeline sleeps per batch, so the verdict turns input-bound. Stops after
+`--input-bound` a Python function in a sequential `map` sleeps per batch, so the verdict
+turns input-bound and the advice names that stage and its fix. Stops after
 `--seconds` (exit 0, a final summary line) or at Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import threading
@@ -37,7 +39,8 @@ def register(sub: Any) -> None:
                    help="profiler cost target, share of training time (default 0.01)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--sleep-ms", type=float, default=100.0,
-                   help="per-batch delay of the --input-bound pipeline (default 100)")
+                   help="per-batch delay of the --input-bound pipeline's Python map "
+                        "(default 100)")
     p.add_argument("--linger", type=float, default=0.0,
                    help="keep serving metrics this many seconds after training ends")
 
@@ -54,32 +57,29 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def build_dataset(tf: Any, batch_size: int, input_bound: bool, sleep_ms: float) -> Any:
-    """Synthetic images; the slow variant waits per batch before the step can use it."""
+    """Synthetic images; the slow variant runs a Python function per batch in a plain `map`
+    (a `tf.py_function`, so tf.data keeps the map sequential: stage `Iterator::Root::Map`)
+    and has no prefetch, so the step waits for every batch."""
     n = batch_size * 16
     images = tf.random.uniform((n, *IMAGE), seed=1)
     labels = tf.random.uniform((n,), maxval=CLASSES, dtype=tf.int32, seed=2)
     ds = tf.data.Dataset.from_tensor_slices((images, labels)).repeat().batch(batch_size)
     if input_bound:
-        ds = ds.map(lambda x, y: (x * 2.0 - 1.0, y))
-        ds = ds.apply(_sleep_transform(tf, int(sleep_ms * 1000)))
-        return ds  # no prefetch: the step waits for every batch
+        return ds.map(_slow_python(tf, sleep_ms / 1000.0))
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def _sleep_transform(tf: Any, micros: int) -> Any:
-    try:  # tf.data's own Sleep stage: shows in the capture as Iterator::...::Sleep
-        from tensorflow.python.data.experimental.ops import testing
+def _slow_python(tf: Any, seconds: float) -> Any:
+    def augment(x: Any) -> Any:  # stands in for per-batch Python preprocessing
+        time.sleep(seconds)
+        return x * 2.0 - 1.0
 
-        return testing.sleep(micros)
-    except Exception:
-        def wait(t: Any) -> Any:
-            time.sleep(micros / 1e6)
-            return t
+    def fn(x: Any, y: Any) -> Any:
+        out = tf.py_function(augment, [x], tf.float32)
+        out.set_shape(x.shape)
+        return out, y
 
-        def slow(x: Any, y: Any) -> Any:
-            return tf.py_function(wait, [x], tf.float32), y
-
-        return lambda ds: ds.map(slow)
+    return fn
 
 
 def build_model(keras: Any) -> Any:
@@ -107,7 +107,17 @@ def format_window(record: Any, summary: Any) -> str:
     return (f"{head} steps {record.first_step}-{record.last_step}: step "
             f"{summary.steps.mean_s * 1000:.1f} ms | {parts} | input-bound: {verdict} "
             f"({summary.input_bound.ratio * 100:.0f}%) | capture {record.capture_s:.2f}s "
-            f"reduce {record.reduce_s:.2f}s")
+            f"reduce {record.reduce_s:.2f}s{format_advice(summary)}")
+
+
+def format_advice(summary: Any) -> str:
+    """The warning and critical rule ids, then the first specific fix with its evidence."""
+    shown = [a for a in summary.advice if a.severity in ("warning", "critical")]
+    if not shown:
+        return ""
+    ids = ", ".join(a.code for a in shown)
+    first = next((a for a in shown if a.code != "input_bound"), shown[0])
+    return f" | advice: {ids} | {first.code}: {first.message} Fix: {first.fix}"
 
 
 class _StopAfter:
@@ -153,6 +163,10 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         stop.set()
     elapsed = time.monotonic() - t0
+    # Free fit's iterator now, while its tf.data threads can still take the GIL: found by
+    # garbage collection at interpreter exit, the --input-bound map's py_function hangs.
+    del ds
+    gc.collect()
     if runtime is not None:
         runtime.train_end()
         runtime.wait_idle(30.0)  # the last window's figures get served before exit

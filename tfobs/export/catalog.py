@@ -9,11 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tfobs.analysis.advice import RULE_IDS
 from tfobs.summary import COPY_DIRECTIONS, IDLE_CAUSES, INPUT_KINDS
 
 __all__ = [
-    "BY_NAME", "COPY_DIRECTIONS", "IDENTITY_LABELS", "IDLE_CAUSES", "INPUT_KINDS", "METRICS",
-    "RESERVED_LABELS", "MetricDef", "identity_values", "markdown_table",
+    "ADVICE_RULES", "BY_NAME", "COPY_DIRECTIONS", "IDENTITY_LABELS", "IDLE_CAUSES",
+    "INPUT_KINDS", "METRICS", "RESERVED_LABELS", "MetricDef", "identity_values",
+    "markdown_table",
 ]
 
 # Every series carries the worker identity (config.worker_identity: TF_CONFIG's task type and
@@ -26,6 +28,9 @@ def identity_values(identity: dict[str, str]) -> tuple[str, ...]:
     """The identity labels' values in IDENTITY_LABELS order (defaults for missing ones)."""
     return tuple(str(identity.get(k, _IDENTITY_DEFAULTS[k])) for k in IDENTITY_LABELS)
 
+
+# The advice rule ids: a fixed set, so `tfobs_advice_active{rule}` stays bounded.
+ADVICE_RULES: tuple[str, ...] = RULE_IDS
 
 # Label names a scrape target's own labels would clash with (Prometheus renames them
 # `exported_*`), so tfobs never emits them.
@@ -101,6 +106,9 @@ METRICS: tuple[MetricDef, ...] = (
        "latest window."),
     _m("tfobs_op_time_host_ratio", "gauge", (),
        "Share of op time spent on the host rather than a device (0..1), latest window."),
+    _m("tfobs_advice_active", "gauge", ("rule",),
+       "1 for each advice rule that fired in the latest window, 0 for every other rule "
+       "(`rule`: one of the fixed rule ids in the README's advice table)."),
     # Per GPU, latest window.
     _m("tfobs_gpu_busy_ratio", "gauge", _DEV,
        "Share of the window the GPU ran kernels, overlapping kernels merged (0..1)."),

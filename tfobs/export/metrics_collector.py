@@ -9,7 +9,7 @@ snapshot; all the work happens in `collect()` on the scrape thread (prometheus_c
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,6 +24,7 @@ from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
 from tfobs.export.catalog import (
+    ADVICE_RULES,
     BY_NAME,
     COPY_DIRECTIONS,
     IDENTITY_LABELS,
@@ -220,6 +221,7 @@ def _summary(fams: _Families, st: WorkerState) -> None:
     if slowest is not None:
         add("tfobs_tfdata_slowest_stage_seconds", ident, (slowest.name,), slowest.self_s / steps)
     add("tfobs_op_time_host_ratio", ident, (), s.ops.host_ratio)
+    _advice(add, ident, s)
     for dev in s.devices:
         _device(fams, ident, dev, steps)
     k = s.kernels
@@ -245,6 +247,13 @@ def _window_steps(latest: Published) -> tuple[int, int]:
         return window.first_step, window.last_step
     nums = [st.step_num for st in latest.summary.steps.items]
     return (min(nums), max(nums)) if nums else (-1, -1)
+
+
+def _advice(add: Callable[..., None], ident: tuple[str, ...], s: WindowSummary) -> None:
+    """Every rule id, 1 where the rule fired: a series per rule, whether it fired or not."""
+    active = {a.code for a in s.advice}
+    for rule in ADVICE_RULES:
+        add("tfobs_advice_active", ident, (rule,), rule in active)
 
 
 def _device(fams: _Families, ident: tuple[str, ...], d: DeviceActivity, steps: int) -> None:

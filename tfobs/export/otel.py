@@ -98,18 +98,7 @@ def plan_window(
     if children:  # the root covers every child, even where the clocks disagree slightly
         start_ns = min([start_ns, *(c.start_ns for c in children)])
         end_ns = max([end_ns, *(c.end_ns for c in children)])
-    advice = tuple(
-        (
-            EVENT_ADVICE,
-            end_ns,
-            {
-                "tfobs.advice.code": a.code,
-                "tfobs.advice.severity": a.severity,
-                "tfobs.advice.message": a.message,
-            },
-        )
-        for a in summary.advice
-    )
+    advice = tuple((EVENT_ADVICE, end_ns, advice_attributes(a)) for a in summary.advice)
     root = PlannedSpan(
         name=SPAN_WINDOW,
         start_ns=start_ns,
@@ -120,6 +109,22 @@ def plan_window(
         events=advice,
     )
     return TracePlan(trace_id=window.trace_id, spans=(root, *children), cut=cut)
+
+
+def advice_attributes(a: Any) -> dict[str, Any]:
+    """One fired rule as event attributes: id, severity, finding, fix, guide, threshold, and
+    each evidence figure as `tfobs.advice.evidence.<name>`."""
+    attrs: dict[str, Any] = {
+        "tfobs.advice.code": a.code,
+        "tfobs.advice.severity": a.severity,
+        "tfobs.advice.message": a.message,
+    }
+    for key in ("fix", "guide", "threshold"):
+        if getattr(a, key, ""):
+            attrs[f"tfobs.advice.{key}"] = getattr(a, key)
+    for name, value in getattr(a, "evidence", {}).items():
+        attrs[f"tfobs.advice.evidence.{name}"] = float(value)
+    return attrs
 
 
 def _window_bounds(summary: WindowSummary, window: WindowRecord) -> tuple[int, int]:

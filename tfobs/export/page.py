@@ -176,17 +176,27 @@ def _verdict(s: WindowSummary) -> str:
         sentence = (f"This window is {text} ({_pct(s.input_bound.ratio)} of step time "
                     "waits for input)")
     items = []
-    if s.input_bound.advice:
+    if s.input_bound.advice and not any(a.message == s.input_bound.advice for a in s.advice):
         items.append(f"<li>{_e(s.input_bound.advice)}</li>")
-    for a in s.advice:
-        if a.message == s.input_bound.advice:  # the verdict's sentence, already shown
-            continue
-        items.append(f'<li class="sev-{_e(a.severity)}"><b>{_e(a.code)}</b>: {_e(a.message)}</li>')
+    items += [_advice_item(a) for a in s.advice]
     advice = f'<ul class="advice">{"".join(items)}</ul>' if items else \
         '<p class="muted">No advice for this window.</p>'
     return (f'<section id="verdict"><h2>Verdict and advice</h2>'
             f'<div class="verdict v-{_e(v)}">{_e(sentence)}</div>{advice}'
             "</section>")
+
+
+def _advice_item(a: Any) -> str:
+    """One fired rule: id, severity and finding; the fix; the evidence, threshold and guide."""
+    ev = ", ".join(f"{_e(k)}={v:.4g}" for k, v in a.evidence.items())
+    return (f'<li class="sev-{_e(a.severity)}" data-rule="{_e(a.code)}"><b>{_e(a.code)}</b> '
+            f"[{_e(a.severity)}]: {_e(a.message)}"
+            + (f"<br>Fix: {_e(a.fix)}" if a.fix else "")
+            + (f'<br><span class="muted">Evidence: {ev}'
+               + (f" (threshold: {_e(a.threshold)})" if a.threshold else "")
+               + (f". Guide: {_e(a.guide)}" if a.guide else "") + "</span>"
+               if ev or a.guide else "")
+            + "</li>")
 
 
 def _input_pipeline(s: WindowSummary) -> str:

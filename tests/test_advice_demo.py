@@ -1,0 +1,41 @@
+"""`tfobs demo` live: the default (healthy) run prints no warning or critical advice; the
+`--input-bound` run names its slowed stage (the Python `map`) and the fix, window by window.
+Real training subprocesses, no metrics server (`--port -1`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ARGS = ["--port", "-1", "--interval-steps", "20", "--steps-per-window", "8"]
+
+
+def _demo(*extra: str) -> list[str]:
+    cmd = [sys.executable, "-m", "tfobs.cli", "demo", *ARGS, *extra]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("window ")]
+    captured = [ln for ln in lines if "[captured]" in ln]
+    assert captured, done.stdout[-2000:]
+    return captured
+
+
+def test_healthy_demo_prints_no_warning_or_critical_advice() -> None:
+    for line in _demo("--seconds", "15"):
+        assert "| advice:" not in line, line  # the line lists warning and critical rules only
+
+
+def test_input_bound_demo_names_the_slowed_stage_and_its_fix() -> None:
+    lines = _demo("--input-bound", "--sleep-ms", "20", "--seconds", "12")
+    for line in lines:
+        assert "input-bound: highly" in line, line
+        advice = line.split("| advice: ", 1)[1]
+        assert advice.startswith("input_bound, tfdata_py_function, tfdata_map_serial")
+        assert "::Map" in advice  # the stage the demo slows
+        assert "Fix: rewrite the mapped function with TensorFlow ops" in advice

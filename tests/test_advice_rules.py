@@ -1,0 +1,446 @@
+"""Each advice rule on a real capture where it fires and one where it does not, with the
+evidence numbers checked against what the capture's run did (tools/record_advice_captures.py).
+
+Rules that read figures only a GPU job has (kernel launch time, host/device copies, Tensor
+Core use, device memory near capacity, collectives) have no NVIDIA capture here: their tests
+start from a real capture's summary and change the one figure the rule reads; those tests
+are named `..._from_summary`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import pytest
+
+import tfobs
+from tests.conftest import CAPTURES
+from tfobs.analysis.advice import RULE_IDS, RULES, advise
+from tfobs.summary import Advice, DeviceActivity, Environment, WindowSummary
+
+
+@functools.cache
+def summary(name: str) -> WindowSummary:
+    return tfobs.analyze(CAPTURES / f"{name}.xplane.pb")
+
+
+def fired(s: WindowSummary, rule: str) -> list[Advice]:
+    return [a for a in s.advice if a.code == rule]
+
+
+def one(s: WindowSummary, rule: str) -> Advice:
+    found = fired(s, rule)
+    assert len(found) == 1, [a.code for a in s.advice]
+    return found[0]
+
+
+PY = "advice__tfdata_py_function"
+SERIAL = "advice__tfdata_map_serial"
+NO_PREFETCH = "advice__tfdata_no_prefetch"
+FILE_READ = "advice__tfdata_file_read"
+GENERATOR = "advice__tfdata_from_generator"
+CALLBACK = "advice__callback_between_steps"
+EAGER = "advice__eager_ops"
+HEALTHY = "advice__healthy"
+HEAVY = "advice__tfdata_heavy_map"
+DEMO_SLOW = "advice__demo_input_bound"
+COMPUTE = "generated__tf2.20cpu__custom_loop_compute_bfc"
+AMD_CONV = "tracelens__mi300_jax08_conv__tw003"
+AMD_GEMM = "tracelens__mi300_jax08_gemm__tw003"
+AMD_LEGACY = "tracelens__mi300_jax_conv_legacy__chi-mi300x-013"
+
+
+def test_every_rule_has_id_fix_guide_and_a_unique_id() -> None:
+    assert len(set(RULE_IDS)) == len(RULE_IDS) >= 20
+    for r in RULES:
+        assert r.id.replace("_", "").isalnum() and r.fix and r.fires_when
+        assert "tensorflow.org/guide/" in r.guide or "guide" in r.guide.lower()
+
+
+def test_every_fired_advice_carries_evidence_threshold_fix_and_guide() -> None:
+    for name in (PY, SERIAL, NO_PREFETCH, FILE_READ, GENERATOR, CALLBACK, EAGER, AMD_CONV):
+        for a in summary(name).advice:
+            assert a.code in RULE_IDS and a.severity in ("info", "warning", "critical")
+            assert a.evidence and a.threshold and a.fix and a.guide, a
+
+
+# --- input pipeline -------------------------------------------------------------------------
+
+
+def test_input_bound_fires_with_the_synthetic_data_check_and_its_saving() -> None:
+    s = summary(PY)
+    a = one(s, "input_bound")
+    assert a.severity == "critical" and a.message == s.input_bound.advice
+    assert a.message.startswith("Your program is HIGHLY input-bound because 76.3%")
+    assert a.evidence["input_pct"] == pytest.approx(100 * s.input_bound.ratio)
+    assert a.evidence["expected_saving_pct"] == pytest.approx(a.evidence["input_pct"])
+    assert "synthetic data" in a.fix and f"{a.evidence['input_pct']:.1f} %" in a.fix
+
+
+def test_input_bound_silent_when_not_input_bound() -> None:
+    s = summary(COMPUTE)
+    assert s.input_bound.verdict == "not" and not fired(s, "input_bound")
+
+
+def test_tfdata_py_function_fires_with_the_python_time_per_batch() -> None:
+    a = one(summary(PY), "tfdata_py_function")
+    # The map's py_function sleeps 20 ms per batch; two calls may overlap a step.
+    assert 0.018 <= a.evidence["python_op_s_per_step"] <= 0.045
+    assert a.evidence["python_op_share_of_tfdata"] >= 0.10
+    assert "TensorFlow ops" in a.fix
+
+
+def test_tfdata_py_function_silent_without_python_ops() -> None:
+    for name in (SERIAL, NO_PREFETCH, HEALTHY):
+        assert summary(name).input_pipeline.python_op_s == 0.0
+        assert not fired(summary(name), "tfdata_py_function")
+
+
+def test_tfdata_map_serial_fires_on_the_sequential_map_stage() -> None:
+    s = summary(SERIAL)
+    a = one(s, "tfdata_map_serial")
+    assert s.input_pipeline.slowest_stage.name == "Iterator::Root::Prefetch::Map"
+    assert "Iterator::Root::Prefetch::Map" in a.message
+    # 6 sorts over a 32x32x32x3 batch per step: milliseconds of map self time.
+    assert a.evidence["slowest_stage_s_per_step"] > 0.001
+    assert "num_parallel_calls=tf.data.AUTOTUNE" in a.fix
+
+
+def test_tfdata_map_serial_silent_when_the_map_is_parallel() -> None:
+    s = summary(NO_PREFETCH)
+    assert s.input_pipeline.slowest_stage.name == "Iterator::Root::ParallelMapV2"
+    assert not fired(s, "tfdata_map_serial")
+
+
+def test_tfdata_no_prefetch_fires_without_a_prefetch_stage() -> None:
+    s = summary(NO_PREFETCH)
+    a = one(s, "tfdata_no_prefetch")
+    assert not any("Prefetch" in st.name for st in s.input_pipeline.stages)
+    assert a.evidence["stages_seen"] == len(s.input_pipeline.stages)
+    assert "prefetch(tf.data.AUTOTUNE)" in a.fix
+
+
+def test_tfdata_no_prefetch_silent_with_prefetch() -> None:
+    for name in (SERIAL, PY):
+        assert not fired(summary(name), "tfdata_no_prefetch")
+
+
+def test_tfdata_file_read_fires_when_reads_are_the_slowest_stage() -> None:
+    s = summary(FILE_READ)
+    a = one(s, "tfdata_file_read")
+    assert s.input_pipeline.slowest_stage.name.endswith("::TFRecord")
+    reads = sum(s.input_pipeline.host_input_total_s[k]
+                for k in ("demanded_file_read", "advanced_file_read"))
+    assert a.evidence["file_read_share"] == pytest.approx(
+        reads / sum(s.input_pipeline.host_input_total_s.values()))
+    assert "interleave" in a.fix and "cache" in a.fix
+
+
+def test_tfdata_file_read_silent_without_file_sources() -> None:
+    for name in (PY, GENERATOR):
+        assert not fired(summary(name), "tfdata_file_read")
+
+
+def test_tfdata_from_generator_fires_and_replaces_the_py_function_rule() -> None:
+    s = summary(GENERATOR)
+    a = one(s, "tfdata_from_generator")
+    assert s.input_pipeline.slowest_stage.name.endswith("::Generator")
+    assert a.evidence["slowest_stage_s_per_step"] == pytest.approx(
+        s.input_pipeline.slowest_stage.self_s / s.steps.count)
+    assert s.input_pipeline.python_op_s > 0  # the generator runs as a PyFunc op ...
+    assert not fired(s, "tfdata_py_function")  # ... and is blamed once, as a generator
+
+
+def test_tfdata_from_generator_silent_on_tensor_sources() -> None:
+    assert not fired(summary(PY), "tfdata_from_generator")
+
+
+def test_tfdata_slowest_stage_names_the_stage_when_no_specific_cause_fits() -> None:
+    s = summary(HEAVY)
+    a = one(s, "tfdata_slowest_stage")
+    assert s.input_pipeline.slowest_stage.name == "Iterator::Root::Prefetch::ParallelMapV2"
+    assert s.input_pipeline.slowest_stage.name in a.message
+    assert a.evidence["slowest_stage_s_per_step"] >= 0.25 * a.evidence["input_s_per_step"] > 0
+    assert "batch before map" in a.fix
+    specific = {"tfdata_py_function", "tfdata_map_serial", "tfdata_no_prefetch",
+                "tfdata_file_read", "tfdata_from_generator"}
+    assert not specific & {x.code for x in s.advice}
+
+
+def test_tfdata_slowest_stage_silent_when_a_specific_rule_fires_or_the_stage_is_small() -> None:
+    for name in (PY, SERIAL, NO_PREFETCH, FILE_READ, GENERATOR):
+        assert not fired(summary(name), "tfdata_slowest_stage"), name
+    # Moderately input-bound, but its slowest stage (batching) is a small part of the wait.
+    s = summary(EAGER)
+    assert s.input_bound.verdict == "moderately" and not fired(s, "tfdata_slowest_stage")
+
+
+def test_output_bound_from_summary() -> None:
+    base = summary(HEALTHY)
+    steps = [dataclasses.replace(st, breakdown_s={**st.breakdown_s, "output": 0.3 * st.duration_s})
+             for st in base.steps.items]
+    s = dataclasses.replace(base, steps=dataclasses.replace(base.steps, items=tuple(steps)))
+    a = next(a for a in advise(s) if a.code == "output_bound")
+    assert a.evidence["output_pct"] == pytest.approx(30.0)
+    assert a.message.startswith("Your program is HIGHLY output-bound because 30.0%")
+    assert not [a for a in base.advice if a.code == "output_bound"]
+
+
+# --- gaps between steps ---------------------------------------------------------------------
+
+
+def test_step_gap_fires_on_the_callback_between_steps() -> None:
+    a = one(summary(CALLBACK), "step_gap")
+    # The callback busy-waits 15 ms after each batch, outside the step's marker.
+    assert 0.015 <= a.evidence["gap_s"] <= 0.025
+    assert a.evidence["gap_share"] >= 0.5
+    assert "steps_per_execution" in a.fix
+
+
+def test_step_gap_silent_on_the_healthy_run() -> None:
+    assert not fired(summary(HEALTHY), "step_gap")
+
+
+def test_all_others_fires_with_xprofs_sentence() -> None:
+    a = one(summary(EAGER), "all_others_bound")
+    assert a.severity == "warning" and a.evidence["other_pct"] >= 15.0
+    assert a.message == (f"{a.evidence['other_pct']:.1f} % of the total step time sampled is "
+                         "spent on 'All Others' time. This could be due to Python execution "
+                         "overhead.")
+
+
+def test_all_others_silent_when_the_input_verdict_already_reported_it() -> None:
+    s = summary(HEALTHY)
+    assert s.input_bound.verdict == "potentially" and not fired(s, "all_others_bound")
+
+
+def test_eager_ops_fires_and_names_the_eager_ops() -> None:
+    s = summary(EAGER)
+    a = one(s, "eager_ops")
+    # Outside tf.function each step runs, 8 times per trainable variable (the model has 6),
+    # Square, Mean, Abs, Max and two AddV2: at least 6 x 8 Mean per kept step.
+    assert {o.name for o in s.ops.eager_top} >= {"Mean", "AddV2"}
+    mean = next(o for o in s.ops.eager_top if o.name == "Mean")
+    assert mean.count >= 6 * 8 * s.steps.count
+    assert a.evidence["eager_pct_of_host_op_time"] > 10.0 and "Mean" in a.message
+    assert "tf.function" in a.fix
+
+
+def test_eager_ops_silent_when_the_step_is_a_tf_function() -> None:
+    for name in (HEALTHY, CALLBACK):
+        assert summary(name).ops.eager_s == 0.0 and not fired(summary(name), "eager_ops")
+
+
+# --- kernel launch (GPU) --------------------------------------------------------------------
+
+
+def _gpu(s: WindowSummary) -> WindowSummary:
+    return dataclasses.replace(s, environment=Environment(s.environment.hosts, "GPU", 1))
+
+
+def test_kernel_launch_bound_from_summary_says_xprofs_sentence_with_tfdata() -> None:
+    base = summary(HEALTHY)
+    steps = [dataclasses.replace(st, breakdown_s={**st.breakdown_s, "host_compute": 0.0,
+                                                  "kernel_launch": 0.2 * st.duration_s})
+             for st in base.steps.items]
+    s = _gpu(dataclasses.replace(base, steps=dataclasses.replace(base.steps, items=tuple(steps))))
+    a = next(a for a in advise(s) if a.code == "kernel_launch_bound")
+    assert a.severity == "warning" and a.evidence["kernel_launch_pct"] == pytest.approx(20.0)
+    assert a.message == ("20.0 % of the total step time sampled is spent on 'Kernel Launch'. "
+                         "It could be due to CPU contention with tf.data. In this case, you may "
+                         "try to set the environment variable TF_GPU_THREAD_MODE=gpu_private.")
+    assert not fired(base, "kernel_launch_bound")
+
+
+def test_small_kernels_fires_on_a_real_gpu_capture() -> None:
+    s = summary(AMD_CONV)
+    found = fired(s, "small_kernels")
+    assert found
+    for a in found:
+        dev = next(d for d in s.devices if a.message.startswith(d.device + ":"))
+        assert a.evidence["small_kernel_ratio"] == pytest.approx(dev.small_kernel_ratio)
+        assert dev.small_kernel_ratio >= 0.5
+        assert a.evidence["launch_idle_share"] >= 0.10
+
+
+def test_small_kernels_silent_on_large_gemm_kernels() -> None:
+    assert not fired(summary(AMD_GEMM), "small_kernels")
+
+
+def test_gpu_thread_contention_from_summary() -> None:
+    gpu = summary(AMD_CONV)  # real launch idle figures
+    tfdata = summary(HEALTHY).input_pipeline  # real tf.data figures
+    s = dataclasses.replace(gpu, input_pipeline=tfdata)
+    found = [a for a in advise(s) if a.code == "gpu_thread_contention"]
+    assert found and all(a.evidence["launch_idle_share"] >= 0.03 for a in found)
+    assert "TF_GPU_THREAD_MODE=gpu_private" in found[0].fix
+    assert not fired(gpu, "gpu_thread_contention")  # JAX capture: no tf.data
+
+
+# --- op placement and copies (GPU) ----------------------------------------------------------
+
+
+def test_host_ops_on_gpu_job_from_summary() -> None:
+    s = _gpu(summary(EAGER))  # a real TF job's op figures, as if it had a GPU
+    a = next(a for a in advise(s) if a.code == "host_ops_on_gpu_job")
+    assert a.evidence["host_op_share"] == pytest.approx(1.0)
+    assert a.evidence["host_op_s"] > 0 and "top host ops" in a.message
+    assert not fired(summary(EAGER), "host_ops_on_gpu_job")  # a CPU job: nothing to move
+
+
+def test_host_ops_on_gpu_job_silent_on_a_real_gpu_capture() -> None:
+    assert not fired(summary(AMD_GEMM), "host_ops_on_gpu_job")
+
+
+def test_extra_copies_from_summary() -> None:
+    base = _gpu(summary(HEALTHY))
+    step = base.steps.mean_s
+    dev = DeviceActivity("/device:GPU:0", span_s=1.0, busy_s=0.5,
+                         copy_s={"h2d": 0.1 * step, "d2h": 0.08 * step, "d2d": 0.0})
+    a = next(a for a in advise(dataclasses.replace(base, devices=(dev,)))
+             if a.code == "extra_copies")
+    assert a.evidence["extra_copy_share"] == pytest.approx(0.08)
+    assert a.evidence["h2d_s"] == pytest.approx(0.1 * step)
+    only_input = dataclasses.replace(dev, copy_s={"h2d": 0.5 * step})
+    assert not [a for a in advise(dataclasses.replace(base, devices=(only_input,)))
+                if a.code == "extra_copies"]
+
+
+# --- Tensor Cores and precision --------------------------------------------------------------
+
+
+def test_tensor_core_unused_fires_on_a_real_gpu_capture() -> None:
+    s = summary(AMD_CONV)
+    a = one(s, "tensor_core_unused")
+    k = s.kernels
+    assert a.evidence["eligible_off_tc_s"] == pytest.approx(
+        k.eligible_op_s - k.eligible_op_tensor_core_s)
+    assert a.evidence["share"] >= 0.10 and "multiples of 8" in a.fix
+
+
+def test_tensor_core_unused_silent_when_eligible_ops_use_matrix_cores() -> None:
+    assert not fired(summary(AMD_GEMM), "tensor_core_unused")
+
+
+def test_layout_transposes_fires_on_transpose_kernels() -> None:
+    s = summary(AMD_CONV)
+    a = one(s, "layout_transposes")
+    assert "transpose" in a.message
+    assert a.evidence["share"] == pytest.approx(a.evidence["layout_s"] / s.kernels.total_s)
+
+
+def test_layout_transposes_silent_without_transposes() -> None:
+    assert not fired(summary(AMD_GEMM), "layout_transposes")
+
+
+def test_low_16bit_compute_from_summary_says_xprofs_sentence() -> None:
+    base = summary(AMD_GEMM)
+    s = dataclasses.replace(base, breakdown_s={**base.breakdown_s, "device_compute": 0.01},
+                            device_compute_16bit_ratio=0.05)
+    a = next(a for a in advise(s) if a.code == "low_16bit_compute")
+    assert a.evidence["compute_16bit_pct"] == pytest.approx(5.0)
+    assert a.message == ("Only 5.0% of device computation is 16 bit. So you might want to "
+                         "replace more 32-bit Ops by 16-bit Ops to improve performance (if the "
+                         "reduced accuracy is acceptable).")
+    mixed = dataclasses.replace(s, device_compute_16bit_ratio=0.5)
+    assert not [a for a in advise(mixed) if a.code == "low_16bit_compute"]
+
+
+# --- memory ---------------------------------------------------------------------------------
+
+
+def _memory(s: WindowSummary, **change: float) -> WindowSummary:
+    return dataclasses.replace(s, memory=tuple(dataclasses.replace(m, **change)
+                                               for m in s.memory[:1]))
+
+
+def test_memory_near_capacity_from_summary() -> None:
+    base = summary(AMD_CONV)
+    m = base.memory[0]
+    a = next(a for a in advise(_memory(base, peak_bytes=int(0.95 * m.capacity_bytes)))
+             if a.code == "memory_near_capacity")
+    assert a.evidence["peak_share"] == pytest.approx(0.95, abs=1e-6)
+    assert a.evidence["capacity_bytes"] == m.capacity_bytes
+    assert not fired(base, "memory_near_capacity")  # real peak: ~1 % of 144 GiB
+
+
+def test_memory_fragmentation_from_summary() -> None:
+    base = summary(AMD_CONV)
+    assert 0.3 < base.memory[0].fragmentation_ratio < 0.5  # real figure, below threshold
+    assert not fired(base, "memory_fragmentation")
+    a = next(a for a in advise(_memory(base, fragmentation_ratio=0.7))
+             if a.code == "memory_fragmentation")
+    assert a.evidence["fragmentation"] == pytest.approx(0.7)
+
+
+# --- multi-device ---------------------------------------------------------------------------
+
+
+def test_device_collectives_bound_from_summary_says_xprofs_sentence() -> None:
+    base = summary(HEALTHY)
+    steps = [dataclasses.replace(st, breakdown_s={**st.breakdown_s, "host_compute": 0.0,
+                                                  "device_collectives": 0.4 * st.duration_s})
+             for st in base.steps.items]
+    s = dataclasses.replace(base, steps=dataclasses.replace(base.steps, items=tuple(steps)))
+    a = next(a for a in advise(s) if a.code == "device_collectives_bound")
+    assert a.evidence["device_collectives_pct"] == pytest.approx(40.0)
+    assert a.message == ("40.0 % of the total step time sampled is spent on 'Device "
+                         "Collective Communication'.")
+    assert not fired(base, "device_collectives_bound")
+
+
+def test_uneven_replicas_fires_on_a_real_two_gpu_capture() -> None:
+    s = summary(AMD_LEGACY)
+    a = one(s, "uneven_replicas")
+    busy = sorted(d.busy_s for d in s.devices if d.span_s > 0)
+    assert a.evidence["busy_min_s"] == pytest.approx(busy[0])
+    assert a.evidence["busy_max_s"] == pytest.approx(busy[-1])
+    assert a.evidence["spread"] >= 0.2
+
+
+def test_uneven_replicas_silent_on_eight_even_gpus() -> None:
+    s = summary(AMD_CONV)
+    assert len(s.devices) == 8 and not fired(s, "uneven_replicas")
+
+
+# --- the healthy run and the demo's input-bound run ------------------------------------------
+
+
+def test_healthy_demo_run_has_no_warning_or_critical_advice() -> None:
+    s = summary(HEALTHY)
+    assert s.steps.count >= 5
+    assert [a for a in s.advice if a.severity in ("warning", "critical")] == []
+
+
+def test_demo_input_bound_names_the_slowed_stage_and_its_fix() -> None:
+    s = summary(DEMO_SLOW)
+    assert s.input_bound.verdict == "highly"
+    stage = s.input_pipeline.slowest_stage.name
+    assert stage.endswith("::Map")  # the demo's Python map
+    serial = one(s, "tfdata_map_serial")
+    assert stage in serial.message and "num_parallel_calls" in serial.fix
+    py = one(s, "tfdata_py_function")
+    # --sleep-ms 30 in the recorded run: 30 ms of Python per batch.
+    assert 0.028 <= py.evidence["python_op_s_per_step"] <= 0.06
+    # The demo adds no prefetch, but tf.data injects one above the map on its own.
+    assert "::Prefetch::" in stage and not fired(s, "tfdata_no_prefetch")
+
+
+def test_every_recorded_case_has_its_capture_answers_and_provenance() -> None:
+    import importlib.util
+    import json
+
+    path = CAPTURES.parent.parent.parent / "tools" / "record_advice_captures.py"
+    spec = importlib.util.spec_from_file_location("record_advice_captures", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # TensorFlow is imported only when a case runs
+    prov = json.loads((CAPTURES / "PROVENANCE-advice.json").read_text())
+    answers = CAPTURES.parent / "xprof-2.24.2"
+    assert set(prov) == set(mod.CASES)
+    for case in mod.CASES:
+        capture = CAPTURES / f"advice__{case}.xplane.pb"
+        assert capture.stat().st_size == prov[case]["bytes"] < 3 * 2**20
+        assert prov[case]["what"] == mod.CASES[case][0]
+        for tool in mod.TOOLS:
+            assert (answers / f"advice__{case}.{tool}.json").is_file(), (case, tool)

@@ -1,0 +1,68 @@
+"""tfobs's bottleneck advice agrees with XProf 2.24.2's overview page on every test capture.
+
+XProf runs at test time on a fresh copy of each capture (tests/support/xprof_reference.py).
+Where XProf's overview carries a bottleneck statement (input, 'Kernel Launch', 'All Others',
+'Device Collective Communication'), tfobs fires the rule with that id and XProf's exact
+sentence; where XProf's statement is empty, the rule does not fire. Captures where XProf
+measured no step ("No step time measured") carry no statement: there tfobs fires none of
+these rules either, unless it inferred steps XProf could not see (Keras 3 without markers).
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+
+import tfobs
+from tests.conftest import capture_paths
+from tests.support.xprof_reference import reference
+
+pytest.importorskip("xprof")
+
+NO_STEPS = "No step time measured."
+# XProf's statement key -> tfobs's rule id.
+STATEMENTS = {
+    "kernel_launch_statement": "kernel_launch_bound",
+    "all_other_statement": "all_others_bound",
+    "device_collectives_statement": "device_collectives_bound",
+}
+
+
+def _bottleneck(capture: pathlib.Path) -> dict[str, Any]:
+    tables = reference(str(capture), "overview_page")
+    return next(t["p"] for t in tables if "bottleneck" in t.get("p", {}))
+
+
+@pytest.mark.parametrize("capture", capture_paths(), ids=lambda p: p.name.split(".")[0])
+def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
+    p = _bottleneck(capture)
+    s = tfobs.analyze(capture)
+    by_code = {a.code: a.message for a in s.advice}
+    if p["statement"].startswith(NO_STEPS):  # no statement to agree with
+        if s.steps.method != "inferred":  # tfobs has no step either: no bottleneck advice
+            assert s.input_bound.advice == p["statement"]
+            assert not {"input_bound", *STATEMENTS.values()} & set(by_code)
+        return
+    assert s.input_bound.advice == p["statement"]
+    if p["bottleneck"] in ("host", "both"):  # HIGHLY, MODERATELY, POTENTIALLY input-bound
+        assert by_code["input_bound"] == p["statement"]
+    else:
+        assert "input_bound" not in by_code
+    for key, code in STATEMENTS.items():
+        assert by_code.get(code, "") == p.get(key, ""), code
+
+
+def test_the_captures_cover_xprofs_statements() -> None:
+    """The agreement above is not vacuous: high and moderate 'All Others' and every input
+    verdict XProf gives are among the captures."""
+    seen = set()
+    for capture in capture_paths():
+        p = _bottleneck(capture)
+        seen.add(p["statement"].split(" because")[0])
+        if p.get("all_other_statement"):
+            seen.add("all_others:" + p["all_other_bottleneck"])
+    assert {"Your program is HIGHLY input-bound", "Your program is MODERATELY input-bound",
+            "Your program is POTENTIALLY input-bound", "Your program is NOT input-bound",
+            "all_others:high", "all_others:moderate"} <= seen

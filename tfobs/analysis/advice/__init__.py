@@ -1,0 +1,50 @@
+"""Advice: the TensorFlow performance guides' recommendations, chosen from one window's figures.
+
+Each family module holds a table of `Rule`s (id, when it fires, the fix, the guide section)
+and a `check(summary)` that returns the rules that fire, with the figures they read as
+evidence and the threshold they used (XProf's where XProf has one, and then XProf's own
+sentence as the message). `advise` runs every family; `RULE_IDS` is the bounded set of ids
+the `tfobs_advice_active{rule}` metric and the alert annotations use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tfobs.analysis.advice import (
+    gaps,
+    input_pipeline,
+    launch,
+    memory,
+    multi_device,
+    placement,
+    precision,
+)
+from tfobs.analysis.advice.rule import SEVERITIES, Rule
+from tfobs.summary import Advice, WindowSummary
+
+__all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "markdown_table", "with_advice"]
+
+_FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device)
+RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
+RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
+
+
+def advise(summary: WindowSummary) -> tuple[Advice, ...]:
+    """Every rule that fires for this window, most severe first (stable within a severity)."""
+    out = [a for f in _FAMILIES for a in f.check(summary)]
+    rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
+    return tuple(sorted(out, key=lambda a: rank.get(a.severity, len(rank))))
+
+
+def with_advice(summary: WindowSummary) -> WindowSummary:
+    return dataclasses.replace(summary, advice=advise(summary))
+
+
+def markdown_table() -> str:
+    """The README's advice table: rule id, what fires it, the fix, the guide section."""
+    rows = ["| Rule id | Fires when | Fix | Guide section |", "|---|---|---|---|"]
+    for r in RULES:
+        cells = (f"`{r.id}`", r.fires_when, r.fix, r.guide)
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)

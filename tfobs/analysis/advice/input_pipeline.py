@@ -1,0 +1,175 @@
+"""Input pipeline: XProf's input-bound statement, then the slowest tf.data stage and its fix.
+
+The stage rules fire only when the window is at least moderately input-bound (XProf's 5 %),
+so a fast pipeline is never blamed. Stage names are tf.data's iterator prefixes: a `map`
+tf.data could not parallelize stays `::Map` (tf.data's `map_parallelization` turns a
+stateless `map` into `::ParallelMapV2` on its own), `from_generator` shows as `::Generator`,
+file sources as `::TFRecord`, `::TextLine`, ...
+"""
+
+from __future__ import annotations
+
+from tfobs.analysis.advice.rule import GPU, PROFILER, TFDATA, Rule, one_digit, step_pct
+from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
+from tfobs.analysis.input_pipeline import _FILE_SOURCES
+from tfobs.summary import Advice, TfDataStage, WindowSummary
+
+INPUT_BOUND = Rule(
+    "input_bound", "input pipeline",
+    "input >= 5 % of step time (XProf: HIGHLY >= 20 %, MODERATELY >= 5 %), or 'All Others' "
+    ">= 3 % (POTENTIALLY)",
+    "fix the input pipeline first; check by running the same step on synthetic data",
+    f"{GPU}: 1. Optimize the input pipeline; {PROFILER}: Input pipeline analyzer")
+PY_FUNCTION = Rule(
+    "tfdata_py_function", "input pipeline",
+    "input-bound and tf.data spends time in py_function / numpy_function ops",
+    "rewrite the mapped function with TensorFlow ops (or run it with "
+    "num_parallel_calls=tf.data.AUTOTUNE)",
+    f"{TFDATA}: Vectorizing mapping / Parallelizing data transformation")
+MAP_SERIAL = Rule(
+    "tfdata_map_serial", "input pipeline",
+    "input-bound and the slowest tf.data stage is a sequential `map` (::Map)",
+    "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
+    f"{TFDATA}: Parallelizing data transformation")
+NO_PREFETCH = Rule(
+    "tfdata_no_prefetch", "input pipeline",
+    "input-bound and no tf.data stage is a Prefetch",
+    "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
+    f"{TFDATA}: Prefetching")
+FILE_READ = Rule(
+    "tfdata_file_read", "input pipeline",
+    "input-bound and file reads are the slowest stage or >= 50 % of host input time",
+    "read files in parallel with interleave(num_parallel_calls=tf.data.AUTOTUNE) and "
+    "cache() what fits in memory",
+    f"{TFDATA}: Parallelizing data extraction; Caching")
+FROM_GENERATOR = Rule(
+    "tfdata_from_generator", "input pipeline",
+    "input-bound and the slowest tf.data stage is a Dataset.from_generator (::Generator)",
+    "replace from_generator with tf.data sources (from_tensor_slices, TFRecordDataset) and "
+    "TensorFlow ops; from_generator runs Python under the GIL, one element at a time",
+    f"{TFDATA}: Best practice summary; {GPU}: 1. Optimize the input pipeline")
+SLOWEST_STAGE = Rule(
+    "tfdata_slowest_stage", "input pipeline",
+    "input-bound, no rule above names a cause, and the slowest tf.data stage's self time "
+    "is >= 25 % of the input wait",
+    "make that stage cheaper: batch before map to vectorize it, cache() after expensive "
+    "deterministic steps, move fixed preprocessing offline",
+    f"{TFDATA}: Vectorizing mapping; Caching; {PROFILER}: Analyze tf.data performance "
+    "(tensorflow.org/guide/data_performance_analysis)")
+OUTPUT_BOUND = Rule(
+    "output_bound", "input pipeline",
+    "output (outfeed) >= 5 % of step time (XProf: HIGHLY >= 20 %, MODERATELY >= 5 %)",
+    "send less back to the host per step (fewer or smaller outfeed / host callbacks)",
+    f"{PROFILER}: Input pipeline analyzer (output time)")
+RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, NO_PREFETCH, FILE_READ, FROM_GENERATOR,
+         SLOWEST_STAGE, OUTPUT_BOUND)
+
+FILE_READ_SHARE = 0.5
+PYTHON_OP_SHARE = 0.10  # of the window's input-stage time
+STAGE_SHARE = 0.25  # the slowest stage must explain this much of the input wait
+_SEVERITY = {"highly": "critical", "moderately": "warning", "potentially": "info"}
+_THRESHOLD = (f"input >= {HIGHLY_INPUT_PCT:g} % highly, >= {MODERATELY_INPUT_PCT:g} % "
+              "moderately, else 'All Others' >= 3 % potentially (XProf)")
+_GATE = f"input >= {MODERATELY_INPUT_PCT:g} % of step time (XProf's moderately input-bound)"
+
+
+def check(s: WindowSummary) -> list[Advice]:
+    out = _output(s)
+    ib = s.input_bound
+    if ib.verdict not in _SEVERITY:
+        return out
+    input_pct = step_pct(s, "input")
+    other_pct = step_pct(s, "other")
+    fix = (f"fix the input pipeline first. Check: train the same step on synthetic data "
+           f"(e.g. dataset.take(1).cache().repeat()); if input is the bottleneck the step "
+           f"time drops by about {one_digit(input_pct)} % (the input share of step time)")
+    out.append(INPUT_BOUND.advice(
+        _SEVERITY[ib.verdict], ib.advice,
+        {"input_pct": input_pct, "other_pct": other_pct, "step_s": s.steps.mean_s,
+         "expected_saving_pct": input_pct},
+        _THRESHOLD, fix))
+    if ib.verdict in ("highly", "moderately"):
+        out += _stage_rules(s, input_pct)
+    return out
+
+
+def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
+    ip = s.input_pipeline
+    slow = ip.slowest_stage
+    per_step = max(s.steps.count, 1)
+    base = {"input_pct": input_pct}
+    if slow is not None:
+        base["slowest_stage_s_per_step"] = slow.self_s / per_step
+    where = f" (slowest stage {_short(slow)}" + (
+        f", {1e3 * slow.self_s / per_step:.2f} ms per step)" if slow else ")")
+    out: list[Advice] = []
+    generator = slow is not None and _kind(slow) == "Generator"
+    if generator:
+        out.append(FROM_GENERATOR.advice(
+            "warning", f"tf.data reads from a Python generator{where}.",
+            base, _GATE))
+    stage_s = sum(st.self_s for st in ip.stages)
+    py_share = ip.python_op_s / stage_s if stage_s > 0 else 0.0
+    if not generator and ip.python_op_s > 0 and py_share >= PYTHON_OP_SHARE:
+        out.append(PY_FUNCTION.advice(
+            "warning",
+            f"tf.data runs Python (py_function / numpy_function): "
+            f"{1e3 * ip.python_op_s / per_step:.2f} ms per step{where}.",
+            {**base, "python_op_s_per_step": ip.python_op_s / per_step,
+             "python_op_share_of_tfdata": py_share},
+            f"{_GATE} and Python ops >= {100 * PYTHON_OP_SHARE:g} % of tf.data stage time"))
+    if slow is not None and _kind(slow) == "Map":
+        out.append(MAP_SERIAL.advice(
+            "warning", f"The slowest tf.data stage is a sequential map{where}.", base, _GATE))
+    if ip.stages and not any("::Prefetch" in st.name for st in ip.stages):
+        out.append(NO_PREFETCH.advice(
+            "warning", f"The input pipeline has no prefetch stage{where}.",
+            {**base, "stages_seen": float(len(ip.stages))}, _GATE))
+    totals = ip.host_input_total_s or ip.host_input_s
+    reads = totals.get("demanded_file_read", 0.0) + totals.get("advanced_file_read", 0.0)
+    host_in = sum(totals.values())
+    read_share = reads / host_in if host_in > 0 else 0.0
+    slow_is_file = slow is not None and slow.name.endswith(_FILE_SOURCES)
+    if reads > 0 and (slow_is_file or read_share >= FILE_READ_SHARE):
+        out.append(FILE_READ.advice(
+            "warning", f"File reads take {100 * read_share:.0f} % of host input time{where}.",
+            {**base, "file_read_share": read_share, "file_read_s_per_step": reads / per_step},
+            f"{_GATE} and file reads the slowest stage or >= {100 * FILE_READ_SHARE:g} % of "
+            "host input time"))
+    input_s = s.steps.mean_s * input_pct / 100.0
+    if not out and slow is not None and slow.self_s / per_step >= STAGE_SHARE * input_s:
+        out.append(SLOWEST_STAGE.advice(
+            "warning", f"The slowest tf.data stage is {slow.name} "
+                       f"({1e3 * slow.self_s / per_step:.2f} ms per step against "
+                       f"{1e3 * input_s:.2f} ms of input wait).",
+            {**base, "input_s_per_step": input_s}, f"{_GATE} and the stage's self time >= "
+            f"{100 * STAGE_SHARE:g} % of the input wait per step"))
+    return out
+
+
+def _kind(stage: TfDataStage) -> str:
+    """The last iterator of a stage name, without its index: `...::FlatMap[0]::Map` -> Map."""
+    last = stage.name.rsplit("::", 1)[-1]
+    return last.split("[", 1)[0]
+
+
+def _short(stage: TfDataStage | None) -> str:
+    return stage.name if stage is not None else "unknown"
+
+
+def _output(s: WindowSummary) -> list[Advice]:
+    """XProf's OutputAnalysis: its sentences and thresholds (5 % moderately, 20 % highly)."""
+    pct = step_pct(s, "output")
+    if not s.steps.count or pct < MODERATELY_INPUT_PCT:
+        return []
+    if pct >= HIGHLY_INPUT_PCT:
+        text = (f"Your program is HIGHLY output-bound because {one_digit(pct)}% of the total "
+                "step time sampled is spent on output. Therefore, you should first focus on "
+                "reducing the output time.")
+    else:
+        text = (f"Your program is MODERATELY output-bound because {one_digit(pct)}% of the "
+                "total step time sampled is spent on output. Therefore, you would need to "
+                "reduce both the output time and other time.")
+    return [OUTPUT_BOUND.advice(
+        "critical" if pct >= HIGHLY_INPUT_PCT else "warning", text, {"output_pct": pct},
+        "output >= 20 % highly, >= 5 % moderately (XProf)")]

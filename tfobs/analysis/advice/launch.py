@@ -1,0 +1,116 @@
+"""Kernel launch: XProf's 'Kernel Launch' statement, tfobs's small-kernel figures (GPU) and
+ops run eagerly outside tf.function (each one its own launch).
+
+XProf: kernel launch share of step time >= 3 % moderate, >= 15 % high; when tf.data is in
+use it adds that the launch time may come from CPU contention with tf.data and names
+TF_GPU_THREAD_MODE=gpu_private. Small kernels: the share of kernels shorter than their own
+launch overhead (tfobs's device figures, after Holistic Trace Analysis). Eager ops: time of
+`EagerLocalExecute` ops against host op time, over XProf's 10 % eager threshold.
+"""
+
+from __future__ import annotations
+
+from tfobs.analysis.advice.rule import (
+    GPU,
+    PROFILER,
+    Rule,
+    on_gpu,
+    one_digit,
+    step_pct,
+    tfdata_in_use,
+)
+from tfobs.summary import Advice, WindowSummary
+
+KERNEL_LAUNCH = Rule(
+    "kernel_launch_bound", "kernel launch",
+    "'Kernel Launch' >= 3 % of step time (XProf: moderate >= 3 %, high >= 15 %)",
+    "launch fewer, larger kernels: compile with XLA (jit_compile=True), use tf.function, "
+    "larger batches; with tf.data on the same CPUs set TF_GPU_THREAD_MODE=gpu_private",
+    f"{GPU}: 2. Debug the performance of one GPU; 3. Enable mixed precision and XLA")
+SMALL_KERNELS = Rule(
+    "small_kernels", "kernel launch",
+    "GPU job, >= 50 % of kernels shorter than their launch overhead and the GPU idle "
+    "waiting for launches >= 10 % of its time",
+    "give each kernel more work: larger batches, vectorized ops, fused ops, XLA "
+    "(jit_compile=True)",
+    f"{GPU}: 2. Debug the performance of one GPU (small kernels); 3. Enable XLA")
+LAUNCH_CONTENTION = Rule(
+    "gpu_thread_contention", "gaps between steps",
+    "GPU job with tf.data, the GPU idle waiting for kernel launches >= 3 % of its time",
+    "set TF_GPU_THREAD_MODE=gpu_private so kernel launches get their own host threads",
+    f"{GPU}: 2. Debug the performance of one GPU (GPU host thread contention)")
+EAGER = Rule(
+    "eager_ops", "kernel launch",
+    "ops run eagerly (outside tf.function) > 10 % of host op time (XProf's threshold)",
+    "wrap the eagerly run code (metrics, updates) in tf.function, or move it into the "
+    "model's train_step",
+    f"{PROFILER}: Overview page (recommendation: tf.function); tf.function guide "
+    "(tensorflow.org/guide/function)")
+RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER)
+
+HIGH_PCT = 15.0  # XProf's kHighlyKernelLaunchBoundThresholdInPercent
+MODERATE_PCT = 3.0
+SMALL_RATIO = 0.5
+SMALL_IDLE_SHARE = 0.10
+CONTENTION_IDLE_SHARE = 0.03
+EAGER_PCT = 10.0  # XProf's kEagerReportThresholdInPercent
+
+# XProf's sentences (KernelLaunchAnalysis, kKernelLaunchTfDataContention).
+KERNEL_LAUNCH_TEXT = " % of the total step time sampled is spent on 'Kernel Launch'."
+TFDATA_CONTENTION_TEXT = (" It could be due to CPU contention with tf.data. In this case, you "
+                          "may try to set the environment variable "
+                          "TF_GPU_THREAD_MODE=gpu_private.")
+
+
+def check(s: WindowSummary) -> list[Advice]:
+    out: list[Advice] = []
+    pct = step_pct(s, "kernel_launch")
+    tfdata = tfdata_in_use(s)
+    if s.steps.count and pct >= MODERATE_PCT:
+        text = one_digit(pct) + KERNEL_LAUNCH_TEXT + (TFDATA_CONTENTION_TEXT if tfdata else "")
+        out.append(KERNEL_LAUNCH.advice(
+            "warning" if pct >= HIGH_PCT else "info", text,
+            {"kernel_launch_pct": pct, "tfdata_in_use": float(tfdata)},
+            f"'Kernel Launch' >= {MODERATE_PCT:g} % moderate, >= {HIGH_PCT:g} % high (XProf)"))
+    out += _eager(s)
+    if not on_gpu(s):
+        return out
+    for d in s.devices:
+        idle = d.idle_s.get("kernel_launch", 0.0) / d.span_s if d.span_s > 0 else 0.0
+        ev = {"small_kernel_ratio": d.small_kernel_ratio, "mean_kernel_s": d.mean_kernel_s,
+              "launch_delay_mean_s": d.launch_delay_mean_s, "launch_idle_share": idle,
+              "kernel_count": float(d.kernel_count)}
+        if d.small_kernel_ratio >= SMALL_RATIO and idle >= SMALL_IDLE_SHARE:
+            out.append(SMALL_KERNELS.advice(
+                "warning",
+                f"{d.device}: {100 * d.small_kernel_ratio:.0f} % of {d.kernel_count} kernels "
+                f"run shorter than their launch (mean {1e6 * d.mean_kernel_s:.1f} us); the GPU "
+                f"waits for launches {100 * idle:.0f} % of the time.",
+                ev, f"small kernels >= {100 * SMALL_RATIO:g} % and launch idle >= "
+                    f"{100 * SMALL_IDLE_SHARE:g} % (tfobs)"))
+        if tfdata and idle >= CONTENTION_IDLE_SHARE:
+            out.append(LAUNCH_CONTENTION.advice(
+                "info",
+                f"{d.device} waits for kernel launches {100 * idle:.0f} % of the time while "
+                "tf.data runs on the same host CPUs.",
+                ev, f"launch idle >= {100 * CONTENTION_IDLE_SHARE:g} % with tf.data in use "
+                    "(tfobs; XProf names the fix at >= 3 % 'Kernel Launch')"))
+    return out
+
+
+def _eager(s: WindowSummary) -> list[Advice]:
+    """Eager op time against host op time, with XProf's threshold and sentence start."""
+    if s.ops.eager_s <= 0:
+        return []
+    host = max(s.ops.host_s, s.ops.eager_s)
+    pct = 100.0 * s.ops.eager_s / host if host > 0 else 0.0
+    if pct <= EAGER_PCT:
+        return []
+    names = ", ".join(f"{o.name} ({o.count}x)" for o in s.ops.eager_top[:3])
+    per = max(s.steps.count, 1)
+    return [EAGER.advice(
+        "warning",
+        f"{one_digit(pct)}% of Op time on the host used eager execution "
+        f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).",
+        {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per},
+        f"eager op time > {EAGER_PCT:g} % of host op time (XProf)")]

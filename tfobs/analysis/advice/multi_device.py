@@ -1,0 +1,51 @@
+"""Several devices: XProf's 'Device Collective Communication' statement, uneven replicas."""
+
+from __future__ import annotations
+
+from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, one_digit, step_pct
+from tfobs.summary import Advice, WindowSummary
+
+COLLECTIVES = Rule(
+    "device_collectives_bound", "multi-device",
+    "'Device Collective Communication' >= 3 % of step time (XProf: moderate >= 3 %, "
+    "high >= 15 %)",
+    "overlap and shrink gradient all-reduce: larger batches per replica, fewer and larger "
+    "all-reduce packs, NCCL collectives, mixed precision gradients",
+    f"{GPU}: 4. Optimize performance on multi-GPU single host (gradient AllReduce)")
+UNEVEN = Rule(
+    "uneven_replicas", "multi-device",
+    ">= 2 devices and the busiest one busy >= 20 % longer than the least busy",
+    "balance the work: an equal global batch split per replica, no device-specific ops, "
+    "the same input rate on every replica",
+    f"{GPU}: 4. Optimize performance on multi-GPU single host; {PROFILER}: Trace viewer")
+RULES = (COLLECTIVES, UNEVEN)
+
+HIGH_PCT = 15.0  # XProf's kHighlyDeviceCollectivesBoundThresholdInPercent
+MODERATE_PCT = 3.0
+UNEVEN_SPREAD = 0.20
+
+# XProf's sentence (DeviceCollectivesAnalysis), after the percentage.
+COLLECTIVES_TEXT = (" % of the total step time sampled is spent on 'Device Collective "
+                    "Communication'.")
+
+
+def check(s: WindowSummary) -> list[Advice]:
+    out: list[Advice] = []
+    pct = step_pct(s, "device_collectives")
+    if s.steps.count and pct >= MODERATE_PCT:
+        out.append(COLLECTIVES.advice(
+            "warning" if pct >= HIGH_PCT else "info", one_digit(pct) + COLLECTIVES_TEXT,
+            {"device_collectives_pct": pct},
+            f"collectives >= {MODERATE_PCT:g} % moderate, >= {HIGH_PCT:g} % high (XProf)"))
+    busy = [(d.busy_s, d.device) for d in s.devices if d.span_s > 0]
+    if len(busy) >= 2:
+        (lo, lo_dev), (hi, hi_dev) = min(busy), max(busy)
+        spread = (hi - lo) / lo if lo > 0 else (1.0 if hi > 0 else 0.0)
+        if spread >= UNEVEN_SPREAD:
+            out.append(UNEVEN.advice(
+                "warning", f"{hi_dev} is busy {1e3 * hi:.2f} ms, {lo_dev} {1e3 * lo:.2f} ms "
+                           f"({100 * spread:.0f} % apart) across {len(busy)} devices.",
+                {"busy_max_s": hi, "busy_min_s": lo, "spread": spread,
+                 "devices": float(len(busy))},
+                f"busy time spread >= {100 * UNEVEN_SPREAD:g} % (tfobs)"))
+    return out

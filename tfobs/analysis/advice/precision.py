@@ -1,0 +1,76 @@
+"""Tensor Cores and precision: XProf's 16-bit statement, eligible ops off Tensor Cores, and
+layout conversion kernels (NCHW <-> NHWC transposes)."""
+
+from __future__ import annotations
+
+import re
+
+from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, on_gpu, one_digit
+from tfobs.summary import Advice, WindowSummary
+
+LOW_16BIT = Rule(
+    "low_16bit_compute", "tensor cores and precision",
+    "device compute is < 10 % 16-bit (XProf's precision statement)",
+    "use mixed precision: keras.mixed_precision.set_global_policy('mixed_float16') "
+    "(or 'mixed_bfloat16')",
+    f"{GPU}: 3. Enable mixed precision and XLA; {PROFILER}: Overview page")
+TC_UNUSED = Rule(
+    "tensor_core_unused", "tensor cores and precision",
+    "GPU job and ops eligible for Tensor Cores run >= 10 % of kernel time on kernels "
+    "that do not use them",
+    "enable mixed precision and make matrix dimensions (batch, units, channels) multiples "
+    "of 8",
+    f"{GPU}: 3. Enable mixed precision (Tensor Cores; dimensions divisible by 8); "
+    f"{PROFILER}: GPU kernel stats")
+LAYOUT = Rule(
+    "layout_transposes", "tensor cores and precision",
+    "GPU job and layout conversion kernels (NCHW/NHWC transposes) >= 5 % of kernel time",
+    "keep one layout end to end: channels_last (NHWC) with mixed precision on Tensor "
+    "Cores, no manual transposes between layers",
+    f"{GPU}: 2. Debug the performance of one GPU (NHWC layout)")
+RULES = (LOW_16BIT, TC_UNUSED, LAYOUT)
+
+LOW_16BIT_PCT = 10.0  # XProf's kLowPrecisionPercentThreshold
+TC_SHARE = 0.10
+LAYOUT_SHARE = 0.05
+_LAYOUT = re.compile(r"(?i)nchwtonhwc|nhwctonchw|transpose|swapdim|shuffle_?tensor")
+
+
+def check(s: WindowSummary) -> list[Advice]:
+    out: list[Advice] = []
+    if s.breakdown_s.get("device_compute", 0.0) > 0:
+        pct = 100.0 * s.device_compute_16bit_ratio
+        if pct < LOW_16BIT_PCT:
+            out.append(LOW_16BIT.advice(
+                "info",
+                f"Only {one_digit(pct)}% of device computation is 16 bit. So you might want "
+                "to replace more 32-bit Ops by 16-bit Ops to improve performance (if the "
+                "reduced accuracy is acceptable).",
+                {"compute_16bit_pct": pct},
+                f"16-bit share < {LOW_16BIT_PCT:g} % of device compute (XProf)"))
+    k = s.kernels
+    if not on_gpu(s) or k.total_s <= 0:
+        return out
+    off = max(0.0, k.eligible_op_s - k.eligible_op_tensor_core_s)
+    if off / k.total_s >= TC_SHARE:
+        top = sorted((i for i in k.items if i.op_tensor_core_eligible
+                      and not i.uses_tensor_cores), key=lambda i: -i.total_s)[:3]
+        names = ", ".join(i.op_name or i.name for i in top) or "(not among the top kernels)"
+        out.append(TC_UNUSED.advice(
+            "warning", f"Ops eligible for Tensor Cores ran {1e3 * off:.2f} ms "
+                       f"({100 * off / k.total_s:.0f} % of kernel time) without them "
+                       f"(top: {names}).",
+            {"eligible_off_tc_s": off, "eligible_op_s": k.eligible_op_s,
+             "kernel_s": k.total_s, "share": off / k.total_s},
+            f"eligible op time off Tensor Cores >= {100 * TC_SHARE:g} % of kernel time "
+            "(tfobs; eligibility and use are XProf's rules)"))
+    layout = [i for i in k.items if _LAYOUT.search(i.name)]
+    layout_s = sum(i.total_s for i in layout)
+    if layout_s / k.total_s >= LAYOUT_SHARE:
+        names = ", ".join(i.name[:60] for i in sorted(layout, key=lambda i: -i.total_s)[:2])
+        out.append(LAYOUT.advice(
+            "warning", f"Layout conversion kernels take {100 * layout_s / k.total_s:.0f} % "
+                       f"of kernel time ({names}).",
+            {"layout_s": layout_s, "kernel_s": k.total_s, "share": layout_s / k.total_s},
+            f"transpose kernels >= {100 * LAYOUT_SHARE:g} % of kernel time (tfobs)"))
+    return out

@@ -1,0 +1,54 @@
+"""What a rule is, the guides' sections it cites, and the window figures rules share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfobs.summary import Advice, WindowSummary
+
+# The three guides the fixes come from, as "<guide>: <section>".
+PROFILER = "TensorFlow Profiler guide (tensorflow.org/guide/profiler)"
+GPU = ("Optimize TensorFlow GPU performance with the TensorFlow Profiler "
+       "(tensorflow.org/guide/gpu_performance_analysis)")
+TFDATA = "tf.data performance guide (tensorflow.org/guide/data_performance)"
+
+SEVERITIES = ("info", "warning", "critical")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One recommendation: its stable id, when it fires, the fix and where the fix is from."""
+
+    id: str
+    family: str
+    fires_when: str  # the README's sentence
+    fix: str
+    guide: str
+
+    def advice(self, severity: str, message: str, evidence: dict[str, float],
+               threshold: str, fix: str = "") -> Advice:
+        return Advice(self.id, severity, message, dict(evidence), threshold,
+                      fix or self.fix, self.guide)
+
+
+def step_pct(s: WindowSummary, category: str) -> float:
+    """A category's share of the total step time in percent, as XProf sums it over steps."""
+    total = sum(st.duration_s for st in s.steps.items)
+    if total > 0:
+        return 100.0 * sum(st.breakdown_s.get(category, 0.0) for st in s.steps.items) / total
+    return 100.0 * s.breakdown_ratio.get(category, 0.0)
+
+
+def one_digit(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def tfdata_in_use(s: WindowSummary) -> bool:
+    """XProf's TfDataInUse: reads or preprocessing seen (enqueue alone is not tf.data)."""
+    t = s.input_pipeline.host_input_total_s or s.input_pipeline.host_input_s
+    return any(t.get(k, 0.0) > 0 for k in ("demanded_file_read", "advanced_file_read",
+                                             "preprocessing"))
+
+
+def on_gpu(s: WindowSummary) -> bool:
+    return s.environment.device_type == "GPU"

@@ -1,0 +1,42 @@
+"""Ops run eagerly (outside `tf.function`), from TensorFlow's `EagerLocalExecute: <op>` events.
+
+XProf counts eager time only from an `is_eager` stat that TensorFlow sets on GPU kernels, so
+on a CPU host it reports 0 %. The host's eager runtime marks every op it executes one by one
+with `EagerLocalExecute: <op type>`; calls of a `tf.function` show there as
+`__inference_...` and are not eager ops; `IteratorGetNext` and `Optional*` (Keras's
+iterator) are input time, counted there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfobs.analysis.timeline import Timeline
+from tfobs.summary import OpStat
+
+PREFIX = "EagerLocalExecute: "
+_NOT_EAGER = ("__inference_", "__forward_", "__backward_", "IteratorGetNext", "Optional")
+
+
+def eager_ops(host: Timeline | None, top_n: int) -> tuple[float, tuple[OpStat, ...]]:
+    """(seconds of eager op execution in the window, the longest eager op types)."""
+    if host is None:
+        return 0.0, ()
+    kinds = {mid: n[len(PREFIX):] for mid, n in host.names.items()
+             if n.startswith(PREFIX) and not n[len(PREFIX):].startswith(_NOT_EAGER)}
+    if not kinds:
+        return 0.0, ()
+    mids = np.fromiter(kinds, np.int64, len(kinds))
+    total: dict[str, list[int]] = {}
+    for ld in host.lines:
+        hit = np.isin(ld.mid_arr, mids)
+        if not hit.any():
+            continue
+        dur = (ld.end_arr[hit] - ld.start_arr[hit]).tolist()
+        for mid, d in zip(ld.mid_arr[hit].tolist(), dur, strict=True):
+            agg = total.setdefault(kinds[mid], [0, 0])
+            agg[0] += 1
+            agg[1] += int(d)
+    rows = sorted(total.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    stats = tuple(OpStat(k, k, False, c, ps / 1e12, ps / 1e12) for k, (c, ps) in rows[:top_n])
+    return sum(ps for _, (_, ps) in rows) / 1e12, stats
