@@ -147,7 +147,7 @@ def _steps(
     items = []
     totals: dict[int, int] = {}
     # Ops and tf.data stages: the events a step's top list is drawn from (per line).
-    op_table = {m: 1 for m, n in names.items() if n.startswith("Iterator::") or et.op_type(n)}
+    op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
     is_op = {id(ld): ld.lookup(op_table, 0) > 0
              for ld in {id(ld): ld for g, _ in kept for ld, _ in g.members}.values()}
     for group, types_ps in kept:

@@ -48,9 +48,19 @@ class StepGroup:
         return self.end_ps - self.begin_ps
 
 
+# XProf's tf.data function runs: their step ids never make a TF loop.
+_TF_DATA_FUNCTIONS = ("InstantiatedCapturedFunction::Run",
+                      "InstantiatedCapturedFunction::RunAsync",
+                      "InstantiatedCapturedFunction::RunInstantiated",
+                      "InstantiatedCapturedFunction::RunWithBorrowedArgs")
+MARKERS_TF_LOOP = "markers_tf_loop"
+TF_LOOP_NOTE = ("the capture holds in-graph while loops (executor iterations): XProf groups "
+                "by loop iteration and reports no step time; tfobs keeps the marked steps")
+
+
 @dataclass
 class FoundSteps:
-    method: str  # markers | inferred | none
+    method: str  # markers | markers_tf_loop | inferred | none
     groups: list[StepGroup]
     note: str = ""
     dropped: int = 0
@@ -92,25 +102,54 @@ class _Grouper:
         # Group id per event of each line (sorted order); -1 while ungrouped.
         self.gid = [np.full(len(ld), -1, np.int64) for ld in host.lines]
         self.is_producer = [np.zeros(len(ld), bool) for ld in host.lines]
+        self.prod_code = [np.full(len(ld), -1, np.int64) for ld in host.lines]
+        self.cons_ptr = np.zeros(1, np.int64)
+        self.cons_line = self.cons_idx = np.zeros(0, np.int64)
         ids = host.stat_ids
         wanted = {ids[k]: k for k in ("_p", "_pt", "_c", "_ct", "id", "iter_num") if k in ids}
         # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter).
         self.producers: dict[tuple[int, int], tuple[int, int, int]] = {}
         self.consumers: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        # Step ids of executor runs with a non-zero loop iteration, and of tf.data functions
+        # (XProf's `ProcessTensorFlowLoop`: a loop in any non-tf.data function).
+        self.loop_ids: set[int] = set()
+        self.tf_data_ids: set[int] = set()
         if not wanted:
             return
         ctx = host.mids_where(_is_context_event)
         process = id_array(host.mids_where(lambda n: n == "ExecutorState::Process"))
         get_next = id_array(host.mids_where(lambda n: n in _GET_NEXT_OPS))
-        linking = np.union1d(id_array(ctx), get_next)
+        tf_data = id_array(host.mids_where(lambda n: n in _TF_DATA_FUNCTIONS))
+        linking = np.union1d(np.union1d(id_array(ctx), get_next), tf_data)
         for li, ld in enumerate(host.lines):
             picked = ld.where(linking)
             if picked:
-                self._links(li, picked, int_stats(host, ld, picked, wanted),
-                            member(ld.mid_arr[picked], get_next),
+                st = int_stats(host, ld, picked, wanted)
+                self._links(li, picked, st, member(ld.mid_arr[picked], get_next),
                             member(ld.mid_arr[picked], process))
-        for li, i in self.producers:
-            self.is_producer[li][i] = True
+                self._loops(st, member(ld.mid_arr[picked], process),
+                            member(ld.mid_arr[picked], tf_data))
+        self._index_links()
+
+    def _index_links(self) -> None:
+        """Links as arrays: a code per producer event, the consumers of each code (CSR)."""
+        codes = {key: c for c, key in enumerate(self.consumers)}
+        by_line: dict[int, tuple[list[int], list[int]]] = {}
+        for (li, i), key in self.producers.items():
+            c = codes.get(key)
+            if c is not None:
+                at, cs = by_line.setdefault(li, ([], []))
+                at.append(i)
+                cs.append(c)
+        for li, (at, cs) in by_line.items():
+            self.prod_code[li][np.array(at, np.int64)] = np.array(cs, np.int64)
+            self.is_producer[li][np.array(at, np.int64)] = True
+        lists = list(self.consumers.values())
+        self.cons_ptr = np.zeros(len(lists) + 1, np.int64)
+        self.cons_ptr[1:] = np.cumsum([len(v) for v in lists])
+        flat = [pair for v in lists for pair in v]
+        self.cons_line = np.array([p[0] for p in flat], np.int64)
+        self.cons_idx = np.array([p[1] for p in flat], np.int64)
 
     def _links(self, li: int, picked: list[int], st: dict[str, tuple[np.ndarray, np.ndarray]],
                get_next: np.ndarray, process: np.ndarray) -> None:
@@ -139,32 +178,76 @@ class _Grouper:
             self.producers[(li, picked[j])] = (pt[j], p[j], 0) if context else (
                 -1, sid[j], it[j])
 
-    def subtree(self, li: int, i: int) -> np.ndarray:
-        """Sorted indices of the ungrouped events nested inside event i on the same line."""
+    def _loops(self, st: dict[str, tuple[np.ndarray, np.ndarray]], process: np.ndarray,
+               tf_data: np.ndarray) -> None:
+        if "id" not in st:
+            return
+        sid, has_sid = st["id"]
+        self.tf_data_ids.update(sid[has_sid & tf_data].tolist())
+        if "iter_num" in st:
+            it, has_it = st["iter_num"]
+            looping = has_sid & has_it & process
+            looping[looping] = np.array(it[looping].tolist(), object) != 0
+            self.loop_ids.update(sid[looping].tolist())
+
+    @property
+    def has_tf_loop(self) -> bool:
+        return bool(self.loop_ids - self.tf_data_ids)
+
+    def _cover(self, li: int, nodes: np.ndarray) -> np.ndarray:
+        """Sorted `nodes` plus the ungrouped events nested inside any of them (same line).
+
+        Event j (after node i in start order) is nested in i when it ends by i's end and
+        starts by it; over all nodes before j that is one test against the running
+        maximum of their ends, so a whole wave of nodes costs a few numpy passes.
+        """
         ld = self.host.lines[li]
-        end = ld.ends[i]
-        k = bisect_right(ld.starts, end, i + 1)
-        if k == i + 1:
-            return _NONE
-        inside = (ld.end_arr[i + 1:k] <= end) & (self.gid[li][i + 1:k] < 0)
-        return np.flatnonzero(inside) + (i + 1)
+        lo = int(nodes[0])
+        top = max(ld.ends[k] for k in nodes.tolist())
+        hi = bisect_right(ld.starts, top, lo + 1)
+        if hi <= lo + 1:
+            return nodes
+        ends = ld.end_arr[lo:hi]
+        low = -(10**30) if ends.dtype == object else np.iinfo(np.int64).min
+        node_end = np.full(hi - lo, low, ends.dtype)
+        node_end[nodes - lo] = ends[nodes - lo]
+        reach = np.maximum.accumulate(node_end)
+        reach = np.concatenate((np.full(1, low, ends.dtype), reach[:-1]))
+        inside = (reach >= ends) & (reach >= ld.start_arr[lo:hi]) & (self.gid[li][lo:hi] < 0)
+        inside[nodes - lo] = True
+        return np.flatnonzero(inside) + lo
 
     def group(self, g: int, li: int, i: int) -> list[tuple[int, np.ndarray]]:
-        """Propagate group g from root (li, i); returns the members it took, per line."""
+        """Propagate group g from root (li, i); returns the members it took, per line.
+
+        Breadth first, one wave per round: each wave's ungrouped events take their nested
+        events, and their producers bring in the consumers for the next wave. An event
+        grouped by an earlier root stops the walk there, as in XProf.
+        """
         members: list[tuple[int, np.ndarray]] = []
-        queue = [(li, i)]
-        while queue:
-            nli, ni = queue.pop()
-            gid = self.gid[nli]
-            if gid[ni] >= 0:  # grouped by an earlier root: XProf stops there too
-                continue
-            gid[ni] = g
-            nested = self.subtree(nli, ni)
-            gid[nested] = g
-            linked = np.concatenate((np.array([ni], np.int64), nested))
-            members.append((nli, linked))
-            for j in linked[self.is_producer[nli][linked]].tolist():
-                queue.extend(self.consumers.get(self.producers[(nli, j)], ()))
+        frontier: dict[int, list[np.ndarray]] = {li: [np.array([i], np.int64)]}
+        while frontier:
+            following: dict[int, list[np.ndarray]] = {}
+            for fli, parts in frontier.items():
+                gid = self.gid[fli]
+                nodes = np.unique(np.concatenate(parts))
+                nodes = nodes[gid[nodes] < 0]
+                if not nodes.size:
+                    continue
+                taken = self._cover(fli, nodes)
+                gid[taken] = g
+                members.append((fli, taken))
+                codes = self.prod_code[fli][taken]
+                codes = np.unique(codes[codes >= 0])
+                if not codes.size:
+                    continue
+                lo, hi = self.cons_ptr[codes], self.cons_ptr[codes + 1]
+                count = hi - lo
+                flat = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
+                lines, idx = self.cons_line[flat], self.cons_idx[flat]
+                for cl in np.unique(lines).tolist():
+                    following.setdefault(cl, []).append(idx[lines == cl])
+            frontier = following
         return members
 
 
@@ -237,4 +320,6 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             "no step markers; steps inferred from Keras 3 "
             f"{'/'.join(sorted({r[3] for r in roots}))} executions"
         )
+    elif grouper.has_tf_loop:
+        method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
     return FoundSteps(method, groups, note)
