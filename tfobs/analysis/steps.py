@@ -107,9 +107,9 @@ class _Grouper:
         self.cons_line = self.cons_idx = np.zeros(0, np.int64)
         ids = host.stat_ids
         wanted = {ids[k]: k for k in ("_p", "_pt", "_c", "_ct", "id", "iter_num") if k in ids}
-        # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter).
-        self.producers: dict[tuple[int, int], tuple[int, int, int]] = {}
-        self.consumers: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter),
+        # as raw 64-bit patterns; collected per line, then indexed once (`_index_links`).
+        self._keys: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
         # Step ids of executor runs with a non-zero loop iteration, and of tf.data functions
         # (XProf's `ProcessTensorFlowLoop`: a loop in any non-tf.data function).
         self.loop_ids: set[int] = set()
@@ -124,34 +124,44 @@ class _Grouper:
         for li, ld in enumerate(host.lines):
             picked = ld.where(linking)
             if picked:
-                st = int_stats(host, ld, picked, wanted)
-                self._links(li, picked, st, member(ld.mid_arr[picked], get_next),
-                            member(ld.mid_arr[picked], process))
-                self._loops(st, member(ld.mid_arr[picked], process),
-                            member(ld.mid_arr[picked], tf_data))
+                st = int_stats(host, ld, picked, wanted, raw=True)
+                mids = ld.mid_arr[picked]
+                is_process = member(mids, process)
+                self._links(li, np.array(picked, np.int64), st, member(mids, get_next),
+                            is_process)
+                self._loops(st, is_process, member(mids, tf_data))
         self._index_links()
 
     def _index_links(self) -> None:
         """Links as arrays: a code per producer event, the consumers of each code (CSR)."""
-        codes = {key: c for c, key in enumerate(self.consumers)}
-        by_line: dict[int, tuple[list[int], list[int]]] = {}
-        for (li, i), key in self.producers.items():
-            c = codes.get(key)
-            if c is not None:
-                at, cs = by_line.setdefault(li, ([], []))
-                at.append(i)
-                cs.append(c)
-        for li, (at, cs) in by_line.items():
-            self.prod_code[li][np.array(at, np.int64)] = np.array(cs, np.int64)
-            self.is_producer[li][np.array(at, np.int64)] = True
-        lists = list(self.consumers.values())
-        self.cons_ptr = np.zeros(len(lists) + 1, np.int64)
-        self.cons_ptr[1:] = np.cumsum([len(v) for v in lists])
-        flat = [pair for v in lists for pair in v]
-        self.cons_line = np.array([p[0] for p in flat], np.int64)
-        self.cons_idx = np.array([p[1] for p in flat], np.int64)
+        if not self._keys:
+            return
+        keys = np.concatenate([k for k, _, _, _ in self._keys])
+        lines = np.concatenate([np.full(len(i), li, np.int64) for _, li, i, _ in self._keys])
+        idx = np.concatenate([i for _, _, i, _ in self._keys])
+        consumer = np.concatenate([np.full(len(i), c, bool) for _, _, i, c in self._keys])
+        by_key = np.lexsort(keys.T[::-1])
+        ranked = keys[by_key]
+        new = np.r_[True, (ranked[1:] != ranked[:-1]).any(axis=1)]
+        code = np.empty(len(keys), np.int64)
+        code[by_key] = np.cumsum(new) - 1
+        n_codes = int(new.sum())
+        # Consumers of each code in event order (lines in order, events in order).
+        cons = np.flatnonzero(consumer)
+        order = cons[np.argsort(code[cons], kind="stable")]
+        self.cons_ptr = np.zeros(n_codes + 1, np.int64)
+        self.cons_ptr[1:] = np.cumsum(np.bincount(code[cons], minlength=n_codes))
+        self.cons_line, self.cons_idx = lines[order], idx[order]
+        has_consumer = np.diff(self.cons_ptr) > 0
+        prod = np.flatnonzero(~consumer)
+        prod = prod[has_consumer[code[prod]]]
+        for li in np.unique(lines[prod]).tolist():
+            mine = prod[lines[prod] == li]
+            # A later record of the same event wins, as a dict assignment would.
+            self.prod_code[li][idx[mine]] = code[mine]
+            self.is_producer[li][idx[mine]] = True
 
-    def _links(self, li: int, picked: list[int], st: dict[str, tuple[np.ndarray, np.ndarray]],
+    def _links(self, li: int, picked: np.ndarray, st: dict[str, tuple[np.ndarray, np.ndarray]],
                get_next: np.ndarray, process: np.ndarray) -> None:
         """Producers and consumers among one line's linking events (`picked`, in order).
 
@@ -159,24 +169,26 @@ class _Grouper:
         `ExecutorState::Process` with the same two produces; otherwise `_p`/`_pt`
         produce and `_c`/`_ct` consume (type, id, 0).
         """
-        none = (np.zeros(len(picked), object), np.zeros(len(picked), bool))
+        none = (np.zeros(picked.size, np.uint64), np.zeros(picked.size, bool))
         (sid, has_sid), (it, has_it), (p, has_p), (pt, has_pt), (c, has_c), (ct, has_ct) = (
             st.get(k, none) for k in ("id", "iter_num", "_p", "_pt", "_c", "_ct"))
         to_next = has_sid & has_it & get_next
         from_process = has_sid & has_it & process & ~get_next
         ctx_p = has_p & has_pt & ~to_next
         ctx_c = has_c & has_ct & ~to_next
-        # Python lists from here: element access on numpy arrays is slow in a loop.
-        sid, it, p, pt, c, ct = (a.tolist() for a in (sid, it, p, pt, c, ct))
-        consumers = self.consumers
-        for j, next_call in zip(np.flatnonzero(to_next | ctx_c).tolist(),
-                                to_next[to_next | ctx_c].tolist(), strict=True):
-            key = (-1, sid[j], it[j]) if next_call else (ct[j], c[j], 0)
-            consumers.setdefault(key, []).append((li, picked[j]))  # in event order
-        for j, context in zip(np.flatnonzero(from_process | ctx_p).tolist(),
-                              ctx_p[from_process | ctx_p].tolist(), strict=True):
-            self.producers[(li, picked[j])] = (pt[j], p[j], 0) if context else (
-                -1, sid[j], it[j])
+        minus_one = np.full(picked.size, np.iinfo(np.uint64).max, np.uint64)
+        zero = np.zeros(picked.size, np.uint64)
+        for consumer, mask, ctx_mask, (t, v) in (
+                (True, to_next | ctx_c, ctx_c & ~to_next, (ct, c)),
+                (False, from_process | ctx_p, ctx_p, (pt, p))):
+            sel = np.flatnonzero(mask)
+            if not sel.size:
+                continue
+            ctx_sel = ctx_mask[sel]
+            keys = np.stack((np.where(ctx_sel, t[sel], minus_one[sel]),
+                             np.where(ctx_sel, v[sel], sid[sel]),
+                             np.where(ctx_sel, zero[sel], it[sel])), axis=1)
+            self._keys.append((keys.astype(np.uint64), li, picked[sel], consumer))
 
     def _loops(self, st: dict[str, tuple[np.ndarray, np.ndarray]], process: np.ndarray,
                tf_data: np.ndarray) -> None:
@@ -186,8 +198,7 @@ class _Grouper:
         self.tf_data_ids.update(sid[has_sid & tf_data].tolist())
         if "iter_num" in st:
             it, has_it = st["iter_num"]
-            looping = has_sid & has_it & process
-            looping[looping] = np.array(it[looping].tolist(), object) != 0
+            looping = has_sid & has_it & process & (it != 0)
             self.loop_ids.update(sid[looping].tolist())
 
     @property
@@ -203,7 +214,7 @@ class _Grouper:
         """
         ld = self.host.lines[li]
         lo = int(nodes[0])
-        top = max(ld.ends[k] for k in nodes.tolist())
+        top = ld.end_arr[nodes].max()
         hi = bisect_right(ld.starts, top, lo + 1)
         if hi <= lo + 1:
             return nodes

@@ -193,13 +193,15 @@ def member(mids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def int_stats(
-    tl: Timeline, line: LineData, positions: list[int], wanted: dict[int, str]
+    tl: Timeline, line: LineData, positions: list[int], wanted: dict[int, str],
+    raw: bool = False,
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{key: (value per position, whether it is an integer)} for the `wanted` stats.
 
     The same integers `Timeline.stat_values_many` gives (the last record of a stat wins;
     strings, doubles and references are not integers), as columns: values are Python
-    ints in an object array, so unsigned values above int64 stay exact.
+    ints in an object array, so unsigned values above int64 stay exact; with `raw`, their
+    64-bit patterns as uint64 (for equality tests: no Python objects).
     """
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     n = len(positions)
@@ -216,11 +218,12 @@ def int_stats(
         at = slot[sel]
         last = np.r_[at[1:] != at[:-1], True]  # an event's records are together, in order
         sel, at = sel[last], at[last]
-        values = np.zeros(n, object)
+        values = np.zeros(n, np.uint64 if raw else object)
         has = np.zeros(n, bool)
         for kind, as_type in ((KIND_INT64, np.int64), (KIND_UINT64, np.uint64)):
             k = batch.kind[sel] == kind
-            values[at[k]] = batch.value[sel[k]].view(as_type).tolist()
+            picked = batch.value[sel[k]]
+            values[at[k]] = picked.view(np.uint64) if raw else picked.view(as_type).tolist()
             has[at[k]] = True
         out[key] = (values, has)
     return out
