@@ -103,7 +103,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
     mean_breakdown.pop("_h2d", None)
 
-    memory = reduce_memory(host, top_n)
+    memory = reduce_memory(host, top_n, found.step_of)
     breakdown_sum = sum(mean_breakdown.values())
     ratios = {k: v / breakdown_sum for k, v in mean_breakdown.items()} if breakdown_sum else {}
     return WindowSummary(
@@ -174,14 +174,35 @@ def _steps(
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
     method = found.method if items else "none"
+    interval_s, outside = _between_steps(items)
     steps = Steps(
         count=n,
         method=method,
         mean_s=(sum(s.duration_s for s in items) / n) if n else 0.0,
         items=tuple(items),
         note=note,
+        interval_s=interval_s,
+        outside_ratio=outside,
     )
     return steps, mean, totals
+
+
+def _between_steps(items: list[Step]) -> tuple[float, float]:
+    """(mean start-to-start interval of consecutive steps, share of it in no step).
+
+    Over pairs of steps that follow one another (step numbers one apart or, under
+    `steps_per_execution`, the usual stride), so a dropped step does not count as a gap.
+    """
+    pairs = [(a, b) for a, b in zip(items, items[1:], strict=False) if b.start_ns > a.start_ns]
+    if not pairs:
+        return 0.0, 0.0
+    strides = sorted(b.step_num - a.step_num for a, b in pairs)
+    usual = strides[len(strides) // 2]
+    pairs = [(a, b) for a, b in pairs if b.step_num - a.step_num == usual] or pairs
+    interval = sum(b.start_ns - a.start_ns for a, b in pairs) / len(pairs) / 1e9
+    busy = sum(min(a.duration_s, (b.start_ns - a.start_ns) / 1e9) for a, b in pairs)
+    busy /= len(pairs)
+    return interval, (max(0.0, min(1.0, 1.0 - busy / interval)) if interval > 0 else 0.0)
 
 
 # Line timestamps below this (about 1973) are relative to the profile's start, as

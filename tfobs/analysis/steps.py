@@ -64,6 +64,9 @@ class FoundSteps:
     groups: list[StepGroup]
     note: str = ""
     dropped: int = 0
+    # Each host event's group (plane-wide event index -> group number, -1: none), numbered
+    # as XProf numbers its step groups; None where XProf groups nothing (no markers).
+    step_of: np.ndarray | None = None
 
 
 # Below this, a line start plus an offset cannot overflow int64.
@@ -309,9 +312,10 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     types = [ld.lookup(mids_type, -1) for ld in host.lines]  # -1: not a CPU event type
     fits = [_fits_int64(ld) for ld in host.lines]
     groups: list[StepGroup] = []
-    for g, (li, i, num, name) in enumerate(roots):
+    for li, i, num, name in roots:
         if grouper.gid[li][i] >= 0:
             continue
+        g = len(groups)  # XProf numbers only the roots that start a group
         ld = host.lines[li]
         begin = ld.start_ps + ld.starts[i]
         step = StepGroup(num, f"{name} {num}", begin, begin + ld.ends[i] - ld.starts[i])
@@ -333,4 +337,9 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         )
     elif grouper.has_tf_loop:
         method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
-    return FoundSteps(method, groups, note)
+    step_of = None
+    if method != "inferred":
+        step_of = np.full(len(host.columns), -1, np.int64)
+        for ld, gid in zip(host.lines, grouper.gid, strict=True):
+            step_of[ld.indices(np.arange(len(ld)))] = gid
+    return FoundSteps(method, groups, note, step_of=step_of)
