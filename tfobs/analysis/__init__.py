@@ -230,7 +230,12 @@ def _top_events(
         return ()
     cands: list[tuple[int, str, str, int, str]] = []
     for ld, idx in group.members:
-        for i in idx[is_op[id(ld)][idx]].tolist():
+        sel = idx[is_op[id(ld)][idx]]
+        if sel.size > top_n and ld.end_arr.dtype != object:
+            # Only events that can still make the top n (ties at the n-th kept).
+            dur = ld.end_arr[sel] - ld.start_arr[sel]
+            sel = sel[dur >= np.partition(dur, -top_n)[-top_n]]
+        for i in sel.tolist():
             name = names[ld.mids[i]]
             cands.append((ld.ends[i] - ld.starts[i], name, _event_kind(name),
                           (ld.start_ps + ld.starts[i]) // 1000, ""))

@@ -5,6 +5,7 @@ The integer values are XProf's: where events overlap, the higher value wins the 
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -84,6 +85,7 @@ def _is_integer(text: str) -> bool:
     return body.isdigit() and body.isascii()
 
 
+@functools.lru_cache(maxsize=65536)  # names repeat across analyses and windows
 def parse_tf_op(full: str) -> TfOp:
     """XProf's `ParseTfOpFullname`: what kind of op an event name is, its name and type."""
     head, sep, tail = full.partition(":")

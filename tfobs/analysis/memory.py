@@ -240,8 +240,13 @@ def _active_at_peak(
             unmapped -= nbytes
         elif active.pop(addr, None) is not None:
             unmapped += nbytes  # a free of an earlier block of the step counts back
+    special = [b for b in (unmapped, peak_stack) if b > 0]
+    sizes = np.array([int(mem.nbytes[j]) for j in active.values()] + special, np.int64)
+    floor = np.sort(sizes)[-top_n] if sizes.size > top_n else None
     rows = []
     for j in active.values():
+        if floor is not None and int(mem.nbytes[j]) < floor:
+            continue  # cannot make the first top_n rows: not decoded
         st = _decode(host, int(events[j]), wanted)
         rows.append(Allocation(
             op_name=str(st.get("tf_op", "")),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
-from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats, member
+from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -124,14 +124,18 @@ class _Grouper:
         get_next = id_array(host.mids_where(lambda n: n in _GET_NEXT_OPS))
         tf_data = id_array(host.mids_where(lambda n: n in _TF_DATA_FUNCTIONS))
         linking = np.union1d(np.union1d(id_array(ctx), get_next), tf_data)
-        for li, ld in enumerate(host.lines):
-            picked = ld.where(linking)
-            if picked:
-                st = int_stats(host, ld, picked, wanted, raw=True)
-                mids = ld.mid_arr[picked]
+        chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking)))
+                  for li, ld in enumerate(host.lines)]
+        chosen = [(li, at) for li, at in chosen if at.size]
+        if chosen:  # every line's linking events' stats in one decoding pass
+            every = int_stats_at(host, np.concatenate(
+                [host.lines[li].indices(at) for li, at in chosen]), wanted, raw=True)
+            bounds = np.cumsum([0] + [at.size for _, at in chosen])
+            for (li, at), lo, hi in zip(chosen, bounds[:-1], bounds[1:], strict=True):
+                st = {k: (v[lo:hi], has[lo:hi]) for k, (v, has) in every.items()}
+                mids = host.lines[li].mid_arr[at]
                 is_process = member(mids, process)
-                self._links(li, np.array(picked, np.int64), st, member(mids, get_next),
-                            is_process)
+                self._links(li, at, st, member(mids, get_next), is_process)
                 self._loops(st, is_process, member(mids, tf_data))
         self._index_links()
 

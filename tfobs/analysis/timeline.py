@@ -203,11 +203,19 @@ def int_stats(
     ints in an object array, so unsigned values above int64 stay exact; with `raw`, their
     64-bit patterns as uint64 (for equality tests: no Python objects).
     """
+    if not len(positions) or not wanted:
+        return {}
+    return int_stats_at(tl, line.indices(positions), wanted, raw)
+
+
+def int_stats_at(
+    tl: Timeline, events: np.ndarray, wanted: dict[int, str], raw: bool = False,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """`int_stats` for plane-wide event indices (any lines, one decoding pass)."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    n = len(positions)
+    n = events.size
     if not n or not wanted:
         return out
-    events = line.indices(positions)
     batch = tl.columns.stats_of(events)
     by_event = np.argsort(events, kind="stable")
     slot = by_event[np.searchsorted(events[by_event], batch.event)]
