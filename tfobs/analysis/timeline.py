@@ -157,8 +157,9 @@ class Timeline:
             return out
         events = line.indices(positions)
         slot = {int(e): k for k, e in enumerate(events.tolist())}
-        batch = self.columns.stats_of(events)
-        keep = np.flatnonzero(np.isin(batch.mid, np.fromiter(wanted, np.int64, len(wanted))))
+        ids = np.fromiter(wanted, np.int64, len(wanted))
+        batch = self.columns.stats_of(events, ids)
+        keep = np.flatnonzero(np.isin(batch.mid, ids))
         names = self.plane.stat_names
         events_kept = batch.event[keep].tolist()
         for ev, mid, kind, value in zip(events_kept, batch.mid[keep].tolist(),
@@ -216,7 +217,7 @@ def int_stats_at(
     n = events.size
     if not n or not wanted:
         return out
-    batch = tl.columns.stats_of(events)
+    batch = tl.columns.stats_of(events, np.fromiter(wanted, np.int64, len(wanted)))
     by_event = np.argsort(events, kind="stable")
     slot = by_event[np.searchsorted(events[by_event], batch.event)]
     for mid, key in wanted.items():
