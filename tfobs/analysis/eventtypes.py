@@ -120,6 +120,7 @@ def _memcpy_kind(name: str) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=65536)
 def classify_cpu(name: str, has_device: bool) -> int | None:
     """XProf's ClassifyCpuEvent; None for events that are not real CPU compute."""
     if not is_real_cpu_compute(name):
