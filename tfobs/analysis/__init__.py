@@ -96,12 +96,11 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     host_ops = ops.host_op_metrics(host)
     device_ops = ops.device_op_metrics(devices)
     stages = tfdata.stages(host_ops)
-    h2d_ratio = (
-        mean_breakdown.get("_h2d", 0.0) / steps.mean_s if steps.mean_s > 0 else 0.0
-    )
+    h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
+             ) / 1e12 / steps.count if steps.count else 0.0
+    h2d_ratio = h2d_s / steps.mean_s if steps.mean_s > 0 else 0.0
     totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
-    mean_breakdown.pop("_h2d", None)
 
     memory = reduce_memory(host, top_n, found.step_of)
     breakdown_sum = sum(mean_breakdown.values())
@@ -164,10 +163,6 @@ def _steps(
         )
     n = len(items)
     mean = {c: (sum(s.breakdown_s[c] for s in items) / n if n else 0.0) for c in CATEGORIES}
-    mean["_h2d"] = (
-        (totals.get(et.HOST_TO_DEVICE, 0) + totals.get(et.DEVICE_WAIT_HOST, 0)) / 1e12 / n
-        if n else 0.0
-    )
     note = found.note
     if dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
