@@ -168,6 +168,7 @@ class Allocation:
     data_type: str = ""  # "float", "bfloat16", ... as XProf names them
     region_type: str = ""
     requested_bytes: int = 0
+    occurrences: int = 1  # identical allocations live at the peak, shown as one row
 
 
 @dataclass(frozen=True)

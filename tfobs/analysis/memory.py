@@ -10,6 +10,7 @@ event that reaches the same value wins), and the fragmentation, free bytes and c
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -219,7 +220,8 @@ def _active_at_peak(
     plus one "unused preallocated device memory" row for the heap bytes at the peak that
     those do not account for. The peak's time is that of the last event at the peak in
     line order, its step that of the last one in time order (XProf does both); largest
-    first, ties by requested bytes, then op name, region, type and shape.
+    first, ties by requested bytes, then op name, region, type and shape; identical rows
+    shown once with their number (`occurrences`).
     """
     if peak_event is None or top_n <= 0 or not mine.size:
         return []
@@ -241,8 +243,9 @@ def _active_at_peak(
         elif active.pop(addr, None) is not None:
             unmapped += nbytes  # a free of an earlier block of the step counts back
     special = [b for b in (unmapped, peak_stack) if b > 0]
-    sizes = np.array([int(mem.nbytes[j]) for j in active.values()] + special, np.int64)
-    floor = np.sort(sizes)[-top_n] if sizes.size > top_n else None
+    sizes = np.unique(np.array([int(mem.nbytes[j]) for j in active.values()] + special,
+                               np.int64))  # distinct: identical rows merge below
+    floor = sizes[-top_n] if sizes.size > top_n else None
     rows = []
     for j in active.values():
         if floor is not None and int(mem.nbytes[j]) < floor:
@@ -263,7 +266,14 @@ def _active_at_peak(
         rows.append(Allocation("stack", peak_stack, "unknown", "INVALID", "stack", peak_stack))
     rows.sort(key=lambda a: (-a.bytes, -a.requested_bytes, a.op_name, a.region_type,
                              a.data_type, a.shape))
-    return rows[:top_n]
+    merged: list[Allocation] = []
+    for row in rows:  # XProf shows identical allocations once, with their count
+        if merged and dataclasses.replace(merged[-1], occurrences=1) == row:
+            merged[-1] = dataclasses.replace(merged[-1],
+                                             occurrences=merged[-1].occurrences + 1)
+        else:
+            merged.append(row)
+    return merged[:top_n]
 
 
 UNUSED_PREALLOCATED = "unused preallocated device memory"
