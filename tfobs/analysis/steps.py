@@ -117,6 +117,8 @@ class _Grouper:
         # (XProf's `ProcessTensorFlowLoop`: a loop in any non-tf.data function).
         self.loop_ids: set[int] = set()
         self.tf_data_ids: set[int] = set()
+        # Executor runs per line: (line, positions, step id, iteration) as raw patterns.
+        self._process: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         if not wanted:
             return
         ctx = host.mids_where(_is_context_event)
@@ -137,7 +139,61 @@ class _Grouper:
                 is_process = member(mids, process)
                 self._links(li, at, st, member(mids, get_next), is_process)
                 self._loops(st, is_process, member(mids, tf_data))
+                if "id" in st and "iter_num" in st:
+                    keep = is_process & st["id"][1] & st["iter_num"][1]
+                    self._process.append((li, at[keep], st["id"][0][keep],
+                                          st["iter_num"][0][keep]))
         self._index_links()
+
+    def loop_steps(self) -> np.ndarray:
+        """Each host event's group as XProf numbers groups in a capture with TF loops.
+
+        XProf (`ProcessTensorFlowLoop`) then makes one group per loop iteration (step id
+        and iteration of the executor runs of every function that loops), numbered in the
+        order of each iteration's first run, and groups nothing else. An event takes the
+        group of the executor run it lies in on its thread (the runs' nested work; links to
+        other threads are not followed here), else none (-1).
+        """
+        host = self.host
+        out = np.full(len(host.columns), -1, np.int64)
+        looping = self.loop_ids - self.tf_data_ids
+        runs = [(li, at, sid, it) for li, at, sid, it in self._process if at.size]
+        if not looping or not runs:
+            return out
+        li_all = np.concatenate([np.full(at.size, li, np.int64) for li, at, _, _ in runs])
+        at_all = np.concatenate([at for _, at, _, _ in runs])
+        sid = np.concatenate([x for _, _, x, _ in runs])
+        it = np.concatenate([x for _, _, _, x in runs])
+        start = np.concatenate([_absolute(host.lines[li].start_arr[at], host.lines[li],
+                                          _fits_int64(host.lines[li]))
+                                for li, at, _, _ in runs])
+        mine = np.flatnonzero(np.isin(sid, np.fromiter(looping, np.uint64, len(looping))))
+        group = np.full(sid.size, -1, np.int64)
+        if start.dtype == object:  # times beyond int64 (corrupt captures): leave ungrouped
+            return out
+        # Iterations (step id, iteration), each numbered by the time of its first run.
+        by_key = mine[np.lexsort((start[mine], it[mine], sid[mine]))]
+        new = np.r_[True, (sid[by_key][1:] != sid[by_key][:-1])
+                    | (it[by_key][1:] != it[by_key][:-1])]
+        key_of = np.cumsum(new) - 1  # iteration index of each run in by_key
+        firsts = by_key[new]
+        rank = np.empty(firsts.size, np.int64)
+        rank[np.argsort(start[firsts], kind="stable")] = np.arange(firsts.size)
+        group[by_key] = rank[key_of]
+        for li in np.unique(li_all).tolist():
+            ld = host.lines[li]
+            sel = np.flatnonzero(li_all == li)
+            runs_at, runs_group = at_all[sel], group[sel]
+            by_start = np.argsort(runs_at, kind="stable")
+            runs_at, runs_group = runs_at[by_start], runs_group[by_start]
+            # the last run starting at or before each event, if it covers the event
+            k = np.searchsorted(runs_at, np.arange(len(ld)), side="right") - 1
+            ok = k >= 0
+            kk = np.maximum(k, 0)
+            inside = ok & (ld.end_arr <= ld.end_arr[runs_at[kk]])
+            ids = np.where(inside, runs_group[kk], -1)
+            out[ld.indices(np.arange(len(ld)))] = ids
+        return out
 
     def _index_links(self) -> None:
         """Links as arrays: a code per producer event, the consumers of each code (CSR)."""
@@ -342,7 +398,9 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     elif grouper.has_tf_loop:
         method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
     step_of = None
-    if method != "inferred":
+    if grouper.has_tf_loop:  # XProf groups by loop iteration, markers or not
+        step_of = grouper.loop_steps()
+    elif method != "inferred":
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
