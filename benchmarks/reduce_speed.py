@@ -1,8 +1,16 @@
-"""Reduction speed: tfobs against XProf's five main tools and a bare parse, same capture.
+"""Reduction speed: tfobs against XProf's five main tools and a bare parse, same bytes.
 
-Usage: python benchmarks/reduce_speed.py [CAPTURE] [--repeat N]
-Default capture: the largest in tests/data/captures. Prints medians; the last line is
-`ratio_vs_xprof=<tfobs time / XProf's five tools>` (target <= 0.10).
+    python benchmarks/reduce_speed.py                 # the 4 largest test captures
+    python benchmarks/reduce_speed.py --captures 6 --repeat 5 --process-repeat 3
+
+In process, per capture and interleaved in one run (so load on a shared machine hits all
+three alike): a bare protobuf parse (`XSpace.ParseFromString`), tfobs's whole reduction
+(`reduce_xspace`), and XProf 2.24.2's `overview_page`, `input_pipeline_analyzer`,
+`kernel_stats`, `memory_profile` and `framework_op_stats` (each on a fresh copy in a new
+folder: XProf caches next to a capture). Then whole processes on the largest capture:
+`tfobs analyze --format json` against a Python process running XProf's five tools.
+Prints medians and the ratios; targets: tfobs <= 0.10x XProf and <= 5x the parse per
+capture, `tfobs analyze` <= 0.15x XProf as processes. The last line says whether all held.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ import os
 import pathlib
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,6 +30,18 @@ sys.path.insert(0, str(ROOT))
 
 TOOLS = ("overview_page", "input_pipeline_analyzer", "kernel_stats", "memory_profile",
          "framework_op_stats")
+TARGET_XPROF, TARGET_PARSE, TARGET_PROCESS = 0.10, 5.0, 0.15
+
+_XPROF_PROCESS = """
+import pathlib, shutil, sys, tempfile
+from xprof.convert import raw_to_tool_data
+capture = pathlib.Path(sys.argv[1])
+for tool in {tools!r}:
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = pathlib.Path(tmp) / capture.name
+        shutil.copyfile(capture, copy)
+        raw_to_tool_data.xspace_to_tool_data([str(copy)], tool, {{"use_saved_result": False}})
+"""
 
 
 def _xprof_once(capture: pathlib.Path) -> float:
@@ -28,7 +49,7 @@ def _xprof_once(capture: pathlib.Path) -> float:
 
     total = 0.0
     for tool in TOOLS:
-        with tempfile.TemporaryDirectory() as tmp:  # fresh copy: XProf caches next to it
+        with tempfile.TemporaryDirectory() as tmp:
             copy = pathlib.Path(tmp) / capture.name
             shutil.copyfile(capture, copy)
             start = time.perf_counter()
@@ -37,37 +58,72 @@ def _xprof_once(capture: pathlib.Path) -> float:
     return total
 
 
+def _process(cmd: list[str]) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env=env)
+    return time.perf_counter() - start
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("capture", nargs="?")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("paths", nargs="*", help="captures (default: the largest test ones)")
+    parser.add_argument("--captures", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--process-repeat", type=int, default=3)
     args = parser.parse_args()
-    captures = sorted((ROOT / "tests" / "data" / "captures").glob("*.xplane.pb"),
-                      key=lambda p: p.stat().st_size)
-    capture = pathlib.Path(args.capture) if args.capture else captures[-1]
-    data = capture.read_bytes()
-    mb = len(data) / 1e6
+    captures = [pathlib.Path(p) for p in args.paths] or sorted(
+        (ROOT / "tests" / "data" / "captures").glob("*.xplane.pb"),
+        key=lambda p: p.stat().st_size)[-args.captures:][::-1]
 
     from tfobs.analysis import reduce_xspace
     from tfobs.xspace import schema
 
-    parse_t, tfobs_t, xprof_t = [], [], []
+    datas = {c: c.read_bytes() for c in captures}
+    for c in captures:  # warm-up: imports and first-call costs out of the timings
+        reduce_xspace(datas[c])
+    _xprof_once(captures[-1])
+    times: dict[pathlib.Path, dict[str, list[float]]] = {
+        c: {"parse": [], "tfobs": [], "xprof": []} for c in captures}
     for _ in range(args.repeat):
-        start = time.perf_counter()
-        schema.XSpace().ParseFromString(data)
-        parse_t.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        reduce_xspace(data)
-        tfobs_t.append(time.perf_counter() - start)
-        xprof_t.append(_xprof_once(capture))
-    p, t, x = (statistics.median(v) for v in (parse_t, tfobs_t, xprof_t))
-    print(f"capture={capture.name} size_mb={mb:.2f} repeat={args.repeat} "
-          f"load_avg_1m={os.getloadavg()[0]:.2f} cpus={os.cpu_count()}")
-    print(f"bare_parse_ms={p * 1e3:.1f} ({p * 1e3 / mb:.1f} ms/MB)")
-    print(f"tfobs_reduce_ms={t * 1e3:.1f} ({t * 1e3 / mb:.1f} ms/MB)")
-    print(f"xprof_five_tools_ms={x * 1e3:.1f} ({x * 1e3 / mb:.1f} ms/MB)")
-    print(f"ratio_vs_parse={t / p:.2f}")
-    print(f"ratio_vs_xprof={t / x:.3f}")
+        for c in captures:
+            data = datas[c]
+            start = time.perf_counter()
+            schema.XSpace().ParseFromString(data)
+            times[c]["parse"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            reduce_xspace(data)
+            times[c]["tfobs"].append(time.perf_counter() - start)
+            times[c]["xprof"].append(_xprof_once(c))
+    print(f"machine: cpus={os.cpu_count()} load_avg_1m={os.getloadavg()[0]:.2f} "
+          f"repeat={args.repeat} (medians; interleaved per capture)")
+    ok = True
+    for c in captures:
+        p, t, x = (statistics.median(times[c][k]) for k in ("parse", "tfobs", "xprof"))
+        mb = len(datas[c]) / 1e6
+        held = t / x <= TARGET_XPROF and t / p <= TARGET_PARSE
+        ok &= held
+        print(f"{c.name} {mb:.2f} MB: parse {p * 1e3:.0f} ms, tfobs {t * 1e3:.0f} ms, "
+              f"xprof {x * 1e3:.0f} ms; tfobs/xprof={t / x:.3f} tfobs/parse={t / p:.2f} "
+              f"{'ok' if held else 'MISSED'}")
+
+    big = captures[0]
+    tf_cmd = [sys.executable, "-m", "tfobs.cli", "analyze", str(big), "--format", "json"]
+    xp_cmd = [sys.executable, "-c", _XPROF_PROCESS.format(tools=TOOLS), str(big)]
+    _process(tf_cmd)
+    _process(xp_cmd)
+    tf_t, xp_t = [], []
+    for _ in range(args.process_repeat):
+        tf_t.append(_process(tf_cmd))
+        xp_t.append(_process(xp_cmd))
+    t, x = statistics.median(tf_t), statistics.median(xp_t)
+    held = t / x <= TARGET_PROCESS
+    ok &= held
+    print(f"whole process on {big.name}: tfobs analyze {t * 1e3:.0f} ms, xprof five tools "
+          f"{x * 1e3:.0f} ms; ratio={t / x:.3f} {'ok' if held else 'MISSED'}")
+    print(f"targets (<= {TARGET_XPROF}x xprof, <= {TARGET_PARSE}x parse, process <= "
+          f"{TARGET_PROCESS}x): {'all held' if ok else 'NOT all held'}")
     return 0
 
 

@@ -89,10 +89,14 @@ class Step:
 @dataclass(frozen=True)
 class Steps:
     count: int = 0
-    method: str = "none"  # markers | inferred | none
+    method: str = "none"  # markers | markers_tf_loop | inferred | none
     mean_s: float = 0.0
     items: tuple[Step, ...] = ()
     note: str = ""  # e.g. why steps were inferred or dropped
+    # Mean time from one step's start to the next (consecutive steps), and the share of
+    # it that no step covers (callbacks, Python between steps): 1 - mean_s / interval_s.
+    interval_s: float = 0.0
+    outside_ratio: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -199,8 +203,10 @@ class Allocation:
     op_name: str
     bytes: int
     shape: str = ""
-    data_type: str = ""
+    data_type: str = ""  # "float", "bfloat16", ... as XProf names them
     region_type: str = ""
+    requested_bytes: int = 0
+    occurrences: int = 1  # identical allocations live at the peak, shown as one row
 
 
 @dataclass(frozen=True)
@@ -215,6 +221,8 @@ class MemoryStat:
     heap_bytes: int = 0
     free_bytes: int = 0
     top_allocations: tuple[Allocation, ...] = ()
+    # False where TF wrote NaN (e.g. an XLA allocator): fragmentation_ratio is NaN then.
+    fragmentation_known: bool = True
 
 
 @dataclass(frozen=True)

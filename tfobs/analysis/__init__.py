@@ -97,14 +97,13 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     host_ops = ops.host_op_metrics(host)
     device_ops = ops.device_op_metrics(devices)
     stages = tfdata.stages(host_ops)
-    h2d_ratio = (
-        mean_breakdown.get("_h2d", 0.0) / steps.mean_s if steps.mean_s > 0 else 0.0
-    )
+    h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
+             ) / 1e12 / steps.count if steps.count else 0.0
+    h2d_ratio = h2d_s / steps.mean_s if steps.mean_s > 0 else 0.0
     totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
-    mean_breakdown.pop("_h2d", None)
 
-    memory = reduce_memory(host, top_n)
+    memory = reduce_memory(host, top_n, found.step_of)
     eager_s, eager_top = eager_ops(host, top_n)
     return with_advice(WindowSummary(
         start_ns=start_ns,
@@ -144,7 +143,7 @@ def _steps(
     items = []
     totals: dict[int, int] = {}
     # Ops and tf.data stages: the events a step's top list is drawn from (per line).
-    op_table = {m: 1 for m, n in names.items() if n.startswith("Iterator::") or et.op_type(n)}
+    op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
     is_op = {id(ld): ld.lookup(op_table, 0) > 0
              for ld in {id(ld): ld for g, _ in kept for ld, _ in g.members}.values()}
     for group, types_ps in kept:
@@ -161,24 +160,41 @@ def _steps(
         )
     n = len(items)
     mean = {c: (sum(s.breakdown_s[c] for s in items) / n if n else 0.0) for c in CATEGORIES}
-    mean["_h2d"] = (
-        (totals.get(et.HOST_TO_DEVICE, 0) + totals.get(et.DEVICE_WAIT_HOST, 0)) / 1e12 / n
-        if n else 0.0
-    )
     note = found.note
     if dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
     method = found.method if items else "none"
+    interval_s, outside = _between_steps(items)
     steps = Steps(
         count=n,
         method=method,
         mean_s=(sum(s.duration_s for s in items) / n) if n else 0.0,
         items=tuple(items),
         note=note,
+        interval_s=interval_s,
+        outside_ratio=outside,
     )
     return steps, mean, totals
+
+
+def _between_steps(items: list[Step]) -> tuple[float, float]:
+    """(mean start-to-start interval of consecutive steps, share of it in no step).
+
+    Over pairs of steps that follow one another (step numbers one apart or, under
+    `steps_per_execution`, the usual stride), so a dropped step does not count as a gap.
+    """
+    pairs = [(a, b) for a, b in zip(items, items[1:], strict=False) if b.start_ns > a.start_ns]
+    if not pairs:
+        return 0.0, 0.0
+    strides = sorted(b.step_num - a.step_num for a, b in pairs)
+    usual = strides[len(strides) // 2]
+    pairs = [(a, b) for a, b in pairs if b.step_num - a.step_num == usual] or pairs
+    interval = sum(b.start_ns - a.start_ns for a, b in pairs) / len(pairs) / 1e9
+    busy = sum(min(a.duration_s, (b.start_ns - a.start_ns) / 1e9) for a, b in pairs)
+    busy /= len(pairs)
+    return interval, (max(0.0, min(1.0, 1.0 - busy / interval)) if interval > 0 else 0.0)
 
 
 # Line timestamps below this (about 1973) are relative to the profile's start, as
@@ -206,7 +222,12 @@ def _top_events(
         return ()
     cands: list[tuple[int, str, str, int, str]] = []
     for ld, idx in group.members:
-        for i in idx[is_op[id(ld)][idx]].tolist():
+        sel = idx[is_op[id(ld)][idx]]
+        if sel.size > top_n and ld.end_arr.dtype != object:
+            # Only events that can still make the top n (ties at the n-th kept).
+            dur = ld.end_arr[sel] - ld.start_arr[sel]
+            sel = sel[dur >= np.partition(dur, -top_n)[-top_n]]
+        for i in sel.tolist():
             name = names[ld.mids[i]]
             cands.append((ld.ends[i] - ld.starts[i], name, _event_kind(name),
                           (ld.start_ps + ld.starts[i]) // 1000, ""))

@@ -5,6 +5,10 @@ The integer values are XProf's: where events overlap, the higher value wins the 
 
 from __future__ import annotations
 
+import functools
+import re
+from typing import NamedTuple
+
 UNKNOWN_TIME = 0
 HOST_COMPUTE = 10
 HOST_COMPILE = 60
@@ -52,12 +56,60 @@ def is_real_cpu_compute(name: str) -> bool:
     )
 
 
+# XProf's op name rules (tsl/profiler/utils/tf_op_utils.cc, `ParseTfOpFullname`).
+_TF_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
+_TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")  # `_MklNativeConv2D` is a TF op type
+_JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?", re.S)
+_MEMCPY_TYPES = ("MemcpyHToD", "MemcpyDToH", "MemcpyDToD", "MemcpyHToH")
+DATASET = "Dataset"  # XProf's op type of every tf.data (`Iterator::...`) event
+
+
+class TfOp(NamedTuple):
+    category: str  # "tf", "tfdata", "jax", "memcpy" or "" (not an op)
+    name: str
+    type: str
+
+
+_NOT_AN_OP = TfOp("", "", "")
+
+
+def _derive_op_type(full: str) -> str:
+    """The last name scope without a numeric `_N` suffix (model/layer/MatMul_1 -> MatMul)."""
+    op = full.rpartition("/")[2]
+    head, sep, suffix = op.rpartition("_")
+    return head if sep and _is_integer(suffix) else op
+
+
+def _is_integer(text: str) -> bool:
+    body = text[1:] if text[:1] in "+-" else text
+    return body.isdigit() and body.isascii()
+
+
+@functools.lru_cache(maxsize=65536)  # names repeat across analyses and windows
+def parse_tf_op(full: str) -> TfOp:
+    """XProf's `ParseTfOpFullname`: what kind of op an event name is, its name and type."""
+    head, sep, tail = full.partition(":")
+    if not sep:
+        for t in _MEMCPY_TYPES:
+            if full[: len(t)].upper() == t.upper():
+                return TfOp("memcpy", full, t)
+        return _NOT_AN_OP
+    if head == "Iterator":
+        return TfOp("tfdata", full, DATASET)
+    if _TF_OP_NAME.fullmatch(head) and _TF_OP_TYPE.fullmatch(tail):
+        return TfOp("tf", head, tail)
+    kind = tail or _derive_op_type(head)
+    if _JAX_OP_TYPE.fullmatch(kind):
+        return TfOp("jax", head, kind.partition("[")[0])
+    if not tail:
+        return TfOp("tf", head, kind)
+    return _NOT_AN_OP
+
+
 def _op_type(name: str) -> str:
-    """The op type of a TF op event name `scope/name:Type` ("" for other events)."""
-    if "::" in name or " " in name:
-        return ""
-    head, sep, tail = name.rpartition(":")
-    return tail if sep and head and tail[:1].isupper() and "/" not in tail else ""
+    """The op type of a TF or JAX op event name `scope/name:Type` ("" for other events)."""
+    op = parse_tf_op(name)
+    return op.type if op.category in ("tf", "jax") else ""
 
 
 def _memcpy_kind(name: str) -> str:
@@ -68,6 +120,7 @@ def _memcpy_kind(name: str) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=65536)
 def classify_cpu(name: str, has_device: bool) -> int | None:
     """XProf's ClassifyCpuEvent; None for events that are not real CPU compute."""
     if not is_real_cpu_compute(name):

@@ -19,13 +19,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from tfobs.analysis.kernels import is_derived_line, is_gpu_plane
 from tfobs.summary import COPY_DIRECTIONS, DeviceActivity, Steps
-from tfobs.xspace.columns import KIND_INT64, KIND_UINT64
+from tfobs.xspace.columns import KIND_INT64, KIND_REF, KIND_UINT64
 from tfobs.xspace.reader import PlaneView, SpaceView
 from tfobs.xspace.schema import HOST_PLANE
 
@@ -60,19 +61,24 @@ def device_activities(plane: PlaneView) -> list[Activity]:
     out: list[Activity] = []
     ids = {plane.stat_ids[n]: n for n in ("correlation_id", "kernel_details", "memcpy_details")
            if n in plane.stat_ids}
-    for line in plane.proto.lines:
+    cols = plane.events
+    stats_of = _event_stats(plane, ids)
+    for j, line in enumerate(plane.lite.lines):
         if is_derived_line(line.id):
             continue
         base = line.timestamp_ns * 1000
         line_kind = _line_kind(line.name)
-        for ev in line.events:
-            name = plane.event_names.get(ev.metadata_id, "")
-            stats = {ids[s.metadata_id]: plane.value(s) for s in ev.stats if s.metadata_id in ids}
+        lo, hi = cols.line_start[j], cols.line_start[j + 1]
+        for k, mid, offset, duration in zip(range(lo, hi), cols.mid[lo:hi].tolist(),
+                                            cols.offset[lo:hi].tolist(),
+                                            cols.duration[lo:hi].tolist(), strict=True):
+            name = plane.event_names.get(mid, "")
+            stats = stats_of.get(k, {})
             kind = _kind(name, stats, line_kind)
             if not kind:
                 continue
-            start = base + ev.offset_ps
-            end = start + max(ev.duration_ps, 0)
+            start = base + offset
+            end = start + max(duration, 0)
             corr = stats.get("correlation_id")
             direction, nbytes = "", 0
             if kind == "memcpy":
@@ -83,6 +89,23 @@ def device_activities(plane: PlaneView) -> list[Activity]:
             out.append(Activity(start, end, kind, name,
                                 corr if isinstance(corr, int) else None, direction, nbytes))
     out.sort(key=lambda a: (a.start_ps, a.end_ps))
+    return out
+
+
+def _event_stats(plane: PlaneView, ids: Mapping[int, str]) -> dict[int, dict[str, object]]:
+    """{plane event index: {wanted stat: value}} from the columns (refs as stat names)."""
+    cols = plane.events
+    if not ids or not len(cols):
+        return {}
+    wanted = np.fromiter(ids, np.int64, len(ids))
+    batch = cols.stats_of(np.arange(len(cols)), wanted)
+    recs = np.flatnonzero(np.isin(batch.mid, wanted))
+    out: dict[int, dict[str, object]] = {}
+    names = plane.stat_names
+    for ev, mid, kind, value in zip(batch.event[recs].tolist(), batch.mid[recs].tolist(),
+                                    batch.kind[recs].tolist(), batch.pythons(recs),
+                                    strict=True):
+        out.setdefault(ev, {})[ids[mid]] = names.get(value, "") if kind == KIND_REF else value
     return out
 
 
@@ -134,8 +157,9 @@ def host_launches(space: SpaceView) -> dict[int, Launch]:
     if plane is None or "correlation_id" not in plane.stat_ids:
         return out
     cols = plane.events
-    batch = cols.stats_of(np.arange(len(cols)))
-    recs = np.flatnonzero(batch.mid == plane.stat_ids["correlation_id"])
+    corr_id = plane.stat_ids["correlation_id"]
+    batch = cols.stats_of(np.arange(len(cols)), np.array([corr_id], np.int64))
+    recs = np.flatnonzero(batch.mid == corr_id)
     if not recs.size:
         return out
     events = batch.event[recs]

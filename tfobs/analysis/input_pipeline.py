@@ -10,6 +10,7 @@ figures per step.
 
 from __future__ import annotations
 
+from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.ops import OpAgg
 from tfobs.summary import INPUT_KINDS, OpStat
 
@@ -23,7 +24,7 @@ KINDS = INPUT_KINDS  # the kinds are defined in summary.py
 def kind_of(op: OpAgg) -> str | None:
     if op.op_type.startswith("InfeedEnqueue") or op.op_type.upper() == "MEMCPYHTOD":
         return "enqueue"
-    if op.op_type != "Iterator":
+    if op.op_type != DATASET:
         return None
     if op.name.endswith(_FILE_SOURCES):
         return "advanced_file_read" if any(a in op.name for a in _ADVANCED) else (

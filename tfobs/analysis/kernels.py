@@ -10,10 +10,14 @@ most time, as XProf does.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+import numpy as np
 
 from tfobs.analysis import hlo_ops, tensor_cores
 from tfobs.summary import Kernels, KernelStat
+from tfobs.xspace.columns import KIND_REF
 from tfobs.xspace.reader import PlaneView, SpaceView
 
 MAX_ROWS = 1000  # XProf's kMaxNumOfKernels
@@ -151,52 +155,77 @@ def _scan_plane(
     if not ids:
         return
     md_cache: dict[int, dict[str, str]] = {}
-    for line in plane.proto.lines:
-        if is_derived_line(line.id):
+    for mid, ns, stats in _kernel_events(plane, ids):
+        md = md_cache.get(mid)
+        if md is None:
+            md = md_cache[mid] = _metadata_stats(plane, mid, ids)
+        if md:
+            stats = {**md, **stats}
+        details = stats.get("kernel_details", "")
+        if not details:
             continue
-        for ev in line.events:
-            ns = ev.duration_ps // 1000
-            if ns <= 0:
-                continue
-            stats = _wanted_stats(plane, ev, ids, md_cache)
-            details = stats.get("kernel_details", "")
-            if not details:
-                continue
-            name = plane.event_names.get(ev.metadata_id, "")
-            rule = tensor_cores.tensor_core_rule(name, vendor)
-            op, eligible = _op_and_eligibility(stats, bool(rule), hlo)
-            launch = launches.get(details)
-            if launch is None:
-                launch = launches[details] = parse_kernel_details(details)
-            key = (name, launch.grid, launch.block, launch.registers, launch.shared, op,
-                   bool(rule), eligible)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = _Row(rule=rule, occupancy=launch.occupancy)
-            row.add(ns)
-            totals[0] += ns
+        name = plane.event_names.get(mid, "")
+        rule = tensor_cores.tensor_core_rule(name, vendor)
+        op, eligible = _op_and_eligibility(stats, bool(rule), hlo)
+        launch = launches.get(details)
+        if launch is None:
+            launch = launches[details] = parse_kernel_details(details)
+        key = (name, launch.grid, launch.block, launch.registers, launch.shared, op,
+               bool(rule), eligible)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = _Row(rule=rule, occupancy=launch.occupancy)
+        row.add(ns)
+        totals[0] += ns
+        if rule:
+            totals[1] += ns
+        if eligible:
+            totals[2] += ns
             if rule:
-                totals[1] += ns
-            if eligible:
-                totals[2] += ns
-                if rule:
-                    totals[3] += ns
+                totals[3] += ns
 
 
-def _wanted_stats(plane: PlaneView, ev, ids: dict[int, str], md_cache) -> dict[str, str]:
-    md = md_cache.get(ev.metadata_id)
-    if md is None:
-        md = {}
-        meta = plane.proto.event_metadata.get(ev.metadata_id)
-        if meta is not None:
-            for s in meta.stats:
-                if s.metadata_id in ids:
-                    md[ids[s.metadata_id]] = _text(plane, s)
-        md_cache[ev.metadata_id] = md
-    out = dict(md) if md else {}
-    for s in ev.stats:
-        if s.metadata_id in ids:
-            out[ids[s.metadata_id]] = _text(plane, s)
+def _kernel_events(
+    plane: PlaneView, ids: dict[int, str]
+) -> Iterator[tuple[int, int, dict[str, str]]]:
+    """(metadata id, ns, {wanted stat: text}) for events of a plane's real lines
+    that last at least a nanosecond, read from the plane's columns (no protobuf events)."""
+    cols = plane.events
+    keep = np.zeros(len(cols), bool)
+    for j, line in enumerate(plane.lite.lines):
+        if not is_derived_line(line.id):
+            keep[cols.line_start[j]:cols.line_start[j + 1]] = True
+    ns_all = cols.duration // 1000
+    events = np.flatnonzero(keep & (ns_all > 0))
+    if not events.size:
+        return
+    batch = cols.stats_of(events, np.fromiter(ids, np.int64, len(ids)))
+    wanted = np.flatnonzero(np.isin(batch.mid, np.fromiter(ids, np.int64, len(ids))))
+    per_event: dict[int, dict[str, str]] = {}
+    names = plane.stat_names
+    for r, ev, mid, kind in zip(wanted.tolist(), batch.event[wanted].tolist(),
+                                batch.mid[wanted].tolist(), batch.kind[wanted].tolist(),
+                                strict=True):
+        value = batch.python(r)
+        if kind == KIND_REF:
+            text = names.get(value, "")
+        elif isinstance(value, bytes):
+            text = value.decode("utf-8", "replace")
+        else:
+            text = "" if value is None else str(value)
+        per_event.setdefault(ev, {})[ids[mid]] = text  # a later record wins
+    mids, ns = cols.mid[events].tolist(), ns_all[events].tolist()
+    for ev, mid, n in zip(events.tolist(), mids, ns, strict=True):
+        yield mid, n, per_event.get(ev, {})
+
+
+def _metadata_stats(plane: PlaneView, mid: int, ids: dict[int, str]) -> dict[str, str]:
+    meta = plane.lite.event_metadata.get(mid)
+    out: dict[str, str] = {}
+    if meta is not None:
+        for s in meta.stats:
+            if s.metadata_id in ids:
+                out[ids[s.metadata_id]] = _text(plane, s)
     return out
 
 

@@ -4,12 +4,14 @@ XProf (`xprof/convert/xplane_to_memory_profile.cc`) reads the `MemoryAllocation`
 `MemoryDeallocation` events of the host plane in line order. Each carries the allocator's
 state after the operation; the peak is the event with the largest stack + heap (a later
 event that reaches the same value wins), and the fragmentation, free bytes and capacity
-(stack + heap + free) are that event's. The breakdown table lists the allocations still
-live at the peak, largest first.
+(stack + heap + free) are that event's. The breakdown table is XProf's: see
+`_active_at_peak`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ from tfobs.xspace.columns import KIND_REF, KIND_STR
 _STATS = (
     "index_on_host", "device_ordinal", "allocator_name", "bytes_reserved", "bytes_allocated",
     "bytes_available", "fragmentation", "requested_bytes", "allocation_bytes", "addr",
-    "tf_op", "region_type", "data_type", "tensor_shapes",
+    "tf_op", "region_type", "data_type", "shape", "tensor_shapes",
 )
 _MAX_TRACKED = 1_000_000  # memory events kept per allocator for the breakdown table
 _MAX_ALLOCATORS = 1_000
@@ -145,7 +147,15 @@ class _Events:
             self.allocator[j], self.in_use[j], self.addr[j], self.nbytes[j] = 0, 0, 0, 0
 
 
-def reduce_memory(host: Timeline | None, top_n: int = 5) -> tuple[MemoryStat, ...]:
+def reduce_memory(
+    host: Timeline | None, top_n: int = 5, step_of: np.ndarray | None = None,
+) -> tuple[MemoryStat, ...]:
+    """Per allocator: the peak, its fragmentation and XProf's table of allocations at it.
+
+    `step_of` gives each host event's step (plane-wide index -> group number, -1 for
+    events in no step), as XProf's event grouping assigns them; None when XProf would
+    group nothing (no step markers).
+    """
     if host is None:
         return ()
     alloc_mids = host.mids_where(lambda n: n == "MemoryAllocation")
@@ -162,6 +172,7 @@ def reduce_memory(host: Timeline | None, top_n: int = 5) -> tuple[MemoryStat, ..
     mem = _Events(host, events)
     is_alloc = member(cols.mid[events], np.fromiter(alloc_mids, np.int64))
     offsets = cols.offset[events]
+    steps = step_of[events] if step_of is not None else np.full(events.size, -1, np.int64)
     # Allocators in order of first appearance; past the cap, an allocator's events are
     # dropped whole.
     codes, first, inverse = np.unique(mem.allocator, return_index=True, return_inverse=True)
@@ -175,44 +186,118 @@ def reduce_memory(host: Timeline | None, top_n: int = 5) -> tuple[MemoryStat, ..
         mine = np.flatnonzero(slot == order[name])
         allocs = int(is_alloc[mine].sum())
         in_use = mem.in_use[mine]
-        peak_event, peak_time = None, 0
+        peak_event = None
         top = in_use.max()
         if top >= 0:
             j = mine[np.flatnonzero(in_use == top)[-1]]  # the last event at the peak wins
-            peak_event, peak_time = int(events[j]), int(offsets[j])
-        live = _live_at_peak(mine[:_MAX_TRACKED], is_alloc, mem, offsets, peak_time, top_n)
-        out.append(_summarise(host, name, allocs, mine.size - allocs, peak_event,
-                              [(int(events[j]), int(mem.nbytes[j])) for j in live], wanted))
+            peak_event = int(events[j])
+        ps = _decode(host, peak_event, wanted) if peak_event is not None else {}
+        table = _active_at_peak(host, mine[:_MAX_TRACKED], is_alloc, mem, offsets, steps,
+                                events, top, peak_event, _num(ps.get("bytes_allocated")),
+                                _num(ps.get("bytes_reserved")), wanted, top_n)
+        out.append(_summarise(name, allocs, mine.size - allocs, ps, table))
     return tuple(out)
 
 
-def _live_at_peak(
-    mine: np.ndarray, is_alloc: np.ndarray, mem: _Events, offsets: np.ndarray,
-    peak_time: int, top_n: int,
-) -> list[int]:
-    """The largest allocations still live at the peak (positions in the memory events).
+def _xprof_steps(steps: np.ndarray) -> np.ndarray:
+    """XProf's `UpdateStepId` over events in time order: an event in no step takes the
+    step after the last one seen (0 before any)."""
+    seen = np.where(steps >= 0, np.arange(steps.size), -1)
+    last = np.maximum.accumulate(seen) if steps.size else seen
+    carried = np.where(last >= 0, steps[np.maximum(last, 0)] + 1, 0)
+    return np.where(steps >= 0, steps, carried)
 
-    Replaying the events in time order into {address: allocation} gives, per address,
-    the last event's state; this computes the same without the replay: an address is
-    live when its last event before the peak is an allocation, with that allocation's
-    size, and it sits in the replay's insertion order where its trailing run of
-    allocations began (ties in size keep that order).
+
+def _active_at_peak(
+    host: Timeline, mine: np.ndarray, is_alloc: np.ndarray, mem: _Events,
+    offsets: np.ndarray, steps: np.ndarray, events: np.ndarray, top: Any,
+    peak_event: int | None, peak_heap: int, peak_stack: int, wanted: dict[int, str],
+    top_n: int,
+) -> list[Allocation]:
+    """XProf's memory breakdown table (`ProcessActiveAllocations`).
+
+    The allocations made in the peak's step, up to the peak's time, and not freed by then;
+    plus one "unused preallocated device memory" row for the heap bytes at the peak that
+    those do not account for. The peak's time is that of the last event at the peak in
+    line order, its step that of the last one in time order (XProf does both); largest
+    first, ties by requested bytes, then op name, region, type and shape; identical rows
+    shown once with their number (`occurrences`).
     """
-    seq = mine[np.argsort(offsets[mine], kind="stable")]
-    seq = seq[: np.searchsorted(offsets[seq], peak_time, side="right")]
-    if not seq.size or top_n <= 0:
+    if peak_event is None or top_n <= 0 or not mine.size:
         return []
-    addr, alloc = mem.addr[seq], is_alloc[seq]
-    by_addr = np.lexsort((np.arange(seq.size), addr))
-    addr_s, alloc_s = addr[by_addr], alloc[by_addr]
-    first = np.flatnonzero(np.r_[True, addr_s[1:] != addr_s[:-1]])
-    last = np.r_[first[1:], seq.size] - 1
-    last_free = np.maximum.reduceat(np.where(alloc_s, -1, np.arange(seq.size)), first)
-    inserted = by_addr[np.where(last_free >= 0, np.minimum(last_free + 1, last), first)]
-    live = alloc_s[last]
-    rows = seq[by_addr[last[live]]]
-    ranked = np.lexsort((inserted[live], ~mem.nbytes[rows]))  # largest first
-    return rows[ranked[:top_n]].tolist()
+    seq = mine[np.argsort(offsets[mine], kind="stable")]
+    step = _xprof_steps(steps[seq])
+    at_peak = np.flatnonzero(mem.in_use[seq] == top)
+    peak_step = int(step[at_peak[-1]]) if at_peak.size else 0
+    peak_time = int(offsets[np.flatnonzero(events == peak_event)[0]])
+    upto = np.searchsorted(offsets[seq], peak_time, side="right")
+    picked = seq[:upto][step[:upto] == peak_step]
+    unmapped = peak_heap  # heap bytes at the peak that no listed allocation explains
+    active: dict[int, int] = {}
+    for j, alloc, addr, nbytes in zip(picked.tolist(), is_alloc[picked].tolist(),
+                                      mem.addr[picked].tolist(), mem.nbytes[picked].tolist(),
+                                      strict=True):
+        if alloc:
+            active[addr] = j
+            unmapped -= nbytes
+        elif active.pop(addr, None) is not None:
+            unmapped += nbytes  # a free of an earlier block of the step counts back
+    special = [b for b in (unmapped, peak_stack) if b > 0]
+    sizes = np.unique(np.array([int(mem.nbytes[j]) for j in active.values()] + special,
+                               np.int64))  # distinct: identical rows merge below
+    floor = sizes[-top_n] if sizes.size > top_n else None
+    rows = []
+    for j in active.values():
+        if floor is not None and int(mem.nbytes[j]) < floor:
+            continue  # cannot make the first top_n rows: not decoded
+        st = _decode(host, int(events[j]), wanted)
+        rows.append(Allocation(
+            op_name=str(st.get("tf_op", "")),
+            bytes=int(mem.nbytes[j]),
+            shape=str(st.get("shape", st.get("tensor_shapes", ""))),
+            data_type=data_type_name(st.get("data_type")),
+            region_type=str(st.get("region_type", "")),
+            requested_bytes=_num(st.get("requested_bytes")),
+        ))
+    if unmapped > 0:
+        rows.append(Allocation(UNUSED_PREALLOCATED, unmapped, "unknown", "INVALID",
+                               "persist/dynamic", unmapped))
+    if peak_stack > 0:  # TPU stack reservation
+        rows.append(Allocation("stack", peak_stack, "unknown", "INVALID", "stack", peak_stack))
+    rows.sort(key=lambda a: (-a.bytes, -a.requested_bytes, a.op_name, a.region_type,
+                             a.data_type, a.shape))
+    merged: list[Allocation] = []
+    for row in rows:  # XProf shows identical allocations once, with their count
+        if merged and dataclasses.replace(merged[-1], occurrences=1) == row:
+            merged[-1] = dataclasses.replace(merged[-1],
+                                             occurrences=merged[-1].occurrences + 1)
+        else:
+            merged.append(row)
+    return merged[:top_n]
+
+
+UNUSED_PREALLOCATED = "unused preallocated device memory"
+
+# TensorFlow's DataType enum (types.proto) -> `DataTypeString`, as XProf shows it.
+_DATA_TYPES = (
+    "INVALID", "float", "double", "int32", "uint8", "int16", "int8", "string", "complex64",
+    "int64", "bool", "qint8", "quint8", "qint32", "bfloat16", "qint16", "quint16", "uint16",
+    "complex128", "half", "resource", "variant", "uint32", "uint64", "float8_e5m2",
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2fnuz", "int4",
+    "uint4", "int2", "uint2",
+)
+
+
+def data_type_name(value: Any) -> str:
+    """The name of a `data_type` stat (an enum number; reference types end in `_ref`)."""
+    if value is None:
+        return ""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return str(value)
+    base, ref = (value - 100, "_ref") if value > 100 else (value, "")
+    if 0 < base < len(_DATA_TYPES):
+        return _DATA_TYPES[base] + ref
+    return "INVALID" if value == 0 else f"unknown dtype {value}"
 
 
 def _decode(host: Timeline, event: int, wanted: dict[int, str]) -> dict[str, Any]:
@@ -226,24 +311,14 @@ def _decode(host: Timeline, event: int, wanted: dict[int, str]) -> dict[str, Any
 
 
 def _summarise(
-    host: Timeline, name: str, allocs: int, deallocs: int, peak_event: int | None,
-    live: list[tuple[int, int]], wanted: dict[int, str],
+    name: str, allocs: int, deallocs: int, ps: dict[str, Any], rows: list[Allocation],
 ) -> MemoryStat:
-    ps = _decode(host, peak_event, wanted) if peak_event is not None else {}
     stack, heap, free = (_num(ps.get(k)) for k in ("bytes_reserved", "bytes_allocated",
                                                     "bytes_available"))
     frag = ps.get("fragmentation", 0.0)
-    frag = float(frag) if isinstance(frag, (int, float)) and 0 <= frag <= 1 else 0.0
-    rows = []
-    for event, nbytes in live:
-        st = _decode(host, event, wanted)
-        rows.append(Allocation(
-            op_name=str(st.get("tf_op", "")),
-            bytes=nbytes,
-            shape=str(st.get("tensor_shapes", "")),
-            data_type=str(st.get("data_type", "")),
-            region_type=str(st.get("region_type", "")),
-        ))
+    known = not (isinstance(frag, float) and math.isnan(frag))  # TF writes NaN: unknown
+    frag = float(frag) if isinstance(frag, (int, float)) and 0 <= frag <= 1 else (
+        math.nan if not known else 0.0)
     return MemoryStat(
         allocator=name,
         peak_bytes=stack + heap,
@@ -255,4 +330,5 @@ def _summarise(
         heap_bytes=heap,
         free_bytes=free,
         top_allocations=tuple(rows),
+        fragmentation_known=known,
     )

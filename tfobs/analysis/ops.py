@@ -1,8 +1,11 @@
 """Op time on host and device (TF Stats): count, total and self time per op.
 
-Host ops are TF op events (`scope/name:Type`) and tf.data iterator events
-(`Iterator::...`) on the host plane; an op's self time is its duration minus the ops
-nested directly inside it on the same thread, as XProf's host op metrics. Device ops are
+Host ops are the host plane's events whose name XProf's `ParseTfOpFullname` reads as an op:
+TF ops (`scope/name:Type`, types starting with `_` such as oneDNN's `_MklNativeConv2D`
+included), tf.data iterator events (`Iterator::...`, type `Dataset`), JAX-style names (an XLA
+compiled function `__inference_f_12:__inference_f_12`) and memcpy events. An op's self
+time is its duration minus the ops nested directly inside it on the same thread, as XProf's
+host op metrics. Device ops are
 the events of accelerator planes (GPU stream kernels, TPU `XLA Ops`).
 """
 
@@ -13,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.eventtypes import op_type
+from tfobs.analysis.eventtypes import parse_tf_op
 from tfobs.analysis.timeline import Timeline, id_array, member
 from tfobs.summary import Ops, OpStat
 
@@ -33,7 +36,7 @@ class OpAgg:
 
 
 def is_host_op(name: str) -> bool:
-    return name.startswith("Iterator::") or bool(op_type(name))
+    return bool(parse_tf_op(name).category)
 
 
 def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
@@ -130,12 +133,10 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
     np.add.at(self_sum, inverse, self_ps.astype(kind))
     count = np.bincount(inverse, minlength=unique.size)
     for u in np.argsort(first, kind="stable").tolist():
-        name = names[int(unique[u])]
-        agg = out.get(name)
+        op = parse_tf_op(names[int(unique[u])])
+        agg = out.get(op.name)  # XProf keys its host op table by op name
         if agg is None:
-            t = "Iterator" if name.startswith("Iterator::") else op_type(name)
-            label = name.rpartition(":")[0] if t != "Iterator" else name
-            agg = out[name] = OpAgg(label, t, False)
+            agg = out[op.name] = OpAgg(op.name, op.type, False)
         agg.count += int(count[u])
         agg.total_ps += int(total[u])
         agg.self_ps += int(self_sum[u])

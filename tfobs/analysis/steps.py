@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
-from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats, member
+from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -48,12 +48,25 @@ class StepGroup:
         return self.end_ps - self.begin_ps
 
 
+# XProf's tf.data function runs: their step ids never make a TF loop.
+_TF_DATA_FUNCTIONS = ("InstantiatedCapturedFunction::Run",
+                      "InstantiatedCapturedFunction::RunAsync",
+                      "InstantiatedCapturedFunction::RunInstantiated",
+                      "InstantiatedCapturedFunction::RunWithBorrowedArgs")
+MARKERS_TF_LOOP = "markers_tf_loop"
+TF_LOOP_NOTE = ("the capture holds in-graph while loops (executor iterations): XProf groups "
+                "by loop iteration and reports no step time; tfobs keeps the marked steps")
+
+
 @dataclass
 class FoundSteps:
-    method: str  # markers | inferred | none
+    method: str  # markers | markers_tf_loop | inferred | none
     groups: list[StepGroup]
     note: str = ""
     dropped: int = 0
+    # Each host event's group (plane-wide event index -> group number, -1: none), numbered
+    # as XProf numbers its step groups; None where XProf groups nothing (no markers).
+    step_of: np.ndarray | None = None
 
 
 # Below this, a line start plus an offset cannot overflow int64.
@@ -92,27 +105,126 @@ class _Grouper:
         # Group id per event of each line (sorted order); -1 while ungrouped.
         self.gid = [np.full(len(ld), -1, np.int64) for ld in host.lines]
         self.is_producer = [np.zeros(len(ld), bool) for ld in host.lines]
+        self.prod_code = [np.full(len(ld), -1, np.int64) for ld in host.lines]
+        self.cons_ptr = np.zeros(1, np.int64)
+        self.cons_line = self.cons_idx = np.zeros(0, np.int64)
         ids = host.stat_ids
         wanted = {ids[k]: k for k in ("_p", "_pt", "_c", "_ct", "id", "iter_num") if k in ids}
-        # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter).
-        self.producers: dict[tuple[int, int], tuple[int, int, int]] = {}
-        self.consumers: dict[tuple[int, int, int], list[tuple[int, int]]] = {}
+        # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter),
+        # as raw 64-bit patterns; collected per line, then indexed once (`_index_links`).
+        self._keys: list[tuple[np.ndarray, int, np.ndarray, bool]] = []
+        # Step ids of executor runs with a non-zero loop iteration, and of tf.data functions
+        # (XProf's `ProcessTensorFlowLoop`: a loop in any non-tf.data function).
+        self.loop_ids: set[int] = set()
+        self.tf_data_ids: set[int] = set()
+        # Executor runs per line: (line, positions, step id, iteration) as raw patterns.
+        self._process: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         if not wanted:
             return
         ctx = host.mids_where(_is_context_event)
         process = id_array(host.mids_where(lambda n: n == "ExecutorState::Process"))
         get_next = id_array(host.mids_where(lambda n: n in _GET_NEXT_OPS))
-        linking = np.union1d(id_array(ctx), get_next)
-        for li, ld in enumerate(host.lines):
-            picked = ld.where(linking)
-            if picked:
-                self._links(li, picked, int_stats(host, ld, picked, wanted),
-                            member(ld.mid_arr[picked], get_next),
-                            member(ld.mid_arr[picked], process))
-        for li, i in self.producers:
-            self.is_producer[li][i] = True
+        tf_data = id_array(host.mids_where(lambda n: n in _TF_DATA_FUNCTIONS))
+        linking = np.union1d(np.union1d(id_array(ctx), get_next), tf_data)
+        chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking)))
+                  for li, ld in enumerate(host.lines)]
+        chosen = [(li, at) for li, at in chosen if at.size]
+        if chosen:  # every line's linking events' stats in one decoding pass
+            every = int_stats_at(host, np.concatenate(
+                [host.lines[li].indices(at) for li, at in chosen]), wanted, raw=True)
+            bounds = np.cumsum([0] + [at.size for _, at in chosen])
+            for (li, at), lo, hi in zip(chosen, bounds[:-1], bounds[1:], strict=True):
+                st = {k: (v[lo:hi], has[lo:hi]) for k, (v, has) in every.items()}
+                mids = host.lines[li].mid_arr[at]
+                is_process = member(mids, process)
+                self._links(li, at, st, member(mids, get_next), is_process)
+                self._loops(st, is_process, member(mids, tf_data))
+                if "id" in st and "iter_num" in st:
+                    keep = is_process & st["id"][1] & st["iter_num"][1]
+                    self._process.append((li, at[keep], st["id"][0][keep],
+                                          st["iter_num"][0][keep]))
+        self._index_links()
 
-    def _links(self, li: int, picked: list[int], st: dict[str, tuple[np.ndarray, np.ndarray]],
+    def loop_steps(self) -> np.ndarray:
+        """Each host event's group as XProf numbers groups in a capture with TF loops.
+
+        XProf (`ProcessTensorFlowLoop`) then makes one group per loop iteration (step id
+        and iteration of the executor runs of every function that loops), numbered in the
+        order of each iteration's first run, and groups nothing else. An event takes the
+        group of the executor run it lies in on its thread (the runs' nested work; links to
+        other threads are not followed here), else none (-1).
+        """
+        host = self.host
+        out = np.full(len(host.columns), -1, np.int64)
+        looping = self.loop_ids - self.tf_data_ids
+        runs = [(li, at, sid, it) for li, at, sid, it in self._process if at.size]
+        if not looping or not runs:
+            return out
+        li_all = np.concatenate([np.full(at.size, li, np.int64) for li, at, _, _ in runs])
+        at_all = np.concatenate([at for _, at, _, _ in runs])
+        sid = np.concatenate([x for _, _, x, _ in runs])
+        it = np.concatenate([x for _, _, _, x in runs])
+        start = np.concatenate([_absolute(host.lines[li].start_arr[at], host.lines[li],
+                                          _fits_int64(host.lines[li]))
+                                for li, at, _, _ in runs])
+        mine = np.flatnonzero(np.isin(sid, np.fromiter(looping, np.uint64, len(looping))))
+        group = np.full(sid.size, -1, np.int64)
+        if start.dtype == object:  # times beyond int64 (corrupt captures): leave ungrouped
+            return out
+        # Iterations (step id, iteration), each numbered by the time of its first run.
+        by_key = mine[np.lexsort((start[mine], it[mine], sid[mine]))]
+        new = np.r_[True, (sid[by_key][1:] != sid[by_key][:-1])
+                    | (it[by_key][1:] != it[by_key][:-1])]
+        key_of = np.cumsum(new) - 1  # iteration index of each run in by_key
+        firsts = by_key[new]
+        rank = np.empty(firsts.size, np.int64)
+        rank[np.argsort(start[firsts], kind="stable")] = np.arange(firsts.size)
+        group[by_key] = rank[key_of]
+        for li in np.unique(li_all).tolist():
+            ld = host.lines[li]
+            sel = np.flatnonzero(li_all == li)
+            runs_at, runs_group = at_all[sel], group[sel]
+            by_start = np.argsort(runs_at, kind="stable")
+            runs_at, runs_group = runs_at[by_start], runs_group[by_start]
+            # the last run starting at or before each event, if it covers the event
+            k = np.searchsorted(runs_at, np.arange(len(ld)), side="right") - 1
+            ok = k >= 0
+            kk = np.maximum(k, 0)
+            inside = ok & (ld.end_arr <= ld.end_arr[runs_at[kk]])
+            ids = np.where(inside, runs_group[kk], -1)
+            out[ld.indices(np.arange(len(ld)))] = ids
+        return out
+
+    def _index_links(self) -> None:
+        """Links as arrays: a code per producer event, the consumers of each code (CSR)."""
+        if not self._keys:
+            return
+        keys = np.concatenate([k for k, _, _, _ in self._keys])
+        lines = np.concatenate([np.full(len(i), li, np.int64) for _, li, i, _ in self._keys])
+        idx = np.concatenate([i for _, _, i, _ in self._keys])
+        consumer = np.concatenate([np.full(len(i), c, bool) for _, _, i, c in self._keys])
+        by_key = np.lexsort(keys.T[::-1])
+        ranked = keys[by_key]
+        new = np.r_[True, (ranked[1:] != ranked[:-1]).any(axis=1)]
+        code = np.empty(len(keys), np.int64)
+        code[by_key] = np.cumsum(new) - 1
+        n_codes = int(new.sum())
+        # Consumers of each code in event order (lines in order, events in order).
+        cons = np.flatnonzero(consumer)
+        order = cons[np.argsort(code[cons], kind="stable")]
+        self.cons_ptr = np.zeros(n_codes + 1, np.int64)
+        self.cons_ptr[1:] = np.cumsum(np.bincount(code[cons], minlength=n_codes))
+        self.cons_line, self.cons_idx = lines[order], idx[order]
+        has_consumer = np.diff(self.cons_ptr) > 0
+        prod = np.flatnonzero(~consumer)
+        prod = prod[has_consumer[code[prod]]]
+        for li in np.unique(lines[prod]).tolist():
+            mine = prod[lines[prod] == li]
+            # A later record of the same event wins, as a dict assignment would.
+            self.prod_code[li][idx[mine]] = code[mine]
+            self.is_producer[li][idx[mine]] = True
+
+    def _links(self, li: int, picked: np.ndarray, st: dict[str, tuple[np.ndarray, np.ndarray]],
                get_next: np.ndarray, process: np.ndarray) -> None:
         """Producers and consumers among one line's linking events (`picked`, in order).
 
@@ -120,51 +232,96 @@ class _Grouper:
         `ExecutorState::Process` with the same two produces; otherwise `_p`/`_pt`
         produce and `_c`/`_ct` consume (type, id, 0).
         """
-        none = (np.zeros(len(picked), object), np.zeros(len(picked), bool))
+        none = (np.zeros(picked.size, np.uint64), np.zeros(picked.size, bool))
         (sid, has_sid), (it, has_it), (p, has_p), (pt, has_pt), (c, has_c), (ct, has_ct) = (
             st.get(k, none) for k in ("id", "iter_num", "_p", "_pt", "_c", "_ct"))
         to_next = has_sid & has_it & get_next
         from_process = has_sid & has_it & process & ~get_next
         ctx_p = has_p & has_pt & ~to_next
         ctx_c = has_c & has_ct & ~to_next
-        # Python lists from here: element access on numpy arrays is slow in a loop.
-        sid, it, p, pt, c, ct = (a.tolist() for a in (sid, it, p, pt, c, ct))
-        consumers = self.consumers
-        for j, next_call in zip(np.flatnonzero(to_next | ctx_c).tolist(),
-                                to_next[to_next | ctx_c].tolist(), strict=True):
-            key = (-1, sid[j], it[j]) if next_call else (ct[j], c[j], 0)
-            consumers.setdefault(key, []).append((li, picked[j]))  # in event order
-        for j, context in zip(np.flatnonzero(from_process | ctx_p).tolist(),
-                              ctx_p[from_process | ctx_p].tolist(), strict=True):
-            self.producers[(li, picked[j])] = (pt[j], p[j], 0) if context else (
-                -1, sid[j], it[j])
+        minus_one = np.full(picked.size, np.iinfo(np.uint64).max, np.uint64)
+        zero = np.zeros(picked.size, np.uint64)
+        for consumer, mask, ctx_mask, (t, v) in (
+                (True, to_next | ctx_c, ctx_c & ~to_next, (ct, c)),
+                (False, from_process | ctx_p, ctx_p, (pt, p))):
+            sel = np.flatnonzero(mask)
+            if not sel.size:
+                continue
+            ctx_sel = ctx_mask[sel]
+            keys = np.stack((np.where(ctx_sel, t[sel], minus_one[sel]),
+                             np.where(ctx_sel, v[sel], sid[sel]),
+                             np.where(ctx_sel, zero[sel], it[sel])), axis=1)
+            self._keys.append((keys.astype(np.uint64), li, picked[sel], consumer))
 
-    def subtree(self, li: int, i: int) -> np.ndarray:
-        """Sorted indices of the ungrouped events nested inside event i on the same line."""
+    def _loops(self, st: dict[str, tuple[np.ndarray, np.ndarray]], process: np.ndarray,
+               tf_data: np.ndarray) -> None:
+        if "id" not in st:
+            return
+        sid, has_sid = st["id"]
+        self.tf_data_ids.update(sid[has_sid & tf_data].tolist())
+        if "iter_num" in st:
+            it, has_it = st["iter_num"]
+            looping = has_sid & has_it & process & (it != 0)
+            self.loop_ids.update(sid[looping].tolist())
+
+    @property
+    def has_tf_loop(self) -> bool:
+        return bool(self.loop_ids - self.tf_data_ids)
+
+    def _cover(self, li: int, nodes: np.ndarray) -> np.ndarray:
+        """Sorted `nodes` plus the ungrouped events nested inside any of them (same line).
+
+        Event j (after node i in start order) is nested in i when it ends by i's end and
+        starts by it; over all nodes before j that is one test against the running
+        maximum of their ends, so a whole wave of nodes costs a few numpy passes.
+        """
         ld = self.host.lines[li]
-        end = ld.ends[i]
-        k = bisect_right(ld.starts, end, i + 1)
-        if k == i + 1:
-            return _NONE
-        inside = (ld.end_arr[i + 1:k] <= end) & (self.gid[li][i + 1:k] < 0)
-        return np.flatnonzero(inside) + (i + 1)
+        lo = int(nodes[0])
+        top = ld.end_arr[nodes].max()
+        hi = bisect_right(ld.starts, top, lo + 1)
+        if hi <= lo + 1:
+            return nodes
+        ends = ld.end_arr[lo:hi]
+        low = -(10**30) if ends.dtype == object else np.iinfo(np.int64).min
+        node_end = np.full(hi - lo, low, ends.dtype)
+        node_end[nodes - lo] = ends[nodes - lo]
+        reach = np.maximum.accumulate(node_end)
+        reach = np.concatenate((np.full(1, low, ends.dtype), reach[:-1]))
+        inside = (reach >= ends) & (reach >= ld.start_arr[lo:hi]) & (self.gid[li][lo:hi] < 0)
+        inside[nodes - lo] = True
+        return np.flatnonzero(inside) + lo
 
     def group(self, g: int, li: int, i: int) -> list[tuple[int, np.ndarray]]:
-        """Propagate group g from root (li, i); returns the members it took, per line."""
+        """Propagate group g from root (li, i); returns the members it took, per line.
+
+        Breadth first, one wave per round: each wave's ungrouped events take their nested
+        events, and their producers bring in the consumers for the next wave. An event
+        grouped by an earlier root stops the walk there, as in XProf.
+        """
         members: list[tuple[int, np.ndarray]] = []
-        queue = [(li, i)]
-        while queue:
-            nli, ni = queue.pop()
-            gid = self.gid[nli]
-            if gid[ni] >= 0:  # grouped by an earlier root: XProf stops there too
-                continue
-            gid[ni] = g
-            nested = self.subtree(nli, ni)
-            gid[nested] = g
-            linked = np.concatenate((np.array([ni], np.int64), nested))
-            members.append((nli, linked))
-            for j in linked[self.is_producer[nli][linked]].tolist():
-                queue.extend(self.consumers.get(self.producers[(nli, j)], ()))
+        frontier: dict[int, list[np.ndarray]] = {li: [np.array([i], np.int64)]}
+        while frontier:
+            following: dict[int, list[np.ndarray]] = {}
+            for fli, parts in frontier.items():
+                gid = self.gid[fli]
+                nodes = np.unique(np.concatenate(parts))
+                nodes = nodes[gid[nodes] < 0]
+                if not nodes.size:
+                    continue
+                taken = self._cover(fli, nodes)
+                gid[taken] = g
+                members.append((fli, taken))
+                codes = self.prod_code[fli][taken]
+                codes = np.unique(codes[codes >= 0])
+                if not codes.size:
+                    continue
+                lo, hi = self.cons_ptr[codes], self.cons_ptr[codes + 1]
+                count = hi - lo
+                flat = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
+                lines, idx = self.cons_line[flat], self.cons_idx[flat]
+                for cl in np.unique(lines).tolist():
+                    following.setdefault(cl, []).append(idx[lines == cl])
+            frontier = following
         return members
 
 
@@ -215,9 +372,10 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     types = [ld.lookup(mids_type, -1) for ld in host.lines]  # -1: not a CPU event type
     fits = [_fits_int64(ld) for ld in host.lines]
     groups: list[StepGroup] = []
-    for g, (li, i, num, name) in enumerate(roots):
+    for li, i, num, name in roots:
         if grouper.gid[li][i] >= 0:
             continue
+        g = len(groups)  # XProf numbers only the roots that start a group
         ld = host.lines[li]
         begin = ld.start_ps + ld.starts[i]
         step = StepGroup(num, f"{name} {num}", begin, begin + ld.ends[i] - ld.starts[i])
@@ -237,4 +395,13 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             "no step markers; steps inferred from Keras 3 "
             f"{'/'.join(sorted({r[3] for r in roots}))} executions"
         )
-    return FoundSteps(method, groups, note)
+    elif grouper.has_tf_loop:
+        method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
+    step_of = None
+    if grouper.has_tf_loop:  # XProf groups by loop iteration, markers or not
+        step_of = grouper.loop_steps()
+    elif method != "inferred":
+        step_of = np.full(len(host.columns), -1, np.int64)
+        for ld, gid in zip(host.lines, grouper.gid, strict=True):
+            step_of[ld.indices(np.arange(len(ld)))] = gid
+    return FoundSteps(method, groups, note, step_of=step_of)

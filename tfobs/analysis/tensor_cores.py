@@ -24,6 +24,12 @@ class Rule:
     vendor: str  # NVIDIA | AMD
     pattern: re.Pattern[str]
     about: str  # what the rule recognises, for the README and reports
+    # Names the pattern also matches that run no matrix instructions (tfobs rules only).
+    unless: re.Pattern[str] | None = None
+
+    def matches(self, name: str) -> bool:
+        return bool(self.pattern.search(name)) and not (
+            self.unless is not None and self.unless.search(name))
 
     @property
     def from_xprof(self) -> bool:
@@ -56,6 +62,12 @@ _XPROF_AMD = _substrings(
         "miopenSp3AsmConvRage", "moe_mxgemm", "Custom_Cijk_", "_xdl",
     ),
     "XProf's ROCm library name fragments",
+) + _substrings(
+    AMD,
+    # In xprof 2.24.2's wheel, not in its published source (found by probing the wheel).
+    ("TileFmhaShape<", "TileFmhaBwdShape<", "TileGemmShape<", "TileFlatmmShape<",
+     "TileSageAttnShape<"),
+    "XProf's CK-tile tile-shape template names (attention, GEMM, flat-MM, SageAttention)",
 ) + [
     Rule(
         "xprof.amd.tensile_mi",
@@ -64,6 +76,13 @@ _XPROF_AMD = _substrings(
         "hipBLASLt/rocBLAS Tensile kernels with a matrix instruction tag (Cijk_..._MI16x16x16x1)",
     )
 ]
+
+# Attention library helpers that do no matrix math: the backward pass's dO.O row sums
+# (FMHA `OGradDotO`, flash-attention `dot_do_o`), dQ conversion (`ConvertQGrad`,
+# `convert_dq`) and split-KV combination (`splitkv_combine`, `SplitKVCombine`).
+_ATTENTION_HELPERS = re.compile(
+    r"OGradDotO|ConvertQGrad|dot_do_o|convert_dq|splitkv_combine|SplitKVCombine",
+    re.IGNORECASE)
 
 # tfobs's additions, checked only when XProf's rules found nothing.
 _TFOBS_NVIDIA = [
@@ -82,14 +101,16 @@ _TFOBS_NVIDIA = [
          "cuDNN v9 runtime-compiled engines (cudnn_generated_fort_native_sdpa_...)"),
     Rule("tfobs.nvidia.flash_attention", NVIDIA,
          re.compile(r"flash_fwd|flash_bwd|fmha|FlashAttention|Fmha"),
-         "flash / memory-efficient attention kernels (flash_fwd_kernel, fmha_cutlassF_...)"),
+         "flash / memory-efficient attention kernels (flash_fwd_kernel, fmha_cutlassF_...)",
+         _ATTENTION_HELPERS),
     Rule("tfobs.nvidia.xla_gemm_fusion", NVIDIA, re.compile(r"gemm_fusion|triton_gemm"),
          "XLA's Triton GEMM fusions (XProf counts these on AMD only)"),
 ]
 
 _TFOBS_AMD = [
     Rule("tfobs.amd.fmha", AMD, re.compile(r"[Ff]mha|FMHA|flash_attn|mha_fwd|mha_bwd"),
-         "CK-tile / aiter flash attention kernels (ck_tile::FmhaFwdKernel, fmha_fwd_...)"),
+         "CK-tile / aiter flash attention kernels (ck_tile::FmhaFwdKernel, fmha_fwd_...)",
+         _ATTENTION_HELPERS),
 ]
 
 XPROF_RULES: dict[str, tuple[Rule, ...]] = {
@@ -143,7 +164,7 @@ def tensor_core_rule(kernel_name: str, vendor: str, *, extended: bool = True) ->
     found = ""
     if vendor or extended:
         for rule in _rules_for(vendor, extended):
-            if rule.pattern.search(kernel_name):
+            if rule.matches(kernel_name):
                 found = rule.id
                 break
     if len(_CACHE) < _CACHE_MAX:

@@ -9,6 +9,7 @@ walks each slow `GetNext` call's iterator tree).
 
 from __future__ import annotations
 
+from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.ops import OpAgg
 from tfobs.summary import TfDataStage
 
@@ -16,7 +17,7 @@ _WAITING_SUFFIXES = ("::Prefetch", "::Root", "::ForeverRepeat", "::Repeat")
 
 
 def stages(host_ops: dict[str, OpAgg]) -> tuple[TfDataStage, ...]:
-    rows = [a for a in host_ops.values() if a.op_type == "Iterator"]
+    rows = [a for a in host_ops.values() if a.op_type == DATASET]
     rows.sort(key=lambda a: (-a.self_ps, a.name))
     return tuple(TfDataStage(a.name, a.self_ps / 1e12, a.count) for a in rows)
 

@@ -105,7 +105,7 @@ class LineData:
         """The plane-wide event index (`PlaneEvents`) of sorted position i."""
         return self.first + (self.order[i] if self.order is not None else i)
 
-    def indices(self, positions: list[int]) -> np.ndarray:
+    def indices(self, positions: list[int] | np.ndarray) -> np.ndarray:
         """Plane-wide event indices of sorted positions."""
         pos = np.asarray(positions, np.int64)
         if self.order is not None:
@@ -158,8 +158,9 @@ class Timeline:
             return out
         events = line.indices(positions)
         slot = {int(e): k for k, e in enumerate(events.tolist())}
-        batch = self.columns.stats_of(events)
-        keep = np.flatnonzero(np.isin(batch.mid, np.fromiter(wanted, np.int64, len(wanted))))
+        ids = np.fromiter(wanted, np.int64, len(wanted))
+        batch = self.columns.stats_of(events, ids)
+        keep = np.flatnonzero(np.isin(batch.mid, ids))
         names = self.plane.stat_names
         events_kept = batch.event[keep].tolist()
         for ev, mid, kind, value in zip(events_kept, batch.mid[keep].tolist(),
@@ -194,20 +195,30 @@ def member(mids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def int_stats(
-    tl: Timeline, line: LineData, positions: list[int], wanted: Mapping[int, str]
+    tl: Timeline, line: LineData, positions: list[int], wanted: Mapping[int, str],
+    raw: bool = False,
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{key: (value per position, whether it is an integer)} for the `wanted` stats.
 
     The same integers `Timeline.stat_values_many` gives (the last record of a stat wins;
     strings, doubles and references are not integers), as columns: values are Python
-    ints in an object array, so unsigned values above int64 stay exact.
+    ints in an object array, so unsigned values above int64 stay exact; with `raw`, their
+    64-bit patterns as uint64 (for equality tests: no Python objects).
     """
+    if not len(positions) or not wanted:
+        return {}
+    return int_stats_at(tl, line.indices(positions), wanted, raw)
+
+
+def int_stats_at(
+    tl: Timeline, events: np.ndarray, wanted: Mapping[int, str], raw: bool = False,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """`int_stats` for plane-wide event indices (any lines, one decoding pass)."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    n = len(positions)
+    n = events.size
     if not n or not wanted:
         return out
-    events = line.indices(positions)
-    batch = tl.columns.stats_of(events)
+    batch = tl.columns.stats_of(events, np.fromiter(wanted, np.int64, len(wanted)))
     by_event = np.argsort(events, kind="stable")
     slot = by_event[np.searchsorted(events[by_event], batch.event)]
     for mid, key in wanted.items():
@@ -217,11 +228,12 @@ def int_stats(
         at = slot[sel]
         last = np.r_[at[1:] != at[:-1], True]  # an event's records are together, in order
         sel, at = sel[last], at[last]
-        values = np.zeros(n, object)
+        values = np.zeros(n, np.uint64 if raw else object)
         has = np.zeros(n, bool)
         for kind, as_type in ((KIND_INT64, np.int64), (KIND_UINT64, np.uint64)):
             k = batch.kind[sel] == kind
-            values[at[k]] = batch.value[sel[k]].view(as_type).tolist()
+            picked = batch.value[sel[k]]
+            values[at[k]] = picked.view(np.uint64) if raw else picked.view(as_type).tolist()
             has[at[k]] = True
         out[key] = (values, has)
     return out

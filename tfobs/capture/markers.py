@@ -133,6 +133,7 @@ class _MarkerMixin:
     def _tfobs_init(self) -> None:
         self._base: int | None = None
         self._count = 0
+        self._batch: Any = None
         self._current: step | None = None
 
     def on_train_begin(self, logs: Any = None) -> None:
@@ -143,8 +144,10 @@ class _MarkerMixin:
         t = _perf()
         if self._base is None:
             self._base = _initial_step(getattr(self, "model", None))
+        # Numbered by the optimizer's iteration count: with steps_per_execution = k one
+        # marker spans one execution of k iterations and the next one is numbered k higher.
         marker = step(self._base + self._count)
-        self._count += 1
+        self._batch = batch
         if self._emit_markers:
             marker.__enter__()
         else:  # tf_keras marks steps itself: only time them and drive the runtime
@@ -156,6 +159,9 @@ class _MarkerMixin:
         self._current = marker
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+        ran = batch - self._batch + 1 if isinstance(batch, int) and isinstance(
+            getattr(self, "_batch", None), int) else 1
+        self._count += ran if ran >= 1 else 1  # Keras passes the execution's last batch
         marker, self._current = self._current, None
         if marker is not None:
             marker.__exit__(None, None, None)
@@ -163,6 +169,7 @@ class _MarkerMixin:
     def on_train_end(self, logs: Any = None) -> None:
         marker, self._current = self._current, None
         if marker is not None:  # fit stopped mid-step (exception, stop_training)
+            self._count += 1
             marker.__exit__(None, None, None)
         self._base = None
         hooks = _hooks

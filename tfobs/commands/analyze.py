@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
@@ -42,6 +43,9 @@ def _fail(message: str) -> int:
     return 2
 
 
+_CHUNK = 1 << 16
+
+
 def run(args: argparse.Namespace) -> int:
     from tfobs.analysis import analyze
 
@@ -58,9 +62,13 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:  # never a traceback on bad input
             return _fail(f"cannot analyze {path}: {type(exc).__name__}: {exc}")
     if args.format == "json":
-        docs = [s.to_dict() for s in summaries]
-        json.dump(docs[0] if len(docs) == 1 else docs, sys.stdout, indent=1, sort_keys=True)
-        sys.stdout.write("\n")
+        docs = [_no_nan(s.to_dict()) for s in summaries]
+        # Rendered once (json.dump to a stream writes every token separately), written in
+        # 64 KiB pieces: one huge write to a pipe whose reader left can end without EPIPE,
+        # and `| head` must still end with 141 (cli.main).
+        text = json.dumps(docs[0] if len(docs) == 1 else docs, indent=1, sort_keys=True) + "\n"
+        for i in range(0, len(text), _CHUNK):
+            sys.stdout.write(text[i:i + _CHUNK])
     else:
         pages = (render(s, p) for s, p in zip(summaries, args.paths, strict=True))
         sys.stdout.write("\n".join(pages))
@@ -77,6 +85,17 @@ def run(args: argparse.Namespace) -> int:
 
         return int(serve(summaries, port=args.serve, bind=args.bind, seconds=args.seconds) or 0)
     return 0
+
+
+def _no_nan(value: Any) -> Any:
+    """NaN (a figure TF could not measure, e.g. fragmentation) as JSON null."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, dict):
+        return {k: _no_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_no_nan(v) for v in value]
+    return value
 
 
 def _ms(seconds: float) -> str:
@@ -108,6 +127,9 @@ def render(s: WindowSummary, label: str = "") -> str:
         durations = [x.duration_s for x in st.items]
         add(f"  step time: mean {_ms(st.mean_s)}  min {_ms(min(durations))}  "
             f"max {_ms(max(durations))}")
+        if st.interval_s > 0:
+            add(f"  steps start every {_ms(st.interval_s)}; "
+                f"{100 * st.outside_ratio:.1f} % of that is in no step")
         add("")
         add("Step-time breakdown (mean per step)")
         ratios = s.breakdown_ratio
@@ -151,9 +173,14 @@ def render(s: WindowSummary, label: str = "") -> str:
         add("")
         add("Memory (peak in the window, per allocator)")
         for m in s.memory:
+            frag = (f"{100 * m.fragmentation_ratio:5.1f} %" if m.fragmentation_known
+                    else "unknown")
             add(f"  {m.allocator:<28} peak {m.peak_bytes / 2**20:10.1f} MiB of "
                 f"{m.capacity_bytes / 2**20:10.1f} MiB  fragmentation "
-                f"{100 * m.fragmentation_ratio:5.1f} %  allocs {m.allocations}")
+                f"{frag}  allocs {m.allocations}")
+            for a in m.top_allocations:
+                add(f"    {a.bytes / 2**20:10.2f} MiB  {a.data_type or '-':<9} "
+                    f"{a.shape or '-':<16} {_short(a.op_name or '-', 70)}")
     out.extend(render_advice(s))
     return "\n".join(out) + "\n"
 

@@ -439,16 +439,28 @@ class PlaneEvents:
         return [(StatBatch(self.buf, events, want[n][0], want[n][1]), want[n][2])
                 for n in nths]
 
-    def stats_of(self, events: np.ndarray) -> StatBatch:
-        """Every stat record of `events`, in stored order within each event."""
+    def stats_of(self, events: np.ndarray, mids: np.ndarray | None = None) -> StatBatch:
+        """Every stat record of `events`, in stored order within each event.
+
+        With `mids`, records whose metadata id is plainly another one are left out before
+        their values are decoded (a record laid out otherwise is always kept).
+        """
         rounds = self._stat_rounds(events)
         if not rounds:
             return StatBatch(self.buf, np.zeros(0, np.int64), np.zeros(0, np.int64),
                              np.zeros(0, np.int64))
         which = np.concatenate([s[0] for s in rounds])
+        pos = np.concatenate([s[1] for s in rounds])
+        size = np.concatenate([s[2] for s in rounds])
+        if mids is not None:
+            buf = self.buf
+            lead = (size >= 3) & (buf[pos] == 0x08)
+            mid = buf[np.where(lead, pos + 1, 0)]
+            table = np.zeros(128, bool)
+            table[mids[(mids >= 0) & (mids < 128)]] = True
+            keep = ~lead | (mid >= 0x80) | table[mid & 0x7F]
+            which, pos, size = which[keep], pos[keep], size[keep]
         # Records come round by round; sorted by event (stable), each event's are together
         # and in stored order.
         order = np.argsort(which, kind="stable")
-        return StatBatch(self.buf, events[which[order]],
-                         np.concatenate([s[1] for s in rounds])[order],
-                         np.concatenate([s[2] for s in rounds])[order])
+        return StatBatch(self.buf, events[which[order]], pos[order], size[order])

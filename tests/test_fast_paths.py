@@ -1,0 +1,161 @@
+"""The reduction's fast paths equal their plain references: seeded random cases, and every
+test capture.
+
+- the numpy sweep of step event types (`all_type_times`) vs the Python sweep (`type_times`);
+- laminar nesting without a loop (`_nesting_laminar`) vs the stack walk (`_nesting`);
+- step grouping in waves (`_Grouper.group`) vs the event-by-event walk it replaced;
+- the column reader (`PlaneEvents`, `stats_of`) vs the plain protobuf parse.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from bisect import bisect_right
+
+import numpy as np
+import pytest
+
+from tests.conftest import capture_paths
+from tfobs.analysis import breakdown as bd
+from tfobs.analysis import ops
+from tfobs.analysis.steps import StepGroup, _Grouper, _roots
+from tfobs.analysis.timeline import Timeline
+from tfobs.xspace import schema
+from tfobs.xspace.reader import parse
+
+TYPES = (0, 10, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 160, 170)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_numpy_sweep_equals_reference(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    groups = []
+    for _ in range(int(rng.integers(1, 6))):
+        begin = int(rng.integers(0, 10**6))
+        end = begin + int(rng.integers(1, 10**5))
+        n = int(rng.integers(0, 40))
+        starts = rng.integers(begin - 10**4, end, n)
+        lengths = np.where(rng.random(n) < 0.1, 0, rng.integers(0, 3 * 10**4, n))
+        types = rng.choice(TYPES, n)
+        g = StepGroup(0, "train", begin, end)
+        g.events.append((types.astype(np.int64), starts.astype(np.int64),
+                         (starts + lengths).astype(np.int64)))
+        groups.append(g)
+    fast = bd.all_type_times(groups)
+    for g, got in zip(groups, fast, strict=True):
+        assert got == bd._reference(g)
+
+
+def _laminar(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random properly nested intervals, sorted by start (ties: outer first)."""
+    spans: list[tuple[int, int]] = []
+
+    def fill(lo: int, hi: int, depth: int) -> None:
+        t = lo
+        while t < hi and len(spans) < n:
+            s = t + int(rng.integers(0, 50))
+            e = min(hi, s + int(rng.integers(0, 400)))
+            if s > e:
+                break
+            spans.append((s, e))
+            if depth < 4 and e - s > 4:
+                fill(s, e, depth + 1)
+            t = e + 1 + int(rng.integers(0, 20))  # siblings apart: touching is not nesting
+
+    fill(0, 10**6, 0)
+    spans.sort(key=lambda x: (x[0], -x[1]))
+    arr = np.array(spans, np.int64).reshape(-1, 2)
+    return arr[:, 0], arr[:, 1]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_laminar_nesting_equals_stack_walk(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    starts, ends = _laminar(rng, int(rng.integers(1, 300)))
+    fast = ops._nesting_laminar(starts, ends)
+    assert fast is not None
+    done, child = ops._nesting(starts.tolist(), ends.tolist())
+    assert list(fast[0]) == done
+    assert list(fast[1]) == child
+
+
+def _reference_groups(grouper: _Grouper, roots: list[tuple[int, int, int, str]]) -> list:
+    """The event-by-event group walk: each event takes its ungrouped nested events, and
+    the consumers of every producer among them are walked next."""
+    host = grouper.host
+    gid = [np.full(len(ld), -1, np.int64) for ld in host.lines]
+    g = 0
+    for li, i, _, _ in roots:
+        if gid[li][i] >= 0:
+            continue
+        queue = [(li, i)]
+        while queue:
+            nli, ni = queue.pop()
+            if gid[nli][ni] >= 0:
+                continue
+            ld = host.lines[nli]
+            gid[nli][ni] = g
+            end = ld.ends[ni]
+            k = bisect_right(ld.starts, end, ni + 1)
+            nested = [j for j in range(ni + 1, k) if ld.ends[j] <= end and gid[nli][j] < 0]
+            for j in nested:
+                gid[nli][j] = g
+            for j in [ni, *nested]:
+                code = int(grouper.prod_code[nli][j])
+                if code >= 0:
+                    lo, hi = grouper.cons_ptr[code], grouper.cons_ptr[code + 1]
+                    queue.extend(zip(grouper.cons_line[lo:hi].tolist(),
+                                     grouper.cons_idx[lo:hi].tolist(), strict=True))
+        g += 1
+    return gid
+
+
+@pytest.mark.parametrize("path", capture_paths(), ids=lambda p: p.name[:-10])
+def test_wave_grouping_equals_event_walk(path: pathlib.Path) -> None:
+    space = parse(path.read_bytes())
+    plane = space.plane("/host:CPU")
+    if plane is None:
+        pytest.skip("no host plane in this capture")  # nothing to group
+    host = Timeline(plane)
+    _, roots = _roots(host)
+    fast = _Grouper(host)
+    g = 0
+    for li, i, _, _ in roots:
+        if fast.gid[li][i] < 0:
+            fast.group(g, li, i)
+            g += 1
+    expected = _reference_groups(_Grouper(host), roots)
+    for got, want in zip(fast.gid, expected, strict=True):
+        assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("path", capture_paths(), ids=lambda p: p.name[:-10])
+def test_column_reader_equals_protobuf(path: pathlib.Path) -> None:
+    data = path.read_bytes()
+    full = schema.XSpace.FromString(data)
+    space = parse(data)
+    rng = np.random.default_rng(7)
+    for proto in full.planes:
+        cols = space.plane(proto.name).events
+        events = [e for line in proto.lines for e in line.events]
+        assert len(cols) == len(events)
+        if not events:
+            continue
+        assert cols.mid.tolist() == [e.metadata_id for e in events]
+        assert cols.offset.tolist() == [e.offset_ps for e in events]
+        assert cols.duration.tolist() == [e.duration_ps for e in events]
+        sample = np.unique(rng.integers(0, len(events), min(200, len(events))))
+        batch = cols.stats_of(sample)
+        got: dict[int, list] = {int(k): [] for k in sample}
+        for r, ev in enumerate(batch.event.tolist()):
+            got[ev].append((int(batch.mid[r]), batch.python(r)))
+        for k in sample.tolist():
+            want = [(s.metadata_id, getattr(s, s.WhichOneof("value")) if s.WhichOneof("value")
+                     else None) for s in events[k].stats]
+            assert _same(got[k], want), (proto.name, k)
+
+
+def _same(a: list, b: list) -> bool:
+    def norm(v: object) -> object:
+        return "nan" if isinstance(v, float) and v != v else v
+    return [(m, norm(v)) for m, v in a] == [(m, norm(v)) for m, v in b]

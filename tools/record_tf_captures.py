@@ -1,0 +1,365 @@
+"""Record TensorFlow CPU captures of ordinary workloads, with XProf 2.24.2's answers, for tests.
+
+    python tools/record_tf_captures.py --out tests/data            # every case
+    python tools/record_tf_captures.py --out /tmp/c --cases xla_jit,mirrored
+
+Each case runs in its own Python process (environment variables such as
+`TF_CPU_ALLOCATOR_USE_BFC` must be set before TensorFlow is imported; one profiler session
+per process), warms up outside the trace, then profiles a few steps with the public
+`tf.profiler.experimental.start/stop` (host level 2, the default). The script then copies
+`<host>.xplane.pb` to `<out>/captures/generated__tf<ver>cpu__<case>.xplane.pb`, runs XProf's
+five tools on a fresh copy (`tests/support/xprof_reference.py`) into
+`<out>/xprof-2.24.2/<stem>.<tool>.json`, and writes `<out>/provenance/<stem>.json` (TF,
+Keras, XProf versions, date, host CPU, the case's description and parameters).
+
+Steps are marked with tfobs's own markers (`tfobs.step` in custom loops, tfobs's Keras
+callback in `fit`) except where a case says otherwise, so XProf and tfobs see the same
+steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MAX_BYTES = 20 * 1024 * 1024
+
+# name -> (description, extra environment)
+CASES: dict[str, tuple[str, dict[str, str]]] = {
+    "conv_bn_custom_loop": (
+        "custom tf.function loop, Conv2D + BatchNormalization + Dense on 32x32x3 images; "
+        "oneDNN ops (`_MklNativeConv2D*`, `_MklFusedBatchNorm*`); tfobs.step markers", {}),
+    "lstm_bfc_varying": (
+        "custom loop, Embedding + 2-layer LSTM, a new (batch, length) every step, "
+        "TF_CPU_ALLOCATOR_USE_BFC=true (allocation events); LSTM runs an in-graph while loop; "
+        "tfobs.step markers; the large capture for the speed benchmark",
+        {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "keras3_spe4_callback": (
+        "Keras 3 fit, steps_per_execution=4, tfobs's Keras callback (markers)", {}),
+    "keras3_spe4_plain": (
+        "Keras 3 fit, steps_per_execution=4, no callback (no step markers)", {}),
+    "mixed_precision_fit": (
+        "Keras 3 fit under mixed_bfloat16, tfobs's Keras callback, BFC allocator",
+        {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "mirrored": (
+        "custom loop, MirroredStrategy over 2 logical CPU devices, tfobs.step markers", {}),
+    "numpy_preprocess": (
+        "custom loop whose step preprocesses its batch with numpy in Python, then runs a "
+        "tf.function train step; tfobs.step markers", {}),
+    "xla_jit": (
+        "custom loop, tf.function(jit_compile=True) train step (XLA CPU), tfobs.step markers, "
+        "BFC allocator", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "slow_callback": (
+        "Keras 3 fit, tfobs's Keras callback first, then a callback sleeping 5 ms in "
+        "on_train_batch_end (time between steps)", {}),
+}
+
+
+# --- the workloads (run in a child process: `--child CASE LOGDIR`) ------------------------
+
+
+def _child(case: str, logdir: str) -> dict[str, Any]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if case == "mirrored":
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import numpy as np
+    import tensorflow as tf
+
+    import tfobs
+    from tfobs.capture.markers import keras3_callback_class
+
+    tf.random.set_seed(0)
+    rng = np.random.default_rng(0)
+    keras = tf.keras
+    params: dict[str, Any] = {}
+
+    def profile(run_steps: Any) -> None:
+        tf.profiler.experimental.start(logdir)
+        try:
+            run_steps()
+        finally:
+            tf.profiler.experimental.stop()
+
+    if case == "conv_bn_custom_loop":
+        params = {"batch": 32, "steps": 12}
+        model = keras.Sequential([
+            keras.Input((32, 32, 3)), keras.layers.Conv2D(32, 3, padding="same"),
+            keras.layers.BatchNormalization(), keras.layers.ReLU(),
+            keras.layers.Conv2D(32, 3, padding="same"), keras.layers.BatchNormalization(),
+            keras.layers.ReLU(), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        opt = keras.optimizers.SGD(0.01)
+        x = tf.random.uniform((256, 32, 32, 3))
+        y = tf.random.uniform((256,), maxval=10, dtype=tf.int32)
+        it = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2))
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        @tf.function
+        def train_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = loss_fn(yb, model(xb, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        def loop(n: int, first: int = 0) -> None:
+            for i in range(first, first + n):
+                with tfobs.step(i):
+                    train_step(*next(it))
+
+        loop(3)
+        profile(lambda: loop(params["steps"], 3))
+
+    elif case == "lstm_bfc_varying":
+        params = {"vocab": 2000, "embed": 64, "units": 64, "steps": 12,
+                  "batches": [8, 16, 24, 32], "lengths": [16, 32, 48, 64]}
+        model = keras.Sequential([
+            keras.Input((None,), dtype="int32"), keras.layers.Embedding(params["vocab"], 64),
+            keras.layers.LSTM(64, return_sequences=True), keras.layers.LSTM(64),
+            keras.layers.Dense(1)])
+        opt = keras.optimizers.Adam(1e-3)
+        spec = [tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, 1), tf.float32)]
+
+        @tf.function(input_signature=spec)
+        def train_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(xb, training=True) - yb))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        def loop(n: int, first: int = 0) -> None:
+            for i in range(first, first + n):
+                b = params["batches"][i % 4]
+                length = params["lengths"][(i // 4 + i) % 4]
+                with tfobs.step(i):
+                    xb = tf.constant(rng.integers(0, params["vocab"], (b, length)), tf.int32)
+                    train_step(xb, tf.constant(rng.random((b, 1)), tf.float32))
+
+        loop(4)
+        profile(lambda: loop(params["steps"], 4))
+
+    elif case in ("keras3_spe4_callback", "keras3_spe4_plain", "mixed_precision_fit",
+                  "slow_callback"):
+        spe = 4 if case.startswith("keras3_spe4") else 1
+        if case == "mixed_precision_fit":
+            keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        params = {"steps_per_execution": spe, "batch": 64, "steps": 12 if spe == 1 else 16}
+        model = keras.Sequential([
+            keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(1, dtype="float32")])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse",
+                      steps_per_execution=spe)
+        x = rng.random((64 * 64, 256), np.float32)
+        y = rng.random((64 * 64, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64).prefetch(2)
+        callbacks: list[Any] = []
+        if case != "keras3_spe4_plain":
+            callbacks.append(keras3_callback_class()())
+        if case == "slow_callback":
+            params["callback_sleep_s"] = 0.005
+
+            class Slow(keras.callbacks.Callback):
+                def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                    time.sleep(0.005)
+
+            callbacks.append(Slow())
+        model.fit(ds, steps_per_epoch=8, epochs=1, verbose=0, callbacks=callbacks)
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, verbose=0,
+                                  callbacks=callbacks))
+
+    elif case == "mirrored":
+        params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 64, "steps": 12}
+        strategy = tf.distribute.MirroredStrategy(params["devices"])
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                      keras.layers.Dense(1)])
+            opt = keras.optimizers.SGD(0.01)
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+        it = iter(strategy.experimental_distribute_dataset(ds))
+
+        def replica_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(model(xb, training=True) - yb)) / 64.0
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        @tf.function
+        def train_step(batch: Any) -> Any:
+            per = strategy.run(replica_step, args=batch)
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+        def loop(n: int, first: int = 0) -> None:
+            for i in range(first, first + n):
+                with tfobs.step(i):
+                    train_step(next(it))
+
+        loop(3)
+        profile(lambda: loop(params["steps"], 3))
+
+    elif case == "numpy_preprocess":
+        params = {"batch": 128, "steps": 12}
+        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD(0.01)
+        raw = rng.random((128 * 8, 256)).astype(np.float32)
+
+        @tf.function
+        def train_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(xb, training=True) - yb))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        def loop(n: int, first: int = 0) -> None:
+            for i in range(first, first + n):
+                with tfobs.step(i):
+                    block = raw[(i % 8) * 128:(i % 8 + 1) * 128]
+                    # numpy work in Python, inside the step: standardise, clip, sort a copy
+                    z = (block - block.mean(0)) / (block.std(0) + 1e-6)
+                    z = np.clip(z, -3, 3)
+                    for _ in range(20):
+                        np.sort(z, axis=1)
+                    train_step(tf.constant(z), tf.constant(z[:, :1]))
+
+        loop(3)
+        profile(lambda: loop(params["steps"], 3))
+
+    elif case == "xla_jit":
+        params = {"batch": 128, "steps": 12}
+        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, "relu"),
+                                  keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD(0.01)
+        x = tf.random.uniform((128, 256))
+        y = tf.random.uniform((128, 1))
+
+        @tf.function(jit_compile=True)
+        def train_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(model(xb, training=True) - yb))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        def loop(n: int, first: int = 0) -> None:
+            for i in range(first, first + n):
+                with tfobs.step(i):
+                    train_step(x, y)
+
+        loop(3)
+        profile(lambda: loop(params["steps"], 3))
+    else:
+        raise SystemExit(f"unknown case {case!r}")
+    return params
+
+
+# --- the driver ------------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str]:
+    code = ("import json, tensorflow as tf, keras, numpy, xprof.version as xv\n"
+            "print(json.dumps({'tensorflow': tf.__version__, 'keras': keras.__version__,"
+            " 'numpy': numpy.__version__, 'xprof': getattr(xv, '__version__', '?')}))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except Exception as exc:  # versions are provenance, not a reason to fail the recording
+        return {"error": str(exc)[:200]}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def record(case: str, out: pathlib.Path, tf_version: str) -> pathlib.Path:
+    description, env = CASES[case]
+    stem = f"generated__tf{'.'.join(tf_version.split('.')[:2])}cpu__{case}"
+    with tempfile.TemporaryDirectory(prefix="tfobs-rec-") as logdir:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", case, logdir],
+            env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"{case}: workload failed\n{proc.stderr[-3000:]}")
+        params = json.loads(proc.stdout.strip().splitlines()[-1])
+        found = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+        if len(found) != 1:
+            raise SystemExit(f"{case}: expected one .xplane.pb, found {found}")
+        (out / "captures").mkdir(parents=True, exist_ok=True)
+        dest = out / "captures" / f"{stem}.xplane.pb"
+        shutil.copyfile(found[0], dest)
+    size = dest.stat().st_size
+    if size > MAX_BYTES:
+        print(f"warning: {dest.name} is {size / 1e6:.1f} MB (over 20 MB)", file=sys.stderr)
+    sys.path.insert(0, str(ROOT))
+    from tests.support.xprof_reference import TOOLS, run_tool
+
+    (out / "xprof-2.24.2").mkdir(exist_ok=True)
+    for tool in TOOLS:
+        data = run_tool(dest, tool)
+        (out / "xprof-2.24.2" / f"{stem}.{tool}.json").write_text(json.dumps(data) + "\n")
+    (out / "provenance").mkdir(exist_ok=True)
+    (out / "provenance" / f"{stem}.json").write_text(json.dumps({
+        "capture": dest.name, "case": case, "what_ran": description, "environment": env,
+        "parameters": params, "bytes": size,
+        "recorded_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host_cpu": _cpu_model(), "python": platform.python_version(),
+        "recorder": "tools/record_tf_captures.py",
+    }, indent=1) + "\n")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=str(ROOT / "tests" / "data"))
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--child", nargs=2, metavar=("CASE", "LOGDIR"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        params = _child(*args.child)
+        print(json.dumps(params), flush=True)
+        return 0
+    versions = _versions()
+    out = pathlib.Path(args.out)
+    for case in [c for c in args.cases.split(",") if c]:
+        if case not in CASES:
+            raise SystemExit(f"unknown case {case!r}; known: {', '.join(CASES)}")
+        t0 = time.monotonic()
+        dest = record(case, out, versions.get("tensorflow", "2.21"))
+        prov = out / "provenance" / dest.name.replace(".xplane.pb", ".json")
+        data = json.loads(prov.read_text())
+        data["versions"] = versions
+        prov.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"{case}: {dest} {dest.stat().st_size / 1e6:.2f} MB "
+              f"in {time.monotonic() - t0:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
