@@ -305,7 +305,7 @@ def test_step_sink_refuses_bad_exemplars_and_info_keeps_its_catalog_labels(
     s = om_samples(exporter.url)
     assert s["tfobs_step_duration_seconds_count"][0].value == 0
     labels = s["tfobs_info"][0].labels
-    assert set(labels) == {"tf_job", "tf_task", *catalog.BY_NAME["tfobs_info"].labels}
+    assert set(labels) == {*catalog.IDENTITY_LABELS, *catalog.BY_NAME["tfobs_info"].labels}
     assert labels["devices"] == "d" * 200  # bounded
 
 
