@@ -68,6 +68,7 @@ class Windows:
         self.stopping = False
         self._next_start = next_window_start(0, policy)
         self._on_demand = False
+        self._keep = False  # the on-demand window is to be kept
         self._index = 0
 
     # -- training thread (hot path) -----------------------------------------------------
@@ -116,13 +117,14 @@ class Windows:
         if self.stopping:
             return
         on_demand, self._on_demand = self._on_demand, False
+        keep, self._keep = self._keep and on_demand, False
         if not on_demand and (self.inflight is not None or not self.budget.allows()):
             self._health.count_window("skipped_budget", "duty-cycle budget")
             return
         if self.inflight is not None:  # on-demand while a window is still being reduced
-            self._on_demand = True
+            self._on_demand, self._keep = True, keep
             return
-        record = WindowRecord(index=self._index, on_demand=on_demand)
+        record = WindowRecord(index=self._index, on_demand=on_demand, keep=keep)
         self._index += 1
         window = OpenWindow(record, time.monotonic(), step_num)
         refused = self.slot.start(wake=window.close)
@@ -141,10 +143,12 @@ class Windows:
 
     # -- any thread ---------------------------------------------------------------------
 
-    def request(self) -> bool:
-        """Ask for a window at the next step; False when the budget or a window says no."""
+    def request(self, keep: bool = False) -> bool:
+        """Ask for a window at the next step (`keep`: keep its capture); False when the
+        budget or a window says no."""
         if self.stopping or self.inflight is not None or not self.budget.allows():
             return False
+        self._keep = keep
         self._on_demand = True
         return True
 
