@@ -10,7 +10,6 @@ import pathlib
 import threading
 import time
 import urllib.request
-from dataclasses import replace
 
 import pytest
 

@@ -152,7 +152,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("verbose", False, "Log each window at INFO on the 'tfobs' logger.", _is_bool),
     Option("keep_dir", "", "Folder or URL (gs://, s3://, hdfs://: any TensorFlow file system) "
            "where windows that matter are kept in TensorBoard's layout "
-           "(<dir>/plugins/profile/<run>/<host>.xplane.pb); '' keeps none.", _is_str),
+           "(DIR/plugins/profile/RUN/HOST.xplane.pb); '' keeps none.", _is_str),
     Option("keep_max_bytes", 1024 * MIB, "Bytes of kept captures this worker holds in "
            "keep_dir; the oldest are deleted first.", _int_range(1)),
     Option("keep_max_per_hour", 6, "Most windows kept per hour by the triggers (on-demand "

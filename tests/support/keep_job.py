@@ -5,7 +5,7 @@
 Each step's batch comes from a tf.data pipeline (no prefetch). From `--turn-step` on, the
 pipeline sleeps `--input-sleep-s` per batch in a `tf.py_function`: the job turns input-bound
 halfway, as a job whose data moved to a slow store would. `--keep-at STEP` calls
-`tfobs.capture_now(keep=True)` at that step. Model, data and seeds are deterministic, so a
+`tfobs.capture_now(keep=True)` from that step on until it is granted. Model, data and seeds are deterministic, so a
 run with tfobs ends with exactly the weights of a run without it.
 
 The last stdout line is JSON: trained steps, a weights digest, each window's record (index,
@@ -86,12 +86,19 @@ def main(argv: list[str] | None = None) -> int:
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     class KeepAt(keras.callbacks.Callback):
+        """From step --keep-at on, ask until tfobs grants it (a window being reduced or the
+        budget says no for a while)."""
+
+        granted = False
+
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
-            if batch == args.keep_at:
+            if 0 <= args.keep_at <= batch and not self.granted:
                 import tfobs
 
-                print(f"keep job: capture_now(keep=True) -> {tfobs.capture_now(keep=True)}",
-                      flush=True)
+                self.granted = tfobs.capture_now(keep=True)
+                if self.granted:
+                    print(f"keep job: capture_now(keep=True) granted at step {batch}",
+                          flush=True)
 
     model.fit(data, epochs=1, verbose=0, callbacks=[KeepAt()])
 
