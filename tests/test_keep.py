@@ -325,3 +325,59 @@ def test_capture_now_keep_marks_the_window(tmp_path):
     plain.running = True
     assert plain.capture_now(keep=True) and not plain._windows._keep  # no keep_dir: warned
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.slow  # starts XProf's server
+def test_xprof_logdir_shows_the_kept_window_and_retention_clears_its_caches(tmp_path):
+    """`xprof --logdir KEEP_DIR` (XProf 2.24.2's own server) lists the kept run and host and
+    serves its overview page; XProf then writes caches into the run folder, and retention
+    still removes the whole run once its capture goes."""
+    import gzip
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.support.prometheus_server import free_port
+
+    data = SMALL.read_bytes()
+    keeper, _ = make_keeper(str(tmp_path), keep_max_bytes=len(data) + 1)
+    first = record(0, keep=True)
+    keeper.keep(window(), first, data)
+    run = pathlib.Path(first.kept_path).parent.name
+    host = keeper.store.host
+    port = free_port()
+    xprof = shutil.which("xprof") or str(pathlib.Path(sys.executable).parent / "xprof")
+    proc = subprocess.Popen([xprof, "--logdir", str(tmp_path), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def get(path: str):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/plugin/profile/{path}",
+                                    timeout=60) as resp:
+            body = resp.read()
+            if resp.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            return json.loads(body)
+
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                runs = get("runs")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        assert runs == [run]
+        assert get(f"hosts?run={run}&tag=overview_page") == [{"hostname": host}]
+        overview = get(f"data?run={run}&tag=overview_page&host={host}")
+        assert overview and "steptime_ms_average" in overview[1]["p"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    caches = [p.name for p in pathlib.Path(first.kept_path).parent.iterdir()]
+    assert len(caches) > 1, caches  # XProf's caches beside the capture
+    second = record(1, keep=True)
+    keeper.keep(window(), second, data)
+    assert [p.name for p in (tmp_path / "plugins" / "profile").iterdir()] == [
+        pathlib.Path(second.kept_path).parent.name]

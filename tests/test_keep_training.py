@@ -44,7 +44,7 @@ def run_job(options: dict | None, *args: str, steps: int = STEPS) -> dict:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     report = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("{")][-1])
-    report["stdout"] = proc.stdout
+    report["stdout"], report["stderr"] = proc.stdout, proc.stderr
     return report
 
 
@@ -154,7 +154,7 @@ def tiny_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def assert_trained_and_counted(report: dict, base: dict) -> None:
+def assert_trained_and_counted(report: dict, base: dict, why: str) -> None:
     assert (report["steps"], report["weights"]) == (base["steps"], base["weights"])
     assert report["health"]["steps"] == base["steps"]
     assert len(captured(report)) >= 2, report["records"]  # windows published as usual
@@ -162,13 +162,16 @@ def assert_trained_and_counted(report: dict, base: dict) -> None:
     assert report["health"]["errors"].get("keep", 0) >= 1, report["health"]
     assert set(report["health"]["errors"]) == {"keep"}, report["health"]
     assert 'tfobs_errors_total{stage="keep",' in report["metrics"]
+    # Logged once, with the file system's own reason.
+    (line,) = [ln for ln in report["stderr"].splitlines() if "tfobs keep error" in ln]
+    assert why in line, line
 
 
 def test_read_only_keep_folder(tiny_tmpfs, baseline):
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], check=True)
     report = run_job({"keep_dir": str(tiny_tmpfs / "keep"), "keep_on_step_time_rise": 0.0},
                      "--keep-at", "50", steps=80)
-    assert_trained_and_counted(report, baseline[80])
+    assert_trained_and_counted(report, baseline[80], "Read-only file system")
     assert files_under(tiny_tmpfs) == []
 
 
@@ -179,10 +182,10 @@ def test_full_keep_folder(tiny_tmpfs, baseline):
             fh.write(b"\0" * 65536)
             fh.flush()
     report = run_job({"keep_dir": str(tiny_tmpfs / "keep")}, "--keep-at", "50", steps=80)
-    assert_trained_and_counted(report, baseline[80])
+    assert_trained_and_counted(report, baseline[80], "No space left on device")
     assert files_under(tiny_tmpfs) == [filler]  # nothing half-written beside it
 
 
 def test_keep_folder_on_unknown_file_system(baseline):
     report = run_job({"keep_dir": "foo://bar/keep"}, "--keep-at", "50", steps=80)
-    assert_trained_and_counted(report, baseline[80])
+    assert_trained_and_counted(report, baseline[80], "File system scheme 'foo' not implemented")

@@ -5,8 +5,8 @@
 Each step's batch comes from a tf.data pipeline (no prefetch). From `--turn-step` on, the
 pipeline sleeps `--input-sleep-s` per batch in a `tf.py_function`: the job turns input-bound
 halfway, as a job whose data moved to a slow store would. `--keep-at STEP` calls
-`tfobs.capture_now(keep=True)` from that step on until it is granted. Model, data and seeds are deterministic, so a
-run with tfobs ends with exactly the weights of a run without it.
+`tfobs.capture_now(keep=True)` from that step on until it is granted. Model, data and seeds
+are deterministic, so a run with tfobs ends with exactly the weights of a run without it.
 
 The last stdout line is JSON: trained steps, a weights digest, each window's record (index,
 steps, outcome, kept path) with the live summary published for it (`to_dict()`), tfobs's

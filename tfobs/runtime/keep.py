@@ -31,6 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tfobs.config import Config
 from tfobs.health import HealthLedger, KeptCapture
@@ -66,7 +67,8 @@ class Triggers:
         self._critical: frozenset[str] = frozenset()
 
     def reasons(self, summary: WindowSummary) -> list[str]:
-        cfg, out = self._cfg, []
+        cfg = self._cfg
+        out: list[str] = []
         if summary.steps.count <= 0:
             return out  # no step, no figure to compare
         if not self._seen_first:
@@ -104,7 +106,7 @@ class GfileStore:
         self.host = host
 
     @staticmethod
-    def _gfile() -> object:
+    def _gfile() -> Any:
         import tensorflow as tf
 
         return tf.io.gfile
@@ -121,14 +123,14 @@ class GfileStore:
         gfile = self._gfile()
         run_dir, final = self.run_dir(run), self.path(run)
         tmp = f"{run_dir}/.{self.host}.xplane.pb.tmp"
-        created = not gfile.exists(run_dir)  # type: ignore[attr-defined]
+        created = not gfile.exists(run_dir)
         try:
-            gfile.makedirs(run_dir)  # type: ignore[attr-defined]
-            with gfile.GFile(tmp, "wb") as f:  # type: ignore[attr-defined]
+            gfile.makedirs(run_dir)
+            with gfile.GFile(tmp, "wb") as f:
                 f.write(data)
-            gfile.rename(tmp, final, overwrite=True)  # type: ignore[attr-defined]
+            gfile.rename(tmp, final, overwrite=True)
         except Exception:
-            _quietly(gfile.remove, tmp)  # type: ignore[attr-defined]
+            _quietly(gfile.remove, tmp)
             if created:
                 self._remove_if_empty(run_dir)
             raise
@@ -138,19 +140,28 @@ class GfileStore:
         """(path, bytes) of this host's kept captures, oldest run first (runs are named by
         UTC time)."""
         gfile = self._gfile()
-        paths = sorted(gfile.glob(self.path("*")))  # type: ignore[attr-defined]
-        return [(p, int(gfile.stat(p).length)) for p in paths]  # type: ignore[attr-defined]
+        paths = sorted(gfile.glob(self.path("*")))
+        return [(p, int(gfile.stat(p).length)) for p in paths]
 
     def remove(self, path: str) -> None:
+        """Delete a kept capture, and its run folder once no capture is left in it: XProf
+        writes its caches there (`.cached_tools.json`, `*.hlo_proto.pb`, ...) when a tool
+        opens the run, and they mean nothing without the capture."""
         gfile = self._gfile()
-        gfile.remove(path)  # type: ignore[attr-defined]
-        self._remove_if_empty(path.rsplit("/", 1)[0])
+        gfile.remove(path)
+        run_dir = path.rsplit("/", 1)[0]
+        try:
+            names = gfile.listdir(run_dir)
+            if not any(n.endswith(".xplane.pb") for n in names):
+                gfile.rmtree(run_dir)
+        except Exception:
+            _log.debug("tfobs keep: could not remove %s", run_dir, exc_info=True)
 
     def _remove_if_empty(self, run_dir: str) -> None:
         gfile = self._gfile()
         try:
-            if not gfile.listdir(run_dir):  # type: ignore[attr-defined]
-                gfile.rmtree(run_dir)  # type: ignore[attr-defined]
+            if not gfile.listdir(run_dir):
+                gfile.rmtree(run_dir)
         except Exception:
             _log.debug("tfobs keep: could not remove %s", run_dir, exc_info=True)
 
