@@ -381,3 +381,52 @@ def test_xprof_logdir_shows_the_kept_window_and_retention_clears_its_caches(tmp_
     keeper.keep(window(), second, data)
     assert [p.name for p in (tmp_path / "plugins" / "profile").iterdir()] == [
         pathlib.Path(second.kept_path).parent.name]
+
+
+def test_runtime_keeps_on_the_reduce_path_before_publishing_and_charges_the_budget(tmp_path):
+    """The runtime's own path with the real profiler (a custom loop, in this process): the
+    first window is kept, its path is on the record when the sinks publish (so the span
+    carries it), and the write's CPU time is in what the budget is charged."""
+    import tensorflow as tf
+
+    import tfobs
+    from tests.support.memory_exporter import MemoryExporter
+    from tfobs.runtime.core import Runtime
+
+    class PathAtPublish(MemoryExporter):
+        def publish(self, summary, record):
+            self.path_seen = record.kept_path
+            super().publish(summary, record)
+
+    sink = PathAtPublish()
+    cfg = Config.load(environ={}, metrics_port=-1, nvml=False, interval_steps=1000,
+                      window_steps=3, first_window_step=0, overhead_budget=0.5,
+                      capture_dir=str(tmp_path / "scratch"), keep_dir=str(tmp_path / "keep"))
+    rt = Runtime(cfg, sinks=[sink], step_sink=sink)
+    spent: list[float] = []
+    keep_fn = rt.keeper.keep
+
+    def keep_and_note(*args):
+        spent.append(keep_fn(*args))
+        return spent[-1]
+
+    rt.keeper.keep = keep_and_note
+    rt.start()
+    try:
+        x = tf.ones((32,))
+        for i in range(5):
+            with tfobs.step(i):
+                tf.reduce_sum(x * x)
+        assert rt.wait_idle(60)
+    finally:
+        rt.stop(5.0)
+    (summary, record), = sink.published
+    assert sink.path_seen and sink.path_seen == record.kept_path
+    assert pathlib.Path(record.kept_path).read_bytes()[:2]  # the real capture, complete
+    assert files_in(tmp_path / "keep") == [pathlib.Path(record.kept_path)]
+    assert spent and spent[0] > 0 and record.background_cpu_s >= spent[0]
+    assert rt.health.snapshot().kept == 1
+
+
+def files_in(folder: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
