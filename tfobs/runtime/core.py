@@ -85,6 +85,7 @@ class Runtime:
         work = StepWorkMeter()
         self._windows = Windows(self.policy, self.budget, self.slot, self.health,
                                 self._failures, step_sink, self._finish)
+        self._warned_no_keep_dir = False
         self.keeper = (Keeper(config, self.health, self._failures, config.identity())
                        if config.keep_dir else None)
         reduce_queue: ReduceQueue = queue.Queue(maxsize=QUEUE_SIZE)
@@ -120,8 +121,10 @@ class Runtime:
     def capture_now(self, keep: bool = False) -> bool:
         """Ask for a window at the next step; False when the budget or a window says no.
         `keep`: also keep its capture in `keep_dir` (logged and ignored when it is unset)."""
-        if keep and self.keeper is None:
-            _log.warning("tfobs: capture_now(keep=True) but keep_dir is not set; not kept")
+        if keep and self.keeper is None and not self._warned_no_keep_dir:
+            self._warned_no_keep_dir = True  # once: a script may ask again and again
+            _log.warning("tfobs: capture_now(keep=True) but keep_dir (TFOBS_KEEP_DIR) is not "
+                         "set; the window is captured, not kept")
         return self.running and self._windows.request(keep and self.keeper is not None)
 
     def train_end(self) -> None:
