@@ -152,6 +152,21 @@ OPTIONS: tuple[Option, ...] = (
     Option("tf_task", "", "Worker identity label tf_task; '' reads TF_CONFIG (default '0').",
            _is_str),
     Option("verbose", False, "Log each window at INFO on the 'tfobs' logger.", _is_bool),
+    Option("keep_dir", "", "Folder or URL (gs://, s3://, hdfs://: any TensorFlow file system) "
+           "where windows that matter are kept in TensorBoard's layout "
+           "(DIR/plugins/profile/RUN/HOST.xplane.pb); '' keeps none.", _is_str),
+    Option("keep_max_bytes", 1024 * MIB, "Bytes of kept captures this worker holds in "
+           "keep_dir; the oldest are deleted first.", _int_range(1)),
+    Option("keep_max_per_hour", 6, "Most windows kept per hour by the triggers (on-demand "
+           "keeps are not counted).", _int_range(0)),
+    Option("keep_first", True, "Keep the job's first captured window.", _is_bool),
+    Option("keep_on_input_bound", True, "Keep a window whose input-bound verdict is worse "
+           "than in the recent windows.", _is_bool),
+    Option("keep_on_step_time_rise", 0.25, "Keep a window whose mean step time rose by more "
+           "than this share over the median of the recent windows (0 turns it off).",
+           _float_range(0.0)),
+    Option("keep_on_critical_advice", True, "Keep a window where advice of severity "
+           "critical fired that the previous window did not have.", _is_bool),
 )
 _BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 
@@ -212,6 +227,13 @@ class Config:
     tf_job: str = _default("tf_job")
     tf_task: str = _default("tf_task")
     verbose: bool = _default("verbose")
+    keep_dir: str = _default("keep_dir")
+    keep_max_bytes: int = _default("keep_max_bytes")
+    keep_max_per_hour: int = _default("keep_max_per_hour")
+    keep_first: bool = _default("keep_first")
+    keep_on_input_bound: bool = _default("keep_on_input_bound")
+    keep_on_step_time_rise: float = _default("keep_on_step_time_rise")
+    keep_on_critical_advice: bool = _default("keep_on_critical_advice")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

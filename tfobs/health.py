@@ -39,6 +39,16 @@ class Durations:
 
 
 @dataclass(frozen=True)
+class KeptCapture:
+    """The latest window kept in keep_dir (tfobs/runtime/keep.py)."""
+
+    index: int  # the window's index in this process
+    at_s: float  # Unix time it was written
+    path: str  # <keep_dir>/plugins/profile/<run>/<host>.xplane.pb
+    reason: str  # the triggers that kept it, e.g. "first", "input_bound,step_time"
+
+
+@dataclass(frozen=True)
 class HealthSnapshot:
     """A consistent copy of the ledger (what one scrape or one page shows)."""
 
@@ -55,6 +65,9 @@ class HealthSnapshot:
     overhead_ratio: float | None
     info: dict[str, str]
     last_reason: str
+    kept: int = 0  # windows kept in keep_dir
+    kept_last: KeptCapture | None = None
+    kept_bytes: int = 0  # bytes this worker holds in keep_dir now
 
 
 class HealthLedger:
@@ -73,6 +86,9 @@ class HealthLedger:
         self._cost: tuple[float, float] | None = None
         self._info: dict[str, str] = dict(info or {})
         self._last_reason = ""
+        self._kept = 0
+        self._kept_last: KeptCapture | None = None
+        self._kept_bytes = 0
 
     # -- written by the runtime, samplers and exporters ----------------------------------
 
@@ -94,6 +110,16 @@ class HealthLedger:
             return
         with self._lock:
             self._dropped[what] = self._dropped.get(what, 0) + n
+
+    def count_kept(self, kept: KeptCapture, held_bytes: int) -> None:
+        with self._lock:
+            self._kept += 1
+            self._kept_last = kept
+            self._kept_bytes = max(int(held_bytes), 0)
+
+    def set_kept_bytes(self, held_bytes: int) -> None:
+        with self._lock:
+            self._kept_bytes = max(int(held_bytes), 0)
 
     def observe_capture(self, seconds: float, nbytes: int) -> None:
         with self._lock:
@@ -131,6 +157,9 @@ class HealthLedger:
                 overhead_ratio=cost[1] if cost else None,
                 info=dict(self._info),
                 last_reason=self._last_reason,
+                kept=self._kept,
+                kept_last=self._kept_last,
+                kept_bytes=self._kept_bytes,
             )
 
     # Read-only views for scripts and tests: counts that happened (zeros left out).

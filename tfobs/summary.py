@@ -62,7 +62,7 @@ Outcome = Literal[
 ]
 OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
 # What tfobs dropped to bound its memory or time (tfobs_dropped_total{what}).
-DropWhat = Literal["window", "spans"]
+DropWhat = Literal["window", "spans", "keep"]
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ class WindowRecord:
     reduce_s: float = 0.0
     background_cpu_s: float = 0.0  # CPU time of export + reduction (what the budget charges)
     on_demand: bool = False
+    keep: bool = False  # asked to be kept (capture_now(keep=True))
+    kept_path: str = ""  # where it was kept (keep_dir), "" when it was not
 
     def step_span_id(self, step_num: int) -> int:
         span = self.step_span_ids.get(step_num)

@@ -185,6 +185,16 @@ METRICS: tuple[MetricDef, ...] = (
        "Estimated share of training time tfobs costs (0..1)."),
     _m("tfobs_last_window_timestamp_seconds", "gauge", (),
        "Unix time in seconds when the latest window's summary was published."),
+    # Kept captures (keep_dir, tfobs/runtime/keep.py).
+    _m("tfobs_kept_captures_total", "counter", (),
+       "Windows whose capture was kept in keep_dir (TensorBoard's layout)."),
+    _m("tfobs_kept_capture_window", "gauge", (),
+       "Index of the latest kept window; its span's tfobs.window.kept_path and the overview "
+       "page name the file."),
+    _m("tfobs_kept_capture_timestamp_seconds", "gauge", (),
+       "Unix time in seconds when the latest kept capture was written."),
+    _m("tfobs_kept_bytes", "gauge", (),
+       "Bytes of kept captures this worker holds in keep_dir (at most keep_max_bytes)."),
     _m("tfobs_info", "info", ("version", "tensorflow_version", "python_version", "devices"),
        "tfobs, TensorFlow and Python versions and devices of this worker (value 1)."),
 )

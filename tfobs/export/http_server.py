@@ -27,7 +27,7 @@ from tfobs.errors import ConfigError
 log = logging.getLogger(__name__)
 
 PageFn = Callable[[], tuple[str, str]]  # () -> (content type, body)
-CaptureFn = Callable[[], Any]  # () -> truthy when a window was granted
+CaptureFn = Callable[..., Any]  # (keep=False) -> truthy when a window was granted
 
 _MAX_BODY = 4096
 _CLIENT_TIMEOUT_S = 10.0  # a client that stalls mid-request frees its thread after this
@@ -243,7 +243,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(503, "application/json", b'{"error": "capture not available"}\n')
             return
         try:
-            granted = bool(handler())
+            # ?keep=1: also keep the window's capture in keep_dir (tfobs/runtime/keep.py).
+            keep = "keep=1" in self.path.partition("?")[2].split("&")
+            granted = bool(handler(keep=True) if keep else handler())
         except Exception:
             log.debug("tfobs: capture request handler failed", exc_info=True)
             app.on_error("remote_capture")

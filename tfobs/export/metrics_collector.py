@@ -188,6 +188,11 @@ def _health(fams: _Families, st: WorkerState) -> None:
         fams.add("tfobs_estimated_overhead_ratio", ident, (), h.overhead_ratio)
     if st.latest is not None:
         fams.add("tfobs_last_window_timestamp_seconds", ident, (), st.latest.at_s)
+    if h.kept_last is not None:
+        fams.counter("tfobs_kept_captures_total", ident, (), h.kept)
+        fams.add("tfobs_kept_capture_window", ident, (), h.kept_last.index)
+        fams.add("tfobs_kept_capture_timestamp_seconds", ident, (), h.kept_last.at_s)
+        fams.add("tfobs_kept_bytes", ident, (), h.kept_bytes)
     available = st.nvml is not None and st.nvml.available
     fams.add("tfobs_nvml_available", ident, (), 1.0 if available else 0.0)
     fams.info(ident, {k: str(h.info.get(k, ""))[:_MAX_INFO_VALUE] for k in _INFO_KEYS})

@@ -168,6 +168,8 @@ def window_attributes(summary: WindowSummary, window: WindowRecord, cut: int = 0
         "tfobs.device_count": summary.environment.device_count,
         "tfobs.spans_cut": cut,
         **_breakdown("tfobs.breakdown", summary.breakdown_s),
+        # Where the capture was kept (keep_dir): open it in TensorBoard / XProf.
+        **({"tfobs.window.kept_path": window.kept_path} if window.kept_path else {}),
     }
     k = summary.kernels
     if k.total_s > 0:

@@ -291,6 +291,12 @@ def _health(h: dict[str, Any]) -> str:
                        ("estimated_overhead_ratio", "Estimated overhead")):
         if h.get(key) is not None:
             rows.append([label, _e(_pct(h[key]))])
+    kept = h.get("kept_last")
+    if kept is not None:  # tfobs/runtime/keep.py: open it in TensorBoard / XProf
+        folder = kept.path.split("/plugins/profile/")[0]
+        rows.append(["Kept captures", f'{int(h.get("kept") or 0)}; latest: window '
+                     f'{int(kept.index)} ({_e(kept.reason)}) <code>{_e(kept.path)}</code>; '
+                     f'open with <code>tensorboard --logdir {_e(folder)}</code>'])
     if h.get("url"):
         rows.append(["Metrics", f'<a href="/metrics">{_e(h["url"])}</a>'])
     return f'<section id="health"><h2>tfobs health</h2>{_table(["", ""], rows, set())}</section>'

@@ -159,6 +159,8 @@ def health_of(worker: WorkerState, url: str = "") -> dict[str, Any]:
         "estimated_overhead_ratio": h.overhead_ratio,
         "last_window_timestamp_s": latest.at_s if latest else None,
         "window_index": latest.window.index if latest and latest.window else None,
+        "kept": h.kept,
+        "kept_last": h.kept_last,
     }
 
 

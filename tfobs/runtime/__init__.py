@@ -9,6 +9,8 @@ Modules, in the direction of the data:
   window sinks;
 * `core.py`: `Runtime`, which wires them, records each window's end and stops by a deadline;
   also the handle `enable()` returns;
+* `keep.py`: keeps the captures of the windows that matter in `keep_dir` (TensorBoard's
+  layout), called once from the reduce path after a summary exists;
 * `lifecycle.py`: the process-wide instance: build, enable/disable, exit and fork;
 * `api.py`: the typed `enable()`; `info.py`: versions and devices; `failures.py`: errors
   counted and logged once.

@@ -45,6 +45,13 @@ def enable(
     tf_job: str | None = None,
     tf_task: str | None = None,
     verbose: bool | None = None,
+    keep_dir: str | None = None,
+    keep_max_bytes: int | None = None,
+    keep_max_per_hour: int | None = None,
+    keep_first: bool | None = None,
+    keep_on_input_bound: bool | None = None,
+    keep_on_step_time_rise: float | None = None,
+    keep_on_critical_advice: bool | None = None,
 ) -> Runtime | None:
     """Start tfobs in this training process and return its handle (see `Runtime`).
 

@@ -26,6 +26,7 @@ from tfobs.health import HealthLedger
 from tfobs.runtime.capture_thread import QUEUE_SIZE, CaptureThread, ReduceQueue
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.info import info_labels
+from tfobs.runtime.keep import Keeper
 from tfobs.runtime.reduce_thread import Reducer, ReduceThread
 from tfobs.runtime.windows import StepWorkMeter, Windows
 from tfobs.sources.nvml import NvmlSampler
@@ -87,12 +88,16 @@ class Runtime:
         self._windows = Windows(self.policy, self.budget, self.slot, self.health,
                                 self._failures, step_sink, self._finish,
                                 runs_steps=runs_steps(self.identity))
+        self._warned_no_keep_dir = False
+        self.keeper = (Keeper(config, self.health, self._failures, self.identity)
+                       if config.keep_dir else None)
         reduce_queue: ReduceQueue = queue.Queue(maxsize=QUEUE_SIZE)
         self._queue = reduce_queue
         self._capture = CaptureThread(self._windows, reduce_queue, self.health, self._failures,
                                       step_sink, work, self._finish, self._start_tf_parts)
         self._reduce = ReduceThread(config, self._windows, reduce_queue, self.sinks,
-                                    self.health, self._failures, work, self._finish, reducer)
+                                    self.health, self._failures, work, self._finish, reducer,
+                                    self.keeper)
         self.pid = os.getpid()
         self.running = False
         self._stopped = False
@@ -116,9 +121,14 @@ class Runtime:
         """Wait until no window is tracing, exporting or reducing; True when idle."""
         return self._windows.wait_idle(timeout_s)
 
-    def capture_now(self) -> bool:
-        """Ask for a window at the next step; False when the budget or a window says no."""
-        return self.running and self._windows.request()
+    def capture_now(self, keep: bool = False) -> bool:
+        """Ask for a window at the next step; False when the budget or a window says no.
+        `keep`: also keep its capture in `keep_dir` (logged and ignored when it is unset)."""
+        if keep and self.keeper is None and not self._warned_no_keep_dir:
+            self._warned_no_keep_dir = True  # once: a script may ask again and again
+            _log.warning("tfobs: capture_now(keep=True) but keep_dir (TFOBS_KEEP_DIR) is not "
+                         "set; the window is captured, not kept")
+        return self.running and self._windows.request(keep and self.keeper is not None)
 
     def train_end(self) -> None:
         """Training stopped: close an open window now instead of at its cap."""

@@ -57,10 +57,11 @@ def disable(timeout_s: float = 5.0) -> None:
         runtime.stop(timeout_s)
 
 
-def capture_now() -> bool:
-    """Ask the running tfobs for a window at the next step (False when it says no)."""
+def capture_now(keep: bool = False) -> bool:
+    """Ask the running tfobs for a window at the next step (False when it says no);
+    `keep=True` also keeps its capture in `keep_dir` (TensorBoard's layout)."""
     runtime = _instance
-    return runtime.capture_now() if runtime is not None else False
+    return runtime.capture_now(keep) if runtime is not None else False
 
 
 def current() -> Runtime | None:

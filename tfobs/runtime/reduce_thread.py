@@ -19,6 +19,7 @@ from tfobs.export.sinks import WindowSink
 from tfobs.health import HealthLedger
 from tfobs.runtime.capture_thread import ReduceQueue
 from tfobs.runtime.failures import Failures
+from tfobs.runtime.keep import Keeper
 from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
 from tfobs.summary import WindowSummary
 
@@ -37,7 +38,8 @@ class TooLarge(Exception):
 class ReduceThread:
     def __init__(self, config: Config, windows: Windows, reduce_queue: ReduceQueue,
                  sinks: Sequence[WindowSink], health: HealthLedger, failures: Failures,
-                 step_work: StepWorkMeter, finish: Finish, reducer: Reducer | None) -> None:
+                 step_work: StepWorkMeter, finish: Finish, reducer: Reducer | None,
+                 keeper: Keeper | None = None) -> None:
         self._config = config
         self._w = windows
         self._queue = reduce_queue
@@ -45,6 +47,7 @@ class ReduceThread:
         self._health, self._failures, self._finish = health, failures, finish
         self._step_work = step_work
         self._reducer = reducer
+        self._keeper = keeper
         self.last_summary: WindowSummary | None = None
         self.thread = threading.Thread(target=self._run, name="tfobs-reduce", daemon=True)
 
@@ -81,6 +84,9 @@ class ReduceThread:
             return
         record.reduce_s = time.perf_counter() - t0
         reduce_cpu_s = time.thread_time() - cpu0
+        if self._keeper is not None and not self._w.stopping:
+            # Before the sinks publish, so the window's span carries the kept path.
+            reduce_cpu_s += self._keeper.keep(summary, record, result.data)
         record.background_cpu_s += reduce_cpu_s
         budget.charge(background_s=reduce_cpu_s, steps_s=self._step_work.take())
         if self._w.stopping:  # reduced, but the sinks are closing

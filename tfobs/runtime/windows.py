@@ -77,6 +77,7 @@ class Windows:
         # no scheduled windows there (an on-demand capture still works).
         self._next_start = next_window_start(0, policy) if runs_steps else sys.maxsize
         self._on_demand = False
+        self._keep = False  # the on-demand window is to be kept
         self._index = 0
 
     # -- training thread (hot path) -----------------------------------------------------
@@ -131,15 +132,16 @@ class Windows:
         if self.stopping:
             return
         on_demand, self._on_demand = self._on_demand, False
+        keep, self._keep = self._keep and on_demand, False
         if on_demand:
             nominal = step_num
         if not on_demand and (self.inflight is not None or not self.budget.allows()):
             self._health.count_window("skipped_budget", "duty-cycle budget")
             return
         if self.inflight is not None:  # on-demand while a window is still being reduced
-            self._on_demand = True
+            self._on_demand, self._keep = True, keep
             return
-        record = WindowRecord(index=self._index, on_demand=on_demand)
+        record = WindowRecord(index=self._index, on_demand=on_demand, keep=keep)
         self._index += 1
         window = OpenWindow(record, time.monotonic(), nominal)
         refused = self.slot.start(wake=window.close)
@@ -158,10 +160,12 @@ class Windows:
 
     # -- any thread ---------------------------------------------------------------------
 
-    def request(self) -> bool:
-        """Ask for a window at the next step; False when the budget or a window says no."""
+    def request(self, keep: bool = False) -> bool:
+        """Ask for a window at the next step (`keep`: keep its capture); False when the
+        budget or a window says no."""
         if self.stopping or self.inflight is not None or not self.budget.allows():
             return False
+        self._keep = keep
         self._on_demand = True
         return True
 
