@@ -17,8 +17,8 @@ SECURITY.md "Limits of the HTTP server"):
   more is read, and before any auth check; bodies over 4 KiB are refused with 413;
 * a global request rate (token bucket): clients that pipeline without reading simply wait;
   a connection serves at most `max_requests_per_connection` requests;
-* the exposition is rendered at most every `render_interval_s` (scaled up when rendering is
-  slow) and shared by concurrent scrapes;
+* the exposition is rendered fresh at most `renders_per_s` times a second (fewer when
+  rendering is slow); scrapes beyond that share the last rendering;
 * a failed auth is counted (`tfobs_errors_total{stage="http_auth"}`), answered only after
   `auth_fail_delay_s`, and closes its connection;
 * EMFILE on accept pauses accepting instead of spinning.
@@ -70,8 +70,8 @@ class Limits:
     max_requests_per_connection: int = 100
     requests_per_s: float = 100.0  # global, token bucket
     burst: int = 20
-    render_interval_s: float = 0.1  # minimum age before the exposition is rendered again
-    render_cpu_share: float = 0.05  # ... raised so rendering takes at most this CPU share
+    renders_per_s: float = 4.0  # fresh renderings; beyond this, scrapes share the last one
+    render_cpu_share: float = 0.05  # ... and rendering takes at most this share of a CPU
     auth_fail_delay_s: float = 1.0
     accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
 
@@ -285,7 +285,7 @@ class _Request:
 class _Conn:
     __slots__ = ("sock", "fd", "opened", "deadline", "inbuf", "out", "close_after", "served",
                  "handshaken", "request", "wait_until", "events", "in_request", "queued",
-                 "eof", "closed")
+                 "eof", "closed", "draining")
 
     def __init__(self, sock: socket.socket, now: float, first_s: float, tls: bool) -> None:
         self.sock = sock
@@ -304,6 +304,7 @@ class _Conn:
         self.queued = False  # waiting for a request token
         self.eof = False
         self.closed = False
+        self.draining = 0  # bytes still to discard after a final response (lingering close)
 
 
 class _BadRequest(Exception):
@@ -328,6 +329,9 @@ class _Loop:
         self.tokens_at = time.monotonic()
         self.waiting: deque[_Conn] = deque()  # requests ready, waiting for a token (FIFO)
         self.cache: dict[str, tuple[float, str, bytes]] = {}  # key -> (until, type, body)
+        self.render_tokens = self.limits.renders_per_s
+        self.render_tokens_at = time.monotonic()
+        self.render_cost = 0.0
         self.stop = False
         self._closed = False
 
@@ -466,6 +470,9 @@ class _Loop:
             self._close(conn)
 
     def _advance(self, conn: _Conn, now: float, have_token: bool) -> None:
+        if conn.draining:
+            self._drain(conn)
+            return
         if not conn.handshaken:
             try:
                 conn.sock.do_handshake()  # type: ignore[attr-defined]
@@ -485,7 +492,7 @@ class _Loop:
                     self._want(conn, selectors.EVENT_WRITE)
                     return
                 if conn.close_after:
-                    self._close(conn)
+                    self._linger(conn, now)
                     return
                 conn.in_request = False
                 conn.deadline = now + self.limits.idle_timeout_s
@@ -499,6 +506,35 @@ class _Loop:
                     self._want(conn, 0 if full or conn.eof else selectors.EVENT_READ)
                 return
             have_token = False
+
+    def _linger(self, conn: _Conn, now: float) -> None:
+        """Close after a final response without losing it: closing with unread input would
+        send a reset that can destroy the response in flight, so half-close and discard
+        what the client still sends, for at most a second and 64 KiB."""
+        if isinstance(conn.sock, ssl.SSLSocket):
+            self._close(conn)
+            return
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._close(conn)
+            return
+        conn.inbuf.clear()
+        conn.draining = 65536
+        conn.deadline = min(conn.deadline, now + 1.0)
+        self._drain(conn)
+
+    def _drain(self, conn: _Conn) -> None:
+        while conn.draining > 0:
+            try:
+                chunk = conn.sock.recv(min(16384, conn.draining))
+            except (BlockingIOError, InterruptedError):
+                self._want(conn, selectors.EVENT_READ)
+                return
+            if not chunk:
+                break
+            conn.draining -= len(chunk)
+        self._close(conn)
 
     def _read(self, conn: _Conn, now: float) -> None:
         """Read what is there, up to one head (+ body) and no more."""
@@ -700,15 +736,20 @@ class _Loop:
 
     def _cached(self, key: str, now: float, render: Callable[[], tuple[str, bytes]]
                 ) -> tuple[str, bytes]:
+        lim = self.limits
+        # Fresh renderings refill at renders_per_s, slower when one costs much CPU.
+        rate = min(lim.renders_per_s, lim.render_cpu_share / max(self.render_cost, 1e-6))
+        self.render_tokens = min(lim.renders_per_s,
+                                 self.render_tokens + (now - self.render_tokens_at) * rate)
+        self.render_tokens_at = now
         hit = self.cache.get(key)
-        if hit is not None and now < hit[0]:
-            return hit[1], hit[2]
+        if hit is not None and self.render_tokens < 1.0:
+            return hit[1], hit[2]  # a scrape flood shares one rendering
+        self.render_tokens = max(0.0, self.render_tokens - 1.0)
         cpu0 = time.thread_time()
         content_type, body = render()
-        cost = time.thread_time() - cpu0
-        # Concurrent scrapes share one rendering; a slow one is redone less often.
-        hold = max(self.limits.render_interval_s, cost / max(self.limits.render_cpu_share, 1e-3))
-        self.cache[key] = (time.monotonic() + hold, content_type, body)
+        self.render_cost = time.thread_time() - cpu0
+        self.cache[key] = (now, content_type, body)
         return content_type, body
 
     def _metrics(self, req: _Request, now: float
