@@ -304,10 +304,13 @@ class Config:
                 continue
             values[opt.name] = value
         _otel_fallbacks(values, kwargs, env)
-        for name in ("metrics_tls_cert", "metrics_tls_key"):
-            path = values.get(name)
-            if path and name not in kwargs and not _readable_file(path):
-                refused.append(f"{_BY_NAME[name].env}={path!r} is not a readable file")
+        tls = ("metrics_tls_cert", "metrics_tls_key")
+        if any(values.get(n) and n not in kwargs for n in tls) and all(values.get(n) for n in tls):
+            problem = _tls_problem(values["metrics_tls_cert"], values["metrics_tls_key"])
+            if problem:  # from the environment: checked now, so the server never starts open
+                refused.append(f"TFOBS_METRICS_TLS_CERT/KEY cannot be loaded ({problem})")
+                for n in tls:
+                    values.pop(n)
         for _ in range(len(OPTIONS)):  # each round drops at least one environment value
             try:
                 config = cls(**values)
@@ -409,11 +412,19 @@ def _say(message: str) -> None:
         _log.warning(message)
 
 
-def _readable_file(path: str) -> bool:
+def _tls_problem(cert: str, key: str) -> str:
+    """'' when the PEM pair loads, else why not (no file contents in the text)."""
+    import ssl
+
     try:
-        return os.path.isfile(path) and os.access(path, os.R_OK)
-    except (OSError, ValueError):
-        return False
+        for path in (cert, key):
+            if not os.path.isfile(path):
+                return f"{path!r} is not a file"
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (OSError, ValueError, ssl.SSLError) as exc:
+        return getattr(exc, "strerror", None) or getattr(exc, "reason", None) or type(
+            exc).__name__
+    return ""
 
 
 def local_rank(environ: Mapping[str, str] | None = None) -> int:
