@@ -300,12 +300,30 @@ _after_fork_keep: list[Any] = []
 
 
 def forget_after_fork(slot: ProfilerSlot) -> None:
-    """In a forked child: drop tfobs's hold without running TF destructors on copied state."""
+    """In a forked child: drop tfobs's hold, and stop the tracing a copied session left on.
+
+    A fork during a window copies an active profiler session: left alone, the child keeps
+    tracing (its memory grows with every op) and its own profiler cannot start. The copy is
+    destroyed (which stops tracing without writing) on a short-lived thread, so that if the
+    fork caught a profiler lock held by another thread, only that thread waits, never the
+    child. The parent's capture folder is left to the parent.
+    """
     global _hook_slot
     _hook_slot = None
-    if slot._session is not None:
-        _after_fork_keep.append(slot._session)  # never destroyed in the child
+    session = slot._session
     slot._session, slot._state, slot._logdir = None, "idle", ""
+    if session is None:
+        return
+    holder = [session]
+    del session
+
+    def drop() -> None:
+        holder.clear()  # the last reference: the C++ destructor stops the tracers
+
+    try:
+        threading.Thread(target=drop, name="tfobs-fork-untrace", daemon=True).start()
+    except Exception:  # cannot start a thread in this child: keep it, as before
+        _after_fork_keep.extend(holder)
 
 
 def sweep_stale_dirs(capture_dir: str) -> int:
