@@ -314,6 +314,8 @@ class Runtime:
         """Ask for a window at the next step; False when the budget or a window says no."""
         if not self.running or self._inflight is not None or not self.budget.allows():
             return False
+        if self._on_demand:  # one is already pending: say so rather than merge into it
+            return False
         self._on_demand = True
         return True
 
@@ -349,7 +351,7 @@ class Runtime:
     def _capture(self, window: _OpenWindow) -> None:
         window.captured = True
         left = window.opened_at + self.policy.window_max_s - time.monotonic()
-        window.close.wait(max(0.0, left))  # filled by step_end, or the time cap
+        self.slot.wait_window(window.close, left)  # filled, time cap, or cut short for cost
         with self._lock:
             if self._window is window:
                 self._window = None
