@@ -136,8 +136,7 @@ KILL_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_kill_9_leaves_a_capture_folder_that_the_next_start_sweeps(
-        tmp_path: pathlib.Path) -> None:
+def test_kill_9_mid_window_leaves_no_capture_folder(tmp_path: pathlib.Path) -> None:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
     child = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(tmp_path)], env=env,
                              stdout=subprocess.PIPE, text=True)
@@ -147,10 +146,9 @@ def test_kill_9_leaves_a_capture_folder_that_the_next_start_sweeps(
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(30)
-    left = list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*"))
-    assert left  # nothing runs in a process killed with -9 ...
-    from tfobs.capture.session import sweep_stale_dirs
-
-    assert sweep_stale_dirs(str(tmp_path)) == len(left)  # ... the next start removes it
+    # Nothing runs in a process killed with -9: its cleaner process removes the folder.
+    deadline = time.monotonic() + 10
+    while list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*"))
 

@@ -137,9 +137,14 @@ class Runtime:
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> Runtime:
-        from tfobs.capture.session import install_yield_hook, sweep_stale_dirs
+        from tfobs.capture.session import (
+            install_yield_hook,
+            start_kill_cleaner,
+            sweep_stale_dirs,
+        )
 
         sweep_stale_dirs(self.slot.capture_dir)
+        start_kill_cleaner(self.slot.capture_dir)
         install_yield_hook(self.slot)
         self._call("export_prometheus", "set_capture_request_handler", self.capture_now)
         self._call("export_prometheus", "set_info", **info_labels(self.config, self.identity))

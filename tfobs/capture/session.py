@@ -380,6 +380,37 @@ def forget_after_fork(slot: ProfilerSlot) -> None:
         _after_fork_keep.extend(holder)
 
 
+_reapers: dict[tuple[int, str], Any] = {}  # (pid, folder) -> Popen of a kill -9 cleaner
+
+
+def start_kill_cleaner(capture_dir: str) -> bool:
+    """Remove this process's capture folders even when it is killed with -9.
+
+    A tiny `sh` waits on a pipe whose only writer is this process: when the process ends in
+    any way, the pipe closes and `sh` deletes `capture_dir/tfobs-<pid>-*` (a partial capture
+    otherwise stays in RAM-backed /dev/shm until the next tfobs start on the host). One per
+    process; True when running."""
+    import subprocess
+
+    key = (os.getpid(), os.path.abspath(capture_dir))
+    running = _reapers.get(key)
+    if running is not None and running.poll() is None:
+        return True
+    sh = shutil.which("sh")
+    if sh is None:
+        return False
+    try:
+        proc = subprocess.Popen(
+            [sh, "-c", 'read _ ; rm -rf -- "$0"/' + DIR_PREFIX + '"$1"-*', key[1], str(key[0])],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            close_fds=True, start_new_session=True,
+        )
+    except OSError:
+        return False
+    _reapers[key] = proc  # the pipe's write end stays open for the process's lifetime
+    return True
+
+
 def sweep_stale_dirs(capture_dir: str) -> int:
     """Delete capture folders left by tfobs processes that no longer exist."""
     removed = 0
