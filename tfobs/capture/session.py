@@ -12,7 +12,7 @@ One `ProfilerSlot` per process owns tfobs's use of TF's single profiler session:
   export then copies them several times), so a window is bounded before it is exported by
   (a) a time cap learned from earlier windows' capture bytes per second, so the expected
   capture stays under half of `max_capture_bytes`, and (b) the process's RSS growth since the
-  window opened, at most `max_capture_bytes` (16 MiB at least, RSS is noisy).
+  window opened, at most a quarter of `max_capture_bytes` (16 MiB at least: RSS is noisy).
 * `preempt()` gives the profiler up at once. `install_yield_hook()` wraps
   `tf.profiler.experimental.start` so the user's own profiling (a manual start, Keras's
   TensorBoard callback with `profile_batch`, `tf.profiler.experimental.Profile`) always wins:
@@ -191,7 +191,9 @@ class ProfilerSlot:
         cap = self.time_cap_s()
         if cap < seconds:
             deadline = time.monotonic() + max(cap, WATCH_S)
-        limit = max(MIN_GROWTH_BYTES, self.max_capture_bytes)
+        # Export and reduction multiply a capture many times over (RESULTS.md "Capture
+        # bounds"), so tracing may grow memory by a quarter of max_capture_bytes at most.
+        limit = max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
