@@ -1,12 +1,15 @@
 """Training speed under attack on the metrics server (issue 13), auth off and on.
 
-A TensorFlow training loop (a small MLP, a few hundred steps/s) runs with tfobs enabled on
+A TensorFlow training loop (a small MLP, thousands of steps/s) runs with tfobs enabled on
 127.0.0.1 and a 1,024-fd soft limit. For each attack, a separate attacker process (niced, so
-that its own client-side CPU is not what is measured) attacks the server for ATTACK_S seconds
-while a legitimate scraper in that process scrapes every 0.5 s with a 5 s timeout. Printed per
-attack: steps/s in the BEFORE_S seconds before it and during it (same run, so the ratio holds
-on a loaded machine), the training process's threads, open fds and RSS (before, peak during,
-after), whether the user's own open() hit EMFILE, and the legitimate scrapes answered.
+that its own client-side CPU is not what is measured) alternates PHASE_S seconds of attack
+and PHASE_S seconds of quiet (closing everything it holds) for ATTACK_S seconds in all, while
+a legitimate scraper in that process scrapes every 0.5 s with a 5 s timeout. The ratio of
+training steps/s in the attack phases to the quiet phases, interleaved in one run, holds on a
+machine whose other load drifts; the "none" row (no attack in either phase) is its noise
+floor. Also printed: steps/s in the BEFORE_S seconds before the attacker started, the training
+process's threads, open fds and RSS (before, peak during, after), whether the user's own
+open() hit EMFILE, and the legitimate scrapes answered.
 
 Usage: python benchmarks/attacks.py [--attack-s 8] [--only NAME,...]
        python benchmarks/attacks.py --attacker NAME --port P --seconds S [--auth user:pw]
@@ -34,6 +37,11 @@ ATTACKS = ("none", "pipeline_noread", "pipeline_read", "one_conn_flood", "idle_c
 PASSWORD = "bench:correct-horse"
 BEFORE_S = 4.0
 REST_S = 2.0
+PHASE_S = 2.0
+# The attacker connects from another loopback address, as another host would; the
+# legitimate scraper (its own process, not niced) from 127.0.0.1.
+ATTACKER_ADDR = ("127.0.0.2", 0)
+SETTLE_S = 0.3  # skipped at the start of each phase (sockets opening or closing)
 
 
 # -- attacker process ------------------------------------------------------------------------
@@ -41,7 +49,8 @@ REST_S = 2.0
 
 def _connect(port: int) -> socket.socket | None:
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        s = socket.create_connection(("127.0.0.1", port), timeout=2,
+                                     source_address=ATTACKER_ADDR)
         s.setblocking(False)
         return s
     except OSError:
@@ -59,6 +68,9 @@ def _send_some(s: socket.socket, data: bytes) -> bool:
 
 
 def attacker(name: str, port: int, seconds: float, auth: str) -> None:
+    if name == "legit":
+        legit_scraper(port, seconds, auth)
+        return
     os.nice(19)
     try:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -66,23 +78,9 @@ def attacker(name: str, port: int, seconds: float, auth: str) -> None:
     except (OSError, ValueError):
         pass
     stop = time.monotonic() + seconds
-    stats: dict[str, Any] = {"attack": name, "sent": 0, "answers": 0}
-    legit: list[float | None] = []
-    good = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+    active = threading.Event()  # an attack phase (not a quiet one)
+    stats: dict[str, Any] = {"attack": name, "sent": 0, "answers": 0, "phases": []}
     bad = "Basic " + base64.b64encode(b"bench:guess").decode()
-
-    def scraper() -> None:
-        while time.monotonic() < stop:
-            t0 = time.monotonic()
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/metrics", headers=good)
-                ok = conn.getresponse().status == 200
-                conn.close()
-                legit.append(time.monotonic() - t0 if ok else None)
-            except OSError:
-                legit.append(None)
-            time.sleep(max(0.0, 0.5 - (time.monotonic() - t0)))
 
     req = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + (
         b"Authorization: " + bad.encode() + b"\r\n" if auth else b"") + b"\r\n"
@@ -95,8 +93,11 @@ def attacker(name: str, port: int, seconds: float, auth: str) -> None:
 
     def read_loop(conns: int, depth: int) -> None:
         while time.monotonic() < stop:
+            if not active.wait(0.05):
+                continue
             try:
-                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                s = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                             source_address=ATTACKER_ADDR)
                 s.sendall(req * depth)
                 bump("sent", depth)
                 got = 0
@@ -112,8 +113,11 @@ def attacker(name: str, port: int, seconds: float, auth: str) -> None:
 
     def guess_loop() -> None:
         while time.monotonic() < stop:
+            if not active.wait(0.05):
+                continue
             try:
-                s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                s = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                             source_address=ATTACKER_ADDR)
                 s.sendall(b"GET /metrics HTTP/1.1\r\nAuthorization: " + bad.encode()
                           + b"\r\n\r\n")
                 bump("sent")
@@ -125,13 +129,16 @@ def attacker(name: str, port: int, seconds: float, auth: str) -> None:
 
     def churn_loop() -> None:
         while time.monotonic() < stop:
+            if not active.wait(0.05):
+                continue
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=2).close()
+                socket.create_connection(("127.0.0.1", port), timeout=2,
+                                         source_address=ATTACKER_ADDR).close()
                 bump("sent")
             except OSError:
                 time.sleep(0.01)
 
-    workers: list[threading.Thread] = [threading.Thread(target=scraper, daemon=True)]
+    workers: list[threading.Thread] = []
     if name == "pipeline_read":
         workers += [threading.Thread(target=read_loop, args=(1, 50), daemon=True)
                     for _ in range(4)]
@@ -146,7 +153,26 @@ def attacker(name: str, port: int, seconds: float, auth: str) -> None:
         w.start()
     big = b"GET / HTTP/1.1\r\n" + (b"X-Big: " + b"a" * 65536 + b"\r\n") * 99
     trickle_at = 0.0
+    phase_end = 0.0
+    on = False
     while time.monotonic() < stop:
+        now = time.monotonic()
+        if now >= phase_end:
+            if stats["phases"]:
+                stats["phases"][-1][1] = now
+            on = not on
+            phase_end = min(now + PHASE_S, stop)
+            stats["phases"].append([now, phase_end, on])
+            if on:
+                active.set()
+            else:
+                active.clear()
+                for s in socks:
+                    s.close()
+                socks.clear()
+        if not on:
+            time.sleep(0.05)
+            continue
         if name == "pipeline_noread" and len(socks) < 100:
             for _ in range(100 - len(socks)):
                 s = _connect(port)
@@ -201,10 +227,30 @@ def attacker(name: str, port: int, seconds: float, auth: str) -> None:
     stats["held_at_end"] = len(socks)
     for w in workers:
         w.join(6)
-    answered = [x for x in legit if x is not None]
-    stats["legit"] = {"tried": len(legit), "answered": len(answered),
-                      "max_s": round(max(answered), 3) if answered else None}
     print("RESULT " + json.dumps(stats), flush=True)
+
+
+def legit_scraper(port: int, seconds: float, auth: str) -> None:
+    """A Prometheus-like client: one scrape every 0.5 s, 5 s timeout, the right password."""
+    stop = time.monotonic() + seconds
+    good = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+    legit: list[float | None] = []
+    print("started", flush=True)
+    while time.monotonic() < stop:
+        t0 = time.monotonic()
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/metrics", headers=good)
+            ok = conn.getresponse().status == 200
+            conn.close()
+            legit.append(time.monotonic() - t0 if ok else None)
+        except OSError:
+            legit.append(None)
+        time.sleep(max(0.0, 0.5 - (time.monotonic() - t0)))
+    answered = [x for x in legit if x is not None]
+    print("RESULT " + json.dumps({"tried": len(legit), "answered": len(answered),
+                                  "max_s": round(max(answered), 3) if answered else None}),
+          flush=True)
 
 
 # -- training process ------------------------------------------------------------------------
@@ -258,12 +304,17 @@ def run_all(attack_s: float, only: list[str]) -> None:
                     continue
                 time.sleep(BEFORE_S)
                 threads0, fds0, rss0 = _proc_state()
+                scraper = subprocess.Popen(
+                    [sys.executable, __file__, "--attacker", "legit", "--port", str(port),
+                     "--seconds", str(attack_s), "--auth", auth],
+                    stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__))
                 proc = subprocess.Popen(
                     [sys.executable, __file__, "--attacker", name, "--port", str(port),
                      "--seconds", str(attack_s), "--auth", auth],
-                    stdout=subprocess.PIPE, text=True)
-                assert proc.stdout is not None
+                    stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__))
+                assert proc.stdout is not None and scraper.stdout is not None
                 proc.stdout.readline()  # "started"
+                scraper.stdout.readline()
                 t_start = time.monotonic()
                 peak = [threads0, fds0, rss0]
                 emfile = False
@@ -284,25 +335,36 @@ def run_all(attack_s: float, only: list[str]) -> None:
                     except OSError:
                         emfile = True
                     reader.join(0.25)
-                t_end = time.monotonic()
                 proc.wait(10)
                 result_line = next((x for x in out if x.startswith("RESULT ")), "RESULT {}")
+                legit_line = scraper.communicate(timeout=15)[0].strip().splitlines()[-1]
+                legit_result = json.loads(legit_line[7:]) if legit_line.startswith(
+                    "RESULT ") else {}
                 time.sleep(REST_S)
                 after = _proc_state()
                 before_n = sum(1 for t in stamps if t_start - BEFORE_S <= t < t_start)
-                during_n = sum(1 for t in stamps if t_start + 0.5 <= t < t_end)
                 before_rate = before_n / BEFORE_S
-                during_rate = during_n / max(t_end - t_start - 0.5, 1e-3)
+                attack = json.loads(result_line[7:])
+                rates: dict[bool, list[float]] = {True: [0.0, 0.0], False: [0.0, 0.0]}
+                for p0, p1, on in attack.get("phases", []):
+                    if p1 - p0 - SETTLE_S < 0.5:
+                        continue
+                    rates[on][0] += sum(1 for t in stamps if p0 + SETTLE_S <= t < p1)
+                    rates[on][1] += p1 - p0 - SETTLE_S
+                on_rate = rates[True][0] / max(rates[True][1], 1e-3)
+                off_rate = rates[False][0] / max(rates[False][1], 1e-3)
                 results.append({
                     "attack": name, "auth": bool(auth),
                     "steps_s_before": round(before_rate, 1),
-                    "steps_s_during": round(during_rate, 1),
-                    "ratio": round(during_rate / before_rate, 3) if before_rate else None,
+                    "steps_s_quiet": round(off_rate, 1),
+                    "steps_s_attack": round(on_rate, 1),
+                    "ratio": round(on_rate / off_rate, 3) if off_rate else None,
                     "threads": [threads0, peak[0], after[0]],
                     "fds": [fds0, peak[1], after[1]],
                     "rss_mb": [round(rss0), round(peak[2]), round(after[2])],
                     "user_open_emfile": emfile,
-                    "attacker": json.loads(result_line[7:]),
+                    "attacker": {k: v for k, v in attack.items() if k != "phases"},
+                    "legit": legit_result,
                 })
                 print(json.dumps(results[-1]), flush=True)
             done.set()
@@ -320,13 +382,14 @@ def run_all(attack_s: float, only: list[str]) -> None:
 
 
 def _summary(results: list[dict[str, Any]]) -> None:
-    print("| attack | auth | steps/s before | during | ratio | threads b/peak/after | "
-          "fds b/peak/after | RSS MB b/peak/after | legit scrapes answered (max s) |")
+    print("| attack | auth | steps/s quiet phases | attack phases | ratio | threads "
+          "b/peak/after | fds b/peak/after | RSS MB b/peak/after | legit scrapes answered "
+          "(max s) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        legit = r["attacker"].get("legit", {})
-        print(f"| {r['attack']} | {'on' if r['auth'] else 'off'} | {r['steps_s_before']} | "
-              f"{r['steps_s_during']} | {r['ratio']} | {'/'.join(map(str, r['threads']))} | "
+        legit = r["legit"]
+        print(f"| {r['attack']} | {'on' if r['auth'] else 'off'} | {r['steps_s_quiet']} | "
+              f"{r['steps_s_attack']} | {r['ratio']} | {'/'.join(map(str, r['threads']))} | "
               f"{'/'.join(map(str, r['fds']))} | {'/'.join(map(str, r['rss_mb']))} | "
               f"{legit.get('answered')}/{legit.get('tried')} ({legit.get('max_s')}) |",
               flush=True)
@@ -334,7 +397,7 @@ def _summary(results: list[dict[str, Any]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--attack-s", type=float, default=8.0)
+    ap.add_argument("--attack-s", type=float, default=16.0)
     ap.add_argument("--only", default="")
     ap.add_argument("--attacker", default="")
     ap.add_argument("--port", type=int, default=0)

@@ -131,6 +131,59 @@ def test_pipelining_clients_that_never_read_do_not_starve_scrapes(servers: Any) 
         s.close()
 
 
+def test_a_reconnecting_flood_from_one_address_cannot_evict_another(servers: Any) -> None:
+    """An attacker at 127.0.0.2 that reconnects whenever it is evicted: it may hold half the
+    connections, evictions hit its own, and a scraper at 127.0.0.1 is answered every time."""
+    srv = servers()
+    req = b"GET /metrics HTTP/1.1\r\n\r\n" * 200
+    stop = threading.Event()
+
+    def flood() -> None:
+        held: list[socket.socket] = []
+        while not stop.is_set():
+            while len(held) < 100:
+                try:
+                    s = socket.create_connection(("127.0.0.1", srv.port), timeout=2,
+                                                 source_address=("127.0.0.2", 0))
+                except OSError:
+                    break
+                s.setblocking(False)
+                try:
+                    s.send(req)
+                except OSError:
+                    pass
+                held.append(s)
+            alive = []
+            for s in held:
+                try:
+                    if s.recv(65536) == b"":
+                        s.close()
+                        continue
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    s.close()
+                    continue
+                alive.append(s)
+            held = alive
+            time.sleep(0.02)
+        for s in held:
+            s.close()
+
+    attacker = threading.Thread(target=flood, daemon=True)
+    attacker.start()
+    try:
+        time.sleep(0.5)
+        for _ in range(8):
+            assert scrape(srv.port, timeout=5)[0] == 200
+            time.sleep(0.1)
+        per_address = {ip: len(c) for ip, c in srv._loop.by_ip.items()}
+        assert per_address.get("127.0.0.2", 0) <= srv._loop.max_conns // 2, per_address
+    finally:
+        stop.set()
+        attacker.join(5)
+
+
 def test_requests_per_connection_are_limited(servers: Any) -> None:
     srv = servers(limits=Limits(max_requests_per_connection=3, requests_per_s=1000, burst=100))
     out = raw(srv.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 10)

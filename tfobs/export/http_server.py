@@ -8,15 +8,17 @@ The server is one daemon thread running a selector loop (no thread per connectio
 whatever clients do, serving costs the training process a bounded share (see `Limits` and
 SECURITY.md "Limits of the HTTP server"):
 
-* at most `max_connections` sockets (further capped by the fd soft limit), the oldest
-  connection closed to make room, so a flood of idle or trickling clients cannot lock out a
-  scraper nor take the training job's own file descriptors;
+* at most `max_connections` sockets (further capped by the fd soft limit), half of them per
+  client address; to make room, the oldest connection of the address holding the most is
+  closed, so a flood of idle or trickling clients cannot lock out a scraper from another
+  address nor take the training job's own file descriptors;
 * one deadline per request, from its first byte to its last response byte (trickling one byte
   at a time does not extend it), and an idle deadline between keep-alive requests;
 * a request head is at most `max_head_bytes` and `max_headers` lines, refused with 431 before
   more is read, and before any auth check; bodies over 4 KiB are refused with 413;
-* a global request rate (token bucket): clients that pipeline without reading simply wait;
-  a connection serves at most `max_requests_per_connection` requests;
+* a global request rate (token bucket), shared round-robin between client addresses and in
+  arrival order within one: clients that pipeline without reading simply wait; a connection
+  serves at most `max_requests_per_connection` requests;
 * the exposition is rendered fresh at most `renders_per_s` times a second (fewer when
   rendering is slow); scrapes beyond that share the last rendering;
 * a failed auth is counted (`tfobs_errors_total{stage="http_auth"}`), answered only after
@@ -283,12 +285,14 @@ class _Request:
 
 
 class _Conn:
-    __slots__ = ("sock", "fd", "opened", "deadline", "inbuf", "out", "close_after", "served",
+    __slots__ = ("sock", "fd", "ip", "opened", "deadline", "inbuf", "out", "close_after", "served",
                  "handshaken", "request", "wait_until", "events", "in_request", "queued",
                  "eof", "closed", "draining")
 
-    def __init__(self, sock: socket.socket, now: float, first_s: float, tls: bool) -> None:
+    def __init__(self, sock: socket.socket, ip: str, now: float, first_s: float,
+                 tls: bool) -> None:
         self.sock = sock
+        self.ip = ip
         self.fd = sock.fileno()
         self.opened = now
         self.deadline = now + first_s
@@ -327,7 +331,11 @@ class _Loop:
         self.max_conns = fd_bounded_connections(self.limits.max_connections)
         self.tokens = float(self.limits.burst)
         self.tokens_at = time.monotonic()
-        self.waiting: deque[_Conn] = deque()  # requests ready, waiting for a token (FIFO)
+        self.by_ip: dict[str, dict[int, _Conn]] = {}  # address -> its connections, oldest first
+        # Requests ready and waiting for a token: a FIFO per client address, and the
+        # addresses in turn (round-robin), so one address cannot starve another.
+        self.waiting: dict[str, deque[_Conn]] = {}
+        self.turns: deque[str] = deque()
         self.cache: dict[str, tuple[float, str, bytes]] = {}  # key -> (until, type, body)
         self.render_tokens = self.limits.renders_per_s
         self.render_tokens_at = time.monotonic()
@@ -358,7 +366,7 @@ class _Loop:
             timeout = min(timeout, conn.deadline - now)
             if conn.wait_until:
                 timeout = min(timeout, conn.wait_until - now)
-        if self.waiting:
+        if self.turns:
             timeout = min(timeout, (1.0 - self.tokens) / max(self.limits.requests_per_s, 1e-3))
         if self.accept_paused_until:
             timeout = min(timeout, self.accept_paused_until - now)
@@ -372,10 +380,9 @@ class _Loop:
                 self._accept(now)
             elif not key.data.closed:
                 self._pump(key.data, now)
-        while self.waiting and self._take_token(now):
-            conn = self.waiting.popleft()
-            if not conn.closed:
-                conn.queued = False
+        while self.turns and self._take_token(now):
+            conn = self._next_waiting()
+            if conn is not None:
                 self._pump(conn, now, have_token=True)
         for conn in list(self.conns.values()):
             if conn.closed:
@@ -389,7 +396,7 @@ class _Loop:
     def _accept(self, now: float) -> None:
         for _ in range(32):  # a connection flood must not starve the clients already here
             try:
-                sock, _addr = self.listener.accept()
+                sock, addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
@@ -400,7 +407,11 @@ class _Loop:
                     self.accept_paused_until = now + self.limits.accept_pause_s
                     self._evict_oldest()
                 return
-            if len(self.conns) >= self.max_conns:
+            ip = str(addr[0]) if isinstance(addr, tuple) else ""
+            mine = self.by_ip.get(ip)
+            if mine is not None and len(mine) >= max(1, self.max_conns // 2):
+                self._close(next(iter(mine.values())))  # an address may hold half the slots
+            elif len(self.conns) >= self.max_conns:
                 self._evict_oldest()
             try:
                 sock.setblocking(False)
@@ -411,14 +422,31 @@ class _Loop:
             except (OSError, ValueError):
                 sock.close()
                 continue
-            conn = _Conn(sock, now, self.limits.first_request_s, self.ctx is not None)
+            conn = _Conn(sock, ip, now, self.limits.first_request_s, self.ctx is not None)
             self.conns[conn.fd] = conn
+            self.by_ip.setdefault(ip, {})[conn.fd] = conn
             self._pump(conn, now)
 
     def _evict_oldest(self) -> None:
-        """Make room: the longest-open connection goes (a new scrape is never the victim)."""
-        if self.conns:
-            self._close(next(iter(self.conns.values())))
+        """Make room: the oldest connection of the address holding the most goes, so a
+        flood from one address evicts its own connections, not another client's."""
+        if self.by_ip:
+            busiest = max(self.by_ip.values(), key=len)
+            self._close(next(iter(busiest.values())))
+
+    def _next_waiting(self) -> _Conn | None:
+        ip = self.turns.popleft()
+        queue = self.waiting.get(ip)
+        if not queue:
+            self.waiting.pop(ip, None)
+            return None
+        conn = queue.popleft()
+        if queue:
+            self.turns.append(ip)
+        else:
+            del self.waiting[ip]
+        conn.queued = False
+        return conn
 
     def _want(self, conn: _Conn, events: int) -> None:
         if events == conn.events:
@@ -440,6 +468,19 @@ class _Loop:
         conn.closed = True
         self._want(conn, 0)
         self.conns.pop(conn.fd, None)
+        mine = self.by_ip.get(conn.ip)
+        if mine is not None:
+            mine.pop(conn.fd, None)
+            if not mine:
+                del self.by_ip[conn.ip]
+        if conn.queued:
+            conn.queued = False
+            queue = self.waiting.get(conn.ip)
+            if queue is not None:
+                queue.remove(conn)
+                if not queue:
+                    del self.waiting[conn.ip]
+                    self.turns.remove(conn.ip)
         try:
             conn.sock.close()
         except OSError:
@@ -585,9 +626,13 @@ class _Loop:
         request = conn.request
         if len(conn.inbuf) < request.body_len:
             return False
-        if not have_token and (self.waiting or not self._take_token(now)):
-            conn.queued = True  # served in arrival order as the request rate allows
-            self.waiting.append(conn)
+        if not have_token and (self.turns or not self._take_token(now)):
+            conn.queued = True  # served in turn as the request rate allows
+            queue = self.waiting.get(conn.ip)
+            if queue is None:
+                queue = self.waiting[conn.ip] = deque()
+                self.turns.append(conn.ip)
+            queue.append(conn)
             self._want(conn, 0)
             return False
         del conn.inbuf[:request.body_len]
