@@ -19,8 +19,9 @@ SECURITY.md "Limits of the HTTP server"):
 * a global request rate (token bucket), shared round-robin between client addresses and in
   arrival order within one: clients that pipeline without reading simply wait; a connection
   serves at most `max_requests_per_connection` requests;
-* the exposition is rendered fresh at most `renders_per_s` times a second (fewer when
-  rendering is slow); scrapes beyond that share the last rendering;
+* the exposition is rendered at most `renders_per_s` times a second (fewer when rendering is
+  slow); scrapes beyond that wait for the next rendering and share it (never older than the
+  request);
 * a failed auth is counted (`tfobs_errors_total{stage="http_auth"}`), answered only after
   `auth_fail_delay_s`, and closes its connection;
 * EMFILE on accept pauses accepting instead of spinning.
@@ -72,7 +73,7 @@ class Limits:
     max_requests_per_connection: int = 100
     requests_per_s: float = 100.0  # global, token bucket
     burst: int = 20
-    renders_per_s: float = 4.0  # fresh renderings; beyond this, scrapes share the last one
+    renders_per_s: float = 4.0  # renderings; beyond this, waiting scrapes share the next one
     render_cpu_share: float = 0.05  # ... and rendering takes at most this share of a CPU
     auth_fail_delay_s: float = 1.0
     accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
@@ -287,7 +288,7 @@ class _Request:
 class _Conn:
     __slots__ = ("sock", "fd", "ip", "opened", "deadline", "inbuf", "out", "close_after", "served",
                  "handshaken", "request", "wait_until", "events", "in_request", "queued",
-                 "eof", "closed", "draining")
+                 "eof", "closed", "draining", "rendering")
 
     def __init__(self, sock: socket.socket, ip: str, now: float, first_s: float,
                  tls: bool) -> None:
@@ -309,6 +310,7 @@ class _Conn:
         self.eof = False
         self.closed = False
         self.draining = 0  # bytes still to discard after a final response (lingering close)
+        self.rendering = False  # waiting for the next shared rendering of its page
 
 
 class _BadRequest(Exception):
@@ -336,7 +338,9 @@ class _Loop:
         # addresses in turn (round-robin), so one address cannot starve another.
         self.waiting: dict[str, deque[_Conn]] = {}
         self.turns: deque[str] = deque()
-        self.cache: dict[str, tuple[float, str, bytes]] = {}  # key -> (until, type, body)
+        # Requests waiting for the next rendering of their page, by page variant: one
+        # rendering answers all of them, and is never older than the request.
+        self.render_waiters: dict[str, list[tuple[_Conn, str, _Request, bool]]] = {}
         self.render_tokens = self.limits.renders_per_s
         self.render_tokens_at = time.monotonic()
         self.render_cost = 0.0
@@ -368,6 +372,8 @@ class _Loop:
                 timeout = min(timeout, conn.wait_until - now)
         if self.turns:
             timeout = min(timeout, (1.0 - self.tokens) / max(self.limits.requests_per_s, 1e-3))
+        if self.render_waiters:
+            timeout = min(timeout, (1.0 - self.render_tokens) / self._render_rate())
         if self.accept_paused_until:
             timeout = min(timeout, self.accept_paused_until - now)
         events = self.sel.select(max(0.0, timeout))
@@ -384,6 +390,7 @@ class _Loop:
             conn = self._next_waiting()
             if conn is not None:
                 self._pump(conn, now, have_token=True)
+        self._serve_render_waiters(now)
         for conn in list(self.conns.values()):
             if conn.closed:
                 continue
@@ -473,6 +480,12 @@ class _Loop:
             mine.pop(conn.fd, None)
             if not mine:
                 del self.by_ip[conn.ip]
+        if conn.rendering:
+            conn.rendering = False
+            for key, waiters in list(self.render_waiters.items()):
+                waiters[:] = [w for w in waiters if w[0] is not conn]
+                if not waiters:
+                    del self.render_waiters[key]
         if conn.queued:
             conn.queued = False
             queue = self.waiting.get(conn.ip)
@@ -525,7 +538,7 @@ class _Loop:
                 return
             conn.handshaken = True
         while not conn.closed:
-            if conn.wait_until or conn.queued:
+            if conn.wait_until or conn.queued or conn.rendering:
                 self._want(conn, 0)
                 return
             if conn.out:
@@ -736,12 +749,34 @@ class _Loop:
             self._auth_failed(conn, now, ("WWW-Authenticate", 'Basic realm="tfobs"'),
                               "text/plain; charset=utf-8", b"unauthorized\n")
             return
-        if path == "/metrics":
-            content_type, body, extra = self._metrics(req, now)
-        else:
-            content_type, body, extra = self._page(now)
-        self._queue(conn, 200 if extra is not None else 500, content_type, body,
-                    extra or (), head_only)
+        key = self._render_key(path, req)
+        # Requests already waiting are answered first: a newcomer never takes their turn.
+        if self.render_waiters or not self._render_token(now):
+            conn.rendering = True  # answered by the next rendering of this page
+            self.render_waiters.setdefault(key, []).append((conn, path, req, head_only))
+            return
+        self._answer(conn, self._render(path, req), head_only)
+
+    def _answer(self, conn: _Conn, rendered: tuple[int, str, bytes, tuple[tuple[str, str], ...]],
+                head_only: bool) -> None:
+        status, content_type, body, extra = rendered
+        self._queue(conn, status, content_type, body, extra, head_only)
+
+    def _serve_render_waiters(self, now: float) -> None:
+        for key in list(self.render_waiters):
+            live = [w for w in self.render_waiters[key] if not w[0].closed]
+            if not live:
+                del self.render_waiters[key]
+                continue
+            if not self._render_token(now):
+                return
+            del self.render_waiters[key]
+            _conn, path, req, _head = live[0]
+            rendered = self._render(path, req)
+            for conn, _path, _req, head_only in live:
+                conn.rendering = False
+                self._answer(conn, rendered, head_only)
+                self._pump(conn, now)
 
     def _auth_failed(self, conn: _Conn, now: float, challenge: tuple[str, str],
                      content_type: str, body: bytes) -> None:
@@ -779,55 +814,57 @@ class _Loop:
             self._queue(conn, 429, "application/json", b'{"accepted": false}\n',
                         (("Retry-After", "10"),))
 
-    def _cached(self, key: str, now: float, render: Callable[[], tuple[str, bytes]]
-                ) -> tuple[str, bytes]:
+    def _render_rate(self) -> float:
+        """Fresh renderings a second: renders_per_s, fewer when one costs much CPU."""
         lim = self.limits
-        # Fresh renderings refill at renders_per_s, slower when one costs much CPU.
-        rate = min(lim.renders_per_s, lim.render_cpu_share / max(self.render_cost, 1e-6))
-        self.render_tokens = min(lim.renders_per_s,
-                                 self.render_tokens + (now - self.render_tokens_at) * rate)
+        return max(1e-3, min(lim.renders_per_s,
+                             lim.render_cpu_share / max(self.render_cost, 1e-6)))
+
+    def _render_token(self, now: float) -> bool:
+        lim = self.limits
+        self.render_tokens = min(lim.renders_per_s, self.render_tokens
+                                 + (now - self.render_tokens_at) * self._render_rate())
         self.render_tokens_at = now
-        hit = self.cache.get(key)
-        if hit is not None and self.render_tokens < 1.0:
-            return hit[1], hit[2]  # a scrape flood shares one rendering
-        self.render_tokens = max(0.0, self.render_tokens - 1.0)
+        if self.render_tokens >= 1.0:
+            self.render_tokens -= 1.0
+            return True
+        return False
+
+    @staticmethod
+    def _render_key(path: str, req: _Request) -> str:
+        if path != "/metrics":
+            return "page"
+        _encoder, content_type = choose_encoder(req.headers.get("accept", ""))
+        return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}"
+
+    def _render(self, path: str, req: _Request
+                ) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
         cpu0 = time.thread_time()
-        content_type, body = render()
-        self.render_cost = time.thread_time() - cpu0
-        self.cache[key] = (now, content_type, body)
-        return content_type, body
-
-    def _metrics(self, req: _Request, now: float
-                 ) -> tuple[str, bytes, tuple[tuple[str, str], ...] | None]:
-        accept = req.headers.get("accept", "")
-        use_gzip = gzip_accepted(req.headers.get("accept-encoding", ""))
-
-        def render() -> tuple[str, bytes]:
-            encoder, content_type = choose_encoder(accept)
-            body = encoder(self.app.registry)
-            return content_type, gzip.compress(body, compresslevel=1) if use_gzip else body
-
         try:
-            _encoder, key_type = choose_encoder(accept)
-            content_type, body = self._cached(f"m|{key_type}|{use_gzip}", now, render)
+            return self._metrics(req) if path == "/metrics" else self._page()
+        finally:
+            self.render_cost = time.thread_time() - cpu0
+
+    def _metrics(self, req: _Request) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
+        try:
+            encoder, content_type = choose_encoder(req.headers.get("accept", ""))
+            body = encoder(self.app.registry)
         except Exception:
             log.debug("tfobs: rendering /metrics failed", exc_info=True)
             self.app.on_error("export_prometheus")
-            return "text/plain; charset=utf-8", b"metrics failed\n", None
-        return content_type, body, (("Content-Encoding", "gzip"),) if use_gzip else ()
+            return 500, "text/plain; charset=utf-8", b"metrics failed\n", ()
+        if gzip_accepted(req.headers.get("accept-encoding", "")):
+            return 200, content_type, gzip.compress(body, compresslevel=1), (
+                ("Content-Encoding", "gzip"),)
+        return 200, content_type, body, ()
 
-    def _page(self, now: float) -> tuple[str, bytes, tuple[tuple[str, str], ...]]:
+    def _page(self) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
         page = self.app.page
-
-        def render() -> tuple[str, bytes]:
-            try:
-                if page is None:
-                    raise LookupError("no page")
-                content_type, text = page()
-            except Exception:
-                log.debug("tfobs: rendering / failed", exc_info=True)
-                content_type, text = "text/plain; charset=utf-8", "tfobs: metrics at /metrics\n"
-            return content_type, text.encode("utf-8")
-
-        content_type, body = self._cached("page", now, render)
-        return content_type, body, ()
+        try:
+            if page is None:
+                raise LookupError("no page")
+            content_type, text = page()
+        except Exception:
+            log.debug("tfobs: rendering / failed", exc_info=True)
+            content_type, text = "text/plain; charset=utf-8", "tfobs: metrics at /metrics\n"
+        return 200, content_type, text.encode("utf-8"), ()
