@@ -159,3 +159,40 @@ def _same(a: list, b: list) -> bool:
     def norm(v: object) -> object:
         return "nan" if isinstance(v, float) and v != v else v
     return [(m, norm(v)) for m, v in a] == [(m, norm(v)) for m, v in b]
+
+
+def test_events_with_many_stats_are_read_to_the_end_in_order() -> None:
+    """A few events with hundreds of stats (past `walk`'s round limit, so their last
+    records are parsed one by one) read as protobuf reads them, next to short events."""
+    from tfobs.xspace.columns import TAIL_ROUNDS
+
+    space = schema.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].id = 1
+    for mid in (1, 2, 3, 4):
+        plane.stat_metadata[mid].id = mid
+    line = plane.lines.add(id=1, name="l")
+    rng = np.random.default_rng(3)
+    for k in range(20):
+        event = line.events.add(metadata_id=1, offset_ps=k, duration_ps=1)
+        for j in range(TAIL_ROUNDS * 5 if k in (3, 11) else 2):
+            stat = event.stats.add(metadata_id=int(rng.integers(1, 5)))
+            kind = j % 4
+            if kind == 0:
+                stat.int64_value = int(rng.integers(-2**62, 2**62))
+            elif kind == 1:
+                stat.double_value = float(rng.random())
+            elif kind == 2:
+                stat.str_value = "x" * int(rng.integers(0, 300))
+            else:
+                stat.uint64_value = int(rng.integers(0, 2**63))
+    data = space.SerializeToString()
+    cols = parse(data).plane("/host:CPU").events
+    events = list(schema.XSpace.FromString(data).planes[0].lines[0].events)
+    batch = cols.stats_of(np.arange(len(events)))
+    got: dict[int, list] = {k: [] for k in range(len(events))}
+    for r, ev in enumerate(batch.event.tolist()):
+        got[ev].append((int(batch.mid[r]), batch.python(r)))
+    for k, event in enumerate(events):
+        want = [(s.metadata_id, getattr(s, s.WhichOneof("value"))) for s in event.stats]
+        assert _same(got[k], want), k

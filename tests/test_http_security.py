@@ -122,7 +122,7 @@ def test_default_bind_is_documented_and_the_option_is_honoured(exporters: Any) -
     assert Config.load().metrics_bind == "0.0.0.0"  # the README's documented default
     only_one = exporters(metrics_bind="127.0.0.1")
     assert only_one._server is not None
-    assert only_one._server._httpd.socket.getsockname()[0] == "127.0.0.1"
+    assert only_one._server.listen_address == "127.0.0.1"
     port = only_one.port
     assert request(f"http://127.0.0.1:{port}/metrics")[0] == 200
     # 127.0.0.2 is the same host but another address: a server bound to 127.0.0.1 is not

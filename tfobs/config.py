@@ -1,16 +1,21 @@
 """One `Config` for tfobs: explicit argument > `TFOBS_<NAME>` environment variable > default.
 
 A bad argument raises `ConfigError` naming the option and what is allowed (the caller can fix
-the code); a bad environment variable warns and falls back to the default (a typo in a pod spec
-must not kill a training job). All `TFOBS_*` names live here, with one line of help and the
-default each (`OPTIONS`, the only place defaults are written); `tests/test_config.py` checks
-that the README's options table lists exactly them.
+the code); a bad environment variable warns, naming itself, and only it falls back to its
+default (a typo in a pod spec must not kill a training job). A security setting from the
+environment that cannot be honoured (malformed basic auth, a TLS certificate without its key or
+unreadable, a bad bind address, remote capture without a token) never falls back to an open
+server: the metrics server stays off with one error line and training goes on. Secrets never
+appear in a message. All `TFOBS_*` names live here, with one line of help and the default each
+(`OPTIONS`, the only place defaults are written); `tests/test_config.py` checks that the
+README's options table lists exactly them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import ipaddress
 import json
 import logging
 import os
@@ -34,6 +39,13 @@ LOCAL_RANK_VARS: tuple[str, ...] = (
     "MPI_LOCALRANKID",
     "SLURM_LOCALID",
 )
+MAX_LOCAL_RANK_DIGITS = 5
+MAX_LABEL_CHARS = 128  # tf_job / tf_task: a label value is sent with every series
+MAX_SECONDS = 3600.0  # window_max_s / nvml_interval_s: finite, and at most an hour
+SECRET_OPTIONS = frozenset({"metrics_basic_auth", "remote_capture_token"})
+# Options whose bad value must not widen what the server exposes: no server instead.
+SECURITY_OPTIONS = frozenset({"metrics_bind", "metrics_tls_cert", "metrics_tls_key",
+                              "metrics_basic_auth", "remote_capture", "remote_capture_token"})
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
 
@@ -98,6 +110,30 @@ def _basic_auth(v: Any) -> str:
     return "" if ok else "'' (off) or 'user:password'"
 
 
+_HOST_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def _bind(v: Any) -> str:
+    """An IP address literal or a host name (resolved when the server binds)."""
+    allowed = "an IP address of this host (e.g. 0.0.0.0, 127.0.0.1, ::) or a host name"
+    if not isinstance(v, str) or not v.isascii() or len(v) > 253:
+        return allowed
+    if v == "":
+        return ""
+    try:
+        ipaddress.ip_address(v)
+        return ""
+    except ValueError:
+        pass
+    labels = v.rstrip(".").split(".")
+    return "" if all(_HOST_LABEL.match(x) for x in labels) else allowed
+
+
+def _label(v: Any) -> str:
+    ok = isinstance(v, str) and len(v) <= MAX_LABEL_CHARS
+    return "" if ok else f"a string of at most {MAX_LABEL_CHARS} characters"
+
+
 OPTIONS: tuple[Option, ...] = (
     Option("enabled", True, "Master switch; False makes `enable()` a no-op.", _is_bool),
     Option("interval_steps", 500, "A window opens every this many steps (aligned to step "
@@ -106,7 +142,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("first_window_step", 20, "Step at which the first window opens (after warm-up), so "
            "a new job shows figures early.", _int_range(0)),
     Option("window_max_s", 10.0, "Time cap of one window, seconds.",
-           _float_range(0.0, lo_open=True)),
+           _float_range(0.0, MAX_SECONDS, lo_open=True)),
     Option("overhead_budget", 0.01, "Most of training time tfobs may cost (step markers, "
            "profiling, export, reduction); windows are planned at 80 % of it and skipped to "
            "stay under it.",
@@ -126,7 +162,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("metrics_port", 9464, "Prometheus HTTP port; the local rank (LOCAL_RANK, "
            "OMPI_COMM_WORLD_LOCAL_RANK, ...) is added. -1 disables the server, 0 picks a free "
            "port.", _port),
-    Option("metrics_bind", "0.0.0.0", "Address the metrics server binds.", _is_str),
+    Option("metrics_bind", "0.0.0.0", "Address the metrics server binds.", _bind),
     Option("metrics_tls_cert", "", "PEM certificate file; with metrics_tls_key serves HTTPS.",
            _is_str),
     Option("metrics_tls_key", "", "PEM private key file for metrics_tls_cert.", _is_str),
@@ -144,13 +180,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("trace_max_spans", 512, "Span cap per window trace.", _int_range(1)),
     Option("nvml", True, "Sample GPUs through NVML between windows.", _is_bool),
     Option("nvml_interval_s", 1.0, "NVML and TF memory sampling period, seconds.",
-           _float_range(0.0, lo_open=True)),
+           _float_range(0.0, MAX_SECONDS, lo_open=True)),
     Option("short_gap_s", 30e-6, "GPU idle gaps shorter than this count as short_gap "
-           "(seconds).", _float_range(0.0)),
+           "(seconds).", _float_range(0.0, 1.0)),
     Option("tf_job", "", "Worker identity label tf_job; '' reads TF_CONFIG (default 'local').",
-           _is_str),
+           _label),
     Option("tf_task", "", "Worker identity label tf_task; '' reads TF_CONFIG (default '0').",
-           _is_str),
+           _label),
     Option("verbose", False, "Log each window at INFO on the 'tfobs' logger.", _is_bool),
     Option("keep_dir", "", "Folder or URL (gs://, s3://, hdfs://: any TensorFlow file system) "
            "where windows that matter are kept in TensorBoard's layout "
@@ -246,16 +282,23 @@ class Config:
                 value = float(value)
             allowed = opt.check(value)
             if allowed:
-                raise ConfigError(f"tfobs option {f.name}={value!r} is invalid: use {allowed}")
+                raise _conflict(f"tfobs option {f.name}={_shown(f.name, value)} is invalid: "
+                                f"use {allowed}", f.name)
         if self.window_steps > self.interval_steps:
-            raise ConfigError(
+            raise _conflict(
                 f"tfobs option window_steps={self.window_steps} is invalid: use at most "
-                f"interval_steps ({self.interval_steps})"
+                f"interval_steps ({self.interval_steps})", "window_steps", "interval_steps"
             )
         if bool(self.metrics_tls_cert) != bool(self.metrics_tls_key):
-            raise ConfigError(
+            raise _conflict(
                 "tfobs options metrics_tls_cert and metrics_tls_key go together: set both "
-                "(HTTPS) or neither (HTTP)"
+                "(HTTPS) or neither (HTTP)", "metrics_tls_cert", "metrics_tls_key"
+            )
+        if self.remote_capture and not self.remote_capture_token:
+            raise _conflict(
+                "tfobs option remote_capture=True needs remote_capture_token "
+                "(TFOBS_REMOTE_CAPTURE_TOKEN) set to a secret", "remote_capture",
+                "remote_capture_token"
             )
 
     @classmethod
@@ -268,6 +311,7 @@ class Config:
                 f"unknown tfobs option {unknown[0]!r}: use one of " + ", ".join(_BY_NAME)
             )
         values: dict[str, Any] = {}
+        refused: list[str] = []  # security settings from the environment we cannot honour
         for opt in OPTIONS:
             if opt.name in kwargs:
                 values[opt.name] = kwargs[opt.name]
@@ -280,33 +324,52 @@ class Config:
                 if isinstance(opt.default, float) and isinstance(value, int):
                     value = float(value)
                 problem = opt.check(value)
-            except ValueError:
+            except (ValueError, OverflowError):
                 problem = opt.check(object())  # the "allowed" sentence
             if problem:
-                warnings.warn(
-                    f"ignoring {opt.env}={raw!r}: use {problem}; using the default "
-                    f"{opt.default!r}",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+                if opt.name in SECURITY_OPTIONS:
+                    refused.append(f"{opt.env} is invalid (use {problem})")
+                    continue
+                _say(f"ignoring {opt.env}={_shown(opt.name, raw)}: use {problem}; using the "
+                     f"default {opt.default!r}")
                 continue
             values[opt.name] = value
         _otel_fallbacks(values, env)
-        try:
-            return cls(**values)
-        except ConfigError:
-            if set(values) - set(kwargs):
-                # A cross-field problem may come from the environment: drop env values and
-                # retry once, so only explicit arguments can make enable() raise.
-                explicit = {k: v for k, v in values.items() if k in kwargs}
-                config = cls(**explicit)
-                warnings.warn(
-                    "ignoring TFOBS_* environment settings that conflict; using defaults",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                return config
-            raise
+        tls = ("metrics_tls_cert", "metrics_tls_key")
+        if any(values.get(n) and n not in kwargs for n in tls) and all(values.get(n) for n in tls):
+            problem = _tls_problem(values["metrics_tls_cert"], values["metrics_tls_key"])
+            if problem:  # from the environment: checked now, so the server never starts open
+                refused.append(f"TFOBS_METRICS_TLS_CERT/KEY cannot be loaded ({problem})")
+                for n in tls:
+                    values.pop(n)
+        for _ in range(len(OPTIONS)):  # each round drops at least one environment value
+            try:
+                config = cls(**values)
+                break
+            except ConfigError as err:
+                names = getattr(err, "options", ())
+                from_env = [n for n in names if n in values and n not in kwargs]
+                if not from_env:
+                    raise  # explicit arguments conflict: the caller's code can be fixed
+                if any(n in SECURITY_OPTIONS for n in names):
+                    refused.append(f"{', '.join(_BY_NAME[n].env for n in from_env)}: "
+                                   + str(err).removeprefix("tfobs "))
+                    for n in names:
+                        if n in SECURITY_OPTIONS and n not in kwargs:
+                            values.pop(n, None)
+                    continue
+                drop = from_env[0]  # the option named first is the one that is off
+                _say(f"ignoring {_BY_NAME[drop].env}={_shown(drop, values[drop])}: it "
+                     f"conflicts ({str(err).removeprefix('tfobs ')}); using the default "
+                     f"{_BY_NAME[drop].default!r}")
+                values.pop(drop)
+        else:  # pragma: no cover - every round removes a value
+            config = cls(**{k: v for k, v in values.items() if k in kwargs})
+        if refused:
+            _log.error("tfobs: metrics server OFF, a security setting cannot be honoured: %s "
+                       "(fix it to serve metrics; training goes on)", "; ".join(refused))
+            config = dataclasses.replace(config, metrics_port=-1, remote_capture=False)
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         """The options, with secrets masked (for logs and the info metric)."""
@@ -322,15 +385,16 @@ class Config:
         return resolve_capture_dir(self.capture_dir)
 
     def resolved_metrics_port(self, environ: Mapping[str, str] | None = None) -> int:
-        """The port this process serves on: metrics_port + local rank (-1 and 0 unchanged)."""
+        """The port this process serves on: metrics_port + local rank (-1 and 0 unchanged);
+        -1 (no server, one error line) when the sum exceeds 65535."""
         if self.metrics_port <= 0:
             return self.metrics_port
         port = self.metrics_port + local_rank(environ)
         if port > 65535:
-            raise ConfigError(
-                f"metrics_port {self.metrics_port} + local rank {port - self.metrics_port} "
-                "exceeds 65535: set metrics_port / TFOBS_METRICS_PORT lower"
-            )
+            _log.error("tfobs: metrics server OFF: metrics_port %d + local rank %d exceeds 65535; "
+                       "set metrics_port / TFOBS_METRICS_PORT lower", self.metrics_port,
+                       port - self.metrics_port)
+            return -1
         return port
 
     def identity(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -357,12 +421,51 @@ def option(name: str) -> Option:
     return _BY_NAME[name]
 
 
+def _conflict(message: str, *names: str) -> ConfigError:
+    err = ConfigError(message)
+    err.options = names  # type: ignore[attr-defined]  # which options Config.load may drop
+    return err
+
+
+def _shown(name: str, value: Any) -> str:
+    """A value for a message: secrets are never shown."""
+    if name in SECRET_OPTIONS and value:
+        return "'***'"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _say(message: str) -> None:
+    """Warn once per call; under PYTHONWARNINGS=error the warning is logged, not raised."""
+    try:
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+    except Exception:
+        _log.warning(message)
+
+
+def _tls_problem(cert: str, key: str) -> str:
+    """'' when the PEM pair loads, else why not (no file contents in the text)."""
+    import ssl
+
+    try:
+        for path in (cert, key):
+            if not os.path.isfile(path):
+                return f"{path!r} is not a file"
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (OSError, ValueError, ssl.SSLError) as exc:
+        return getattr(exc, "strerror", None) or getattr(exc, "reason", None) or type(
+            exc).__name__
+    return ""
+
+
 def local_rank(environ: Mapping[str, str] | None = None) -> int:
     """This process's rank among the training processes on its host (0 when unknown)."""
     env = os.environ if environ is None else environ
     for var in LOCAL_RANK_VARS:
         raw = env.get(var, "").strip()
-        if raw.isdigit():
+        # ASCII digits only ("²".isdigit() is True) and a sane length (int() of 5,000 digits
+        # raises): anything else is not a rank.
+        if raw.isascii() and raw.isdigit() and len(raw) <= MAX_LOCAL_RANK_DIGITS:
             return int(raw)
     return 0
 
@@ -399,14 +502,19 @@ def worker_identity(
         try:
             tf_config = json.loads(raw)
             spec = tf_config.get("task") or {}
-            job = label_value(spec.get("type") or job, "local")
-            task = label_value(spec.get("index", task), "0")
+            raw_job, raw_task = str(spec.get("type") or job), str(spec.get("index", task))
+            if len(raw_job) > MAX_IDENTITY_VALUE or len(raw_task) > MAX_IDENTITY_VALUE:
+                # Every series carries these labels: an unbounded value would bloat each scrape.
+                _log.warning("tfobs: TF_CONFIG task type/index over %d characters; truncated",
+                             MAX_IDENTITY_VALUE)
+            job = label_value(raw_job, "local")
+            task = label_value(raw_task, "0")
             if tf_config.get("cluster"):
                 digest = hashlib.sha256(
                     json.dumps(tf_config["cluster"], sort_keys=True).encode()
                 ).hexdigest()
                 cluster = digest[:8]
-        except (ValueError, AttributeError, TypeError):
+        except (ValueError, AttributeError, TypeError, RecursionError):
             _log.warning("TF_CONFIG is not valid JSON with a 'task' entry; using tf_job=local")
     if config is not None:
         job = label_value(config.tf_job, job) if config.tf_job else job

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ def find_capture(folder: Path, run: str | None = None) -> Path:
     # A folder holding captures itself (no runs below it) counts as one run.
     candidates = [profile] if not runs else runs[::-1]
     for rdir in candidates:
-        files = sorted(rdir.glob("*.xplane.pb"))
+        files = sorted(p for p in rdir.glob("*.xplane.pb") if p.is_file())
         if files:
             return max(files, key=lambda p: p.stat().st_size)
     raise CaptureError(
@@ -45,13 +46,44 @@ def read_source(source: Any, run: str | None = None) -> tuple[bytes, str]:
         raise CaptureError(f"{path}: no such file or folder")
     if path.is_dir():
         path = find_capture(path, run)
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise CaptureError(f"{path}: {size} bytes is over the 2 GiB protobuf limit")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise CaptureError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    data = _read_regular_file(path)
     if not data:
         raise CaptureError(f"{path}: capture is empty (0 bytes)")
     return data, str(path)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES, else CaptureError.
+
+    Opened without blocking (a FIFO would wait for a writer forever) and checked on the open
+    descriptor, so a symlink to /dev/zero, a device or a FIFO is refused rather than read to
+    MemoryError or a hang; a file that grows while read is cut at the limit and refused.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CaptureError(f"{path}: not a regular file (a device, FIFO or socket); "
+                               "point at an .xplane.pb file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise CaptureError(f"{path}: {info.st_size} bytes is over the 2 GiB protobuf limit")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 24, MAX_FILE_BYTES + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > MAX_FILE_BYTES:
+                raise CaptureError(f"{path}: over the 2 GiB protobuf limit (file grew while "
+                                   "read)")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise CaptureError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)

@@ -7,6 +7,12 @@ One `ProfilerSlot` per process owns tfobs's use of TF's single profiler session:
   state behind `tf.profiler.experimental.start/stop`, so tfobs cannot leave it stale.
 * `finish()` (capture thread) exports the session (`export_to_tb`, the only binding that
   yields an XSpace), reads the `.xplane.pb` back and deletes the folder.
+* `wait_window()` (capture thread) waits for the window to fill, but cuts it short when what
+  it will cost grows too large: the profiler buffers every event in memory until export (and
+  export then copies them several times), so a window is bounded before it is exported by
+  (a) a time cap learned from earlier windows' capture bytes per second, so the expected
+  capture stays under half of `max_capture_bytes`, and (b) the process's RSS growth since the
+  window opened, at most a quarter of `max_capture_bytes` (16 MiB at least: RSS is noisy).
 * `preempt()` gives the profiler up at once. `install_yield_hook()` wraps
   `tf.profiler.experimental.start` so the user's own profiling (a manual start, Keras's
   TensorBoard callback with `profile_batch`, `tf.profiler.experimental.Profile`) always wins:
@@ -40,6 +46,17 @@ SKIPPED_BUSY: Outcome = "skipped_busy"
 FAILED: Outcome = "failed"
 TOO_LARGE: Outcome = "dropped_too_large"
 DIR_PREFIX = "tfobs-"
+MIN_GROWTH_BYTES = 16 * 1024 * 1024  # RSS moves this much on its own: never cut below it
+WATCH_S = 0.05  # how often a window's memory growth is checked
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -117,6 +134,9 @@ class ProfilerSlot:
         self._preempted_reason = ""
         self.preemptions = 0
         self._wake: threading.Event | None = None  # set when an active session is dropped
+        self._rss_at_start = 0
+        self.bytes_per_s = 0.0  # capture bytes per second of tracing, from earlier windows
+        self.windows_cut = 0  # windows closed early because of their expected cost
 
     @classmethod
     def from_config(cls, config: Config) -> ProfilerSlot:
@@ -168,10 +188,44 @@ class ProfilerSlot:
             self._session, self._logdir, self._state = session, logdir, "active"
             self._wake = wake
             self._started = time.perf_counter()
+            self._rss_at_start = rss_bytes()
             self._preempted_reason = ""
         return None
 
     # -- capture thread ------------------------------------------------------------------
+
+    def time_cap_s(self) -> float:
+        """Longest window whose capture should stay under half of max_capture_bytes, judged
+        by earlier windows (inf before the first one)."""
+        if self.bytes_per_s <= 0:
+            return float("inf")
+        return 0.5 * self.max_capture_bytes / self.bytes_per_s
+
+    def wait_window(self, closed: threading.Event, seconds: float) -> str:
+        """Wait until `closed` is set or `seconds` pass, whichever is first; cut the window
+        short (return why) when its learned time cap passes or memory grows too much."""
+        deadline = time.monotonic() + max(0.0, min(seconds, 86400.0))
+        cap = self.time_cap_s()
+        if cap < seconds:
+            deadline = time.monotonic() + max(cap, WATCH_S)
+        # Export and reduction multiply a capture many times over (RESULTS.md "Capture
+        # bounds"), so tracing may grow memory by a quarter of max_capture_bytes at most.
+        limit = max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if cap < seconds:
+                    self.windows_cut += 1
+                    return f"cut at {cap:.2f} s: earlier windows captured " \
+                           f"{self.bytes_per_s / 1e6:.1f} MB/s"
+                return ""
+            if closed.wait(min(left, WATCH_S)):
+                return ""
+            base = self._rss_at_start
+            grown = rss_bytes() - base if base else 0
+            if grown > limit:
+                self.windows_cut += 1
+                return f"cut: memory grew {grown >> 20} MiB while tracing (limit {limit >> 20})"
 
     def finish(self) -> CaptureResult:
         """Export the open session, read the XSpace bytes, delete the folder."""
@@ -206,6 +260,8 @@ class ProfilerSlot:
             return CaptureResult(FAILED, "profiler wrote no .xplane.pb", active_s=active_s,
                                  export_s=time.perf_counter() - t0)
         nbytes = sum(os.path.getsize(f) for f in files)
+        if active_s > 0:  # what the next windows may expect (decays so one outlier fades)
+            self.bytes_per_s = max(nbytes / active_s, 0.5 * self.bytes_per_s)
         if nbytes > self.max_capture_bytes:
             return CaptureResult(TOO_LARGE, f"capture is {nbytes} bytes, over "
                                  f"max_capture_bytes={self.max_capture_bytes}", nbytes=nbytes,
@@ -311,12 +367,61 @@ _after_fork_keep: list[Any] = []
 
 
 def forget_after_fork(slot: ProfilerSlot) -> None:
-    """In a forked child: drop tfobs's hold without running TF destructors on copied state."""
+    """In a forked child: drop tfobs's hold, and stop the tracing a copied session left on.
+
+    A fork during a window copies an active profiler session: left alone, the child keeps
+    tracing (its memory grows with every op) and its own profiler cannot start. The copy is
+    destroyed (which stops tracing without writing) on a short-lived thread, so that if the
+    fork caught a profiler lock held by another thread, only that thread waits, never the
+    child. The parent's capture folder is left to the parent.
+    """
     global _hook_slot
     _hook_slot = None
-    if slot._session is not None:
-        _after_fork_keep.append(slot._session)  # never destroyed in the child
+    session = slot._session
     slot._session, slot._state, slot._logdir = None, "idle", ""
+    if session is None:
+        return
+    holder = [session]
+    del session
+
+    def drop() -> None:
+        holder.clear()  # the last reference: the C++ destructor stops the tracers
+
+    try:
+        threading.Thread(target=drop, name="tfobs-fork-untrace", daemon=True).start()
+    except Exception:  # cannot start a thread in this child: keep it, as before
+        _after_fork_keep.extend(holder)
+
+
+_reapers: dict[tuple[int, str], Any] = {}  # (pid, folder) -> Popen of a kill -9 cleaner
+
+
+def start_kill_cleaner(capture_dir: str) -> bool:
+    """Remove this process's capture folders even when it is killed with -9.
+
+    A tiny `sh` waits on a pipe whose only writer is this process: when the process ends in
+    any way, the pipe closes and `sh` deletes `capture_dir/tfobs-<pid>-*` (a partial capture
+    otherwise stays in RAM-backed /dev/shm until the next tfobs start on the host). One per
+    process; True when running."""
+    import subprocess
+
+    key = (os.getpid(), os.path.abspath(capture_dir))
+    running = _reapers.get(key)
+    if running is not None and running.poll() is None:
+        return True
+    sh = shutil.which("sh")
+    if sh is None:
+        return False
+    try:
+        proc = subprocess.Popen(
+            [sh, "-c", 'read _ ; rm -rf -- "$0"/' + DIR_PREFIX + '"$1"-*', key[1], str(key[0])],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            close_fds=True, start_new_session=True,
+        )
+    except OSError:
+        return False
+    _reapers[key] = proc  # the pipe's write end stays open for the process's lifetime
+    return True
 
 
 def sweep_stale_dirs(capture_dir: str) -> int:

@@ -2,7 +2,29 @@
 remote capture is switched on) `POST /capture`.
 
 Options: bind address, TLS (certificate + key), HTTP basic auth for every GET, and a bearer
-token for `POST /capture`. Threads are daemons; `shutdown()` waits only up to its deadline.
+token for `POST /capture`.
+
+The server is one daemon thread running a selector loop (no thread per connection), so
+whatever clients do, serving costs the training process a bounded share (see `Limits` and
+SECURITY.md "Limits of the HTTP server"):
+
+* at most `max_connections` sockets (further capped by the fd soft limit), half of them per
+  client address; to make room, the oldest connection of the address holding the most is
+  closed, so a flood of idle or trickling clients cannot lock out a scraper from another
+  address nor take the training job's own file descriptors;
+* one deadline per request, from its first byte to its last response byte (trickling one byte
+  at a time does not extend it), and an idle deadline between keep-alive requests;
+* a request head is at most `max_head_bytes` and `max_headers` lines, refused with 431 before
+  more is read, and before any auth check; bodies over 4 KiB are refused with 413;
+* a global request rate (token bucket), shared round-robin between client addresses and in
+  arrival order within one: clients that pipeline without reading simply wait; a connection
+  serves at most `max_requests_per_connection` requests;
+* the exposition is rendered at most `renders_per_s` times a second (fewer when rendering is
+  slow); scrapes beyond that wait for the next rendering and share it (never older than the
+  request);
+* a failed auth is counted (`tfobs_errors_total{stage="http_auth"}`), answered only after
+  `auth_fail_delay_s`, and closes its connection;
+* EMFILE on accept pauses accepting instead of spinning.
 """
 
 from __future__ import annotations
@@ -12,12 +34,17 @@ import errno
 import gzip
 import hmac
 import logging
+import os
+import selectors
 import socket
 import ssl
-import sys
 import threading
+import time
+import weakref
+from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from prometheus_client.exposition import choose_encoder, gzip_accepted
@@ -30,7 +57,39 @@ PageFn = Callable[[], tuple[str, str]]  # () -> (content type, body)
 CaptureFn = Callable[..., Any]  # (keep=False) -> truthy when a window was granted
 
 _MAX_BODY = 4096
-_CLIENT_TIMEOUT_S = 10.0  # a client that stalls mid-request frees its thread after this
+_SERVER_NICE = 5  # the serving thread yields the CPU to training when both want it
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one metrics server may cost; the defaults are documented in SECURITY.md."""
+
+    max_connections: int = 64
+    max_head_bytes: int = 8192
+    max_headers: int = 64
+    request_timeout_s: float = 10.0  # first byte of a request -> last byte of its response
+    idle_timeout_s: float = 30.0  # a keep-alive connection waiting for its next request
+    first_request_s: float = 5.0  # a new connection (TLS handshake included) -> first byte
+    max_requests_per_connection: int = 100
+    requests_per_s: float = 100.0  # global, token bucket
+    burst: int = 20
+    renders_per_s: float = 4.0  # renderings; beyond this, waiting scrapes share the next one
+    render_cpu_share: float = 0.05  # ... and rendering takes at most this share of a CPU
+    auth_fail_delay_s: float = 1.0
+    accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
+
+
+def fd_bounded_connections(limit: int) -> int:
+    """`limit`, lowered so tfobs holds at most 1/16 of the process's fd soft limit."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return limit
+    if soft == resource.RLIM_INFINITY or soft <= 0:
+        return limit
+    return max(2, min(limit, soft // 16))
 
 
 class MetricsServer:
@@ -49,12 +108,13 @@ class MetricsServer:
         remote_capture: bool = False,
         capture_token: str = "",
         on_error: Callable[[str], None] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if bool(tls_cert) != bool(tls_key):
             raise ConfigError(
                 "metrics_tls_cert and metrics_tls_key go together; set both (PEM files) or neither"
             )
-        if basic_auth and ":" not in basic_auth:
+        if basic_auth and (":" not in basic_auth or basic_auth.startswith(":")):
             raise ConfigError('metrics_basic_auth must be "user:password"')
         if remote_capture and not capture_token:
             raise ConfigError(
@@ -71,50 +131,63 @@ class MetricsServer:
         self._token = capture_token.encode()
         self.capture_handler: CaptureFn | None = None
         self.on_error = on_error or (lambda stage: None)
-        self._httpd: ThreadingHTTPServer | None = None
+        self.limits = limits or Limits()
+        self._loop: _Loop | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._httpd is not None:
+        if self._loop is not None:
             return
-        httpd = _make_server(self.bind, self.requested_port)
-        httpd.tfobs = self  # type: ignore[attr-defined]
+        ctx = None
         if self.tls_cert:
             try:
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 ctx.minimum_version = ssl.TLSVersion.TLSv1_2
                 ctx.load_cert_chain(self.tls_cert, self.tls_key)
             except (OSError, ssl.SSLError) as e:
-                httpd.server_close()
+                reason = getattr(e, "strerror", None) or type(e).__name__
                 raise ConfigError(
-                    f"cannot load metrics_tls_cert/metrics_tls_key ({e}); give readable PEM files"
+                    f"cannot load metrics_tls_cert/metrics_tls_key ({reason}); give readable "
+                    "PEM files"
                 ) from None
-            # The handshake runs in the request's own thread (see _Handler.setup), so a slow
-            # client never stalls the accept loop.
-            httpd.socket = ctx.wrap_socket(
-                httpd.socket, server_side=True, do_handshake_on_connect=False
-            )
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.2},
-            name="tfobs-http", daemon=True,
-        )
+        listener = _listen(self.bind, self.requested_port)
+        self._loop = _Loop(self, listener, ctx)
+        self._thread = threading.Thread(target=self._loop.run, name="tfobs-http", daemon=True)
         self._thread.start()
+        _live_servers.add(self)
+        _register_fork_hook()
 
     def shutdown(self, timeout_s: float = 2.0) -> None:
-        httpd, self._httpd = self._httpd, None
-        if httpd is None:
+        loop, self._loop = self._loop, None
+        if loop is None:
             return
-        stopper = threading.Thread(target=httpd.shutdown, name="tfobs-http-stop", daemon=True)
-        stopper.start()
-        stopper.join(max(timeout_s, 0.0))
-        httpd.server_close()
+        loop.stop = True
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(timeout_s, 0.0))
+        loop.close_all()
+
+    def _forget_after_fork(self) -> None:
+        """In a forked child: close the inherited sockets; the loop thread does not exist."""
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            loop.stop = True
+            loop.close_all()
 
     @property
     def port(self) -> int:
-        return self._httpd.server_address[1] if self._httpd is not None else 0
+        return self._loop.listener.getsockname()[1] if self._loop is not None else 0
+
+    @property
+    def listen_address(self) -> str:
+        return str(self._loop.listener.getsockname()[0]) if self._loop is not None else ""
+
+    @property
+    def connections(self) -> int:
+        """Client connections open now (for tests and the benchmark)."""
+        return len(self._loop.conns) if self._loop is not None else 0
 
     @property
     def scheme(self) -> str:
@@ -123,7 +196,7 @@ class MetricsServer:
     @property
     def url(self) -> str:
         """`/metrics` URL for people (a wildcard bind is shown as loopback); "" when stopped."""
-        if self._httpd is None:
+        if self._loop is None:
             return ""
         host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.bind, self.bind)
         if ":" in host:
@@ -146,132 +219,648 @@ class MetricsServer:
     def token_ok(self, header: str | None) -> bool:
         if not header or not header.startswith("Bearer "):
             return False
-        return hmac.compare_digest(header[7:].strip().encode(), self._token)
+        return hmac.compare_digest(header[7:].strip().encode("utf-8", "replace"), self._token)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    # socketserver's default backlog of 5 drops SYNs when many scrapers connect at once;
-    # each dropped SYN costs the scraper a 1 s retransmit.
-    request_queue_size = 128
+# -- fork: a child must not keep the parent's port open ----------------------------------------
 
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind resolves the host's FQDN, which can hang on DNS; skip it.
-        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.socket.bind(self.server_address)
-        self.server_address = self.socket.getsockname()
-        self.server_name, self.server_port = str(self.server_address[0]), self.server_address[1]
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # Broken clients (TLS garbage, resets) are the client's problem: no traceback on the
-        # training job's stderr.
-        log.debug("tfobs: HTTP request from %s failed: %r", client_address, sys.exc_info()[1])
+_live_servers: weakref.WeakSet[MetricsServer] = weakref.WeakSet()
+_fork_hook_registered = False
 
 
-class _Server6(_Server):
-    address_family = socket.AF_INET6
+def _register_fork_hook() -> None:
+    global _fork_hook_registered
+    if not _fork_hook_registered and hasattr(os, "register_at_fork"):
+        _fork_hook_registered = True
+        os.register_at_fork(after_in_child=_close_in_child)
 
 
-def _make_server(bind: str, port: int) -> _Server:
-    cls = _Server6 if ":" in bind else _Server
+def _close_in_child() -> None:
+    for server in list(_live_servers):
+        try:
+            server._forget_after_fork()
+        except Exception:  # never into the child's own code
+            pass
+    _live_servers.clear()
+
+
+def _listen(bind: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
-        return cls((bind, port), _Handler)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((bind, port))
+        # A backlog of 128: many scrapers connecting at once must not lose SYNs (1 s retries).
+        sock.listen(128)
+        sock.setblocking(False)
     except OSError as e:
+        sock.close()
         if e.errno == errno.EADDRINUSE:
             raise ConfigError(
                 f"port {port} on {bind} is in use; set metrics_port / TFOBS_METRICS_PORT to a "
                 "free port or -1 to disable"
             ) from None
         raise ConfigError(
-            f"cannot listen on {bind}:{port} ({e.strerror or e}); set metrics_bind / "
+            f"cannot listen on {bind!r}:{port} ({e.strerror or e}); set metrics_bind / "
             "TFOBS_METRICS_BIND to an address of this host"
         ) from None
+    except (TypeError, ValueError, UnicodeError) as e:  # not an address at all
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {bind!r}:{port} ({type(e).__name__}); set metrics_bind / "
+            "TFOBS_METRICS_BIND to an address of this host"
+        ) from None
+    return sock
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server_version = "tfobs"
-    sys_version = ""
-    timeout = _CLIENT_TIMEOUT_S
-    protocol_version = "HTTP/1.1"
+# -- the serving loop ---------------------------------------------------------------------------
 
-    def setup(self) -> None:
-        self.request.settimeout(self.timeout)
-        if isinstance(self.request, ssl.SSLSocket):
-            self.request.do_handshake()
-        super().setup()
 
-    @property
-    def app(self) -> MetricsServer:
-        return self.server.tfobs  # type: ignore[attr-defined]
+class _Request:
+    __slots__ = ("method", "path", "version", "headers", "body_len")
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # a training job's stderr is not an access log
+    def __init__(self, method: str, path: str, version: str, headers: dict[str, str],
+                 body_len: int) -> None:
+        self.method, self.path, self.version = method, path, version
+        self.headers, self.body_len = headers, body_len
 
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path not in ("/metrics", "/"):
-            self._send(404, "text/plain; charset=utf-8", b"not found\n")
-            return
-        if not self.app.basic_ok(self.headers.get("Authorization")):
-            self._send(401, "text/plain; charset=utf-8", b"unauthorized\n",
-                       [("WWW-Authenticate", 'Basic realm="tfobs"')])
-            return
-        if path == "/metrics":
-            self._metrics()
+
+class _Conn:
+    __slots__ = ("sock", "fd", "ip", "opened", "deadline", "inbuf", "out", "close_after", "served",
+                 "handshaken", "request", "wait_until", "events", "in_request", "queued",
+                 "eof", "closed", "draining", "rendering")
+
+    def __init__(self, sock: socket.socket, ip: str, now: float, first_s: float,
+                 tls: bool) -> None:
+        self.sock = sock
+        self.ip = ip
+        self.fd = sock.fileno()
+        self.opened = now
+        self.deadline = now + first_s
+        self.inbuf = bytearray()
+        self.out = b""
+        self.close_after = False
+        self.served = 0
+        self.handshaken = not tls
+        self.request: _Request | None = None  # head parsed, body still arriving
+        self.wait_until = 0.0  # parked (failed auth) until then
+        self.events = 0
+        self.in_request = False
+        self.queued = False  # waiting for a request token
+        self.eof = False
+        self.closed = False
+        self.draining = 0  # bytes still to discard after a final response (lingering close)
+        self.rendering = False  # waiting for the next shared rendering of its page
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _Loop:
+    def __init__(self, app: MetricsServer, listener: socket.socket,
+                 ctx: ssl.SSLContext | None) -> None:
+        self.app = app
+        self.limits = app.limits
+        self.listener = listener
+        self.ctx = ctx
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(listener, selectors.EVENT_READ, None)
+        self.accept_paused_until = 0.0
+        self.conns: dict[int, _Conn] = {}  # by fd, in accept order
+        self.max_conns = fd_bounded_connections(self.limits.max_connections)
+        self.tokens = float(self.limits.burst)
+        self.tokens_at = time.monotonic()
+        self.by_ip: dict[str, dict[int, _Conn]] = {}  # address -> its connections, oldest first
+        # Requests ready and waiting for a token: a FIFO per client address, and the
+        # addresses in turn (round-robin), so one address cannot starve another.
+        self.waiting: dict[str, deque[_Conn]] = {}
+        self.turns: deque[str] = deque()
+        # Requests waiting for the next rendering of their page, by page variant: one
+        # rendering answers all of them, and is never older than the request.
+        self.render_waiters: dict[str, list[tuple[_Conn, str, _Request, bool]]] = {}
+        self.render_tokens = self.limits.renders_per_s
+        self.render_tokens_at = time.monotonic()
+        self.render_cost = 0.0
+        self.stop = False
+        self._closed = False
+
+    # -- main loop -----------------------------------------------------------------------------
+
+    def run(self) -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _SERVER_NICE)
+        except (AttributeError, OSError):
+            pass
+        while not self.stop:
+            try:
+                self._once()
+            except Exception:  # a bug here must not end serving, nor spin
+                log.debug("tfobs: HTTP loop error", exc_info=True)
+                self.app.on_error("http_server")
+                time.sleep(0.05)
+        self.close_all()
+
+    def _once(self) -> None:
+        now = time.monotonic()
+        timeout = 0.25
+        for conn in self.conns.values():
+            timeout = min(timeout, conn.deadline - now)
+            if conn.wait_until:
+                timeout = min(timeout, conn.wait_until - now)
+        if self.turns:
+            timeout = min(timeout, (1.0 - self.tokens) / max(self.limits.requests_per_s, 1e-3))
+        if self.render_waiters:
+            timeout = min(timeout, (1.0 - self.render_tokens) / self._render_rate())
+        if self.accept_paused_until:
+            timeout = min(timeout, self.accept_paused_until - now)
+        events = self.sel.select(max(0.0, timeout))
+        now = time.monotonic()
+        if self.accept_paused_until and now >= self.accept_paused_until:
+            self.accept_paused_until = 0.0
+            self.sel.register(self.listener, selectors.EVENT_READ, None)
+        for key, _mask in events:
+            if key.data is None:
+                self._accept(now)
+            elif not key.data.closed:
+                self._pump(key.data, now)
+        while self.turns and self._take_token(now):
+            waiting = self._next_waiting()
+            if waiting is not None:
+                self._pump(waiting, now, have_token=True)
+        self._serve_render_waiters(now)
+        for conn in list(self.conns.values()):
+            if conn.closed:
+                continue
+            if now >= conn.deadline:
+                self._close(conn)  # slow or idle client: its time is up
+            elif conn.wait_until and now >= conn.wait_until:
+                conn.wait_until = 0.0
+                self._pump(conn, now)
+
+    def _accept(self, now: float) -> None:
+        for _ in range(32):  # a connection flood must not starve the clients already here
+            try:
+                sock, addr = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # Out of descriptors: stop accepting for a while instead of spinning.
+                    self.app.on_error("http_accept")
+                    self.sel.unregister(self.listener)
+                    self.accept_paused_until = now + self.limits.accept_pause_s
+                    self._evict_oldest()
+                return
+            ip = str(addr[0]) if isinstance(addr, tuple) else ""
+            mine = self.by_ip.get(ip)
+            if mine is not None and len(mine) >= max(1, self.max_conns // 2):
+                self._close(next(iter(mine.values())))  # an address may hold half the slots
+            elif len(self.conns) >= self.max_conns:
+                self._evict_oldest()
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.ctx is not None:
+                    sock = self.ctx.wrap_socket(sock, server_side=True,
+                                                do_handshake_on_connect=False)
+            except (OSError, ValueError):
+                sock.close()
+                continue
+            conn = _Conn(sock, ip, now, self.limits.first_request_s, self.ctx is not None)
+            self.conns[conn.fd] = conn
+            self.by_ip.setdefault(ip, {})[conn.fd] = conn
+            self._pump(conn, now)
+
+    def _evict_oldest(self) -> None:
+        """Make room: the oldest connection of the address holding the most goes, so a
+        flood from one address evicts its own connections, not another client's."""
+        if self.by_ip:
+            busiest = max(self.by_ip.values(), key=len)
+            self._close(next(iter(busiest.values())))
+
+    def _next_waiting(self) -> _Conn | None:
+        ip = self.turns.popleft()
+        queue = self.waiting.get(ip)
+        if not queue:
+            self.waiting.pop(ip, None)
+            return None
+        conn = queue.popleft()
+        if queue:
+            self.turns.append(ip)
         else:
-            self._page()
+            del self.waiting[ip]
+        conn.queued = False
+        return conn
 
-    def do_POST(self) -> None:
-        path = self.path.split("?", 1)[0]
+    def _want(self, conn: _Conn, events: int) -> None:
+        if events == conn.events:
+            return
+        try:
+            if conn.events and events:
+                self.sel.modify(conn.sock, events, conn)
+            elif events:
+                self.sel.register(conn.sock, events, conn)
+            else:
+                self.sel.unregister(conn.sock)
+        except (KeyError, ValueError, OSError):
+            pass
+        conn.events = events
+
+    def _close(self, conn: _Conn) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        self._want(conn, 0)
+        self.conns.pop(conn.fd, None)
+        mine = self.by_ip.get(conn.ip)
+        if mine is not None:
+            mine.pop(conn.fd, None)
+            if not mine:
+                del self.by_ip[conn.ip]
+        if conn.rendering:
+            conn.rendering = False
+            for key, waiters in list(self.render_waiters.items()):
+                waiters[:] = [w for w in waiters if w[0] is not conn]
+                if not waiters:
+                    del self.render_waiters[key]
+        if conn.queued:
+            conn.queued = False
+            queue = self.waiting.get(conn.ip)
+            if queue is not None:
+                queue.remove(conn)
+                if not queue:
+                    del self.waiting[conn.ip]
+                    self.turns.remove(conn.ip)
+        try:
+            conn.sock.close()
+        except OSError:
+            pass
+
+    def close_all(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for conn in list(self.conns.values()):
+            self._close(conn)
+        try:
+            self.sel.close()
+        except Exception:
+            pass
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+
+    # -- one connection ------------------------------------------------------------------------
+
+    def _pump(self, conn: _Conn, now: float, have_token: bool = False) -> None:
+        """Move `conn` as far as it can go without blocking."""
+        try:
+            self._advance(conn, now, have_token)
+        except (OSError, ssl.SSLError, ValueError):
+            self._close(conn)
+
+    def _advance(self, conn: _Conn, now: float, have_token: bool) -> None:
+        if conn.draining:
+            self._drain(conn)
+            return
+        if not conn.handshaken:
+            try:
+                conn.sock.do_handshake()  # type: ignore[attr-defined]
+            except ssl.SSLWantReadError:
+                self._want(conn, selectors.EVENT_READ)
+                return
+            except ssl.SSLWantWriteError:
+                self._want(conn, selectors.EVENT_WRITE)
+                return
+            conn.handshaken = True
+        while not conn.closed:
+            if conn.wait_until or conn.queued or conn.rendering:
+                self._want(conn, 0)
+                return
+            if conn.out:
+                if not self._flush(conn):
+                    self._want(conn, selectors.EVENT_WRITE)
+                    return
+                if conn.close_after:
+                    self._linger(conn, now)
+                    return
+                conn.in_request = False
+                conn.deadline = now + self.limits.idle_timeout_s
+            if not conn.eof:
+                self._read(conn, now)
+            if not self._respond_if_ready(conn, now, have_token):
+                if conn.eof and not conn.queued:
+                    self._close(conn)  # the client is gone and left no whole request
+                elif not conn.queued:
+                    full = len(conn.inbuf) >= self.limits.max_head_bytes + _MAX_BODY
+                    self._want(conn, 0 if full or conn.eof else selectors.EVENT_READ)
+                return
+            have_token = False
+
+    def _linger(self, conn: _Conn, now: float) -> None:
+        """Close after a final response without losing it: closing with unread input would
+        send a reset that can destroy the response in flight, so half-close and discard
+        what the client still sends, for at most a second and 64 KiB."""
+        if isinstance(conn.sock, ssl.SSLSocket):
+            self._close(conn)
+            return
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            self._close(conn)
+            return
+        conn.inbuf.clear()
+        conn.draining = 65536
+        conn.deadline = min(conn.deadline, now + 1.0)
+        self._drain(conn)
+
+    def _drain(self, conn: _Conn) -> None:
+        while conn.draining > 0:
+            try:
+                chunk = conn.sock.recv(min(16384, conn.draining))
+            except (BlockingIOError, InterruptedError):
+                self._want(conn, selectors.EVENT_READ)
+                return
+            if not chunk:
+                break
+            conn.draining -= len(chunk)
+        self._close(conn)
+
+    def _read(self, conn: _Conn, now: float) -> None:
+        """Read what is there, up to one head (+ body) and no more."""
+        limit = self.limits.max_head_bytes + _MAX_BODY
+        while len(conn.inbuf) < limit:
+            try:
+                chunk = conn.sock.recv(min(16384, limit - len(conn.inbuf)))
+            except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
+                    ssl.SSLWantWriteError):
+                return
+            if not chunk:
+                conn.eof = True
+                return
+            if not conn.in_request:
+                conn.in_request = True
+                conn.deadline = now + self.limits.request_timeout_s
+            conn.inbuf += chunk
+
+    def _flush(self, conn: _Conn) -> bool:
+        while conn.out:
+            try:
+                sent = conn.sock.send(conn.out)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError,
+                    ssl.SSLWantReadError):
+                return False
+            conn.out = conn.out[sent:]
+        return True
+
+    def _respond_if_ready(self, conn: _Conn, now: float, have_token: bool) -> bool:
+        """Serve the next complete request in `conn.inbuf`; False when there is none yet."""
+        if conn.request is None:
+            end = conn.inbuf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(conn.inbuf) >= self.limits.max_head_bytes:
+                    self._error(conn, 431, "request head too large")
+                    return True
+                return False
+            if end + 4 > self.limits.max_head_bytes:
+                self._error(conn, 431, "request head too large")
+                return True
+            head = bytes(conn.inbuf[:end])
+            del conn.inbuf[:end + 4]
+            try:
+                conn.request = self._parse(head)
+            except _BadRequest as e:
+                self._error(conn, e.status, str(e))
+                return True
+        request = conn.request
+        if len(conn.inbuf) < request.body_len:
+            return False
+        if not have_token and (self.turns or not self._take_token(now)):
+            conn.queued = True  # served in turn as the request rate allows
+            queue = self.waiting.get(conn.ip)
+            if queue is None:
+                queue = self.waiting[conn.ip] = deque()
+                self.turns.append(conn.ip)
+            queue.append(conn)
+            self._want(conn, 0)
+            return False
+        del conn.inbuf[:request.body_len]
+        conn.request = None
+        conn.served += 1
+        if conn.served >= self.limits.max_requests_per_connection:
+            conn.close_after = True
+        if request.version != "HTTP/1.1" or request.headers.get("connection", "").lower() == (
+                "close"):
+            conn.close_after = True
+        self._dispatch(conn, request, now)
+        return True
+
+    def _take_token(self, now: float) -> bool:
+        lim = self.limits
+        self.tokens = min(float(lim.burst),
+                          self.tokens + (now - self.tokens_at) * lim.requests_per_s)
+        self.tokens_at = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+    def _parse(self, head: bytes) -> _Request:
+        try:
+            text = head.decode("latin-1")
+        except UnicodeError:  # latin-1 decodes every byte; kept for clarity
+            raise _BadRequest(400, "bad request") from None
+        lines = text.split("\r\n")
+        while lines and lines[0] == "":  # RFC 9112: ignore empty lines before a request
+            lines.pop(0)
+        if not lines:
+            raise _BadRequest(400, "empty request")
+        parts = lines[0].split(" ")
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+            raise _BadRequest(400, "bad request line")
+        method, target, version = parts
+        if len(lines) - 1 > self.limits.max_headers:
+            raise _BadRequest(431, "too many header lines")
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip() or line[0] in " \t":
+                raise _BadRequest(400, "bad header line")
+            key = name.lower()
+            value = value.strip()
+            if key in headers:
+                if key in ("content-length", "authorization", "host", "transfer-encoding"):
+                    raise _BadRequest(400, f"repeated {name} header")
+                headers[key] += ", " + value
+            else:
+                headers[key] = value
+        if "transfer-encoding" in headers:
+            # Request bodies here are tiny: a chunked one is refused, not parsed as a request.
+            raise _BadRequest(411, "send a Content-Length, not Transfer-Encoding")
+        raw_len = headers.get("content-length", "0")
+        if not raw_len.isascii() or not raw_len.isdigit() or len(raw_len) > 12:
+            raise _BadRequest(400, "bad Content-Length")
+        body_len = int(raw_len)
+        if body_len > _MAX_BODY:
+            raise _BadRequest(413, "request body too large")
+        return _Request(method, target, version, headers, body_len)
+
+    # -- responses -----------------------------------------------------------------------------
+
+    def _error(self, conn: _Conn, status: int, message: str) -> None:
+        """Answer a malformed request and close: what follows it cannot be trusted."""
+        conn.close_after = True
+        conn.inbuf.clear()
+        conn.request = None
+        self._queue(conn, status, "text/plain; charset=utf-8", (message + "\n").encode())
+
+    def _queue(self, conn: _Conn, status: int, content_type: str, body: bytes,
+               headers: tuple[tuple[str, str], ...] = (), head_only: bool = False) -> None:
+        reason = HTTPStatus(status).phrase
+        lines = [f"HTTP/1.1 {status} {reason}", "Server: tfobs",
+                 f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in headers]
+        if conn.close_after:
+            lines.append("Connection: close")
+        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        conn.out = data if head_only else data + body
+
+    def _dispatch(self, conn: _Conn, req: _Request, now: float) -> None:
         app = self.app
-        length = int(self.headers.get("Content-Length") or 0)
-        if 0 < length <= _MAX_BODY:
-            self.rfile.read(length)
-        elif length > _MAX_BODY:
-            self.close_connection = True
+        path = req.path.split("?", 1)[0]
+        if req.method == "POST":
+            self._post(conn, req, path, now)
+            return
+        if req.method not in ("GET", "HEAD"):
+            conn.close_after = True
+            self._queue(conn, 405, "text/plain; charset=utf-8", b"method not allowed\n",
+                        (("Allow", "GET, HEAD, POST"),))
+            return
+        head_only = req.method == "HEAD"
+        if path not in ("/metrics", "/"):
+            self._queue(conn, 404, "text/plain; charset=utf-8", b"not found\n",
+                        head_only=head_only)
+            return
+        if not app.basic_ok(req.headers.get("authorization")):
+            self._auth_failed(conn, now, ("WWW-Authenticate", 'Basic realm="tfobs"'),
+                              "text/plain; charset=utf-8", b"unauthorized\n")
+            return
+        key = self._render_key(path, req)
+        # Requests already waiting are answered first: a newcomer never takes their turn.
+        if self.render_waiters or not self._render_token(now):
+            conn.rendering = True  # answered by the next rendering of this page
+            self.render_waiters.setdefault(key, []).append((conn, path, req, head_only))
+            return
+        self._answer(conn, self._render(path, req), head_only)
+
+    def _answer(self, conn: _Conn, rendered: tuple[int, str, bytes, tuple[tuple[str, str], ...]],
+                head_only: bool) -> None:
+        status, content_type, body, extra = rendered
+        self._queue(conn, status, content_type, body, extra, head_only)
+
+    def _serve_render_waiters(self, now: float) -> None:
+        for key in list(self.render_waiters):
+            live = [w for w in self.render_waiters[key] if not w[0].closed]
+            if not live:
+                del self.render_waiters[key]
+                continue
+            if not self._render_token(now):
+                return
+            del self.render_waiters[key]
+            _conn, path, req, _head = live[0]
+            rendered = self._render(path, req)
+            for conn, _path, _req, head_only in live:
+                conn.rendering = False
+                self._answer(conn, rendered, head_only)
+                self._pump(conn, now)
+
+    def _auth_failed(self, conn: _Conn, now: float, challenge: tuple[str, str],
+                     content_type: str, body: bytes) -> None:
+        """Counted, answered late and the connection closed: guessing is slow."""
+        self.app.on_error("http_auth")
+        conn.close_after = True
+        self._queue(conn, 401, content_type, body, (challenge,))
+        conn.wait_until = now + self.limits.auth_fail_delay_s
+        conn.deadline = max(conn.deadline, conn.wait_until + self.limits.request_timeout_s)
+
+    def _post(self, conn: _Conn, req: _Request, path: str, now: float) -> None:
+        app = self.app
         if path != "/capture" or not app.remote_capture:
             # Off by default: the endpoint does not exist unless remote_capture is on.
-            self._send(404, "text/plain; charset=utf-8", b"not found\n")
+            self._queue(conn, 404, "text/plain; charset=utf-8", b"not found\n")
             return
-        if not app.token_ok(self.headers.get("Authorization")):
-            self._send(401, "application/json", b'{"error": "bearer token required"}\n',
-                       [("WWW-Authenticate", 'Bearer realm="tfobs"')])
+        if not app.token_ok(req.headers.get("authorization")):
+            self._auth_failed(conn, now, ("WWW-Authenticate", 'Bearer realm="tfobs"'),
+                              "application/json", b'{"error": "bearer token required"}\n')
             return
         handler = app.capture_handler
         if handler is None:
-            self._send(503, "application/json", b'{"error": "capture not available"}\n')
+            self._queue(conn, 503, "application/json", b'{"error": "capture not available"}\n')
             return
         try:
             # ?keep=1: also keep the window's capture in keep_dir (tfobs/runtime/keep.py).
-            keep = "keep=1" in self.path.partition("?")[2].split("&")
+            keep = "keep=1" in req.path.partition("?")[2].split("&")
             granted = bool(handler(keep=True) if keep else handler())
         except Exception:
             log.debug("tfobs: capture request handler failed", exc_info=True)
             app.on_error("remote_capture")
-            self._send(500, "application/json", b'{"error": "capture request failed"}\n')
+            self._queue(conn, 500, "application/json", b'{"error": "capture request failed"}\n')
             return
         if granted:
-            self._send(202, "application/json", b'{"accepted": true}\n')
-        else:  # the duty-cycle budget (or a window already open) said no
-            self._send(429, "application/json", b'{"accepted": false}\n')
+            self._queue(conn, 202, "application/json", b'{"accepted": true}\n')
+        else:  # the duty-cycle budget, an open window or a pending request said no
+            self._queue(conn, 429, "application/json", b'{"accepted": false}\n',
+                        (("Retry-After", "10"),))
 
-    def _metrics(self) -> None:
+    def _render_rate(self) -> float:
+        """Fresh renderings a second: renders_per_s, fewer when one costs much CPU."""
+        lim = self.limits
+        return max(1e-3, min(lim.renders_per_s,
+                             lim.render_cpu_share / max(self.render_cost, 1e-6)))
+
+    def _render_token(self, now: float) -> bool:
+        lim = self.limits
+        self.render_tokens = min(lim.renders_per_s, self.render_tokens
+                                 + (now - self.render_tokens_at) * self._render_rate())
+        self.render_tokens_at = now
+        if self.render_tokens >= 1.0:
+            self.render_tokens -= 1.0
+            return True
+        return False
+
+    @staticmethod
+    def _render_key(path: str, req: _Request) -> str:
+        if path != "/metrics":
+            return "page"
+        _encoder, content_type = choose_encoder(req.headers.get("accept", ""))
+        return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}"
+
+    def _render(self, path: str, req: _Request
+                ) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
+        cpu0 = time.thread_time()
         try:
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+            return self._metrics(req) if path == "/metrics" else self._page()
+        finally:
+            self.render_cost = time.thread_time() - cpu0
+
+    def _metrics(self, req: _Request) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
+        try:
+            encoder, content_type = choose_encoder(req.headers.get("accept", ""))
             body = encoder(self.app.registry)
         except Exception:
             log.debug("tfobs: rendering /metrics failed", exc_info=True)
             self.app.on_error("export_prometheus")
-            self._send(500, "text/plain; charset=utf-8", b"metrics failed\n")
-            return
-        extra = []
-        if gzip_accepted(self.headers.get("Accept-Encoding", "")):
-            body = gzip.compress(body, compresslevel=1)
-            extra.append(("Content-Encoding", "gzip"))
-        self._send(200, content_type, body, extra)
+            return 500, "text/plain; charset=utf-8", b"metrics failed\n", ()
+        if gzip_accepted(req.headers.get("accept-encoding", "")):
+            return 200, content_type, gzip.compress(body, compresslevel=1), (
+                ("Content-Encoding", "gzip"),)
+        return 200, content_type, body, ()
 
-    def _page(self) -> None:
+    def _page(self) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
         page = self.app.page
         try:
             if page is None:
@@ -280,14 +869,4 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:
             log.debug("tfobs: rendering / failed", exc_info=True)
             content_type, text = "text/plain; charset=utf-8", "tfobs: metrics at /metrics\n"
-        self._send(200, content_type, text.encode("utf-8"))
-
-    def _send(self, code: int, content_type: str, body: bytes,
-              headers: list[tuple[str, str]] | None = None) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in headers or ():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
+        return 200, content_type, text.encode("utf-8"), ()

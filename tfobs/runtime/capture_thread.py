@@ -72,7 +72,7 @@ class CaptureThread:
         w = self._w
         window.taken = True
         left = window.opened_at + w.policy.window_max_s - time.monotonic()
-        window.close.wait(max(0.0, left))  # filled by step_end, capped, or dropped
+        w.slot.wait_window(window.close, left)  # filled, capped, dropped, or cut for cost
         w.stop_tracing(window)
         record = window.record
         record.end_ns = time.time_ns()

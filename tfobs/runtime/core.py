@@ -141,9 +141,14 @@ class Runtime:
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> Runtime:
-        from tfobs.capture.session import install_yield_hook, sweep_stale_dirs
+        from tfobs.capture.session import (
+            install_yield_hook,
+            start_kill_cleaner,
+            sweep_stale_dirs,
+        )
 
         sweep_stale_dirs(self.slot.capture_dir)
+        start_kill_cleaner(self.slot.capture_dir)  # removes our folders even after kill -9
         install_yield_hook(self.slot)
         self._capture.thread.start()
         self._reduce.thread.start()

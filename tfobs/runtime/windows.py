@@ -165,6 +165,8 @@ class Windows:
         budget or a window says no."""
         if self.stopping or self.inflight is not None or not self.budget.allows():
             return False
+        if self._on_demand:  # one is already pending: say so rather than merge into it
+            return False
         self._keep = keep
         self._on_demand = True
         return True

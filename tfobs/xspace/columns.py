@@ -85,6 +85,60 @@ def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.n
     return x, n
 
 
+def _tail(buf: np.ndarray, msg: int, p: int, end: int, what: str) -> Fields:
+    """Every remaining field of one message, parsed in Python (see TAIL_MESSAGES)."""
+    data = buf[p:end].tobytes()
+    fields: list[int] = []
+    wires: list[int] = []
+    values: list[int] = []
+    poss: list[int] = []
+    sizes: list[int] = []
+    i, n = 0, len(data)
+    while i < n:
+        tag, i = _py_varint(data, i, what)
+        wire, field = tag & 7, tag >> 3
+        if field == 0 or field > _MAX_FIELD:
+            raise _bad(what)
+        value = size = 0
+        if wire == 0:
+            pos = i
+            value, i = _py_varint(data, i, what)
+        elif wire == 2:
+            size, i = _py_varint(data, i, what)
+            if size > 2**31:
+                raise _bad(what)
+            pos, i = i, i + size
+        elif wire == 1:
+            pos, value, i = i, int.from_bytes(data[i:i + 8], "little"), i + 8
+        elif wire == 5:
+            pos, i = i, i + 4
+        else:
+            raise _bad(what)  # group wire types: never written in an XSpace
+        fields.append(field)
+        wires.append(wire)
+        values.append(value)
+        poss.append(pos)
+        sizes.append(size)
+    if i > n:
+        raise _bad(what)
+    return Fields(np.full(len(fields), msg, np.int64), np.array(fields, np.int64),
+                  np.array(wires, np.int8), np.array(values, _U64),
+                  np.array(poss, np.int64) + p, np.array(sizes, np.int64))
+
+
+def _py_varint(data: bytes, i: int, what: str) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if i >= len(data) or shift > 63:
+            raise _bad(what)
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value & 0xFFFFFFFFFFFFFFFF, i
+        shift += 7
+
+
 def _fixed64(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
     return buf[p[:, None] + np.arange(8)].copy().view("<u8").ravel()
 
@@ -100,9 +154,17 @@ class Fields:
         self.value, self.pos, self.size = value, pos, size  # varint/fixed64; payload span
 
 
+# A walk whose open messages drop to this few after TAIL_ROUNDS rounds finishes them one by
+# one in Python: a round costs tens of microseconds of numpy overhead however few messages
+# it holds, so one event with a million stats would otherwise take a million rounds.
+TAIL_MESSAGES = 8
+TAIL_ROUNDS = 64
+
+
 def walk(
     buf: np.ndarray, start: np.ndarray, end: np.ndarray, what: str, run_tag: int = 0,
     stop_tag: int = 0, stopped: np.ndarray | None = None, max_rounds: int = 2**62,
+    tail: bool = False,
 ) -> list[Fields]:
     """Every field of the messages buf[start[k]:end[k]], one `Fields` per field position.
 
@@ -112,12 +174,18 @@ def walk(
     protobuf). A round where every field is a record with the one-byte tag `run_tag` has
     `field`, `wire` and `value` None. A message whose next tag byte is `stop_tag` is left
     there: `stopped[k]` gets that position (else it keeps its value). At most `max_rounds`
-    rounds are taken.
+    rounds are taken. With `tail`, the last few long messages may end as one `Fields` each
+    holding all their remaining fields in wire order (for callers that need each message's
+    fields in order, not the round numbers).
     """
     msgs = np.flatnonzero(start < end)
     p, e = start[msgs], end[msgs]
     rounds: list[Fields] = []
     while msgs.size and len(rounds) < max_rounds:
+        if tail and not stop_tag and msgs.size <= TAIL_MESSAGES and len(rounds) >= TAIL_ROUNDS:
+            rounds.extend(_tail(buf, int(k), int(a), int(b), what)
+                          for k, a, b in zip(msgs, p, e, strict=True))
+            break
         t = buf[p]
         if stop_tag:
             stop = t == stop_tag
@@ -388,15 +456,16 @@ class PlaneEvents:
         """Event k as a full protobuf XEvent (for the few events read in detail)."""
         return schema.XEvent.FromString(self.raw[k])
 
-    def _stat_rounds(self, events: np.ndarray, max_rounds: int = 2**62) -> list[
-            tuple[np.ndarray, np.ndarray, np.ndarray, bool]]:
+    def _stat_rounds(self, events: np.ndarray, max_rounds: int = 2**62,
+                     tail: bool = False) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]]:
         """(position in `events`, payload pos, size, whole round) of stat records, by round.
 
-        "Whole round": every field of the round is a stat record.
+        "Whole round": every field of the round is a stat record. With `tail` (see `walk`)
+        the last rounds may hold several records of one event, in stored order.
         """
         out = []
         for f in walk(self.buf, self.stats_at[events], self.end[events], "event stat",
-                      run_tag=_STATS_TAG, max_rounds=max_rounds):
+                      run_tag=_STATS_TAG, max_rounds=max_rounds, tail=tail):
             if f.field is None:  # a run of stat records
                 out.append((f.msg, f.pos, f.size, True))
                 continue
@@ -445,7 +514,7 @@ class PlaneEvents:
         With `mids`, records whose metadata id is plainly another one are left out before
         their values are decoded (a record laid out otherwise is always kept).
         """
-        rounds = self._stat_rounds(events)
+        rounds = self._stat_rounds(events, tail=True)
         if not rounds:
             return StatBatch(self.buf, np.zeros(0, np.int64), np.zeros(0, np.int64),
                              np.zeros(0, np.int64))

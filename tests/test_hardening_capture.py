@@ -1,0 +1,171 @@
+"""Capture bounds (issue 13, items 5, 6, 11 and the partial-capture Low item): a window is
+bounded by what it will cost before it is exported, remote capture requests beyond what can
+be honoured are answered honestly, and a killed process's partial capture is swept."""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from tfobs.capture.session import DIR_PREFIX, MIN_GROWTH_BYTES, ProfilerSlot, rss_bytes
+from tfobs.config import option
+
+
+def _slot(tmp_path: pathlib.Path, max_capture_bytes: int | None = None) -> ProfilerSlot:
+    if max_capture_bytes is None:
+        max_capture_bytes = option("max_capture_bytes").default
+    return ProfilerSlot(str(tmp_path), host_tracer_level=2, device_tracer_level=1,
+                        python_tracer_level=0, max_capture_bytes=max_capture_bytes)
+
+
+def test_a_learned_time_cap_cuts_a_window_whose_capture_would_be_too_large(
+        tmp_path: pathlib.Path) -> None:
+    slot = _slot(tmp_path, max_capture_bytes=10_000_000)
+    closed = threading.Event()
+    assert slot.wait_window(closed, 0.05) == ""  # nothing learned yet: the normal cap
+    slot.bytes_per_s = 50_000_000  # earlier windows captured 50 MB/s
+    t0 = time.monotonic()
+    reason = slot.wait_window(closed, 30.0)
+    assert time.monotonic() - t0 < 1.0 and reason.startswith("cut at 0.10 s")
+    assert slot.windows_cut == 1
+    closed.set()
+    assert slot.wait_window(closed, 30.0) == ""  # a filled window is not "cut"
+
+
+def test_memory_growth_while_tracing_cuts_the_window(tmp_path: pathlib.Path) -> None:
+    slot = _slot(tmp_path, max_capture_bytes=1)  # the floor applies
+    slot._rss_at_start = rss_bytes()
+    assert slot._rss_at_start > 0
+    hog: list[mmap.mmap] = []
+
+    def grow() -> None:  # fresh pages, each touched: resident whatever malloc kept before
+        size = MIN_GROWTH_BYTES + 16 * 1024 * 1024
+        block = mmap.mmap(-1, size)
+        for at in range(0, size, mmap.PAGESIZE):
+            block[at] = 1
+        hog.append(block)
+
+    timer = threading.Timer(0.2, grow)
+    timer.start()
+    t0 = time.monotonic()
+    reason = slot.wait_window(threading.Event(), 20.0)
+    timer.join()
+    assert "memory grew" in reason and time.monotonic() - t0 < 5.0
+    for block in hog:
+        block.close()
+
+
+def test_seconds_are_bounded_even_when_a_caller_passes_infinity(tmp_path: pathlib.Path) -> None:
+    slot = _slot(tmp_path)
+    closed = threading.Event()
+    threading.Timer(0.1, closed.set).start()
+    assert slot.wait_window(closed, float("inf")) == ""  # no OverflowError
+
+
+LOOP_SCRIPT = textwrap.dedent("""
+    import json, resource, sys
+    import tensorflow as tf, tfobs
+    rt = tfobs.enable(metrics_port=-1, nvml=False, first_window_step=2, window_steps=60,
+                      interval_steps=100000, window_max_s=120, overhead_budget=0.5,
+                      max_capture_bytes=1_000_000, capture_dir=sys.argv[1])
+
+    @tf.function
+    def step(x):
+        return tf.while_loop(lambda i, v: i < 2000, lambda i, v: (i + 1, v * 1.0001 + 1.0),
+                             (tf.constant(0), x))[1]
+
+    for i in range(64):
+        with tfobs.step(i):
+            step(tf.ones((4,)))
+    rt.train_end()
+    rt.wait_idle(120)
+    rec = rt.last_record
+    print("RESULT " + json.dumps({"cut": rt.slot.windows_cut, "outcome": rec.outcome,
+          "steps": rec.last_step - rec.first_step + 1, "bytes": rec.capture_bytes}), flush=True)
+""")
+
+
+@pytest.mark.slow
+def test_a_growing_window_is_cut_before_export(tmp_path: pathlib.Path) -> None:
+    """A 2,000-iteration while_loop per step: 60 steps would trace ~1.2 M op events; with
+    max_capture_bytes=1 MB the window is cut once its memory grows past the 16 MiB floor."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", LOOP_SCRIPT, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert line, proc.stderr[-3000:]
+    result = json.loads(line[0][7:])
+    assert result["cut"] >= 1, result
+    assert result["steps"] < 60, result
+
+
+ON_DEMAND_SCRIPT = textwrap.dedent("""
+    import json, sys, urllib.request, urllib.error
+    import tfobs
+    rt = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", nvml=False,
+                      remote_capture=True, remote_capture_token="tok", overhead_budget=0.5,
+                      capture_dir=sys.argv[1])
+    url = rt.metrics_url.replace("/metrics", "/capture")
+    codes = []
+    for _ in range(3):
+        req = urllib.request.Request(url, method="POST", data=b"",
+                                     headers={"Authorization": "Bearer tok"})
+        try:
+            codes.append(urllib.request.urlopen(req, timeout=5).status)
+        except urllib.error.HTTPError as e:
+            codes.append(e.code)
+    print("RESULT " + json.dumps(codes), flush=True)
+    tfobs.disable()
+""")
+
+
+@pytest.mark.slow
+def test_capture_requests_beyond_the_first_pending_one_get_429(tmp_path: pathlib.Path) -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, "-c", ON_DEMAND_SCRIPT, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=180)
+    line = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert line, proc.stderr[-3000:]
+    assert json.loads(line[0][7:]) == [202, 429, 429]  # no step ran: one window pending
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys, time
+    import tensorflow as tf, tfobs
+    rt = tfobs.enable(metrics_port=-1, nvml=False, first_window_step=1, window_steps=10000,
+                      interval_steps=20000, window_max_s=600, capture_dir=sys.argv[1])
+    for i in range(3):
+        with tfobs.step(i):
+            tf.reduce_sum(tf.ones((4,)))
+    print("tracing", flush=True)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.slow
+def test_kill_9_mid_window_leaves_no_capture_folder(tmp_path: pathlib.Path) -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    child = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(tmp_path)], env=env,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "tracing"
+        assert list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*"))
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+    # Nothing runs in a process killed with -9: its cleaner process removes the folder.
+    deadline = time.monotonic() + 10
+    while list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*"))
+

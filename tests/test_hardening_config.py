@@ -1,0 +1,185 @@
+"""Hostile or sloppy configuration (issue 13, items 2, 5, 7, 8 and the tf_job label).
+
+A bad TFOBS_* variable drops only itself and names itself; a security setting that cannot be
+honoured turns the server off (one error line) instead of serving openly; nothing from the
+environment makes `enable()` raise; secrets never appear in a message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from typing import Any
+
+import pytest
+
+from tfobs.config import MAX_IDENTITY_VALUE, Config, local_rank, worker_identity
+from tfobs.errors import ConfigError
+
+
+def load_quietly(env: dict[str, str], **kwargs: Any) -> tuple[Config, list[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cfg = Config.load(environ=env, **kwargs)
+    return cfg, [str(w.message) for w in caught]
+
+
+def test_one_conflicting_variable_drops_only_itself() -> None:
+    env = {"TFOBS_METRICS_BASIC_AUTH": "user:pw", "TFOBS_METRICS_BIND": "127.0.0.1",
+           "TFOBS_METRICS_PORT": "19495", "TFOBS_WINDOW_STEPS": "600"}
+    cfg, said = load_quietly(env)
+    assert (cfg.metrics_basic_auth, cfg.metrics_bind, cfg.metrics_port) == (
+        "user:pw", "127.0.0.1", 19495)
+    assert cfg.window_steps == 20
+    assert len(said) == 1 and "TFOBS_WINDOW_STEPS=600" in said[0]
+    # The other side of the same conflict: the interval is dropped when it is the env value.
+    cfg, said = load_quietly({"TFOBS_INTERVAL_STEPS": "5"}, window_steps=10)
+    assert (cfg.window_steps, cfg.interval_steps) == (10, 500) and "TFOBS_INTERVAL_STEPS" in said[0]
+
+
+@pytest.mark.parametrize("env", [
+    {"TFOBS_METRICS_BASIC_AUTH": "Sup3rS3cret"},
+    {"TFOBS_METRICS_BASIC_AUTH": ":Sup3rS3cret"},
+    {"TFOBS_METRICS_TLS_CERT": "/etc/hostname"},
+    {"TFOBS_METRICS_TLS_CERT": "/nonexistent/cert.pem", "TFOBS_METRICS_TLS_KEY": "/nonexistent/k"},
+    {"TFOBS_REMOTE_CAPTURE": "true"},
+    {"TFOBS_METRICS_BIND": "\u202e"},
+    {"TFOBS_METRICS_BIND": "not an address"},
+], ids=["auth-no-colon", "auth-no-user", "cert-no-key", "unreadable-tls", "capture-no-token",
+        "bind-rtl-mark", "bind-spaces"])
+def test_a_security_setting_that_cannot_be_honoured_turns_the_server_off(
+        env: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
+    env = {**env, "TFOBS_METRICS_PORT": "19496", "TFOBS_WINDOW_STEPS": "7"}
+    with caplog.at_level(logging.ERROR, logger="tfobs"):
+        cfg, said = load_quietly(env)
+    assert cfg.metrics_port == -1 and cfg.remote_capture is False
+    assert cfg.window_steps == 7  # the rest of the environment still applies
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "metrics server OFF" in errors[0]
+    assert any(name in errors[0] for name in env if name.startswith("TFOBS_METRICS")
+               or name.startswith("TFOBS_REMOTE"))
+    assert "Sup3rS3cret" not in " ".join(errors + said + [caplog.text])
+
+
+def test_explicit_bad_arguments_still_raise_without_the_secret() -> None:
+    with pytest.raises(ConfigError) as err:
+        Config.load(environ={}, metrics_basic_auth=":pw-secret")
+    assert "pw-secret" not in str(err.value) and "metrics_basic_auth" in str(err.value)
+    with pytest.raises(ConfigError, match="remote_capture_token"):
+        Config.load(environ={}, remote_capture=True)
+    with pytest.raises(ConfigError, match="metrics_bind"):
+        Config.load(environ={}, metrics_bind="\u202e")
+
+
+@pytest.mark.parametrize("name", ["TFOBS_WINDOW_MAX_S", "TFOBS_NVML_INTERVAL_S"])
+@pytest.mark.parametrize("raw", ["inf", "1e10", "nan", "-1"])
+def test_infinite_or_huge_seconds_are_rejected_with_a_clear_line(name: str, raw: str) -> None:
+    cfg, said = load_quietly({name: raw})
+    option = name.removeprefix("TFOBS_").lower()
+    assert getattr(cfg, option) == Config().__getattribute__(option)
+    assert len(said) == 1 and name in said[0] and "<= 3600" in said[0]
+    with pytest.raises(ConfigError, match=option):
+        Config.load(environ={}, **{option: float(raw)})
+
+
+@pytest.mark.parametrize("rank", ["\u00b2", "9" * 5000, "-3", "\u0663", " 1 2 "])
+def test_weird_local_ranks_are_not_ranks(rank: str) -> None:
+    assert local_rank({"LOCAL_RANK": rank}) == 0
+    assert Config.load(environ={}).resolved_metrics_port({"LOCAL_RANK": rank}) == 9464
+
+
+def test_port_plus_rank_over_65535_turns_the_server_off(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR, logger="tfobs"):
+        port = Config.load(environ={}, metrics_port=65530).resolved_metrics_port(
+            {"LOCAL_RANK": "9"})
+    assert port == -1 and "exceeds 65535" in caplog.text
+
+
+def test_deep_or_huge_tf_config_gives_bounded_labels() -> None:
+    assert worker_identity(environ={"TF_CONFIG": "[" * 100_000}) == {
+        "tf_job": "local", "tf_task": "0", "tf_cluster": "none", "local_rank": "0"}
+    deep = '{"task": {"type": "w", "index": ' + "[" * 50_000 + "]" * 50_000 + "}}"
+    assert worker_identity(environ={"TF_CONFIG": deep})["tf_job"] == "local"
+    big = json.dumps({"task": {"type": "t" * 120_000, "index": 1}})
+    ident = worker_identity(environ={"TF_CONFIG": big})
+    assert len(ident["tf_job"]) == MAX_IDENTITY_VALUE and ident["tf_task"] == "1"
+    with pytest.raises(ConfigError, match="tf_job"):
+        Config.load(environ={}, tf_job="x" * 1000)
+
+
+def test_python_warnings_error_does_not_turn_a_bad_variable_into_an_exception(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with caplog.at_level(logging.WARNING, logger="tfobs"):
+            cfg = Config.load(environ={"TFOBS_WINDOW_STEPS": "lots",
+                                       "TFOBS_INTERVAL_STEPS": "3"})
+    assert (cfg.window_steps, cfg.interval_steps) == (20, 500)
+    assert "TFOBS_WINDOW_STEPS" in caplog.text
+
+
+_ENABLE_CASES = textwrap.dedent("""
+    import json, os, sys, urllib.request, urllib.error
+    import tfobs
+    cases = json.loads(sys.argv[1])
+    base = dict(os.environ)
+    for env in cases:
+        os.environ.clear(); os.environ.update(base); os.environ.update(env)
+        try:
+            rt = tfobs.enable()
+        except BaseException as exc:
+            print(json.dumps({"raised": f"{type(exc).__name__}: {exc}"}), flush=True)
+            continue
+        url = rt.metrics_url if rt is not None else ""
+        status = 0
+        if url:
+            try:
+                status = urllib.request.urlopen(url, timeout=5).status
+            except urllib.error.HTTPError as e:
+                status = e.code
+        print(json.dumps({"url": url, "status": status}), flush=True)
+        tfobs.disable()
+""")
+
+
+@pytest.mark.slow
+def test_no_hostile_environment_makes_enable_raise(tmp_path: Any) -> None:
+    """One process, many environments in turn (each: enable, one scrape, disable)."""
+    cert = tmp_path / "cert.pem"
+    cert.write_text("not a pem")
+    cert.chmod(0o000)
+    base = {"TFOBS_METRICS_BIND": "127.0.0.1", "TFOBS_METRICS_PORT": "0", "TFOBS_NVML": "0"}
+    cases = [
+        {"TFOBS_METRICS_BASIC_AUTH": "user:pw", "TFOBS_WINDOW_STEPS": "600"},
+        {"TFOBS_METRICS_BIND": "\u202e"},
+        {"TFOBS_METRICS_BIND": "[::1]:80"},
+        {"TFOBS_REMOTE_CAPTURE": "true"},
+        {"TFOBS_METRICS_TLS_CERT": str(cert), "TFOBS_METRICS_TLS_KEY": str(cert)},
+        {"TFOBS_METRICS_TLS_CERT": str(cert)},
+        {"TFOBS_METRICS_PORT": "65535", "LOCAL_RANK": "3"},
+        {"LOCAL_RANK": "\u00b2"},
+        {"LOCAL_RANK": "9" * 5000},
+        {"TF_CONFIG": "[" * 100_000},
+        {"TFOBS_WINDOW_MAX_S": "inf", "TFOBS_NVML_INTERVAL_S": "1e10"},
+        {"TFOBS_METRICS_BASIC_AUTH": "Sup3rS3cret"},
+    ]
+    cases = [{**base, **c} for c in cases]
+    env = {**os.environ, "PYTHONWARNINGS": "error", "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, "-c", _ENABLE_CASES, json.dumps(cases)], env=env,
+                          capture_output=True, text=True, timeout=240, cwd=os.getcwd())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(cases), proc.stdout + proc.stderr[-2000:]
+    assert not [r for r in results if "raised" in r], results
+    auth, *_rest = results
+    assert auth["url"].startswith("http://127.0.0.1:") and auth["status"] == 401  # auth kept
+    for i in (1, 2, 3, 4, 5, 6, 11):  # security setting not honourable: no server at all
+        assert results[i]["url"] == "", (i, results[i])
+    for i in (7, 8, 9, 10):  # harmless: served on the loopback as configured
+        assert results[i]["status"] == 200, (i, results[i])
+    assert "Sup3rS3cret" not in proc.stderr + proc.stdout
