@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfobs.config_hints import user_stacklevel, warn_unknown_env
 from tfobs.errors import ConfigError
 
 _log = logging.getLogger("tfobs")
@@ -243,6 +244,7 @@ class Config:
             raise ConfigError(
                 f"unknown tfobs option {unknown[0]!r}: use one of " + ", ".join(_BY_NAME)
             )
+        warn_unknown_env(env, (opt.env for opt in OPTIONS))  # TFOBS_INTERVALSTEPS: did you mean
         values: dict[str, Any] = {}
         for opt in OPTIONS:
             if opt.name in kwargs:
@@ -263,7 +265,7 @@ class Config:
                     f"ignoring {opt.env}={raw!r}: use {problem}; using the default "
                     f"{opt.default!r}",
                     RuntimeWarning,
-                    stacklevel=2,
+                    stacklevel=user_stacklevel(),
                 )
                 continue
             values[opt.name] = value
@@ -279,7 +281,7 @@ class Config:
                 warnings.warn(
                     "ignoring TFOBS_* environment settings that conflict; using defaults",
                     RuntimeWarning,
-                    stacklevel=2,
+                    stacklevel=user_stacklevel(),
                 )
                 return config
             raise

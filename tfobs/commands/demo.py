@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import threading
 import time
@@ -51,6 +52,19 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         if value is not None:
             opts[key] = value
     return opts
+
+
+_FLAGS = {"port": "metrics_port", "bind": "metrics_bind", "steps-per-window": "window_steps",
+          "interval-steps": "interval_steps", "overhead-budget": "overhead_budget"}
+
+
+def flag_names(message: str) -> str:
+    """An enable() error in the demo's words: `metrics_port / TFOBS_METRICS_PORT` -> `--port`."""
+    for flag, option in _FLAGS.items():
+        env = "TFOBS_" + option.upper()
+        message = message.replace(f"{option} / {env}", f"--{flag}").replace(env, f"--{flag}")
+        message = re.sub(rf"\b{option}\b", f"--{flag}", message)
+    return " ".join(message.split())
 
 
 def build_dataset(tf: Any, batch_size: int, input_bound: bool, sleep_ms: float) -> Any:
@@ -134,7 +148,11 @@ def run(args: argparse.Namespace) -> int:
     import tfobs
 
     keras = tf.keras
-    runtime = tfobs.enable(**_options(args))
+    try:
+        runtime = tfobs.enable(**_options(args))
+    except tfobs.ConfigError as exc:  # a taken --port, a bad --bind: one line naming the flag
+        print(f"tfobs demo: {flag_names(str(exc))}", file=sys.stderr, flush=True)
+        return 2
     if runtime is None:
         print("tfobs is disabled (TFOBS_ENABLED=false); training without it", flush=True)
     else:
