@@ -12,6 +12,7 @@ import os
 import sys
 import warnings
 from collections.abc import Iterable, Mapping
+from types import FrameType
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -49,7 +50,7 @@ def user_stacklevel() -> int:
     """The `stacklevel` for `warnings.warn` called in tfobs that names the first frame outside
     tfobs (the user's `enable()` call). Python 3.12's `skip_file_prefixes` does this too;
     counting frames works on 3.11 as well."""
-    frame = sys._getframe(1)  # the caller of this function: the one calling warnings.warn
+    frame: FrameType | None = sys._getframe(1)  # the caller: the one calling warnings.warn
     level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back

@@ -67,6 +67,7 @@ class MetricsServer:
         self.tls_cert, self.tls_key = tls_cert, tls_key
         self._basic = basic_auth.encode() if basic_auth else b""
         self.page = page
+        self.api: PageFn | None = None  # serves `/api/windows` when set (same auth, TLS)
         self.remote_capture = remote_capture
         self._token = capture_token.encode()
         self.capture_handler: CaptureFn | None = None
@@ -210,7 +211,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        if path not in ("/metrics", "/"):
+        api = self.app.api if path == "/api/windows" else None
+        if path not in ("/metrics", "/") and api is None:
             self._send(404, "text/plain; charset=utf-8", b"not found\n")
             return
         if not self.app.basic_ok(self.headers.get("Authorization")):
@@ -220,7 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/metrics":
             self._metrics()
         else:
-            self._page()
+            self._page(api)
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -269,8 +271,8 @@ class _Handler(BaseHTTPRequestHandler):
             extra.append(("Content-Encoding", "gzip"))
         self._send(200, content_type, body, extra)
 
-    def _page(self) -> None:
-        page = self.app.page
+    def _page(self, api: PageFn | None = None) -> None:
+        page = api or self.app.page  # `/api/windows` (JSON) or the overview page
         try:
             if page is None:
                 raise LookupError("no page")
