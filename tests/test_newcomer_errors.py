@@ -80,3 +80,18 @@ def test_demo_on_a_taken_port_is_one_line_naming_port() -> None:
     assert ours == [f"tfobs demo: port {port} on 127.0.0.1 is in use; set --port to a free "
                     "port or -1 to disable"], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "metrics_port" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["demo", "--batch-size", "0"], "tfobs demo: --batch-size must be >= 1, got 0"),
+    (["demo", "--seconds", "-1"], "tfobs demo: --seconds must be >= 0, got -1.0"),
+    (["doctor", "--port", "70000"],
+     "tfobs doctor: --port must be -1 (no server), 0 (any free port) or 1-65535, got 70000"),
+])
+def test_bad_command_input_is_one_line_exit_2(argv: list[str], message: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from tfobs.cli import main
+
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == message and captured.out == ""

@@ -142,7 +142,19 @@ class _StopAfter:
         self.callback = Callback()
 
 
+def _bad_input(args: argparse.Namespace) -> str:
+    for flag, value, low in (("--seconds", args.seconds, 0), ("--batch-size", args.batch_size, 1),
+                             ("--sleep-ms", args.sleep_ms, 0), ("--linger", args.linger, 0)):
+        if value < low:
+            return f"{flag} must be >= {low}, got {value}"
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
+    problem = _bad_input(args)
+    if problem:  # before TensorFlow loads: one line, exit 2
+        print(f"tfobs demo: {problem}", file=sys.stderr)
+        return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # quiet TF's per-session INFO lines
     import tensorflow as tf
 
