@@ -41,6 +41,7 @@ def test_config_warning_names_the_option_and_points_at_the_callers_line() -> Non
     assert {w.filename for w in caught} == {__file__}
 
 
+@pytest.mark.slow  # starts a Python process that imports TensorFlow
 def test_enable_warning_points_at_the_users_enable_call(tmp_path: pathlib.Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(
