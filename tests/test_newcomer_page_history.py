@@ -141,3 +141,27 @@ def test_analyze_html_with_several_captures_is_a_before_after_page(browser,  # n
     change = (last.steps.mean_s - first.steps.mean_s) / first.steps.mean_s * 100
     assert f"{change:+.0f} %" in table
     browser.save_screenshot(str(SHOTS / "tfobs_page_before_after.png"))
+
+
+@pytest.mark.slow  # starts a server
+def test_api_windows_is_served_over_the_same_tls_as_metrics(tmp_path_factory) -> None:
+    import ssl
+
+    from tests.test_http_security import self_signed
+
+    cert, key = self_signed.__wrapped__(tmp_path_factory)  # the module's PEM maker
+    config = Config.load(environ={}, metrics_port=0, metrics_bind="127.0.0.1",
+                         metrics_tls_cert=cert, metrics_tls_key=key)
+    exporter = PrometheusExporter(config, {"tf_job": "t", "tf_task": "0"}, HealthLedger())
+    exporter.start()
+    try:
+        exporter.publish(tfobs.analyze(KERAS3), WindowRecord(index=0))
+        url = exporter.url.removesuffix("/metrics") + "/api/windows"
+        assert url.startswith("https://")
+        with urllib.request.urlopen(url, timeout=10,
+                                    context=ssl.create_default_context(cafile=cert)) as r:
+            assert [w["index"] for w in json.loads(r.read())["windows"]] == [0]
+        with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):  # plain HTTP
+            urllib.request.urlopen(url.replace("https://", "http://"), timeout=5).read()
+    finally:
+        exporter.shutdown(2.0)
