@@ -71,7 +71,7 @@ def run_job(tmp: pathlib.Path, endpoint: str, *extra: str) -> tuple[float, float
             last = time.monotonic()
             break
     try:
-        proc.wait(60)
+        proc.wait(60)  # after the last step
     finally:
         if proc.poll() is None:
             proc.kill()
