@@ -85,6 +85,11 @@ def test_grafana_is_provisioned_with_dashboards_and_trace_links() -> None:
     assert datasources["tempo"]["type"] == "tempo"
     links = datasources["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
     assert links == [{"name": "trace_id", "datasourceUid": "tempo"}]
+    # A service map needs Tempo's metrics-generator: on only where Tempo runs one.
+    tempo_conf = (ROOT / "docker" / "tempo").glob("*.y*ml")
+    generator = any("metrics_generator" in (yaml.safe_load(f.read_text()) or {})
+                    for f in tempo_conf)
+    assert ("serviceMap" in datasources["tempo"].get("jsonData", {})) == generator
     prov_dir = layout["/etc/grafana/provisioning/dashboards"]
     (provider,) = yaml.safe_load((prov_dir / "dashboards.yml").read_text())["providers"]
     dash_dir = layout[provider["options"]["path"]]

@@ -200,7 +200,7 @@ def test_summary_figures_map_to_their_series_synthetic_gpu(exporter: PrometheusE
     assert value(s, "tfobs_gpu_busy_ratio", **gpu) == pytest.approx(0.75)
     assert value(s, "tfobs_gpu_idle_ratio", cause="kernel_launch", **gpu) == pytest.approx(0.15)
     assert value(s, "tfobs_gpu_idle_ratio", cause="short_gap", **gpu) == pytest.approx(0.05)
-    assert value(s, "tfobs_kernel_launch_delay_seconds", quantile="p95", **gpu) == pytest.approx(
+    assert value(s, "tfobs_kernel_launch_delay_seconds", stat="p95", **gpu) == pytest.approx(
         9e-5)
     assert value(s, "tfobs_kernels_per_step", **gpu) == 100
     assert value(s, "tfobs_small_kernel_ratio", **gpu) == pytest.approx(0.45)

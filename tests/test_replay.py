@@ -69,7 +69,7 @@ def test_replay_serves_real_gpu_and_cpu_captures_as_the_live_exporter_would() ->
             assert one(s, "tfobs_gpu_idle_ratio", cause=cause, **d) == pytest.approx(
                 dev.idle_s.get(cause, 0.0) / dev.span_s)
         assert one(s, "tfobs_kernels_per_step", **d) == dev.kernel_count  # no steps: per window
-        assert one(s, "tfobs_kernel_launch_delay_seconds", quantile="p95", **d) == pytest.approx(
+        assert one(s, "tfobs_kernel_launch_delay_seconds", stat="p95", **d) == pytest.approx(
             dev.launch_delay_p95_s)
     k = gpu.kernels
     assert one(s, "tfobs_tensor_core_kernel_ratio", **g) == pytest.approx(

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tfobs.config_hints import user_stacklevel, warn_unknown_env
 from tfobs.errors import ConfigError
 
 _log = logging.getLogger("tfobs")
@@ -310,6 +311,7 @@ class Config:
             raise ConfigError(
                 f"unknown tfobs option {unknown[0]!r}: use one of " + ", ".join(_BY_NAME)
             )
+        warn_unknown_env(env, (opt.env for opt in OPTIONS))  # TFOBS_INTERVALSTEPS: did you mean
         values: dict[str, Any] = {}
         refused: list[str] = []  # security settings from the environment we cannot honour
         for opt in OPTIONS:
@@ -438,7 +440,7 @@ def _shown(name: str, value: Any) -> str:
 def _say(message: str) -> None:
     """Warn once per call; under PYTHONWARNINGS=error the warning is logged, not raised."""
     try:
-        warnings.warn(message, RuntimeWarning, stacklevel=4)
+        warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
     except Exception:
         _log.warning(message)
 

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tfobs.capture import quiet_log
 from tfobs.summary import Outcome
 
 if TYPE_CHECKING:
@@ -140,6 +141,7 @@ class ProfilerSlot:
 
     @classmethod
     def from_config(cls, config: Config) -> ProfilerSlot:
+        quiet_log.prepare()  # here (enable()), not on the training thread at a window
         return cls(config.resolved_capture_dir(),
                    host_tracer_level=config.host_tracer_level,
                    device_tracer_level=config.device_tracer_level,
@@ -177,7 +179,8 @@ class ProfilerSlot:
                 return CaptureResult(FAILED, f"cannot create capture folder: {exc}")
             session = _pywrap_profiler.ProfilerSession()
             try:
-                session.start(logdir, profiler_options(*self._options))
+                with quiet_log.quiet():  # TF logs two INFO lines here
+                    session.start(logdir, profiler_options(*self._options))
             except Exception as exc:
                 del session
                 shutil.rmtree(logdir, ignore_errors=True)
@@ -239,7 +242,8 @@ class ProfilerSlot:
         active_s = t0 - self._started
         try:
             try:
-                session.export_to_tb()  # releases the GIL; stops tracing, writes the file
+                with quiet_log.quiet():  # TF logs three INFO lines here
+                    session.export_to_tb()  # releases the GIL; stops tracing, writes the file
             finally:
                 del session
                 with self._cond:
@@ -287,7 +291,8 @@ class ProfilerSlot:
                 self.preemptions += 1
                 shutil.rmtree(self._logdir, ignore_errors=True)
                 self._logdir = ""
-                del session  # the C++ destructor stops tracing without writing anything
+                with quiet_log.quiet():
+                    del session  # the C++ destructor stops tracing without writing anything
                 self._cond.notify_all()
                 if self._wake is not None:
                     self._wake.set()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from typing import Any
 
@@ -30,7 +31,8 @@ def register(sub: Any) -> None:
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--top", type=int, default=5, help="rows in each top-N table (default 5)")
     p.add_argument("--html", default=None, metavar="FILE",
-                   help="also write the overview page (self-contained HTML) to FILE")
+                   help="also write the overview page (self-contained HTML) to FILE; several "
+                   "captures: a before/after page of all of them")
     p.add_argument("--serve", type=int, default=None, metavar="PORT",
                    help="also serve the summary as Prometheus metrics on PORT")
     p.add_argument("--bind", default="127.0.0.1", help="address for --serve (default 127.0.0.1)")
@@ -77,7 +79,10 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             with open(args.html, "w", encoding="utf-8") as f:
-                f.write(render_page(summaries[-1]))
+                # Several captures: a before/after page (history, first against last).
+                names = [os.path.basename(os.path.normpath(p)) for p in args.paths]
+                f.write(render_page(summaries[-1], history=list(
+                    zip(names, summaries, strict=True)) if len(summaries) > 1 else ()))
         except OSError as exc:
             return _fail(f"cannot write --html {args.html}: {exc.strerror or exc}")
     if args.serve is not None:

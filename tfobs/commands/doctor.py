@@ -177,6 +177,10 @@ CHECKS: tuple[tuple[str, Callable[[dict[str, Any]], tuple[str, str]]], ...] = (
 def run(args: argparse.Namespace) -> int:
     ctx: dict[str, Any] = {"overrides": {}}
     if getattr(args, "port", None) is not None:
+        if not -1 <= args.port <= 65535:  # bad input: one line naming the flag, exit 2
+            print(f"tfobs doctor: --port must be -1 (no server), 0 (any free port) or "
+                  f"1-65535, got {args.port}", file=sys.stderr)
+            return 2
         ctx["overrides"]["metrics_port"] = args.port
     failed = 0
     for name, check in CHECKS:

@@ -66,6 +66,9 @@ class MetricDef:
 
 
 def _m(name: str, typ: MetricType, labels: tuple[str, ...], help_text: str) -> MetricDef:
+    clash = RESERVED_LABELS.intersection(labels)
+    if clash:  # e.g. `quantile` is a summary's label: promtool rejects it on a gauge
+        raise ValueError(f"{name}: label(s) {sorted(clash)} are reserved")
     return MetricDef(name, typ, labels, help_text)
 
 
@@ -115,7 +118,7 @@ METRICS: tuple[MetricDef, ...] = (
     _m("tfobs_gpu_idle_ratio", "gauge", (*_DEV, "cause"),
        "Share of the window the GPU was idle (0..1) by cause: kernel_launch (waiting for the "
        "host to launch), short_gap (gaps under short_gap_s), other."),
-    _m("tfobs_kernel_launch_delay_seconds", "gauge", (*_DEV, "quantile"),
+    _m("tfobs_kernel_launch_delay_seconds", "gauge", (*_DEV, "stat"),
        "Kernel start minus the end of its launch call in seconds, mean and p95, latest window."),
     _m("tfobs_kernels_per_step", "gauge", _DEV,
        "Kernels run per step (per window when the capture has no steps), latest window."),

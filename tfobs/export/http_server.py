@@ -127,6 +127,7 @@ class MetricsServer:
         self.tls_cert, self.tls_key = tls_cert, tls_key
         self._basic = basic_auth.encode() if basic_auth else b""
         self.page = page
+        self.api: PageFn | None = None  # serves `/api/windows` when set (same auth, TLS)
         self.remote_capture = remote_capture
         self._token = capture_token.encode()
         self.capture_handler: CaptureFn | None = None
@@ -741,7 +742,8 @@ class _Loop:
                         (("Allow", "GET, HEAD, POST"),))
             return
         head_only = req.method == "HEAD"
-        if path not in ("/metrics", "/"):
+        api = app.api if path == "/api/windows" else None
+        if path not in ("/metrics", "/") and api is None:
             self._queue(conn, 404, "text/plain; charset=utf-8", b"not found\n",
                         head_only=head_only)
             return
@@ -835,7 +837,7 @@ class _Loop:
     @staticmethod
     def _render_key(path: str, req: _Request) -> str:
         if path != "/metrics":
-            return "page"
+            return "api" if path == "/api/windows" else "page"
         _encoder, content_type = choose_encoder(req.headers.get("accept", ""))
         return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}"
 
@@ -843,7 +845,9 @@ class _Loop:
                 ) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
         cpu0 = time.thread_time()
         try:
-            return self._metrics(req) if path == "/metrics" else self._page()
+            if path == "/metrics":
+                return self._metrics(req)
+            return self._page(self.app.api if path == "/api/windows" else None)
         finally:
             self.render_cost = time.thread_time() - cpu0
 
@@ -860,8 +864,9 @@ class _Loop:
                 ("Content-Encoding", "gzip"),)
         return 200, content_type, body, ()
 
-    def _page(self) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
-        page = self.app.page
+    def _page(self, api: PageFn | None = None
+              ) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
+        page = api or self.app.page  # `/api/windows` (JSON) or the overview page
         try:
             if page is None:
                 raise LookupError("no page")

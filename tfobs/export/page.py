@@ -9,9 +9,12 @@ page must work on an air-gapped node), everything escaped (op names come from th
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 from tfobs.summary import CATEGORIES, WindowSummary
+
+REFRESH_S = 15  # the live page reloads itself this often
 
 # One colour per step-time category, in XProf's order.
 _COLOURS = {
@@ -43,14 +46,29 @@ font-weight:600}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;whi
 .v-potentially{background:#fffde7;color:#6d5d00}.v-not{background:#e8f5e9;color:#1b5e20}
 .v-unknown{background:#eceff1;color:#455a64}.advice li{margin:4px 0}
 .sev-critical{color:#b71c1c}.sev-warning{color:#8a4b00}.muted{color:#78909c}
-.name{word-break:break-all}
+.name{word-break:break-all}.verdict-cell{padding:1px 6px;border-radius:3px}
+.bar.mini{height:12px;margin:2px 0;min-width:160px}
+.changed{font-size:11px;font-weight:600;color:#b71c1c;margin-left:6px}
+svg.chart{width:100%;height:140px}svg.chart text{font-size:11px;fill:#607d8b}
 """
 
 
-def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = None) -> str:
-    """The whole page as one HTML string (UTF-8, no external resources)."""
+# (label, summary) of one window in the history, oldest first.
+History = Sequence[tuple[str, WindowSummary]]
+
+
+def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = None,
+                history: History = ()) -> str:
+    """The whole page as one HTML string (UTF-8, no external resources).
+
+    `history`: the recent windows (live) or the captures given to `tfobs analyze --html`,
+    oldest first; with two or more the page shows step time and breakdown over them, the
+    verdict changes, and the first against the last.
+    """
     health = health or {}
     parts = [_header(summary, health), "<main>"]
+    if len(history) >= 2:
+        parts += [_history(history), _before_after(history)]
     if summary is None:
         parts.append('<section class="wide"><h2>No profile window yet</h2><p>tfobs opens its '
                      "first window a few steps after training starts; this page shows it as "
@@ -62,7 +80,7 @@ def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = N
     if health:
         parts.append(_health(health))
     parts.append("</main>")
-    refresh = '<meta http-equiv="refresh" content="30">' if health.get("url") else ""
+    refresh = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if health.get("url") else ""
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"{refresh}<title>tfobs overview</title><style>{_CSS}</style></head><body>"
@@ -209,8 +227,16 @@ def _input_pipeline(s: WindowSummary) -> str:
         parts.append(f"<p>Slowest tf.data stage: <b class=\"name\">{_e(st.name)}</b> "
                      f"({_e(_ms(st.self_s))} self time in the window)</p>")
     if ip.host_input_s:
+        # XProf's totals add each stage's time with the waits it overlaps (a prefetch stage
+        # waiting on its map counts that wait), so a kind can exceed the step: say so next to
+        # the figure a reader compares with the step, the input share.
         rows = [[_e(k), _e(_ms(v))] for k, v in ip.host_input_s.items()]
-        parts.append(_table(["Host input time", "Per step"], rows, {1}))
+        parts.append(_table(["Host input time by kind (XProf's totals)", "Per step"], rows, {1}))
+        parts.append(
+            f'<p class="muted" id="input-note">These totals count each tf.data stage with the '
+            f"waits it overlaps, as XProf does, so a kind can exceed the step "
+            f"({_e(_ms(s.steps.mean_s))}). The step waited for input "
+            f"{_e(_pct(s.input_bound.ratio))} of its time: that is the verdict's figure.</p>")
     parts.append("</section>")
     return "".join(parts)
 
@@ -300,3 +326,70 @@ def _health(h: dict[str, Any]) -> str:
     if h.get("url"):
         rows.append(["Metrics", f'<a href="/metrics">{_e(h["url"])}</a>'])
     return f'<section id="health"><h2>tfobs health</h2>{_table(["", ""], rows, set())}</section>'
+
+
+def _stacked(s: WindowSummary, cls: str = "bar mini") -> str:
+    ratios = s.breakdown_ratio
+    order = [c for c in CATEGORIES if ratios.get(c, 0) > 0] + \
+        [c for c in ratios if c not in CATEGORIES and ratios[c] > 0]
+    spans = "".join(
+        f'<span title="{_e(c)} {_pct(ratios[c])}" data-category="{_e(c)}" '
+        f'style="width:{ratios[c] * 100:.3f}%;background:{_COLOURS.get(c, "#607d8b")}"></span>'
+        for c in order)
+    return f'<div class="{cls}">{spans}</div>'
+
+
+def _chart(values: list[float], labels: list[str]) -> str:
+    """Mean step time per window as an inline SVG line (no script, no external asset)."""
+    w, h, pad = 600.0, 120.0, 24.0
+    top = max(values) or 1.0
+    n = len(values)
+    xs = [pad + (w - 2 * pad) * (i / (n - 1) if n > 1 else 0.5) for i in range(n)]
+    ys = [h - pad - (h - 2 * pad) * (v / top) for v in values]
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in zip(xs, ys, strict=True))
+    dots = "".join(
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#263238"><title>{_e(lab)}: '
+        f"{_e(_ms(v))}</title></circle>"
+        for x, y, v, lab in zip(xs, ys, values, labels, strict=True))
+    return (f'<svg class="chart" id="history-chart" viewBox="0 0 {w:.0f} {h + 12:.0f}" '
+            f'role="img" aria-label="mean step time per window">'
+            f'<polyline points="{line}" fill="none" stroke="#3b6ea5" stroke-width="2"/>{dots}'
+            f'<text x="{pad}" y="12">{_e(_ms(top))}</text>'
+            f'<text x="{pad}" y="{h + 8:.0f}">0</text></svg>')
+
+
+def _history(history: History) -> str:
+    rows = []
+    previous = None
+    for label, s in history:
+        verdict = s.input_bound.verdict
+        changed = (f'<span class="changed">changed from {_e(previous)}</span>'
+                   if previous is not None and verdict != previous else "")
+        rows.append([_name(label, 48), _e(_ms(s.steps.mean_s)) if s.steps.count else "–",
+                     _stacked(s), _e(_pct(s.input_bound.ratio)),
+                     f'<span class="verdict-cell v-{_e(verdict)}">{_e(verdict)}</span>{changed}'])
+        previous = verdict
+    chart = _chart([s.steps.mean_s for _, s in history], [label for label, _ in history])
+    return (f'<section class="wide" id="history"><h2>Recent windows (oldest first)</h2>{chart}'
+            + _table(["Window", "Mean step", "Breakdown", "Input", "Verdict"], rows, {1, 3})
+            + "</section>")
+
+
+def _before_after(history: History) -> str:
+    (first_label, first), (last_label, last) = history[0], history[-1]
+    cats = [c for c in CATEGORIES if c in first.breakdown_s or c in last.breakdown_s]
+
+    def change(a: float, b: float) -> str:
+        if a <= 0:
+            return "–"
+        return f"{(b - a) / a * 100:+.0f} %"
+
+    rows = [["mean step", _e(_ms(first.steps.mean_s)), _e(_ms(last.steps.mean_s)),
+             _e(change(first.steps.mean_s, last.steps.mean_s))]]
+    rows += [[_e(c), _e(_ms(first.breakdown_s.get(c, 0.0))), _e(_ms(last.breakdown_s.get(c, 0.0))),
+              _e(change(first.breakdown_s.get(c, 0.0), last.breakdown_s.get(c, 0.0)))]
+             for c in cats]
+    rows.append(["input-bound", _e(first.input_bound.verdict), _e(last.input_bound.verdict), ""])
+    return ('<section class="wide" id="before-after"><h2>First against last</h2>'
+            + _table(["Per step", f"First: {first_label}", f"Last: {last_label}",
+                      "Change"], rows, {1, 2, 3}) + "</section>")

@@ -30,6 +30,7 @@ from tfobs.export.metrics_collector import (
     SummaryCollector,
     WorkerState,
 )
+from tfobs.export.recent import RecentWindows
 from tfobs.export.step_histogram import STEP_BUCKETS, StepHistogram, StepSeries
 from tfobs.health import HealthLedger
 from tfobs.summary import WindowSummary
@@ -86,6 +87,7 @@ class PrometheusExporter:
         self._worker.nvml, self._worker.tfmemory = nvml, tfmemory
         self._capture_request = capture_request
         self._server: MetricsServer | None = None
+        self.recent = RecentWindows()  # the page's history and /api/windows
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -108,6 +110,7 @@ class PrometheusExporter:
             on_error=self.health.count_error,
         )
         server.capture_handler = self._capture_request
+        server.api = self._api
         server.start()
         self._server = server
 
@@ -130,7 +133,9 @@ class PrometheusExporter:
 
     def publish(self, summary: WindowSummary, record: WindowRecord) -> None:
         """Make `summary` the figures of the next scrape (one reference swap)."""
-        self._worker.latest = Published(summary, record, time.time())
+        now = time.time()
+        self._worker.latest = Published(summary, record, now)
+        self.recent.add(summary, record, now)
 
     # -- overview page -----------------------------------------------------------------------
 
@@ -140,7 +145,18 @@ class PrometheusExporter:
 
     def _page(self) -> tuple[str, str]:
         latest = self._worker.latest
-        return render_overview(latest.summary if latest else None, self.page_health())
+        return render_overview(latest.summary if latest else None, self.page_health(),
+                               history_of(self.recent))
+
+    def _api(self) -> tuple[str, str]:
+        return "application/json", self.recent.to_json(self.identity)
+
+
+def history_of(recent: RecentWindows) -> list[tuple[str, WindowSummary]]:
+    """The page's history rows: window number, steps and publication time (UTC)."""
+    return [(f"#{w.index} steps {w.first_step}-{w.last_step} "
+             f"{time.strftime('%H:%M:%S', time.gmtime(w.published_at_s))}", w.summary)
+            for w in recent.items()]
 
 
 def health_of(worker: WorkerState, url: str = "") -> dict[str, Any]:
@@ -164,13 +180,14 @@ def health_of(worker: WorkerState, url: str = "") -> dict[str, Any]:
     }
 
 
-def render_overview(summary: WindowSummary | None, health: dict[str, Any]) -> tuple[str, str]:
+def render_overview(summary: WindowSummary | None, health: dict[str, Any],
+                    history: list[tuple[str, WindowSummary]] | None = None) -> tuple[str, str]:
     """(content type, body) of `/`: the overview page, or plain text if it is unavailable."""
     try:
         from tfobs.export.page import render_page
     except ImportError:
         return "text/plain; charset=utf-8", _text_page(summary, health)
-    return "text/html; charset=utf-8", render_page(summary, health)
+    return "text/html; charset=utf-8", render_page(summary, health, history or ())
 
 
 def _text_page(summary: WindowSummary | None, health: dict[str, Any]) -> str:
