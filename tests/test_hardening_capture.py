@@ -4,6 +4,8 @@ be honoured are answered honestly, and a killed process's partial capture is swe
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import mmap
 import os
@@ -44,12 +46,18 @@ def test_a_learned_time_cap_cuts_a_window_whose_capture_would_be_too_large(
 
 def test_memory_growth_while_tracing_cuts_the_window(tmp_path: pathlib.Path) -> None:
     slot = _slot(tmp_path, max_capture_bytes=1)  # the floor applies
+    # Earlier tests' garbage freed during the wait would hide the growth: settle it first.
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
     slot._rss_at_start = rss_bytes()
     assert slot._rss_at_start > 0
     hog: list[mmap.mmap] = []
 
     def grow() -> None:  # fresh pages, each touched: resident whatever malloc kept before
-        size = MIN_GROWTH_BYTES + 16 * 1024 * 1024
+        size = 2 * MIN_GROWTH_BYTES + 32 * 1024 * 1024
         block = mmap.mmap(-1, size)
         for at in range(0, size, mmap.PAGESIZE):
             block[at] = 1
