@@ -46,7 +46,7 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         return out
     op_mids = id_array([mid for mid, n in host.names.items() if is_host_op(n)])
     for ld in host.lines:
-        pos = np.flatnonzero(member(ld.mid_arr, op_mids))
+        pos = np.flatnonzero(member(ld.mid_arr, op_mids, ld.dense_top))
         if not pos.size:
             continue
         starts, ends = ld.start_arr[pos], ld.end_arr[pos]

@@ -11,7 +11,6 @@ Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,7 +125,7 @@ class _Grouper:
         get_next = id_array(host.mids_where(lambda n: n in _GET_NEXT_OPS))
         tf_data = id_array(host.mids_where(lambda n: n in _TF_DATA_FUNCTIONS))
         linking = np.union1d(np.union1d(id_array(ctx), get_next), tf_data)
-        chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking)))
+        chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking, ld.dense_top)))
                   for li, ld in enumerate(host.lines)]
         chosen = [(li, at) for li, at in chosen if at.size]
         if chosen:  # every line's linking events' stats in one decoding pass
@@ -278,7 +277,7 @@ class _Grouper:
         ld = self.host.lines[li]
         lo = int(nodes[0])
         top = ld.end_arr[nodes].max()
-        hi = bisect_right(ld.starts, top, lo + 1)
+        hi = lo + 1 + int(np.searchsorted(ld.start_arr[lo + 1:], top, side="right"))
         if hi <= lo + 1:
             return nodes
         ends = ld.end_arr[lo:hi]

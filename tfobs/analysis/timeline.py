@@ -26,8 +26,8 @@ _SAFE_PS = 2**62
 class LineData:
     """Flat event lists of one XLine, sorted by start."""
 
-    __slots__ = ("line", "name", "start_ps", "ts_ns", "starts", "ends", "mids", "order",
-                 "first", "columns", "start_arr", "end_arr", "mid_arr")
+    __slots__ = ("line", "name", "start_ps", "ts_ns", "_starts", "_ends", "_mids", "order",
+                 "first", "columns", "start_arr", "end_arr", "mid_arr", "_top")
 
     def __init__(self, line: Any, columns: PlaneEvents, first: int, last: int) -> None:
         self.line = line
@@ -44,6 +44,8 @@ class LineData:
         mid = columns.mid[first:last]
         # `order` maps sorted position -> stored index (None when already sorted).
         self.order: list[int] | None = None
+        self._starts = self._ends = self._mids = None
+        self._top: int | None = -1  # `_dense_top` of mid_arr, found on first use
         if off.size and (max(off.max(), dur.max()) >= _SAFE_PS
                          or min(off.min(), dur.min()) <= -_SAFE_PS):
             self._python_path(off.tolist(), dur.tolist(), mid.tolist())
@@ -57,9 +59,32 @@ class LineData:
             off, end, mid = off[order], end[order], mid[order]
         # The same in numpy, for selections and interval searches without a Python loop.
         self.start_arr, self.end_arr, self.mid_arr = off, end, mid
-        self.starts: list[int] = off.tolist()
-        self.ends: list[int] = end.tolist()
-        self.mids: list[int] = mid.tolist()
+
+    # The same as Python lists, made on first use: most lines are only read in numpy.
+    @property
+    def starts(self) -> list[int]:
+        if self._starts is None:
+            self._starts = self.start_arr.tolist()
+        return self._starts
+
+    @property
+    def ends(self) -> list[int]:
+        if self._ends is None:
+            self._ends = self.end_arr.tolist()
+        return self._ends
+
+    @property
+    def mids(self) -> list[int]:
+        if self._mids is None:
+            self._mids = self.mid_arr.tolist()
+        return self._mids
+
+    @property
+    def dense_top(self) -> int | None:
+        """`_dense_top(mid_arr)`, kept: the line's ids do not change."""
+        if self._top == -1:
+            self._top = _dense_top(self.mid_arr) if self.mid_arr.size else None
+        return self._top
 
     def _python_path(self, starts: list[int], durs: list[int], mids: list[int]) -> None:
         """Exact integer arithmetic for times near the int64 limits (corrupt captures)."""
@@ -72,7 +97,7 @@ class LineData:
             starts = [starts[i] for i in order]
             ends = [ends[i] for i in order]
             mids = [mids[i] for i in order]
-        self.starts, self.ends, self.mids = starts, ends, mids
+        self._starts, self._ends, self._mids = starts, ends, mids
         # Object arrays keep these exact: numpy compares and searches them all the same.
         self.start_arr = np.array(starts, dtype=object)
         self.end_arr = np.array(ends, dtype=object)
@@ -80,7 +105,7 @@ class LineData:
 
     def where(self, mids: np.ndarray) -> list[int]:
         """Sorted positions of the events whose metadata id is in `mids` (an array)."""
-        return np.flatnonzero(member(self.mid_arr, mids)).tolist()
+        return np.flatnonzero(member(self.mid_arr, mids, self.dense_top)).tolist()
 
     def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
         """`table[mid]` for each event (sorted order), `default` for ids not in it."""
@@ -89,7 +114,7 @@ class LineData:
             return np.zeros(0, np.int64)
         keys = np.fromiter(table, np.int64, len(table))
         values = np.fromiter(table.values(), np.int64, len(table))
-        top = _dense_top(mids)
+        top = self.dense_top
         if top is not None:  # the usual small ids: one array indexed by id
             dense = np.full(top + 1, default, np.int64)
             fit = (keys >= 0) & (keys <= top)
@@ -116,7 +141,7 @@ class LineData:
         return self.columns.event(self.index(i))
 
     def __len__(self) -> int:
-        return len(self.starts)
+        return self.mid_arr.size
 
 
 class Timeline:
@@ -181,11 +206,15 @@ def _dense_top(mids: np.ndarray) -> int | None:
     return hi if lo >= 0 and hi < _DENSE_IDS else None
 
 
-def member(mids: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """`np.isin(mids, ids)`, by a table indexed by id where the ids are small."""
+def member(mids: np.ndarray, ids: np.ndarray, top: int | None | bool = False) -> np.ndarray:
+    """`np.isin(mids, ids)`, by a table indexed by id where the ids are small.
+
+    `top`: `_dense_top(mids)` when the caller knows it (`LineData.dense_top`).
+    """
     if not mids.size or not ids.size:
         return np.zeros(mids.size, bool)
-    top = _dense_top(mids)
+    if top is False:
+        top = _dense_top(mids)
     if top is None:
         return np.isin(mids, ids)
     table = np.zeros(top + 1, bool)

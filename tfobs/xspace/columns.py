@@ -339,6 +339,37 @@ class StatBatch:
         return raw.decode("utf-8", "replace") if kind == KIND_STR else raw
 
 
+def _canonical_events(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(mid, offset, duration, stats_at) of events laid out as protobuf serializers write
+    them: metadata id, then offset and duration if not zero, then stats or nothing.
+
+    The same columns the general walk gives, in fewer numpy passes (no per-field
+    selection); None when any event is laid out otherwise (the walk decodes those).
+    """
+    n = start.size
+    if not n or (start >= end).any() or (buf[start] != 0x08).any():
+        return None
+    mid, size = _varint(buf, start + 1, "event")
+    p = start + 1 + size
+    columns = []
+    for tag in (0x10, 0x18):  # offset_ps, duration_ps: absent when zero
+        column = np.zeros(n, _U64)
+        has = (p < end) & (buf[p] == tag)
+        at = np.flatnonzero(has)
+        if at.size:
+            value, size = _varint(buf, p[at] + 1, "event")
+            column[at] = value
+            p[at] += 1 + size
+        columns.append(column)
+    if (p > end).any():
+        return None
+    rest = p < end
+    if (buf[p[rest]] != _STATS_TAG).any():
+        return None  # another field, or a field again: the walk decides what wins
+    return mid, columns[0], columns[1], np.where(rest, p, end)
+
+
 class PlaneEvents:
     """All events of one plane's lines: times decoded in bulk, stats only on demand.
 
@@ -362,6 +393,13 @@ class PlaneEvents:
         buf, start, end = _buffer(raw)
         self.buf, self.end = buf, end
         self.stats_at = end.copy()
+        fast = _canonical_events(buf, start, end)
+        if fast is not None:
+            mid, offset, duration, self.stats_at = fast
+            self.mid = mid.view(np.int64)
+            self.offset = offset.view(np.int64)
+            self.duration = duration.view(np.int64)
+            return
         mid = np.zeros(n, _U64)
         offset = np.zeros(n, _U64)
         duration = np.zeros(n, _U64)
