@@ -62,7 +62,7 @@ def reduce_xspace(
 
 def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     from tfobs.analysis.gpu_idle import reduce_devices
-    from tfobs.analysis.kernels import reduce_kernels
+    from tfobs.analysis.kernels import hlo_op_names, reduce_kernels
 
     host_view = space.plane(HOST_PLANE)
     host = Timeline(host_view) if host_view is not None else None
@@ -94,7 +94,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     ratio16 = dc16 / (dc16 + dc32) if dc16 + dc32 > 0 else 0.0
 
     host_ops = ops.host_op_metrics(host)
-    device_ops = ops.device_op_metrics(devices)
+    hlo = hlo_op_names(space) if has_device else {}
+    device_ops = ops.device_op_metrics(devices, hlo)
     stages = tfdata.stages(host_ops)
     h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
              ) / 1e12 / steps.count if steps.count else 0.0
@@ -122,7 +123,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
             host_input_total_s=totals,
         ),
         ops=ops.reduce_ops(host_ops, device_ops, top_n),
-        kernels=reduce_kernels(space),
+        kernels=reduce_kernels(space, hlo),
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s),
         memory=memory,
         environment=reduce_environment(space),

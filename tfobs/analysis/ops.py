@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.eventtypes import parse_tf_op
+from tfobs.analysis.eventtypes import derive_op_type, parse_tf_op
+from tfobs.analysis.kernels import GPU_PLANE_PREFIX, is_derived_line
 from tfobs.analysis.timeline import Timeline, id_array, member
 from tfobs.summary import Ops, OpStat
 
@@ -142,8 +143,14 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
         agg.self_ps += int(self_sum[u])
 
 
-def device_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
+def device_op_metrics(
+    devices: list[Timeline], hlo: dict[tuple[int, str], str] | None = None
+) -> dict[str, OpAgg]:
+    """Device rows: framework ops on GPU planes (XProf's rules), events by name on TPU."""
     out: dict[str, OpAgg] = {}
+    gpu = [tl for tl in devices if tl.plane.name.startswith(GPU_PLANE_PREFIX)]
+    if gpu:
+        return gpu_op_metrics(gpu, hlo or {})
     for tl in devices:
         names = tl.names
         for ld in tl.lines:
@@ -160,6 +167,100 @@ def device_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
                 agg.total_ps += dur
                 agg.self_ps += dur
     return out
+
+
+_GPU_STATS = ("hlo_op", "program_id", "tf_op")
+
+
+def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str]) -> dict[str, OpAgg]:
+    """XProf's device rows of framework_op_stats on GPU planes.
+
+    As `ConvertDeviceTraceXPlaneToOpMetricsDb` then `CreateTfMetricsDbFromDeviceOpMetricsDb`:
+    an event of a real (not derived) line with an `hlo_op` whose instruction is in the
+    capture's HLO protos is one run of the device op (program id, HLO name), whose
+    framework op is the instruction's `op_name[:op_type]` (no name: the HLO name, type
+    "Unknown"); an event with only a `tf_op` is the device op (0, op/kernel) of that op;
+    other events are no op. Device ops add up over planes; a framework row sums their
+    time and takes the largest of their occurrence counts. XProf's IDLE row (window
+    minus op time) is not listed.
+    """
+    device_ops: dict[tuple[int, str], list] = {}  # key -> [row name, type, count, ps]
+    for tl in devices:
+        ids = {tl.stat_ids[k]: k for k in _GPU_STATS if k in tl.stat_ids}
+        md_cache: dict[int, dict[str, Any]] = {}
+        for ld in tl.lines:
+            if is_derived_line(ld.line.id) or not len(ld):
+                continue
+            positions = list(range(len(ld)))
+            if ld.order is not None:  # stored order: the first type seen names a row
+                for i, k in enumerate(ld.order):
+                    positions[k] = i
+            stats_list = tl.stat_values_many(ld, positions, ids) if ids else [{}] * len(ld)
+            durs = (ld.end_arr - ld.start_arr).tolist()
+            mids = ld.mids
+            for i, stats in zip(positions, stats_list, strict=True):
+                mid = mids[i]
+                md = md_cache.get(mid)
+                if md is None:
+                    md = md_cache[mid] = {k: v for k, v in tl.plane.metadata_stats(mid).items()
+                                          if k in _GPU_STATS}
+                if md:
+                    stats = {**md, **stats}
+                key = _device_op(stats, tl.names.get(mid, ""), hlo)
+                if key is None:
+                    continue
+                op = device_ops.get(key[0])
+                if op is None:
+                    op = device_ops[key[0]] = [key[1], key[2], 0, 0]
+                op[2] += 1
+                op[3] += durs[i]
+    out: dict[str, OpAgg] = {}
+    for name, op_type, count, ps in device_ops.values():
+        agg = out.get(name)
+        if agg is None:
+            agg = out[name] = OpAgg(name, op_type, True)
+        agg.count = max(agg.count, count)
+        agg.total_ps += ps
+        agg.self_ps += ps
+    return out
+
+
+def _device_op(
+    stats: dict[str, Any], event_name: str, hlo: dict[tuple[int, str], str]
+) -> tuple[tuple[int, str], str, str] | None:
+    """((program id, device op name), framework op name, type) of one device event."""
+    hlo_op = stats.get("hlo_op")
+    if isinstance(hlo_op, str) and hlo_op:
+        hlo_name = hlo_op.split("::")[-1]
+        try:
+            program = int(stats.get("program_id", ""))
+        except (TypeError, ValueError):
+            program = -1
+        provenance = hlo.get((program, hlo_name))
+        if provenance is None:  # instruction not in the capture: XProf skips the event
+            return None
+        if not provenance:
+            return (program, hlo_name), hlo_name, "Unknown"
+        return ((program, hlo_name), *device_tf_op(provenance))
+    tf_op = stats.get("tf_op")
+    if isinstance(tf_op, str) and tf_op:
+        name, op_type = device_tf_op(tf_op)
+        return (0, f"{name}/{event_name}"), name, op_type
+    return None
+
+
+def device_tf_op(provenance: str) -> tuple[str, str]:
+    """(name, type) of a device op's framework op, as XProf 2.24.2 shows them.
+
+    `ParseTfOpFullname`, except that a name without a type (JAX's `jit(f)/dot_general`)
+    takes its last name scope as the type (checked against XProf on the AMD captures).
+    """
+    op = parse_tf_op(provenance)
+    if op.category:
+        return op.name, op.type or "Unknown"
+    if ":" not in provenance:
+        return provenance, derive_op_type(provenance) or "Unknown"
+    return provenance, "Unknown"
 
 
 def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: int) -> Ops:
