@@ -18,7 +18,7 @@ import numpy as np
 
 from tfobs.analysis.eventtypes import derive_op_type, parse_tf_op
 from tfobs.analysis.kernels import GPU_PLANE_PREFIX, is_derived_line
-from tfobs.analysis.timeline import Timeline, id_array, member
+from tfobs.analysis.timeline import LineData, Timeline, id_array, member
 from tfobs.summary import Ops, OpStat
 
 
@@ -146,27 +146,112 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
 def device_op_metrics(
     devices: list[Timeline], hlo: dict[tuple[int, str], str] | None = None
 ) -> dict[str, OpAgg]:
-    """Device rows: framework ops on GPU planes (XProf's rules), events by name on TPU."""
-    out: dict[str, OpAgg] = {}
+    """Device rows of XProf's framework_op_stats (GPU or TPU planes), IDLE left out."""
     gpu = [tl for tl in devices if tl.plane.name.startswith(GPU_PLANE_PREFIX)]
     if gpu:
         return gpu_op_metrics(gpu, hlo or {})
-    for tl in devices:
-        names = tl.names
-        for ld in tl.lines:
-            if not (ld.name.startswith("Stream") or ld.name == "XLA Ops"):
-                continue
-            starts, ends, mids = ld.starts, ld.ends, ld.mids
-            for i in range(len(mids)):
-                name = names.get(mids[i], "")
-                agg = out.get(name)
-                if agg is None:
-                    agg = out[name] = OpAgg(name, "", True)
-                dur = ends[i] - starts[i]
-                agg.count += 1
-                agg.total_ps += dur
-                agg.self_ps += dur
+    return tpu_op_metrics(devices)
+
+
+def _stored_positions(ld: LineData) -> list[int]:
+    """The line's sorted positions in stored order (XProf walks events as stored)."""
+    positions = list(range(len(ld)))
+    if ld.order is not None:
+        for i, k in enumerate(ld.order):
+            positions[k] = i
+    return positions
+
+
+def _rows(device_ops: Any) -> dict[str, OpAgg]:
+    """Framework rows from device ops [name, type, count, total ps, self ps], as XProf's
+    `CreateTfMetricsDbFromDeviceOpMetricsDb`: times add up, occurrences are the largest
+    count, the first type seen names the row."""
+    out: dict[str, OpAgg] = {}
+    for name, op_type, count, total, self_ps in device_ops:
+        agg = out.get(name)
+        if agg is None:
+            agg = out[name] = OpAgg(name, op_type, True)
+        agg.count = max(agg.count, count)
+        agg.total_ps += total
+        agg.self_ps += self_ps
     return out
+
+
+# TPU lines whose events are ops, and the stats that place an op and name its op.
+_TPU_OP_LINES = ("XLA Ops",)
+_TPU_TIME_STATS = ("device_offset_ps", "device_duration_ps")
+_TPU_MD_STATS = ("program_id", "symbol_id", "tf_op")
+
+
+def tpu_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
+    """XProf's device rows of framework_op_stats on TPU planes.
+
+    As `ConvertTensorCoreDeviceTraceXPlaneToOpMetricsDb`: the `XLA Ops` events, timed by
+    their `device_offset_ps`/`device_duration_ps` stats where present; an op's self time
+    is its time minus that of the ops directly inside it; events whose metadata has no
+    program or symbol id (or the root symbol, 0) are no op. Device ops are keyed by
+    (program id, symbol id), named by their metadata's display name, and add up over
+    planes; the framework op is the metadata's `tf_op` (none: the device op's name,
+    type "Unknown").
+    """
+    device_ops: dict[tuple[int, int], list] = {}
+    for tl in devices:
+        ids = {tl.stat_ids[k]: k for k in _TPU_TIME_STATS if k in tl.stat_ids}
+        md_cache: dict[int, tuple | None] = {}
+
+        def key_of(mid: int, tl: Timeline = tl, md_cache: dict = md_cache) -> tuple | None:
+            if mid not in md_cache:
+                md = tl.plane.metadata_stats(mid)
+                program, symbol = md.get("program_id"), md.get("symbol_id")
+                if not isinstance(program, int) or not isinstance(symbol, int) or not symbol:
+                    md_cache[mid] = None
+                else:
+                    name = tl.plane.event_display_names.get(mid) or tl.names.get(mid, "")
+                    tf_op = md.get("tf_op")
+                    md_cache[mid] = ((program, symbol), name,
+                                     tf_op if isinstance(tf_op, str) else "")
+            return md_cache[mid]
+
+        for ld in tl.lines:
+            if ld.name not in _TPU_OP_LINES or not len(ld):
+                continue
+            positions = _stored_positions(ld)
+            stats = tl.stat_values_many(ld, positions, ids) if ids else [{}] * len(ld)
+            starts, ends, mids = ld.starts, ld.ends, ld.mids
+            stack: list[list] = []  # [mid, begin, duration, children]
+
+            def close(top: list) -> None:
+                found = key_of(top[0])
+                if found is None:
+                    return
+                key, name, tf_op = found
+                op = device_ops.get(key)
+                if op is None:
+                    op = device_ops[key] = [name, tf_op, 0, 0, 0]
+                op[2] += 1
+                op[3] += top[2]
+                op[4] += top[2] - top[3]
+
+            for i, st in zip(positions, stats, strict=True):
+                begin = st.get("device_offset_ps")
+                if not isinstance(begin, int):
+                    begin = ld.start_ps + starts[i]
+                dur = st.get("device_duration_ps")
+                if not isinstance(dur, int):
+                    dur = ends[i] - starts[i]
+                while stack and not (stack[-1][1] <= begin
+                                     and begin + dur <= stack[-1][1] + stack[-1][2]):
+                    close(stack.pop())
+                if stack:
+                    stack[-1][3] += dur
+                stack.append([mids[i], begin, dur, 0])
+            while stack:
+                close(stack.pop())
+    rows = []
+    for name, tf_op, count, total, self_ps in device_ops.values():
+        row_name, op_type = device_tf_op(tf_op) if tf_op else (name, "Unknown")
+        rows.append((row_name, op_type, count, total, self_ps))
+    return _rows(rows)
 
 
 _GPU_STATS = ("hlo_op", "program_id", "tf_op")
@@ -184,17 +269,15 @@ def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str]) -> 
     time and takes the largest of their occurrence counts. XProf's IDLE row (window
     minus op time) is not listed.
     """
-    device_ops: dict[tuple[int, str], list] = {}  # key -> [row name, type, count, ps]
+    # key -> [row name, type, count, total ps, self ps]
+    device_ops: dict[tuple[int, str], list] = {}
     for tl in devices:
         ids = {tl.stat_ids[k]: k for k in _GPU_STATS if k in tl.stat_ids}
         md_cache: dict[int, dict[str, Any]] = {}
         for ld in tl.lines:
             if is_derived_line(ld.line.id) or not len(ld):
                 continue
-            positions = list(range(len(ld)))
-            if ld.order is not None:  # stored order: the first type seen names a row
-                for i, k in enumerate(ld.order):
-                    positions[k] = i
+            positions = _stored_positions(ld)  # the first type seen names a row
             stats_list = tl.stat_values_many(ld, positions, ids) if ids else [{}] * len(ld)
             durs = (ld.end_arr - ld.start_arr).tolist()
             mids = ld.mids
@@ -211,18 +294,11 @@ def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str]) -> 
                     continue
                 op = device_ops.get(key[0])
                 if op is None:
-                    op = device_ops[key[0]] = [key[1], key[2], 0, 0]
+                    op = device_ops[key[0]] = [key[1], key[2], 0, 0, 0]
                 op[2] += 1
                 op[3] += durs[i]
-    out: dict[str, OpAgg] = {}
-    for name, op_type, count, ps in device_ops.values():
-        agg = out.get(name)
-        if agg is None:
-            agg = out[name] = OpAgg(name, op_type, True)
-        agg.count = max(agg.count, count)
-        agg.total_ps += ps
-        agg.self_ps += ps
-    return out
+                op[4] += durs[i]
+    return _rows(device_ops.values())
 
 
 def _device_op(
