@@ -59,23 +59,14 @@ def type_times(events: list[tuple[int, int, int]], begin: int, end: int) -> dict
     return out
 
 
-# Times below this keep every sum of the sweep inside int64.
-_SAFE_PS = 2**62
-
-
 def _columns(groups: list[StepGroup]) -> tuple[np.ndarray, ...] | None:
-    """(type, begin, end, group) of every group's events as int64, or None when a time is
-    too large for int64 sums or an event ends before it begins (corrupt captures)."""
-    if any(abs(x) >= _SAFE_PS for g in groups for x in (g.begin_ps, g.end_ps)):
-        return None
+    """(type, begin, end, group) of every group's events as int64 (the reader keeps every
+    time far inside int64), or None when an event ends before it begins (corrupt)."""
     chunks = [(c, k) for k, g in enumerate(groups) for c in g.events if len(c[0])]
     if not chunks:
         return tuple(np.zeros(0, np.int64) for _ in range(4))
     begin = np.concatenate([c[1] for c, _ in chunks])
     end = np.concatenate([c[2] for c, _ in chunks])
-    extremes = (int(begin.min()), int(begin.max()), int(end.min()), int(end.max()))
-    if max(abs(x) for x in extremes) >= _SAFE_PS:
-        return None
     begin, end = begin.astype(np.int64), end.astype(np.int64)
     if (end < begin).any():
         return None

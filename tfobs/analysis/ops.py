@@ -19,6 +19,7 @@ import numpy as np
 from tfobs.analysis.eventtypes import derive_op_type, parse_tf_op
 from tfobs.analysis.kernels import GPU_PLANE_PREFIX, is_derived_line
 from tfobs.analysis.timeline import LineData, Timeline, id_array, member
+from tfobs.errors import CaptureError
 from tfobs.summary import Ops, OpStat
 
 
@@ -55,8 +56,7 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
         done_at = pos[done]
         dur = ends[done] - starts[done]
-        exact = dur.dtype == object or int(np.max(child, initial=0)) >= 2**62
-        self_ps = dur - np.asarray(child, object if exact else np.int64)[done]
+        self_ps = dur - np.asarray(child, np.int64)[done]
         _add(out, host.names, ld.mid_arr[done_at], dur, np.where(self_ps > 0, self_ps, 0))
     return out
 
@@ -98,7 +98,7 @@ def _nesting_laminar(starts: np.ndarray, ends: np.ndarray) -> tuple[Any, Any] | 
     of the thread outermost first. Any op that breaks this returns None.
     """
     n = starts.size
-    if starts.dtype == object or (ends < starts).any():
+    if (ends < starts).any():
         return None
     at = np.arange(n)
     depth = at - np.searchsorted(np.sort(ends), starts, side="left")
@@ -126,12 +126,12 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
     """Add one thread's closed ops to `out`, per name in order of first appearance."""
     unique, first, inverse = np.unique(mids, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    exact = dur.dtype == object or (dur.size and int(dur.max()) >= 2**62 // max(1, dur.size))
-    kind = object if exact else np.int64  # object: sums beyond int64 stay exact
-    total = np.zeros(unique.size, kind)
-    self_sum = np.zeros(unique.size, kind)
-    np.add.at(total, inverse, dur.astype(kind))
-    np.add.at(self_sum, inverse, self_ps.astype(kind))
+    if dur.size and int(np.abs(dur).max()) >= 2**62 // dur.size:
+        raise CaptureError("op times too large to add up; the capture is corrupt")
+    total = np.zeros(unique.size, np.int64)
+    self_sum = np.zeros(unique.size, np.int64)
+    np.add.at(total, inverse, dur)
+    np.add.at(self_sum, inverse, self_ps)
     count = np.bincount(inverse, minlength=unique.size)
     for u in np.argsort(first, kind="stable").tolist():
         op = parse_tf_op(names[int(unique[u])])

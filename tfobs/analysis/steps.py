@@ -68,24 +68,9 @@ class FoundSteps:
     step_of: np.ndarray | None = None
 
 
-# Below this, a line start plus an offset cannot overflow int64.
-_SHIFT_SAFE = 2**61
-
-
-def _fits_int64(ld: LineData) -> bool:
-    """Whether the line's absolute times (start + offsets) surely fit in int64."""
-    if ld.start_arr.dtype == object or abs(ld.start_ps) >= _SHIFT_SAFE:
-        return False
-    if not ld.start_arr.size:
-        return True
-    low = min(int(ld.start_arr.min()), int(ld.end_arr.min()))
-    high = max(int(ld.start_arr.max()), int(ld.end_arr.max()))
-    return max(-low, high) < _SHIFT_SAFE
-
-
-def _absolute(times: np.ndarray, ld: LineData, fits: bool) -> np.ndarray:
-    """Line-relative times made absolute, exact (Python ints where int64 might overflow)."""
-    return times + ld.start_ps if fits else times.astype(object) + ld.start_ps
+def _absolute(times: np.ndarray, ld: LineData) -> np.ndarray:
+    """Line-relative times from the time base (int64: the reader bounds every time)."""
+    return times + ld.start_ps
 
 
 def _is_context_event(name: str) -> bool:
@@ -163,13 +148,10 @@ class _Grouper:
         at_all = np.concatenate([at for _, at, _, _ in runs])
         sid = np.concatenate([x for _, _, x, _ in runs])
         it = np.concatenate([x for _, _, _, x in runs])
-        start = np.concatenate([_absolute(host.lines[li].start_arr[at], host.lines[li],
-                                          _fits_int64(host.lines[li]))
+        start = np.concatenate([_absolute(host.lines[li].start_arr[at], host.lines[li])
                                 for li, at, _, _ in runs])
         mine = np.flatnonzero(np.isin(sid, np.fromiter(looping, np.uint64, len(looping))))
         group = np.full(sid.size, -1, np.int64)
-        if start.dtype == object:  # times beyond int64 (corrupt captures): leave ungrouped
-            return out
         # Iterations (step id, iteration), each numbered by the time of its first run.
         by_key = mine[np.lexsort((start[mine], it[mine], sid[mine]))]
         new = np.r_[True, (sid[by_key][1:] != sid[by_key][:-1])
@@ -281,11 +263,11 @@ class _Grouper:
         if hi <= lo + 1:
             return nodes
         ends = ld.end_arr[lo:hi]
-        low = -(10**30) if ends.dtype == object else np.iinfo(np.int64).min
-        node_end = np.full(hi - lo, low, ends.dtype)
+        low = np.iinfo(np.int64).min
+        node_end = np.full(hi - lo, low, np.int64)
         node_end[nodes - lo] = ends[nodes - lo]
         reach = np.maximum.accumulate(node_end)
-        reach = np.concatenate((np.full(1, low, ends.dtype), reach[:-1]))
+        reach = np.concatenate((np.full(1, low, np.int64), reach[:-1]))
         inside = (reach >= ends) & (reach >= ld.start_arr[lo:hi]) & (self.gid[li][lo:hi] < 0)
         inside[nodes - lo] = True
         return np.flatnonzero(inside) + lo
@@ -369,7 +351,6 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
     types = [ld.lookup(mids_type, -1) for ld in host.lines]  # -1: not a CPU event type
-    fits = [_fits_int64(ld) for ld in host.lines]
     groups: list[StepGroup] = []
     for li, i, num, name in roots:
         if grouper.gid[li][i] >= 0:
@@ -385,8 +366,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             step.members.append((mld, idx))
             typed = idx[types[mli][idx] >= 0]
             step.events.append((types[mli][typed],
-                                _absolute(mld.start_arr[typed], mld, fits[mli]),
-                                _absolute(mld.end_arr[typed], mld, fits[mli])))
+                                _absolute(mld.start_arr[typed], mld),
+                                _absolute(mld.end_arr[typed], mld)))
         groups.append(step)
     note = ""
     if method == "inferred":
