@@ -15,6 +15,7 @@ import numpy as np
 
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis.steps import DROP_INCOMPLETE_THRESHOLD, StepGroup
+from tfobs.analysis.timeline import unique
 from tfobs.summary import CATEGORIES
 
 HIGHLY_INPUT_PCT = 20.0
@@ -101,14 +102,14 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     current = np.zeros(time.size, np.int64)
     step = np.where(start, 1, -1)
     own = np.zeros(time.size, np.int64)  # the running count of each bound's own type
-    for t in np.unique(typ).tolist():
+    for t in unique(typ).tolist():
         count = np.cumsum(np.where(typ == t, step, 0))
         current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
         own = np.where(typ == t, count, own)
     # A zero-length event sorts its end before its start. When no other event of its
     # type is open, the reference sweep lets its type stay in force after it (sticky)
     # while the running counts say it is not: those groups take the reference sweep.
-    sticky = np.unique(grp[instant & start & (own <= 0) & (typ > current)])
+    sticky = unique(grp[instant & start & (own <= 0) & (typ > current)])
     # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
     gap = np.flatnonzero(grp[:-1] == grp[1:])
     g = grp[gap]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
-from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member
+from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member, unique
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -161,7 +161,7 @@ class _Grouper:
         rank = np.empty(firsts.size, np.int64)
         rank[np.argsort(start[firsts], kind="stable")] = np.arange(firsts.size)
         group[by_key] = rank[key_of]
-        for li in np.unique(li_all).tolist():
+        for li in unique(li_all).tolist():
             ld = host.lines[li]
             sel = np.flatnonzero(li_all == li)
             runs_at, runs_group = at_all[sel], group[sel]
@@ -199,7 +199,7 @@ class _Grouper:
         has_consumer = np.diff(self.cons_ptr) > 0
         prod = np.flatnonzero(~consumer)
         prod = prod[has_consumer[code[prod]]]
-        for li in np.unique(lines[prod]).tolist():
+        for li in unique(lines[prod]).tolist():
             mine = prod[lines[prod] == li]
             # A later record of the same event wins, as a dict assignment would.
             self.prod_code[li][idx[mine]] = code[mine]
@@ -285,7 +285,7 @@ class _Grouper:
             following: dict[int, list[np.ndarray]] = {}
             for fli, parts in frontier.items():
                 gid = self.gid[fli]
-                nodes = np.unique(np.concatenate(parts))
+                nodes = unique(np.concatenate(parts))
                 nodes = nodes[gid[nodes] < 0]
                 if not nodes.size:
                     continue
@@ -293,14 +293,14 @@ class _Grouper:
                 gid[taken] = g
                 members.append((fli, taken))
                 codes = self.prod_code[fli][taken]
-                codes = np.unique(codes[codes >= 0])
+                codes = unique(codes[codes >= 0])
                 if not codes.size:
                     continue
                 lo, hi = self.cons_ptr[codes], self.cons_ptr[codes + 1]
                 count = hi - lo
                 flat = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
                 lines, idx = self.cons_line[flat], self.cons_idx[flat]
-                for cl in np.unique(lines).tolist():
+                for cl in unique(lines).tolist():
                     following.setdefault(cl, []).append(idx[lines == cl])
             frontier = following
         return members
