@@ -38,6 +38,10 @@ _SQUEEZE = tuple((_U64(lo), _U64(hi), _U64(shift)) for lo, hi, shift in (
 _STAT_WIRE = {2: 1, 3: 0, 4: 0, 5: 2, 6: 2, 7: 0}
 KIND_NONE, KIND_DOUBLE, KIND_UINT64, KIND_INT64, KIND_STR, KIND_BYTES, KIND_REF = (
     0, 2, 3, 4, 5, 6, 7)
+# The wire type of each field number of a stat's value (-1: not a value field).
+_WIRE_OF = np.full(32, -1, np.int8)
+for _number, _wire in _STAT_WIRE.items():
+    _WIRE_OF[_number] = _wire
 
 
 def _bad(what: str) -> CaptureError:
@@ -228,52 +232,53 @@ class StatBatch:
     def _canonical(self, pos: np.ndarray, size: np.ndarray) -> np.ndarray:
         """Decode records laid out as writers lay them out: id < 128 first, then one value.
 
-        Returns the records that are not (decoded in general by `_general`).
+        Returns the records that are not (decoded in general by `_general`). All value
+        kinds at once: one varint pass for every varint and length (wire 0 and 2), one
+        fixed64 read for doubles, no per-kind selection.
         """
         buf, end = self.buf, pos + size
         ok = (size >= 3) & (buf[pos] == 0x08)
         ok &= buf[np.where(ok, pos + 1, 0)] < 0x80
         every = bool(ok.all())
         idx = np.arange(pos.size) if every else np.flatnonzero(ok)
-        tag = buf[(pos if every else pos[idx]) + 2]
-        if every and idx.size and not (tag != tag[0]).any():
-            # One value kind throughout (a column of one stat, as memory reads them).
-            number, wire = int(tag[0]) >> 3, int(tag[0]) & 7
-            if _STAT_WIRE.get(number) == wire:
-                value, payload, length, fit = self._value(wire, pos + 3, end)
-                if fit.all():
-                    self.mid = buf[pos + 1].astype(np.int64)
-                    self.kind[:] = number
-                    self.value, self.pos, self.size = value, payload, length
-                    return np.zeros(0, np.int64)
-        vpos = pos[idx] + 3
-        done = np.zeros(idx.size, bool)
-        for number, wire in _STAT_WIRE.items():
-            sel = np.flatnonzero(tag == (number << 3 | wire))
-            if not sel.size:
-                continue
-            value, payload, length, fit = self._value(wire, vpos[sel], end[idx[sel]])
-            sel, rec = sel[fit], idx[sel[fit]]
-            done[sel] = True
-            self.mid[rec] = buf[pos[rec] + 1]
-            self.kind[rec] = number
-            self.value[rec] = value[fit]
-            self.pos[rec] = payload[fit]
-            self.size[rec] = length[fit]
+        p = pos if every else pos[idx]
+        stop = end if every else end[idx]
+        tag = buf[p + 2]
+        number, wire = (tag >> 3).astype(np.int8), (tag & 7).astype(np.int8)
+        valid = _WIRE_OF[number] == wire
+        at = p + 3
+        value = np.zeros(p.size, _U64)
+        payload = at.copy()
+        length = np.zeros(p.size, np.int64)
+        fit = np.zeros(p.size, bool)
+        fixed = np.flatnonzero(valid & (wire == 1))
+        if fixed.size:
+            value[fixed] = _fixed64(buf, at[fixed])
+            fit[fixed] = at[fixed] + 8 == stop[fixed]
+        var = valid & (wire != 1)
+        iv = np.arange(p.size) if var.all() else np.flatnonzero(var)
+        if iv.size:
+            v, n = _varint(buf, at[iv], "event stat")
+            value[iv] = v
+            is_len = wire[iv] == 2
+            ln = np.where(is_len, np.minimum(v, _U64(2**31)).astype(np.int64), 0)
+            payload[iv] = np.where(is_len, at[iv] + n, at[iv])
+            length[iv] = ln
+            fit[iv] = at[iv] + n + ln == stop[iv]
+        done = valid & fit
+        if every and done.all():
+            self.mid = buf[pos + 1].astype(np.int64)
+            self.kind = number
+            self.value, self.pos, self.size = value, payload, length
+            return np.zeros(0, np.int64)
+        rec = idx[done]
+        self.mid[rec] = buf[p[done] + 1]
+        self.kind[rec] = number[done]
+        self.value[rec] = value[done]
+        self.pos[rec] = payload[done]
+        self.size[rec] = length[done]
         ok[idx[~done]] = False
         return np.flatnonzero(~ok)
-
-    def _value(self, wire: int, at: np.ndarray, stop: np.ndarray) -> tuple[
-            np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(value, payload pos, payload size, fits exactly) of values of one wire type."""
-        length = np.zeros(at.size, np.int64)
-        if wire == 1:
-            return _fixed64(self.buf, at), at, length, at + 8 == stop
-        value, n = _varint(self.buf, at, "event stat")
-        if wire != 2:
-            return value, at, length, at + n == stop
-        length = np.minimum(value, _U64(2**31)).astype(np.int64)
-        return value, at + n, length, at + n + length == stop
 
     def _general(self, recs: np.ndarray, pos: np.ndarray, size: np.ndarray) -> None:
         mid = np.zeros(recs.size, _U64)
