@@ -250,3 +250,15 @@ def test_times_past_the_span_are_one_clear_error() -> None:
     line.events[0].duration_ps = 2**61
     with pytest.raises(CaptureError, match="event times out of range"):
         reduce_xspace(space.SerializeToString())
+
+
+def test_continuation_count_without_bitwise_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NumPy 1.x has no `np.bitwise_count`: the multiply trick counts the same bits."""
+    from tfobs.xspace import columns
+
+    rng = np.random.default_rng(3)
+    cont = rng.integers(0, 2**63, 5000, dtype=np.int64).astype(np.uint64) & columns._CONT
+    fast = columns._count_continuations(cont)
+    monkeypatch.setattr(columns, "_BITWISE_COUNT", None)
+    assert np.array_equal(columns._count_continuations(cont), fast)
+    assert fast.tolist() == [bin(v).count("1") for v in cont.tolist()]

@@ -54,10 +54,16 @@ def _words(buf: np.ndarray) -> np.ndarray:
 
 
 def _count_continuations(cont: np.ndarray) -> np.ndarray:
-    """Set bits of `cont` (only bit 7 of each byte may be set): move them to bit 0 of each
-    byte, and one multiply sums the eight bytes into the top one. Works on NumPy 1.x, which
-    has no `np.bitwise_count`; uint64 products wrap, as the trick needs."""
+    """Set bits of `cont` (only bit 7 of each byte may be set). `np.bitwise_count` (NumPy
+    2, one pass) where there is one; else move them to bit 0 of each byte, and one
+    multiply sums the eight bytes into the top one (uint64 products wrap, as the trick
+    needs)."""
+    if _BITWISE_COUNT is not None:
+        return _BITWISE_COUNT(cont).astype(np.int64)
     return (((cont >> _U64(7)) * _BYTE_ONES) >> _U64(56)).astype(np.int64)
+
+
+_BITWISE_COUNT = getattr(np, "bitwise_count", None)
 
 
 def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
