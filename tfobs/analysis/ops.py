@@ -235,7 +235,7 @@ def tpu_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
             for i, st in zip(positions, stats, strict=True):
                 begin = st.get("device_offset_ps")
                 if not isinstance(begin, int):
-                    begin = ld.start_ps + starts[i]
+                    begin = ld.ts_ns * 1000 + starts[i]  # absolute, as the stat is
                 dur = st.get("device_duration_ps")
                 if not isinstance(dur, int):
                     dur = ends[i] - starts[i]
