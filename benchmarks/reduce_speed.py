@@ -9,8 +9,9 @@ three alike): a bare protobuf parse (`XSpace.ParseFromString`), tfobs's whole re
 `kernel_stats`, `memory_profile` and `framework_op_stats` (each on a fresh copy in a new
 folder: XProf caches next to a capture). Then whole processes on the largest capture:
 `tfobs analyze --format json` against a Python process running XProf's five tools.
-Prints medians and the ratios; targets: tfobs <= 0.10x XProf and <= 5x the parse per
-capture, `tfobs analyze` <= 0.15x XProf as processes. The last line says whether all held.
+Prints medians and the ratios, in process CPU time (wall-clock ratios in brackets);
+targets: tfobs <= 0.10x XProf and <= 5x the parse per capture, `tfobs analyze` <= 0.15x
+XProf as processes (wall clock). The last line says whether all held.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import resource
 import shutil
 import statistics
 import subprocess
@@ -44,26 +46,43 @@ for tool in {tools!r}:
 """
 
 
-def _xprof_once(capture: pathlib.Path) -> float:
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(start: tuple[float, float]) -> tuple[float, float]:
+    """(wall, process CPU) seconds since `start`."""
+    wall, cpu = _clocks()
+    return wall - start[0], cpu - start[1]
+
+
+def _xprof_once(capture: pathlib.Path) -> tuple[float, float]:
     from xprof.convert import raw_to_tool_data
 
-    total = 0.0
+    wall = cpu = 0.0
     for tool in TOOLS:
         with tempfile.TemporaryDirectory() as tmp:
             copy = pathlib.Path(tmp) / capture.name
             shutil.copyfile(capture, copy)
-            start = time.perf_counter()
+            start = _clocks()
             raw_to_tool_data.xspace_to_tool_data([str(copy)], tool, {"use_saved_result": False})
-            total += time.perf_counter() - start
-    return total
+            w, c = _since(start)
+            wall, cpu = wall + w, cpu + c
+    return wall, cpu
 
 
-def _process(cmd: list[str]) -> float:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _process(cmd: list[str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one process running `cmd`."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    env=env)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _children_cpu() - cpu
 
 
 def main() -> int:
@@ -84,28 +103,35 @@ def main() -> int:
     for c in captures:  # warm-up: imports and first-call costs out of the timings
         reduce_xspace(datas[c])
     _xprof_once(captures[-1])
-    times: dict[pathlib.Path, dict[str, list[float]]] = {
+    # Per capture and figure, (wall, process CPU) seconds of each repetition. The CPU
+    # clock is the one judged: on a shared machine a 2 ms parse's wall time is mostly
+    # waiting for a core, and the wall-clock ratios swing by 5x from run to run.
+    times: dict[pathlib.Path, dict[str, list[tuple[float, float]]]] = {
         c: {"parse": [], "tfobs": [], "xprof": []} for c in captures}
     for _ in range(args.repeat):
         for c in captures:
             data = datas[c]
-            start = time.perf_counter()
+            start = _clocks()
             schema.XSpace().ParseFromString(data)
-            times[c]["parse"].append(time.perf_counter() - start)
-            start = time.perf_counter()
+            times[c]["parse"].append(_since(start))
+            start = _clocks()
             reduce_xspace(data)
-            times[c]["tfobs"].append(time.perf_counter() - start)
+            times[c]["tfobs"].append(_since(start))
             times[c]["xprof"].append(_xprof_once(c))
     print(f"machine: cpus={os.cpu_count()} load_avg_1m={os.getloadavg()[0]:.2f} "
-          f"repeat={args.repeat} (medians; interleaved per capture)")
+          f"repeat={args.repeat} (medians; interleaved per capture; targets judged on "
+          f"process CPU time, wall time in brackets)")
     ok = True
     for c in captures:
-        p, t, x = (statistics.median(times[c][k]) for k in ("parse", "tfobs", "xprof"))
+        wall = [statistics.median(w for w, _ in times[c][k]) for k in ("parse", "tfobs", "xprof")]
+        p, t, x = (statistics.median(cpu for _, cpu in times[c][k])
+                   for k in ("parse", "tfobs", "xprof"))
         mb = len(datas[c]) / 1e6
         held = t / x <= TARGET_XPROF and t / p <= TARGET_PARSE
         ok &= held
-        print(f"{c.name} {mb:.2f} MB: parse {p * 1e3:.0f} ms, tfobs {t * 1e3:.0f} ms, "
+        print(f"{c.name} {mb:.2f} MB: parse {p * 1e3:.1f} ms, tfobs {t * 1e3:.1f} ms, "
               f"xprof {x * 1e3:.0f} ms; tfobs/xprof={t / x:.3f} tfobs/parse={t / p:.2f} "
+              f"[wall {wall[1] / wall[2]:.3f} and {wall[1] / wall[0]:.2f}] "
               f"{'ok' if held else 'MISSED'}")
 
     big = captures[0]
@@ -117,11 +143,13 @@ def main() -> int:
     for _ in range(args.process_repeat):
         tf_t.append(_process(tf_cmd))
         xp_t.append(_process(xp_cmd))
-    t, x = statistics.median(tf_t), statistics.median(xp_t)
+    t, x = (statistics.median(w for w, _ in r) for r in (tf_t, xp_t))
+    tc, xc = (statistics.median(c for _, c in r) for r in (tf_t, xp_t))
     held = t / x <= TARGET_PROCESS
     ok &= held
     print(f"whole process on {big.name}: tfobs analyze {t * 1e3:.0f} ms, xprof five tools "
-          f"{x * 1e3:.0f} ms; ratio={t / x:.3f} {'ok' if held else 'MISSED'}")
+          f"{x * 1e3:.0f} ms; ratio={t / x:.3f} [CPU {tc / xc:.3f}] "
+          f"{'ok' if held else 'MISSED'}")
     print(f"targets (<= {TARGET_XPROF}x xprof, <= {TARGET_PARSE}x parse, process <= "
           f"{TARGET_PROCESS}x): {'all held' if ok else 'NOT all held'}")
     return 0

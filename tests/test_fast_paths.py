@@ -4,7 +4,9 @@ test capture.
 - the numpy sweep of step event types (`all_type_times`) vs the Python sweep (`type_times`);
 - laminar nesting without a loop (`_nesting_laminar`) vs the stack walk (`_nesting`);
 - step grouping in waves (`_Grouper.group`) vs the event-by-event walk it replaced;
-- the column reader (`PlaneEvents`, `stats_of`) vs the plain protobuf parse.
+- the column reader (`PlaneEvents`, `stats_of`) vs the plain protobuf parse, and its
+  fast decoder of the writers' event layout vs the field-by-field walk;
+- times normalised once in the reader: no exact-integer fallback needed near int64.
 """
 
 from __future__ import annotations
@@ -196,3 +198,104 @@ def test_events_with_many_stats_are_read_to_the_end_in_order() -> None:
     for k, event in enumerate(events):
         want = [(s.metadata_id, getattr(s, s.WhichOneof("value"))) for s in event.stats]
         assert _same(got[k], want), k
+
+
+def _varint(v: int) -> bytes:
+    v &= 2**64 - 1
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_event_fast_decode_equals_walk(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events in the writers' layout (`_canonical_events`) and in others (fields reordered
+    or repeated, num_occurrences, zero fields left out, stats): the same columns as the
+    field-by-field walk, or the walk decides (a layout the fast path refuses)."""
+    from tfobs.xspace import columns
+
+    rng = np.random.default_rng(seed)
+    line = schema.XLineLite(id=1, timestamp_ns=5)
+    odd = seed % 2 == 1  # half the seeds mix in layouts the fast path must refuse
+    for _ in range(int(rng.integers(1, 300))):
+        fields = [(1, int(rng.integers(0, 2**20)))]
+        if rng.random() < 0.8:
+            fields.append((2, int(rng.integers(0, 2**63))))
+        if rng.random() < 0.8:
+            fields.append((3, int(rng.integers(0, 2**40))))
+        if odd and rng.random() < 0.1:
+            fields.append((5, int(rng.integers(0, 9))))
+        if odd and rng.random() < 0.2:
+            rng.shuffle(fields)
+        if odd and rng.random() < 0.05:
+            fields.append((1, int(rng.integers(0, 99))))
+        raw = b"".join(bytes([n << 3]) + _varint(v) for n, v in fields)
+        for _ in range(int(rng.integers(0, 4))):
+            stat = bytes([0x08]) + _varint(int(rng.integers(1, 300))) + bytes([0x18]) + \
+                _varint(int(rng.integers(0, 2**63)))
+            raw += bytes([0x22]) + _varint(len(stat)) + stat
+        line.events.append(raw)
+    fast = columns.PlaneEvents([line])
+    monkeypatch.setattr(columns, "_canonical_events", lambda *a: None)
+    slow = columns.PlaneEvents([line])
+    for name in ("mid", "offset", "duration", "stats_at"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
+    if not odd:  # the writers' layout: no walk needed
+        monkeypatch.undo()
+        assert columns._canonical_events(fast.buf, fast.end - np.diff(
+            np.r_[0, fast.end]), fast.end) is not None
+
+
+def test_times_normalised_once_far_timestamps() -> None:
+    """A capture shifted to line timestamps of 9e15 ns (9e18 ps: line start + offset is past
+    int64) reduces to the same figures in int64 (no exact-integer fallback); step starts
+    move by the shift."""
+    import tfobs
+
+    path = next(p for p in capture_paths() if "custom_loop_compute_bfc" in p.name)
+    space = schema.XSpace.FromString(path.read_bytes())
+    before = tfobs.analysis.reduce_xspace(space.SerializeToString()).to_dict()
+    shift = 9 * 10**15
+    for plane in space.planes:
+        for line in plane.lines:
+            line.timestamp_ns += shift
+    after = tfobs.analysis.reduce_xspace(space.SerializeToString()).to_dict()
+    moved = {b["start_ns"] - a["start_ns"] for a, b in
+             zip(before["steps"]["items"], after["steps"]["items"], strict=True)}
+    assert len(moved) == 1 and before["steps"]["count"] > 0
+    for key in ("breakdown_s", "ops", "memory", "input_bound"):
+        assert before[key] == after[key], key
+    for a, b in zip(before["steps"]["items"], after["steps"]["items"], strict=True):
+        assert (a["duration_s"], a["breakdown_s"]) == (b["duration_s"], b["breakdown_s"])
+
+
+def test_times_past_the_span_are_one_clear_error() -> None:
+    from tfobs.analysis import reduce_xspace
+    from tfobs.errors import CaptureError
+
+    path = next(p for p in capture_paths() if "numpy_preprocess" in p.name)
+    space = schema.XSpace.FromString(path.read_bytes())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    line = next(ln for ln in host.lines if len(ln.events))
+    line.timestamp_ns += 2**60 // 1000 + 10**9  # one thread's line 13 days from the rest
+    with pytest.raises(CaptureError, match="timestamp is corrupt"):
+        reduce_xspace(space.SerializeToString())
+    line.timestamp_ns -= 2**60 // 1000 + 10**9
+    line.events[0].duration_ps = 2**61
+    with pytest.raises(CaptureError, match="event times out of range"):
+        reduce_xspace(space.SerializeToString())
+
+
+def test_continuation_count_without_bitwise_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NumPy 1.x has no `np.bitwise_count`: the multiply trick counts the same bits."""
+    from tfobs.xspace import columns
+
+    rng = np.random.default_rng(3)
+    cont = rng.integers(0, 2**63, 5000, dtype=np.int64).astype(np.uint64) & columns._CONT
+    fast = columns._count_continuations(cont)
+    monkeypatch.setattr(columns, "_BITWISE_COUNT", None)
+    assert np.array_equal(columns._count_continuations(cont), fast)
+    assert fast.tolist() == [bin(v).count("1") for v in cont.tolist()]

@@ -20,8 +20,10 @@ README ("Where tfobs differs from XProf"):
   occurrence of that op, memory allocation events included; tfobs counts executions. So
   XProf's occurrences = tfobs's + the op's `tf_op`-stat events, and ops seen only in
   allocation events (no time) are rows of XProf's table only.
-- DEVICE_OPS: on accelerator captures tfobs's device rows are kernels (by kernel name);
-  XProf's are framework/HLO ops. XProf's JAX `XlaModule` host row has no tfobs row.
+- Device rows (GPU and TPU captures) are XProf's, row by row (framework op of each
+  device op, or its HLO name with type "Unknown"; occurrences the largest count among the
+  op's device ops). XProf's IDLE rows (window minus op time) are not listed, and its JAX
+  `XlaModule` host row has no tfobs row.
 """
 
 from __future__ import annotations
@@ -148,10 +150,20 @@ def test_op_table_matches_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) 
         assert o.self_s * 1e6 == pytest.approx(r["total_self_time"], abs=tol), name
     assert set(ours) == seen  # no row XProf lacks
     device = [r for r in xrows if r["host_or_device"] == "Device"]
-    if device:  # DEVICE_OPS: kernels here, framework ops there; both see device time
-        assert summary.ops.device_s > 0 and sum(r["total_self_time"] for r in device) > 0
+    ours_device = {o.name: o for o in summary.ops.top if o.on_device}
+    if device:  # framework ops, row by row
+        for r in device:
+            o = ours_device.pop(r["operation"], None)
+            assert o is not None, r["operation"]
+            assert (o.op_type, o.count) == (r["type"], r["occurrences"]), r["operation"]
+            tol = 0.005 * max(r["total_time"], 1e-3)  # us
+            assert o.total_s * 1e6 == pytest.approx(r["total_time"], abs=tol), r["operation"]
+            assert o.self_s * 1e6 == pytest.approx(r["total_self_time"], abs=tol)
+        assert not ours_device  # no row XProf lacks
+        assert summary.ops.device_s * 1e6 == pytest.approx(
+            sum(r["total_self_time"] for r in device), rel=0.005)
     else:
-        assert summary.ops.device_s == 0
+        assert summary.ops.device_s == 0 and not ours_device
 
 
 def test_occurrences_differ_only_by_allocation_events() -> None:

@@ -21,7 +21,7 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps
-from tfobs.analysis.timeline import LineData, Timeline
+from tfobs.analysis.timeline import LineData, Timeline, time_base_ps
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
@@ -63,12 +63,14 @@ def reduce_xspace(
 
 def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     from tfobs.analysis.gpu_idle import reduce_devices
-    from tfobs.analysis.kernels import reduce_kernels
+    from tfobs.analysis.kernels import hlo_op_names, reduce_kernels
 
     host_view = space.plane(HOST_PLANE)
-    host = Timeline(host_view) if host_view is not None else None
     kind, accel = accelerator_planes(space)
-    devices = [Timeline(p) for p in accel]
+    # One time base for the planes compared with one another; outputs add it back.
+    base_ps = time_base_ps(([host_view] if host_view is not None else []) + accel)
+    host = Timeline(host_view, base_ps) if host_view is not None else None
+    devices = [Timeline(p, base_ps) for p in accel]
     has_device = kind == "GPU"
 
     found = find_steps(host, has_device=has_device)
@@ -77,7 +79,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     kept, dropped = bd.step_breakdowns(found.groups, has_device)
     names = host.names if host is not None else {}
     start_ns, duration_s = window_span(space)
-    base_ns = _wall_clock_base(host, devices, start_ns)
+    base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
     steps, mean_breakdown, types_total = _steps(
         found, kept, dropped, top_n, devices, names, base_ns
     )
@@ -95,7 +97,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     ratio16 = dc16 / (dc16 + dc32) if dc16 + dc32 > 0 else 0.0
 
     host_ops = ops.host_op_metrics(host)
-    device_ops = ops.device_op_metrics(devices)
+    hlo = hlo_op_names(space) if has_device else {}
+    device_ops = ops.device_op_metrics(devices, hlo)
     stages = tfdata.stages(host_ops)
     h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
              ) / 1e12 / steps.count if steps.count else 0.0
@@ -124,7 +127,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top),
-        kernels=reduce_kernels(space),
+        kernels=reduce_kernels(space, hlo),
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s),
         memory=memory,
         environment=reduce_environment(space),
@@ -223,7 +226,7 @@ def _top_events(
     cands: list[tuple[int, str, str, int, str]] = []
     for ld, idx in group.members:
         sel = idx[is_op[id(ld)][idx]]
-        if sel.size > top_n and ld.end_arr.dtype != object:
+        if sel.size > top_n:
             # Only events that can still make the top n (ties at the n-th kept).
             dur = ld.end_arr[sel] - ld.start_arr[sel]
             sel = sel[dur >= np.partition(dur, -top_n)[-top_n]]
@@ -267,6 +270,6 @@ def _add_device_events(groups: list[StepGroup], devices: list[Timeline]) -> None
                 g.events.append((
                     np.array([types.get(ld.mids[i], et.DEVICE_COMPUTE_32) for i in inside],
                              np.int64),
-                    np.array([base + ld.starts[i] for i in inside], object),
-                    np.array([base + ld.ends[i] for i in inside], object),
+                    np.array([base + ld.starts[i] for i in inside], np.int64),
+                    np.array([base + ld.ends[i] for i in inside], np.int64),
                 ))

@@ -15,6 +15,7 @@ import numpy as np
 
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis.steps import DROP_INCOMPLETE_THRESHOLD, StepGroup
+from tfobs.analysis.timeline import unique
 from tfobs.summary import CATEGORIES
 
 HIGHLY_INPUT_PCT = 20.0
@@ -59,23 +60,14 @@ def type_times(events: list[tuple[int, int, int]], begin: int, end: int) -> dict
     return out
 
 
-# Times below this keep every sum of the sweep inside int64.
-_SAFE_PS = 2**62
-
-
 def _columns(groups: list[StepGroup]) -> tuple[np.ndarray, ...] | None:
-    """(type, begin, end, group) of every group's events as int64, or None when a time is
-    too large for int64 sums or an event ends before it begins (corrupt captures)."""
-    if any(abs(x) >= _SAFE_PS for g in groups for x in (g.begin_ps, g.end_ps)):
-        return None
+    """(type, begin, end, group) of every group's events as int64 (the reader keeps every
+    time far inside int64), or None when an event ends before it begins (corrupt)."""
     chunks = [(c, k) for k, g in enumerate(groups) for c in g.events if len(c[0])]
     if not chunks:
         return tuple(np.zeros(0, np.int64) for _ in range(4))
     begin = np.concatenate([c[1] for c, _ in chunks])
     end = np.concatenate([c[2] for c, _ in chunks])
-    extremes = (int(begin.min()), int(begin.max()), int(end.min()), int(end.max()))
-    if max(abs(x) for x in extremes) >= _SAFE_PS:
-        return None
     begin, end = begin.astype(np.int64), end.astype(np.int64)
     if (end < begin).any():
         return None
@@ -110,14 +102,14 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     current = np.zeros(time.size, np.int64)
     step = np.where(start, 1, -1)
     own = np.zeros(time.size, np.int64)  # the running count of each bound's own type
-    for t in np.unique(typ).tolist():
+    for t in unique(typ).tolist():
         count = np.cumsum(np.where(typ == t, step, 0))
         current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
         own = np.where(typ == t, count, own)
     # A zero-length event sorts its end before its start. When no other event of its
     # type is open, the reference sweep lets its type stay in force after it (sticky)
     # while the running counts say it is not: those groups take the reference sweep.
-    sticky = np.unique(grp[instant & start & (own <= 0) & (typ > current)])
+    sticky = unique(grp[instant & start & (own <= 0) & (typ > current)])
     # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
     gap = np.flatnonzero(grp[:-1] == grp[1:])
     g = grp[gap]

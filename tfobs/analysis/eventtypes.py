@@ -80,6 +80,11 @@ def _derive_op_type(full: str) -> str:
     return head if sep and _is_integer(suffix) else op
 
 
+def derive_op_type(full: str) -> str:
+    """`_derive_op_type` for other modules (device op rows)."""
+    return _derive_op_type(full)
+
+
 def _is_integer(text: str) -> bool:
     body = text[1:] if text[:1] in "+-" else text
     return body.isdigit() and body.isascii()

@@ -122,15 +122,24 @@ def plane_vendor(plane: PlaneView) -> str:
 _WANTED = ("kernel_details", "tf_op", "hlo_op", "program_id", "equation")
 
 
-def reduce_kernels(space: SpaceView) -> Kernels:
-    """Kernel table and Tensor Core aggregates over every GPU plane; empty on CPU/TPU."""
+def hlo_op_names(space: SpaceView) -> dict[tuple[int, str], str]:
+    """`hlo_ops.op_names_by_instruction`, read only when GPU events name HLO ops."""
+    if any("hlo_op" in p.stat_ids for p in space.planes if is_gpu_plane(p)):
+        return hlo_ops.op_names_by_instruction(space)
+    return {}
+
+
+def reduce_kernels(space: SpaceView, hlo: dict[tuple[int, str], str] | None = None) -> Kernels:
+    """Kernel table and Tensor Core aggregates over every GPU plane; empty on CPU/TPU.
+
+    `hlo`: `hlo_op_names(space)` when the caller has it already.
+    """
     rows: dict[tuple, _Row] = {}
     launches: dict[str, _Launch] = {}
     totals = [0, 0, 0, 0]  # all, tensor core, eligible op, eligible op on tensor cores
     gpu_planes = [p for p in space.planes if is_gpu_plane(p)]
-    hlo: dict[tuple[int, str], str] = {}
-    if any("hlo_op" in p.stat_ids for p in gpu_planes):
-        hlo = hlo_ops.op_names_by_instruction(space)
+    if hlo is None:
+        hlo = hlo_op_names(space)
     for plane in gpu_planes:
         _scan_plane(plane, hlo, rows, launches, totals)
     items = sorted(rows.items(), key=lambda kv: (-kv[1].total_ns, kv[0]))[:MAX_ROWS]

@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.eventtypes import parse_tf_op
-from tfobs.analysis.timeline import Timeline, id_array, member
+from tfobs.analysis.eventtypes import derive_op_type, parse_tf_op
+from tfobs.analysis.kernels import GPU_PLANE_PREFIX, is_derived_line
+from tfobs.analysis.timeline import LineData, Timeline, id_array, member
+from tfobs.errors import CaptureError
 from tfobs.summary import Ops, OpStat
 
 
@@ -46,7 +48,7 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         return out
     op_mids = id_array([mid for mid, n in host.names.items() if is_host_op(n)])
     for ld in host.lines:
-        pos = np.flatnonzero(member(ld.mid_arr, op_mids))
+        pos = np.flatnonzero(member(ld.mid_arr, op_mids, ld.dense_top))
         if not pos.size:
             continue
         starts, ends = ld.start_arr[pos], ld.end_arr[pos]
@@ -54,8 +56,7 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
         done_at = pos[done]
         dur = ends[done] - starts[done]
-        exact = dur.dtype == object or int(np.max(child, initial=0)) >= 2**62
-        self_ps = dur - np.asarray(child, object if exact else np.int64)[done]
+        self_ps = dur - np.asarray(child, np.int64)[done]
         _add(out, host.names, ld.mid_arr[done_at], dur, np.where(self_ps > 0, self_ps, 0))
     return out
 
@@ -97,7 +98,7 @@ def _nesting_laminar(starts: np.ndarray, ends: np.ndarray) -> tuple[Any, Any] | 
     of the thread outermost first. Any op that breaks this returns None.
     """
     n = starts.size
-    if starts.dtype == object or (ends < starts).any():
+    if (ends < starts).any():
         return None
     at = np.arange(n)
     depth = at - np.searchsorted(np.sort(ends), starts, side="left")
@@ -125,12 +126,12 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
     """Add one thread's closed ops to `out`, per name in order of first appearance."""
     unique, first, inverse = np.unique(mids, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    exact = dur.dtype == object or (dur.size and int(dur.max()) >= 2**62 // max(1, dur.size))
-    kind = object if exact else np.int64  # object: sums beyond int64 stay exact
-    total = np.zeros(unique.size, kind)
-    self_sum = np.zeros(unique.size, kind)
-    np.add.at(total, inverse, dur.astype(kind))
-    np.add.at(self_sum, inverse, self_ps.astype(kind))
+    if dur.size and int(np.abs(dur).max()) >= 2**62 // dur.size:
+        raise CaptureError("op times too large to add up; the capture is corrupt")
+    total = np.zeros(unique.size, np.int64)
+    self_sum = np.zeros(unique.size, np.int64)
+    np.add.at(total, inverse, dur)
+    np.add.at(self_sum, inverse, self_ps)
     count = np.bincount(inverse, minlength=unique.size)
     for u in np.argsort(first, kind="stable").tolist():
         op = parse_tf_op(names[int(unique[u])])
@@ -142,24 +143,200 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
         agg.self_ps += int(self_sum[u])
 
 
-def device_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
+def device_op_metrics(
+    devices: list[Timeline], hlo: dict[tuple[int, str], str] | None = None
+) -> dict[str, OpAgg]:
+    """Device rows of XProf's framework_op_stats (GPU or TPU planes), IDLE left out."""
+    gpu = [tl for tl in devices if tl.plane.name.startswith(GPU_PLANE_PREFIX)]
+    if gpu:
+        return gpu_op_metrics(gpu, hlo or {})
+    return tpu_op_metrics(devices)
+
+
+def _stored_positions(ld: LineData) -> list[int]:
+    """The line's sorted positions in stored order (XProf walks events as stored)."""
+    positions = list(range(len(ld)))
+    if ld.order is not None:
+        for i, k in enumerate(ld.order):
+            positions[k] = i
+    return positions
+
+
+def _rows(device_ops: Any) -> dict[str, OpAgg]:
+    """Framework rows from device ops [name, type, count, total ps, self ps], as XProf's
+    `CreateTfMetricsDbFromDeviceOpMetricsDb`: times add up, occurrences are the largest
+    count, the first type seen names the row."""
     out: dict[str, OpAgg] = {}
-    for tl in devices:
-        names = tl.names
-        for ld in tl.lines:
-            if not (ld.name.startswith("Stream") or ld.name == "XLA Ops"):
-                continue
-            starts, ends, mids = ld.starts, ld.ends, ld.mids
-            for i in range(len(mids)):
-                name = names.get(mids[i], "")
-                agg = out.get(name)
-                if agg is None:
-                    agg = out[name] = OpAgg(name, "", True)
-                dur = ends[i] - starts[i]
-                agg.count += 1
-                agg.total_ps += dur
-                agg.self_ps += dur
+    for name, op_type, count, total, self_ps in device_ops:
+        agg = out.get(name)
+        if agg is None:
+            agg = out[name] = OpAgg(name, op_type, True)
+        agg.count = max(agg.count, count)
+        agg.total_ps += total
+        agg.self_ps += self_ps
     return out
+
+
+# TPU lines whose events are ops, and the stats that place an op and name its op.
+_TPU_OP_LINES = ("XLA Ops",)
+_TPU_TIME_STATS = ("device_offset_ps", "device_duration_ps")
+_TPU_MD_STATS = ("program_id", "symbol_id", "tf_op")
+
+
+def tpu_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
+    """XProf's device rows of framework_op_stats on TPU planes.
+
+    As `ConvertTensorCoreDeviceTraceXPlaneToOpMetricsDb`: the `XLA Ops` events, timed by
+    their `device_offset_ps`/`device_duration_ps` stats where present; an op's self time
+    is its time minus that of the ops directly inside it; events whose metadata has no
+    program or symbol id (or the root symbol, 0) are no op. Device ops are keyed by
+    (program id, symbol id), named by their metadata's display name, and add up over
+    planes; the framework op is the metadata's `tf_op` (none: the device op's name,
+    type "Unknown").
+    """
+    device_ops: dict[tuple[int, int], list] = {}
+    for tl in devices:
+        ids = {tl.stat_ids[k]: k for k in _TPU_TIME_STATS if k in tl.stat_ids}
+        md_cache: dict[int, tuple | None] = {}
+
+        def key_of(mid: int, tl: Timeline = tl, md_cache: dict = md_cache) -> tuple | None:
+            if mid not in md_cache:
+                md = tl.plane.metadata_stats(mid)
+                program, symbol = md.get("program_id"), md.get("symbol_id")
+                if not isinstance(program, int) or not isinstance(symbol, int) or not symbol:
+                    md_cache[mid] = None
+                else:
+                    name = tl.plane.event_display_names.get(mid) or tl.names.get(mid, "")
+                    tf_op = md.get("tf_op")
+                    md_cache[mid] = ((program, symbol), name,
+                                     tf_op if isinstance(tf_op, str) else "")
+            return md_cache[mid]
+
+        for ld in tl.lines:
+            if ld.name not in _TPU_OP_LINES or not len(ld):
+                continue
+            positions = _stored_positions(ld)
+            stats = tl.stat_values_many(ld, positions, ids) if ids else [{}] * len(ld)
+            starts, ends, mids = ld.starts, ld.ends, ld.mids
+            stack: list[list] = []  # [mid, begin, duration, children]
+
+            def close(top: list) -> None:
+                found = key_of(top[0])
+                if found is None:
+                    return
+                key, name, tf_op = found
+                op = device_ops.get(key)
+                if op is None:
+                    op = device_ops[key] = [name, tf_op, 0, 0, 0]
+                op[2] += 1
+                op[3] += top[2]
+                op[4] += top[2] - top[3]
+
+            for i, st in zip(positions, stats, strict=True):
+                begin = st.get("device_offset_ps")
+                if not isinstance(begin, int):
+                    begin = ld.ts_ns * 1000 + starts[i]  # absolute, as the stat is
+                dur = st.get("device_duration_ps")
+                if not isinstance(dur, int):
+                    dur = ends[i] - starts[i]
+                while stack and not (stack[-1][1] <= begin
+                                     and begin + dur <= stack[-1][1] + stack[-1][2]):
+                    close(stack.pop())
+                if stack:
+                    stack[-1][3] += dur
+                stack.append([mids[i], begin, dur, 0])
+            while stack:
+                close(stack.pop())
+    rows = []
+    for name, tf_op, count, total, self_ps in device_ops.values():
+        row_name, op_type = device_tf_op(tf_op) if tf_op else (name, "Unknown")
+        rows.append((row_name, op_type, count, total, self_ps))
+    return _rows(rows)
+
+
+_GPU_STATS = ("hlo_op", "program_id", "tf_op")
+
+
+def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str]) -> dict[str, OpAgg]:
+    """XProf's device rows of framework_op_stats on GPU planes.
+
+    As `ConvertDeviceTraceXPlaneToOpMetricsDb` then `CreateTfMetricsDbFromDeviceOpMetricsDb`:
+    an event of a real (not derived) line with an `hlo_op` whose instruction is in the
+    capture's HLO protos is one run of the device op (program id, HLO name), whose
+    framework op is the instruction's `op_name[:op_type]` (no name: the HLO name, type
+    "Unknown"); an event with only a `tf_op` is the device op (0, op/kernel) of that op;
+    other events are no op. Device ops add up over planes; a framework row sums their
+    time and takes the largest of their occurrence counts. XProf's IDLE row (window
+    minus op time) is not listed.
+    """
+    # key -> [row name, type, count, total ps, self ps]
+    device_ops: dict[tuple[int, str], list] = {}
+    for tl in devices:
+        ids = {tl.stat_ids[k]: k for k in _GPU_STATS if k in tl.stat_ids}
+        md_cache: dict[int, dict[str, Any]] = {}
+        for ld in tl.lines:
+            if is_derived_line(ld.line.id) or not len(ld):
+                continue
+            positions = _stored_positions(ld)  # the first type seen names a row
+            stats_list = tl.stat_values_many(ld, positions, ids) if ids else [{}] * len(ld)
+            durs = (ld.end_arr - ld.start_arr).tolist()
+            mids = ld.mids
+            for i, stats in zip(positions, stats_list, strict=True):
+                mid = mids[i]
+                md = md_cache.get(mid)
+                if md is None:
+                    md = md_cache[mid] = {k: v for k, v in tl.plane.metadata_stats(mid).items()
+                                          if k in _GPU_STATS}
+                if md:
+                    stats = {**md, **stats}
+                key = _device_op(stats, tl.names.get(mid, ""), hlo)
+                if key is None:
+                    continue
+                op = device_ops.get(key[0])
+                if op is None:
+                    op = device_ops[key[0]] = [key[1], key[2], 0, 0, 0]
+                op[2] += 1
+                op[3] += durs[i]
+                op[4] += durs[i]
+    return _rows(device_ops.values())
+
+
+def _device_op(
+    stats: dict[str, Any], event_name: str, hlo: dict[tuple[int, str], str]
+) -> tuple[tuple[int, str], str, str] | None:
+    """((program id, device op name), framework op name, type) of one device event."""
+    hlo_op = stats.get("hlo_op")
+    if isinstance(hlo_op, str) and hlo_op:
+        hlo_name = hlo_op.split("::")[-1]
+        try:
+            program = int(stats.get("program_id", ""))
+        except (TypeError, ValueError):
+            program = -1
+        provenance = hlo.get((program, hlo_name))
+        if provenance is None:  # instruction not in the capture: XProf skips the event
+            return None
+        if not provenance:
+            return (program, hlo_name), hlo_name, "Unknown"
+        return ((program, hlo_name), *device_tf_op(provenance))
+    tf_op = stats.get("tf_op")
+    if isinstance(tf_op, str) and tf_op:
+        name, op_type = device_tf_op(tf_op)
+        return (0, f"{name}/{event_name}"), name, op_type
+    return None
+
+
+def device_tf_op(provenance: str) -> tuple[str, str]:
+    """(name, type) of a device op's framework op, as XProf 2.24.2 shows them.
+
+    `ParseTfOpFullname`, except that a name without a type (JAX's `jit(f)/dot_general`)
+    takes its last name scope as the type (checked against XProf on the AMD captures).
+    """
+    op = parse_tf_op(provenance)
+    if op.category:
+        return op.name, op.type or "Unknown"
+    if ":" not in provenance:
+        return provenance, derive_op_type(provenance) or "Unknown"
+    return provenance, "Unknown"
 
 
 def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: int) -> Ops:

@@ -11,13 +11,12 @@ Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
-from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member
+from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member, unique
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -69,24 +68,9 @@ class FoundSteps:
     step_of: np.ndarray | None = None
 
 
-# Below this, a line start plus an offset cannot overflow int64.
-_SHIFT_SAFE = 2**61
-
-
-def _fits_int64(ld: LineData) -> bool:
-    """Whether the line's absolute times (start + offsets) surely fit in int64."""
-    if ld.start_arr.dtype == object or abs(ld.start_ps) >= _SHIFT_SAFE:
-        return False
-    if not ld.start_arr.size:
-        return True
-    low = min(int(ld.start_arr.min()), int(ld.end_arr.min()))
-    high = max(int(ld.start_arr.max()), int(ld.end_arr.max()))
-    return max(-low, high) < _SHIFT_SAFE
-
-
-def _absolute(times: np.ndarray, ld: LineData, fits: bool) -> np.ndarray:
-    """Line-relative times made absolute, exact (Python ints where int64 might overflow)."""
-    return times + ld.start_ps if fits else times.astype(object) + ld.start_ps
+def _absolute(times: np.ndarray, ld: LineData) -> np.ndarray:
+    """Line-relative times from the time base (int64: the reader bounds every time)."""
+    return times + ld.start_ps
 
 
 def _is_context_event(name: str) -> bool:
@@ -126,7 +110,7 @@ class _Grouper:
         get_next = id_array(host.mids_where(lambda n: n in _GET_NEXT_OPS))
         tf_data = id_array(host.mids_where(lambda n: n in _TF_DATA_FUNCTIONS))
         linking = np.union1d(np.union1d(id_array(ctx), get_next), tf_data)
-        chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking)))
+        chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking, ld.dense_top)))
                   for li, ld in enumerate(host.lines)]
         chosen = [(li, at) for li, at in chosen if at.size]
         if chosen:  # every line's linking events' stats in one decoding pass
@@ -164,13 +148,10 @@ class _Grouper:
         at_all = np.concatenate([at for _, at, _, _ in runs])
         sid = np.concatenate([x for _, _, x, _ in runs])
         it = np.concatenate([x for _, _, _, x in runs])
-        start = np.concatenate([_absolute(host.lines[li].start_arr[at], host.lines[li],
-                                          _fits_int64(host.lines[li]))
+        start = np.concatenate([_absolute(host.lines[li].start_arr[at], host.lines[li])
                                 for li, at, _, _ in runs])
         mine = np.flatnonzero(np.isin(sid, np.fromiter(looping, np.uint64, len(looping))))
         group = np.full(sid.size, -1, np.int64)
-        if start.dtype == object:  # times beyond int64 (corrupt captures): leave ungrouped
-            return out
         # Iterations (step id, iteration), each numbered by the time of its first run.
         by_key = mine[np.lexsort((start[mine], it[mine], sid[mine]))]
         new = np.r_[True, (sid[by_key][1:] != sid[by_key][:-1])
@@ -180,7 +161,7 @@ class _Grouper:
         rank = np.empty(firsts.size, np.int64)
         rank[np.argsort(start[firsts], kind="stable")] = np.arange(firsts.size)
         group[by_key] = rank[key_of]
-        for li in np.unique(li_all).tolist():
+        for li in unique(li_all).tolist():
             ld = host.lines[li]
             sel = np.flatnonzero(li_all == li)
             runs_at, runs_group = at_all[sel], group[sel]
@@ -218,7 +199,7 @@ class _Grouper:
         has_consumer = np.diff(self.cons_ptr) > 0
         prod = np.flatnonzero(~consumer)
         prod = prod[has_consumer[code[prod]]]
-        for li in np.unique(lines[prod]).tolist():
+        for li in unique(lines[prod]).tolist():
             mine = prod[lines[prod] == li]
             # A later record of the same event wins, as a dict assignment would.
             self.prod_code[li][idx[mine]] = code[mine]
@@ -278,15 +259,15 @@ class _Grouper:
         ld = self.host.lines[li]
         lo = int(nodes[0])
         top = ld.end_arr[nodes].max()
-        hi = bisect_right(ld.starts, top, lo + 1)
+        hi = lo + 1 + int(np.searchsorted(ld.start_arr[lo + 1:], top, side="right"))
         if hi <= lo + 1:
             return nodes
         ends = ld.end_arr[lo:hi]
-        low = -(10**30) if ends.dtype == object else np.iinfo(np.int64).min
-        node_end = np.full(hi - lo, low, ends.dtype)
+        low = np.iinfo(np.int64).min
+        node_end = np.full(hi - lo, low, np.int64)
         node_end[nodes - lo] = ends[nodes - lo]
         reach = np.maximum.accumulate(node_end)
-        reach = np.concatenate((np.full(1, low, ends.dtype), reach[:-1]))
+        reach = np.concatenate((np.full(1, low, np.int64), reach[:-1]))
         inside = (reach >= ends) & (reach >= ld.start_arr[lo:hi]) & (self.gid[li][lo:hi] < 0)
         inside[nodes - lo] = True
         return np.flatnonzero(inside) + lo
@@ -304,7 +285,7 @@ class _Grouper:
             following: dict[int, list[np.ndarray]] = {}
             for fli, parts in frontier.items():
                 gid = self.gid[fli]
-                nodes = np.unique(np.concatenate(parts))
+                nodes = unique(np.concatenate(parts))
                 nodes = nodes[gid[nodes] < 0]
                 if not nodes.size:
                     continue
@@ -312,14 +293,14 @@ class _Grouper:
                 gid[taken] = g
                 members.append((fli, taken))
                 codes = self.prod_code[fli][taken]
-                codes = np.unique(codes[codes >= 0])
+                codes = unique(codes[codes >= 0])
                 if not codes.size:
                     continue
                 lo, hi = self.cons_ptr[codes], self.cons_ptr[codes + 1]
                 count = hi - lo
                 flat = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
                 lines, idx = self.cons_line[flat], self.cons_idx[flat]
-                for cl in np.unique(lines).tolist():
+                for cl in unique(lines).tolist():
                     following.setdefault(cl, []).append(idx[lines == cl])
             frontier = following
         return members
@@ -370,7 +351,6 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
     types = [ld.lookup(mids_type, -1) for ld in host.lines]  # -1: not a CPU event type
-    fits = [_fits_int64(ld) for ld in host.lines]
     groups: list[StepGroup] = []
     for li, i, num, name in roots:
         if grouper.gid[li][i] >= 0:
@@ -386,8 +366,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             step.members.append((mld, idx))
             typed = idx[types[mli][idx] >= 0]
             step.events.append((types[mli][typed],
-                                _absolute(mld.start_arr[typed], mld, fits[mli]),
-                                _absolute(mld.end_arr[typed], mld, fits[mli])))
+                                _absolute(mld.start_arr[typed], mld),
+                                _absolute(mld.end_arr[typed], mld)))
         groups.append(step)
     note = ""
     if method == "inferred":

@@ -3,7 +3,10 @@
 Every analysis works on these lists instead of protobuf events; the plane's events are
 decoded once, in bulk (`PlaneView.events`, numpy columns), and stats are decoded later,
 only for the events an analysis asks about (`Timeline.stat_values`, `memory.py`).
-Times stay in picoseconds relative to the line's own `timestamp_ns`, as XProf uses them.
+Event times are int64 picoseconds relative to the line's own `timestamp_ns`, as XProf
+uses them; a line's `start_ps` is relative to the capture's time base (its earliest line,
+a whole nanosecond), so line start + offset + duration and their sums stay far inside
+int64 and no analysis needs exact-integer fallbacks. Times beyond that span are corrupt.
 """
 
 from __future__ import annotations
@@ -20,17 +23,19 @@ from tfobs.xspace.reader import PlaneView
 # Picoseconds far outside any real capture (about 100 days): values past this are corrupt.
 MAX_PS = 10**19
 MAX_LINES = 100_000
-# Below this, offset + duration cannot overflow int64 and numpy may do the arithmetic.
-_SAFE_PS = 2**62
+# Every offset, duration, event end and line start (from the time base) lies within this
+# span (about 13 days), so sums of a few of them fit int64.
+SPAN_PS = 2**60
 
 
 class LineData:
     """Flat event lists of one XLine, sorted by start."""
 
-    __slots__ = ("line", "name", "start_ps", "ts_ns", "starts", "ends", "mids", "order",
-                 "first", "columns", "start_arr", "end_arr", "mid_arr")
+    __slots__ = ("line", "name", "start_ps", "ts_ns", "_starts", "_ends", "_mids", "order",
+                 "first", "columns", "start_arr", "end_arr", "mid_arr", "_top")
 
-    def __init__(self, line: Any, columns: PlaneEvents, first: int, last: int) -> None:
+    def __init__(self, line: Any, columns: PlaneEvents, first: int, last: int,
+                 base_ps: int = 0) -> None:
         self.line = line
         self.columns = columns
         self.first = first  # plane-wide index of the line's first event (stored order)
@@ -38,19 +43,25 @@ class LineData:
         self.ts_ns: int = line.timestamp_ns
         if not -MAX_PS // 1000 < self.ts_ns < MAX_PS // 1000:
             raise CaptureError(f"line {self.name!r} has an impossible timestamp {self.ts_ns}")
-        # Absolute line start in ps: XProf's event timespans are line start + offset.
-        self.start_ps: int = self.ts_ns * 1000
+        # Line start in ps from the time base: XProf's event timespans are start + offset.
+        self.start_ps: int = self.ts_ns * 1000 - base_ps
+        if last > first and not -SPAN_PS < self.start_ps < SPAN_PS:
+            raise CaptureError(f"line {self.name!r} starts {self.start_ps} ps from the "
+                               "capture's other lines; its timestamp is corrupt")
         off = columns.offset[first:last]
         dur = columns.duration[first:last]
         mid = columns.mid[first:last]
         # `order` maps sorted position -> stored index (None when already sorted).
         self.order: list[int] | None = None
-        if off.size and (max(off.max(), dur.max()) >= _SAFE_PS
-                         or min(off.min(), dur.min()) <= -_SAFE_PS):
-            self._python_path(off.tolist(), dur.tolist(), mid.tolist())
-            return
+        self._starts: list[int] | None = None
+        self._ends: list[int] | None = None
+        self._mids: list[int] | None = None
+        self._top: int | None = -1  # `_dense_top` of mid_arr, found on first use
+        if off.size and (off.min() <= -SPAN_PS or off.max() >= SPAN_PS
+                         or dur.min() <= -SPAN_PS or dur.max() >= SPAN_PS):
+            raise CaptureError(f"line {self.name!r} has event times out of range")
         end = off + dur
-        if off.size and (off.min() < -MAX_PS or end.max() > MAX_PS):
+        if off.size and (end.min() <= -SPAN_PS or end.max() >= SPAN_PS):
             raise CaptureError(f"line {self.name!r} has event times out of range")
         if off.size > 1 and (off[1:] < off[:-1]).any():
             order = np.lexsort((-end, off))  # stable: ties keep stored order
@@ -58,30 +69,36 @@ class LineData:
             off, end, mid = off[order], end[order], mid[order]
         # The same in numpy, for selections and interval searches without a Python loop.
         self.start_arr, self.end_arr, self.mid_arr = off, end, mid
-        self.starts: list[int] = off.tolist()
-        self.ends: list[int] = end.tolist()
-        self.mids: list[int] = mid.tolist()
 
-    def _python_path(self, starts: list[int], durs: list[int], mids: list[int]) -> None:
-        """Exact integer arithmetic for times near the int64 limits (corrupt captures)."""
-        ends = [s + d for s, d in zip(starts, durs, strict=True)]
-        if min(starts) < -MAX_PS or max(ends) > MAX_PS:
-            raise CaptureError(f"line {self.name!r} has event times out of range")
-        if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):
-            order = sorted(range(len(starts)), key=lambda i: (starts[i], -ends[i]))
-            self.order = order
-            starts = [starts[i] for i in order]
-            ends = [ends[i] for i in order]
-            mids = [mids[i] for i in order]
-        self.starts, self.ends, self.mids = starts, ends, mids
-        # Object arrays keep these exact: numpy compares and searches them all the same.
-        self.start_arr = np.array(starts, dtype=object)
-        self.end_arr = np.array(ends, dtype=object)
-        self.mid_arr = np.array(mids, dtype=np.int64)
+    # The same as Python lists, made on first use: most lines are only read in numpy.
+    @property
+    def starts(self) -> list[int]:
+        if self._starts is None:
+            self._starts = self.start_arr.tolist()
+        return self._starts
+
+    @property
+    def ends(self) -> list[int]:
+        if self._ends is None:
+            self._ends = self.end_arr.tolist()
+        return self._ends
+
+    @property
+    def mids(self) -> list[int]:
+        if self._mids is None:
+            self._mids = self.mid_arr.tolist()
+        return self._mids
+
+    @property
+    def dense_top(self) -> int | None:
+        """`_dense_top(mid_arr)`, kept: the line's ids do not change."""
+        if self._top == -1:
+            self._top = _dense_top(self.mid_arr) if self.mid_arr.size else None
+        return self._top
 
     def where(self, mids: np.ndarray) -> list[int]:
         """Sorted positions of the events whose metadata id is in `mids` (an array)."""
-        return np.flatnonzero(member(self.mid_arr, mids)).tolist()
+        return np.flatnonzero(member(self.mid_arr, mids, self.dense_top)).tolist()
 
     def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
         """`table[mid]` for each event (sorted order), `default` for ids not in it."""
@@ -90,7 +107,7 @@ class LineData:
             return np.zeros(0, np.int64)
         keys = np.fromiter(table, np.int64, len(table))
         values = np.fromiter(table.values(), np.int64, len(table))
-        top = _dense_top(mids)
+        top = self.dense_top
         if top is not None:  # the usual small ids: one array indexed by id
             dense = np.full(top + 1, default, np.int64)
             fit = (keys >= 0) & (keys <= top)
@@ -117,22 +134,35 @@ class LineData:
         return self.columns.event(self.index(i))
 
     def __len__(self) -> int:
-        return len(self.starts)
+        return self.mid_arr.size
+
+
+def time_base_ps(planes: list[PlaneView]) -> int:
+    """The capture's time base: its earliest start of a line with events, in ps (a whole
+    ns; 0 if none).
+
+    Shared by the timelines that are compared with one another (host and devices).
+    """
+    stamps = [line.timestamp_ns for p in planes for line in p.lite.lines if len(line.events)]
+    low = min(stamps, default=0)
+    return low * 1000 if -MAX_PS // 1000 < low < MAX_PS // 1000 else 0
 
 
 class Timeline:
     """A plane's lines as `LineData`, plus lookups by event name."""
 
-    def __init__(self, plane: PlaneView) -> None:
+    def __init__(self, plane: PlaneView, base_ps: int | None = None) -> None:
+        """`base_ps`: the capture's `time_base_ps` (default: this plane's own)."""
         self.plane = plane
         proto_lines = plane.lite.lines
         if len(proto_lines) > MAX_LINES:
             raise CaptureError(f"plane {plane.name!r} has {len(proto_lines)} lines; too many")
+        self.base_ps = time_base_ps([plane]) if base_ps is None else base_ps
         columns = plane.events
         self.columns = columns
         bounds = columns.line_start
         self.lines: list[LineData] = [
-            LineData(line, columns, bounds[j], bounds[j + 1])
+            LineData(line, columns, bounds[j], bounds[j + 1], self.base_ps)
             for j, line in enumerate(proto_lines)
         ]
         self.names = plane.event_names
@@ -182,11 +212,15 @@ def _dense_top(mids: np.ndarray) -> int | None:
     return hi if lo >= 0 and hi < _DENSE_IDS else None
 
 
-def member(mids: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """`np.isin(mids, ids)`, by a table indexed by id where the ids are small."""
+def member(mids: np.ndarray, ids: np.ndarray, top: int | None | bool = False) -> np.ndarray:
+    """`np.isin(mids, ids)`, by a table indexed by id where the ids are small.
+
+    `top`: `_dense_top(mids)` when the caller knows it (`LineData.dense_top`).
+    """
     if not mids.size or not ids.size:
         return np.zeros(mids.size, bool)
-    top = _dense_top(mids)
+    if top is False:
+        top = _dense_top(mids)
     if top is None:
         return np.isin(mids, ids)
     table = np.zeros(top + 1, bool)
@@ -237,6 +271,15 @@ def int_stats_at(
             has[at[k]] = True
         out[key] = (values, has)
     return out
+
+
+def unique(values: np.ndarray) -> np.ndarray:
+    """`np.unique(values)` (sorted distinct values) by one sort: NumPy 2's hash-based
+    `unique` is many times slower on the int arrays the analyses pass it."""
+    if values.size < 2:
+        return values.copy()
+    ranked = np.sort(values)
+    return ranked[np.concatenate(([True], ranked[1:] != ranked[:-1]))]
 
 
 def id_array(mids: Any) -> np.ndarray:
