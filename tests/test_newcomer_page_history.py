@@ -89,7 +89,8 @@ def test_api_windows_serves_the_recent_summaries_as_json(live) -> None:
     with urllib.request.urlopen(url, timeout=10) as r:
         assert r.headers["Content-Type"].startswith("application/json")
         doc = json.loads(r.read())
-    assert doc["identity"] == {"tf_job": "trainer", "tf_task": "0"}
+    assert doc["identity"] == {"tf_job": "trainer", "tf_task": "0", "tf_cluster": "none",
+                               "local_rank": "0"}  # the defaults fill in what was not given
     assert [w["index"] for w in doc["windows"]] == [0, 1, 2, 3]
     for got, want in zip(doc["windows"], live.recent.items(), strict=True):
         assert got["summary"] == json.loads(json.dumps(want.summary.to_dict()))
