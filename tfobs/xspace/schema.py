@@ -8,6 +8,8 @@ checks; the `protobuf` runtime (upb) still does the parsing in C.
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -125,8 +127,17 @@ _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file_proto())
 
 
+def message_class(descriptor: Any) -> type:
+    """The message class of `descriptor`. protobuf < 4.22 (allowed by TensorFlow 2.16-2.17)
+    has no `GetMessageClass`; its `MessageFactory.GetPrototype` does the same."""
+    get = getattr(message_factory, "GetMessageClass", None)
+    if get is not None:
+        return get(descriptor)
+    return message_factory.MessageFactory(descriptor.file.pool).GetPrototype(descriptor)
+
+
 def _cls(name: str) -> type:
-    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+    return message_class(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
 
 
 XSpace = _cls("XSpace")
