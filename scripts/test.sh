@@ -2,6 +2,7 @@
 # Installs what the tests need on a fresh Debian machine (run as root), then runs them.
 # Debian packages: prometheus (server + promtool), chromium + chromium-driver (page tests).
 # Python: a fresh .venv with tfobs and its test extras. Extra arguments go to pytest.
+# Then scripts/compat.sh: a subset of the tests on the oldest supported TensorFlow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,3 +21,6 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+
+# Compatibility job: the oldest supported TensorFlow in its own venv (.venv-compat/).
+bash scripts/compat.sh
