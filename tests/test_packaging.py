@@ -92,10 +92,17 @@ def test_wheel_and_sdist_pass_twine_check_with_metadata() -> None:
     assert {"LICENSE", "README.md", "pyproject.toml", "tfobs/py.typed"} <= members
 
 
+# The lowest versions pyproject.toml allows for the core (TensorFlow 2.16's own floors).
+FLOORS = ["numpy==1.23.5", "protobuf==3.20.3", "prometheus-client==0.20.0"]
+
+
 def _install(extra: str, where: pathlib.Path, wheel: pathlib.Path) -> pathlib.Path:
     bin_dir = fresh_venv(where)
-    spec = f"{wheel}[{extra}]" if extra else str(wheel)
-    run([str(bin_dir / "pip"), "install", "--disable-pip-version-check", "--quiet", spec])
+    if extra == "floors":
+        specs = [str(wheel), *FLOORS]
+    else:
+        specs = [f"{wheel}[{extra}]" if extra else str(wheel)]
+    run([str(bin_dir / "pip"), "install", "--disable-pip-version-check", "--quiet", *specs])
     return bin_dir
 
 
@@ -105,8 +112,9 @@ def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     downloads and unpacking more than on each other); pip's cache is shared."""
     wheel, _ = built_dists()
     root = tmp_path_factory.mktemp("extras")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(EXTRAS)) as pool:
-        futures = {e: pool.submit(_install, e, root / (e or "base"), wheel) for e in EXTRAS}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(EXTRAS) + 1) as pool:
+        futures = {e: pool.submit(_install, e, root / (e or "base"), wheel)
+                   for e in [*EXTRAS, "floors"]}
         results: dict[str, Any] = {}
         for extra, future in futures.items():
             try:
@@ -147,3 +155,23 @@ def test_wheel_installs_with_each_extra_and_runs(extra: str, venvs: dict[str, An
         assert "not installed" not in probe["nvml"] and probe["nvml"]
     else:
         assert "pip install 'tfobs[nvml]'" in probe["nvml"]
+
+
+@pytest.mark.slow
+def test_lowest_allowed_numpy_and_protobuf_reduce_every_capture_the_same(
+        venvs: dict[str, Any]) -> None:
+    """numpy 1.23.5 and protobuf 3.20.3 (no `GetMessageClass`, pure-Python parsing): the
+    same `tfobs analyze` report as this venv's newest numpy and protobuf, capture by capture."""
+    if isinstance(venvs["floors"], BaseException):
+        raise venvs["floors"]
+    bin_dir = venvs["floors"]
+    listed = run([str(bin_dir / "pip"), "list", "--format", "json"]).stdout
+    versions = {p["name"].lower(): p["version"] for p in json.loads(listed)}
+    assert (versions["numpy"], versions["protobuf"]) == ("1.23.5", "3.20.3")
+    captures = sorted(CAPTURES.glob("*.xplane.pb"))
+    assert len(captures) >= 3
+    for capture in captures:
+        cmd = ["analyze", str(capture), "--format", "json"]
+        old = run([str(bin_dir / "tfobs"), *cmd]).stdout
+        new = run([sys.executable, "-m", "tfobs.cli", *cmd]).stdout
+        assert json.loads(old) == json.loads(new), capture.name
