@@ -5,13 +5,14 @@
 # user's TensorFlow, Keras, protobuf or numpy, and runs the reduction, runtime, markers and
 # exporter tests there (numpy 1.x, protobuf 4.x, OpenTelemetry 1.27, Keras 3.x of TF 2.16).
 # The venv is kept and reused while tfobs's dependencies and the install steps are unchanged.
-# Extra arguments go to pytest. TFOBS_COMPAT_TF picks another TensorFlow release.
+# Extra arguments go to pytest. TFOBS_COMPAT_TF picks another TensorFlow release,
+# TFOBS_COMPAT_VENV another venv folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tf_version="${TFOBS_COMPAT_TF:-2.16.2}"
-venv=.venv-compat
-install_rev=1  # bump when the install steps below change
+venv="${TFOBS_COMPAT_VENV:-.venv-compat}"
+install_rev=2  # bump when the install steps below change
 deps=$(python3 -c 'import json, tomllib
 p = tomllib.load(open("pyproject.toml", "rb"))["project"]
 print(json.dumps([p["dependencies"], p["optional-dependencies"]], sort_keys=True))')
@@ -28,14 +29,16 @@ if [ "$(cat "$venv/.tfobs-compat" 2>/dev/null)" != "$key" ]; then
   "$venv/bin/pip" freeze | grep -iE "$watched" | sort > "$venv/user-env.txt"
   # tfobs as README says to install it into an existing TensorFlow environment: every extra,
   # with the installed TensorFlow named so pip keeps to its protobuf and numpy ranges.
-  "${pip[@]}" -e '.[all]' "tensorflow==$tf_version"
+  # (README's own line; TensorFlow's version read back from the venv.)
+  tf_pin="tensorflow==$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')"
+  "${pip[@]}" -e '.[all]' "$tf_pin"
   "$venv/bin/pip" freeze | grep -iE "$watched" | sort > "$venv/after-tfobs.txt"
   if ! diff -u "$venv/user-env.txt" "$venv/after-tfobs.txt"; then
     echo "compat: installing tfobs changed the user's TensorFlow/Keras/protobuf/numpy (above)" >&2
     exit 1
   fi
   "${pip[@]}" pytest pytest-timeout "xprof==2.24.2" PyYAML cryptography "opentelemetry-proto>=1.25" \
-    "tensorflow==$tf_version"
+    "$tf_pin"
   "$venv/bin/pip" freeze | grep -iE "$watched" | sort > "$venv/after-tests.txt"
   if ! diff -u "$venv/user-env.txt" "$venv/after-tests.txt"; then
     echo "compat: the test tools changed TensorFlow/Keras/protobuf/numpy (above)" >&2
