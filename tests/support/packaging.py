@@ -28,7 +28,7 @@ def built_dists() -> tuple[pathlib.Path, pathlib.Path]:
     return wheels[0], sdists[0]
 
 
-def run(cmd: list[str], timeout: float = 600, **kwargs: Any) -> subprocess.CompletedProcess:
+def run(cmd: list[str], timeout: float = 600, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Run `cmd`; on failure the assertion shows its output."""
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kwargs)
     assert proc.returncode == 0, (
