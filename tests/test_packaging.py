@@ -18,7 +18,7 @@ import pytest
 
 import tfobs
 from tests.conftest import CAPTURES
-from tests.support.packaging import built_dists, fresh_venv, run
+from tests.support.dists import built_dists, fresh_venv, run
 
 CAPTURE = CAPTURES / "generated__tf2.20cpu__tfkeras_fit.xplane.pb"
 EXTRAS = ["", "otlp", "nvml", "all"]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import tfobs
-from tests.support.packaging import REPO, built_dists, dry_run, fresh_venv
+from tests.support.dists import REPO, built_dists, dry_run, fresh_venv
 
 # Newest patch release of each supported minor version; the first is the compat job's.
 SUPPORTED = {"2.16": "2.16.2", "2.17": "2.17.1", "2.18": "2.18.1", "2.19": "2.19.1",
