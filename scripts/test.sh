@@ -3,6 +3,7 @@
 # Debian packages: prometheus (server + promtool), chromium + chromium-driver (page tests).
 # Python: a fresh .venv with tfobs and its test extras (ruff, mypy, pytest, ...). Extra
 # arguments go to pytest (e.g. -m "not slow" for the quick tests).
+# Then scripts/compat.sh: a subset of the tests on the oldest supported TensorFlow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,3 +24,9 @@ fi
 .venv/bin/mypy  # settings in pyproject.toml [tool.mypy]: the whole tfobs package
 # -rs: print the reason of every skipped test, so a skip never hides a missing feature.
 .venv/bin/python -m pytest -q -rs -p no:cacheprovider "$@"
+
+# Compatibility job: the oldest supported TensorFlow in its own venv (.venv-compat/).
+# TFOBS_COMPAT=0 leaves it out (a quick local run of a few tests).
+if [ "${TFOBS_COMPAT:-1}" != 0 ]; then
+  bash scripts/compat.sh
+fi

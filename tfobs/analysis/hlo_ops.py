@@ -10,10 +10,11 @@ protobuf skips the rest without decoding it.
 
 from __future__ import annotations
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.message import DecodeError
 
 from tfobs.xspace.reader import SpaceView
+from tfobs.xspace.schema import message_class
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"
@@ -46,7 +47,7 @@ def _build() -> type:
                 f.type = _F.TYPE_STRING
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fp)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.HloProto"))
+    return message_class(pool.FindMessageTypeByName(f"{_PACKAGE}.HloProto"))
 
 
 _HloProto = _build()

@@ -54,17 +54,27 @@ def current_hooks() -> StepHooks | None:
     return _hooks
 
 
+def _always() -> bool:
+    return True
+
+
+_recording: Any = _always  # "is a profiler session recording?", bound with _traceme
+
+
 def _bind_traceme() -> Any:
-    global _traceme
+    global _traceme, _recording
     from tensorflow.python.profiler.internal import _pywrap_traceme
 
+    # TF 2.16 has no `traceme_enabled`: a TraceMe is then made every step, and records
+    # nothing (its C++ side checks) while no session runs.
+    _recording = getattr(_pywrap_traceme, "traceme_enabled", None) or _always
     _traceme = _pywrap_traceme
     return _traceme
 
 
 def _trace_begin(step_num: int) -> Any:
     tm = _traceme or _bind_traceme()
-    if tm.traceme_enabled():  # a profiler session (tfobs's or the user's) is recording
+    if _recording():  # a profiler session (tfobs's or the user's) is recording
         return tm.TraceMe("train", step_num=step_num, _r=1)
     return None
 

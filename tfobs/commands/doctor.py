@@ -51,8 +51,8 @@ def check_tensorflow(ctx: dict[str, Any]) -> tuple[str, str]:
     gpus = tf.config.list_physical_devices("GPU")
     detail = (f"tensorflow {version}, {len(gpus)} GPU(s) visible, "
               f"import {time.perf_counter() - t0:.1f}s")
-    if (major, minor) < (2, 16):
-        return WARN, detail + "; tfobs is tested with TF >= 2.16"
+    if (major, minor) < (2, 16) or (major, minor) > (2, 21):
+        return WARN, detail + "; tfobs is tested with TensorFlow 2.16 to 2.21 (README)"
     return OK, detail
 
 

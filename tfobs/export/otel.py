@@ -17,6 +17,7 @@ are counted in `dropped_spans`; spans over the per-window cap are counted in `cu
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import socket
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("tfobs")
 
 SCOPE_NAME = "tfobs"
+MISSING_OTLP = "OTLP tracing needs OpenTelemetry's exporter: pip install 'tfobs[otlp]'"
 SPAN_WINDOW = "tfobs.window"
 SPAN_STEP = "tfobs.step"
 EVENT_ADVICE = "tfobs.advice"
@@ -381,8 +383,16 @@ def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
 def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | None = None) -> Any:
     """The SDK's OTLP span exporter for `endpoint` (other settings from OTEL_* variables)."""
     env = os.environ if environ is None else environ
+    try:
+        if protocol == "http/protobuf":
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+                OTLPSpanExporter as GrpcSpanExporter,
+            )
+    except ImportError as exc:  # the `otlp` extra is optional
+        raise ImportError(f"{MISSING_OTLP} ({exc})") from exc
     if protocol == "http/protobuf":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         url = endpoint if "://" in endpoint else "http://" + endpoint
         scheme, _, rest = url.partition("://")
@@ -390,14 +400,21 @@ def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | Non
             url = f"{scheme}://{rest.rstrip('/')}/v1/traces"
         return OTLPSpanExporter(endpoint=url)
 
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-        OTLPSpanExporter as GrpcSpanExporter,
-    )
-
     insecure = None
     if "://" not in endpoint:  # host:port: plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false
         insecure = env.get("OTEL_EXPORTER_OTLP_INSECURE", "true").strip().lower() != "false"
     return GrpcSpanExporter(endpoint=endpoint, insecure=insecure)
+
+
+def _no_self_metrics(cls: type, noop: type) -> dict[str, Any]:
+    """`meter_provider=NoOp` where the SDK takes it. The SDK's self-metrics (and that keyword)
+    came after OpenTelemetry 1.27, the release pip picks beside protobuf 4 (TensorFlow
+    <= 2.17); older SDKs have no self-metrics to keep out of the user's MeterProvider."""
+    try:
+        params = inspect.signature(cls).parameters  # the constructor's keywords
+    except (TypeError, ValueError):
+        return {}
+    return {"meter_provider": noop()} if "meter_provider" in params else {}
 
 
 @dataclass
@@ -454,13 +471,16 @@ class OtelExporter:
             reset = weakref.WeakMethod(self._room.reset_after_fork)
             os.register_at_fork(after_in_child=lambda: (r := reset()) and r())
 
-        from opentelemetry import trace
-        from opentelemetry.context import Context
-        from opentelemetry.metrics import NoOpMeterProvider
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        try:
+            from opentelemetry import trace
+            from opentelemetry.context import Context
+            from opentelemetry.metrics import NoOpMeterProvider
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        from tfobs.export.otel_ids import PlannedIdGenerator
+            from tfobs.export.otel_ids import PlannedIdGenerator
+        except ImportError as exc:  # the `otlp` extra is optional
+            raise ImportError(f"{MISSING_OTLP} ({exc})") from exc
 
         if span_exporter is None:
             span_exporter = otlp_exporter(config.otlp_endpoint, config.otlp_protocol, env)
@@ -471,14 +491,14 @@ class OtelExporter:
             resource=_build_resource(extra_resource),
             id_generator=ids,
             shutdown_on_exit=False,  # the runtime shuts us down with a deadline at exit
-            meter_provider=NoOpMeterProvider(),
+            **_no_self_metrics(TracerProvider, NoOpMeterProvider),
         )
         provider.add_span_processor(
             BatchSpanProcessor(
                 _counting_exporter(span_exporter, self._room),
                 max_queue_size=self._room.capacity,
                 max_export_batch_size=batch,
-                meter_provider=NoOpMeterProvider(),
+                **_no_self_metrics(BatchSpanProcessor, NoOpMeterProvider),
             )
         )
         from tfobs import __version__
@@ -560,13 +580,20 @@ class OtelExporter:
         worker.join(max(0.0, timeout_s) * 0.75)
         if worker.is_alive():
             # Cut the in-flight export short: the OTLP exporter's shutdown closes its channel
-            # and ends its retry back-off.
-            try:
-                self._parts.otlp.shutdown()
-            except Exception:  # shutting down must not raise
-                _log.debug("OTLP exporter shutdown raised", exc_info=True)
+            # and ends its retry back-off. In its own thread: OpenTelemetry <= 1.27's waits
+            # (30 s) for the lock that an export holds through each back-off sleep (up to 32 s).
+            cutter = threading.Thread(target=self._cut_export, name="tfobs-otel-cut",
+                                      daemon=True)
+            cutter.start()
+            cutter.join(max(0.0, deadline - time.monotonic()))
             worker.join(max(0.0, deadline - time.monotonic()))
         self._room.close()
+
+    def _cut_export(self) -> None:
+        try:
+            self._parts.otlp.shutdown()
+        except Exception:  # shutting down must not raise
+            _log.debug("OTLP exporter shutdown raised", exc_info=True)
 
     def _shutdown_provider(self) -> None:
         try:

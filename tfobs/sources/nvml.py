@@ -216,7 +216,7 @@ def _text(value: Any) -> str:
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, ImportError):
-        return "pynvml is not installed (pip install nvidia-ml-py)"
+        return "pynvml is not installed (pip install 'tfobs[nvml]', or pip install nvidia-ml-py)"
     name = type(exc).__name__
     text = str(exc) or name
     if "LibraryNotFound" in name or "Library Not Found" in text:

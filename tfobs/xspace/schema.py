@@ -127,8 +127,17 @@ _POOL = descriptor_pool.DescriptorPool()
 _POOL.Add(_file_proto())
 
 
+def message_class(descriptor: Any) -> Any:
+    """The message class of `descriptor`. protobuf < 4.22 (allowed by TensorFlow 2.16-2.17)
+    has no `GetMessageClass`; its `MessageFactory.GetPrototype` does the same."""
+    get = getattr(message_factory, "GetMessageClass", None)
+    if get is not None:
+        return get(descriptor)
+    return message_factory.MessageFactory(descriptor.file.pool).GetPrototype(descriptor)
+
+
 def _cls(name: str) -> Any:  # a generated message class (FromString, ...)
-    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+    return message_class(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
 
 
 # The host plane's name in every TensorFlow/JAX capture (its threads, ops, tf.data).
