@@ -52,13 +52,13 @@ echo "compat: $(tr '\n' ' ' < "$venv/user-env.txt")"
 # (Keras 3 and tf_keras), the exporters, and the demo. Two OTLP tests assert the newer
 # exporter's retry timing, which OpenTelemetry 1.27 does not have (README, Supported versions).
 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-  tests/test_xspace_reader.py tests/test_steps.py tests/test_gpu_idle.py \
-  tests/test_kernels_fidelity.py tests/test_fidelity_xprof.py tests/test_tensor_core_rules.py \
-  tests/test_tfmemory.py tests/test_analyze_cli.py tests/test_replay.py \
-  tests/test_runtime.py tests/test_enable_first.py tests/test_session.py tests/test_schedule.py \
-  tests/test_step_histogram.py tests/test_markers.py tests/test_config.py \
-  tests/test_otel_exporter.py tests/test_prometheus_exporter.py tests/test_nvml.py \
-  "tests/test_versions.py::test_demo_runs_clean_on_this_tensorflow" \
-  --deselect "tests/test_otel_exporter.py::test_failing_receiver_counts_dropped_spans[StatusCode.UNAVAILABLE]" \
-  --deselect "tests/test_otel_exporter.py::test_slow_receiver_does_not_block_and_shutdown_is_bounded" \
+  tests/reduce/test_xspace_reader.py tests/reduce/test_steps.py tests/reduce/test_gpu_idle.py \
+  tests/reduce/test_kernels_fidelity.py tests/reduce/test_fidelity_xprof.py tests/reduce/test_tensor_core_rules.py \
+  tests/runtime/test_tfmemory.py tests/cli/test_analyze_cli.py tests/export/test_replay.py \
+  tests/runtime/test_runtime.py tests/runtime/test_enable_first.py tests/runtime/test_session.py tests/runtime/test_schedule.py \
+  tests/export/test_step_histogram.py tests/runtime/test_markers.py tests/runtime/test_config.py \
+  tests/export/test_otel_exporter.py tests/export/test_prometheus_exporter.py tests/runtime/test_nvml.py \
+  "tests/deploy/test_versions.py::test_demo_runs_clean_on_this_tensorflow" \
+  --deselect "tests/export/test_otel_exporter.py::test_failing_receiver_counts_dropped_spans[StatusCode.UNAVAILABLE]" \
+  --deselect "tests/export/test_otel_exporter.py::test_slow_receiver_does_not_block_and_shutdown_is_bounded" \
   "$@"

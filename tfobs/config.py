@@ -7,8 +7,8 @@ environment that cannot be honoured (malformed basic auth, a TLS certificate wit
 unreadable, a bad bind address, remote capture without a token) never falls back to an open
 server: the metrics server stays off with one error line and training goes on. Secrets never
 appear in a message. All `TFOBS_*` names live here, with one line of help and the default each
-(`OPTIONS`, the only place defaults are written); `tests/test_config.py` checks that the
-README's options table lists exactly them.
+(`OPTIONS`, the only place defaults are written); `tests/runtime/test_config.py` checks that
+the README's options table lists exactly them.
 """
 
 from __future__ import annotations

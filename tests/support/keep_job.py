@@ -1,4 +1,5 @@
-"""A Keras 3 training job with tfobs keeping windows, run as a subprocess by tests/test_keep*.
+"""A Keras 3 training job with tfobs keeping windows, run as a subprocess by
+tests/runtime/test_keep*.
 
     python tests/support/keep_job.py --steps 140 --tfobs JSON [--turn-step 70] [--keep-at 30]
 

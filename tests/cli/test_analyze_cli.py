@@ -1,0 +1,108 @@
+"""`tfobs analyze`: table and JSON output, one-line errors with exit 2, no TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import CAPTURES
+from tfobs.cli import main
+
+TFKERAS = CAPTURES / "generated__tf2.20cpu__tfkeras_fit.xplane.pb"
+
+
+def test_table_shows_the_overview(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(TFKERAS)]) == 0
+    out = capsys.readouterr().out
+    assert "Steps: 18 (markers)" in out
+    assert "Input-bound: highly" in out
+    assert "Your program is HIGHLY input-bound because 99.2%" in out
+    assert "host_compute" in out and "#" in out
+    assert "slowest tf.data stage" in out
+
+
+def test_json_and_tensorboard_log_folder(tmp_path: pathlib.Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    for run, src in (("2024_01_01_00_00_00", "generated__tf2.20cpu__keras3_fit"),
+                     ("2024_02_01_00_00_00", "generated__tf2.20cpu__tfkeras_fit")):
+        folder = tmp_path / "plugins" / "profile" / run
+        folder.mkdir(parents=True)
+        shutil.copyfile(CAPTURES / f"{src}.xplane.pb", folder / "host.xplane.pb")
+    assert main(["analyze", str(tmp_path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["steps"]["method"] == "markers"  # newest
+    assert main(["analyze", str(tmp_path), "--run", "2024_01_01_00_00_00",
+                 "--format", "json", "--top", "2"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["steps"]["method"] == "inferred" and len(d["ops"]["top"]) == 2
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "truncated", "not_xspace",
+                                  "empty_folder", "unknown_run"])
+def test_bad_input_exits_2_with_one_line(case: str, tmp_path: pathlib.Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "x.xplane.pb"
+    args = []
+    if case == "empty":
+        path.write_bytes(b"")
+    elif case == "truncated":
+        path.write_bytes(TFKERAS.read_bytes()[:5000])
+    elif case == "not_xspace":
+        path.write_bytes(b'{"traceEvents": []}\n' * 50)
+    elif case == "empty_folder":
+        path = tmp_path
+    elif case == "unknown_run":
+        (tmp_path / "plugins" / "profile" / "r1").mkdir(parents=True)
+        shutil.copyfile(TFKERAS, tmp_path / "plugins" / "profile" / "r1" / "h.xplane.pb")
+        path, args = tmp_path, ["--run", "nope"]
+    assert main(["analyze", str(path), *args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tfobs analyze: ")
+    assert "Traceback" not in captured.err
+
+
+def test_command_does_not_import_tensorflow() -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from tfobs.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    rc = main(['analyze', {str(TFKERAS)!r}])\n"
+        "assert rc == 0, rc\n"
+        "print('tensorflow' in sys.modules, 'prometheus_client' in sys.modules)\n"
+    )
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, timeout=120, check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def test_several_captures_and_html_page(tmp_path: pathlib.Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    gemm = CAPTURES / "tracelens__mi300_jax08_gemm__tw003.xplane.pb"
+    page = tmp_path / "overview.html"
+    assert main(["analyze", str(TFKERAS), str(gemm), "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    # Both overviews, the GPU one with its idle breakdown; kernel names cut to a readable width.
+    assert out.count("tfobs analyze ") == 2
+    assert "/device:GPU:0: busy" in out and "kernel_launch" in out
+    kernel_lines = [line for line in out.splitlines() if "Cijk_" in line]
+    assert kernel_lines and max(len(line) for line in kernel_lines) < 130
+    html = page.read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html") and "GPU" in html
+    assert main(["analyze", str(TFKERAS), str(gemm), "--format", "json"]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert [d["steps"]["count"] for d in docs][0] == 18 and len(docs) == 2
+
+
+def test_html_to_unwritable_path_is_one_line(tmp_path: pathlib.Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "missing-folder" / "page.html"
+    assert main(["analyze", str(TFKERAS), "--html", str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--html" in err

@@ -1,0 +1,98 @@
+"""Issue 18 item 4: bad input is one line naming the fix (exit 2), and a misspelled TFOBS_*
+variable warns with the closest option name, at the user's enable() call."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from tfobs.config import OPTIONS, Config
+from tfobs.config_hints import unknown_env
+
+ROOT = pathlib.Path(__file__).parents[2]
+KNOWN = [o.env for o in OPTIONS]
+
+
+def test_misspelled_variables_get_the_closest_option() -> None:
+    env = {"TFOBS_INTERVALSTEPS": "5", "TFOBS_METRIC_PORT": "1", "TFOBS_windowsteps": "3",
+           "TFOBS_ENABLED": "1", "TFOBS_NOTHING_LIKE_IT": "1", "PATH": "/bin"}
+    assert unknown_env(env, KNOWN) == [
+        ("TFOBS_INTERVALSTEPS", "TFOBS_INTERVAL_STEPS"),
+        ("TFOBS_METRIC_PORT", "TFOBS_METRICS_PORT"),
+        ("TFOBS_NOTHING_LIKE_IT", ""),
+        ("TFOBS_windowsteps", "TFOBS_WINDOW_STEPS"),
+    ]
+
+
+def test_config_warning_names_the_option_and_points_at_the_callers_line() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Config.load(environ={"TFOBS_INTERVALSTEPS": "5", "TFOBS_WINDOW_STEPS": "x"})
+    messages = [str(w.message) for w in caught]
+    assert "ignoring unknown TFOBS_INTERVALSTEPS: did you mean TFOBS_INTERVAL_STEPS?" in messages
+    assert any("TFOBS_WINDOW_STEPS='x'" in m for m in messages)
+    # Both point here, not at tfobs's own line.
+    assert {w.filename for w in caught} == {__file__}
+
+
+@pytest.mark.slow  # starts a Python process that imports TensorFlow
+def test_enable_warning_points_at_the_users_enable_call(tmp_path: pathlib.Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import warnings\nwarnings.simplefilter('always')\nimport tfobs\n"
+        "tfobs.enable(metrics_port=-1)  # line 4\ntfobs.disable()\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TFOBS_INTERVALSTEPS": "5",
+           "TF_CPP_MIN_LOG_LEVEL": "3"}
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (f"{script}:4: RuntimeWarning: ignoring unknown TFOBS_INTERVALSTEPS: did you mean "
+            "TFOBS_INTERVAL_STEPS?") in proc.stderr, proc.stderr[-2000:]
+
+
+def test_doctor_reports_the_misspelled_variable() -> None:
+    from tfobs.commands.doctor import check_config
+
+    os.environ["TFOBS_INTERVALSTEPS"] = "5"
+    try:
+        verdict, detail = check_config({"overrides": {}})
+    finally:
+        del os.environ["TFOBS_INTERVALSTEPS"]
+    assert verdict == "warn" and "did you mean TFOBS_INTERVAL_STEPS?" in detail
+
+
+@pytest.mark.slow  # imports TensorFlow in a subprocess
+def test_demo_on_a_taken_port_is_one_line_naming_port() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "tfobs.cli", "demo", "--port", str(port), "--bind",
+             "127.0.0.1", "--seconds", "1"],
+            env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"},
+            capture_output=True, text=True, timeout=180, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("tfobs demo:")]
+    assert ours == [f"tfobs demo: port {port} on 127.0.0.1 is in use; set --port to a free "
+                    "port or -1 to disable"], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "metrics_port" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["demo", "--batch-size", "0"], "tfobs demo: --batch-size must be >= 1, got 0"),
+    (["demo", "--seconds", "-1"], "tfobs demo: --seconds must be >= 0, got -1.0"),
+    (["doctor", "--port", "70000"],
+     "tfobs doctor: --port must be -1 (no server), 0 (any free port) or 1-65535, got 70000"),
+])
+def test_bad_command_input_is_one_line_exit_2(argv: list[str], message: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from tfobs.cli import main
+
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == message and captured.out == ""

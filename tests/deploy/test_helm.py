@@ -1,0 +1,164 @@
+"""The Helm chart, rendered by Helm's own template engine (helm-python-sdk binds Helm's Go
+SDK), linted, and its manifests validated against the Kubernetes schemas.
+
+kubernetes-validate has schemas for built-in kinds only. PodMonitor, ServiceMonitor and
+PrometheusRule are prometheus-operator CRDs: their schema validation is skipped (only for
+those kinds) and replaced by checks that mean more here: the PrometheusRule's spec passes
+`promtool check rules` and equals dashboards/alerts.yml, the monitors point at the port and
+path tfobs serves.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+import yaml
+
+helm = pytest.importorskip("helm_python")
+kv = pytest.importorskip("kubernetes_validate")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHART = ROOT / "helm" / "tfobs"
+DASHBOARDS = ROOT / "dashboards"
+CRD_KINDS = {"PodMonitor", "ServiceMonitor", "PrometheusRule"}
+ALL_ON = {"collector": {"enabled": True}, "serviceMonitor": {"enabled": True},
+          "prometheusRule": {"labels": {"release": "kube-prometheus-stack"}}}
+
+
+def render(values: dict | None = None) -> list[dict]:
+    chart = helm.Chart.load(CHART)
+    out = chart.render(values or {}, name="ml", namespace="training")
+    docs = []
+    for path, text in out.items():
+        if path.endswith(".txt"):
+            continue
+        docs += [d for d in yaml.safe_load_all(text) if d]
+    return docs
+
+
+def by_kind(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def test_lint_is_clean() -> None:
+    report = helm.lint(CHART, strict=True, kube_version="v1.30.0")
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+    assert report["total_charts_linted"] == 1
+
+
+def test_default_render_objects() -> None:
+    kinds = sorted(d["kind"] for d in render())
+    # Defaults: PodMonitor, PrometheusRule, one ConfigMap per dashboard; no collector.
+    assert kinds == ["ConfigMap", "ConfigMap", "ConfigMap", "PodMonitor", "PrometheusRule"]
+
+
+@pytest.mark.parametrize("values", [{}, ALL_ON], ids=["defaults", "all-enabled"])
+def test_builtin_kinds_validate_against_kubernetes_schemas(values) -> None:
+    version = kv.utils.latest_version()
+    checked = 0
+    for doc in render(values):
+        assert doc["metadata"]["namespace"] == "training"
+        assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "ml"
+        if doc["kind"] in CRD_KINDS:
+            continue  # CRD: no schema in kubernetes-validate (see the module docstring)
+        kv.utils.validate(doc, version, strict=True)
+        checked += 1
+    assert checked == (6 if values else 3)
+
+
+def test_validator_rejects_a_broken_manifest() -> None:
+    bad = by_kind(render(ALL_ON), "Deployment")[0]
+    bad["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "4317"
+    with pytest.raises(kv.utils.ValidationError):
+        kv.utils.validate(bad, kv.utils.latest_version(), strict=True)
+
+
+def test_prometheus_rule_is_the_shipped_alerts_and_passes_promtool(tmp_path) -> None:
+    rule = by_kind(render(ALL_ON), "PrometheusRule")[0]
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert rule["spec"] == yaml.safe_load((DASHBOARDS / "alerts.yml").read_text())
+    if shutil.which("promtool") is None:
+        pytest.skip("promtool missing: scripts/test.sh installs it")
+    path = tmp_path / "rule.yml"
+    path.write_text(yaml.safe_dump(rule["spec"]))
+    result = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # Helm must not have eaten the rules' own {{ $labels }} templates.
+    assert "{{ $labels.tf_job }}" in path.read_text()
+
+
+def test_monitors_scrape_the_tfobs_port() -> None:
+    docs = render(ALL_ON)
+    pm = by_kind(docs, "PodMonitor")[0]["spec"]
+    assert pm["selector"] == {"matchLabels": {"tfobs.io/scrape": "true"}}
+    (ep,) = pm["podMetricsEndpoints"]
+    assert (ep["port"], ep["path"], ep["interval"]) == ("tfobs-metrics", "/metrics", "30s")
+    sm = by_kind(docs, "ServiceMonitor")[0]["spec"]
+    assert sm["endpoints"][0]["port"] == "tfobs-metrics"
+    custom = render({"podMonitor": {"jobLabel": "training.kubeflow.org/job-name",
+                                    "interval": "15s"}})
+    pm = by_kind(custom, "PodMonitor")[0]["spec"]
+    assert pm["jobLabel"] == "training.kubeflow.org/job-name"
+    assert pm["podMetricsEndpoints"][0]["interval"] == "15s"
+
+
+def test_dashboard_configmaps_carry_the_dashboards_for_the_sidecar() -> None:
+    maps = by_kind(render(), "ConfigMap")
+    found = {}
+    for cm in maps:
+        assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert cm["metadata"]["annotations"]["grafana_folder"] == "tfobs"
+        ((key, text),) = cm["data"].items()
+        found[key] = json.loads(text)
+    for path in DASHBOARDS.glob("*.json"):
+        assert found.pop(path.name) == json.loads(path.read_text())
+    assert found == {}
+
+
+def test_packaged_chart_carries_the_one_copy_of_dashboards_and_rules(tmp_path) -> None:
+    # The chart's dashboards/ is a link to the repository's dashboards/ (Helm reads files
+    # only inside the chart, and follows the link); `helm package` stores real files.
+    assert (CHART / "dashboards").is_symlink()
+    assert (CHART / "dashboards").resolve() == DASHBOARDS
+    tracked = subprocess.run(["git", "ls-files", "*.json", "*alerts*.yml"], cwd=ROOT,
+                             capture_output=True, text=True).stdout.split()
+    copies = [t for t in tracked if not t.startswith(("dashboards/", "tests/"))]
+    assert copies == [], "dashboards and rules live in dashboards/ only"
+    packaged = helm.package(CHART, destination=tmp_path)
+    with tarfile.open(packaged) as tar:
+        files = {m.name.removeprefix("tfobs/dashboards/"): tar.extractfile(m).read()
+                 for m in tar.getmembers() if m.name.startswith("tfobs/dashboards/")}
+        assert all(m.isfile() for m in tar.getmembers())  # no link left in the package
+    want = {p.name: p.read_bytes() for p in DASHBOARDS.glob("*.json")}
+    want["alerts.yml"] = (DASHBOARDS / "alerts.yml").read_bytes()
+    assert files == want  # nothing else (README, rule tests) travels with the chart
+
+
+def test_collector_is_optional_and_forwards_traces() -> None:
+    assert by_kind(render(), "Deployment") == []
+    docs = render({"collector": {"enabled": True, "tracesEndpoint": "tempo:4317"}})
+    (cfg,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("collector")]
+    conf = yaml.safe_load(cfg["data"]["config.yaml"])
+    assert conf["exporters"]["otlp"]["endpoint"] == "tempo:4317"
+    assert conf["service"]["pipelines"]["traces"]["receivers"] == ["otlp"]
+    assert conf["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].endswith(":4317")
+    (svc,) = by_kind(docs, "Service")
+    assert {p["port"] for p in svc["spec"]["ports"]} == {4317, 4318}
+    (dep,) = by_kind(docs, "Deployment")
+    assert dep["spec"]["selector"]["matchLabels"].items() <= \
+        dep["spec"]["template"]["metadata"]["labels"].items()
+    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_bad_values_fail_to_render() -> None:
+    # A port given as a bare number instead of {name, path}: Helm's engine refuses it.
+    with pytest.raises(helm.HelmError):
+        helm.Chart.load(CHART).render({"metricsPort": 9464}, name="ml", namespace="training")

@@ -1,0 +1,409 @@
+"""PrometheusExporter: names, types, units, labels, exemplars and value mapping, read back from
+a real HTTP scrape and parsed with prometheus_client's own parsers."""
+
+from __future__ import annotations
+
+import gzip
+import pathlib
+import platform
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import prometheus_client
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
+from prometheus_client.parser import text_string_to_metric_families as parse_text
+
+import tfobs
+from tests.support.synthetic_summary import (
+    SyntheticGpuSample,
+    SyntheticMemorySample,
+    SyntheticSource,
+    synthetic_gpu_summary,
+)
+from tfobs.config import Config
+from tfobs.errors import ConfigError
+from tfobs.export import catalog
+from tfobs.export.prometheus import PrometheusExporter
+from tfobs.health import HealthLedger
+from tfobs.summary import CATEGORIES, VERDICTS, WindowSummary
+from tfobs.window import OUTCOMES, WindowRecord
+
+OPENMETRICS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+README = pathlib.Path(__file__).parents[2] / "README.md"
+CAPTURES = pathlib.Path(__file__).parents[1] / "data" / "captures"
+
+
+def _exporter(with_sources: bool) -> PrometheusExporter:
+    cfg = Config.load(metrics_port=0, metrics_bind="127.0.0.1", tf_job="trainer", tf_task="3")
+    health = HealthLedger({"version": tfobs.__version__,
+                           "python_version": platform.python_version()})
+    sources = {}
+    if with_sources:
+        sources = {"nvml": SyntheticSource((SyntheticGpuSample(),)),
+                   "tfmemory": SyntheticSource((SyntheticMemorySample(),))}
+    exp = PrometheusExporter(cfg, cfg.identity(), health, **sources)
+    exp.start()
+    return exp
+
+
+@pytest.fixture
+def exporter() -> Iterator[PrometheusExporter]:
+    exp = _exporter(with_sources=True)
+    yield exp
+    exp.shutdown(2.0)
+
+
+@pytest.fixture
+def bare_exporter() -> Iterator[PrometheusExporter]:
+    exp = _exporter(with_sources=False)
+    yield exp
+    exp.shutdown(2.0)
+
+
+def scrape(url: str, accept: str = "", encoding: str = "") -> tuple[str, str]:
+    headers = {"Accept": accept} if accept else {}
+    if encoding:
+        headers["Accept-Encoding"] = encoding
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+        body = r.read()
+        if r.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        return r.headers["Content-Type"], body.decode()
+
+
+def om_samples(url: str) -> dict[str, list]:
+    """name -> samples, from the OpenMetrics exposition."""
+    ctype, text = scrape(url, OPENMETRICS)
+    assert ctype.startswith("application/openmetrics-text")
+    out: dict[str, list] = {}
+    for fam in parse_om(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def value(samples: dict[str, list], name: str, **labels: str) -> float:
+    hits = [s.value for s in samples[name] if all(s.labels.get(k) == v for k, v in labels.items())]
+    assert len(hits) == 1, (name, labels, hits)
+    return hits[0]
+
+
+def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecord]:
+    summary = synthetic_gpu_summary()
+    window = WindowRecord(index=0)
+    for step in summary.steps.items:
+        exp.step_sink.observe(step.duration_s, window.exemplar(step.step_num))
+    # What the runtime writes into the health ledger; the exporter reads it on scrape.
+    health = exp.health
+    health.steps = summary.steps.count
+    health.count_window("captured", exemplar=window.exemplar())
+    health.count_window("skipped_busy", "busy")
+    health.count_error("capture")
+    health.count_dropped("spans", 7)
+    health.observe_capture(0.3, 123_456)
+    health.observe_reduce(0.05)
+    health.set_cost(0.008, 0.0021)
+    health.set_info({"tensorflow_version": "2.21.0", "devices": "/device:GPU:0"})
+    exp.publish(summary, window)
+    return summary, window
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthetic_gpu(
+    exporter: PrometheusExporter,
+) -> None:
+    feed_everything(exporter)
+    _, text = scrape(exporter.url, OPENMETRICS)
+    families = {f.name: f for f in parse_om(text)}
+    for d in catalog.METRICS:
+        fam = families.get(d.family)
+        assert fam is not None, f"{d.name} missing from /metrics"
+        assert fam.type == d.type, d.name
+        assert fam.documentation == d.help
+        assert fam.unit == d.unit, d.name
+        assert fam.samples, d.name
+        if d.unit:  # HELP text names the unit ("in seconds", "(0..1)", "in bytes", ...)
+            assert {"seconds": "seconds", "bytes": "bytes", "ratio": "0..1", "watts": "watts",
+                    "celsius": "celsius", "hertz": "hertz"}[d.unit] in d.help.lower()
+        for s in fam.samples:
+            assert s.labels["tf_job"] == "trainer" and s.labels["tf_task"] == "3", s
+            assert not ({"pod", "namespace", "container", "instance", "job"} & set(s.labels))
+            extra = set(s.labels) - {*catalog.IDENTITY_LABELS, "le"} - set(d.labels)
+            if d.type != "info":
+                assert not extra, (d.name, extra)
+    # Nothing is exported that the catalog (and so the README table) does not list.
+    assert set(families) == {d.family for d in catalog.METRICS}
+    # Same names in the classic text format Prometheus falls back to.
+    _, plain = scrape(exporter.url)
+    plain_names = {s.name for f in parse_text(plain) for s in f.samples}
+    for d in catalog.METRICS:
+        base = d.name + ("_count" if d.type == "histogram" else "")
+        assert base in plain_names, d.name
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
+    exporter: PrometheusExporter,
+) -> None:
+    summary, window = feed_everything(exporter)
+    samples = om_samples(exporter.url)
+    trace = f"{window.trace_id:032x}"
+    step_ex = [s.exemplar for s in samples["tfobs_step_duration_seconds_bucket"] if s.exemplar]
+    assert step_ex, "no exemplar on the step histogram"
+    step_spans = {f"{window.step_span_ids[st.step_num]:016x}" for st in summary.steps.items}
+    for ex in step_ex:
+        assert ex.labels["trace_id"] == trace
+        assert ex.labels["span_id"] in step_spans
+        assert 0.03 < ex.value < 0.06
+    captured = [s for s in samples["tfobs_windows_total"] if s.labels["outcome"] == "captured"]
+    assert captured[0].exemplar.labels == {"trace_id": trace,
+                                           "span_id": f"{window.span_id:016x}"}
+    assert captured[0].value == 1
+    # Steps outside a window carry no exemplar; the plain format never shows exemplars.
+    exporter.step_sink.append(45.0)
+    samples = om_samples(exporter.url)
+    top = [s for s in samples["tfobs_step_duration_seconds_bucket"] if s.labels["le"] == "60.0"]
+    assert top[0].exemplar is None
+    _, plain = scrape(exporter.url, "text/plain;version=0.0.4")
+    assert 'trace_id="' not in plain
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_summary_figures_map_to_their_series_synthetic_gpu(exporter: PrometheusExporter) -> None:
+    summary, _ = feed_everything(exporter)
+    s = om_samples(exporter.url)
+    assert value(s, "tfobs_step_duration_seconds_count") == summary.steps.count
+    assert value(s, "tfobs_step_duration_seconds_sum") == pytest.approx(
+        sum(st.duration_s for st in summary.steps.items))
+    assert value(s, "tfobs_window_steps") == 4
+    assert value(s, "tfobs_window_step_time_seconds") == pytest.approx(0.0415)
+    total = sum(summary.breakdown_s.values())
+    for cat in CATEGORIES:
+        want = summary.breakdown_s.get(cat, 0.0)
+        assert value(s, "tfobs_step_time_breakdown_seconds", category=cat) == pytest.approx(want)
+        assert value(s, "tfobs_step_time_breakdown_ratio", category=cat) == pytest.approx(
+            want / total)
+    assert value(s, "tfobs_input_bound_ratio") == pytest.approx(0.29)
+    for verdict in VERDICTS:
+        assert value(s, "tfobs_input_bound_verdict", verdict=verdict) == (verdict == "highly")
+    assert value(s, "tfobs_device_compute_16bit_ratio") == pytest.approx(0.37)
+    assert value(s, "tfobs_input_host_seconds", kind="preprocessing") == pytest.approx(0.006)
+    assert value(s, "tfobs_input_host_seconds", kind="advanced_file_read") == 0.0
+    stage = s["tfobs_tfdata_slowest_stage_seconds"]
+    assert len(stage) == 1 and stage[0].labels["stage"] == "Iterator::Root::Prefetch::Map"
+    assert stage[0].value == pytest.approx(0.020 / 4)  # per step
+    assert value(s, "tfobs_op_time_host_ratio") == pytest.approx(0.3)
+    gpu = {"device": "/device:GPU:0"}
+    assert value(s, "tfobs_gpu_busy_ratio", **gpu) == pytest.approx(0.75)
+    assert value(s, "tfobs_gpu_idle_ratio", cause="kernel_launch", **gpu) == pytest.approx(0.15)
+    assert value(s, "tfobs_gpu_idle_ratio", cause="short_gap", **gpu) == pytest.approx(0.05)
+    assert value(s, "tfobs_kernel_launch_delay_seconds", stat="p95", **gpu) == pytest.approx(
+        9e-5)
+    assert value(s, "tfobs_kernels_per_step", **gpu) == 100
+    assert value(s, "tfobs_small_kernel_ratio", **gpu) == pytest.approx(0.45)
+    assert value(s, "tfobs_memcpy_bytes", direction="h2d", **gpu) == 4.0e6
+    assert value(s, "tfobs_memcpy_seconds", direction="d2d", **gpu) == 0.0
+    assert value(s, "tfobs_collective_seconds", **gpu) == pytest.approx(0.003)
+    assert value(s, "tfobs_tensor_core_kernel_ratio") == pytest.approx(0.25)
+    assert value(s, "tfobs_tensor_core_eligible_op_seconds") == pytest.approx(0.060 / 4)
+    assert value(s, "tfobs_tensor_core_eligible_unused_seconds") == pytest.approx(0.045 / 4)
+    assert value(s, "tfobs_tensor_core_eligible_unused_ratio") == pytest.approx(0.75)
+    assert value(s, "tfobs_memory_peak_bytes", allocator="GPU_0_bfc") == 3e9
+    assert value(s, "tfobs_memory_fragmentation_ratio", allocator="GPU_0_bfc") == 0.12
+    nv = {"device": "/device:GPU:0", "gpu_uuid": SyntheticGpuSample.uuid}
+    assert value(s, "tfobs_nvml_available") == 1
+    assert value(s, "tfobs_gpu_utilization_ratio", **nv) == pytest.approx(0.83)
+    assert value(s, "tfobs_gpu_power_watts", **nv) == pytest.approx(210.5)
+    assert value(s, "tfobs_gpu_throttle_active", reason="sw_power_cap", **nv) == 1
+    assert value(s, "tfobs_device_memory_peak_bytes", device="/device:GPU:0") == 2.5e9
+    # Health.
+    assert value(s, "tfobs_windows_total", outcome="skipped_busy") == 1
+    for outcome in OUTCOMES:  # every outcome exists from the start, so rate() sees the first
+        value(s, "tfobs_windows_total", outcome=outcome)
+    assert value(s, "tfobs_errors_total", stage="capture") == 1
+    assert value(s, "tfobs_dropped_total", what="spans") == 7
+    assert value(s, "tfobs_capture_bytes_total") == 123_456
+    assert value(s, "tfobs_capture_duration_seconds_count") == 1
+    assert value(s, "tfobs_reduce_duration_seconds_sum") == pytest.approx(0.05)
+    assert value(s, "tfobs_profiler_duty_cycle_ratio") == pytest.approx(0.008)
+    assert value(s, "tfobs_estimated_overhead_ratio") == pytest.approx(0.0021)
+    assert abs(value(s, "tfobs_last_window_timestamp_seconds") - time.time()) < 60
+    info = s["tfobs_info"][0].labels
+    assert info["tensorflow_version"] == "2.21.0" and info["devices"] == "/device:GPU:0"
+    assert info["version"] == __import__("tfobs").__version__ and info["python_version"]
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
+    bare_exporter: PrometheusExporter,
+) -> None:
+    exporter = bare_exporter
+    s = om_samples(exporter.url)
+    assert "tfobs_window_steps" not in s and "tfobs_input_bound_ratio" not in s
+    assert value(s, "tfobs_nvml_available") == 0  # no sampler given
+    assert "tfobs_step_duration_seconds_count" in s and "tfobs_info" in s
+    cpu = WindowSummary(breakdown_s={"host_compute": 0.01})
+    exporter.publish(cpu, WindowRecord(index=1))
+    s = om_samples(exporter.url)
+    assert value(s, "tfobs_step_time_breakdown_ratio", category="host_compute") == 1.0
+    assert value(s, "tfobs_input_bound_verdict", verdict="unknown") == 1
+    for gpu_only in ("tfobs_gpu_busy_ratio", "tfobs_tensor_core_kernel_ratio",
+                     "tfobs_memory_peak_bytes", "tfobs_tfdata_slowest_stage_seconds"):
+        assert gpu_only not in s
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter) -> None:
+    from tfobs.analysis import analyze
+
+    path = CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb"
+    summary = analyze(str(path))
+    assert summary.steps.count > 0
+    exporter.publish(summary, WindowRecord(index=0))
+    s = om_samples(exporter.url)
+    assert value(s, "tfobs_window_steps") == summary.steps.count
+    assert value(s, "tfobs_window_step_time_seconds") == pytest.approx(summary.steps.mean_s)
+    assert value(s, "tfobs_input_bound_ratio") == pytest.approx(summary.input_bound.ratio)
+    assert value(s, "tfobs_input_bound_verdict", verdict=summary.input_bound.verdict) == 1
+    for cat, secs in summary.breakdown_s.items():
+        assert value(s, "tfobs_step_time_breakdown_seconds", category=cat) == pytest.approx(secs)
+    got = sum(value(s, "tfobs_step_time_breakdown_ratio", category=c) for c in CATEGORIES)
+    assert got == pytest.approx(1.0)
+    for mem in summary.memory:
+        assert value(s, "tfobs_memory_peak_bytes", allocator=mem.allocator) == mem.peak_bytes
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_a_broken_summary_never_breaks_the_scrape_and_is_counted(
+    exporter: PrometheusExporter,
+) -> None:
+    bad = WindowSummary(breakdown_s={"input": "not a number"})  # type: ignore[dict-item]
+    exporter.publish(bad, None)
+    om_samples(exporter.url)
+    s = om_samples(exporter.url)  # the error counted while collecting shows from the next scrape
+    assert value(s, "tfobs_errors_total", stage="export_prometheus") >= 1
+    assert "tfobs_step_duration_seconds_count" in s  # health still served
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_step_sink_refuses_bad_exemplars_and_info_keeps_its_catalog_labels(
+    exporter: PrometheusExporter,
+) -> None:
+    # The step sink raises on what OpenMetrics would reject (the runtime counts it under
+    # the sink's stage); nothing half-written reaches the exposition.
+    sink = exporter.step_sink
+    with pytest.raises(ValueError, match="128"):
+        sink.observe(0.01, {"trace_id": "x" * 200})
+    with pytest.raises(ValueError, match="label name"):
+        sink.observe(0.01, {"bad label": "x"})
+    with pytest.raises((TypeError, ValueError)):
+        sink.observe("fast")  # type: ignore[arg-type]
+    exporter.health.set_info({"job": "x", "pod": "y", "bad-name": "z", "devices": "d" * 300})
+    s = om_samples(exporter.url)
+    assert s["tfobs_step_duration_seconds_count"][0].value == 0
+    labels = s["tfobs_info"][0].labels
+    assert set(labels) == {*catalog.IDENTITY_LABELS, *catalog.BY_NAME["tfobs_info"].labels}
+    assert labels["devices"] == "d" * 200  # bounded
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_observe_step_is_cheap(exporter: PrometheusExporter) -> None:
+    window = WindowRecord(index=0)
+    ex = window.exemplar(1)
+    n = 20_000
+    t0 = time.perf_counter()
+    observe = exporter.step_sink.observe
+    for _ in range(n):
+        observe(0.02, ex)
+    per_step_us = (time.perf_counter() - t0) / n * 1e6
+    # About 4 us on an idle core; the bound leaves room for a busy shared machine.
+    assert per_step_us < 50, per_step_us
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
+    exporter.step_sink.append(0.02)
+    ctype, text = scrape(exporter.url, OPENMETRICS)
+    assert ctype.startswith("application/openmetrics-text") and text.endswith("# EOF\n")
+    ctype, text = scrape(exporter.url)
+    assert ctype.startswith("text/plain") and "# EOF" not in text
+    ctype, text = scrape(exporter.url, OPENMETRICS, encoding="gzip")
+    assert "tfobs_step_duration_seconds_count" in text
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_private_registry_leaves_the_default_one_alone(exporter: PrometheusExporter) -> None:
+    exporter.step_sink.append(0.02)
+    names = {m.name for m in prometheus_client.REGISTRY.collect()}
+    assert not any(n.startswith("tfobs") for n in names)
+    # A second exporter in the same process (a re-enable) does not collide.
+    cfg = Config.load(metrics_port=0, metrics_bind="127.0.0.1")
+    other = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
+    other.step_sink.append(0.5)
+    other.shutdown(1.0)
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_taken_port_raises_the_agreed_config_error() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        cfg = Config.load(metrics_port=port, metrics_bind="127.0.0.1")
+        exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
+        with pytest.raises(ConfigError) as err:
+            exp.start()
+    assert str(err.value) == (
+        f"port {port} on 127.0.0.1 is in use; set metrics_port / TFOBS_METRICS_PORT to a free "
+        "port or -1 to disable"
+    )
+    assert exp.url == ""
+
+
+def test_port_minus_one_serves_nothing_but_still_counts() -> None:
+    cfg = Config.load(metrics_port=-1)
+    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
+    exp.start()
+    exp.step_sink.append(0.01)
+    assert exp.url == "" and exp.port == 0
+    text = prometheus_client.generate_latest(exp.registry).decode()
+    assert ('tfobs_step_duration_seconds_count{local_rank="0",tf_cluster="none",tf_job="local",'
+            'tf_task="0"} 1.0') in text
+    exp.shutdown(1.0)
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_overview_page_is_served(exporter: PrometheusExporter) -> None:
+    feed_everything(exporter)
+    with urllib.request.urlopen(exporter.url.replace("/metrics", "/"), timeout=10) as r:
+        body = r.read().decode()
+        assert r.status == 200
+    assert "trainer" in body  # the worker identity shows on whichever page is installed
+    health = exporter.page_health()
+    assert health["steps_observed"] == 4 and health["windows"]["captured"] == 1
+    assert health["errors"] == {"capture": 1} and health["window_index"] == 0
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_shutdown_is_bounded_and_frees_the_port(exporter: PrometheusExporter) -> None:
+    port = exporter.port
+    # A client that connects and stalls must not hold shutdown past its deadline.
+    stalled = socket.create_connection(("127.0.0.1", port))
+    t0 = time.monotonic()
+    exporter.shutdown(1.0)
+    assert time.monotonic() - t0 < 2.0
+    stalled.close()
+    with socket.socket() as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+
+
+def test_readme_metrics_table_lists_the_catalog() -> None:
+    text = README.read_text()
+    start = text.index("<!-- section: metrics")
+    end = text.index("<!-- /section: metrics -->")
+    section = text[start:end]
+    assert catalog.markdown_table() in section

@@ -1,0 +1,171 @@
+"""The overhead benchmark's own machinery: its A/B plan (no TensorFlow) and a short real run.
+
+The benchmark's figures are only as good as its switching: every window's whole cost must land
+in B, and tfobs's duty-cycle clock must skip every A stretch, or B would see more windows
+than a continuous tfobs run would. The short run checks the script end to end; it asserts
+nothing about speed (that is the benchmark's job, on a quiet machine).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "benchmarks", "overhead.py")
+
+
+def _load_benchmark():
+    spec = importlib.util.spec_from_file_location("overhead_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+class FakeBudget:
+    """Records each stretch the plan leaves out of the budget (its clock start moving on)."""
+
+    def __init__(self) -> None:
+        self.paused: list[float] = []
+        self.not_before = 0.0
+        self._t0 = 0.0
+
+    @property
+    def t0(self) -> float:
+        return self._t0
+
+    @t0.setter
+    def t0(self, value: float) -> None:
+        self.paused.append(value - self._t0)
+        self._t0 = value
+
+
+class FakeRuntime:
+    def __init__(self) -> None:
+        self.idle = True
+        self.budget = FakeBudget()
+        self.steps_begun: list[int] = []
+
+    # the step hooks tfobs.step calls while the plan has tfobs switched in
+    def step_begin(self, step_num: int) -> None:
+        self.steps_begun.append(step_num)
+
+
+
+def _drive(plan, runtime, busy_b_steps=(), a_step_s=0.0):
+    """Run the plan's loop as run_loop does; B steps in `busy_b_steps` leave tfobs busy.
+
+    Steps reach tfobs through the step hooks the plan switches, as `tfobs.step` would.
+    """
+    from tfobs.capture import markers
+
+    arms = []
+    while (arm := plan.before_step()) is not None:
+        arms.append(arm)
+        if arm == "B":
+            n = plan.numbered()
+            if markers.current_hooks() is not None:
+                markers.current_hooks().step_begin(n)
+            runtime.idle = n not in busy_b_steps
+        else:
+            time.sleep(a_step_s)
+            plan.after_a_step()
+    assert markers.current_hooks() is None  # the plan leaves tfobs switched out
+    return arms
+
+
+def test_plan_alternates_abba_and_keeps_b_until_tfobs_is_idle():
+    bench = _load_benchmark()
+    runtime = FakeRuntime()
+    plan = bench.Plan(runtime, steps_per_block=3, pairs=2, first_step=100)
+    arms = _drive(plan, runtime, busy_b_steps={102, 103})
+    # Pair 0 is A then B, pair 1 B then A. The first B block's third step (102) leaves tfobs
+    # busy, and so does the next (103): the block runs on until a step ends with tfobs idle.
+    assert [b.arm for b in plan.blocks] == ["A", "B", "B", "A"]
+    assert [len(b.dur) for b in plan.blocks] == [3, 5, 3, 3]
+    assert arms == ["A"] * 3 + ["B"] * 8 + ["A"] * 3
+    # Only B steps reach tfobs, numbered on their own from first_step.
+    assert runtime.steps_begun == list(range(100, 108))
+    assert plan.blocks[1].num == [100, 101, 102, 103, 104]
+    assert plan.blocks[0].num == [-1, -1, -1]
+    assert all(d >= 0 for b in plan.blocks for d in b.dur)
+
+
+def test_plan_pauses_tfobs_clock_for_the_whole_a_stretch():
+    bench = _load_benchmark()
+    runtime = FakeRuntime()
+    plan = bench.Plan(runtime, steps_per_block=2, pairs=3)
+    _drive(plan, runtime, a_step_s=0.005)  # A blocks long enough to tell apart
+    # ABBAAB: the clock pauses once after the first A, once after the AA stretch (both
+    # blocks, not only the second), and not at all between the two Bs.
+    assert [b.arm for b in plan.blocks] == ["A", "B", "B", "A", "A", "B"]
+    assert len(runtime.budget.paused) == 2
+    a_blocks = [b.seconds for b in plan.blocks if b.arm == "A"]
+    assert runtime.budget.paused[1] >= a_blocks[1] + a_blocks[2]
+
+
+def test_window_cost_is_the_span_beyond_the_median_step_around_it():
+    bench = _load_benchmark()
+    plan = bench.Plan(FakeRuntime(), steps_per_block=1, pairs=1)
+    block = bench.Block("B", 100)
+    # 100 steps of 10 ms from t=1000 s; steps 40-44 (the window's span) take 30 ms.
+    t = 1000.0
+    for i in range(100):
+        d = 0.03 if 40 <= i < 45 else 0.01
+        block.wall.append(t)
+        block.dur.append(d)
+        block.num.append(i)
+        t += d
+    plan.blocks = [block]
+
+    class Record:
+        index, outcome, first_step = 0, "captured", 40
+        start_ns = int(block.wall[40] * 1e9)
+        end_ns = int((block.wall[40] + 0.05) * 1e9)
+        capture_s, reduce_s = 0.05, 0.05
+        background_cpu_s = 0.08  # what the budget charges: CPU time, not the 0.1 s of wall
+
+    done_at = block.wall[45]
+    import dataclasses
+
+    from tfobs.capture.schedule import Policy
+    from tfobs.config import Config
+
+    policy = dataclasses.replace(Policy.from_config(Config()), background_cost=0.5)
+    [cost] = bench.window_costs(plan, [(Record, done_at)], policy)
+    assert cost.steps == 5
+    assert cost.excess_s == pytest.approx(5 * 0.02)
+    assert cost.estimate_s == pytest.approx(0.05 * 0.2 + 0.08 * 0.5)
+    assert cost.worst_export_step_s == pytest.approx(0.03)
+
+
+@pytest.mark.slow  # runs a training process
+@pytest.mark.timeout(300)
+def test_short_run_prints_pairs_costs_and_the_last_line():
+    proc = subprocess.run(
+        [sys.executable, SCRIPT, "--pairs", "7", "--trial-s", "0.4"],
+        cwd=ROOT, capture_output=True, text=True, timeout=280,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = out.strip().splitlines()
+    assert re.fullmatch(r"overhead_pct=-?\d+\.\d\d", lines[-1]), lines[-1]
+    for name in ("keras_fit", "custom_loop"):
+        assert f"{name}: 7 A/B pairs" in out, out
+        assert re.search(rf"{name}: A/B median ratio \d\.\d+ \(90% interval", out), out
+        assert re.search(rf"{name}: cost by part: steps \d+\.\d us each", out), out
+        assert re.search(rf"{name}: worst step during an export \d+\.\d+ ms", out), out
+    # The first window (B step 20) opens in the first workload and is measured; the second
+    # workload's B steps continue those numbers, and its windows wait for the budget.
+    assert re.search(r"keras_fit: window \d+ \[captured\] span \d+ ms, \d+ steps, measured "
+                     r"cost -?\d+\.\d ms, tfobs's estimate \d+\.\d ms", out), out
+    assert "errors {}" in out, out
+    assert "(0 failed)" in out or "scrapes 0" in out, out
