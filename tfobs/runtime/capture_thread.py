@@ -10,6 +10,7 @@ must be left alone until the job has configured it.
 from __future__ import annotations
 
 import queue
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -29,12 +30,14 @@ ReduceQueue = queue.Queue[tuple[OpenWindow, CaptureResult] | None]  # None: stop
 class CaptureThread:
     def __init__(self, windows: Windows, reduce_queue: ReduceQueue, health: HealthLedger,
                  failures: Failures, step_sink: StepSink | None, step_work: StepWorkMeter,
-                 finish: Finish, after_first_step: Callable[[], None]) -> None:
+                 finish: Finish, after_first_step: Callable[[], None],
+                 hand_over_file: bool = False) -> None:
         self._w = windows
         self._queue = reduce_queue
         self._health, self._failures, self._finish = health, failures, finish
         self._sink = step_sink
         self._step_work = step_work
+        self._read = not hand_over_file  # False: the reduce helper reads the capture
         self._after_first_step: Callable[[], None] | None = after_first_step
         self.thread = threading.Thread(target=self._run, name="tfobs-capture", daemon=True)
 
@@ -75,7 +78,7 @@ class CaptureThread:
         record = window.record
         record.end_ns = time.time_ns()
         cpu0 = time.thread_time()
-        result = w.slot.finish()
+        result = w.slot.finish(read=self._read)
         export_cpu_s = time.thread_time() - cpu0
         record.capture_s = result.export_s
         record.background_cpu_s = export_cpu_s
@@ -86,6 +89,7 @@ class CaptureThread:
                         steps_s=self._step_work.take())
         if w.stopping:  # shut down mid-window: no time left to reduce it
             self._health.count_dropped("window")
+            _remove(result.folder)
             w.release(window)
             return
         if not result.ok:
@@ -99,6 +103,12 @@ class CaptureThread:
         try:
             self._queue.put_nowait((window, result))
         except queue.Full:
+            _remove(result.folder)
             self._health.count_dropped("window")
             self._finish(record, "failed", "reduction queue full")
             w.release(window)
+
+
+def _remove(folder: str) -> None:
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -59,6 +59,7 @@ class ReduceWorker:
         self.nice = nice
         self.timeout_s = timeout_s
         self.starts = 0  # helpers started (1 + restarts)
+        self.busy = False  # a request is out (read-only: tests, benchmarks)
         self._proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
         self._cpu_seen = 0.0  # the current helper's CPU already handed out by take_cpu()
@@ -109,7 +110,7 @@ class ReduceWorker:
             raise WorkerFailed("died", "tfobs is shutting down")
         self.starts += 1
         try:
-            ready = self._read_line(time.monotonic() + START_TIMEOUT_S)
+            ready = self._read_line(time.monotonic() + START_TIMEOUT_S, "before it was ready")
         except WorkerFailed:
             self._kill()
             raise
@@ -161,17 +162,19 @@ class ReduceWorker:
         except OSError:
             size_mb = 0.0
         deadline = time.monotonic() + self.timeout_s + TIMEOUT_PER_MB_S * size_mb
+        self.busy = True
         try:
             proc.stdin.write((json.dumps(request) + "\n").encode())
             proc.stdin.flush()
+            reply = self._read_line(deadline, "mid-reduction")
         except (OSError, ValueError) as exc:
             self._kill()
             raise WorkerFailed("died", f"reduce helper gone: {exc}") from exc
-        try:
-            reply = self._read_line(deadline)
         except WorkerFailed:
             self._kill()
             raise
+        finally:
+            self.busy = False
         if reply.get("ok"):
             self._backoff = BACKOFF_S[0]
             summary = reply.get("summary")
@@ -205,7 +208,7 @@ class ReduceWorker:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _read_line(self, deadline: float) -> dict[str, Any]:
+    def _read_line(self, deadline: float, when: str) -> dict[str, Any]:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         fd = proc.stdout.fileno()
@@ -224,8 +227,8 @@ class ReduceWorker:
                 if not chunk:
                     self._wait(proc, 1.0)
                     code = proc.returncode
-                    raise WorkerFailed("died", f"reduce helper exited (status {code}) "
-                                       "mid-reduction; restarted for the next window")
+                    raise WorkerFailed("died", f"reduce helper exited (status {code}) {when}; "
+                                       "restarted for the next window")
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         try:
