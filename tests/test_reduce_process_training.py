@@ -48,20 +48,53 @@ def gone_within(pid: int, seconds: float) -> bool:
     return True
 
 
+def worst_in(gaps: list[list[float]], lo: float, hi: float) -> tuple[float, float]:
+    """(worst gap, worst blocked) among ticker gaps that ended in [lo, hi]. Blocked: the
+    gap less its run-queue wait and the 1 ms sleep (the GIL, a lock, a page fault)."""
+    inside = [(gap, gap - rq - 0.001) for at, gap, rq in gaps if lo <= at <= hi]
+    return max((g for g, _ in inside), default=0.0), max((b for _, b in inside), default=0.0)
+
+
 def test_ticker_stalls_with_the_helper_stay_within_twice_those_without_tfobs():
-    """While a 15 MB+ capture is exported and reduced, a 1 ms ticker thread in the job waits
-    no more than twice its worst gap without tfobs, plus 10 ms. The `thread` phase (the
-    reduction in the job, as before issue 17) is printed for the record."""
-    report = run_job("--phases", "none:15,process:15,thread:15", "--iters", "4000")
+    """While a 15 MB+ capture is reduced, a 1 ms ticker thread in the job is held up no more
+    than twice as long as in the same run without tfobs, plus 10 ms.
+
+    The ticker splits each gap (Linux schedstat) into time on a run queue, waiting for a
+    core, which on this shared 2-core machine (6 agents, load 10-13) is mostly the other
+    agents' load and swings from 30 ms to over 1 s between identical phases, and time
+    blocked (the GIL, a lock, a page fault), which is what the job's own threads cause. The
+    bound holds on the blocked time always, and on the whole gap where the machine let the
+    ticker run (run-queue waits under 10 ms in both phases). TensorFlow's own export (before
+    the reduction, the same in every mode) is printed, not bounded: see RESULTS.md. The
+    `thread` phase (the reduction in the job, as before issue 17) must show the stall the
+    helper removes, so the measure can fail."""
+    # The baseline runs about as long as a reduction takes here (15-25 s): a worst case
+    # grows with the time it is taken over.
+    report = run_job("--phases", "none:20,process:12,thread:12", "--iters", "4000")
     phases = {p["name"]: p for p in report["phases"]}
-    first = report["records"][0]
-    assert first["outcome"] == "captured" and first["capture_bytes"] >= 15_000_000, first
-    none, process, thread = (phases[n]["worst_gap_s"] for n in ("none", "process", "thread"))
-    thread_rec = [r for r in report["records"] if r["capture_bytes"] >= 15_000_000]
-    print(f"ticker worst gap: none {none * 1000:.1f} ms, process {process * 1000:.1f} ms, "
-          f"thread {thread * 1000:.1f} ms; captures {[r['capture_bytes'] for r in thread_rec]}"
-          f" reduced in {[r['reduce_s'] for r in thread_rec]} s")
-    assert process <= 2 * none + 0.010, (none, process)
+    big = [r for r in report["records"] if r["capture_bytes"] >= 15_000_000]
+    assert len(big) == 2 and all(r["outcome"] == "captured" for r in big), report["records"]
+    none_gap, none_blocked = worst_in(phases["none"]["gaps"], 0, float("inf"))
+    none_rq = max((rq for _, _, rq in phases["none"]["gaps"]), default=0.0)
+    seen = {}
+    for name, rec in zip(("process", "thread"), big, strict=True):
+        exported = rec["export_at"] + rec["capture_s"]
+        seen[name] = {"export": worst_in(phases[name]["gaps"], rec["export_at"], exported),
+                      "reduce": worst_in(phases[name]["gaps"], exported, rec["done_at"])}
+        print(f"{name}: capture {rec['capture_bytes'] / 1e6:.1f} MB, export "
+              f"{rec['capture_s']:.1f} s, reduction {rec['reduce_s']:.1f} s; ticker worst "
+              f"gap/blocked during export {seen[name]['export'][0] * 1000:.0f}/"
+              f"{seen[name]['export'][1] * 1000:.0f} ms, during reduction "
+              f"{seen[name]['reduce'][0] * 1000:.0f}/{seen[name]['reduce'][1] * 1000:.0f} ms")
+    print(f"none: ticker worst gap/blocked {none_gap * 1000:.0f}/{none_blocked * 1000:.0f} ms")
+    gap, blocked = seen["process"]["reduce"]
+    rec = big[0]
+    process_rq = max((rq for at, _, rq in phases["process"]["gaps"]
+                      if rec["export_at"] + rec["capture_s"] <= at <= rec["done_at"]), default=0.0)
+    assert blocked <= 2 * none_blocked + 0.010, (blocked, none_blocked)
+    if max(none_rq, process_rq) < 0.010:
+        assert gap <= 2 * none_gap + 0.010, (gap, none_gap)
+    assert seen["thread"]["reduce"][1] > 2 * none_blocked + 0.010  # the stall it removes
     assert phases["process"]["errors"] == {}
     assert phases["process"]["helpers_alive_after_disable"] == []
 

@@ -45,25 +45,53 @@ class Ticker:
 
     def __init__(self) -> None:
         self._worst = 0.0
+        self.worst_at = 0.0  # time.time() when the worst gap ended
+        self.worst_runqueue_s = 0.0
+        self.worst_blocked_s = 0.0
+        self.worst_blocked_at = 0.0
+        self.gaps: list[tuple[float, float, float]] = []  # (ended at, gap, of it run queue)
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="ticker", daemon=True)
 
     def _run(self) -> None:
-        last = time.perf_counter()
+        stat = f"/proc/self/task/{threading.get_native_id()}/schedstat"
+        last, waited = time.perf_counter(), _runqueue_s(stat)
         while not self._stop.is_set():
             time.sleep(0.001)
-            now = time.perf_counter()
-            self._worst = max(self._worst, now - last)
-            last = now
+            now, waited_now = time.perf_counter(), _runqueue_s(stat)
+            if now - last > self._worst:
+                self._worst = now - last
+                self.worst_at = time.time()
+                # of which waiting for a core (run queue), not for the GIL or a lock
+                self.worst_runqueue_s = waited_now - waited
+            # blocked: neither sleeping its 1 ms nor waiting for a core (the GIL, a lock)
+            blocked = (now - last) - (waited_now - waited) - 0.001
+            if now - last > 0.004 and len(self.gaps) < 20000:
+                self.gaps.append((round(time.time(), 4), round(now - last, 4),
+                                  round(waited_now - waited, 4)))
+            if blocked > self.worst_blocked_s:
+                self.worst_blocked_s = blocked
+                self.worst_blocked_at = time.time()
+            last, waited = now, waited_now
 
     def reset(self) -> None:
-        self._worst = 0.0
+        self._worst = self.worst_runqueue_s = self.worst_blocked_s = 0.0
+        self.gaps = []
 
     def worst(self) -> float:
         return self._worst
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _runqueue_s(path: str) -> float:
+    """Seconds this thread has waited on a run queue (Linux schedstat; 0 where missing)."""
+    try:
+        with open(path) as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def alive(pid: int) -> bool:
@@ -121,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         report["records"].append({"index": rec.index, "outcome": rec.outcome,
                                   "reason": rec.reason, "capture_bytes": rec.capture_bytes,
                                   "reduce_s": round(rec.reduce_s, 3),
+                                  "capture_s": round(rec.capture_s, 3),
+                                  "start": rec.start_ns / 1e9, "export_at": rec.end_ns / 1e9,
+                                  "done_at": time.time(),
                                   "steps": summary.steps.count if summary else None})
         if args.fault == "missing" and rt is not None:
             rt._reduce.worker.python = real_python  # the executable is back
@@ -185,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
             rt.train_end()
             rt.wait_idle(120.0)
         entry = {"name": name, "steps": step - steps0, "worst_gap_s": ticker.worst(),
+                 "worst_at": ticker.worst_at, "worst_runqueue_s": ticker.worst_runqueue_s,
+                 "worst_blocked_s": ticker.worst_blocked_s,
+                 "worst_blocked_at": ticker.worst_blocked_at, "gaps": ticker.gaps,
                  "acc": float(tf.reduce_sum(acc).numpy())}
         if rt is not None:
             entry["windows"] = rt.health.windows

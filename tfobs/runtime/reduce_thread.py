@@ -103,7 +103,10 @@ class ReduceThread:
             if self._w.stopping:  # the helper was stopped under it: dropped, not failed
                 self._health.count_dropped("window")
                 return
-            stage = "reduce_helper" if isinstance(exc, WorkerFailed) else "reduce"
+            # The helper's own faults (died, hung, out of memory) vs a capture that does not
+            # reduce (counted as before, wherever it ran).
+            helper = isinstance(exc, WorkerFailed) and exc.kind != "error"
+            stage = "reduce_helper" if helper else "reduce"
             self._failures.report(stage, exc)
             self._finish(record, "failed", f"reduction failed: {exc}")
             return
