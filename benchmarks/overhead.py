@@ -27,7 +27,8 @@ Also printed: tfobs's own estimate of each window's cost next to the measured on
 worst single step while a window traced, and while it was exported or reduced, against the
 median step; the steps in the seconds after each window against those before it (what a
 window leaves behind: caches, freed memory); and a ticker thread's worst gap (1 ms sleeps:
-how long something held the GIL) in A blocks, quiet B blocks and B blocks with a window.
+how long something held the GIL) in A blocks, quiet B blocks and B blocks with a window;
+and the share of A and B time spent in Python's garbage collector.
 tfobs's background CPU includes its reduce helper process (`--reduce-in process`, the
 default; `thread` reduces in the training process, as before issue 17).
 The last line is `overhead_pct=<x>`, the larger workload's cost by part.
@@ -71,6 +72,7 @@ class Block:
     own_s: float = 0.0
     tfobs_cpu_s: float = 0.0  # CPU of tfobs's threads and helper while this block ran
     worst_gap_s: float = 0.0  # the ticker's longest gap while this block ran
+    gc_s: float = 0.0  # Python's cyclic GC pauses while this block ran (any thread)
 
     @property
     def seconds(self) -> float:
@@ -129,6 +131,29 @@ class Ticker:
 TICKER: Ticker | None = None
 
 
+class GcClock:
+    """Time in Python's cyclic garbage collector (gc.callbacks), which pauses every thread:
+    objects tfobs allocates per step bring collections forward, a cost that lands outside
+    the timed per-step work."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.total_s = 0.0
+        self._t0 = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        elif self._t0:
+            self.total_s += time.perf_counter() - self._t0
+            self._t0 = 0.0
+
+
+GC: GcClock | None = None
+
+
 def leave_out_of_budget(budget: Any, seconds: float) -> None:
     """tfobs's duty-cycle budget skips a stretch without tfobs (an A block): its clock
     start and its next allowed window move on by `seconds`."""
@@ -153,6 +178,7 @@ class Plan:
         self.b_step = first_step
         self._last_perf = 0.0
         self._cpu0 = 0.0
+        self._gc0 = 0.0
         self._a_since = 0.0
         self.markers.set_hooks(None)  # start detached; the first block switches
 
@@ -190,9 +216,12 @@ class Plan:
         cpu = tfobs_threads_cpu_s()
         done = self.current
         gap = TICKER.take() if TICKER is not None else 0.0
+        gc_now = GC.total_s if GC is not None else 0.0
         if done is not None:
             done.tfobs_cpu_s = cpu - self._cpu0
             done.worst_gap_s = gap
+            done.gc_s = gc_now - self._gc0
+        self._gc0 = gc_now
         if len(self.blocks) == len(self.order):
             self.markers.set_hooks(None)
             return False
@@ -505,6 +534,12 @@ def report(name: str, plan: Plan, records: list[tuple[Any, float]], runtime: Any
             print(f"{name}: ticker worst gap, {label} blocks: max {gaps[-1] * 1000:.1f} ms, "
                   f"median {statistics.median(gaps) * 1000:.1f} ms ({len(gaps)} blocks)",
                   flush=True)
+    gc_share = {arm: (sum(blk.gc_s for blk in blocks if blk.arm == arm)
+                      / max(1e-9, sum(blk.seconds for blk in blocks if blk.arm == arm)))
+                for arm in (A, B)}
+    print(f"{name}: Python GC pauses {100 * gc_share[A]:.3f}% of A time, "
+          f"{100 * gc_share[B]:.3f}% of B time (the difference is counted in no part)",
+          flush=True)
     print(f"{name}: per-step work {step_cost * 1e6:.1f} us timed in place; tfobs's own count "
           f"{own_s / b_steps * 1e6:.1f} us (what its budget charges)", flush=True)
     print(f"{name}: cost by part: steps {step_cost * 1e6:.1f} us each = {100 * steps_share:.3f}%; "
@@ -536,8 +571,9 @@ def main(argv: list[str] | None = None) -> int:
     from tfobs.capture import markers
 
     works = make_workloads(tf)
-    global TICKER
+    global TICKER, GC
     TICKER = Ticker()
+    GC = GcClock()
     # defaults otherwise; port 0: no clash with others
     runtime = tfobs.enable(metrics_port=0, reduce_in=args.reduce_in)
     markers.uninstall_fit_hooks()  # run_keras hands steps to tfobs's callback itself
