@@ -117,6 +117,10 @@ class ReduceWorker:
         if not ready.get("ready"):
             self._kill()
             raise WorkerFailed("error", f"reduce helper said {ready!r} at start")
+        # Its start (interpreter and imports, at idle priority before any window) is not a
+        # window's cost, as the in-process reduction's warm-up imports never were.
+        with self._lock:
+            self._cpu_seen = _proc_cpu_s(proc.pid) or 0.0
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Close its stdin (it exits), kill it if it does not; no helper is left."""
@@ -187,7 +191,7 @@ class ReduceWorker:
         raise WorkerFailed(kind, str(reply.get("message", "reduction failed")))
 
     def take_cpu(self) -> float:
-        """CPU seconds the helpers used since the last call (their start included)."""
+        """CPU seconds the helpers used since the last call (their starts left out)."""
         with self._lock:
             proc = self._proc
             now = _proc_cpu_s(proc.pid) if proc is not None else None
