@@ -141,10 +141,10 @@ class ReduceThread:
         cfg, worker = self._config, self.worker
         if result.path and worker is not None:
             try:
-                data = worker.reduce(result.path, top_n=cfg.trace_top_n,
-                                     short_gap_s=cfg.short_gap_s,
-                                     max_events=cfg.max_capture_events)
-                return WindowSummary.from_dict(data)
+                summary = worker.reduce(result.path, top_n=cfg.trace_top_n,
+                                        short_gap_s=cfg.short_gap_s,
+                                        max_events=cfg.max_capture_events)
+                return WindowSummary.from_dict(summary)
             except CannotStart as exc:
                 self._fallback(exc)
             except WorkerFailed as exc:
