@@ -50,14 +50,19 @@ class Ticker:
         self.worst_blocked_s = 0.0
         self.worst_blocked_at = 0.0
         self.gaps: list[tuple[float, float, float]] = []  # (ended at, gap, of it run queue)
+        self.rss: list[tuple[float, float]] = []  # (at, resident MB)
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="ticker", daemon=True)
 
     def _run(self) -> None:
         stat = f"/proc/self/task/{threading.get_native_id()}/schedstat"
         last, waited = time.perf_counter(), _runqueue_s(stat)
+        n = 0
         while not self._stop.is_set():
             time.sleep(0.001)
+            n += 1
+            if n % 50 == 0 and len(self.rss) < 20000:  # the job's memory, every ~50 ms
+                self.rss.append((round(time.time(), 3), _rss_mb()))
             now, waited_now = time.perf_counter(), _runqueue_s(stat)
             if now - last > self._worst:
                 self._worst = now - last
@@ -77,6 +82,7 @@ class Ticker:
     def reset(self) -> None:
         self._worst = self.worst_runqueue_s = self.worst_blocked_s = 0.0
         self.gaps = []
+        self.rss = []
 
     def worst(self) -> float:
         return self._worst
@@ -90,6 +96,14 @@ def _runqueue_s(path: str) -> float:
     try:
         with open(path) as fh:
             return int(fh.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -219,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                  "worst_at": ticker.worst_at, "worst_runqueue_s": ticker.worst_runqueue_s,
                  "worst_blocked_s": ticker.worst_blocked_s,
                  "worst_blocked_at": ticker.worst_blocked_at, "gaps": ticker.gaps,
+                 "rss": ticker.rss,
                  "acc": float(tf.reduce_sum(acc).numpy())}
         if rt is not None:
             entry["windows"] = rt.health.windows
