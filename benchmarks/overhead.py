@@ -23,12 +23,19 @@ Two answers, from the same run:
   Their sum, with a bootstrap interval over windows, is the overhead; the script checks
   that it lies inside the A/B interval.
 
-Also printed: tfobs's own estimate of each window's cost next to the measured one, and the
-worst single step that overlapped a window's export or reduction against the median step.
+Also printed: tfobs's own estimate of each window's cost next to the measured one; the
+worst single step while a window traced, and while it was exported or reduced, against the
+median step; the steps in the seconds after each window against those before it (what a
+window leaves behind: caches, freed memory); and a ticker thread's worst gap (1 ms sleeps:
+how long something held the GIL) in A blocks, quiet B blocks and B blocks with a window;
+and the share of A and B time spent in Python's garbage collector.
+tfobs's background CPU includes its reduce helper process (`--reduce-in process`, the
+default; `thread` reduces in the training process, as before issue 17).
 The last line is `overhead_pct=<x>`, the larger workload's cost by part.
 
     .venv/bin/python benchmarks/overhead.py                       # 150 pairs of 1 s blocks
     .venv/bin/python benchmarks/overhead.py --pairs 20 --trial-s 1  # a quick run
+    .venv/bin/python benchmarks/overhead.py --pairs 20 --reduce-in thread  # the old way
 """
 
 from __future__ import annotations
@@ -63,7 +70,9 @@ class Block:
     # Time spent around the step itself: tfobs's per-step work in B, the same timing calls
     # with nothing between them in A.
     own_s: float = 0.0
-    tfobs_cpu_s: float = 0.0  # CPU of tfobs's threads while this block ran
+    tfobs_cpu_s: float = 0.0  # CPU of tfobs's threads and helper while this block ran
+    worst_gap_s: float = 0.0  # the ticker's longest gap while this block ran
+    gc_s: float = 0.0  # Python's cyclic GC pauses while this block ran (any thread)
 
     @property
     def seconds(self) -> float:
@@ -83,8 +92,66 @@ def tfobs_threads_cpu_s() -> float:
                 total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
             except (OSError, ProcessLookupError):
                 pass  # the thread ended between enumerate() and the clock read
+    from tfobs.runtime import current
+
+    runtime = current()
+    worker = runtime._reduce.worker if runtime is not None else None
+    if worker is not None:
+        total += worker.cpu_s()  # the reduce helper process
     return total
 
+
+class Ticker:
+    """A thread that sleeps 1 ms at a time; `take()` is the longest wake-to-wake gap since
+    the last call: how long the training process's GIL (or the CPU) kept it waiting."""
+
+    def __init__(self) -> None:
+        self._worst = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-ticker", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        last = time.perf_counter()
+        while not self._stop.is_set():
+            time.sleep(0.001)
+            now = time.perf_counter()
+            if now - last > self._worst:
+                self._worst = now - last
+            last = now
+
+    def take(self) -> float:
+        worst, self._worst = self._worst, 0.0
+        return worst
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+TICKER: Ticker | None = None
+
+
+class GcClock:
+    """Time in Python's cyclic garbage collector (gc.callbacks), which pauses every thread:
+    objects tfobs allocates per step bring collections forward, a cost that lands outside
+    the timed per-step work."""
+
+    def __init__(self) -> None:
+        import gc
+
+        self.total_s = 0.0
+        self._t0 = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        elif self._t0:
+            self.total_s += time.perf_counter() - self._t0
+            self._t0 = 0.0
+
+
+GC: GcClock | None = None
 
 
 def leave_out_of_budget(budget: Any, seconds: float) -> None:
@@ -111,6 +178,7 @@ class Plan:
         self.b_step = first_step
         self._last_perf = 0.0
         self._cpu0 = 0.0
+        self._gc0 = 0.0
         self._a_since = 0.0
         self.markers.set_hooks(None)  # start detached; the first block switches
 
@@ -147,8 +215,13 @@ class Plan:
     def _next_block(self) -> bool:
         cpu = tfobs_threads_cpu_s()
         done = self.current
+        gap = TICKER.take() if TICKER is not None else 0.0
+        gc_now = GC.total_s if GC is not None else 0.0
         if done is not None:
             done.tfobs_cpu_s = cpu - self._cpu0
+            done.worst_gap_s = gap
+            done.gc_s = gc_now - self._gc0
+        self._gc0 = gc_now
         if len(self.blocks) == len(self.order):
             self.markers.set_hooks(None)
             return False
@@ -305,7 +378,9 @@ class WindowCost:
     steps: int
     excess_s: float  # measured: steps in the span beyond the median step around it
     estimate_s: float  # tfobs's own ledger estimate of the same window
-    worst_export_step_s: float
+    worst_export_step_s: float  # while it was exported or reduced
+    worst_trace_step_s: float  # while the profiler recorded
+    after_excess_s: float  # steps in the NEIGHBOURHOOD_S after it, beyond those before it
 
 
 def window_costs(plan: Plan, records: list[tuple[Any, float]], policy: Any) -> list[WindowCost]:
@@ -330,12 +405,20 @@ def window_costs(plan: Plan, records: list[tuple[Any, float]], policy: Any) -> l
         base = statistics.median(around)
         export0 = rec.end_ns / 1e9
         during_export = [d for w, d, _, _ in steps if w < s1 and w + d > export0]
+        during_trace = [d for w, d, _, _ in steps if s0 <= w < export0]
+        before = [d for w, d, _, _ in steps if s0 - NEIGHBOURHOOD_S <= w < s0]
+        after = [d for w, d, _, _ in steps if s1 <= w < s1 + NEIGHBOURHOOD_S
+                 and not any(o0 <= w < o1 for _, o0, o1 in spans)]
+        after_excess = (sum(after) - len(after) * statistics.median(before)
+                        if before and after else 0.0)
         active_s = (rec.end_ns - rec.start_ns) / 1e9
         out.append(WindowCost(
             index=rec.index, outcome=rec.outcome, span_s=s1 - s0, steps=len(inside),
             excess_s=sum(inside) - len(inside) * base,
             estimate_s=window_cost_s(active_s, rec.background_cpu_s, policy),
-            worst_export_step_s=max(during_export, default=0.0)))
+            worst_export_step_s=max(during_export, default=0.0),
+            worst_trace_step_s=max(during_trace, default=0.0),
+            after_excess_s=after_excess))
     return out
 
 
@@ -432,8 +515,31 @@ def report(name: str, plan: Plan, records: list[tuple[Any, float]], runtime: Any
           f"estimated {estimated * 1000:.0f} ms (measured/estimated "
           f"{measured / estimated if estimated else 0:.2f})", flush=True)
     worst = max((c.worst_export_step_s for c in costs), default=0.0)
-    print(f"{name}: worst step during an export {worst * 1000:.2f} ms, median step "
-          f"{step_s * 1000:.2f} ms ({worst / step_s:.1f}x)", flush=True)
+    worst_trace = max((c.worst_trace_step_s for c in costs), default=0.0)
+    print(f"{name}: worst step during an export or reduction {worst * 1000:.2f} ms, median "
+          f"step {step_s * 1000:.2f} ms ({worst / step_s:.2f}x; goal <= 1.5x); worst step "
+          f"while tracing {worst_trace * 1000:.2f} ms ({worst_trace / step_s:.2f}x)",
+          flush=True)
+    after = sum(c.after_excess_s for c in costs)
+    print(f"{name}: steps in the {NEIGHBOURHOOD_S:.0f} s after each window cost "
+          f"{after * 1000:.1f} ms in all beyond those before it ({100 * after / b_time:.3f}% "
+          f"of B time; counted in no part)", flush=True)
+    quiet_ids = {id(blk) for blk in quiet}
+    busy = [blk for blk in blocks if blk.arm == B and id(blk) not in quiet_ids]
+    for label, group in (("A", [blk for blk in blocks if blk.arm == A]),
+                         ("B quiet", [blk for blk in quiet if blk.arm == B]),
+                         ("B with a window", busy)):
+        gaps = sorted(blk.worst_gap_s for blk in group)
+        if gaps:
+            print(f"{name}: ticker worst gap, {label} blocks: max {gaps[-1] * 1000:.1f} ms, "
+                  f"median {statistics.median(gaps) * 1000:.1f} ms ({len(gaps)} blocks)",
+                  flush=True)
+    gc_share = {arm: (sum(blk.gc_s for blk in blocks if blk.arm == arm)
+                      / max(1e-9, sum(blk.seconds for blk in blocks if blk.arm == arm)))
+                for arm in (A, B)}
+    print(f"{name}: Python GC pauses {100 * gc_share[A]:.3f}% of A time, "
+          f"{100 * gc_share[B]:.3f}% of B time (the difference is counted in no part)",
+          flush=True)
     print(f"{name}: per-step work {step_cost * 1e6:.1f} us timed in place; tfobs's own count "
           f"{own_s / b_steps * 1e6:.1f} us (what its budget charges)", flush=True)
     print(f"{name}: cost by part: steps {step_cost * 1e6:.1f} us each = {100 * steps_share:.3f}%; "
@@ -454,6 +560,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trial-s", type=float, default=1.0, help="seconds per block")
     parser.add_argument("--scrape-s", type=float, default=15.0, help="scrape interval")
     parser.add_argument("--workloads", default="keras_fit,custom_loop")
+    parser.add_argument("--reduce-in", choices=("process", "thread"), default="process")
     args = parser.parse_args(argv)
     if args.pairs < 7:
         parser.error("--pairs must be at least 7")
@@ -464,7 +571,11 @@ def main(argv: list[str] | None = None) -> int:
     from tfobs.capture import markers
 
     works = make_workloads(tf)
-    runtime = tfobs.enable(metrics_port=0)  # defaults otherwise; 0: no clash with others
+    global TICKER, GC
+    TICKER = Ticker()
+    GC = GcClock()
+    # defaults otherwise; port 0: no clash with others
+    runtime = tfobs.enable(metrics_port=0, reduce_in=args.reduce_in)
     markers.uninstall_fit_hooks()  # run_keras hands steps to tfobs's callback itself
     records: list[tuple[Any, float]] = []
     runtime.add_listener(lambda rec, summ: records.append((rec, time.time())))
@@ -473,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# machine: {platform.node()} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cpus, python {platform.python_version()}, tensorflow "
           f"{tf.__version__}; pairs={args.pairs} trial_s={args.trial_s} "
+          f"reduce_in={args.reduce_in} "
           f"load_avg_1m={os.getloadavg()[0]:.2f}", flush=True)
     totals = {}
     next_step = 0

@@ -160,6 +160,10 @@ OPTIONS: tuple[Option, ...] = (
            _int_range(1)),
     Option("max_capture_events", 5_000_000, "Captures with more events are dropped, not "
            "reduced.", _int_range(1)),
+    Option("reduce_in", "process", "Where captures are reduced: 'process' (a low-priority "
+           "helper process, so the job's GIL and memory carry none of it; falls back to "
+           "'thread' where no child process can start) or 'thread' (in the training "
+           "process).", _one_of("process", "thread")),
     Option("metrics_port", 9464, "Prometheus HTTP port; the local rank (LOCAL_RANK, "
            "OMPI_COMM_WORLD_LOCAL_RANK, ...) is added. -1 disables the server, 0 picks a free "
            "port.", _port),
@@ -247,6 +251,7 @@ class Config:
     capture_dir: str = _default("capture_dir")
     max_capture_bytes: int = _default("max_capture_bytes")
     max_capture_events: int = _default("max_capture_events")
+    reduce_in: str = _default("reduce_in")
     metrics_port: int = _default("metrics_port")
     metrics_bind: str = _default("metrics_bind")
     metrics_tls_cert: str = _default("metrics_tls_cert")

@@ -326,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.tfobs:
         import tfobs
 
-        rt = tfobs.enable(**json.loads(args.tfobs))
+        options = json.loads(args.tfobs)
+        if "reduce:" in args.raises:  # the failing reducer is patched into this process
+            options.setdefault("reduce_in", "thread")
+        rt = tfobs.enable(**options)
         records: list[dict[str, Any]] = []
         rt.add_listener(lambda rec, summary: records.append(
             {"index": rec.index, "first_step": rec.first_step, "last_step": rec.last_step,

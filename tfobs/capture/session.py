@@ -68,6 +68,10 @@ class CaptureResult:
     nbytes: int = 0  # size on disk (also set when dropped for size)
     active_s: float = 0.0  # profiler on, start to export
     export_s: float = 0.0  # export + read + delete (capture thread)
+    # finish(read=False): the capture left on disk for the reduce helper, in `folder`,
+    # which the reader deletes (runtime/reduce_thread.py)
+    path: str = ""
+    folder: str = ""
 
     @property
     def ok(self) -> bool:
@@ -230,8 +234,11 @@ class ProfilerSlot:
                 self.windows_cut += 1
                 return f"cut: memory grew {grown >> 20} MiB while tracing (limit {limit >> 20})"
 
-    def finish(self) -> CaptureResult:
-        """Export the open session, read the XSpace bytes, delete the folder."""
+    def finish(self, read: bool = True) -> CaptureResult:
+        """Export the open session, read the XSpace bytes, delete the folder.
+
+        `read=False`: leave the capture in its folder (`path`, `folder`) for the reduce
+        helper, so its bytes never enter this process; the caller deletes the folder."""
         with self._cond:
             if self._state != "active":
                 reason = self._preempted_reason or "no tfobs session was active"
@@ -240,6 +247,7 @@ class ProfilerSlot:
             self._state = "exporting"
         t0 = time.perf_counter()
         active_s = t0 - self._started
+        handed = False
         try:
             try:
                 with quiet_log.quiet():  # TF logs three INFO lines here
@@ -248,17 +256,20 @@ class ProfilerSlot:
                 del session
                 with self._cond:
                     self._session = None
-            return self._read(logdir, active_s, t0)
+            result = self._read(logdir, active_s, t0, read)
+            handed = bool(result.path)
+            return result
         except Exception as exc:
             return CaptureResult(FAILED, f"profiler export failed: {exc}", active_s=active_s,
                                  export_s=time.perf_counter() - t0)
         finally:
-            shutil.rmtree(logdir, ignore_errors=True)
+            if not handed:
+                shutil.rmtree(logdir, ignore_errors=True)
             with self._cond:
                 self._state, self._logdir = "idle", ""
                 self._cond.notify_all()
 
-    def _read(self, logdir: str, active_s: float, t0: float) -> CaptureResult:
+    def _read(self, logdir: str, active_s: float, t0: float, read: bool = True) -> CaptureResult:
         files = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
         if not files:
             return CaptureResult(FAILED, "profiler wrote no .xplane.pb", active_s=active_s,
@@ -270,6 +281,10 @@ class ProfilerSlot:
             return CaptureResult(TOO_LARGE, f"capture is {nbytes} bytes, over "
                                  f"max_capture_bytes={self.max_capture_bytes}", nbytes=nbytes,
                                  active_s=active_s, export_s=time.perf_counter() - t0)
+        if not read:
+            return CaptureResult(CAPTURED, nbytes=nbytes, active_s=active_s,
+                                 export_s=time.perf_counter() - t0, path=files[0],
+                                 folder=logdir)
         with open(files[0], "rb") as fh:  # one host per process: one file
             data = fh.read()
         return CaptureResult(CAPTURED, data=data, nbytes=nbytes, active_s=active_s,

@@ -28,6 +28,7 @@ def enable(
     capture_dir: str | None = None,
     max_capture_bytes: int | None = None,
     max_capture_events: int | None = None,
+    reduce_in: Literal["process", "thread"] | None = None,
     metrics_port: int | None = None,
     metrics_bind: str | None = None,
     metrics_tls_cert: str | None = None,

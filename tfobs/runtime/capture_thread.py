@@ -11,6 +11,7 @@ until the job has configured it.
 from __future__ import annotations
 
 import queue
+import shutil
 import sys
 import threading
 import time
@@ -31,12 +32,14 @@ ReduceQueue = queue.Queue[tuple[OpenWindow, CaptureResult] | None]  # None: stop
 class CaptureThread:
     def __init__(self, windows: Windows, reduce_queue: ReduceQueue, health: HealthLedger,
                  failures: Failures, step_sink: StepSink | None, step_work: StepWorkMeter,
-                 finish: Finish, after_first_step: Callable[[], None]) -> None:
+                 finish: Finish, after_first_step: Callable[[], None],
+                 hand_over_file: bool = False) -> None:
         self._w = windows
         self._queue = reduce_queue
         self._health, self._failures, self._finish = health, failures, finish
         self._sink = step_sink
         self._step_work = step_work
+        self._read = not hand_over_file  # False: the reduce helper reads the capture
         self._after_first_step: Callable[[], None] | None = after_first_step
         self.thread = threading.Thread(target=self._run, name="tfobs-capture", daemon=True)
 
@@ -77,7 +80,7 @@ class CaptureThread:
         record = window.record
         record.end_ns = time.time_ns()
         cpu0 = time.thread_time()
-        result = w.slot.finish()
+        result = w.slot.finish(read=self._read)
         export_cpu_s = time.thread_time() - cpu0
         record.capture_s = result.export_s
         record.background_cpu_s = export_cpu_s
@@ -88,6 +91,7 @@ class CaptureThread:
                         steps_s=self._step_work.take())
         if w.stopping:  # shut down mid-window: no time left to reduce it
             self._health.count_dropped("window")
+            _remove(result.folder)
             w.release(window)
             return
         if not result.ok:
@@ -101,6 +105,7 @@ class CaptureThread:
         try:
             self._queue.put_nowait((window, result))
         except queue.Full:
+            _remove(result.folder)
             self._health.count_dropped("window")
             self._finish(record, "failed", "reduction queue full")
             w.release(window)
@@ -117,3 +122,8 @@ def _tf_runtime_initialised() -> bool:
         return bool(context.context()._initialized)
     except Exception:  # a TensorFlow without this private flag: wait for a step instead
         return False
+
+
+def _remove(folder: str) -> None:
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)

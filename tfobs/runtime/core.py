@@ -28,6 +28,7 @@ from tfobs.runtime.failures import Failures
 from tfobs.runtime.info import info_labels
 from tfobs.runtime.keep import Keeper
 from tfobs.runtime.reduce_thread import Reducer, ReduceThread
+from tfobs.runtime.reducer_process import ReduceWorker, data_limit_bytes
 from tfobs.runtime.windows import StepWorkMeter, Windows
 from tfobs.sources.nvml import NvmlSampler
 from tfobs.sources.tfmemory import TfMemorySampler
@@ -93,11 +94,16 @@ class Runtime:
                        if config.keep_dir else None)
         reduce_queue: ReduceQueue = queue.Queue(maxsize=QUEUE_SIZE)
         self._queue = reduce_queue
+        # An injected reducer (tests) runs in-process; else the helper process reduces.
+        worker = None
+        if reducer is None and config.reduce_in == "process":
+            worker = ReduceWorker(data_limit=data_limit_bytes(config.max_capture_bytes))
         self._capture = CaptureThread(self._windows, reduce_queue, self.health, self._failures,
-                                      step_sink, work, self._finish, self._start_tf_parts)
+                                      step_sink, work, self._finish, self._start_tf_parts,
+                                      hand_over_file=worker is not None)
         self._reduce = ReduceThread(config, self._windows, reduce_queue, self.sinks,
                                     self.health, self._failures, work, self._finish, reducer,
-                                    self.keeper)
+                                    worker, self.keeper)
         self.pid = os.getpid()
         self.running = False
         self._stopped = False
@@ -175,6 +181,7 @@ class Runtime:
         self.slot.preempt("tfobs is shutting down", timeout_s=_left(deadline))
         w.wake.set()
         self._put_stop()
+        self._reduce.stop_worker(min(0.5, _left(deadline)))
         for thread in (self._capture.thread, self._reduce.thread):
             if thread.is_alive():
                 thread.join(_left(deadline))
@@ -200,6 +207,8 @@ class Runtime:
         self._windows.stopping = True
         markers.clear_hooks(self)
         forget_after_fork(self.slot)
+        if self._reduce.worker is not None:
+            self._reduce.worker.forget_after_fork()
 
     def _put_stop(self) -> None:
         while True:

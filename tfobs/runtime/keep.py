@@ -23,6 +23,7 @@ a nearly full disk gets the room back first.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
 import statistics
@@ -188,9 +189,13 @@ class Keeper:
         self._writer: threading.Thread | None = None
         self._warned = False
 
-    def keep(self, summary: WindowSummary, record: WindowRecord, data: bytes) -> float:
+    def keep(self, summary: WindowSummary, record: WindowRecord, data: bytes,
+             path: str = "") -> float:
         """Keep this window's capture when asked for or a trigger fired; sets
-        `record.kept_path` once written. Returns the CPU seconds spent (for the budget)."""
+        `record.kept_path` once written. Returns the CPU seconds spent (for the budget).
+
+        The capture is `data`, or the file at `path` when the reduce helper had it (read
+        here only for a window that is kept)."""
         reasons = self.triggers.reasons(summary)
         if not reasons and not record.keep:
             return 0.0
@@ -199,10 +204,24 @@ class Keeper:
             return 0.0
         if record.keep:
             reasons.insert(0, "on_demand")
-        if len(data) > self._cfg.keep_max_bytes:
+        size = len(data)
+        if not data and path:
+            try:
+                size = os.path.getsize(path)
+            except OSError as exc:
+                self._failures.report(STAGE, exc)
+                return 0.0
+        if size > self._cfg.keep_max_bytes:
             self._health.count_dropped("keep")
-            self._warn_once(f"a capture of {len(data)} bytes is over keep_max_bytes; not kept")
+            self._warn_once(f"a capture of {size} bytes is over keep_max_bytes; not kept")
             return 0.0
+        if not data and path:  # left on disk for the reduce helper: read only what is kept
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError as exc:
+                self._failures.report(STAGE, exc)
+                return 0.0
         if self._writer is not None and self._writer.is_alive():
             self._failures.report(STAGE, "the previous kept capture is still being written "
                                   "(slow store); this window is not kept")

@@ -1,5 +1,14 @@
-"""`tfobs-reduce`: turns capture bytes into a `WindowSummary`, hands it to every window sink
+"""`tfobs-reduce`: turns each capture into a `WindowSummary`, hands it to every window sink
 and charges the window's cost to the duty-cycle budget.
+
+With `reduce_in="process"` (the default) the reduction runs in the reduce helper, a child
+process (`reducer_process.py`): this thread only sends the capture's path and waits for the
+small summary, so the job's GIL and memory never carry a reduction (in-process, the
+reduction held the GIL for 150-230 ms at a time: issue 17). The helper's CPU is charged to
+the budget like this thread's. A helper that dies, hangs or runs out of memory fails that
+window (counted under stage `reduce_helper`) and is restarted with backoff; where no helper
+can be started, tfobs says so once and reduces here, in-process, as with
+`reduce_in="thread"`.
 
 It runs at a lower OS priority (setpriority on its own thread id: Linux nice values are per
 thread). A sink that raises misses that window; its error is counted under its stage.
@@ -9,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +30,7 @@ from tfobs.health import HealthLedger
 from tfobs.runtime.capture_thread import ReduceQueue
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.keep import Keeper
+from tfobs.runtime.reducer_process import CannotStart, ReduceWorker, WorkerFailed
 from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
 from tfobs.summary import WindowSummary
 
@@ -39,6 +50,7 @@ class ReduceThread:
     def __init__(self, config: Config, windows: Windows, reduce_queue: ReduceQueue,
                  sinks: Sequence[WindowSink], health: HealthLedger, failures: Failures,
                  step_work: StepWorkMeter, finish: Finish, reducer: Reducer | None,
+                 worker: ReduceWorker | None = None,
                  keeper: Keeper | None = None) -> None:
         self._config = config
         self._w = windows
@@ -47,13 +59,22 @@ class ReduceThread:
         self._health, self._failures, self._finish = health, failures, finish
         self._step_work = step_work
         self._reducer = reducer
+        self.worker = worker  # None: reduce in this thread
+        self._said_fallback = False
         self._keeper = keeper
         self.last_summary: WindowSummary | None = None
         self.thread = threading.Thread(target=self._run, name="tfobs-reduce", daemon=True)
 
     def _run(self) -> None:
         _lower_this_thread_priority(REDUCE_NICE)
-        if self._reducer is None:
+        if self.worker is not None:
+            try:
+                self.worker.ensure_started()  # at enable(): the first window waits for none
+            except CannotStart as exc:
+                self._fallback(exc)
+            except WorkerFailed as exc:
+                self._failures.report("reduce_helper", exc)
+        if self._reducer is None and self.worker is None:
             _warm_reducer()
         while True:
             item = self._queue.get()
@@ -65,28 +86,38 @@ class ReduceThread:
             except Exception as exc:
                 self._failures.report("reduce", exc)
             finally:
+                if result.folder:  # the capture left on disk for the helper
+                    shutil.rmtree(result.folder, ignore_errors=True)
                 self._w.release(window)
 
     def _reduce(self, window: OpenWindow, result: CaptureResult) -> None:
         record, budget = window.record, self._w.budget
         t0, cpu0 = time.perf_counter(), time.thread_time()
         try:
-            summary = self._reduce_bytes(result.data)
+            summary = self._reduce_capture(result)
         except TooLarge as exc:
             record.reduce_s = time.perf_counter() - t0
+            budget.charge(background_s=self._cpu_since(cpu0), steps_s=self._step_work.take())
             self._finish(record, "dropped_too_large", str(exc))
             return
         except Exception as exc:
             record.reduce_s = time.perf_counter() - t0
-            budget.charge(background_s=time.thread_time() - cpu0, steps_s=self._step_work.take())
-            self._failures.report("reduce", exc)
+            budget.charge(background_s=self._cpu_since(cpu0), steps_s=self._step_work.take())
+            if self._w.stopping:  # the helper was stopped under it: dropped, not failed
+                self._health.count_dropped("window")
+                return
+            # The helper's own faults (died, hung, out of memory) vs a capture that does not
+            # reduce (counted as before, wherever it ran).
+            helper = isinstance(exc, WorkerFailed) and exc.kind != "error"
+            stage = "reduce_helper" if helper else "reduce"
+            self._failures.report(stage, exc)
             self._finish(record, "failed", f"reduction failed: {exc}")
             return
         record.reduce_s = time.perf_counter() - t0
-        reduce_cpu_s = time.thread_time() - cpu0
+        reduce_cpu_s = self._cpu_since(cpu0)
         if self._keeper is not None and not self._w.stopping:
             # Before the sinks publish, so the window's span carries the kept path.
-            reduce_cpu_s += self._keeper.keep(summary, record, result.data)
+            reduce_cpu_s += self._keeper.keep(summary, record, result.data, result.path)
         record.background_cpu_s += reduce_cpu_s
         budget.charge(background_s=reduce_cpu_s, steps_s=self._step_work.take())
         if self._w.stopping:  # reduced, but the sinks are closing
@@ -106,6 +137,41 @@ class ReduceThread:
             self._finish(record, "captured", "")
         else:
             self._finish(record, "empty", summary.steps.note)
+
+    def _cpu_since(self, thread_cpu0: float) -> float:
+        """This thread's CPU since `thread_cpu0`, plus the helper's since the last call."""
+        helper = self.worker.take_cpu() if self.worker is not None else 0.0
+        return time.thread_time() - thread_cpu0 + helper
+
+    def _reduce_capture(self, result: CaptureResult) -> WindowSummary:
+        cfg, worker = self._config, self.worker
+        if result.path and worker is not None:
+            try:
+                summary = worker.reduce(result.path, top_n=cfg.trace_top_n,
+                                        short_gap_s=cfg.short_gap_s,
+                                        max_events=cfg.max_capture_events)
+                return WindowSummary.from_dict(summary)
+            except CannotStart as exc:
+                self._fallback(exc)
+            except WorkerFailed as exc:
+                if exc.kind == "too_large":
+                    raise TooLarge(str(exc)) from exc
+                raise
+        data = result.data
+        if result.path:  # no helper: read it here
+            with open(result.path, "rb") as fh:
+                data = fh.read()
+        return self._reduce_bytes(data)
+
+    def _fallback(self, exc: Exception) -> None:
+        if not self._said_fallback:
+            self._said_fallback = True
+            _log.warning("tfobs: %s; reducing captures in the training process instead "
+                         "(reduce_in='thread')", exc)
+
+    def stop_worker(self, timeout_s: float) -> None:
+        if self.worker is not None:
+            self.worker.stop(timeout_s)
 
     def _reduce_bytes(self, data: bytes) -> WindowSummary:
         cfg = self._config

@@ -1,0 +1,239 @@
+"""The reduce helper process (issue 17) on its own: real `python -m tfobs.reduce_worker`
+children reducing real captures, with the faults the runtime must survive.
+
+The runtime's side in a training job (ticker stalls, faults mid-window, orphans after
+kill -9 and SIGTERM) is in test_reduce_process_training.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tfobs.analysis import analyze
+from tfobs.runtime import reducer_process
+from tfobs.runtime.reducer_process import (
+    CannotStart,
+    ReduceWorker,
+    WorkerFailed,
+    data_limit_bytes,
+)
+from tfobs.summary import WindowSummary
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURE = ROOT / "tests/data/captures/generated__tf2.20cpu__custom_loop_compute_bfc.xplane.pb"
+ARGS = {"top_n": 5, "short_gap_s": 30e-6, "max_events": 5_000_000}
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture
+def worker():
+    w = ReduceWorker(data_limit=data_limit_bytes(256 << 20))
+    yield w
+    pid = w.pid
+    w.stop(1.0)
+    if pid is not None:
+        assert gone_within(pid, 5), "stop() left the helper running"
+
+
+@pytest.fixture
+def fast_backoff(monkeypatch):
+    monkeypatch.setattr(reducer_process, "BACKOFF_S", (0.05, 0.2))
+
+
+def test_helper_summary_equals_in_process_reduction(worker):
+    summary = WindowSummary.from_dict(worker.reduce(str(CAPTURE), **ARGS))
+    assert summary.steps.count > 0
+    assert summary.to_dict() == analyze(str(CAPTURE), top_n=5).to_dict()
+
+
+def test_helper_is_plain_python_at_low_priority_with_its_own_limit(worker):
+    worker.ensure_started()
+    pid = worker.pid
+    assert pid is not None
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    assert int(stat[1]) == os.getpid()  # our child: spawned, not a fork of a fork
+    assert int(stat[16]) >= reducer_process.NICE + os.nice(0)  # nice value
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    data = next(line for line in limits.splitlines() if line.startswith("Max data size"))
+    assert int(data.split()[3]) == data_limit_bytes(256 << 20)
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[1:3] == [b"-m", b"tfobs.reduce_worker"]
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert "tensorflow" not in maps and "libtensorflow" not in maps
+
+
+def test_helper_cpu_is_read_for_the_budget(worker):
+    worker.ensure_started()
+    assert worker.cpu_s() > 0.05  # the interpreter and the reduction's imports
+    assert worker.take_cpu() < 0.05  # the start is not charged to a window
+    worker.reduce(str(CAPTURE), **ARGS)
+    assert worker.take_cpu() > 0.0
+    assert worker.take_cpu() == pytest.approx(0.0, abs=0.02)  # handed out once
+
+
+def test_too_many_events_and_a_bad_file_fail_only_that_reduction(worker):
+    with pytest.raises(WorkerFailed) as exc:
+        worker.reduce(str(CAPTURE), top_n=5, short_gap_s=30e-6, max_events=10)
+    assert exc.value.kind == "too_large"
+    with pytest.raises(WorkerFailed) as exc:
+        worker.reduce("/nonexistent/capture.xplane.pb", **ARGS)
+    assert exc.value.kind == "error"
+    pid = worker.pid
+    assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
+    assert worker.pid == pid and worker.starts == 1  # the same helper all along
+
+
+def _kill_when_busy(worker: ReduceWorker, sig: int) -> None:
+    """Send `sig` to the helper once it is reducing (its CPU climbs)."""
+    import threading
+
+    def run() -> None:
+        pid = worker.pid
+        assert pid is not None
+        cpu0 = reducer_process._proc_cpu_s(pid) or 0.0
+        while (reducer_process._proc_cpu_s(pid) or 0.0) - cpu0 < 0.02:
+            time.sleep(0.005)
+        os.kill(pid, sig)
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def test_helper_killed_mid_reduction_fails_that_window_and_comes_back(worker, fast_backoff):
+    worker.ensure_started()
+    first = worker.pid
+    _kill_when_busy(worker, signal.SIGKILL)
+    with pytest.raises(WorkerFailed) as exc:
+        worker.reduce(str(CAPTURE), **ARGS)
+    assert exc.value.kind == "died"
+    assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
+    assert worker.starts == 2 and worker.pid != first
+    assert not alive(first)
+
+
+def test_hanging_helper_is_killed_at_its_timeout_and_comes_back(worker, fast_backoff):
+    worker.ensure_started()
+    first = worker.pid
+    worker.timeout_s = 1.0
+    _kill_when_busy(worker, signal.SIGSTOP)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerFailed) as exc:
+        worker.reduce(str(CAPTURE), **ARGS)
+    assert exc.value.kind == "timeout"
+    assert time.monotonic() - t0 < 1.0 + 2.0 * 2.7 + 3  # the timeout (per MB), not forever
+    assert gone_within(first, 5)
+    worker.timeout_s = 60.0
+    assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
+    assert worker.starts == 2
+
+
+def test_out_of_memory_fails_that_window_and_a_fresh_helper_reduces_the_next(fast_backoff):
+    # 80 MB of data: the imports fit (about 65 MB), this capture's reduction does not.
+    worker = ReduceWorker(data_limit=80 << 20)
+    try:
+        worker.ensure_started()
+        first = worker.pid
+        with pytest.raises(WorkerFailed) as exc:
+            worker.reduce(str(CAPTURE), **ARGS)
+        assert exc.value.kind == "memory"
+        assert gone_within(first, 5)  # it exits: the next window gets a fresh heap
+        worker.data_limit = 256 << 20
+        assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
+        assert worker.starts == 2
+    finally:
+        worker.stop(1.0)
+
+
+def test_missing_executable_cannot_start_then_comes_back(fast_backoff):
+    worker = ReduceWorker(data_limit=256 << 20, python="/nonexistent/python3")
+    try:
+        with pytest.raises(CannotStart, match="/nonexistent/python3"):
+            worker.reduce(str(CAPTURE), **ARGS)
+        worker.python = sys.executable
+        assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
+        assert worker.starts == 1
+    finally:
+        worker.stop(1.0)
+
+
+def test_stop_while_reducing_leaves_no_helper(worker):
+    import threading
+
+    worker.ensure_started()
+    pid = worker.pid
+    errors: list[BaseException] = []
+
+    def reduce() -> None:
+        try:
+            worker.reduce(str(CAPTURE), **ARGS)
+        except WorkerFailed as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=reduce)
+    thread.start()
+    time.sleep(0.05)
+    worker.stop(0.2)
+    thread.join(10)
+    assert not thread.is_alive()
+    assert gone_within(pid, 5)
+    with pytest.raises(WorkerFailed):  # stopped for good: no helper comes back
+        worker.reduce(str(CAPTURE), **ARGS)
+    assert worker.pid is None
+
+
+PARENT = textwrap.dedent("""
+    import sys, time
+    from tfobs.runtime.reducer_process import ReduceWorker
+    w = ReduceWorker(data_limit=256 << 20)
+    w.ensure_started()
+    print(w.pid, flush=True)
+    if sys.argv[1] == "busy":  # die while the helper reduces
+        import threading
+        threading.Thread(target=w.reduce, args=(sys.argv[2],),
+                         kwargs=dict(top_n=5, short_gap_s=3e-5, max_events=10**7)).start()
+    time.sleep(60)
+""")
+
+
+@pytest.mark.parametrize("when", ["idle", "busy"])
+def test_helper_never_outlives_a_parent_killed_with_sigkill(when, tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    parent = subprocess.Popen([sys.executable, str(script), when, str(CAPTURE)],
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        helper = int(parent.stdout.readline())
+        assert alive(helper)
+        if when == "busy":
+            time.sleep(0.1)
+        parent.kill()
+        parent.wait(10)
+        assert gone_within(helper, 5), "the helper outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
