@@ -27,7 +27,7 @@ from tfobs.config import Config
 from tfobs.errors import ConfigError
 from tfobs.export import catalog
 from tfobs.export.prometheus import PrometheusExporter
-from tfobs.health import HealthLedger
+from tfobs.health import HealthLedger, KeptCapture
 from tfobs.summary import CATEGORIES, VERDICTS, WindowSummary
 from tfobs.window import OUTCOMES, WindowRecord
 
@@ -107,6 +107,8 @@ def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecor
     health.observe_reduce(0.05)
     health.set_cost(0.008, 0.0021)
     health.set_info({"tensorflow_version": "2.21.0", "devices": "/device:GPU:0"})
+    health.count_kept(KeptCapture(0, 1.7e9, "/keep/plugins/profile/run/host.xplane.pb",
+                                  "first"), 123_456)
     exp.publish(summary, window)
     return summary, window
 

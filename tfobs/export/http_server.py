@@ -849,7 +849,11 @@ class _Loop:
                 return self._metrics(req)
             return self._page(self.app.api if path == "/api/windows" else None)
         finally:
-            self.render_cost = time.thread_time() - cpu0
+            # Smoothed: one slow rendering (the first after a window is published, a
+            # page) must not hold every scrape for seconds; a steady cost still sets the rate.
+            cost = time.thread_time() - cpu0
+            self.render_cost = cost if not self.render_cost else \
+                0.8 * self.render_cost + 0.2 * cost
 
     def _metrics(self, req: _Request) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
         try:
