@@ -109,7 +109,9 @@ def test_ticker_stalls_with_the_helper_stay_within_twice_those_without_tfobs():
     assert blocked <= 2 * none_blocked + 0.010, (blocked, none_blocked)
     if max(none_rq, process_rq) < 0.010:
         assert gap <= 2 * none_gap + 0.010, (gap, none_gap)
-    assert seen["thread"]["reduce"][1] > 2 * none_blocked + 0.010  # the stall it removes
+    # The stall it removes: in the job the reduction blocks the ticker longer than the
+    # baseline does (issue 19's faster reduction made that stall shorter than it was).
+    assert seen["thread"]["reduce"][1] > none_blocked
     assert phases["process"]["errors"] == {}
     assert phases["process"]["helpers_alive_after_disable"] == []
 
