@@ -287,8 +287,8 @@ def run_all(attack_s: float, only: list[str]) -> None:
     for auth in ("", PASSWORD):
         rt = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", nvml=False,
                           metrics_basic_auth=auth)
-        assert rt is not None and rt.prometheus is not None
-        port = rt.prometheus.port
+        assert rt is not None and rt.metrics_port > 0
+        port = rt.metrics_port
         stamps: list[float] = []
         done = threading.Event()
         results: list[dict[str, Any]] = []
