@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import alive, gone_within
 from tfobs.analysis import analyze
 from tfobs.runtime import reducer_process
 from tfobs.runtime.reducer_process import (
@@ -30,23 +31,6 @@ from tfobs.summary import WindowSummary
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests/data/captures/generated__tf2.20cpu__custom_loop_compute_bfc.xplane.pb"
 ARGS = {"top_n": 5, "short_gap_s": 30e-6, "max_events": 5_000_000}
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 @pytest.fixture

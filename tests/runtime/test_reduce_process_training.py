@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import alive, gone_within
+
 ROOT = Path(__file__).resolve().parents[2]
 JOB = ROOT / "tests/support/reduce_job.py"
 pytestmark = pytest.mark.slow
@@ -29,23 +31,6 @@ def run_job(*args: str, timeout: float = 400) -> dict[str, Any]:
                           timeout=timeout, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def gone_within(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def worst_in(gaps: list[list[float]], lo: float, hi: float) -> tuple[float, float]:
