@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -12,6 +13,19 @@ CAPTURES = DATA / "captures"
 
 def capture_paths() -> list[pathlib.Path]:
     return sorted(CAPTURES.glob("*.xplane.pb"))
+
+
+def fidelity_capture_paths() -> list[pathlib.Path]:
+    """The captures held against XProf and the plain protobuf: the test data's, or with
+    `TFOBS_FIDELITY_CAPTURES=<folder>` every `*.xplane.pb` there (fresh captures of one's
+    own workloads, e.g. from `tools/record_tf_captures.py --out <folder>`)."""
+    folder = os.environ.get("TFOBS_FIDELITY_CAPTURES")
+    if not folder:
+        return capture_paths()
+    found = sorted(pathlib.Path(folder).rglob("*.xplane.pb"))
+    if not found:
+        raise pytest.UsageError(f"TFOBS_FIDELITY_CAPTURES={folder}: no *.xplane.pb there")
+    return found
 
 
 @pytest.fixture(scope="session")

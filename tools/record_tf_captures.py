@@ -82,6 +82,29 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "mirrored_fit": (
         "Keras 3 fit under MirroredStrategy over 2 logical CPU devices, tfobs's Keras "
         "callback", {}),
+    "resnet_fit": (
+        "Keras 3 fit, a small residual conv net: strided Conv2D, DepthwiseConv2D, "
+        "BatchNormalization, residual Add, MaxPooling2D; tfobs's Keras callback", {}),
+    "bilstm_custom_loop": (
+        "custom loop, Embedding + Bidirectional LSTM (two in-graph while loops), a new batch "
+        "size every step, BFC allocator; tfobs.step markers", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "gru_spe3_fit": (
+        "Keras 3 fit, GRU with steps_per_execution=3 (a while loop inside a loop over "
+        "steps), tfobs's Keras callback", {}),
+    "numpy_function_input": (
+        "Keras 3 fit whose tf.data map runs Python through tf.numpy_function (per-element "
+        "numpy work in the input pipeline), no prefetch; tfobs's Keras callback", {}),
+    "xla_fit": (
+        "Keras 3 fit with model.compile(jit_compile=True) (XLA CPU), tfobs's Keras callback, "
+        "BFC allocator", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "while_loop_step": (
+        "custom loop whose tf.function step runs an explicit tf.while_loop of 4 inner "
+        "updates; tfobs.step markers", {}),
+    "eager_loop": (
+        "custom loop without tf.function (eager ops, GradientTape), tfobs.step markers", {}),
+    "tfkeras_profile_batch": (
+        "tf_keras (Keras 2) fit profiled by the TensorBoard callback's profile_batch range, "
+        "no tfobs markers", {"TF_USE_LEGACY_KERAS": "1"}),
     "profiler_server": (
         "custom loop traced on demand through TensorFlow's profiler server "
         "(tf.profiler.experimental.server.start + client.trace from another thread), "
@@ -374,6 +397,122 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
         fit_then_profile(model, random_batches(64 * 16, 128, 64), 4, params["steps"])
 
+    elif case == "resnet_fit":
+        params = {"batch": 32, "image": [32, 32, 3], "steps": 10}
+        inp = keras.Input((32, 32, 3))
+        h = keras.layers.Conv2D(16, 3, strides=2, padding="same")(inp)
+        h = keras.layers.ReLU()(keras.layers.BatchNormalization()(h))
+        r = keras.layers.DepthwiseConv2D(3, padding="same")(h)
+        r = keras.layers.Conv2D(16, 1)(keras.layers.ReLU()(keras.layers.BatchNormalization()(r)))
+        h = keras.layers.MaxPooling2D()(keras.layers.Add()([h, r]))
+        out = keras.layers.Dense(10)(keras.layers.GlobalAveragePooling2D()(h))
+        model = keras.Model(inp, out)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        x = rng.random((32 * 8, 32, 32, 3), np.float32)
+        y = rng.integers(0, 10, (32 * 8,)).astype(np.int32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2)
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "bilstm_custom_loop":
+        params = {"vocab": 500, "length": 20, "batches": [8, 16, 24], "steps": 9}
+        model = keras.Sequential([
+            keras.Input((None,), dtype="int32"), keras.layers.Embedding(500, 32),
+            keras.layers.Bidirectional(keras.layers.LSTM(32)), keras.layers.Dense(1)])
+        spec = [tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, 1), tf.float32)]
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3),
+                                input_signature=spec)
+
+        def by_batch(i: int) -> None:
+            b = params["batches"][i % 3]
+            step(tf.constant(rng.integers(0, 500, (b, 20)), tf.int32),
+                 tf.constant(rng.random((b, 1)), tf.float32))
+
+        warm_then_profile(by_batch, params["steps"], warm=3)
+
+    elif case == "gru_spe3_fit":
+        params = {"vocab": 800, "length": 16, "batch": 32, "steps_per_execution": 3,
+                  "steps": 12}
+        model = keras.Sequential([keras.Input((16,), dtype="int32"),
+                                  keras.layers.Embedding(800, 16), keras.layers.GRU(16),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", steps_per_execution=3)
+        x = rng.integers(0, 800, (32 * 12, 16)).astype(np.int32)
+        y = rng.random((32 * 12, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2)
+        fit_then_profile(model, ds, 6, params["steps"])
+
+    elif case == "numpy_function_input":
+        params = {"batch": 32, "features": 64, "steps": 10}
+
+        def py_transform(row: Any) -> Any:
+            z = np.fft.rfft(row).real[:64].astype(np.float32)
+            return (z - z.mean()) / (z.std() + 1e-6)
+
+        x = rng.random((32 * 8, 128), np.float32)
+        y = rng.random((32 * 8, 1), np.float32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+              .map(lambda a, b: (tf.ensure_shape(
+                  tf.numpy_function(py_transform, [a], tf.float32), (64,)), b))
+              .batch(32))
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, "relu"),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "xla_fit":
+        params = {"batch": 64, "steps": 10, "jit_compile": True}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse", jit_compile=True)
+        fit_then_profile(model, random_batches(64 * 8, 128, 64), 4, params["steps"])
+
+    elif case == "while_loop_step":
+        params = {"batch": 64, "inner": 4, "steps": 10}
+        w = tf.Variable(tf.random.normal((128, 1)) * 0.01)
+        x = tf.random.uniform((64, 128))
+        y = tf.random.uniform((64, 1))
+
+        @tf.function
+        def inner_steps() -> Any:
+            def body(k: Any, loss: Any) -> Any:
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(x @ w - y))
+                w.assign_sub(0.01 * tape.gradient(loss, w))
+                return k + 1, loss
+
+            return tf.while_loop(lambda k, _: k < 4, body, (tf.constant(0), tf.constant(0.0)))
+
+        warm_then_profile(lambda i: inner_steps(), params["steps"])
+
+    elif case == "eager_loop":
+        params = {"batch": 32, "steps": 8}
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, "relu"),
+                                  keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD(0.01)
+        x = tf.random.uniform((32, 64))
+        y = tf.random.uniform((32, 1))
+
+        def eager_step(i: int) -> None:
+            with tf.GradientTape() as tape:
+                loss = mse(y, model(x, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+
+        warm_then_profile(eager_step, params["steps"])
+
+    elif case == "tfkeras_profile_batch":
+        import tf_keras
+
+        params = {"batch": 64, "epoch_steps": 16, "profile_batch": [6, 13]}
+        model = tf_keras.Sequential([tf_keras.layers.Dense(256, activation="relu",
+                                                           input_shape=(128,)),
+                                     tf_keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        board = tf_keras.callbacks.TensorBoard(logdir, profile_batch=(6, 13))
+        model.fit(random_batches(64 * 8, 128, 64), steps_per_epoch=16, epochs=1, verbose=0,
+                  callbacks=[board])
+
     elif case == "profiler_server":
         params = {"batch": 64, "steps": 40, "trace_ms": 1500}
         model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
@@ -427,7 +566,9 @@ def record(case: str, out: pathlib.Path, tf_version: str) -> pathlib.Path:
         if proc.returncode != 0:
             raise SystemExit(f"{case}: workload failed\n{proc.stderr[-3000:]}")
         params = json.loads(proc.stdout.strip().splitlines()[-1])
-        found = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+        # TensorBoard's callback writes under <logdir>/train
+        found = glob.glob(os.path.join(logdir, "**", "plugins", "profile", "*", "*.xplane.pb"),
+                          recursive=True)
         if len(found) != 1:
             raise SystemExit(f"{case}: expected one .xplane.pb, found {found}")
         (out / "captures").mkdir(parents=True, exist_ok=True)

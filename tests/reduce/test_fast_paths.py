@@ -17,7 +17,7 @@ from bisect import bisect_right
 import numpy as np
 import pytest
 
-from tests.conftest import capture_paths
+from tests.conftest import capture_paths, fidelity_capture_paths
 from tfobs.analysis import breakdown as bd
 from tfobs.analysis import ops
 from tfobs.analysis.steps import StepGroup, _Grouper, _roots
@@ -112,7 +112,7 @@ def _reference_groups(grouper: _Grouper, roots: list[tuple[int, int, int, str]])
     return gid
 
 
-@pytest.mark.parametrize("path", capture_paths(), ids=lambda p: p.name[:-10])
+@pytest.mark.parametrize("path", fidelity_capture_paths(), ids=lambda p: p.name[:-10])
 def test_wave_grouping_equals_event_walk(path: pathlib.Path) -> None:
     space = parse(path.read_bytes())
     plane = space.plane("/host:CPU")
@@ -131,7 +131,7 @@ def test_wave_grouping_equals_event_walk(path: pathlib.Path) -> None:
         assert np.array_equal(got, want)
 
 
-@pytest.mark.parametrize("path", capture_paths(), ids=lambda p: p.name[:-10])
+@pytest.mark.parametrize("path", fidelity_capture_paths(), ids=lambda p: p.name[:-10])
 def test_column_reader_equals_protobuf(path: pathlib.Path) -> None:
     data = path.read_bytes()
     full = schema.XSpace.FromString(data)
