@@ -105,6 +105,15 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "tfkeras_profile_batch": (
         "tf_keras (Keras 2) fit profiled by the TensorBoard callback's profile_batch range, "
         "no tfobs markers", {"TF_USE_LEGACY_KERAS": "1"}),
+    "two_functions_step": (
+        "custom loop whose step calls two tf.functions (gradients, then a separate apply), "
+        "gradient accumulation over 2 micro-batches; tfobs.step markers", {}),
+    "summaries_fit": (
+        "Keras 3 fit with TensorBoard's callback writing scalars every batch and histograms "
+        "every epoch (summary ops beside the step), tfobs's Keras callback", {}),
+    "string_input_fit": (
+        "Keras 3 fit on text: tf.data of strings through TextVectorization in the input "
+        "pipeline (string ops on the host), Embedding + pooling; tfobs's Keras callback", {}),
     "profiler_server": (
         "custom loop traced on demand through TensorFlow's profiler server "
         "(tf.profiler.experimental.server.start + client.trace from another thread), "
@@ -512,6 +521,55 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         board = tf_keras.callbacks.TensorBoard(logdir, profile_batch=(6, 13))
         model.fit(random_batches(64 * 8, 128, 64), steps_per_epoch=16, epochs=1, verbose=0,
                   callbacks=[board])
+
+    elif case == "two_functions_step":
+        params = {"batch": 32, "micro_batches": 2, "steps": 10}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(128, "relu"),
+                                  keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD(0.01)
+        x = tf.random.uniform((32, 128))
+        y = tf.random.uniform((32, 1))
+
+        @tf.function
+        def grads(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            return tape.gradient(loss, model.trainable_variables)
+
+        @tf.function
+        def apply(gs: Any) -> None:
+            opt.apply_gradients(zip(gs, model.trainable_variables, strict=True))
+
+        def accumulate(i: int) -> None:
+            total = grads(x, y)
+            more = grads(x * 0.5, y)
+            apply([a + b for a, b in zip(total, more, strict=True)])
+
+        warm_then_profile(accumulate, params["steps"])
+
+    elif case == "summaries_fit":
+        params = {"batch": 64, "steps": 10, "update_freq": 1, "histogram_freq": 1}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(128, "relu"),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        board = keras.callbacks.TensorBoard(str(pathlib.Path(logdir) / "summaries"),
+                                            update_freq=1, histogram_freq=1)
+        fit_then_profile(model, random_batches(64 * 8, 128, 64), 4, params["steps"],
+                         callbacks=[keras3_callback_class()(), board])
+
+    elif case == "string_input_fit":
+        params = {"batch": 32, "vocab": 200, "length": 16, "steps": 10}
+        words = [f"w{k}" for k in range(300)]
+        texts = [" ".join(rng.choice(words, 12)) for _ in range(512)]
+        vectorize = keras.layers.TextVectorization(200, output_sequence_length=16)
+        vectorize.adapt(texts)
+        ds = (tf.data.Dataset.from_tensor_slices((texts, rng.random((512, 1), np.float32)))
+              .repeat().batch(32).map(lambda t, yb: (vectorize(t), yb)).prefetch(2))
+        model = keras.Sequential([keras.Input((16,), dtype="int64"),
+                                  keras.layers.Embedding(200, 16),
+                                  keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, ds, 4, params["steps"])
 
     elif case == "profiler_server":
         params = {"batch": 64, "steps": 40, "trace_ms": 1500}
