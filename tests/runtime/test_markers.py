@@ -85,6 +85,23 @@ def test_tf_keras_fit_is_marked(runtime):
     assert len(exporter.all_steps()) - before == 4
 
 
+def test_keras3_callback_in_a_tf_keras_fit_times_steps_once(runtime):
+    """`tfobs.KerasCallback` is Keras 3's; passed to a tf_keras fit (TF_USE_LEGACY_KERAS
+    scripts) it must not break the fit (tf_keras asks callbacks `_implements_*`), must not
+    be joined by the tf_keras one, and must leave step markers to tf_keras."""
+    tf_keras = pytest.importorskip("tf_keras")
+    markers.install_fit_hooks()
+    seen = []
+    original = runtime.step_begin
+    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    model = tf_keras.Sequential([tf_keras.Input((4,)), tf_keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    cb = tfobs.KerasCallback()
+    model.fit(_dataset(), steps_per_epoch=4, epochs=1, verbose=0, callbacks=[cb])
+    assert seen == [0, 1, 2, 3]  # each step once: no second tfobs callback was added
+    assert cb._emit_markers is False  # tf_keras's own "train" markers, not a second set
+
+
 def test_fit_is_restored_after_stop(tmp_path):
     keras = tf.keras
     before = keras.Model.fit

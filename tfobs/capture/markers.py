@@ -146,8 +146,22 @@ class _MarkerMixin:
         self._batch: Any = None
         self._current: step | None = None
 
+    # tf_keras's CallbackList asks these of every callback; Keras 3's base class lacks them,
+    # so without them `tfobs.KerasCallback` (Keras 3's) would break a tf_keras fit.
+    def _implements_train_batch_hooks(self) -> bool:
+        return True
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return False
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return False
+
     def on_train_begin(self, logs: Any = None) -> None:
-        self._base = _initial_step(getattr(self, "model", None))
+        model = getattr(self, "model", None)
+        if type(model).__module__.startswith("tf_keras"):
+            self._emit_markers = False  # tf_keras writes its own step markers
+        self._base = _initial_step(model)
         self._count = 0
 
     def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
@@ -297,8 +311,8 @@ def _with_callback(args: tuple, kwargs: dict, position: int, make: Any, cls: typ
     if callbacks is None:
         callbacks = []
     elif isinstance(callbacks, (list, tuple)):
-        if any(isinstance(c, cls) for c in callbacks):
-            return args, kwargs  # the user added tfobs.KerasCallback explicitly
+        if any(isinstance(c, _MarkerMixin) for c in callbacks):
+            return args, kwargs  # the user added a tfobs callback (of either Keras) already
         callbacks = list(callbacks)
     else:
         return args, kwargs  # a CallbackList: leave the user's container alone
