@@ -114,6 +114,22 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "string_input_fit": (
         "Keras 3 fit on text: tf.data of strings through TextVectorization in the input "
         "pipeline (string ops on the host), Embedding + pooling; tfobs's Keras callback", {}),
+    "ragged_text_fit": (
+        "Keras 3 fit on ragged token lists (tf.RaggedTensor batches from tf.data's "
+        "ragged_batch) pooled by a custom layer; tfobs's Keras callback", {}),
+    "augment_fit": (
+        "Keras 3 fit of a conv net with RandomFlip/RandomTranslation layers in the model and "
+        "tf.image ops in a parallel tf.data map after cache and shuffle; tfobs's Keras callback",
+        {}),
+    "sparse_custom_loop": (
+        "custom loop, a wide model over tf.SparseTensor features (embedding_lookup_sparse) "
+        "beside a dense tower; tfobs.step markers", {}),
+    "multi_input_fit": (
+        "Keras 3 fit of a functional model with two named inputs and two outputs (dict "
+        "datasets, two losses); tfobs's Keras callback", {}),
+    "autoencoder_custom_loop": (
+        "custom loop, a conv autoencoder (Conv2D down, Conv2DTranspose up), BFC allocator; "
+        "tfobs.step markers", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
     "profiler_server": (
         "custom loop traced on demand through TensorFlow's profiler server "
         "(tf.profiler.experimental.server.start + client.trace from another thread), "
@@ -570,6 +586,110 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                                   keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
         fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "ragged_text_fit":
+        params = {"batch": 32, "vocab": 300, "max_length": 20, "steps": 10}
+        lengths = rng.integers(3, 20, 512)
+        flat = rng.integers(1, 300, int(lengths.sum())).astype(np.int64)
+        tokens = tf.RaggedTensor.from_row_lengths(flat, lengths)
+        ds = (tf.data.Dataset.from_tensor_slices((tokens, rng.random((512, 1), np.float32)))
+              .repeat().ragged_batch(32).prefetch(2))
+
+        class RaggedMean(keras.layers.Layer):
+            def __init__(self) -> None:
+                super().__init__()
+                self.table = self.add_weight(shape=(300, 16), initializer="uniform")
+
+            def call(self, ragged: Any) -> Any:
+                return tf.reduce_mean(tf.ragged.map_flat_values(
+                    tf.nn.embedding_lookup, self.table, ragged), axis=1)
+
+        class RaggedModel(keras.Model):
+            def __init__(self) -> None:
+                super().__init__()
+                self.pool, self.head = RaggedMean(), keras.layers.Dense(1)
+
+            def call(self, ragged: Any) -> Any:
+                return self.head(self.pool(ragged))
+
+        model = RaggedModel()
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "augment_fit":
+        params = {"batch": 32, "image": [32, 32, 3], "steps": 10}
+        x = rng.random((256, 32, 32, 3), np.float32)
+        y = rng.integers(0, 10, 256).astype(np.int32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(256).repeat()
+              .map(lambda a, b: (tf.image.random_brightness(tf.image.random_flip_up_down(a),
+                                                            0.1), b),
+                   num_parallel_calls=tf.data.AUTOTUNE)
+              .batch(32).prefetch(tf.data.AUTOTUNE))
+        model = keras.Sequential([
+            keras.Input((32, 32, 3)), keras.layers.RandomFlip("horizontal"),
+            keras.layers.RandomTranslation(0.1, 0.1), keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "sparse_custom_loop":
+        params = {"batch": 64, "buckets": 1000, "ids_per_row": 5, "steps": 10}
+        wide = tf.Variable(tf.random.normal((1000, 8)) * 0.01)
+        tower = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, "relu"),
+                                  keras.layers.Dense(8)])
+        opt = keras.optimizers.Adagrad(0.05)
+
+        def sparse_batch() -> Any:
+            rows = np.repeat(np.arange(64), 5)
+            cols = np.tile(np.arange(5), 64)
+            ids = rng.integers(0, 1000, 64 * 5)
+            return tf.SparseTensor(np.stack([rows, cols], 1).astype(np.int64),
+                                   ids.astype(np.int64), (64, 5))
+
+        @tf.function
+        def sparse_step(sp: Any, dense: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                emb = tf.nn.embedding_lookup_sparse(wide, sp, None, combiner="mean")
+                pred = tf.reduce_sum(emb * tower(dense), axis=1, keepdims=True)
+                loss = tf.reduce_mean(tf.square(pred - yb))
+            variables = [wide, *tower.trainable_variables]
+            opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+            return loss
+
+        batches = [(sparse_batch(), tf.random.uniform((64, 32)), tf.random.uniform((64, 1)))
+                   for _ in range(4)]
+        warm_then_profile(lambda i: sparse_step(*batches[i % 4]), params["steps"])
+
+    elif case == "multi_input_fit":
+        params = {"batch": 32, "steps": 10}
+        a_in, b_in = keras.Input((32,), name="a"), keras.Input((16,), name="b")
+        h = keras.layers.Concatenate()([keras.layers.Dense(32, "relu")(a_in),
+                                        keras.layers.Dense(32, "relu")(b_in)])
+        model = keras.Model({"a": a_in, "b": b_in},
+                            {"score": keras.layers.Dense(1, name="score")(h),
+                             "label": keras.layers.Dense(3, name="label")(h)})
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss={"score": "mse", "label": keras.losses.SparseCategoricalCrossentropy(
+                          from_logits=True)})
+        n = 32 * 8
+        ds = tf.data.Dataset.from_tensor_slices((
+            {"a": rng.random((n, 32), np.float32), "b": rng.random((n, 16), np.float32)},
+            {"score": rng.random((n, 1), np.float32),
+             "label": rng.integers(0, 3, n).astype(np.int32)})).repeat().batch(32).prefetch(2)
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "autoencoder_custom_loop":
+        params = {"batch": 16, "image": [32, 32, 1], "steps": 10}
+        model = keras.Sequential([
+            keras.Input((32, 32, 1)), keras.layers.Conv2D(16, 3, strides=2, padding="same",
+                                                          activation="relu"),
+            keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu"),
+            keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same", activation="relu"),
+            keras.layers.Conv2DTranspose(1, 3, strides=2, padding="same")])
+        x = tf.random.uniform((16, 32, 32, 1))
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3))
+        warm_then_profile(lambda i: step(x, x), params["steps"])
 
     elif case == "profiler_server":
         params = {"batch": 64, "steps": 40, "trace_ms": 1500}
