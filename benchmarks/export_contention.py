@@ -40,6 +40,8 @@ def main() -> int:
     ap.add_argument("--tf-threads", type=int, default=0)
     ap.add_argument("--export-nice", type=int, default=0)
     ap.add_argument("--windows", type=int, default=WINDOWS)
+    ap.add_argument("--trace-s", type=float, default=TF_STEPS_S,
+                    help="seconds of training traced before each export")
     args = ap.parse_args()
 
     import numpy as np
@@ -64,14 +66,15 @@ def main() -> int:
         "tf_step": lambda: step(it),
     }
     print(f"# machine: {os.cpu_count()} cpus, tensorflow {tf.__version__}, tf_threads="
-          f"{args.tf_threads or 'default'}, export_nice={args.export_nice}, load_avg_1m="
+          f"{args.tf_threads or 'default'}, export_nice={args.export_nice}, "
+          f"trace_s={args.trace_s}, load_avg_1m="
           f"{os.getloadavg()[0]:.2f}", flush=True)
 
     def one_window(tick: Callable[[], Any]) -> tuple[float, float, float, float]:
         folder = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         session = _pywrap_profiler.ProfilerSession()
         session.start(folder, profiler_options(2, 1, 0))
-        end = time.perf_counter() + TF_STEPS_S
+        end = time.perf_counter() + args.trace_s
         while time.perf_counter() < end:
             step(it)
         before = []
