@@ -306,20 +306,12 @@ def record(name: str, out_dir: pathlib.Path, answers: pathlib.Path) -> dict[str,
 
 
 def write_answers(name: str, out_dir: pathlib.Path, answers: pathlib.Path) -> None:
+    from tests.support.xprof_reference import run_tool  # XProf on a fresh copy
+
     capture = out_dir / f"advice__{name}.xplane.pb"
     for tool in TOOLS:
-        (answers / f"advice__{name}.{tool}.json").write_text(_xprof(capture, tool))
-
-
-def _xprof(capture: pathlib.Path, tool: str) -> str:
-    from xprof.convert import raw_to_tool_data
-
-    with tempfile.TemporaryDirectory(prefix="tfobs-xprof-") as tmp:
-        copy = pathlib.Path(tmp) / capture.name
-        shutil.copyfile(capture, copy)
-        data, _ = raw_to_tool_data.xspace_to_tool_data([str(copy)], tool,
-                                                       {"use_saved_result": False})
-    return data.decode() if isinstance(data, bytes) else (data or "")
+        data = run_tool(capture, tool)
+        (answers / f"advice__{name}.{tool}.json").write_text(json.dumps(data) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
