@@ -11,27 +11,19 @@ missing capture folder again, as TensorFlow's export does).
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 
 from tests.support.fault_job import assert_unharmed, baseline, run_job
+from tests.support.mute_servers import small_tmpfs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
 
 
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root (CI runs as root)")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tfobs-fault", str(mnt)],
-                   check=True)
-    try:
+    with small_tmpfs(tmp_path, "4m", "tfobs-fault") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_read_only_full_and_removed_capture_folder(tiny_tmpfs):

@@ -27,34 +27,9 @@ from tests.support.fault_job import (
     start_job,
     wait_line,
 )
+from tests.support.mute_servers import HangingEndpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
-
-
-class HangingEndpoint:
-    """A TCP server that accepts every connection and never sends a byte."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)
-
-    def close(self) -> None:
-        self.sock.close()
-        for conn in self.accepted:
-            conn.close()
 
 
 class Scrapers:

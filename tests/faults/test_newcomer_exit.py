@@ -16,10 +16,11 @@ import re
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+
+from tests.support.mute_servers import HangingEndpoint
 
 pytestmark = pytest.mark.slow  # trains in a subprocess
 
@@ -27,29 +28,6 @@ ROOT = pathlib.Path(__file__).parents[2]
 JOB = ROOT / "tests" / "support" / "exit_job.py"
 TFOBS_EXIT_S = 3.0
 EXIT_BOUND_S = 15.0
-
-
-class SilentCollector:
-    """Accepts connections and never answers: an OTLP collector that hangs."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(conn)
-
-    def close(self) -> None:
-        self.sock.close()
-        for c in self.conns:
-            c.close()
 
 
 def refused_port() -> int:
@@ -86,7 +64,7 @@ def run_job(tmp: pathlib.Path, endpoint: str, *extra: str) -> tuple[float, float
 @pytest.mark.parametrize("state", ["window_open", "window_reducing"])
 def test_exit_is_bounded_with_tracing_to_a_silent_collector(tmp_path: pathlib.Path,
                                                             state: str) -> None:
-    collector = SilentCollector()
+    collector = HangingEndpoint()
     try:
         extra = ["--reduce-open"] if state == "window_reducing" else []
         tfobs_s, exit_s, out = run_job(tmp_path, f"http://127.0.0.1:{collector.port}", *extra)

@@ -21,6 +21,7 @@ import sys
 
 import pytest
 
+from tests.support.mute_servers import small_tmpfs
 from tests.support.xprof_reference import run_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # trains
@@ -142,16 +143,8 @@ def test_steady_job_keeps_only_the_first_plus_what_was_asked_for(tmp_path):
 
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root (CI runs as root)")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tfobs-keep", str(mnt)],
-                   check=True)
-    try:
+    with small_tmpfs(tmp_path, "1m", "tfobs-keep") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def assert_trained_and_counted(report: dict, base: dict, why: str) -> None:
