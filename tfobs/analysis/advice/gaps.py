@@ -8,7 +8,7 @@ between steps) is tfobs's figure.
 
 from __future__ import annotations
 
-from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, one_digit, step_pct
+from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, category_advice
 from tfobs.summary import Advice, WindowSummary
 
 ALL_OTHERS = Rule(
@@ -26,8 +26,6 @@ STEP_GAP = Rule(
     f"{PROFILER}: Best practices (steps_per_execution)")
 RULES = (ALL_OTHERS, STEP_GAP)
 
-HIGH_PCT = 15.0  # XProf's kHighlyAllOtherBoundThresholdInPercent
-MODERATE_PCT = 3.0
 GAP_SHARE = 0.10
 
 # XProf's sentence (kAllOthersPythonExplanation), after the percentage.
@@ -37,12 +35,9 @@ ALL_OTHERS_TEXT = (" % of the total step time sampled is spent on 'All Others' t
 
 def check(s: WindowSummary) -> list[Advice]:
     out: list[Advice] = []
-    other = step_pct(s, "other")
-    if s.steps.count and other >= MODERATE_PCT and s.input_bound.verdict != "potentially":
-        out.append(ALL_OTHERS.advice(
-            "warning" if other >= HIGH_PCT else "info", one_digit(other) + ALL_OTHERS_TEXT,
-            {"other_pct": other},
-            f"'All Others' >= {MODERATE_PCT:g} % moderate, >= {HIGH_PCT:g} % high (XProf)"))
+    if s.input_bound.verdict != "potentially":  # the verdict already says it
+        found = category_advice(ALL_OTHERS, s, "other", "'All Others'", ALL_OTHERS_TEXT)
+        out += [found] if found else []
     gap = _gap(s)
     if gap is not None:
         out.append(gap)

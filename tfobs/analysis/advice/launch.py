@@ -14,9 +14,9 @@ from tfobs.analysis.advice.rule import (
     GPU,
     PROFILER,
     Rule,
+    category_advice,
     on_gpu,
     one_digit,
-    step_pct,
     tfdata_in_use,
 )
 from tfobs.summary import Advice, WindowSummary
@@ -48,8 +48,6 @@ EAGER = Rule(
     "(tensorflow.org/guide/function)")
 RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER)
 
-HIGH_PCT = 15.0  # XProf's kHighlyKernelLaunchBoundThresholdInPercent
-MODERATE_PCT = 3.0
 SMALL_RATIO = 0.5
 SMALL_IDLE_SHARE = 0.10
 CONTENTION_IDLE_SHARE = 0.03
@@ -63,15 +61,12 @@ TFDATA_CONTENTION_TEXT = (" It could be due to CPU contention with tf.data. In t
 
 
 def check(s: WindowSummary) -> list[Advice]:
-    out: list[Advice] = []
-    pct = step_pct(s, "kernel_launch")
     tfdata = tfdata_in_use(s)
-    if s.steps.count and pct >= MODERATE_PCT:
-        text = one_digit(pct) + KERNEL_LAUNCH_TEXT + (TFDATA_CONTENTION_TEXT if tfdata else "")
-        out.append(KERNEL_LAUNCH.advice(
-            "warning" if pct >= HIGH_PCT else "info", text,
-            {"kernel_launch_pct": pct, "tfdata_in_use": float(tfdata)},
-            f"'Kernel Launch' >= {MODERATE_PCT:g} % moderate, >= {HIGH_PCT:g} % high (XProf)"))
+    found = category_advice(
+        KERNEL_LAUNCH, s, "kernel_launch", "'Kernel Launch'",
+        KERNEL_LAUNCH_TEXT + (TFDATA_CONTENTION_TEXT if tfdata else ""),
+        {"tfdata_in_use": float(tfdata)})
+    out: list[Advice] = [found] if found else []
     out += _eager(s)
     if not on_gpu(s):
         return out

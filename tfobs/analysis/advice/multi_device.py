@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, one_digit, step_pct
+from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, category_advice
 from tfobs.summary import Advice, WindowSummary
 
 COLLECTIVES = Rule(
@@ -20,8 +20,6 @@ UNEVEN = Rule(
     f"{GPU}: 4. Optimize performance on multi-GPU single host; {PROFILER}: Trace viewer")
 RULES = (COLLECTIVES, UNEVEN)
 
-HIGH_PCT = 15.0  # XProf's kHighlyDeviceCollectivesBoundThresholdInPercent
-MODERATE_PCT = 3.0
 UNEVEN_SPREAD = 0.20
 
 # XProf's sentence (DeviceCollectivesAnalysis), after the percentage.
@@ -30,13 +28,9 @@ COLLECTIVES_TEXT = (" % of the total step time sampled is spent on 'Device Colle
 
 
 def check(s: WindowSummary) -> list[Advice]:
-    out: list[Advice] = []
-    pct = step_pct(s, "device_collectives")
-    if s.steps.count and pct >= MODERATE_PCT:
-        out.append(COLLECTIVES.advice(
-            "warning" if pct >= HIGH_PCT else "info", one_digit(pct) + COLLECTIVES_TEXT,
-            {"device_collectives_pct": pct},
-            f"collectives >= {MODERATE_PCT:g} % moderate, >= {HIGH_PCT:g} % high (XProf)"))
+    found = category_advice(COLLECTIVES, s, "device_collectives", "collectives",
+                            COLLECTIVES_TEXT)
+    out: list[Advice] = [found] if found else []
     busy = [(d.busy_s, d.device) for d in s.devices if d.span_s > 0]
     if len(busy) >= 2:
         (lo, lo_dev), (hi, hi_dev) = min(busy), max(busy)

@@ -43,6 +43,25 @@ def one_digit(x: float) -> str:
     return f"{x:.1f}"
 
 
+# XProf's moderate and high shares for 'All Others', 'Kernel Launch' and 'Device Collective
+# Communication' (kHighlyAllOtherBoundThresholdInPercent and its siblings: all 15 %).
+MODERATE_PCT = 3.0
+HIGH_PCT = 15.0
+
+
+def category_advice(rule: Rule, s: WindowSummary, category: str, label: str, sentence: str,
+                    extra: dict[str, float] | None = None) -> Advice | None:
+    """XProf's rule on one category's share of step time: info from 3 %, warning from
+    15 %, the message XProf's sentence after the share; None below 3 % or without steps."""
+    pct = step_pct(s, category)
+    if not s.steps.count or pct < MODERATE_PCT:
+        return None
+    return rule.advice(
+        "warning" if pct >= HIGH_PCT else "info", one_digit(pct) + sentence,
+        {f"{category}_pct": pct, **(extra or {})},
+        f"{label} >= {MODERATE_PCT:g} % moderate, >= {HIGH_PCT:g} % high (XProf)")
+
+
 def tfdata_in_use(s: WindowSummary) -> bool:
     """XProf's TfDataInUse: reads or preprocessing seen (enqueue alone is not tf.data)."""
     t = s.input_pipeline.host_input_total_s or s.input_pipeline.host_input_s
