@@ -5,7 +5,6 @@ run, and the optional parts work exactly when their extra is installed."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import email
 import json
 import pathlib
@@ -18,7 +17,7 @@ import pytest
 
 import tfobs
 from tests.conftest import CAPTURES
-from tests.support.dists import built_dists, fresh_venv, run
+from tests.support.dists import built_dists, each_at_once, fresh_venv, run
 
 CAPTURE = CAPTURES / "generated__tf2.20cpu__tfkeras_fit.xplane.pb"
 EXTRAS = ["", "otlp", "nvml", "all"]
@@ -112,16 +111,8 @@ def venvs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     downloads and unpacking more than on each other); pip's cache is shared."""
     wheel, _ = built_dists()
     root = tmp_path_factory.mktemp("extras")
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(EXTRAS) + 1) as pool:
-        futures = {e: pool.submit(_install, e, root / (e or "base"), wheel)
-                   for e in [*EXTRAS, "floors"]}
-        results: dict[str, Any] = {}
-        for extra, future in futures.items():
-            try:
-                results[extra] = future.result()
-            except BaseException as exc:  # reported by that extra's test
-                results[extra] = exc
-    return results
+    return each_at_once([*EXTRAS, "floors"],
+                        lambda e: _install(e, root / (e or "base"), wheel))
 
 
 @pytest.mark.slow

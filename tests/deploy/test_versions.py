@@ -5,7 +5,6 @@ demo test below with that TensorFlow."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import pathlib
 import re
 import subprocess
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 
 import tfobs
-from tests.support.dists import REPO, built_dists, dry_run, fresh_venv
+from tests.support.dists import REPO, built_dists, dry_run, each_at_once, fresh_venv
 
 # Newest patch release of each supported minor version; the first is the compat job's.
 SUPPORTED = {"2.16": "2.16.2", "2.17": "2.17.1", "2.18": "2.18.1", "2.19": "2.19.1",
@@ -60,15 +59,7 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("resolve")
     pip = fresh_venv(out / "venv") / "pip"
     wheel, _ = built_dists()
-    with concurrent.futures.ThreadPoolExecutor(max_workers=len(SUPPORTED)) as pool:
-        futures = {m: pool.submit(_resolve, pip, m, wheel, out) for m in SUPPORTED}
-        results: dict[str, Any] = {}
-        for minor, future in futures.items():
-            try:
-                results[minor] = future.result()
-            except BaseException as exc:  # reported by that release's test
-                results[minor] = exc
-    return results
+    return each_at_once(SUPPORTED, lambda m: _resolve(pip, m, wheel, out))
 
 
 @pytest.mark.slow

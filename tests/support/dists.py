@@ -6,12 +6,14 @@ user's new environment has), not the test venv's. Downloads go through pip's own
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import json
 import pathlib
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterable
 from typing import Any
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -59,3 +61,19 @@ def dry_run(pip: pathlib.Path, requirements: list[str], report: pathlib.Path) ->
 
 def _norm(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
+
+
+def each_at_once(keys: Iterable[Any], job: Callable[[Any], Any]) -> dict[Any, Any]:
+    """`job(key)` for every key in threads at once (pip waits on the network and on
+    unpacking, not the CPU): {key: its result, or the exception it raised, which that key's
+    test re-raises}."""
+    keys = list(keys)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(keys))) as pool:
+        futures = {key: pool.submit(job, key) for key in keys}
+        results: dict[Any, Any] = {}
+        for key, future in futures.items():
+            try:
+                results[key] = future.result()
+            except BaseException as exc:  # reported by that key's test
+                results[key] = exc
+    return results
