@@ -9,18 +9,30 @@ load only when `enable()` (or a command that needs them) runs.
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import TYPE_CHECKING, Any
 
-from tfobs.capture.markers import step
 from tfobs.errors import CaptureError, ConfigError
-from tfobs.runtime.api import enable
-from tfobs.runtime.core import Runtime
-from tfobs.runtime.lifecycle import capture_now, disable
 from tfobs.summary import WindowSummary
 
 if TYPE_CHECKING:
     from tfobs.capture.markers import KerasCallbackType as KerasCallback
+    from tfobs.capture.markers import step
+    from tfobs.runtime.api import enable
+    from tfobs.runtime.core import Runtime
+    from tfobs.runtime.lifecycle import capture_now, disable
+
+# Loaded on first use, so `tfobs analyze` and `import tfobs` in a reader of captures do not
+# load the runtime (config, profiler slot, exporters' glue: about 60 ms).
+_LAZY = {
+    "enable": "tfobs.runtime.api",
+    "Runtime": "tfobs.runtime.core",
+    "capture_now": "tfobs.runtime.lifecycle",
+    "disable": "tfobs.runtime.lifecycle",
+    "step": "tfobs.capture.markers",
+    "KerasCallback": "tfobs.capture.markers",  # imports TensorFlow/Keras on first use
+}
 
 __version__ = "0.1.0"
 
@@ -60,8 +72,9 @@ def analyze(
 
 
 def __getattr__(name: str) -> Any:
-    if name == "KerasCallback":  # imports TensorFlow/Keras, so only on first use
-        from tfobs.capture.markers import KerasCallback
-
-        return KerasCallback
-    raise AttributeError(f"module 'tfobs' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tfobs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups (`tfobs.step` every step) skip this function
+    return value
