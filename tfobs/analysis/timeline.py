@@ -252,11 +252,18 @@ def int_stats_at(
     n = events.size
     if not n or not wanted:
         return out
-    batch = tl.columns.stats_of(events, np.fromiter(wanted, np.int64, len(wanted)))
-    by_event = np.argsort(events, kind="stable")
-    slot = by_event[np.searchsorted(events[by_event], batch.event)]
-    for mid, key in wanted.items():
-        sel = np.flatnonzero(batch.mid == mid)
+    ids = np.fromiter(wanted, np.int64, len(wanted))
+    batch, slot = tl.columns.stats_by_slot(events, ids)  # slot: each record's event
+    # Each record's place in `wanted` (-1: none), then the records grouped by stat in one
+    # stable sort (each stat's records stay in record order: by event, stored order).
+    by_id = np.argsort(ids)
+    at = np.minimum(np.searchsorted(ids[by_id], batch.mid), ids.size - 1)
+    which = np.where(ids[by_id][at] == batch.mid, by_id[at], -1)
+    mine = np.flatnonzero(which >= 0)
+    by_stat = mine[np.argsort(which[mine], kind="stable")]
+    bounds = np.searchsorted(which[by_stat], np.arange(ids.size + 1))
+    for j, key in enumerate(wanted.values()):
+        sel = by_stat[bounds[j]:bounds[j + 1]]
         if not sel.size:
             continue
         at = slot[sel]
