@@ -88,21 +88,22 @@ class _Grouper:
         self.host = host
         # Group id per event of each line (sorted order); -1 while ungrouped.
         self.gid = [np.full(len(ld), -1, np.int64) for ld in host.lines]
-        self.is_producer = [np.zeros(len(ld), bool) for ld in host.lines]
         self.prod_code = [np.full(len(ld), -1, np.int64) for ld in host.lines]
         self.cons_ptr = np.zeros(1, np.int64)
         self.cons_line = self.cons_idx = np.zeros(0, np.int64)
         ids = host.stat_ids
         wanted = {ids[k]: k for k in ("_p", "_pt", "_c", "_ct", "id", "iter_num") if k in ids}
         # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter),
-        # as raw 64-bit patterns; collected per line, then indexed once (`_index_links`).
-        self._keys: list[tuple[np.ndarray, int, np.ndarray, bool]] = []
+        # as raw 64-bit patterns, with each key's (line, sorted position); indexed once
+        # (`_index_links`).
+        self._keys: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
         # Step ids of executor runs with a non-zero loop iteration, and of tf.data functions
         # (XProf's `ProcessTensorFlowLoop`: a loop in any non-tf.data function).
         self.loop_ids: set[int] = set()
         self.tf_data_ids: set[int] = set()
-        # Executor runs per line: (line, positions, step id, iteration) as raw patterns.
-        self._process: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        # Executor runs: (line, sorted position, step id, iteration), the last two as raw
+        # patterns; in line order, then position order.
+        self._process = (_NONE, _NONE, _NONE.astype(np.uint64), _NONE.astype(np.uint64))
         if not wanted:
             return
         ctx = host.mids_where(_is_context_event)
@@ -113,20 +114,19 @@ class _Grouper:
         chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking, ld.dense_top)))
                   for li, ld in enumerate(host.lines)]
         chosen = [(li, at) for li, at in chosen if at.size]
-        if chosen:  # every line's linking events' stats in one decoding pass
-            every = int_stats_at(host, np.concatenate(
-                [host.lines[li].indices(at) for li, at in chosen]), wanted, raw=True)
-            bounds = np.cumsum([0] + [at.size for _, at in chosen])
-            for (li, at), lo, hi in zip(chosen, bounds[:-1], bounds[1:], strict=True):
-                st = {k: (v[lo:hi], has[lo:hi]) for k, (v, has) in every.items()}
-                mids = host.lines[li].mid_arr[at]
-                is_process = member(mids, process)
-                self._links(li, at, st, member(mids, get_next), is_process)
-                self._loops(st, is_process, member(mids, tf_data))
-                if "id" in st and "iter_num" in st:
-                    keep = is_process & st["id"][1] & st["iter_num"][1]
-                    self._process.append((li, at[keep], st["id"][0][keep],
-                                          st["iter_num"][0][keep]))
+        if chosen:  # every line's linking events at once: one decoding pass, one link pass
+            lines = np.concatenate([np.full(at.size, li, np.int64) for li, at in chosen])
+            at = np.concatenate([at for _, at in chosen])
+            mids = np.concatenate([host.lines[li].mid_arr[a] for li, a in chosen])
+            st = int_stats_at(host, np.concatenate(
+                [host.lines[li].indices(a) for li, a in chosen]), wanted, raw=True)
+            is_process = member(mids, process)
+            self._links(lines, at, st, member(mids, get_next), is_process)
+            self._loops(st, is_process, member(mids, tf_data))
+            if "id" in st and "iter_num" in st:
+                keep = is_process & st["id"][1] & st["iter_num"][1]
+                self._process = (lines[keep], at[keep], st["id"][0][keep],
+                                 st["iter_num"][0][keep])
         self._index_links()
 
     def loop_steps(self) -> np.ndarray:
@@ -141,15 +141,14 @@ class _Grouper:
         host = self.host
         out = np.full(len(host.columns), -1, np.int64)
         looping = self.loop_ids - self.tf_data_ids
-        runs = [(li, at, sid, it) for li, at, sid, it in self._process if at.size]
-        if not looping or not runs:
+        li_all, at_all, sid, it = self._process
+        if not looping or not at_all.size:
             return out
-        li_all = np.concatenate([np.full(at.size, li, np.int64) for li, at, _, _ in runs])
-        at_all = np.concatenate([at for _, at, _, _ in runs])
-        sid = np.concatenate([x for _, _, x, _ in runs])
-        it = np.concatenate([x for _, _, _, x in runs])
-        start = np.concatenate([_absolute(host.lines[li].start_arr[at], host.lines[li])
-                                for li, at, _, _ in runs])
+        run_lines = unique(li_all).tolist()
+        start = np.zeros(at_all.size, np.int64)
+        for li in run_lines:
+            sel = li_all == li
+            start[sel] = _absolute(host.lines[li].start_arr[at_all[sel]], host.lines[li])
         mine = np.flatnonzero(np.isin(sid, np.fromiter(looping, np.uint64, len(looping))))
         group = np.full(sid.size, -1, np.int64)
         # Iterations (step id, iteration), each numbered by the time of its first run.
@@ -161,7 +160,7 @@ class _Grouper:
         rank = np.empty(firsts.size, np.int64)
         rank[np.argsort(start[firsts], kind="stable")] = np.arange(firsts.size)
         group[by_key] = rank[key_of]
-        for li in unique(li_all).tolist():
+        for li in run_lines:
             ld = host.lines[li]
             sel = np.flatnonzero(li_all == li)
             runs_at, runs_group = at_all[sel], group[sel]
@@ -181,7 +180,7 @@ class _Grouper:
         if not self._keys:
             return
         keys = np.concatenate([k for k, _, _, _ in self._keys])
-        lines = np.concatenate([np.full(len(i), li, np.int64) for _, li, i, _ in self._keys])
+        lines = np.concatenate([li for _, li, _, _ in self._keys])
         idx = np.concatenate([i for _, _, i, _ in self._keys])
         consumer = np.concatenate([np.full(len(i), c, bool) for _, _, i, c in self._keys])
         by_key = np.lexsort(keys.T[::-1])
@@ -203,11 +202,12 @@ class _Grouper:
             mine = prod[lines[prod] == li]
             # A later record of the same event wins, as a dict assignment would.
             self.prod_code[li][idx[mine]] = code[mine]
-            self.is_producer[li][idx[mine]] = True
 
-    def _links(self, li: int, picked: np.ndarray, st: dict[str, tuple[np.ndarray, np.ndarray]],
-               get_next: np.ndarray, process: np.ndarray) -> None:
-        """Producers and consumers among one line's linking events (`picked`, in order).
+    def _links(self, lines: np.ndarray, picked: np.ndarray,
+               st: dict[str, tuple[np.ndarray, np.ndarray]], get_next: np.ndarray,
+               process: np.ndarray) -> None:
+        """Producers and consumers among the linking events (`lines`, `picked`: each one's
+        line and sorted position; line by line, in order).
 
         A `GetNext` with a step id and iteration consumes (-1, id, iter), which the
         `ExecutorState::Process` with the same two produces; otherwise `_p`/`_pt`
@@ -232,7 +232,7 @@ class _Grouper:
             keys = np.stack((np.where(ctx_sel, t[sel], minus_one[sel]),
                              np.where(ctx_sel, v[sel], sid[sel]),
                              np.where(ctx_sel, zero[sel], it[sel])), axis=1)
-            self._keys.append((keys.astype(np.uint64), li, picked[sel], consumer))
+            self._keys.append((keys.astype(np.uint64), lines[sel], picked[sel], consumer))
 
     def _loops(self, st: dict[str, tuple[np.ndarray, np.ndarray]], process: np.ndarray,
                tf_data: np.ndarray) -> None:
