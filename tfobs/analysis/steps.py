@@ -28,6 +28,7 @@ _GET_NEXT_OPS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::D
 DROP_INCOMPLETE_THRESHOLD = 5
 MAX_STEPS = 100_000
 _NONE = np.zeros(0, np.int64)
+_LOWEST = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -96,7 +97,7 @@ class _Grouper:
         # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter),
         # as raw 64-bit patterns, with each key's (line, sorted position); indexed once
         # (`_index_links`).
-        self._keys: list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]] = []
+        self._keys: list[tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray, bool]] = []
         # Step ids of executor runs with a non-zero loop iteration, and of tf.data functions
         # (XProf's `ProcessTensorFlowLoop`: a loop in any non-tf.data function).
         self.loop_ids: set[int] = set()
@@ -179,14 +180,25 @@ class _Grouper:
         """Links as arrays: a code per producer event, the consumers of each code (CSR)."""
         if not self._keys:
             return
-        keys = np.concatenate([k for k, _, _, _ in self._keys])
+        kind, a, b = (np.concatenate([k[j] for k, _, _, _ in self._keys]) for j in range(3))
         lines = np.concatenate([li for _, li, _, _ in self._keys])
         idx = np.concatenate([i for _, _, i, _ in self._keys])
         consumer = np.concatenate([np.full(len(i), c, bool) for _, _, i, c in self._keys])
-        by_key = np.lexsort(keys.T[::-1])
-        ranked = keys[by_key]
-        new = np.r_[True, (ranked[1:] != ranked[:-1]).any(axis=1)]
-        code = np.empty(len(keys), np.int64)
+        # A code names each distinct key (its number does not matter). The kind (a type
+        # or -1) and `b` (0 or an iteration) are small: packed into one column when they
+        # fit, the keys sort on two columns instead of three.
+        kind1 = kind + np.uint64(1)  # -1 wraps to 0
+        if kind1.max() < 2**32 and b.max() < 2**32:
+            columns: tuple[np.ndarray, ...] = ((kind1 << np.uint64(32)) | b, a)
+        else:
+            columns = (b, a, kind)
+        by_key = np.lexsort(columns)
+        new = np.zeros(by_key.size, bool)
+        new[0] = True
+        for column in columns:
+            ranked = column[by_key]
+            new[1:] |= ranked[1:] != ranked[:-1]
+        code = np.empty(by_key.size, np.int64)
         code[by_key] = np.cumsum(new) - 1
         n_codes = int(new.sum())
         # Consumers of each code in event order (lines in order, events in order).
@@ -229,10 +241,10 @@ class _Grouper:
             if not sel.size:
                 continue
             ctx_sel = ctx_mask[sel]
-            keys = np.stack((np.where(ctx_sel, t[sel], minus_one[sel]),
-                             np.where(ctx_sel, v[sel], sid[sel]),
-                             np.where(ctx_sel, zero[sel], it[sel])), axis=1)
-            self._keys.append((keys.astype(np.uint64), lines[sel], picked[sel], consumer))
+            keys = (np.where(ctx_sel, t[sel], minus_one[sel]),
+                    np.where(ctx_sel, v[sel], sid[sel]),
+                    np.where(ctx_sel, zero[sel], it[sel]))
+            self._keys.append((keys, lines[sel], picked[sel], consumer))
 
     def _loops(self, st: dict[str, tuple[np.ndarray, np.ndarray]], process: np.ndarray,
                tf_data: np.ndarray) -> None:
@@ -263,13 +275,15 @@ class _Grouper:
         if hi <= lo + 1:
             return nodes
         ends = ld.end_arr[lo:hi]
-        low = np.iinfo(np.int64).min
-        node_end = np.full(hi - lo, low, np.int64)
-        node_end[nodes - lo] = ends[nodes - lo]
-        reach = np.maximum.accumulate(node_end)
-        reach = np.concatenate((np.full(1, low, np.int64), reach[:-1]))
+        rel = nodes - lo
+        node_end = np.full(hi - lo, _LOWEST, np.int64)
+        node_end[rel] = ends[rel]
+        # reach[k]: the latest end of the nodes before event lo + k
+        reach = np.empty(hi - lo, np.int64)
+        reach[0] = _LOWEST
+        np.maximum.accumulate(node_end[:-1], out=reach[1:])
         inside = (reach >= ends) & (reach >= ld.start_arr[lo:hi]) & (self.gid[li][lo:hi] < 0)
-        inside[nodes - lo] = True
+        inside[rel] = True
         return np.flatnonzero(inside) + lo
 
     def group(self, g: int, li: int, i: int) -> list[tuple[int, np.ndarray]]:
@@ -300,6 +314,9 @@ class _Grouper:
                 count = hi - lo
                 flat = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
                 lines, idx = self.cons_line[flat], self.cons_idx[flat]
+                if lines.min() == lines.max():  # the usual case: all on one line
+                    following.setdefault(int(lines[0]), []).append(idx)
+                    continue
                 for cl in unique(lines).tolist():
                     following.setdefault(cl, []).append(idx[lines == cl])
             frontier = following
