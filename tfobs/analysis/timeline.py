@@ -254,28 +254,44 @@ def int_stats_at(
         return out
     ids = np.fromiter(wanted, np.int64, len(wanted))
     batch, slot = tl.columns.stats_by_slot(events, ids)  # slot: each record's event
-    # Each record's place in `wanted` (-1: none), then the records grouped by stat in one
-    # stable sort (each stat's records stay in record order: by event, stored order).
-    by_id = np.argsort(ids)
-    at = np.minimum(np.searchsorted(ids[by_id], batch.mid), ids.size - 1)
-    which = np.where(ids[by_id][at] == batch.mid, by_id[at], -1)
-    mine = np.flatnonzero(which >= 0)
-    by_stat = mine[np.argsort(which[mine], kind="stable")]
+    # Each record's place in `wanted` (-1: none), by a table indexed by id where ids are
+    # small (as int8: the stable sort below is then a radix sort), then the records
+    # grouped by stat in one stable sort: each stat's records stay in record order.
+    mid = batch.mid
+    if mid.size and ids.size < 128 and 0 <= mid.min() and mid.max() < 256:
+        table = np.full(256, -1, np.int8)
+        fit = (ids >= 0) & (ids < 256)
+        table[ids[fit]] = np.flatnonzero(fit)
+        which = table[mid]
+    else:
+        by_id = np.argsort(ids)
+        at = np.minimum(np.searchsorted(ids[by_id], mid), ids.size - 1)
+        which = np.where(ids[by_id][at] == mid, by_id[at], -1)
+    by_stat = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[by_stat], np.arange(ids.size + 1))
     for j, key in enumerate(wanted.values()):
         sel = by_stat[bounds[j]:bounds[j + 1]]
         if not sel.size:
             continue
         at = slot[sel]
-        last = np.r_[at[1:] != at[:-1], True]  # an event's records are together, in order
-        sel, at = sel[last], at[last]
+        # The last record of a stat wins (an event's records are together, in order).
+        last = np.empty(at.size, bool)
+        last[-1] = True
+        np.not_equal(at[1:], at[:-1], out=last[:-1])
+        if not last.all():
+            sel, at = sel[last], at[last]
+        kind = batch.kind[sel]
+        is_int = (kind == KIND_INT64) | (kind == KIND_UINT64)
+        at, sel, kind = at[is_int], sel[is_int], kind[is_int]
         values = np.zeros(n, np.uint64 if raw else object)
         has = np.zeros(n, bool)
-        for kind, as_type in ((KIND_INT64, np.int64), (KIND_UINT64, np.uint64)):
-            k = batch.kind[sel] == kind
-            picked = batch.value[sel[k]]
-            values[at[k]] = picked.view(np.uint64) if raw else picked.view(as_type).tolist()
-            has[at[k]] = True
+        has[at] = True
+        if raw:
+            values[at] = batch.value[sel]
+        else:  # Python ints: int64 records signed, uint64 ones unsigned
+            signed = kind == KIND_INT64
+            values[at[signed]] = batch.value[sel[signed]].view(np.int64).tolist()
+            values[at[~signed]] = batch.value[sel[~signed]].tolist()
         out[key] = (values, has)
     return out
 
