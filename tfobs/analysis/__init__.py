@@ -230,10 +230,12 @@ def _top_events(
             # Only events that can still make the top n (ties at the n-th kept).
             dur = ld.end_arr[sel] - ld.start_arr[sel]
             sel = sel[dur >= np.partition(dur, -top_n)[-top_n]]
-        for i in sel.tolist():
-            name = names[ld.mids[i]]
-            cands.append((ld.ends[i] - ld.starts[i], name, _event_kind(name),
-                          (ld.start_ps + ld.starts[i]) // 1000, ""))
+        # Only the candidates' times and ids as Python ints (not the whole line's).
+        for start, end, mid in zip(ld.start_arr[sel].tolist(), ld.end_arr[sel].tolist(),
+                                   ld.mid_arr[sel].tolist(), strict=True):
+            name = names[mid]
+            cands.append((end - start, name, _event_kind(name), (ld.start_ps + start) // 1000,
+                          ""))
     for tl in devices:
         device = tl.plane.name
         for ld in tl.lines:

@@ -332,22 +332,28 @@ def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
     if "_r" in ids:
         for li, ld in enumerate(host.lines):
             picked = ld.where(marker_mids)
-            for i, st in zip(picked, host.stat_values_many(ld, picked, wanted), strict=True):
+            # Only these events' times and ids as Python ints (not the whole line's).
+            starts, mids = ld.start_arr[picked].tolist(), ld.mid_arr[picked].tolist()
+            for i, st, start, mid in zip(picked, host.stat_values_many(ld, picked, wanted),
+                                         starts, mids, strict=True):
                 if "_r" not in st:
                     continue
                 num = _int(st.get("iter_num", st.get("step_num")))
-                start = ld.start_ps + ld.starts[i]
-                roots.append((start, li, i, num if num is not None else -1, names[ld.mids[i]]))
+                roots.append((ld.start_ps + start, li, i, num if num is not None else -1,
+                              names[mid]))
     method = "markers"
     if not roots:
         fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
         for li, ld in enumerate(host.lines):
             last_end = None
-            for i in ld.where(fn_mids):
-                if last_end is not None and ld.starts[i] < last_end:
+            picked = ld.where(fn_mids)
+            for i, start, end, mid in zip(picked, ld.start_arr[picked].tolist(),
+                                          ld.end_arr[picked].tolist(),
+                                          ld.mid_arr[picked].tolist(), strict=True):
+                if last_end is not None and start < last_end:
                     continue  # nested or overlapping: not a top-level execution
-                last_end = ld.ends[i]
-                roots.append((ld.start_ps + ld.starts[i], li, i, -1, names[ld.mids[i]]))
+                last_end = end
+                roots.append((ld.start_ps + start, li, i, -1, names[mid]))
         method = "inferred"
     roots.sort()
     if len(roots) > MAX_STEPS:
@@ -374,8 +380,9 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             continue
         g = len(groups)  # XProf numbers only the roots that start a group
         ld = host.lines[li]
-        begin = ld.start_ps + ld.starts[i]
-        step = StepGroup(num, f"{name} {num}", begin, begin + ld.ends[i] - ld.starts[i])
+        start, end = int(ld.start_arr[i]), int(ld.end_arr[i])
+        begin = ld.start_ps + start
+        step = StepGroup(num, f"{name} {num}", begin, begin + end - start)
         for mli, idx in grouper.group(g, li, i):
             if mli == li:
                 idx = idx[idx != i]
