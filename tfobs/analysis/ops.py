@@ -133,14 +133,17 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
     np.add.at(total, inverse, dur)
     np.add.at(self_sum, inverse, self_ps)
     count = np.bincount(inverse, minlength=unique.size)
-    for u in np.argsort(first, kind="stable").tolist():
-        op = parse_tf_op(names[int(unique[u])])
+    order = np.argsort(first, kind="stable")
+    # As Python ints in one conversion each (indexing numpy scalars one by one is slow).
+    for mid, n, tot, own in zip(unique[order].tolist(), count[order].tolist(),
+                                total[order].tolist(), self_sum[order].tolist(), strict=True):
+        op = parse_tf_op(names[mid])
         agg = out.get(op.name)  # XProf keys its host op table by op name
         if agg is None:
             agg = out[op.name] = OpAgg(op.name, op.type, False)
-        agg.count += int(count[u])
-        agg.total_ps += int(total[u])
-        agg.self_ps += int(self_sum[u])
+        agg.count += n
+        agg.total_ps += tot
+        agg.self_ps += own
 
 
 def device_op_metrics(
