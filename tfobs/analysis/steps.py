@@ -164,9 +164,8 @@ class _Grouper:
         for li in run_lines:
             ld = host.lines[li]
             sel = np.flatnonzero(li_all == li)
+            # A line's runs are in position order already (chosen by flatnonzero).
             runs_at, runs_group = at_all[sel], group[sel]
-            by_start = np.argsort(runs_at, kind="stable")
-            runs_at, runs_group = runs_at[by_start], runs_group[by_start]
             # the last run starting at or before each event, if it covers the event
             k = np.searchsorted(runs_at, np.arange(len(ld)), side="right") - 1
             ok = k >= 0
