@@ -466,13 +466,17 @@ def _canonical_events(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tu
     p = start + 1 + size
     columns = []
     for tag in (0x10, 0x18):  # offset_ps, duration_ps: absent when zero
-        column = np.zeros(n, _U64)
         has = (p < end) & (buf[p] == tag)
-        at = np.flatnonzero(has)
-        if at.size:
-            value, size = _varint(buf, p[at] + 1, "event")
-            column[at] = value
-            p[at] += 1 + size
+        if has.all():  # the usual case: no selection needed
+            column, size = _varint(buf, p + 1, "event")
+            p += 1 + size
+        else:
+            column = np.zeros(n, _U64)
+            at = np.flatnonzero(has)
+            if at.size:
+                value, size = _varint(buf, p[at] + 1, "event")
+                column[at] = value
+                p[at] += 1 + size
         columns.append(column)
     if (p > end).any():
         return None
