@@ -298,7 +298,7 @@ class _Grouper:
             following: dict[int, list[np.ndarray]] = {}
             for fli, parts in frontier.items():
                 gid = self.gid[fli]
-                nodes = unique(np.concatenate(parts))
+                nodes = unique(parts[0] if len(parts) == 1 else np.concatenate(parts))
                 nodes = nodes[gid[nodes] < 0]
                 if not nodes.size:
                     continue
@@ -309,9 +309,14 @@ class _Grouper:
                 codes = unique(codes[codes >= 0])
                 if not codes.size:
                     continue
-                lo, hi = self.cons_ptr[codes], self.cons_ptr[codes + 1]
-                count = hi - lo
-                flat = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
+                if codes.size == 1:  # the usual case: one link out of this line
+                    code = int(codes[0])
+                    flat = np.arange(self.cons_ptr[code], self.cons_ptr[code + 1])
+                else:
+                    lo, hi = self.cons_ptr[codes], self.cons_ptr[codes + 1]
+                    count = hi - lo
+                    flat = (np.repeat(lo - np.cumsum(count) + count, count)
+                            + np.arange(count.sum()))
                 lines, idx = self.cons_line[flat], self.cons_idx[flat]
                 if lines.min() == lines.max():  # the usual case: all on one line
                     following.setdefault(int(lines[0]), []).append(idx)
