@@ -296,7 +296,11 @@ def walk(
 def _buffer(raw: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lens = np.fromiter(map(len, raw), np.int64, len(raw))
     end = np.cumsum(lens)
-    buf = np.frombuffer(b"".join(raw) + bytes(_PAD), np.uint8)
+    raw.append(bytes(_PAD))  # joined with the data: one copy of the plane's bytes, not two
+    try:
+        buf = np.frombuffer(b"".join(raw), np.uint8)
+    finally:
+        raw.pop()
     return buf, end - lens, end
 
 
