@@ -6,6 +6,8 @@ test capture.
 - step grouping in waves (`_Grouper.group`) vs the event-by-event walk it replaced;
 - the column reader (`PlaneEvents`, `stats_of`) vs the plain protobuf parse, and its
   fast decoder of the writers' event layout vs the field-by-field walk;
+- the linking stats of step grouping (`int_stats_at`) vs protobuf, and the integer-only
+  stat decoding vs the general one;
 - times normalised once in the reader: no exact-integer fallback needed near int64.
 """
 
@@ -198,6 +200,81 @@ def test_events_with_many_stats_are_read_to_the_end_in_order() -> None:
     for k, event in enumerate(events):
         want = [(s.metadata_id, getattr(s, s.WhichOneof("value"))) for s in event.stats]
         assert _same(got[k], want), k
+
+
+def _random_stats_space(seed: int) -> bytes:
+    """A host plane whose events carry random stats: every value kind, ids repeated
+    within an event, varints of every length (negative int64s take ten bytes)."""
+    rng = np.random.default_rng(seed)
+    space = schema.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].id = 1
+    for mid in range(1, 7):
+        plane.stat_metadata[mid].id = mid
+    line = plane.lines.add(id=1, name="l")
+    only_ints = seed % 2 == 0  # half the seeds: integers only (the fast decoding)
+    for k in range(int(rng.integers(1, 200))):
+        event = line.events.add(metadata_id=1, offset_ps=k, duration_ps=1)
+        for _ in range(int(rng.integers(0, 7))):
+            stat = event.stats.add(metadata_id=int(rng.integers(1, 7)))
+            kind = int(rng.integers(0, 3 if only_ints else 6))
+            bits = int(rng.integers(1, 64))
+            if kind == 0:
+                stat.int64_value = int(rng.integers(-2**bits, 2**bits))
+            elif kind == 1:
+                stat.uint64_value = int(rng.integers(0, 2**bits))
+            elif kind == 2:
+                stat.ref_value = int(rng.integers(0, 2**bits))
+            elif kind == 3:
+                stat.double_value = float(rng.random())
+            elif kind == 4:
+                stat.str_value = "x" * int(rng.integers(0, 3))
+            # else: no value at all
+    return space.SerializeToString()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_int_stats_equal_protobuf(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`int_stats_at` (the linking stats of step grouping): the last record of each stat
+    per event, its value when an int64 or uint64, as protobuf reads it; a stat is keyed
+    when any record of it was read. And the integer-only fast decoding (`_varints`)
+    equals the general one."""
+    from tfobs.analysis.timeline import int_stats_at
+    from tfobs.xspace import columns
+
+    data = _random_stats_space(seed)
+    host = Timeline(parse(data).plane("/host:CPU"))
+    events_pb = list(schema.XSpace.FromString(data).planes[0].lines[0].events)
+    rng = np.random.default_rng(seed)
+    picked = np.unique(rng.integers(0, len(events_pb), len(events_pb)))
+    wanted = {2: "b", 4: "d", 5: "e", 9: "absent"}
+    for raw in (False, True):
+        got = int_stats_at(host, picked, wanted, raw=raw)
+        for mid, key in wanted.items():
+            values, seen = [], False
+            for k in picked.tolist():
+                last = None
+                for stat in events_pb[k].stats:
+                    if stat.metadata_id == mid:
+                        last, seen = stat, True
+                kind = last.WhichOneof("value") if last is not None else None
+                value = getattr(last, kind) if kind in ("int64_value", "uint64_value") else None
+                values.append(value)
+            if not seen:
+                assert key not in got
+                continue
+            column, has = got[key]
+            assert has.tolist() == [v is not None for v in values], (raw, key)
+            for v, c, h in zip(values, column.tolist(), has.tolist(), strict=True):
+                if h:
+                    assert c == (v & (2**64 - 1) if raw else v), (raw, key)
+    cols = host.columns
+    every = np.arange(len(cols))
+    fast = cols.stats_of(every)
+    monkeypatch.setattr(columns.StatBatch, "_varints", lambda *a: False)
+    slow = cols.stats_of(every)
+    for name in ("event", "mid", "kind", "value", "pos", "size"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
 
 
 def _varint(v: int) -> bytes:

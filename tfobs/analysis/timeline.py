@@ -253,7 +253,8 @@ def int_stats_at(
     if not n or not wanted:
         return out
     ids = np.fromiter(wanted, np.int64, len(wanted))
-    batch, slot = tl.columns.stats_by_slot(events, ids)  # slot: each record's event
+    # slot: each record's event; records round by round, an event's in stored order.
+    batch, slot = tl.columns.stats_by_slot(events, ids, by_event=False)
     # Each record's place in `wanted` (-1: none), by a table indexed by id where ids are
     # small (as int8: the stable sort below is then a radix sort), then the records
     # grouped by stat in one stable sort: each stat's records stay in record order.
@@ -274,11 +275,12 @@ def int_stats_at(
         if not sel.size:
             continue
         at = slot[sel]
-        # The last record of a stat wins (an event's records are together, in order).
-        last = np.empty(at.size, bool)
-        last[-1] = True
-        np.not_equal(at[1:], at[:-1], out=last[:-1])
-        if not last.all():
+        seen = np.zeros(n, bool)
+        seen[at] = True
+        if seen.sum() < at.size:  # an event repeats the stat (rare): its last record wins
+            by_event = np.argsort(at, kind="stable")  # stored order kept within an event
+            sel, at = sel[by_event], at[by_event]
+            last = np.r_[at[1:] != at[:-1], True]
             sel, at = sel[last], at[last]
         kind = batch.kind[sel]
         is_int = (kind == KIND_INT64) | (kind == KIND_UINT64)

@@ -606,10 +606,12 @@ class PlaneEvents:
         """
         return self.stats_by_slot(events, mids)[0]
 
-    def stats_by_slot(self, events: np.ndarray, mids: np.ndarray | None = None) -> tuple[
-            StatBatch, np.ndarray]:
+    def stats_by_slot(self, events: np.ndarray, mids: np.ndarray | None = None,
+                      by_event: bool = True) -> tuple[StatBatch, np.ndarray]:
         """`stats_of`, and for each record the position in `events` of its event
-        (non-decreasing: an event's records are together)."""
+        (non-decreasing: an event's records are together). Without `by_event`, records
+        come round by round instead, with no sort (an event's records are still in
+        stored order among themselves)."""
         rounds = self._stat_rounds(events, tail=True)
         if not rounds:
             none = np.zeros(0, np.int64)
@@ -619,14 +621,18 @@ class PlaneEvents:
         size = np.concatenate([s[2] for s in rounds])
         del rounds  # large captures: not held while the records are decoded
         if mids is not None:
+            # Kept: the wanted one-byte ids, and every record that does not start with a
+            # one-byte id (its id is read in full later). The buffer's padding makes
+            # pos + 1 readable even for an empty last record.
             buf = self.buf
-            lead = (size >= 3) & (buf[pos] == 0x08)
-            mid = buf[np.where(lead, pos + 1, 0)]
-            table = np.zeros(128, bool)
+            table = np.zeros(256, bool)
             table[mids[(mids >= 0) & (mids < 128)]] = True
-            keep = ~lead | (mid >= 0x80) | table[mid & 0x7F]
+            table[0x80:] = True
+            keep = table[buf[pos + 1]] | (buf[pos] != 0x08) | (size < 3)
             if not keep.all():
                 which, pos, size = which[keep], pos[keep], size[keep]
+        if not by_event:
+            return StatBatch(self.buf, events[which], pos, size), which
         # Records come round by round; sorted by event (stable), each event's are together
         # and in stored order.
         order = np.argsort(which, kind="stable")
