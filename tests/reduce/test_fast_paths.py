@@ -6,6 +6,7 @@ test capture.
 - step grouping in waves (`_Grouper.group`) vs the event-by-event walk it replaced;
 - the column reader (`PlaneEvents`, `stats_of`) vs the plain protobuf parse, and its
   fast decoder of the writers' event layout vs the field-by-field walk;
+- every step's top-event candidates at once vs the per-line selection they replaced;
 - the linking stats of step grouping (`int_stats_at`) vs protobuf, and the integer-only
   stat decoding vs the general one;
 - times normalised once in the reader: no exact-integer fallback needed near int64.
@@ -200,6 +201,59 @@ def test_events_with_many_stats_are_read_to_the_end_in_order() -> None:
     for k, event in enumerate(events):
         want = [(s.metadata_id, getattr(s, s.WhichOneof("value"))) for s in event.stats]
         assert _same(got[k], want), k
+
+
+class _Line:
+    """The part of `LineData` that the steps' top events read."""
+
+    def __init__(self, rng: np.random.Generator, n: int) -> None:
+        self.start_arr = np.sort(rng.integers(0, 10**4, n)).astype(np.int64)
+        self.end_arr = self.start_arr + rng.choice([0, 5, 5, 7, 100, 2500], n)
+        self.mid_arr = rng.integers(0, 6, n).astype(np.int64)
+        self.start_ps = int(rng.integers(-10**6, 10**6))
+
+    def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
+        return np.array([table.get(m, default) for m in self.mid_arr.tolist()], np.int64)
+
+    def __len__(self) -> int:
+        return self.mid_arr.size
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_step_top_events_equal_per_line_selection(seed: int) -> None:
+    """All steps' top-event candidates at once (`_host_candidates`, one n-th-longest
+    floor per step) give each step the same top n as the per-line selection they
+    replaced (each line's n longest, ties kept, then one sort by duration and name)."""
+    from tfobs.analysis import _event_kind, _host_candidates, _top_events
+
+    rng = np.random.default_rng(seed)
+    names = {0: "a/b:MatMul", 1: "Iterator::Map", 2: "not an op", 3: "c:Add", 4: "d:Add",
+             5: "e/f:Conv2D"}
+    lines = [_Line(rng, int(rng.integers(0, 60))) for _ in range(4)]
+    groups = []
+    for k in range(int(rng.integers(1, 6))):
+        g = StepGroup(k, "train", 0, 1)
+        for j in rng.permutation(len(lines))[:int(rng.integers(0, 4))].tolist():
+            ld = lines[j]
+            g.members.append((ld, np.flatnonzero(rng.random(len(ld)) < 0.5)))
+        groups.append(g)
+    top_n = int(rng.integers(0, 7))
+    got = [_top_events(g, c, top_n, [], 0)
+           for g, c in zip(groups, _host_candidates(groups, top_n, names), strict=True)]
+    for g, events in zip(groups, got, strict=True):
+        cands = []
+        for ld, idx in g.members:
+            sel = idx[ld.lookup({0: 1, 1: 1, 3: 1, 4: 1, 5: 1}, 0)[idx] > 0]
+            if sel.size > top_n:
+                dur = ld.end_arr[sel] - ld.start_arr[sel]
+                sel = sel[dur >= np.partition(dur, -top_n)[-top_n]] if top_n else sel[:0]
+            for i in sel.tolist():
+                s, e = int(ld.start_arr[i]), int(ld.end_arr[i])
+                name = names[int(ld.mid_arr[i])]
+                cands.append((e - s, name, _event_kind(name), (ld.start_ps + s) // 1000))
+        cands.sort(key=lambda c: (-c[0], c[1]))
+        want = [(name, kind, start, dur / 1e12) for dur, name, kind, start in cands[:top_n]]
+        assert [(t.name, t.kind, t.start_ns, t.duration_s) for t in events] == want
 
 
 def _random_stats_space(seed: int) -> bytes:
