@@ -250,11 +250,12 @@ class _Grouper:
         if "id" not in st:
             return
         sid, has_sid = st["id"]
-        self.tf_data_ids.update(sid[has_sid & tf_data].tolist())
+        # Distinct ids only: a loop's thousands of runs share a handful of step ids.
+        self.tf_data_ids.update(unique(sid[has_sid & tf_data]).tolist())
         if "iter_num" in st:
             it, has_it = st["iter_num"]
             looping = has_sid & has_it & process & (it != 0)
-            self.loop_ids.update(sid[looping].tolist())
+            self.loop_ids.update(unique(sid[looping]).tolist())
 
     @property
     def has_tf_loop(self) -> bool:
