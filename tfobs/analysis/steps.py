@@ -200,9 +200,10 @@ class _Grouper:
         code = np.empty(by_key.size, np.int64)
         code[by_key] = np.cumsum(new) - 1
         n_codes = int(new.sum())
-        # Consumers of each code in event order (lines in order, events in order).
+        # Consumers of each code in event order (lines in order, events in order): the
+        # key order, which keeps the collection order among equal keys.
         cons = np.flatnonzero(consumer)
-        order = cons[np.argsort(code[cons], kind="stable")]
+        order = by_key[consumer[by_key]]
         self.cons_ptr = np.zeros(n_codes + 1, np.int64)
         self.cons_ptr[1:] = np.cumsum(np.bincount(code[cons], minlength=n_codes))
         self.cons_line, self.cons_idx = lines[order], idx[order]
