@@ -150,12 +150,21 @@ class _Grouper:
         for li in run_lines:
             sel = li_all == li
             start[sel] = _absolute(host.lines[li].start_arr[at_all[sel]], host.lines[li])
-        mine = np.flatnonzero(np.isin(sid, np.fromiter(looping, np.uint64, len(looping))))
+        loop_sids = np.sort(np.fromiter(looping, np.uint64, len(looping)))
+        which = np.minimum(np.searchsorted(loop_sids, sid), loop_sids.size - 1)
+        mine = np.flatnonzero(loop_sids[which] == sid)
         group = np.full(sid.size, -1, np.int64)
         # Iterations (step id, iteration), each numbered by the time of its first run.
-        by_key = mine[np.lexsort((start[mine], it[mine], sid[mine]))]
-        new = np.r_[True, (sid[by_key][1:] != sid[by_key][:-1])
-                    | (it[by_key][1:] != it[by_key][:-1])]
+        if mine.size and int(it[mine].max()) < 2**32:
+            # The usual case: (step id's rank, iteration) packed into one sort key.
+            key = (which[mine].astype(np.int64) << 32) | it[mine].astype(np.int64)
+            order = np.lexsort((start[mine], key))
+            by_key, ranked = mine[order], key[order]
+            new = np.r_[True, ranked[1:] != ranked[:-1]]
+        else:
+            by_key = mine[np.lexsort((start[mine], it[mine], sid[mine]))]
+            new = np.r_[True, (sid[by_key][1:] != sid[by_key][:-1])
+                        | (it[by_key][1:] != it[by_key][:-1])]
         key_of = np.cumsum(new) - 1  # iteration index of each run in by_key
         firsts = by_key[new]
         rank = np.empty(firsts.size, np.int64)
@@ -172,7 +181,10 @@ class _Grouper:
             kk = np.maximum(k, 0)
             inside = ok & (ld.end_arr <= ld.end_arr[runs_at[kk]])
             ids = np.where(inside, runs_group[kk], -1)
-            out[ld.indices(np.arange(len(ld)))] = ids
+            if ld.order is None:  # stored in time order: the line's events are one slice
+                out[ld.first:ld.first + len(ld)] = ids
+            else:
+                out[ld.indices(np.arange(len(ld)))] = ids
         return out
 
     def _index_links(self) -> None:
