@@ -341,6 +341,31 @@ class _Grouper:
         return members
 
 
+def _add_typed_events(host: Timeline, groups: list[StepGroup], types: list[np.ndarray]) -> None:
+    """Each group's members with a CPU event type, as one chunk (type, absolute begin,
+    absolute end) in member order: every group in one pass over the members of all."""
+    chunks = [(k, ld, idx) for k, g in enumerate(groups) for ld, idx in g.members]
+    if not chunks:
+        return
+    number = {id(ld): li for li, ld in enumerate(host.lines)}
+    sizes = [idx.size for _, _, idx in chunks]
+    line = np.repeat(np.array([number[id(ld)] for _, ld, _ in chunks], np.int64), sizes)
+    group = np.repeat(np.array([k for k, _, _ in chunks], np.int64), sizes)
+    # The host lines' columns end to end: event j of line l is at base[l] + j.
+    base = np.cumsum([0] + [len(ld) for ld in host.lines])
+    flat = np.concatenate([idx for _, _, idx in chunks]) + base[line]
+    etype = np.concatenate(types)[flat]
+    typed = np.flatnonzero(etype >= 0)
+    flat, line, group, etype = flat[typed], line[typed], group[typed], etype[typed]
+    start_ps = np.array([ld.start_ps for ld in host.lines], np.int64)[line]
+    begin = np.concatenate([ld.start_arr for ld in host.lines])[flat] + start_ps
+    end = np.concatenate([ld.end_arr for ld in host.lines])[flat] + start_ps
+    bounds = np.searchsorted(group, np.arange(len(groups) + 1)).tolist()
+    for k, g in enumerate(groups):
+        lo, hi = bounds[k], bounds[k + 1]
+        g.events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
+
+
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
     """(method, [(line index, event index, step number, name)]) in time order."""
     names, ids = host.names, host.stat_ids
@@ -404,13 +429,9 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         for mli, idx in grouper.group(g, li, i):
             if mli == li:
                 idx = idx[idx != i]
-            mld = host.lines[mli]
-            step.members.append((mld, idx))
-            typed = idx[types[mli][idx] >= 0]
-            step.events.append((types[mli][typed],
-                                _absolute(mld.start_arr[typed], mld),
-                                _absolute(mld.end_arr[typed], mld)))
+            step.members.append((host.lines[mli], idx))
         groups.append(step)
+    _add_typed_events(host, groups, types)
     note = ""
     if method == "inferred":
         note = (
