@@ -330,7 +330,9 @@ class StatBatch:
         calls. False, decoding nothing, when any record is laid out otherwise."""
         buf = self.buf
         kind = _VARINT_KIND[buf[pos + 2]]
-        if ((buf[pos] != 0x08) | (buf[pos + 1] >= 0x80) | (kind == KIND_NONE)).any():
+        # (size < 4: no value byte inside the record; its next bytes are not read as one.)
+        if ((size < 4) | (buf[pos] != 0x08) | (buf[pos + 1] >= 0x80)
+                | (kind == KIND_NONE)).any():
             return False
         value, n = _varint(buf, pos + 3, "event stat")
         if (n != size - 3).any():  # the value must end the record
