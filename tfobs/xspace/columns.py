@@ -514,7 +514,6 @@ class PlaneEvents:
         n = len(raw)
         buf, start, end = _buffer(raw)
         self.buf, self.end = buf, end
-        self.stats_at = end.copy()
         fast = _canonical_events(buf, start, end)
         if fast is not None:
             mid, offset, duration, self.stats_at = fast
@@ -522,6 +521,7 @@ class PlaneEvents:
             self.offset = offset.view(np.int64)
             self.duration = duration.view(np.int64)
             return
+        self.stats_at = end.copy()
         mid = np.zeros(n, _U64)
         offset = np.zeros(n, _U64)
         duration = np.zeros(n, _U64)
