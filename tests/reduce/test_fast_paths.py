@@ -203,14 +203,28 @@ def test_events_with_many_stats_are_read_to_the_end_in_order() -> None:
         assert _same(got[k], want), k
 
 
-class _Line:
-    """The part of `LineData` that the steps' top events read."""
+class _Columns:
+    """The part of `PlaneEvents` the steps' top events read: per-event columns."""
 
-    def __init__(self, rng: np.random.Generator, n: int) -> None:
+    def __init__(self) -> None:
+        self.mid = self.offset = self.duration = np.zeros(0, np.int64)
+
+
+class _Line:
+    """The part of `LineData` the steps' top events read (events stored in time order,
+    at `first` in their plane's columns)."""
+
+    order = None
+
+    def __init__(self, rng: np.random.Generator, n: int, columns: _Columns) -> None:
         self.start_arr = np.sort(rng.integers(0, 10**4, n)).astype(np.int64)
         self.end_arr = self.start_arr + rng.choice([0, 5, 5, 7, 100, 2500], n)
         self.mid_arr = rng.integers(0, 6, n).astype(np.int64)
         self.start_ps = int(rng.integers(-10**6, 10**6))
+        self.columns, self.first = columns, columns.mid.size
+        columns.mid = np.concatenate((columns.mid, self.mid_arr))
+        columns.offset = np.concatenate((columns.offset, self.start_arr))
+        columns.duration = np.concatenate((columns.duration, self.end_arr - self.start_arr))
 
     def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
         return np.array([table.get(m, default) for m in self.mid_arr.tolist()], np.int64)
@@ -229,7 +243,8 @@ def test_step_top_events_equal_per_line_selection(seed: int) -> None:
     rng = np.random.default_rng(seed)
     names = {0: "a/b:MatMul", 1: "Iterator::Map", 2: "not an op", 3: "c:Add", 4: "d:Add",
              5: "e/f:Conv2D"}
-    lines = [_Line(rng, int(rng.integers(0, 60))) for _ in range(4)]
+    columns = _Columns()
+    lines = [_Line(rng, int(rng.integers(0, 60)), columns) for _ in range(4)]
     groups = []
     for k in range(int(rng.integers(1, 6))):
         g = StepGroup(k, "train", 0, 1)

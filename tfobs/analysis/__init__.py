@@ -21,7 +21,7 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps
-from tfobs.analysis.timeline import LineData, Timeline, time_base_ps
+from tfobs.analysis.timeline import LineData, Timeline, lookup, plane_indices, time_base_ps
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
@@ -240,19 +240,17 @@ def _host_candidates(groups: list[StepGroup], top_n: int,
             chunks.append((k, li, idx))
     if not chunks:
         return out
-    # The member lines' columns end to end: event j of line l is at base[l] + j.
-    base = np.cumsum([0] + [len(ld) for ld in lds])
-    op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
-    is_op = np.concatenate([ld.lookup(op_table, 0) > 0 for ld in lds])
     sizes = [idx.size for _, _, idx in chunks]
     step = np.repeat(np.array([k for k, _, _ in chunks], np.int64), sizes)
     line = np.repeat(np.array([li for _, li, _ in chunks], np.int64), sizes)
-    flat = np.concatenate([idx for _, _, idx in chunks]) + base[line]
-    ops = np.flatnonzero(is_op[flat])
-    step, line, flat = step[ops], line[ops], flat[ops]
-    start = np.concatenate([ld.start_arr for ld in lds])[flat]
-    end = np.concatenate([ld.end_arr for ld in lds])[flat]
-    dur = end - start
+    # Read from the plane's columns (the member lines are all the host plane's).
+    flat = plane_indices(lds, line, np.concatenate([idx for _, _, idx in chunks]))
+    cols = lds[0].columns
+    mids = cols.mid[flat]
+    op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
+    ops = np.flatnonzero(lookup(mids, op_table, 0))
+    step, line, flat, mids = step[ops], line[ops], flat[ops], mids[ops]
+    start, dur = cols.offset[flat], cols.duration[flat]
     # Each step's n-th longest: its ops by step, longest first.
     count = np.bincount(step, minlength=len(groups))
     first = np.cumsum(count) - count
@@ -261,13 +259,12 @@ def _host_candidates(groups: list[StepGroup], top_n: int,
     floor = np.full(len(groups), np.iinfo(np.int64).min, np.int64)
     floor[full] = ranked[first[full] + top_n - 1]
     keep = np.flatnonzero(dur >= floor[step])
-    mids = np.concatenate([ld.mid_arr for ld in lds])[flat[keep]]
     line_start = [ld.start_ps for ld in lds]
-    for k, li, s, e, mid in zip(step[keep].tolist(), line[keep].tolist(),
-                                start[keep].tolist(), end[keep].tolist(), mids.tolist(),
+    for k, li, s, d, mid in zip(step[keep].tolist(), line[keep].tolist(),
+                                start[keep].tolist(), dur[keep].tolist(), mids[keep].tolist(),
                                 strict=True):
         name = names[mid]
-        out[k].append((e - s, name, _event_kind(name), (line_start[li] + s) // 1000, ""))
+        out[k].append((d, name, _event_kind(name), (line_start[li] + s) // 1000, ""))
     return out
 
 

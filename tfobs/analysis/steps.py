@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
-from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member, unique
+from tfobs.analysis.timeline import (
+    LineData,
+    Timeline,
+    id_array,
+    int_stats_at,
+    lookup,
+    member,
+    plane_indices,
+    unique,
+)
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -341,9 +350,11 @@ class _Grouper:
         return members
 
 
-def _add_typed_events(host: Timeline, groups: list[StepGroup], types: list[np.ndarray]) -> None:
-    """Each group's members with a CPU event type, as one chunk (type, absolute begin,
-    absolute end) in member order: every group in one pass over the members of all."""
+def _add_typed_events(host: Timeline, groups: list[StepGroup],
+                      mids_type: dict[int, int]) -> None:
+    """Each group's members with a CPU event type (`mids_type`), as one chunk (type,
+    absolute begin, absolute end) in member order: every group in one pass over the
+    members of all, read from the plane's columns."""
     chunks = [(k, ld, idx) for k, g in enumerate(groups) for ld, idx in g.members]
     if not chunks:
         return
@@ -351,15 +362,13 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup], types: list[np.nd
     sizes = [idx.size for _, _, idx in chunks]
     line = np.repeat(np.array([number[id(ld)] for _, ld, _ in chunks], np.int64), sizes)
     group = np.repeat(np.array([k for k, _, _ in chunks], np.int64), sizes)
-    # The host lines' columns end to end: event j of line l is at base[l] + j.
-    base = np.cumsum([0] + [len(ld) for ld in host.lines])
-    flat = np.concatenate([idx for _, _, idx in chunks]) + base[line]
-    etype = np.concatenate(types)[flat]
+    flat = plane_indices(host.lines, line, np.concatenate([idx for _, _, idx in chunks]))
+    cols = host.columns
+    etype = lookup(cols.mid[flat], mids_type, -1)  # -1: not a CPU event type
     typed = np.flatnonzero(etype >= 0)
     flat, line, group, etype = flat[typed], line[typed], group[typed], etype[typed]
-    start_ps = np.array([ld.start_ps for ld in host.lines], np.int64)[line]
-    begin = np.concatenate([ld.start_arr for ld in host.lines])[flat] + start_ps
-    end = np.concatenate([ld.end_arr for ld in host.lines])[flat] + start_ps
+    begin = cols.offset[flat] + np.array([ld.start_ps for ld in host.lines], np.int64)[line]
+    end = begin + cols.duration[flat]
     bounds = np.searchsorted(group, np.arange(len(groups) + 1)).tolist()
     for k, g in enumerate(groups):
         lo, hi = bounds[k], bounds[k + 1]
@@ -416,7 +425,6 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     grouper = _Grouper(host)
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
-    types = [ld.lookup(mids_type, -1) for ld in host.lines]  # -1: not a CPU event type
     groups: list[StepGroup] = []
     for li, i, num, name in roots:
         if grouper.gid[li][i] >= 0:
@@ -431,7 +439,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
                 idx = idx[idx != i]
             step.members.append((host.lines[mli], idx))
         groups.append(step)
-    _add_typed_events(host, groups, types)
+    _add_typed_events(host, groups, mids_type)
     note = ""
     if method == "inferred":
         note = (

@@ -102,21 +102,7 @@ class LineData:
 
     def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
         """`table[mid]` for each event (sorted order), `default` for ids not in it."""
-        mids = self.mid_arr
-        if not mids.size:
-            return np.zeros(0, np.int64)
-        keys = np.fromiter(table, np.int64, len(table))
-        values = np.fromiter(table.values(), np.int64, len(table))
-        top = self.dense_top
-        if top is not None:  # the usual small ids: one array indexed by id
-            dense = np.full(top + 1, default, np.int64)
-            fit = (keys >= 0) & (keys <= top)
-            dense[keys[fit]] = values[fit]
-            return dense[mids]
-        unique, inverse = np.unique(mids, return_inverse=True)
-        out = np.fromiter((table.get(m, default) for m in unique.tolist()), np.int64,
-                          unique.size)
-        return out[inverse.ravel()]
+        return lookup(self.mid_arr, table, default, self.dense_top)
 
     def index(self, i: int) -> int:
         """The plane-wide event index (`PlaneEvents`) of sorted position i."""
@@ -210,6 +196,42 @@ def _dense_top(mids: np.ndarray) -> int | None:
     """The largest id when every id is in 0 .. _DENSE_IDS, else None."""
     lo, hi = int(mids.min()), int(mids.max())
     return hi if lo >= 0 and hi < _DENSE_IDS else None
+
+
+def lookup(mids: np.ndarray, table: dict[int, int], default: int,
+           top: int | None | bool = False) -> np.ndarray:
+    """`table[mid]` for each of `mids`, `default` for ids not in it.
+
+    `top`: `_dense_top(mids)` when the caller knows it (`LineData.dense_top`).
+    """
+    if not mids.size:
+        return np.zeros(0, np.int64)
+    if top is False:
+        top = _dense_top(mids)
+    keys = np.fromiter(table, np.int64, len(table))
+    values = np.fromiter(table.values(), np.int64, len(table))
+    if top is not None:  # the usual small ids: one array indexed by id
+        dense = np.full(top + 1, default, np.int64)
+        fit = (keys >= 0) & (keys <= top)
+        dense[keys[fit]] = values[fit]
+        return dense[mids]
+    unique, inverse = np.unique(mids, return_inverse=True)
+    out = np.fromiter((table.get(m, default) for m in unique.tolist()), np.int64,
+                      unique.size)
+    return out[inverse.ravel()]
+
+
+def plane_indices(lines: list[LineData], line: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Plane-wide event indices (`PlaneEvents`) of sorted `positions`, each on the line
+    `lines[line[k]]`: one addition where every line is stored in time order (the usual
+    case), so callers read the plane's columns instead of each line's."""
+    if all(ld.order is None for ld in lines):
+        return positions + np.array([ld.first for ld in lines], np.int64)[line]
+    out = np.empty(positions.size, np.int64)
+    for li in unique(line).tolist():
+        sel = line == li
+        out[sel] = lines[li].indices(positions[sel])
+    return out
 
 
 def member(mids: np.ndarray, ids: np.ndarray, top: int | None | bool = False) -> np.ndarray:
