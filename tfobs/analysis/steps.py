@@ -184,11 +184,14 @@ class _Grouper:
             sel = np.flatnonzero(li_all == li)
             # A line's runs are in position order already (chosen by flatnonzero).
             runs_at, runs_group = at_all[sel], group[sel]
-            # the last run starting at or before each event, if it covers the event
-            k = np.searchsorted(runs_at, np.arange(len(ld)), side="right") - 1
+            # The last run starting at or before each event (a running count of the runs:
+            # they are distinct positions), if it covers the event.
+            k = np.zeros(len(ld), np.int64)
+            k[runs_at] = 1
+            k = np.cumsum(k) - 1
             ok = k >= 0
             kk = np.maximum(k, 0)
-            inside = ok & (ld.end_arr <= ld.end_arr[runs_at[kk]])
+            inside = ok & (ld.end_arr <= ld.end_arr[runs_at][kk])
             ids = np.where(inside, runs_group[kk], -1)
             if ld.order is None:  # stored in time order: the line's events are one slice
                 out[ld.first:ld.first + len(ld)] = ids
