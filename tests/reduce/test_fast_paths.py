@@ -6,6 +6,9 @@ test capture.
 - step grouping in waves (`_Grouper.group`) vs the event-by-event walk it replaced;
 - the column reader (`PlaneEvents`, `stats_of`) vs the plain protobuf parse, and its
   fast decoder of the writers' event layout vs the field-by-field walk;
+- every step's top-event candidates at once vs the per-line selection they replaced;
+- the linking stats of step grouping (`int_stats_at`) vs protobuf, and the integer-only
+  stat decoding vs the general one;
 - times normalised once in the reader: no exact-integer fallback needed near int64.
 """
 
@@ -198,6 +201,151 @@ def test_events_with_many_stats_are_read_to_the_end_in_order() -> None:
     for k, event in enumerate(events):
         want = [(s.metadata_id, getattr(s, s.WhichOneof("value"))) for s in event.stats]
         assert _same(got[k], want), k
+
+
+class _Columns:
+    """The part of `PlaneEvents` the steps' top events read: per-event columns."""
+
+    def __init__(self) -> None:
+        self.mid = self.offset = self.duration = np.zeros(0, np.int64)
+
+
+class _Line:
+    """The part of `LineData` the steps' top events read (events stored in time order,
+    at `first` in their plane's columns)."""
+
+    order = None
+
+    def __init__(self, rng: np.random.Generator, n: int, columns: _Columns) -> None:
+        self.start_arr = np.sort(rng.integers(0, 10**4, n)).astype(np.int64)
+        self.end_arr = self.start_arr + rng.choice([0, 5, 5, 7, 100, 2500], n)
+        self.mid_arr = rng.integers(0, 6, n).astype(np.int64)
+        self.start_ps = int(rng.integers(-10**6, 10**6))
+        self.columns, self.first = columns, columns.mid.size
+        columns.mid = np.concatenate((columns.mid, self.mid_arr))
+        columns.offset = np.concatenate((columns.offset, self.start_arr))
+        columns.duration = np.concatenate((columns.duration, self.end_arr - self.start_arr))
+
+    def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
+        return np.array([table.get(m, default) for m in self.mid_arr.tolist()], np.int64)
+
+    def __len__(self) -> int:
+        return self.mid_arr.size
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_step_top_events_equal_per_line_selection(seed: int) -> None:
+    """All steps' top-event candidates at once (`_host_candidates`, one n-th-longest
+    floor per step) give each step the same top n as the per-line selection they
+    replaced (each line's n longest, ties kept, then one sort by duration and name)."""
+    from tfobs.analysis import _event_kind, _host_candidates, _top_events
+
+    rng = np.random.default_rng(seed)
+    names = {0: "a/b:MatMul", 1: "Iterator::Map", 2: "not an op", 3: "c:Add", 4: "d:Add",
+             5: "e/f:Conv2D"}
+    columns = _Columns()
+    lines = [_Line(rng, int(rng.integers(0, 60)), columns) for _ in range(4)]
+    groups = []
+    for k in range(int(rng.integers(1, 6))):
+        g = StepGroup(k, "train", 0, 1)
+        for j in rng.permutation(len(lines))[:int(rng.integers(0, 4))].tolist():
+            ld = lines[j]
+            g.members.append((ld, np.flatnonzero(rng.random(len(ld)) < 0.5)))
+        groups.append(g)
+    top_n = int(rng.integers(0, 7))
+    got = [_top_events(g, c, top_n, [], 0)
+           for g, c in zip(groups, _host_candidates(groups, top_n, names), strict=True)]
+    for g, events in zip(groups, got, strict=True):
+        cands = []
+        for ld, idx in g.members:
+            sel = idx[ld.lookup({0: 1, 1: 1, 3: 1, 4: 1, 5: 1}, 0)[idx] > 0]
+            if sel.size > top_n:
+                dur = ld.end_arr[sel] - ld.start_arr[sel]
+                sel = sel[dur >= np.partition(dur, -top_n)[-top_n]] if top_n else sel[:0]
+            for i in sel.tolist():
+                s, e = int(ld.start_arr[i]), int(ld.end_arr[i])
+                name = names[int(ld.mid_arr[i])]
+                cands.append((e - s, name, _event_kind(name), (ld.start_ps + s) // 1000))
+        cands.sort(key=lambda c: (-c[0], c[1]))
+        want = [(name, kind, start, dur / 1e12) for dur, name, kind, start in cands[:top_n]]
+        assert [(t.name, t.kind, t.start_ns, t.duration_s) for t in events] == want
+
+
+def _random_stats_space(seed: int, base: int) -> bytes:
+    """A host plane whose events carry random stats (ids base+1 .. base+6): every value
+    kind, ids repeated within an event, varints of every length (negative int64s take
+    ten bytes)."""
+    rng = np.random.default_rng(seed)
+    space = schema.XSpace()
+    plane = space.planes.add(id=1, name="/host:CPU")
+    plane.event_metadata[1].id = 1
+    for mid in range(base + 1, base + 7):
+        plane.stat_metadata[mid].id = mid
+    line = plane.lines.add(id=1, name="l")
+    only_ints = seed % 2 == 0  # half the seeds: integers only (the fast decoding)
+    for k in range(int(rng.integers(1, 200))):
+        event = line.events.add(metadata_id=1, offset_ps=k, duration_ps=1)
+        for _ in range(int(rng.integers(0, 7))):
+            stat = event.stats.add(metadata_id=base + int(rng.integers(1, 7)))
+            kind = int(rng.integers(0, 3 if only_ints else 6))
+            bits = int(rng.integers(1, 64))
+            if kind == 0:
+                stat.int64_value = int(rng.integers(-2**bits, 2**bits))
+            elif kind == 1:
+                stat.uint64_value = int(rng.integers(0, 2**bits))
+            elif kind == 2:
+                stat.ref_value = int(rng.integers(0, 2**bits))
+            elif kind == 3:
+                stat.double_value = float(rng.random())
+            elif kind == 4:
+                stat.str_value = "x" * int(rng.integers(0, 3))
+            # else: no value at all
+    return space.SerializeToString()
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_int_stats_equal_protobuf(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`int_stats_at` (the linking stats of step grouping): the last record of each stat
+    per event, its value when an int64 or uint64, as protobuf reads it; a stat is keyed
+    when any record of it was read. And the integer-only fast decoding (`_varints`)
+    equals the general one."""
+    from tfobs.analysis.timeline import int_stats_at
+    from tfobs.xspace import columns
+
+    base = 0 if seed < 8 else 300  # ids past one byte: the general id lookups
+    data = _random_stats_space(seed, base)
+    host = Timeline(parse(data).plane("/host:CPU"))
+    events_pb = list(schema.XSpace.FromString(data).planes[0].lines[0].events)
+    rng = np.random.default_rng(seed)
+    picked = np.unique(rng.integers(0, len(events_pb), len(events_pb)))
+    wanted = {base + 2: "b", base + 4: "d", base + 5: "e", base + 9: "absent"}
+    for raw in (False, True):
+        got = int_stats_at(host, picked, wanted, raw=raw)
+        for mid, key in wanted.items():
+            values, seen = [], False
+            for k in picked.tolist():
+                last = None
+                for stat in events_pb[k].stats:
+                    if stat.metadata_id == mid:
+                        last, seen = stat, True
+                kind = last.WhichOneof("value") if last is not None else None
+                value = getattr(last, kind) if kind in ("int64_value", "uint64_value") else None
+                values.append(value)
+            if not seen:
+                assert key not in got
+                continue
+            column, has = got[key]
+            assert has.tolist() == [v is not None for v in values], (raw, key)
+            for v, c, h in zip(values, column.tolist(), has.tolist(), strict=True):
+                if h:
+                    assert c == (v & (2**64 - 1) if raw else v), (raw, key)
+    cols = host.columns
+    every = np.arange(len(cols))
+    fast = cols.stats_of(every)
+    monkeypatch.setattr(columns.StatBatch, "_varints", lambda *a: False)
+    slow = cols.stats_of(every)
+    for name in ("event", "mid", "kind", "value", "pos", "size"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name)), name
 
 
 def _varint(v: int) -> bytes:

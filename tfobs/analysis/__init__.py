@@ -21,7 +21,7 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps
-from tfobs.analysis.timeline import LineData, Timeline, time_base_ps
+from tfobs.analysis.timeline import LineData, Timeline, lookup, plane_indices, time_base_ps
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
@@ -145,11 +145,8 @@ def _steps(
 ) -> tuple[Steps, dict[str, float], dict[int, int]]:
     items = []
     totals: dict[int, int] = {}
-    # Ops and tf.data stages: the events a step's top list is drawn from (per line).
-    op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
-    is_op = {id(ld): ld.lookup(op_table, 0) > 0
-             for ld in {id(ld): ld for g, _ in kept for ld, _ in g.members}.values()}
-    for group, types_ps in kept:
+    host_cands = _host_candidates([g for g, _ in kept], top_n, names)
+    for (group, types_ps), cands in zip(kept, host_cands, strict=True):
         for k, v in types_ps.items():
             totals[k] = totals.get(k, 0) + v
         items.append(
@@ -158,7 +155,7 @@ def _steps(
                 start_ns=base_ns + group.begin_ps // 1000,
                 duration_s=group.duration_ps / 1e12,
                 breakdown_s=bd.categories_of(types_ps),
-                top_events=_top_events(group, top_n, devices, names, base_ns, is_op),
+                top_events=_top_events(group, cands, top_n, devices, base_ns),
             )
         )
     n = len(items)
@@ -216,24 +213,72 @@ def _event_kind(name: str) -> str:
     return "tfdata" if name.startswith("Iterator::") else "op"
 
 
+Candidate = tuple[int, str, str, int, str]  # (ps, name, kind, start ns, device)
+
+
+def _host_candidates(groups: list[StepGroup], top_n: int,
+                     names: dict[int, str]) -> list[list[Candidate]]:
+    """Each step's ops and tf.data stages that can make its top n: those at least as long
+    as its n-th longest (ties kept), in member order (lines, then time), as Python
+    tuples. All steps at once: a few numpy passes over every member, not a dozen per
+    step and line.
+    """
+    out: list[list[Candidate]] = [[] for _ in groups]
+    if top_n <= 0:
+        return out
+    number: dict[int, int] = {}  # the member lines, numbered in first-seen order
+    lds: list[LineData] = []
+    chunks = []  # (step, line number, sorted positions)
+    for k, g in enumerate(groups):
+        for ld, idx in g.members:
+            if not idx.size:
+                continue
+            li = number.get(id(ld))
+            if li is None:
+                li = number[id(ld)] = len(lds)
+                lds.append(ld)
+            chunks.append((k, li, idx))
+    if not chunks:
+        return out
+    sizes = [idx.size for _, _, idx in chunks]
+    step = np.repeat(np.array([k for k, _, _ in chunks], np.int64), sizes)
+    line = np.repeat(np.array([li for _, li, _ in chunks], np.int64), sizes)
+    # Read from the plane's columns (the member lines are all the host plane's).
+    flat = plane_indices(lds, line, np.concatenate([idx for _, _, idx in chunks]))
+    cols = lds[0].columns
+    mids = cols.mid[flat]
+    op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
+    ops = np.flatnonzero(lookup(mids, op_table, 0))
+    step, line, flat, mids = step[ops], line[ops], flat[ops], mids[ops]
+    start, dur = cols.offset[flat], cols.duration[flat]
+    # Each step's n-th longest: its ops by step, longest first.
+    count = np.bincount(step, minlength=len(groups))
+    first = np.cumsum(count) - count
+    ranked = dur[np.lexsort((-dur, step))]
+    full = np.flatnonzero(count > top_n)
+    floor = np.full(len(groups), np.iinfo(np.int64).min, np.int64)
+    floor[full] = ranked[first[full] + top_n - 1]
+    keep = np.flatnonzero(dur >= floor[step])
+    line_start = [ld.start_ps for ld in lds]
+    for k, li, s, d, mid in zip(step[keep].tolist(), line[keep].tolist(),
+                                start[keep].tolist(), dur[keep].tolist(), mids[keep].tolist(),
+                                strict=True):
+        name = names[mid]
+        out[k].append((d, name, _event_kind(name), (line_start[li] + s) // 1000, ""))
+    return out
+
+
 def _top_events(
-    group: StepGroup, top_n: int, devices: list[Timeline], names: dict[int, str],
-    base_ns: int, is_op: dict[int, np.ndarray],
+    group: StepGroup, host_cands: list[Candidate], top_n: int, devices: list[Timeline],
+    base_ns: int,
 ) -> tuple[TimedEvent, ...]:
-    """The step's longest ops, tf.data stages and device kernels, on the wall clock."""
+    """The step's longest ops, tf.data stages and device kernels, on the wall clock.
+
+    `host_cands`: its ops that can make the top n (`_host_candidates`).
+    """
     if top_n <= 0:
         return ()
-    cands: list[tuple[int, str, str, int, str]] = []
-    for ld, idx in group.members:
-        sel = idx[is_op[id(ld)][idx]]
-        if sel.size > top_n:
-            # Only events that can still make the top n (ties at the n-th kept).
-            dur = ld.end_arr[sel] - ld.start_arr[sel]
-            sel = sel[dur >= np.partition(dur, -top_n)[-top_n]]
-        for i in sel.tolist():
-            name = names[ld.mids[i]]
-            cands.append((ld.ends[i] - ld.starts[i], name, _event_kind(name),
-                          (ld.start_ps + ld.starts[i]) // 1000, ""))
+    cands = list(host_cands)
     for tl in devices:
         device = tl.plane.name
         for ld in tl.lines:

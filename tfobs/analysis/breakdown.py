@@ -96,13 +96,14 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     typ = np.concatenate((etype, etype))
     grp = np.concatenate((group, group))
     instant = np.tile(begin == end, 2)
-    order = np.lexsort((-typ, start, time, grp))
+    types = _small_types(typ)
+    order = _bound_order(time, start, typ, grp, types)
     time, start, typ, grp = time[order], start[order], typ[order], grp[order]
     instant = instant[order]
     current = np.zeros(time.size, np.int64)
     step = np.where(start, 1, -1)
     own = np.zeros(time.size, np.int64)  # the running count of each bound's own type
-    for t in unique(typ).tolist():
+    for t in (types if types is not None else unique(typ)).tolist():
         count = np.cumsum(np.where(typ == t, step, 0))
         current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
         own = np.where(typ == t, count, own)
@@ -122,6 +123,45 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     for k in sticky.tolist():
         out[k] = _reference(groups[k])
     return out
+
+
+def _small_types(typ: np.ndarray) -> np.ndarray | None:
+    """The distinct event types, sorted, when all are in 0..255 (XProf's are), else None."""
+    if not typ.size or typ.min() < 0 or typ.max() > 255:
+        return None
+    return np.flatnonzero(np.bincount(typ, minlength=256))
+
+
+def _bound_order(time: np.ndarray, start: np.ndarray, typ: np.ndarray, grp: np.ndarray,
+                 types: np.ndarray | None) -> np.ndarray:
+    """`np.lexsort((-typ, start, time, grp))`, by one sort of int64 keys packing the four
+    and the bound's index where they fit (the usual case: a few times faster). Keys are
+    distinct (the index is in them), so the order is lexsort's, ties included."""
+    n = time.size
+    if types is not None and n:
+        t_lo = int(time.min())
+        idx_bits = (n - 1).bit_length()
+        type_bits = (types.size - 1).bit_length()
+        time_bits = (int(time.max()) - t_lo).bit_length()
+        if int(grp.max()).bit_length() + time_bits + 1 + type_bits + idx_bits <= 63:
+            rank = np.zeros(256, np.int64)  # 0 for the highest type: higher types first
+            rank[types] = np.arange(types.size)[::-1]
+            # Field by field through one scratch array (fresh large arrays cost page faults).
+            key = np.left_shift(grp, time_bits + 1 + type_bits + idx_bits)
+            part = np.subtract(time, t_lo)
+            part <<= 1 + type_bits + idx_bits
+            key |= part
+            np.copyto(part, start)
+            part <<= type_bits + idx_bits
+            key |= part
+            np.take(rank, typ, out=part)
+            part <<= idx_bits
+            key |= part
+            key |= np.arange(n)
+            key.sort()
+            key &= (1 << idx_bits) - 1
+            return key
+    return np.lexsort((-typ, start, time, grp))
 
 
 def _reference(g: StepGroup) -> dict[int, int]:

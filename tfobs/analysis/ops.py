@@ -47,6 +47,7 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
     if host is None:
         return out
     op_mids = id_array([mid for mid, n in host.names.items() if is_host_op(n)])
+    closed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per thread, close order
     for ld in host.lines:
         pos = np.flatnonzero(member(ld.mid_arr, op_mids, ld.dense_top))
         if not pos.size:
@@ -56,9 +57,26 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
         done_at = pos[done]
         dur = ends[done] - starts[done]
+        _check_sum(dur)
         self_ps = dur - np.asarray(child, np.int64)[done]
-        _add(out, host.names, ld.mid_arr[done_at], dur, np.where(self_ps > 0, self_ps, 0))
+        closed.append((ld.mid_arr[done_at], dur, np.where(self_ps > 0, self_ps, 0)))
+    if not closed:
+        return out
+    # Every thread at once (names still in order of first appearance, thread by thread)
+    # where the sums fit int64 together, as they do but in corrupt captures.
+    mids, dur, self_ps = (np.concatenate(c) for c in zip(*closed, strict=True))
+    if int(np.abs(dur).max()) < 2**62 // dur.size:
+        _add(out, host.names, mids, dur, self_ps)
+    else:
+        for thread in closed:
+            _add(out, host.names, *thread)
     return out
+
+
+def _check_sum(dur: np.ndarray) -> None:
+    """Raise when one thread's op times could overflow int64 when added up."""
+    if dur.size and int(np.abs(dur).max()) >= 2**62 // dur.size:
+        raise CaptureError("op times too large to add up; the capture is corrupt")
 
 
 def _nesting(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
@@ -126,21 +144,23 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
     """Add one thread's closed ops to `out`, per name in order of first appearance."""
     unique, first, inverse = np.unique(mids, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    if dur.size and int(np.abs(dur).max()) >= 2**62 // dur.size:
-        raise CaptureError("op times too large to add up; the capture is corrupt")
+    _check_sum(dur)
     total = np.zeros(unique.size, np.int64)
     self_sum = np.zeros(unique.size, np.int64)
     np.add.at(total, inverse, dur)
     np.add.at(self_sum, inverse, self_ps)
     count = np.bincount(inverse, minlength=unique.size)
-    for u in np.argsort(first, kind="stable").tolist():
-        op = parse_tf_op(names[int(unique[u])])
+    order = np.argsort(first, kind="stable")
+    # As Python ints in one conversion each (indexing numpy scalars one by one is slow).
+    for mid, n, tot, own in zip(unique[order].tolist(), count[order].tolist(),
+                                total[order].tolist(), self_sum[order].tolist(), strict=True):
+        op = parse_tf_op(names[mid])
         agg = out.get(op.name)  # XProf keys its host op table by op name
         if agg is None:
             agg = out[op.name] = OpAgg(op.name, op.type, False)
-        agg.count += int(count[u])
-        agg.total_ps += int(total[u])
-        agg.self_ps += int(self_sum[u])
+        agg.count += n
+        agg.total_ps += tot
+        agg.self_ps += own
 
 
 def device_op_metrics(

@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
-from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member, unique
+from tfobs.analysis.timeline import (
+    LineData,
+    Timeline,
+    id_array,
+    int_stats_at,
+    lookup,
+    member,
+    plane_indices,
+    unique,
+)
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -28,6 +37,7 @@ _GET_NEXT_OPS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::D
 DROP_INCOMPLETE_THRESHOLD = 5
 MAX_STEPS = 100_000
 _NONE = np.zeros(0, np.int64)
+_LOWEST = np.iinfo(np.int64).min
 
 
 @dataclass
@@ -88,21 +98,22 @@ class _Grouper:
         self.host = host
         # Group id per event of each line (sorted order); -1 while ungrouped.
         self.gid = [np.full(len(ld), -1, np.int64) for ld in host.lines]
-        self.is_producer = [np.zeros(len(ld), bool) for ld in host.lines]
         self.prod_code = [np.full(len(ld), -1, np.int64) for ld in host.lines]
         self.cons_ptr = np.zeros(1, np.int64)
         self.cons_line = self.cons_idx = np.zeros(0, np.int64)
         ids = host.stat_ids
         wanted = {ids[k]: k for k in ("_p", "_pt", "_c", "_ct", "id", "iter_num") if k in ids}
         # Links are keyed (kind, a, b): context links (type, id, 0), GetNext (-1, id, iter),
-        # as raw 64-bit patterns; collected per line, then indexed once (`_index_links`).
-        self._keys: list[tuple[np.ndarray, int, np.ndarray, bool]] = []
+        # as raw 64-bit patterns, with each key's (line, sorted position); indexed once
+        # (`_index_links`).
+        self._keys: list[tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray, bool]] = []
         # Step ids of executor runs with a non-zero loop iteration, and of tf.data functions
         # (XProf's `ProcessTensorFlowLoop`: a loop in any non-tf.data function).
         self.loop_ids: set[int] = set()
         self.tf_data_ids: set[int] = set()
-        # Executor runs per line: (line, positions, step id, iteration) as raw patterns.
-        self._process: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        # Executor runs: (line, sorted position, step id, iteration), the last two as raw
+        # patterns; in line order, then position order.
+        self._process = (_NONE, _NONE, _NONE.astype(np.uint64), _NONE.astype(np.uint64))
         if not wanted:
             return
         ctx = host.mids_where(_is_context_event)
@@ -113,20 +124,19 @@ class _Grouper:
         chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking, ld.dense_top)))
                   for li, ld in enumerate(host.lines)]
         chosen = [(li, at) for li, at in chosen if at.size]
-        if chosen:  # every line's linking events' stats in one decoding pass
-            every = int_stats_at(host, np.concatenate(
-                [host.lines[li].indices(at) for li, at in chosen]), wanted, raw=True)
-            bounds = np.cumsum([0] + [at.size for _, at in chosen])
-            for (li, at), lo, hi in zip(chosen, bounds[:-1], bounds[1:], strict=True):
-                st = {k: (v[lo:hi], has[lo:hi]) for k, (v, has) in every.items()}
-                mids = host.lines[li].mid_arr[at]
-                is_process = member(mids, process)
-                self._links(li, at, st, member(mids, get_next), is_process)
-                self._loops(st, is_process, member(mids, tf_data))
-                if "id" in st and "iter_num" in st:
-                    keep = is_process & st["id"][1] & st["iter_num"][1]
-                    self._process.append((li, at[keep], st["id"][0][keep],
-                                          st["iter_num"][0][keep]))
+        if chosen:  # every line's linking events at once: one decoding pass, one link pass
+            lines = np.concatenate([np.full(at.size, li, np.int64) for li, at in chosen])
+            at = np.concatenate([at for _, at in chosen])
+            mids = np.concatenate([host.lines[li].mid_arr[a] for li, a in chosen])
+            st = int_stats_at(host, np.concatenate(
+                [host.lines[li].indices(a) for li, a in chosen]), wanted, raw=True)
+            is_process = member(mids, process)
+            self._links(lines, at, st, member(mids, get_next), is_process)
+            self._loops(st, is_process, member(mids, tf_data))
+            if "id" in st and "iter_num" in st:
+                keep = is_process & st["id"][1] & st["iter_num"][1]
+                self._process = (lines[keep], at[keep], st["id"][0][keep],
+                                 st["iter_num"][0][keep])
         self._index_links()
 
     def loop_steps(self) -> np.ndarray:
@@ -141,58 +151,83 @@ class _Grouper:
         host = self.host
         out = np.full(len(host.columns), -1, np.int64)
         looping = self.loop_ids - self.tf_data_ids
-        runs = [(li, at, sid, it) for li, at, sid, it in self._process if at.size]
-        if not looping or not runs:
+        li_all, at_all, sid, it = self._process
+        if not looping or not at_all.size:
             return out
-        li_all = np.concatenate([np.full(at.size, li, np.int64) for li, at, _, _ in runs])
-        at_all = np.concatenate([at for _, at, _, _ in runs])
-        sid = np.concatenate([x for _, _, x, _ in runs])
-        it = np.concatenate([x for _, _, _, x in runs])
-        start = np.concatenate([_absolute(host.lines[li].start_arr[at], host.lines[li])
-                                for li, at, _, _ in runs])
-        mine = np.flatnonzero(np.isin(sid, np.fromiter(looping, np.uint64, len(looping))))
+        run_lines = unique(li_all).tolist()
+        start = np.zeros(at_all.size, np.int64)
+        for li in run_lines:
+            sel = li_all == li
+            start[sel] = _absolute(host.lines[li].start_arr[at_all[sel]], host.lines[li])
+        loop_sids = np.sort(np.fromiter(looping, np.uint64, len(looping)))
+        which = np.minimum(np.searchsorted(loop_sids, sid), loop_sids.size - 1)
+        mine = np.flatnonzero(loop_sids[which] == sid)
         group = np.full(sid.size, -1, np.int64)
         # Iterations (step id, iteration), each numbered by the time of its first run.
-        by_key = mine[np.lexsort((start[mine], it[mine], sid[mine]))]
-        new = np.r_[True, (sid[by_key][1:] != sid[by_key][:-1])
-                    | (it[by_key][1:] != it[by_key][:-1])]
+        if mine.size and int(it[mine].max()) < 2**32:
+            # The usual case: (step id's rank, iteration) packed into one sort key.
+            key = (which[mine].astype(np.int64) << 32) | it[mine].astype(np.int64)
+            order = np.lexsort((start[mine], key))
+            by_key, ranked = mine[order], key[order]
+            new = np.r_[True, ranked[1:] != ranked[:-1]]
+        else:
+            by_key = mine[np.lexsort((start[mine], it[mine], sid[mine]))]
+            new = np.r_[True, (sid[by_key][1:] != sid[by_key][:-1])
+                        | (it[by_key][1:] != it[by_key][:-1])]
         key_of = np.cumsum(new) - 1  # iteration index of each run in by_key
         firsts = by_key[new]
         rank = np.empty(firsts.size, np.int64)
         rank[np.argsort(start[firsts], kind="stable")] = np.arange(firsts.size)
         group[by_key] = rank[key_of]
-        for li in unique(li_all).tolist():
+        for li in run_lines:
             ld = host.lines[li]
             sel = np.flatnonzero(li_all == li)
+            # A line's runs are in position order already (chosen by flatnonzero).
             runs_at, runs_group = at_all[sel], group[sel]
-            by_start = np.argsort(runs_at, kind="stable")
-            runs_at, runs_group = runs_at[by_start], runs_group[by_start]
-            # the last run starting at or before each event, if it covers the event
-            k = np.searchsorted(runs_at, np.arange(len(ld)), side="right") - 1
+            # The last run starting at or before each event (a running count of the runs:
+            # they are distinct positions), if it covers the event.
+            k = np.zeros(len(ld), np.int64)
+            k[runs_at] = 1
+            k = np.cumsum(k) - 1
             ok = k >= 0
             kk = np.maximum(k, 0)
-            inside = ok & (ld.end_arr <= ld.end_arr[runs_at[kk]])
+            inside = ok & (ld.end_arr <= ld.end_arr[runs_at][kk])
             ids = np.where(inside, runs_group[kk], -1)
-            out[ld.indices(np.arange(len(ld)))] = ids
+            if ld.order is None:  # stored in time order: the line's events are one slice
+                out[ld.first:ld.first + len(ld)] = ids
+            else:
+                out[ld.indices(np.arange(len(ld)))] = ids
         return out
 
     def _index_links(self) -> None:
         """Links as arrays: a code per producer event, the consumers of each code (CSR)."""
         if not self._keys:
             return
-        keys = np.concatenate([k for k, _, _, _ in self._keys])
-        lines = np.concatenate([np.full(len(i), li, np.int64) for _, li, i, _ in self._keys])
+        kind, a, b = (np.concatenate([k[j] for k, _, _, _ in self._keys]) for j in range(3))
+        lines = np.concatenate([li for _, li, _, _ in self._keys])
         idx = np.concatenate([i for _, _, i, _ in self._keys])
         consumer = np.concatenate([np.full(len(i), c, bool) for _, _, i, c in self._keys])
-        by_key = np.lexsort(keys.T[::-1])
-        ranked = keys[by_key]
-        new = np.r_[True, (ranked[1:] != ranked[:-1]).any(axis=1)]
-        code = np.empty(len(keys), np.int64)
+        # A code names each distinct key (its number does not matter). The kind (a type
+        # or -1) and `b` (0 or an iteration) are small: packed into one column when they
+        # fit, the keys sort on two columns instead of three.
+        kind1 = kind + np.uint64(1)  # -1 wraps to 0
+        if kind1.max() < 2**32 and b.max() < 2**32:
+            columns: tuple[np.ndarray, ...] = ((kind1 << np.uint64(32)) | b, a)
+        else:
+            columns = (b, a, kind)
+        by_key = np.lexsort(columns)
+        new = np.zeros(by_key.size, bool)
+        new[0] = True
+        for column in columns:
+            ranked = column[by_key]
+            new[1:] |= ranked[1:] != ranked[:-1]
+        code = np.empty(by_key.size, np.int64)
         code[by_key] = np.cumsum(new) - 1
         n_codes = int(new.sum())
-        # Consumers of each code in event order (lines in order, events in order).
+        # Consumers of each code in event order (lines in order, events in order): the
+        # key order, which keeps the collection order among equal keys.
         cons = np.flatnonzero(consumer)
-        order = cons[np.argsort(code[cons], kind="stable")]
+        order = by_key[consumer[by_key]]
         self.cons_ptr = np.zeros(n_codes + 1, np.int64)
         self.cons_ptr[1:] = np.cumsum(np.bincount(code[cons], minlength=n_codes))
         self.cons_line, self.cons_idx = lines[order], idx[order]
@@ -203,11 +238,12 @@ class _Grouper:
             mine = prod[lines[prod] == li]
             # A later record of the same event wins, as a dict assignment would.
             self.prod_code[li][idx[mine]] = code[mine]
-            self.is_producer[li][idx[mine]] = True
 
-    def _links(self, li: int, picked: np.ndarray, st: dict[str, tuple[np.ndarray, np.ndarray]],
-               get_next: np.ndarray, process: np.ndarray) -> None:
-        """Producers and consumers among one line's linking events (`picked`, in order).
+    def _links(self, lines: np.ndarray, picked: np.ndarray,
+               st: dict[str, tuple[np.ndarray, np.ndarray]], get_next: np.ndarray,
+               process: np.ndarray) -> None:
+        """Producers and consumers among the linking events (`lines`, `picked`: each one's
+        line and sorted position; line by line, in order).
 
         A `GetNext` with a step id and iteration consumes (-1, id, iter), which the
         `ExecutorState::Process` with the same two produces; otherwise `_p`/`_pt`
@@ -229,21 +265,22 @@ class _Grouper:
             if not sel.size:
                 continue
             ctx_sel = ctx_mask[sel]
-            keys = np.stack((np.where(ctx_sel, t[sel], minus_one[sel]),
-                             np.where(ctx_sel, v[sel], sid[sel]),
-                             np.where(ctx_sel, zero[sel], it[sel])), axis=1)
-            self._keys.append((keys.astype(np.uint64), li, picked[sel], consumer))
+            keys = (np.where(ctx_sel, t[sel], minus_one[sel]),
+                    np.where(ctx_sel, v[sel], sid[sel]),
+                    np.where(ctx_sel, zero[sel], it[sel]))
+            self._keys.append((keys, lines[sel], picked[sel], consumer))
 
     def _loops(self, st: dict[str, tuple[np.ndarray, np.ndarray]], process: np.ndarray,
                tf_data: np.ndarray) -> None:
         if "id" not in st:
             return
         sid, has_sid = st["id"]
-        self.tf_data_ids.update(sid[has_sid & tf_data].tolist())
+        # Distinct ids only: a loop's thousands of runs share a handful of step ids.
+        self.tf_data_ids.update(unique(sid[has_sid & tf_data]).tolist())
         if "iter_num" in st:
             it, has_it = st["iter_num"]
             looping = has_sid & has_it & process & (it != 0)
-            self.loop_ids.update(sid[looping].tolist())
+            self.loop_ids.update(unique(sid[looping]).tolist())
 
     @property
     def has_tf_loop(self) -> bool:
@@ -263,13 +300,15 @@ class _Grouper:
         if hi <= lo + 1:
             return nodes
         ends = ld.end_arr[lo:hi]
-        low = np.iinfo(np.int64).min
-        node_end = np.full(hi - lo, low, np.int64)
-        node_end[nodes - lo] = ends[nodes - lo]
-        reach = np.maximum.accumulate(node_end)
-        reach = np.concatenate((np.full(1, low, np.int64), reach[:-1]))
+        rel = nodes - lo
+        node_end = np.full(hi - lo, _LOWEST, np.int64)
+        node_end[rel] = ends[rel]
+        # reach[k]: the latest end of the nodes before event lo + k
+        reach = np.empty(hi - lo, np.int64)
+        reach[0] = _LOWEST
+        np.maximum.accumulate(node_end[:-1], out=reach[1:])
         inside = (reach >= ends) & (reach >= ld.start_arr[lo:hi]) & (self.gid[li][lo:hi] < 0)
-        inside[nodes - lo] = True
+        inside[rel] = True
         return np.flatnonzero(inside) + lo
 
     def group(self, g: int, li: int, i: int) -> list[tuple[int, np.ndarray]]:
@@ -285,7 +324,7 @@ class _Grouper:
             following: dict[int, list[np.ndarray]] = {}
             for fli, parts in frontier.items():
                 gid = self.gid[fli]
-                nodes = unique(np.concatenate(parts))
+                nodes = unique(parts[0] if len(parts) == 1 else np.concatenate(parts))
                 nodes = nodes[gid[nodes] < 0]
                 if not nodes.size:
                     continue
@@ -296,14 +335,47 @@ class _Grouper:
                 codes = unique(codes[codes >= 0])
                 if not codes.size:
                     continue
-                lo, hi = self.cons_ptr[codes], self.cons_ptr[codes + 1]
-                count = hi - lo
-                flat = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())
+                if codes.size == 1:  # the usual case: one link out of this line
+                    code = int(codes[0])
+                    flat = np.arange(self.cons_ptr[code], self.cons_ptr[code + 1])
+                else:
+                    lo, hi = self.cons_ptr[codes], self.cons_ptr[codes + 1]
+                    count = hi - lo
+                    flat = (np.repeat(lo - np.cumsum(count) + count, count)
+                            + np.arange(count.sum()))
                 lines, idx = self.cons_line[flat], self.cons_idx[flat]
+                if lines.min() == lines.max():  # the usual case: all on one line
+                    following.setdefault(int(lines[0]), []).append(idx)
+                    continue
                 for cl in unique(lines).tolist():
                     following.setdefault(cl, []).append(idx[lines == cl])
             frontier = following
         return members
+
+
+def _add_typed_events(host: Timeline, groups: list[StepGroup],
+                      mids_type: dict[int, int]) -> None:
+    """Each group's members with a CPU event type (`mids_type`), as one chunk (type,
+    absolute begin, absolute end) in member order: every group in one pass over the
+    members of all, read from the plane's columns."""
+    chunks = [(k, ld, idx) for k, g in enumerate(groups) for ld, idx in g.members]
+    if not chunks:
+        return
+    number = {id(ld): li for li, ld in enumerate(host.lines)}
+    sizes = [idx.size for _, _, idx in chunks]
+    line = np.repeat(np.array([number[id(ld)] for _, ld, _ in chunks], np.int64), sizes)
+    group = np.repeat(np.array([k for k, _, _ in chunks], np.int64), sizes)
+    flat = plane_indices(host.lines, line, np.concatenate([idx for _, _, idx in chunks]))
+    cols = host.columns
+    etype = lookup(cols.mid[flat], mids_type, -1)  # -1: not a CPU event type
+    typed = np.flatnonzero(etype >= 0)
+    flat, line, group, etype = flat[typed], line[typed], group[typed], etype[typed]
+    begin = cols.offset[flat] + np.array([ld.start_ps for ld in host.lines], np.int64)[line]
+    end = begin + cols.duration[flat]
+    bounds = np.searchsorted(group, np.arange(len(groups) + 1)).tolist()
+    for k, g in enumerate(groups):
+        lo, hi = bounds[k], bounds[k + 1]
+        g.events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
 
 
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
@@ -315,22 +387,28 @@ def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
     if "_r" in ids:
         for li, ld in enumerate(host.lines):
             picked = ld.where(marker_mids)
-            for i, st in zip(picked, host.stat_values_many(ld, picked, wanted), strict=True):
+            # Only these events' times and ids as Python ints (not the whole line's).
+            starts, mids = ld.start_arr[picked].tolist(), ld.mid_arr[picked].tolist()
+            for i, st, start, mid in zip(picked, host.stat_values_many(ld, picked, wanted),
+                                         starts, mids, strict=True):
                 if "_r" not in st:
                     continue
                 num = _int(st.get("iter_num", st.get("step_num")))
-                start = ld.start_ps + ld.starts[i]
-                roots.append((start, li, i, num if num is not None else -1, names[ld.mids[i]]))
+                roots.append((ld.start_ps + start, li, i, num if num is not None else -1,
+                              names[mid]))
     method = "markers"
     if not roots:
         fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
         for li, ld in enumerate(host.lines):
             last_end = None
-            for i in ld.where(fn_mids):
-                if last_end is not None and ld.starts[i] < last_end:
+            picked = ld.where(fn_mids)
+            for i, start, end, mid in zip(picked, ld.start_arr[picked].tolist(),
+                                          ld.end_arr[picked].tolist(),
+                                          ld.mid_arr[picked].tolist(), strict=True):
+                if last_end is not None and start < last_end:
                     continue  # nested or overlapping: not a top-level execution
-                last_end = ld.ends[i]
-                roots.append((ld.start_ps + ld.starts[i], li, i, -1, names[ld.mids[i]]))
+                last_end = end
+                roots.append((ld.start_ps + start, li, i, -1, names[mid]))
         method = "inferred"
     roots.sort()
     if len(roots) > MAX_STEPS:
@@ -350,25 +428,21 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     grouper = _Grouper(host)
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
-    types = [ld.lookup(mids_type, -1) for ld in host.lines]  # -1: not a CPU event type
     groups: list[StepGroup] = []
     for li, i, num, name in roots:
         if grouper.gid[li][i] >= 0:
             continue
         g = len(groups)  # XProf numbers only the roots that start a group
         ld = host.lines[li]
-        begin = ld.start_ps + ld.starts[i]
-        step = StepGroup(num, f"{name} {num}", begin, begin + ld.ends[i] - ld.starts[i])
+        start, end = int(ld.start_arr[i]), int(ld.end_arr[i])
+        begin = ld.start_ps + start
+        step = StepGroup(num, f"{name} {num}", begin, begin + end - start)
         for mli, idx in grouper.group(g, li, i):
             if mli == li:
                 idx = idx[idx != i]
-            mld = host.lines[mli]
-            step.members.append((mld, idx))
-            typed = idx[types[mli][idx] >= 0]
-            step.events.append((types[mli][typed],
-                                _absolute(mld.start_arr[typed], mld),
-                                _absolute(mld.end_arr[typed], mld)))
+            step.members.append((host.lines[mli], idx))
         groups.append(step)
+    _add_typed_events(host, groups, mids_type)
     note = ""
     if method == "inferred":
         note = (

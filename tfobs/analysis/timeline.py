@@ -102,21 +102,7 @@ class LineData:
 
     def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
         """`table[mid]` for each event (sorted order), `default` for ids not in it."""
-        mids = self.mid_arr
-        if not mids.size:
-            return np.zeros(0, np.int64)
-        keys = np.fromiter(table, np.int64, len(table))
-        values = np.fromiter(table.values(), np.int64, len(table))
-        top = self.dense_top
-        if top is not None:  # the usual small ids: one array indexed by id
-            dense = np.full(top + 1, default, np.int64)
-            fit = (keys >= 0) & (keys <= top)
-            dense[keys[fit]] = values[fit]
-            return dense[mids]
-        unique, inverse = np.unique(mids, return_inverse=True)
-        out = np.fromiter((table.get(m, default) for m in unique.tolist()), np.int64,
-                          unique.size)
-        return out[inverse.ravel()]
+        return lookup(self.mid_arr, table, default, self.dense_top)
 
     def index(self, i: int) -> int:
         """The plane-wide event index (`PlaneEvents`) of sorted position i."""
@@ -212,6 +198,42 @@ def _dense_top(mids: np.ndarray) -> int | None:
     return hi if lo >= 0 and hi < _DENSE_IDS else None
 
 
+def lookup(mids: np.ndarray, table: dict[int, int], default: int,
+           top: int | None | bool = False) -> np.ndarray:
+    """`table[mid]` for each of `mids`, `default` for ids not in it.
+
+    `top`: `_dense_top(mids)` when the caller knows it (`LineData.dense_top`).
+    """
+    if not mids.size:
+        return np.zeros(0, np.int64)
+    if top is False:
+        top = _dense_top(mids)
+    keys = np.fromiter(table, np.int64, len(table))
+    values = np.fromiter(table.values(), np.int64, len(table))
+    if top is not None:  # the usual small ids: one array indexed by id
+        dense = np.full(top + 1, default, np.int64)
+        fit = (keys >= 0) & (keys <= top)
+        dense[keys[fit]] = values[fit]
+        return dense[mids]
+    unique, inverse = np.unique(mids, return_inverse=True)
+    out = np.fromiter((table.get(m, default) for m in unique.tolist()), np.int64,
+                      unique.size)
+    return out[inverse.ravel()]
+
+
+def plane_indices(lines: list[LineData], line: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """Plane-wide event indices (`PlaneEvents`) of sorted `positions`, each on the line
+    `lines[line[k]]`: one addition where every line is stored in time order (the usual
+    case), so callers read the plane's columns instead of each line's."""
+    if all(ld.order is None for ld in lines):
+        return positions + np.array([ld.first for ld in lines], np.int64)[line]
+    out = np.empty(positions.size, np.int64)
+    for li in unique(line).tolist():
+        sel = line == li
+        out[sel] = lines[li].indices(positions[sel])
+    return out
+
+
 def member(mids: np.ndarray, ids: np.ndarray, top: int | None | bool = False) -> np.ndarray:
     """`np.isin(mids, ids)`, by a table indexed by id where the ids are small.
 
@@ -252,23 +274,48 @@ def int_stats_at(
     n = events.size
     if not n or not wanted:
         return out
-    batch = tl.columns.stats_of(events, np.fromiter(wanted, np.int64, len(wanted)))
-    by_event = np.argsort(events, kind="stable")
-    slot = by_event[np.searchsorted(events[by_event], batch.event)]
-    for mid, key in wanted.items():
-        sel = np.flatnonzero(batch.mid == mid)
+    ids = np.fromiter(wanted, np.int64, len(wanted))
+    # slot: each record's event; records round by round, an event's in stored order.
+    batch, slot = tl.columns.stats_by_slot(events, ids, by_event=False)
+    # Each record's place in `wanted` (-1: none), by a table indexed by id where ids are
+    # small (as int8: the stable sort below is then a radix sort), then the records
+    # grouped by stat in one stable sort: each stat's records stay in record order.
+    mid = batch.mid
+    if mid.size and ids.size < 128 and 0 <= mid.min() and mid.max() < 256:
+        table = np.full(256, -1, np.int8)
+        fit = (ids >= 0) & (ids < 256)
+        table[ids[fit]] = np.flatnonzero(fit)
+        which = table[mid]
+    else:
+        by_id = np.argsort(ids)
+        at = np.minimum(np.searchsorted(ids[by_id], mid), ids.size - 1)
+        which = np.where(ids[by_id][at] == mid, by_id[at], -1)
+    by_stat = np.argsort(which, kind="stable")
+    bounds = np.searchsorted(which[by_stat], np.arange(ids.size + 1))
+    for j, key in enumerate(wanted.values()):
+        sel = by_stat[bounds[j]:bounds[j + 1]]
         if not sel.size:
             continue
         at = slot[sel]
-        last = np.r_[at[1:] != at[:-1], True]  # an event's records are together, in order
-        sel, at = sel[last], at[last]
+        seen = np.zeros(n, bool)
+        seen[at] = True
+        if seen.sum() < at.size:  # an event repeats the stat (rare): its last record wins
+            by_event = np.argsort(at, kind="stable")  # stored order kept within an event
+            sel, at = sel[by_event], at[by_event]
+            last = np.r_[at[1:] != at[:-1], True]
+            sel, at = sel[last], at[last]
+        kind = batch.kind[sel]
+        is_int = (kind == KIND_INT64) | (kind == KIND_UINT64)
+        at, sel, kind = at[is_int], sel[is_int], kind[is_int]
         values = np.zeros(n, np.uint64 if raw else object)
         has = np.zeros(n, bool)
-        for kind, as_type in ((KIND_INT64, np.int64), (KIND_UINT64, np.uint64)):
-            k = batch.kind[sel] == kind
-            picked = batch.value[sel[k]]
-            values[at[k]] = picked.view(np.uint64) if raw else picked.view(as_type).tolist()
-            has[at[k]] = True
+        has[at] = True
+        if raw:
+            values[at] = batch.value[sel]
+        else:  # Python ints: int64 records signed, uint64 ones unsigned
+            signed = kind == KIND_INT64
+            values[at[signed]] = batch.value[sel[signed]].view(np.int64).tolist()
+            values[at[~signed]] = batch.value[sel[~signed]].tolist()
         out[key] = (values, has)
     return out
 

@@ -42,6 +42,11 @@ KIND_NONE, KIND_DOUBLE, KIND_UINT64, KIND_INT64, KIND_STR, KIND_BYTES, KIND_REF 
 _WIRE_OF = np.full(32, -1, np.int8)
 for _number, _wire in _STAT_WIRE.items():
     _WIRE_OF[_number] = _wire
+# The value kind of each one-byte tag of a varint value field (int64, uint64, ref); else 0.
+_VARINT_KIND = np.zeros(256, np.int8)
+for _number, _wire in _STAT_WIRE.items():
+    if _wire == 0:
+        _VARINT_KIND[_number << 3] = _number
 
 
 def _bad(what: str) -> CaptureError:
@@ -74,15 +79,25 @@ def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.n
     # All at once, eight bytes per varint as one uint64 (times in ps take 5-8 bytes): keep
     # the bytes up to the first one without the continuation bit, then squeeze out the
     # continuation bits, pairs of 7-bit groups, then of 14-bit, then of 28-bit groups.
+    # In place where it can be, on three scratch arrays: a reduction decodes a few hundred
+    # thousand varints, and fresh temporaries cost more than the arithmetic.
     w = _words(buf)[p]
-    term = ~w & _CONT
-    low = term & (~term + _U64(1))  # the lowest terminating bit (0: longer than 8 bytes)
-    head = w & (low - _U64(1))
-    x = head & _DATA
+    term = np.invert(w)
+    term &= _CONT
+    long = np.flatnonzero(term == 0)  # no terminating byte in the first eight
+    low = np.negative(term)
+    low &= term  # the lowest terminating bit
+    low -= _U64(1)
+    w &= low  # the varint's own bytes (all eight where it is longer)
+    n = _count_continuations(np.bitwise_and(w, _CONT, out=term))
+    n += 1
+    x = w
+    x &= _DATA
     for lo, hi, shift in _SQUEEZE:
-        x = (x & lo) | ((x & hi) >> shift)
-    n = _count_continuations(head & _CONT) + 1
-    long = np.flatnonzero(low == 0)
+        high = np.bitwise_and(x, hi, out=low)
+        high >>= shift
+        x &= lo
+        x |= high
     if long.size:  # 9 or 10 bytes (negative int64s): the last bytes one by one
         last = buf[p[long] + 8]
         x[long] |= (last & 0x7F).astype(_U64) << _U64(56)
@@ -281,7 +296,11 @@ def walk(
 def _buffer(raw: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     lens = np.fromiter(map(len, raw), np.int64, len(raw))
     end = np.cumsum(lens)
-    buf = np.frombuffer(b"".join(raw) + bytes(_PAD), np.uint8)
+    raw.append(bytes(_PAD))  # joined with the data: one copy of the plane's bytes, not two
+    try:
+        buf = np.frombuffer(b"".join(raw), np.uint8)
+    finally:
+        raw.pop()
     return buf, end - lens, end
 
 
@@ -294,6 +313,8 @@ class StatBatch:
                  size: np.ndarray) -> None:
         n = event.size
         self.buf, self.event = buf, event
+        if n and self._varints(pos, size):
+            return
         self.mid = np.zeros(n, np.int64)
         self.kind = np.zeros(n, np.int8)
         self.value = np.zeros(n, _U64)
@@ -302,6 +323,24 @@ class StatBatch:
         slow = self._canonical(pos, size)
         if slow.size:
             self._general(slow, pos[slow], size[slow])
+
+    def _varints(self, pos: np.ndarray, size: np.ndarray) -> bool:
+        """Decode records that are all a one-byte id then one varint value (integers and
+        refs: the stats that link events), as `_canonical` would, in a third of its numpy
+        calls. False, decoding nothing, when any record is laid out otherwise."""
+        buf = self.buf
+        kind = _VARINT_KIND[buf[pos + 2]]
+        # (size < 4: no value byte inside the record; its next bytes are not read as one.)
+        if ((size < 4) | (buf[pos] != 0x08) | (buf[pos + 1] >= 0x80)
+                | (kind == KIND_NONE)).any():
+            return False
+        value, n = _varint(buf, pos + 3, "event stat")
+        if (n != size - 3).any():  # the value must end the record
+            return False
+        self.mid = buf[pos + 1].astype(np.int64)
+        self.kind, self.value = kind, value
+        self.pos, self.size = pos + 3, np.zeros(pos.size, np.int64)
+        return True
 
     def _canonical(self, pos: np.ndarray, size: np.ndarray) -> np.ndarray:
         """Decode records laid out as writers lay them out: id < 128 first, then one value.
@@ -433,13 +472,17 @@ def _canonical_events(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tu
     p = start + 1 + size
     columns = []
     for tag in (0x10, 0x18):  # offset_ps, duration_ps: absent when zero
-        column = np.zeros(n, _U64)
         has = (p < end) & (buf[p] == tag)
-        at = np.flatnonzero(has)
-        if at.size:
-            value, size = _varint(buf, p[at] + 1, "event")
-            column[at] = value
-            p[at] += 1 + size
+        if has.all():  # the usual case: no selection needed
+            column, size = _varint(buf, p + 1, "event")
+            p += 1 + size
+        else:
+            column = np.zeros(n, _U64)
+            at = np.flatnonzero(has)
+            if at.size:
+                value, size = _varint(buf, p[at] + 1, "event")
+                column[at] = value
+                p[at] += 1 + size
         columns.append(column)
     if (p > end).any():
         return None
@@ -471,7 +514,6 @@ class PlaneEvents:
         n = len(raw)
         buf, start, end = _buffer(raw)
         self.buf, self.end = buf, end
-        self.stats_at = end.copy()
         fast = _canonical_events(buf, start, end)
         if fast is not None:
             mid, offset, duration, self.stats_at = fast
@@ -479,6 +521,7 @@ class PlaneEvents:
             self.offset = offset.view(np.int64)
             self.duration = duration.view(np.int64)
             return
+        self.stats_at = end.copy()
         mid = np.zeros(n, _U64)
         offset = np.zeros(n, _U64)
         duration = np.zeros(n, _U64)
@@ -563,22 +606,37 @@ class PlaneEvents:
         With `mids`, records whose metadata id is plainly another one are left out before
         their values are decoded (a record laid out otherwise is always kept).
         """
+        return self.stats_by_slot(events, mids)[0]
+
+    def stats_by_slot(self, events: np.ndarray, mids: np.ndarray | None = None,
+                      by_event: bool = True) -> tuple[StatBatch, np.ndarray]:
+        """`stats_of`, and for each record the position in `events` of its event
+        (non-decreasing: an event's records are together). Without `by_event`, records
+        come round by round instead, with no sort (an event's records are still in
+        stored order among themselves)."""
         rounds = self._stat_rounds(events, tail=True)
         if not rounds:
-            return StatBatch(self.buf, np.zeros(0, np.int64), np.zeros(0, np.int64),
-                             np.zeros(0, np.int64))
+            none = np.zeros(0, np.int64)
+            return StatBatch(self.buf, none, none, none), none
         which = np.concatenate([s[0] for s in rounds])
         pos = np.concatenate([s[1] for s in rounds])
         size = np.concatenate([s[2] for s in rounds])
+        del rounds  # large captures: not held while the records are decoded
         if mids is not None:
+            # Kept: the wanted one-byte ids, and every record that does not start with a
+            # one-byte id (its id is read in full later). The buffer's padding makes
+            # pos + 1 readable even for an empty last record.
             buf = self.buf
-            lead = (size >= 3) & (buf[pos] == 0x08)
-            mid = buf[np.where(lead, pos + 1, 0)]
-            table = np.zeros(128, bool)
+            table = np.zeros(256, bool)
             table[mids[(mids >= 0) & (mids < 128)]] = True
-            keep = ~lead | (mid >= 0x80) | table[mid & 0x7F]
-            which, pos, size = which[keep], pos[keep], size[keep]
+            table[0x80:] = True
+            keep = table[buf[pos + 1]] | (buf[pos] != 0x08) | (size < 3)
+            if not keep.all():
+                which, pos, size = which[keep], pos[keep], size[keep]
+        if not by_event:
+            return StatBatch(self.buf, events[which], pos, size), which
         # Records come round by round; sorted by event (stable), each event's are together
         # and in stored order.
         order = np.argsort(which, kind="stable")
-        return StatBatch(self.buf, events[which[order]], pos[order], size[order])
+        which, pos, size = which[order], pos[order], size[order]
+        return StatBatch(self.buf, events[which], pos, size), which
