@@ -30,6 +30,8 @@ from tfobs.summary import WindowSummary
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests/data/captures/generated__tf2.20cpu__custom_loop_compute_bfc.xplane.pb"
+# Long enough to reduce (about 0.15 s) that a kill lands mid-reduction.
+LONG_CAPTURE = ROOT / "tests/data/captures/generated__tf2.21cpu__lstm_bfc_varying.xplane.pb"
 ARGS = {"top_n": 5, "short_gap_s": 30e-6, "max_events": 5_000_000}
 
 
@@ -111,23 +113,26 @@ def test_helper_killed_mid_reduction_fails_that_window_and_comes_back(worker, fa
     first = worker.pid
     _kill_when_busy(worker, signal.SIGKILL)
     with pytest.raises(WorkerFailed) as exc:
-        worker.reduce(str(CAPTURE), **ARGS)
+        worker.reduce(str(LONG_CAPTURE), **ARGS)
     assert exc.value.kind == "died"
     assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
     assert worker.starts == 2 and worker.pid != first
     assert not alive(first)
 
 
-def test_hanging_helper_is_killed_at_its_timeout_and_comes_back(worker, fast_backoff):
+def test_hanging_helper_is_killed_at_its_timeout_and_comes_back(worker, fast_backoff,
+                                                                monkeypatch):
+    monkeypatch.setattr(reducer_process, "TIMEOUT_PER_MB_S", 0.1)
     worker.ensure_started()
     first = worker.pid
     worker.timeout_s = 1.0
     _kill_when_busy(worker, signal.SIGSTOP)
     t0 = time.monotonic()
     with pytest.raises(WorkerFailed) as exc:
-        worker.reduce(str(CAPTURE), **ARGS)
+        worker.reduce(str(LONG_CAPTURE), **ARGS)
     assert exc.value.kind == "timeout"
-    assert time.monotonic() - t0 < 1.0 + 2.0 * 2.7 + 3  # the timeout (per MB), not forever
+    size_mb = LONG_CAPTURE.stat().st_size / 1e6
+    assert time.monotonic() - t0 < 1.0 + 0.1 * size_mb + 3  # the timeout (per MB), not forever
     assert gone_within(first, 5)
     worker.timeout_s = 60.0
     assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
