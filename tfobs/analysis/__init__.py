@@ -20,8 +20,8 @@ from tfobs.analysis.eager import eager_ops
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
-from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps
-from tfobs.analysis.timeline import LineData, Timeline, lookup, plane_indices, time_base_ps
+from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps, member_events
+from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
@@ -226,26 +226,10 @@ def _host_candidates(groups: list[StepGroup], top_n: int,
     out: list[list[Candidate]] = [[] for _ in groups]
     if top_n <= 0:
         return out
-    number: dict[int, int] = {}  # the member lines, numbered in first-seen order
-    lds: list[LineData] = []
-    chunks = []  # (step, line number, sorted positions)
-    for k, g in enumerate(groups):
-        for ld, idx in g.members:
-            if not idx.size:
-                continue
-            li = number.get(id(ld))
-            if li is None:
-                li = number[id(ld)] = len(lds)
-                lds.append(ld)
-            chunks.append((k, li, idx))
-    if not chunks:
+    lds, step, line, flat = member_events(groups)
+    if not lds:
         return out
-    sizes = [idx.size for _, _, idx in chunks]
-    step = np.repeat(np.array([k for k, _, _ in chunks], np.int64), sizes)
-    line = np.repeat(np.array([li for _, li, _ in chunks], np.int64), sizes)
-    # Read from the plane's columns (the member lines are all the host plane's).
-    flat = plane_indices(lds, line, np.concatenate([idx for _, _, idx in chunks]))
-    cols = lds[0].columns
+    cols = lds[0].columns  # the member lines are all the host plane's
     mids = cols.mid[flat]
     op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
     ops = np.flatnonzero(lookup(mids, op_table, 0))

@@ -57,7 +57,8 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
         done_at = pos[done]
         dur = ends[done] - starts[done]
-        _check_sum(dur)
+        if not _sum_fits(dur):
+            raise CaptureError("op times too large to add up; the capture is corrupt")
         self_ps = dur - np.asarray(child, np.int64)[done]
         closed.append((ld.mid_arr[done_at], dur, np.where(self_ps > 0, self_ps, 0)))
     if not closed:
@@ -65,7 +66,7 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
     # Every thread at once (names still in order of first appearance, thread by thread)
     # where the sums fit int64 together, as they do but in corrupt captures.
     mids, dur, self_ps = (np.concatenate(c) for c in zip(*closed, strict=True))
-    if int(np.abs(dur).max()) < 2**62 // dur.size:
+    if _sum_fits(dur):
         _add(out, host.names, mids, dur, self_ps)
     else:
         for thread in closed:
@@ -73,10 +74,9 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
     return out
 
 
-def _check_sum(dur: np.ndarray) -> None:
-    """Raise when one thread's op times could overflow int64 when added up."""
-    if dur.size and int(np.abs(dur).max()) >= 2**62 // dur.size:
-        raise CaptureError("op times too large to add up; the capture is corrupt")
+def _sum_fits(dur: np.ndarray) -> bool:
+    """Whether adding up `dur` cannot overflow int64."""
+    return not dur.size or int(np.abs(dur).max()) < 2**62 // dur.size
 
 
 def _nesting(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
@@ -141,10 +141,10 @@ def _nesting_laminar(starts: np.ndarray, ends: np.ndarray) -> tuple[Any, Any] | 
 
 def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np.ndarray,
          self_ps: np.ndarray) -> None:
-    """Add one thread's closed ops to `out`, per name in order of first appearance."""
+    """Add closed ops to `out`, per name in order of first appearance (their sums known
+    to fit int64: `_sum_fits`)."""
     unique, first, inverse = np.unique(mids, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    _check_sum(dur)
     total = np.zeros(unique.size, np.int64)
     self_sum = np.zeros(unique.size, np.int64)
     np.add.at(total, inverse, dur)

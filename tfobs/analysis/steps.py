@@ -353,24 +353,45 @@ class _Grouper:
         return members
 
 
+def member_events(groups: list[StepGroup]) -> tuple[list[LineData], np.ndarray, np.ndarray,
+                                                   np.ndarray]:
+    """Every member event of `groups`, in member order, as columns: (the member lines,
+    numbered in first-seen order; each event's group; its line's number; its plane-wide
+    index into the host plane's columns, `PlaneEvents`)."""
+    number: dict[int, int] = {}
+    lds: list[LineData] = []
+    chunks = []  # (group, line number, sorted positions)
+    for k, g in enumerate(groups):
+        for ld, idx in g.members:
+            if not idx.size:
+                continue
+            li = number.get(id(ld))
+            if li is None:
+                li = number[id(ld)] = len(lds)
+                lds.append(ld)
+            chunks.append((k, li, idx))
+    if not chunks:
+        return lds, _NONE, _NONE, _NONE
+    sizes = [idx.size for _, _, idx in chunks]
+    group = np.repeat(np.array([k for k, _, _ in chunks], np.int64), sizes)
+    line = np.repeat(np.array([li for _, li, _ in chunks], np.int64), sizes)
+    flat = plane_indices(lds, line, np.concatenate([idx for _, _, idx in chunks]))
+    return lds, group, line, flat
+
+
 def _add_typed_events(host: Timeline, groups: list[StepGroup],
                       mids_type: dict[int, int]) -> None:
     """Each group's members with a CPU event type (`mids_type`), as one chunk (type,
     absolute begin, absolute end) in member order: every group in one pass over the
     members of all, read from the plane's columns."""
-    chunks = [(k, ld, idx) for k, g in enumerate(groups) for ld, idx in g.members]
-    if not chunks:
+    lds, group, line, flat = member_events(groups)
+    if not lds:
         return
-    number = {id(ld): li for li, ld in enumerate(host.lines)}
-    sizes = [idx.size for _, _, idx in chunks]
-    line = np.repeat(np.array([number[id(ld)] for _, ld, _ in chunks], np.int64), sizes)
-    group = np.repeat(np.array([k for k, _, _ in chunks], np.int64), sizes)
-    flat = plane_indices(host.lines, line, np.concatenate([idx for _, _, idx in chunks]))
     cols = host.columns
     etype = lookup(cols.mid[flat], mids_type, -1)  # -1: not a CPU event type
     typed = np.flatnonzero(etype >= 0)
     flat, line, group, etype = flat[typed], line[typed], group[typed], etype[typed]
-    begin = cols.offset[flat] + np.array([ld.start_ps for ld in host.lines], np.int64)[line]
+    begin = cols.offset[flat] + np.array([ld.start_ps for ld in lds], np.int64)[line]
     end = begin + cols.duration[flat]
     bounds = np.searchsorted(group, np.arange(len(groups) + 1)).tolist()
     for k, g in enumerate(groups):
