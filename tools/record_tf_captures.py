@@ -205,6 +205,11 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         y = rng.random((n, 1), np.float32)
         return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch).prefetch(2)
 
+    def mlp(features: int, width: int) -> Any:
+        """features -> Dense(width, relu) -> Dense(1): the small model most cases train."""
+        return keras.Sequential([keras.Input((features,)), keras.layers.Dense(width, "relu"),
+                                 keras.layers.Dense(1)])
+
     def mse(yb: Any, pred: Any) -> Any:
         return tf.reduce_mean(tf.square(pred - yb))
 
@@ -274,8 +279,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 64, "steps": 12}
         strategy = tf.distribute.MirroredStrategy(params["devices"])
         with strategy.scope():
-            model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
-                                      keras.layers.Dense(1)])
+            model = mlp(128, 256)
             opt = keras.optimizers.SGD(0.01)
         x = rng.random((64 * 16, 128), np.float32)
         y = rng.random((64 * 16, 1), np.float32)
@@ -298,8 +302,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "numpy_preprocess":
         params = {"batch": 128, "steps": 12}
-        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(256, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(256, 256)
         raw = rng.random((128 * 8, 256)).astype(np.float32)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
 
@@ -316,8 +319,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "xla_jit":
         params = {"batch": 128, "steps": 12}
-        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(256, 512)
         x = tf.random.uniform((128, 256))
         y = tf.random.uniform((128, 1))
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01), jit_compile=True)
@@ -326,8 +328,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         params = {"batch": 64, "noise": 32, "features": 64, "steps": 12}
         gen = keras.Sequential([keras.Input((32,)), keras.layers.Dense(128, "relu"),
                                 keras.layers.Dense(64)])
-        disc = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, "relu"),
-                                 keras.layers.Dense(1)])
+        disc = mlp(64, 128)
         g_opt, d_opt = keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4)
         bce = keras.losses.BinaryCrossentropy(from_logits=True)
         real = tf.random.normal((64 * 8, 64))
@@ -388,8 +389,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                           num_parallel_calls=tf.data.AUTOTUNE)
               .batch(32).map(lambda r: tf.io.parse_example(r, spec))
               .map(lambda d: (d["x"] * 2.0 - 1.0, d["y"])).prefetch(2))
-        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(64, 128)
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
         fit_then_profile(model, ds, 6, params["steps"])
 
@@ -417,8 +417,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 64, "steps": 10}
         strategy = tf.distribute.MirroredStrategy(params["devices"])
         with strategy.scope():
-            model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
-                                      keras.layers.Dense(1)])
+            model = mlp(128, 256)
             model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
         fit_then_profile(model, random_batches(64 * 16, 128, 64), 4, params["steps"])
 
@@ -480,15 +479,13 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
               .map(lambda a, b: (tf.ensure_shape(
                   tf.numpy_function(py_transform, [a], tf.float32), (64,)), b))
               .batch(32))
-        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(64, 64)
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
         fit_then_profile(model, ds, 4, params["steps"])
 
     elif case == "xla_fit":
         params = {"batch": 64, "steps": 10, "jit_compile": True}
-        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(128, 256)
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse", jit_compile=True)
         fit_then_profile(model, random_batches(64 * 8, 128, 64), 4, params["steps"])
 
@@ -512,8 +509,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "eager_loop":
         params = {"batch": 32, "steps": 8}
-        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(64, 64)
         opt = keras.optimizers.SGD(0.01)
         x = tf.random.uniform((32, 64))
         y = tf.random.uniform((32, 1))
@@ -540,8 +536,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "two_functions_step":
         params = {"batch": 32, "micro_batches": 2, "steps": 10}
-        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(128, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(128, 128)
         opt = keras.optimizers.SGD(0.01)
         x = tf.random.uniform((32, 128))
         y = tf.random.uniform((32, 1))
@@ -565,8 +560,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "summaries_fit":
         params = {"batch": 64, "steps": 10, "update_freq": 1, "histogram_freq": 1}
-        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(128, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(128, 128)
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
         board = keras.callbacks.TensorBoard(str(pathlib.Path(logdir) / "summaries"),
                                             update_freq=1, histogram_freq=1)
@@ -693,8 +687,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "profiler_server":
         params = {"batch": 64, "steps": 40, "trace_ms": 1500}
-        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
-                                  keras.layers.Dense(1)])
+        model = mlp(128, 256)
         x = tf.random.uniform((64, 128))
         y = tf.random.uniform((64, 1))
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
