@@ -130,6 +130,11 @@ def _bind(v: Any) -> str:
     return "" if all(_HOST_LABEL.match(x) for x in labels) else allowed
 
 
+def _stretch(v: Any) -> str:
+    ok = isinstance(v, float) and (v == 0.0 or 1.05 <= v <= 100.0)
+    return "" if ok else "0 (off) or a number from 1.05 to 100"
+
+
 def _label(v: Any) -> str:
     ok = isinstance(v, str) and len(v) <= MAX_LABEL_CHARS
     return "" if ok else f"a string of at most {MAX_LABEL_CHARS} characters"
@@ -144,6 +149,10 @@ OPTIONS: tuple[Option, ...] = (
            "a new job shows figures early.", _int_range(0)),
     Option("window_max_s", 10.0, "Time cap of one window, seconds.",
            _float_range(0.0, MAX_SECONDS, lo_open=True)),
+    Option("export_step_stretch", 1.5, "Most a window's export may slow the step it overlaps, "
+           "as a multiple of the median step; where it did more (training keeps every core "
+           "busy), later windows trace fewer steps (window_steps halved, 5 at least). 0 keeps "
+           "every window at window_steps.", _stretch),
     Option("overhead_budget", 0.01, "Most of training time tfobs may cost (step markers, "
            "profiling, export, reduction); windows are planned at 80 % of it and skipped to "
            "stay under it.",
@@ -244,6 +253,7 @@ class Config:
     window_steps: int = _default("window_steps")
     first_window_step: int = _default("first_window_step")
     window_max_s: float = _default("window_max_s")
+    export_step_stretch: float = _default("export_step_stretch")
     overhead_budget: float = _default("overhead_budget")
     host_tracer_level: int = _default("host_tracer_level")
     device_tracer_level: int = _default("device_tracer_level")

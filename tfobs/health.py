@@ -68,6 +68,10 @@ class HealthSnapshot:
     kept: int = 0  # windows kept in keep_dir
     kept_last: KeptCapture | None = None
     kept_bytes: int = 0  # bytes this worker holds in keep_dir now
+    # The step that overlapped the latest measured export / the median step, and the steps
+    # the next window will trace (capture/window_length.py); None until measured.
+    export_step_stretch: float | None = None
+    next_window_steps: int | None = None
 
 
 class HealthLedger:
@@ -89,6 +93,7 @@ class HealthLedger:
         self._kept = 0
         self._kept_last: KeptCapture | None = None
         self._kept_bytes = 0
+        self._length: tuple[float, int] | None = None
 
     # -- written by the runtime, samplers and exporters ----------------------------------
 
@@ -134,6 +139,10 @@ class HealthLedger:
         with self._lock:
             self._cost = (float(duty_cycle_ratio), float(overhead_ratio))
 
+    def set_window_length(self, stretch: float, next_steps: int) -> None:
+        with self._lock:
+            self._length = (float(stretch), int(next_steps))
+
     def set_info(self, info: Mapping[str, str]) -> None:
         """Add or replace `tfobs_info` labels (versions, devices)."""
         with self._lock:
@@ -160,6 +169,8 @@ class HealthLedger:
                 kept=self._kept,
                 kept_last=self._kept_last,
                 kept_bytes=self._kept_bytes,
+                export_step_stretch=self._length[0] if self._length else None,
+                next_window_steps=self._length[1] if self._length else None,
             )
 
     # Read-only views for scripts and tests: counts that happened (zeros left out).

@@ -106,6 +106,7 @@ def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecor
     health.observe_capture(0.3, 123_456)
     health.observe_reduce(0.05)
     health.set_cost(0.008, 0.0021)
+    health.set_window_length(1.3, 10)
     health.set_info({"tensorflow_version": "2.21.0", "devices": "/device:GPU:0"})
     health.count_kept(KeptCapture(0, 1.7e9, "/keep/plugins/profile/run/host.xplane.pb",
                                   "first"), 123_456)

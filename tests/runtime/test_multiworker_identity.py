@@ -106,8 +106,11 @@ def _runtime(tmp_path, monkeypatch=None, tf_config: dict | None = None, **kw):
 
     if tf_config is not None:
         monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
+    # Fixed-length windows: these tests are about where windows start and end on each
+    # worker (test_window_length.py covers lengths steered by the export's cost).
     opts = {"metrics_port": -1, "interval_steps": 100, "window_steps": 10,
-            "first_window_step": 20, "overhead_budget": 0.5, "capture_dir": str(tmp_path)}
+            "first_window_step": 20, "overhead_budget": 0.5, "capture_dir": str(tmp_path),
+            "export_step_stretch": 0}
     opts.update(kw)
     return Runtime(Config.load(environ={}, **opts))
 

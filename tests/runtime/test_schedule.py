@@ -65,8 +65,8 @@ def test_first_window_when_first_step_beyond_interval():
 
 
 def test_window_holds_whole_number_of_steps():
-    assert not window_full(500, 518, POLICY)
-    assert window_full(500, 519, POLICY)  # 20 steps: 500..519
+    assert not window_full(500, 518, POLICY.window_steps)
+    assert window_full(500, 519, POLICY.window_steps)  # 20 steps: 500..519
 
 
 def test_cost_model_and_pause():

@@ -3,7 +3,8 @@
 * Windows are aligned to step numbers: the first at `first_window_step` (soon after warm-up),
   then at every multiple of `interval_steps`. Every worker of a synchronous job sees the same
   step numbers, so all profile the same steps without talking to each other.
-* A window holds `window_steps` whole steps, or less when `window_max_s` runs out first.
+* A window holds `window_steps` whole steps, or less when `window_max_s` runs out first or
+  when its export was measured to slow training's steps too much (`window_length.py`).
 * A duty-cycle budget keeps tfobs's whole cost under `overhead_budget`. Every step pays a
   few microseconds (marker and step-time histogram, timed in place by `markers.step`)
   whether or not a window is open; windows get what is left of the plan, `plan_share` of
@@ -42,6 +43,7 @@ class Policy:
     first_window_step: int
     window_max_s: float
     overhead_budget: float
+    export_step_stretch: float = 0.0  # 0: windows always hold window_steps
     active_cost: float = ACTIVE_COST
     background_cost: float = BACKGROUND_COST
     plan_share: float = PLAN_SHARE
@@ -54,6 +56,7 @@ class Policy:
             first_window_step=config.first_window_step,
             window_max_s=config.window_max_s,
             overhead_budget=config.overhead_budget,
+            export_step_stretch=config.export_step_stretch,
         )
 
 
@@ -74,9 +77,9 @@ def aligned_start(step: int, policy: Policy) -> int:
     return k if k > policy.first_window_step else policy.first_window_step
 
 
-def window_full(first_step: int, step: int, policy: Policy) -> bool:
-    """True once the step that just ended completes the window's whole number of steps."""
-    return step - first_step + 1 >= policy.window_steps
+def window_full(first_step: int, step: int, window_steps: int) -> bool:
+    """True once the step that just ended completes the window's `window_steps` steps."""
+    return step - first_step + 1 >= window_steps
 
 
 def window_cost_s(active_s: float, background_s: float, policy: Policy) -> float:

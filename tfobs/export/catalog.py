@@ -195,6 +195,12 @@ METRICS: tuple[MetricDef, ...] = (
        "Estimated share of training time tfobs costs (0..1)."),
     _m("tfobs_last_window_timestamp_seconds", "gauge", (),
        "Unix time in seconds when the latest window's summary was published."),
+    _m("tfobs_export_step_stretch", "gauge", (),
+       "The longest step that overlapped the latest measured window export, as a multiple "
+       "of the median step before the window (1 = not slowed)."),
+    _m("tfobs_next_window_steps", "gauge", (),
+       "Steps the next window will trace: window_steps, or fewer where exports slowed "
+       "steps beyond export_step_stretch."),
     # Kept captures (keep_dir, tfobs/runtime/keep.py).
     _m("tfobs_kept_captures_total", "counter", (),
        "Windows whose capture was kept in keep_dir (TensorBoard's layout)."),

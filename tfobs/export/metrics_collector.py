@@ -188,6 +188,9 @@ def _health(fams: _Families, st: WorkerState) -> None:
         fams.add("tfobs_estimated_overhead_ratio", ident, (), h.overhead_ratio)
     if st.latest is not None:
         fams.add("tfobs_last_window_timestamp_seconds", ident, (), st.latest.at_s)
+    if h.export_step_stretch is not None and h.next_window_steps is not None:
+        fams.add("tfobs_export_step_stretch", ident, (), h.export_step_stretch)
+        fams.add("tfobs_next_window_steps", ident, (), h.next_window_steps)
     if h.kept_last is not None:
         fams.counter("tfobs_kept_captures_total", ident, (), h.kept)
         fams.add("tfobs_kept_capture_window", ident, (), h.kept_last.index)

@@ -21,6 +21,7 @@ def enable(
     window_steps: int | None = None,
     first_window_step: int | None = None,
     window_max_s: float | None = None,
+    export_step_stretch: float | None = None,
     overhead_budget: float | None = None,
     host_tracer_level: int | None = None,
     device_tracer_level: int | None = None,

@@ -79,9 +79,12 @@ class CaptureThread:
         w.stop_tracing(window)
         record = window.record
         record.end_ns = time.time_ns()
+        watch = w.export_began(window)  # the steps it overlaps steer later windows' length
         cpu0 = time.thread_time()
         result = w.slot.finish(read=self._read)
         export_cpu_s = time.thread_time() - cpu0
+        if watch is not None:
+            watch.ended = time.monotonic()
         record.capture_s = result.export_s
         record.background_cpu_s = export_cpu_s
         record.capture_bytes = result.nbytes

@@ -11,9 +11,12 @@ exported or reduced (at most one at a time: the capture and reduce threads relea
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,6 +29,7 @@ from tfobs.capture.schedule import (
     window_full,
 )
 from tfobs.capture.session import ProfilerSlot
+from tfobs.capture.window_length import WindowLength, idle_cores, machine_ticks, usable_cores
 from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
 from tfobs.runtime.failures import Failures
@@ -43,6 +47,21 @@ class OpenWindow:
     first_step: int
     close: threading.Event = field(default_factory=threading.Event)  # full, capped or dropped
     taken: bool = False  # the capture thread has it (tracing, exporting or reducing)
+
+
+RECENT_STEPS = 15  # untraced steps kept for the median a window's export is held against
+PROBE_STEPS = 10  # steps before the first window whose CPU use says whether a core is free
+
+
+@dataclass
+class ExportWatch:
+    """What the training thread sees of one export: the longest step that overlapped it."""
+
+    began: float  # time.monotonic() when the export started
+    base_s: float  # median of the untraced steps just before the window
+    traced_steps: int
+    ended: float = math.inf  # set by the capture thread when the export returns
+    worst_s: float = 0.0
 
 
 class StepWorkMeter:
@@ -76,6 +95,15 @@ class Windows:
         # Parameter servers and evaluators run no steps of their own (`runs_steps` False):
         # no scheduled windows there (an on-demand capture still works).
         self._next_start = next_window_start(0, policy) if runs_steps else sys.maxsize
+        self.length = WindowLength(policy.window_steps, policy.export_step_stretch)
+        self._recent: deque[float] = deque(maxlen=RECENT_STEPS)
+        self._base_s: float | None = None  # median untraced step when the window opened
+        self._watch: ExportWatch | None = None
+        # (process CPU, wall) when the probe before the first window began; the probe runs
+        # only where the length may change (see WindowLength.first_window)
+        probe_at = self._next_start - PROBE_STEPS
+        self._probe_at = probe_at if probe_at >= 1 and len(self.length.rungs) > 1 else sys.maxsize
+        self._probe: tuple[float, float, tuple[int, int] | None] | None = None
         self._on_demand = False
         self._keep = False  # the on-demand window is to be kept
         self._index = 0
@@ -84,6 +112,9 @@ class Windows:
 
     def step_begin(self, step_num: int) -> None:
         if self.tracing is not None or (step_num < self._next_start and not self._on_demand):
+            if step_num >= self._probe_at:
+                self._probe_at = sys.maxsize
+                self._probe = (time.process_time(), time.monotonic(), machine_ticks())
             return
         try:
             self._open(step_num)
@@ -99,10 +130,13 @@ class Windows:
             append = self._append
             if append is not None:
                 append(duration_s)  # a C-level deque.append: no Python frame
+            self._recent.append(duration_s)
+            if self._watch is not None:
+                self._watch_step(self._watch, duration_s)
             return
         window.record.last_step = step_num
         exemplar = window.record.exemplar(step_num)
-        if window_full(window.first_step, step_num, self.policy):
+        if window_full(window.first_step, step_num, self.length.steps):
             self.tracing = None
             window.close.set()
         sink = self._sink
@@ -127,10 +161,17 @@ class Windows:
             if step_num > nominal:  # started late, or steps jumped: stay on the others' steps
                 nominal = aligned_start(step_num, self.policy)
             self._next_start = next_window_start(step_num + 1, self.policy)
-            if window_full(nominal, step_num - 1, self.policy) and not self._on_demand:
+            if window_full(nominal, step_num - 1, self.length.steps) and not self._on_demand:
                 return  # the others' window is already over: wait for the next one
         if self.stopping:
             return
+        if self._probe is not None:  # the first window: is a core free for its export?
+            cpu0, wall0, ticks0 = self._probe
+            self._probe, self._probe_at = None, sys.maxsize
+            wall = time.monotonic() - wall0
+            if wall > 0:
+                self.length.first_window((time.process_time() - cpu0) / wall, usable_cores(),
+                                         idle_cores(ticks0, machine_ticks()))
         on_demand, self._on_demand = self._on_demand, False
         keep, self._keep = self._keep and on_demand, False
         if on_demand:
@@ -151,12 +192,43 @@ class Windows:
             self._finish(record, refused.outcome, refused.reason)
             return
         window.opened_at = time.monotonic()  # the time cap counts from the session's start
+        recent = self._recent
+        self._base_s = statistics.median(recent) if len(recent) >= 5 else None
         record.start_ns = time.time_ns()
         record.first_step = step_num
         with self.lock:
             self.inflight = window
             self.tracing = window
         self.wake.set()
+
+    def _watch_step(self, watch: ExportWatch, duration_s: float) -> None:
+        """A step ended while an export is watched: keep it if it overlapped the export;
+        the first step begun after the export closes the watch and steers the length."""
+        try:
+            now = time.monotonic()
+            began = now - duration_s
+            if began >= watch.ended:
+                self._watch = None
+                stretch = watch.worst_s / watch.base_s
+                steps = self.length.observe(stretch, watch.traced_steps)
+                self._health.set_window_length(stretch, steps)
+            elif now > watch.began and duration_s > watch.worst_s:
+                watch.worst_s = duration_s
+        except Exception as exc:  # never into training
+            self._watch = None
+            self._failures.report("schedule", exc)
+
+    # -- capture thread -----------------------------------------------------------------
+
+    def export_began(self, window: OpenWindow) -> ExportWatch | None:
+        """The window's export starts: watch the steps that overlap it (None: no usual
+        step to hold them against, or the length is fixed)."""
+        record, base = window.record, self._base_s
+        if base is None or base <= 0 or len(self.length.rungs) == 1 or record.last_step < 0:
+            return None
+        watch = ExportWatch(time.monotonic(), base, record.last_step - record.first_step + 1)
+        self._watch = watch
+        return watch
 
     # -- any thread ---------------------------------------------------------------------
 
