@@ -74,8 +74,12 @@ _BITWISE_COUNT = getattr(np, "bitwise_count", None)
 def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """(values as uint64, byte lengths) of the varints starting at positions p."""
     b = buf[p]
-    if not (b >= 0x80).any():
+    more = b >= 0x80
+    if not more.any():
         return b.astype(_U64), np.ones(p.shape, np.int64)
+    short = _short_varint(buf, p, b, more)
+    if short is not None:
+        return short
     # All at once, eight bytes per varint as one uint64 (times in ps take 5-8 bytes): keep
     # the bytes up to the first one without the continuation bit, then squeeze out the
     # continuation bits, pairs of 7-bit groups, then of 14-bit, then of 28-bit groups.
@@ -108,6 +112,23 @@ def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.n
         x[long[more]] |= (tail & 0x7F).astype(_U64) << _U64(63)
         n[long[more]] += 1
     return x, n
+
+
+def _short_varint(buf: np.ndarray, p: np.ndarray, b: np.ndarray,
+                  more: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """`_varint` where every varint has one or two bytes (metadata ids, lengths), on
+    small integer types: a third of the numpy passes of the general decoding. None when
+    some varint is longer."""
+    if buf[p[more.argmax()] + 1] >= 0x80:  # the first long one is longer: not worth a pass
+        return None
+    b2 = buf[p + 1]
+    b2 &= more.view(np.uint8) * np.uint8(0xFF)  # second bytes only where there is one
+    if (b2 >= 0x80).any():
+        return None
+    x = b2.astype(_U64)
+    x <<= _U64(7)
+    x |= b & np.uint8(0x7F)
+    return x, more + np.int64(1)
 
 
 def _tail(buf: np.ndarray, msg: int, p: int, end: int, what: str) -> Fields:
