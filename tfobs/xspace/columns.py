@@ -350,17 +350,21 @@ class StatBatch:
         refs: the stats that link events), as `_canonical` would, in a third of its numpy
         calls. False, decoding nothing, when any record is laid out otherwise."""
         buf = self.buf
-        kind = _VARINT_KIND[buf[pos + 2]]
+        at = pos + 1  # the id byte, then the value's tag, then the value
+        mid = buf[at]
+        at += 1
+        kind = _VARINT_KIND[buf[at]]
+        at += 1
         # (size < 4: no value byte inside the record; its next bytes are not read as one.)
-        if ((size < 4) | (buf[pos] != 0x08) | (buf[pos + 1] >= 0x80)
-                | (kind == KIND_NONE)).any():
+        if ((size < 4) | (buf[pos] != 0x08) | (mid >= 0x80) | (kind == KIND_NONE)).any():
             return False
-        value, n = _varint(buf, pos + 3, "event stat")
-        if (n != size - 3).any():  # the value must end the record
+        value, n = _varint(buf, at, "event stat")
+        n -= size
+        if (n != -3).any():  # the value must end the record
             return False
-        self.mid = buf[pos + 1].astype(np.int64)
+        self.mid = mid.astype(np.int64)
         self.kind, self.value = kind, value
-        self.pos, self.size = pos + 3, np.zeros(pos.size, np.int64)
+        self.pos, self.size = at, np.zeros(pos.size, np.int64)
         return True
 
     def _canonical(self, pos: np.ndarray, size: np.ndarray) -> np.ndarray:
