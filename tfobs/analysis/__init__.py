@@ -238,7 +238,7 @@ def _host_candidates(groups: list[StepGroup], top_n: int,
     # Each step's n-th longest: its ops by step, longest first.
     count = np.bincount(step, minlength=len(groups))
     first = np.cumsum(count) - count
-    ranked = dur[np.lexsort((-dur, step))]
+    ranked = _longest_first(step, dur)
     full = np.flatnonzero(count > top_n)
     floor = np.full(len(groups), np.iinfo(np.int64).min, np.int64)
     floor[full] = ranked[first[full] + top_n - 1]
@@ -250,6 +250,24 @@ def _host_candidates(groups: list[StepGroup], top_n: int,
         name = names[mid]
         out[k].append((d, name, _event_kind(name), (line_start[li] + s) // 1000, ""))
     return out
+
+
+def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """`dur[np.lexsort((-dur, step))]`: durations by step, longest first. Only the values
+    are needed, so where step and duration fit one int64 they are sorted as one key
+    (a plain sort of distinct-enough keys, several times faster than the lexsort)."""
+    if not dur.size:
+        return dur
+    low = int(dur.min())
+    span = int(dur.max()) - low
+    bits = max(1, span.bit_length())
+    if int(step.min()) < 0 or int(step.max()).bit_length() + bits > 62:
+        return dur[np.lexsort((-dur, step))]
+    key = np.left_shift(step, bits)
+    key |= (low + span) - dur  # longest first: 0 for the longest
+    key.sort()
+    key &= (1 << bits) - 1
+    return (low + span) - key
 
 
 def _top_events(

@@ -167,7 +167,7 @@ class _Grouper:
         if mine.size and int(it[mine].max()) < 2**32:
             # The usual case: (step id's rank, iteration) packed into one sort key.
             key = (which[mine].astype(np.int64) << 32) | it[mine].astype(np.int64)
-            order = np.lexsort((start[mine], key))
+            order = _by_key_then_time(key, start[mine])
             by_key, ranked = mine[order], key[order]
             new = np.r_[True, ranked[1:] != ranked[:-1]]
         else:
@@ -351,6 +351,23 @@ class _Grouper:
                     following.setdefault(cl, []).append(idx[lines == cl])
             frontier = following
         return members
+
+
+def _by_key_then_time(key: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """`np.lexsort((time, key))` for non-negative int64 keys, by one stable argsort of
+    `time` and one sort of int64 values packing each key over its time's rank (distinct
+    ranks, in lexsort's tie order). The runs' times come in a few sorted stretches (line
+    by line), which the stable argsort merges quickly: about half lexsort's time."""
+    n = time.size
+    bits = max(1, (n - 1).bit_length())
+    if not n or int(key.max()) >= 1 << (63 - bits):
+        return np.lexsort((time, key))
+    by_time = np.argsort(time, kind="stable")
+    packed = np.left_shift(key, bits)
+    packed[by_time] |= np.arange(n)
+    packed.sort()
+    packed &= (1 << bits) - 1
+    return by_time[packed]
 
 
 def member_events(groups: list[StepGroup]) -> tuple[list[LineData], np.ndarray, np.ndarray,

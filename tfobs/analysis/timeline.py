@@ -292,28 +292,30 @@ def int_stats_at(
         which = np.where(ids[by_id][at] == mid, by_id[at], -1)
     by_stat = np.argsort(which, kind="stable")
     bounds = np.searchsorted(which[by_stat], np.arange(ids.size + 1))
+    # Integer records, tested once for all stats (most records are).
+    record_is_int = (batch.kind == KIND_INT64) | (batch.kind == KIND_UINT64)
     for j, key in enumerate(wanted.values()):
         sel = by_stat[bounds[j]:bounds[j + 1]]
         if not sel.size:
             continue
         at = slot[sel]
-        seen = np.zeros(n, bool)
-        seen[at] = True
-        if seen.sum() < at.size:  # an event repeats the stat (rare): its last record wins
+        has = np.zeros(n, bool)
+        has[at] = True
+        if has.sum() < at.size:  # an event repeats the stat (rare): its last record wins
             by_event = np.argsort(at, kind="stable")  # stored order kept within an event
             sel, at = sel[by_event], at[by_event]
             last = np.r_[at[1:] != at[:-1], True]
             sel, at = sel[last], at[last]
-        kind = batch.kind[sel]
-        is_int = (kind == KIND_INT64) | (kind == KIND_UINT64)
-        at, sel, kind = at[is_int], sel[is_int], kind[is_int]
+        is_int = record_is_int[sel]
+        if not is_int.all():  # `has` then marks only the events with an integer record
+            at, sel = at[is_int], sel[is_int]
+            has = np.zeros(n, bool)
+            has[at] = True
         values = np.zeros(n, np.uint64 if raw else object)
-        has = np.zeros(n, bool)
-        has[at] = True
         if raw:
             values[at] = batch.value[sel]
         else:  # Python ints: int64 records signed, uint64 ones unsigned
-            signed = kind == KIND_INT64
+            signed = batch.kind[sel] == KIND_INT64
             values[at[signed]] = batch.value[sel[signed]].view(np.int64).tolist()
             values[at[~signed]] = batch.value[sel[~signed]].tolist()
         out[key] = (values, has)

@@ -74,8 +74,12 @@ _BITWISE_COUNT = getattr(np, "bitwise_count", None)
 def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """(values as uint64, byte lengths) of the varints starting at positions p."""
     b = buf[p]
-    if not (b >= 0x80).any():
+    more = b >= 0x80
+    if not more.any():
         return b.astype(_U64), np.ones(p.shape, np.int64)
+    short = _short_varint(buf, p, b, more)
+    if short is not None:
+        return short
     # All at once, eight bytes per varint as one uint64 (times in ps take 5-8 bytes): keep
     # the bytes up to the first one without the continuation bit, then squeeze out the
     # continuation bits, pairs of 7-bit groups, then of 14-bit, then of 28-bit groups.
@@ -108,6 +112,23 @@ def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.n
         x[long[more]] |= (tail & 0x7F).astype(_U64) << _U64(63)
         n[long[more]] += 1
     return x, n
+
+
+def _short_varint(buf: np.ndarray, p: np.ndarray, b: np.ndarray,
+                  more: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """`_varint` where every varint has one or two bytes (metadata ids, lengths), on
+    small integer types: a third of the numpy passes of the general decoding. None when
+    some varint is longer."""
+    if buf[p[more.argmax()] + 1] >= 0x80:  # the first long one is longer: not worth a pass
+        return None
+    b2 = buf[p + 1]
+    b2 &= more.view(np.uint8) * np.uint8(0xFF)  # second bytes only where there is one
+    if (b2 >= 0x80).any():
+        return None
+    x = b2.astype(_U64)
+    x <<= _U64(7)
+    x |= b & np.uint8(0x7F)
+    return x, more + np.int64(1)
 
 
 def _tail(buf: np.ndarray, msg: int, p: int, end: int, what: str) -> Fields:
@@ -329,17 +350,21 @@ class StatBatch:
         refs: the stats that link events), as `_canonical` would, in a third of its numpy
         calls. False, decoding nothing, when any record is laid out otherwise."""
         buf = self.buf
-        kind = _VARINT_KIND[buf[pos + 2]]
+        at = pos + 1  # the id byte, then the value's tag, then the value
+        mid = buf[at]
+        at += 1
+        kind = _VARINT_KIND[buf[at]]
+        at += 1
         # (size < 4: no value byte inside the record; its next bytes are not read as one.)
-        if ((size < 4) | (buf[pos] != 0x08) | (buf[pos + 1] >= 0x80)
-                | (kind == KIND_NONE)).any():
+        if ((size < 4) | (buf[pos] != 0x08) | (mid >= 0x80) | (kind == KIND_NONE)).any():
             return False
-        value, n = _varint(buf, pos + 3, "event stat")
-        if (n != size - 3).any():  # the value must end the record
+        value, n = _varint(buf, at, "event stat")
+        n -= size
+        if (n != -3).any():  # the value must end the record
             return False
-        self.mid = buf[pos + 1].astype(np.int64)
+        self.mid = mid.astype(np.int64)
         self.kind, self.value = kind, value
-        self.pos, self.size = pos + 3, np.zeros(pos.size, np.int64)
+        self.pos, self.size = at, np.zeros(pos.size, np.int64)
         return True
 
     def _canonical(self, pos: np.ndarray, size: np.ndarray) -> np.ndarray:
