@@ -372,6 +372,8 @@ class WindowCost:
     worst_export_step_s: float  # while it was exported or reduced
     worst_trace_step_s: float  # while the profiler recorded
     after_excess_s: float  # steps in the NEIGHBOURHOOD_S after it, beyond those before it
+    traced: int = 0  # steps the profiler recorded (tfobs's window length)
+    worst_span_step_s: float = 0.0  # the slowest step anywhere in the span
 
 
 def plan_steps(plan: Plan) -> list[tuple[float, float, int, str]]:
@@ -415,7 +417,8 @@ def window_costs(plan: Plan, records: list[tuple[Any, float]], policy: Any) -> l
             estimate_s=window_cost_s(active_s, rec.background_cpu_s, policy),
             worst_export_step_s=max(during_export, default=0.0),
             worst_trace_step_s=max(during_trace, default=0.0),
-            after_excess_s=after_excess))
+            after_excess_s=after_excess, traced=rec.last_step - rec.first_step + 1,
+            worst_span_step_s=max(inside)))
     return out
 
 
@@ -447,6 +450,26 @@ def placebo_shifts(plan: Plan, spans: list[tuple[float, float]]) -> list[float]:
         if not any(o0 - margin <= t <= o1 + margin for o0, o1 in spans):
             out.append(shift_excess(steps, t, t, spans))
         t += NEIGHBOURHOOD_S * 2.5
+    return out
+
+
+def placebo_worst(plan: Plan, span_steps: int, windows: int, n: int = 2000,
+                  seed: int = 0) -> list[float]:
+    """The worst step of `windows` stretches of `span_steps` steps drawn from the A blocks
+    (no tfobs at all), over `n` draws: how slow the worst of as many window-long stretches
+    gets with nothing but the machine's own jitter."""
+    runs = [blk.dur for blk in plan.blocks if blk.arm == A and len(blk.dur) > span_steps]
+    if not runs or windows <= 0:
+        return []
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        worst = 0.0
+        for _ in range(windows):
+            dur = rng.choice(runs)
+            i = rng.randrange(len(dur) - span_steps)
+            worst = max(worst, max(dur[i:i + span_steps]))
+        out.append(worst)
     return out
 
 
@@ -535,8 +558,9 @@ def report(name: str, plan: Plan, records: list[tuple[Any, float]], runtime: Any
           flush=True)
     for c in costs:
         print(f"{name}: window {c.index} [{c.outcome}] span {c.span_s * 1000:.0f} ms, "
-              f"{c.steps} steps, measured cost {c.excess_s * 1000:.1f} ms, tfobs's estimate "
-              f"{c.estimate_s * 1000:.1f} ms", flush=True)
+              f"{c.steps} steps ({c.traced} traced), measured cost "
+              f"{c.excess_s * 1000:.1f} ms, tfobs's estimate {c.estimate_s * 1000:.1f} ms",
+              flush=True)
     measured = sum(c.excess_s for c in costs)
     estimated = sum(c.estimate_s for c in costs)
     print(f"{name}: windows {len(costs)}, measured {measured * 1000:.0f} ms in all, tfobs "
@@ -548,6 +572,22 @@ def report(name: str, plan: Plan, records: list[tuple[Any, float]], runtime: Any
           f"step {step_s * 1000:.2f} ms ({worst / step_s:.2f}x; goal <= 1.5x); worst step "
           f"while tracing {worst_trace * 1000:.2f} ms ({worst_trace / step_s:.2f}x)",
           flush=True)
+    jitter = placebo_worst(plan, round(statistics.median(c.steps for c in costs)),
+                           len(costs)) if costs else []
+    if jitter:
+        jitter.sort()
+        print(f"{name}: the worst step of {len(costs)} window-long stretches of A blocks (no "
+              f"tfobs): median {statistics.median(jitter) / step_s:.2f}x, 90% interval "
+              f"{jitter[len(jitter) // 20] / step_s:.2f}-"
+              f"{jitter[len(jitter) * 19 // 20] / step_s:.2f}x the median step (the machine's "
+              f"own jitter, for the worst-step figure above)", flush=True)
+    if costs:  # window by window, against stretches of A blocks as long as each
+        mine = statistics.median(c.worst_span_step_s for c in costs) / step_s
+        theirs = statistics.median(
+            x for c in costs for x in placebo_worst(plan, c.steps, 1, n=200)) / step_s
+        print(f"{name}: slowest step in a window's span: median {mine:.2f}x the median step "
+              f"over {len(costs)} windows; in A stretches of as many steps (no tfobs) median "
+              f"{theirs:.2f}x", flush=True)
     after = [c.after_excess_s for c in costs]
     placebo = placebo_shifts(plan, [(s0, s1) for _, s0, s1 in window_spans(plan, records)])
     if after and placebo:

@@ -126,7 +126,7 @@ def test_window_cost_is_the_span_beyond_the_median_step_around_it():
     plan.blocks = [block]
 
     class Record:
-        index, outcome, first_step = 0, "captured", 40
+        index, outcome, first_step, last_step = 0, "captured", 40, 44
         start_ns = int(block.wall[40] * 1e9)
         end_ns = int((block.wall[40] + 0.05) * 1e9)
         capture_s, reduce_s = 0.05, 0.05
@@ -152,7 +152,9 @@ def test_short_run_prints_pairs_costs_and_the_last_line():
     proc = subprocess.run(
         [sys.executable, SCRIPT, "--pairs", "7", "--trial-s", "0.4"],
         cwd=ROOT, capture_output=True, text=True, timeout=280,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        # tfobs at its defaults, window length steered by the export's cost included
+        env={**{k: v for k, v in os.environ.items() if k != "TFOBS_EXPORT_STEP_STRETCH"},
+             "TF_CPP_MIN_LOG_LEVEL": "2"},
     )
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -165,8 +167,14 @@ def test_short_run_prints_pairs_costs_and_the_last_line():
         assert re.search(rf"{name}: worst step during an export or reduction \d+\.\d+ ms", out), out
     # The first window (B step 20) opens in the first workload and is measured; the second
     # workload's B steps continue those numbers, and its windows wait for the budget.
-    assert re.search(r"keras_fit: window \d+ \[captured\] span \d+ ms, \d+ steps, measured "
-                     r"cost -?\d+\.\d ms, tfobs's estimate \d+\.\d ms", out), out
+    assert re.search(r"keras_fit: window \d+ \[captured\] span \d+ ms, \d+ steps \(\d+ traced\), "
+                     r"measured cost -?\d+\.\d ms, tfobs's estimate \d+\.\d ms", out), out
+    # The worst-step figure beside the machine's own jitter, window by window too.
+    assert re.search(r"keras_fit: the worst step of \d+ window-long stretches of A blocks \(no "
+                     r"tfobs\): median \d+\.\d\dx", out), out
+    assert re.search(r"keras_fit: slowest step in a window's span: median \d+\.\d\dx the median "
+                     r"step over \d+ windows; in A stretches of as many steps \(no tfobs\) median "
+                     r"\d+\.\d\dx", out), out
     assert "errors {}" in out, out
     assert "(0 failed)" in out or "scrapes 0" in out, out
 
