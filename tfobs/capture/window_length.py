@@ -2,8 +2,8 @@
 slows the step it overlaps by more than `export_step_stretch` times a usual step.
 
 TensorFlow exports a capture in one thread of the job, and that export's CPU grows with the
-steps traced (benchmarks/overhead.py's custom loop on 2 cores: 57-59 ms for 20 steps, 16-20
-ms for 5; a fixed part stays). Where training keeps every core busy (a CPU job; a GPU job
+steps traced (19-21 ms of CPU for 20 steps of the demo model, 4-5 ms for 5; RESULTS.md).
+Where training keeps every core busy (a CPU job; a GPU job
 whose input pipeline fills the host), the step that overlaps the export loses a core to it:
 20-step windows made that step 2.2-2.7x the median on 2 cores, against 1.4-1.6x with a core
 left free. The steps traced are the one lever tfobs has over the export, so the length is
