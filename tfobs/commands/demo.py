@@ -202,9 +202,13 @@ def run(args: argparse.Namespace) -> int:
     if runtime is None:
         print("tfobs is disabled (TFOBS_ENABLED=false); training without it", flush=True)
     else:
+        cfg = runtime.config
+        each = (f"up to {cfg.window_steps} steps each, fewer while exports slow steps over "
+                f"{cfg.export_step_stretch:g}x" if cfg.export_step_stretch
+                else f"{cfg.window_steps} steps each")
         print(f"tfobs demo: metrics at {runtime.metrics_url or '(no server)'}; windows every "
-              f"{runtime.config.interval_steps} steps ({runtime.config.window_steps} steps "
-              f"each), input-bound={args.input_bound}", flush=True)
+              f"{cfg.interval_steps} steps ({each}), input-bound={args.input_bound}",
+              flush=True)
         runtime.add_listener(lambda rec, summ: print(format_window(rec, summ), flush=True))
     stop = threading.Event()
     model = build_model(keras, healthy=not args.input_bound)
