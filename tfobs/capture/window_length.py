@@ -36,8 +36,6 @@ GROW_AFTER = 2  # windows in a row with room for twice the steps before a rung u
 RETRY_AFTER = 8  # windows before a rung that broke the limit is tried again (4000 steps)
 MAX_RETRY_AFTER = 64
 FREE_CORE = 0.75  # cores training must leave idle for the first window to be full
-
-
 MIN_TICKS = 20  # /proc/stat counts in 10 ms ticks: fewer over the probe say nothing
 
 
@@ -98,7 +96,11 @@ class WindowLength:
         self._seen = 0  # windows observed
         self._retry_at: dict[int, int] = {}  # rung -> first window that may try it again
         self._wait: dict[int, int] = {}  # rung -> windows it waits after its last failure
-        self.last_stretch: float | None = None
+
+    @property
+    def steered(self) -> bool:
+        """False where the length never changes (off, or `window_steps` under 2 rungs)."""
+        return len(self.rungs) > 1
 
     def first_window(self, busy_cores: float, cores: float, idle: float | None = None) -> int:
         """Before any window was measured: the lowest rung when the job used nearly every
@@ -116,8 +118,7 @@ class WindowLength:
     def observe(self, stretch: float, traced_steps: int) -> int:
         """A window of `traced_steps` steps stretched the step overlapping its export by
         `stretch` (worst overlapping step / median step); returns the next length."""
-        self.last_stretch = stretch
-        if len(self.rungs) == 1 or traced_steps <= 0 or not math.isfinite(stretch):
+        if not self.steered or traced_steps <= 0 or not math.isfinite(stretch):
             return self.steps
         excess = max(stretch - 1.0, 0.0)
         self._seen += 1

@@ -102,7 +102,7 @@ class Windows:
         # (process CPU, wall) when the probe before the first window began; the probe runs
         # only where the length may change (see WindowLength.first_window)
         probe_at = self._next_start - PROBE_STEPS
-        self._probe_at = probe_at if probe_at >= 1 and len(self.length.rungs) > 1 else sys.maxsize
+        self._probe_at = probe_at if probe_at >= 1 and self.length.steered else sys.maxsize
         self._probe: tuple[float, float, tuple[int, int] | None] | None = None
         self._on_demand = False
         self._keep = False  # the on-demand window is to be kept
@@ -224,7 +224,7 @@ class Windows:
         """The window's export starts: watch the steps that overlap it (None: no usual
         step to hold them against, or the length is fixed)."""
         record, base = window.record, self._base_s
-        if base is None or base <= 0 or len(self.length.rungs) == 1 or record.last_step < 0:
+        if base is None or base <= 0 or not self.length.steered or record.last_step < 0:
             return None
         watch = ExportWatch(time.monotonic(), base, record.last_step - record.first_step + 1)
         self._watch = watch
