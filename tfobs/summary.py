@@ -84,6 +84,9 @@ class Step:
     breakdown_s: dict[str, float] = field(default_factory=dict)
     # Longest events of this step (for trace spans); bounded by the reducer's `top_n`.
     top_events: tuple[TimedEvent, ...] = ()
+    # GPU captures: the step timed by device activity alone, as XProf 2.24.2 times GPU steps
+    # (first to last device event launched from the step); 0.0 without a GPU.
+    device_span_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,32 @@ def _prepare_conv_train_bf16(p: dict[str, Any]) -> Callable[[int], None]:
     return run
 
 
+def _prepare_fp32_matmul_tf32(p: dict[str, Any]) -> Callable[[int], None]:
+    # JAX's default precision lets XLA run fp32 GEMMs as TF32 on Tensor Cores (Ampere on).
+    return _matmul_runner(p, jnp.float32, None)
+
+
+def _prepare_flash_attention(p: dict[str, Any]) -> Callable[[int], None]:
+    # Causal self-attention forward and backward through cuDNN's fused (flash) attention, so
+    # the capture holds the real attention kernels' names; bf16 (B, T, N, H) tensors.
+    shape = (p["batch"], p["length"], p["heads"], p["head_dim"])
+    keys = jax.random.split(jax.random.PRNGKey(0), 3)
+    q, k, v = (jax.random.normal(key, shape, jnp.float32).astype(jnp.bfloat16) for key in keys)
+    impl = p["implementation"]
+
+    def loss(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        out = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+        return out.astype(jnp.float32).sum()
+
+    step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+    _block(step(q, k, v))
+
+    def run(_i: int) -> None:
+        _block(step(q, k, v))
+
+    return run
+
+
 CASES: tuple[Case, ...] = (
     Case("launch_bound_tiny_ops",
          "many tiny eager kernels: high kernel-launch idle, tiny mean kernel time",
@@ -213,6 +239,18 @@ CASES: tuple[Case, ...] = (
          {"batch": 64, "image": 32, "channels1": 32, "channels2": 64},
          {"batch": 8, "image": 16, "channels1": 8, "channels2": 16},
          _prepare_conv_train_bf16),
+    Case("flash_attention_bf16",
+         "causal attention forward + backward via jax.nn.dot_product_attention("
+         "implementation='cudnn'): cuDNN flash-attention kernels (Tensor Core work)",
+         {"batch": 4, "length": 1024, "heads": 8, "head_dim": 64, "implementation": "cudnn"},
+         {"batch": 2, "length": 128, "heads": 2, "head_dim": 32, "implementation": "xla"},
+         _prepare_flash_attention),
+    Case("fp32_matmul_tf32",
+         "fp32 GEMMs at JAX's default precision (XLA may use TF32): Tensor Core kernels "
+         "with fp32 inputs",
+         {"n": 4096, "matmuls_per_step": 2, "dtype": "float32", "precision": "default"},
+         {"n": 256, "matmuls_per_step": 2, "dtype": "float32", "precision": "default"},
+         _prepare_fp32_matmul_tf32),
 )
 CASE_NAMES = tuple(c.name for c in CASES)
 
@@ -288,23 +326,31 @@ def environment() -> dict[str, Any]:
 # --- recording -----------------------------------------------------------------------------
 
 
-def record(case: Case, params: dict[str, Any], steps: int, out_dir: str) -> tuple[str, int]:
+def record(case: Case, params: dict[str, Any], steps: int,
+           out_dir: str) -> tuple[str, int, dict[str, float]]:
     run = case.prepare(params)  # compile + warm up outside the trace
+    timing: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix=f"tfobs_{case.name}_") as logdir:
+        t0 = time.perf_counter()
         jax.profiler.start_trace(logdir)
+        t1 = time.perf_counter()
         try:
             for i in range(steps):
                 with jax.profiler.StepTraceAnnotation("train", step_num=i):
                     run(i)
         finally:
-            jax.profiler.stop_trace()
+            t2 = time.perf_counter()
+            jax.profiler.stop_trace()  # collects the trace and writes the .xplane.pb
+            t3 = time.perf_counter()
+        timing = {"start_trace_s": round(t1 - t0, 4), "steps_s": round(t2 - t1, 4),
+                  "stop_trace_s": round(t3 - t2, 4)}
         found = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
         if len(found) != 1:
             raise RuntimeError(f"{case.name}: expected one .xplane.pb under {logdir}, "
                                f"found {len(found)}")
         dest = os.path.join(out_dir, f"{case.name}.xplane.pb")
         shutil.copyfile(found[0], dest)
-    return dest, os.path.getsize(dest)
+    return dest, os.path.getsize(dest), timing
 
 
 def _each_in_own_process(cases: list[str], out: str, steps: int) -> int:
@@ -355,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         params = dict(case.gpu_params if on_gpu else case.cpu_params)
         recorded_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         try:
-            path, size = record(case, params, args.steps, args.out)
+            path, size, timing = record(case, params, args.steps, args.out)
         except Exception as exc:  # one broken case should not lose the others
             failed += 1
             print(f"{case.name}: FAILED: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -374,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             "for_gpu_test_data": on_gpu and has_gpu_plane,
             "has_gpu_plane": has_gpu_plane,
             "bytes": size,
+            "trace_timing": timing,
             "recorder": "tools/record_gpu_captures.py",
             "environment": env,
         }
@@ -389,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
             notes.append(f"WARNING: over {MAX_CAPTURE_BYTES // (1024 * 1024)} MiB, "
                          "use fewer --steps")
         suffix = f"  ({'; '.join(notes)})" if notes else ""
-        print(f"{case.name}: {path} {size / 1e6:.2f} MB, {args.steps} steps{suffix}")
+        print(f"{case.name}: {path} {size / 1e6:.2f} MB, {args.steps} steps, "
+              f"stop_trace {timing['stop_trace_s'] * 1e3:.0f} ms{suffix}")
     return 1 if failed else 0
 
 

@@ -19,6 +19,7 @@ import pytest
 import tfobs
 from tests.conftest import capture_paths
 from tests.support.xprof_reference import reference
+from tfobs.analysis import GPU_STEP_NOTE
 
 pytest.importorskip("xprof")
 
@@ -46,6 +47,14 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
         if s.steps.method not in ("inferred", "markers_tf_loop"):
             assert s.input_bound.advice == p["statement"]
             assert not {"input_bound", *STATEMENTS.values()} & set(by_code)
+        return
+    if GPU_STEP_NOTE in s.steps.note:
+        # Named difference (README): on a GPU XProf 2.24.2 classifies no host time, so its
+        # statement can only be 'All Others' or NOT input-bound (test_fidelity_xprof checks
+        # its figure from tfobs's device spans); tfobs states its own host-aware verdict.
+        assert "'All Others'" in p["statement"] or "NOT input-bound" in p["statement"]
+        assert ("input_bound" in by_code) is (s.input_bound.verdict in (
+            "highly", "moderately", "potentially"))
         return
     assert s.input_bound.advice == p["statement"]
     if p["bottleneck"] in ("host", "both"):  # HIGHLY, MODERATELY, POTENTIALLY input-bound

@@ -41,6 +41,8 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES, capture_paths, fidelity_capture_paths
 from tests.support.xprof_reference import reference, xprof_memory, xprof_steps
+from tfobs.analysis import GPU_STEP_NOTE
+from tfobs.analysis import breakdown as bd
 
 pytest.importorskip("xprof")
 
@@ -68,6 +70,8 @@ def _kind(path: pathlib.Path, summary: tfobs.WindowSummary) -> str:
     """How the capture's steps must compare: the named sets for the test data; for a fresh
     capture (TFOBS_FIDELITY_CAPTURES) tfobs's own `steps.method`, which the tests then
     hold to XProf's answer (no steps where tfobs says it named a difference)."""
+    if GPU_STEP_NOTE in summary.steps.note:  # named: XProf times GPU steps on the device
+        return "markers_gpu"
     if path.parent.resolve() != CAPTURES.resolve():
         return summary.steps.method
     stem = _stem(path)
@@ -99,6 +103,9 @@ def test_steps_match_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -> No
         assert summary.steps.method == "markers_tf_loop" and summary.steps.count > 0
         assert "while loops" in summary.steps.note
         return
+    if kind == "markers_gpu":
+        _gpu_steps_match_xprof(ref, summary)
+        return
     assert summary.steps.method in ("markers", "none")
     assert [int(r["name"].split()[-1]) for r in ref] == [s.step_num for s in summary.steps.items]
     for r, step in zip(ref, summary.steps.items, strict=True):
@@ -108,6 +115,33 @@ def test_steps_match_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -> No
             assert step.breakdown_s[cat] == pytest.approx(r[cat], abs=tol), (r["name"], cat)
 
 
+DEVICE_CATS = ("device_compute", "device_to_device", "device_collectives")
+
+
+def _gpu_steps_match_xprof(ref: list[dict], summary: tfobs.WindowSummary) -> None:
+    """GPU captures: XProf 2.24.2 times each step by its device activity and classifies no
+    host time; tfobs reports that time as `device_span_s` beside the marker's time."""
+    assert summary.steps.method == "markers"
+    assert [int(r["name"].split()[-1]) for r in ref] == [s.step_num for s in summary.steps.items]
+    for r, step in zip(ref, summary.steps.items, strict=True):
+        tol = 0.01 * r["duration_s"]
+        assert step.device_span_s == pytest.approx(r["duration_s"], abs=tol), r["name"]
+        for cat in DEVICE_CATS:
+            assert step.breakdown_s[cat] == pytest.approx(r[cat], abs=tol), (r["name"], cat)
+        for cat in set(CATS) - set(DEVICE_CATS) - {"other"}:
+            assert r[cat] == 0, (r["name"], cat)  # XProf: no host time on a GPU
+        assert sum(step.breakdown_s.values()) == pytest.approx(step.duration_s, rel=1e-6)
+
+
+def _xprof_gpu_verdict(summary: tfobs.WindowSummary) -> tuple[str, float]:
+    """XProf's verdict for a GPU capture, rebuilt from tfobs's figures: nothing is input,
+    and a step's time outside its device work is 'All Others'."""
+    span = sum(s.device_span_s for s in summary.steps.items)
+    device = sum(s.breakdown_s[c] for s in summary.steps.items for c in DEVICE_CATS)
+    other_pct = 100.0 * max(0.0, span - device) / span if span > 0 else 0.0
+    return bd.verdict(0.0, other_pct, span > 0), other_pct
+
+
 def test_verdict_matches_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -> None:
     path, summary = pair
     _, props = xprof_steps(path)
@@ -115,6 +149,14 @@ def test_verdict_matches_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -
     if _kind(path, summary) in ("inferred", "markers_tf_loop"):
         assert expected == "unknown"  # XProf: no steps; tfobs judges its steps
         assert summary.input_bound.verdict != "unknown"
+        return
+    if _kind(path, summary) == "markers_gpu":
+        # tfobs judges the host's input time; XProf's GPU verdict rests on 'All Others'
+        verdict, other_pct = _xprof_gpu_verdict(summary)
+        assert verdict == expected
+        if "'All Others'" in props["input_conclusion"]:
+            quoted = float(props["input_conclusion"].split("because ")[1].split("%")[0])
+            assert other_pct == pytest.approx(quoted, abs=1.0)
         return
     assert summary.input_bound.verdict == expected
     if expected != "unknown":

@@ -32,15 +32,51 @@ def test_gpu_captures_exist() -> None:
     assert len(GPU_CAPTURES) >= 4
 
 
+# Real kernel names where tfobs's extended Tensor Core answer parts from XProf 2.24.2's, per
+# capture: name prefix -> tfobs's rule, or "" where XProf says "Tensor Cores" and tfobs does
+# not. XProf's own rules (`extended=False`) agree with XProf on every kernel of every capture.
+EXTENDED_DIFFERS: dict[str, dict[str, str]] = {
+    "recorded__h100_jax0.11.2__bf16_matmul": {
+        "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NNN": "tfobs.nvidia.nvjet",
+    },
+    "recorded__h100_jax0.11.2__conv_train_bf16": {
+        "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16": "tfobs.nvidia.xmma",
+        "sm80_xmma_dgrad_implicit_gemm_indexed_bf16bf16": "tfobs.nvidia.xmma",
+        "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolution":
+            "tfobs.nvidia.cutlass_mma_tensor_op",
+        "gemm_fusion_dot": "tfobs.nvidia.xla_gemm_fusion",
+    },
+    "recorded__h100_jax0.11.2__flash_attention_bf16": {
+        "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma": "tfobs.nvidia.warpgroup_mma",
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma": "tfobs.nvidia.warpgroup_mma",
+    },
+    "recorded__h100_jax0.11.2__fp32_matmul_no_tf32": {
+        # cuBLAS's FP32 SGEMM on CUDA cores (`_ffma_`), named like its Tensor Core GEMMs
+        "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma": "",
+    },
+    "recorded__h100_jax0.11.2__input_bound_host_wait": {
+        "gemm_fusion_dot": "tfobs.nvidia.xla_gemm_fusion",
+    },
+}
+
+
+def _listed(differs: dict[str, str], name: str) -> str | None:
+    hits = [prefix for prefix in differs if name.startswith(prefix)]
+    return differs[max(hits, key=len)] if hits else None
+
+
 @pytest.mark.parametrize("capture", GPU_CAPTURES, ids=lambda p: p.name.split(".")[0])
 def test_kernel_stats_match_xprof(capture: pathlib.Path) -> None:
     rows = _xprof_rows(reference(str(capture), "kernel_stats"))
     kernels = reduce_kernels(parse(capture.read_bytes()))
     assert rows and kernels.items
+    differs = EXTENDED_DIFFERS.get(capture.name.split(".xplane")[0], {})
 
     mine = {(k.name, k.op_name, k.grid, k.block, k.registers, k.shared_mem_bytes): k
             for k in kernels.items}
     assert len(mine) == len(kernels.items) == len(rows)
+    used: set[str] = set()
+    tc = elig = elig_tc = 0.0
     for r in rows:
         key = (r["kernel_name"], r["op_name"], r["grid_dim"], r["block_dim"],
                int(r["registers_per_thread"]), int(r["shmem_bytes"]))
@@ -50,18 +86,29 @@ def test_kernel_stats_match_xprof(capture: pathlib.Path) -> None:
         assert k.min_s * 1e6 == pytest.approx(r["min_duration_us"], abs=1e-3)
         assert k.max_s * 1e6 == pytest.approx(r["max_duration_us"], abs=1e-3)
         assert k.occupancy_pct == pytest.approx(r["occupancy_pct"])
-        # No tfobs-only rule fires on these AMD captures: Tensor Core use is XProf's.
-        assert k.uses_tensor_cores is r["is_kernel_using_tensor_core"], k.name
-        assert k.op_tensor_core_eligible is r["is_op_tensor_core_eligible"], k.name
-        assert (k.tensor_core_rule.startswith("xprof.") or not k.tensor_core_rule)
+        xprof_tc = r["is_kernel_using_tensor_core"]
+        listed = _listed(differs, k.name)
+        if k.uses_tensor_cores is xprof_tc:
+            assert listed is None, f"listed but tfobs agrees with XProf: {k.name}"
+            assert k.tensor_core_rule.startswith("xprof.") or not k.tensor_core_rule
+            assert k.op_tensor_core_eligible is r["is_op_tensor_core_eligible"], k.name
+        else:
+            # a deliberate difference: named above with the rule that makes it
+            assert listed == k.tensor_core_rule, (k.name, k.tensor_core_rule)
+            used.update(p for p in differs if k.name.startswith(p))
+            # tfobs's own Tensor Core kernels make their op eligible, as XProf's do
+            assert k.op_tensor_core_eligible is (r["is_op_tensor_core_eligible"]
+                                                 or k.uses_tensor_cores), k.name
+        us = r["total_duration_us"] * 1e-6
+        tc += us if k.uses_tensor_cores else 0.0
+        elig += us if k.op_tensor_core_eligible else 0.0
+        elig_tc += us if k.op_tensor_core_eligible and k.uses_tensor_cores else 0.0
+    assert used == set(differs), "listed kernels missing from the capture"
 
     total = sum(r["total_duration_us"] for r in rows) * 1e-6
-    tc = sum(r["total_duration_us"] for r in rows if r["is_kernel_using_tensor_core"]) * 1e-6
-    elig = sum(r["total_duration_us"] for r in rows if r["is_op_tensor_core_eligible"]) * 1e-6
-    elig_tc = sum(r["total_duration_us"] for r in rows
-                  if r["is_op_tensor_core_eligible"] and r["is_kernel_using_tensor_core"]) * 1e-6
     tol = 0.005 * total  # issue 2: within 0.5 % of the kernel total
     assert kernels.total_s == pytest.approx(total, abs=tol)
+    # XProf's seconds, moved only by the kernels listed above
     assert kernels.tensor_core_s == pytest.approx(tc, abs=tol)
     assert kernels.eligible_op_s == pytest.approx(elig, abs=tol)
     assert kernels.eligible_op_tensor_core_s == pytest.approx(elig_tc, abs=tol)

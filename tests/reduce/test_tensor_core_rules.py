@@ -41,6 +41,20 @@ REAL_NAMES = [
     # XLA Triton GEMM fusion: XLA names it the same on both vendors; this one is from the
     # MI300 capture in tests/data (XProf counts it on AMD only)
     (NVIDIA, "gemm_fusion_dot_general_1.kd", "tfobs.nvidia.xla_gemm_fusion"),
+    # H100 captures in tests/data (recorded__h100_jax0.11.2__*): cuBLASLt, cuDNN v9, CUTLASS
+    (NVIDIA, "nvjet_sm90_tst_128x256_64x4_2x1_v_bz_coopA_NNN", "tfobs.nvidia.nvjet"),
+    (NVIDIA, "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x256x32_warpgroupsize2x1x1_"
+             "execute_segment_k_off_kernel__5x_cublas", "xprof.nvidia.xmma_gemm"),
+    (NVIDIA, "sm90_xmma_wgrad_indexed_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_"
+             "tilesize64x64x64_warpgroupsize1x1x1_g1_execute_segment_k_on_kernel__5x_cudnn",
+     "tfobs.nvidia.xmma"),
+    (NVIDIA, "void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_"
+             "256x64_32x4_nhwc_align8>", "xprof.nvidia.16816"),
+    (NVIDIA, "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11"
+             "threadblock22ImplicitGemmMultistageINS_4gemm9GemmShapeILi64ELi64ELi64EEE"
+             "NS6_4warp11MmaTensorOpINS7_ILi32ELi32ELi64EEE", "tfobs.nvidia.cutlass_mma_tensor_op"),
+    (NVIDIA, "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_"
+             "cga1x1x1_kernel0_0", "tfobs.nvidia.warpgroup_mma"),
     # AMD: hipBLASLt kernels in tests/data/captures/tracelens__mi300_jax08_gemm__tw003
     (AMD, "Cijk_Ailk_Bljk_BBS_BH_MT256x224x64_MI16x16x16x1_SN_1LDSB1_APM1_ABV0_ACED0",
      "xprof.amd.tensile_mi"),
@@ -66,6 +80,17 @@ NOT_TENSOR_CORE = [
     (AMD, "__amd_rocclr_copyBuffer.kd"),
     (AMD, "loop_convert_fusion.kd"),
     (AMD, "Im3d2Col.kd"),
+    # H100 captures in tests/data: cuBLAS FP32 SGEMM on CUDA cores (TF32 off; XProf counts
+    # it by "xmma_gemm"), cuDNN's workspace clear, SIMT convolution, attention helpers
+    (NVIDIA, "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_"
+             "aligna4_alignc4_execute_kernel__5x_cublas"),
+    (NVIDIA, "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<"
+             "xmma__5x_cudnn::implicit_gemm::wgrad_indexed::Kernel_params>"),
+    (NVIDIA, "void convolve_common_engine_float_NHWC<__nv_bfloat16, __nv_bfloat16, 128, 5, 5, 3>"),
+    (NVIDIA, "void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*)"),
+    (NVIDIA, "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*)"),
+    (NVIDIA, "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::reduction::kernel::ReduceSplitK<"
+             "cutlass__5x_cudnn::MatrixShape<4, 256>>"),
     # CUDA-core SGEMM (cuBLAS, Ampere) and a PyTorch elementwise kernel
     (NVIDIA, "ampere_sgemm_128x64_nn"),
     (NVIDIA, "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>"),

@@ -11,12 +11,17 @@ from tfobs import CaptureError
 from tfobs.analysis.load import find_capture, read_source
 from tfobs.analysis.timeline import Timeline
 from tfobs.xspace.reader import parse
+from tfobs.xspace.schema import XSpace
 
 
 @pytest.mark.parametrize("path", capture_paths(), ids=lambda p: p.name.split(".")[0])
 def test_real_captures_parse_into_sorted_timelines(path: pathlib.Path) -> None:
-    space = parse(path.read_bytes())
-    assert space.planes and space.event_count() > 1000
+    data = path.read_bytes()
+    space = parse(data)
+    # every event the plain protobuf holds, no more, no fewer
+    plain = XSpace.FromString(data)
+    expected = sum(len(line.events) for plane in plain.planes for line in plane.lines)
+    assert space.planes and space.event_count() == expected > 500
     for plane in space.planes:
         for line in Timeline(plane).lines:
             assert line.starts == sorted(line.starts)

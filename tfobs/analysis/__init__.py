@@ -83,6 +83,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     steps, mean_breakdown, types_total = _steps(
         found, kept, dropped, top_n, devices, names, base_ns
     )
+    if has_device and found.method == "markers" and found.step_of is not None and steps.items:
+        steps = _with_device_spans(space, found, steps)
 
     total_step_s = sum(s.duration_s for s in steps.items)
     input_s = sum(s.breakdown_s.get("input", 0.0) for s in steps.items)
@@ -128,7 +130,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top),
         kernels=reduce_kernels(space, hlo),
-        devices=reduce_devices(space, steps, short_gap_s=short_gap_s),
+        devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
+                               steps_in_window=len(found.groups) if steps.count else 0),
         memory=memory,
         environment=reduce_environment(space),
     ))  # advice reads the finished figures
@@ -177,6 +180,24 @@ def _steps(
         outside_ratio=outside,
     )
     return steps, mean, totals
+
+
+GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
+                 "(steps[].device_span_s) and counts their host time as 'All Others'; "
+                 "tfobs times the step marker and classifies its host time")
+
+
+def _with_device_spans(space: SpaceView, found: FoundSteps, steps: Steps) -> Steps:
+    from tfobs.analysis.gpu_idle import device_step_spans
+
+    assert found.step_of is not None
+    spans = device_step_spans(space, found.step_of, [g.step_num for g in found.groups])
+    if not spans:
+        return steps
+    items = tuple(dataclasses.replace(s, device_span_s=spans.get(s.step_num, 0) / 1e12)
+                  for s in steps.items)
+    note = (steps.note + "; " if steps.note else "") + GPU_STEP_NOTE
+    return dataclasses.replace(steps, items=items, note=note)
 
 
 def _between_steps(items: list[Step]) -> tuple[float, float]:

@@ -60,6 +60,7 @@ def is_real_cpu_compute(name: str) -> bool:
 _TF_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
 _TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")  # `_MklNativeConv2D` is a TF op type
 _JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?", re.S)
+JAX_OP_TYPE = _JAX_OP_TYPE  # for device op rows (ops.py)
 _MEMCPY_TYPES = ("MemcpyHToD", "MemcpyDToH", "MemcpyDToD", "MemcpyHToH")
 DATASET = "Dataset"  # XProf's op type of every tf.data (`Iterator::...`) event
 

@@ -144,6 +144,7 @@ class Launch:
     start_ps: int
     end_ps: int
     name: str  # the host call: cudaLaunchKernel, hipMemcpyHtoDAsync, ...
+    event: int = -1  # its index in the host plane's event columns
 
 
 def host_launches(space: SpaceView) -> dict[int, Launch]:
@@ -169,11 +170,13 @@ def host_launches(space: SpaceView) -> dict[int, Launch]:
     recs, events = recs[is_int], events[is_int]
     line_of = np.searchsorted(np.asarray(cols.line_start), events, side="right") - 1
     bases = [line.timestamp_ns * 1000 for line in plane.lite.lines]
-    for value, li, offset, duration, mid in zip(
+    for value, li, offset, duration, mid, event in zip(
             batch.pythons(recs), line_of.tolist(), cols.offset[events].tolist(),
-            cols.duration[events].tolist(), cols.mid[events].tolist(), strict=True):
+            cols.duration[events].tolist(), cols.mid[events].tolist(), events.tolist(),
+            strict=True):
         start = bases[li] + offset
-        out[value] = Launch(start, start + max(duration, 0), plane.event_names.get(mid, ""))
+        out[value] = Launch(start, start + max(duration, 0), plane.event_names.get(mid, ""),
+                            event)
     return out
 
 
@@ -197,15 +200,17 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def reduce_devices(
-    space: SpaceView, steps: Steps, *, short_gap_s: float = 30e-6
+    space: SpaceView, steps: Steps, *, short_gap_s: float = 30e-6, steps_in_window: int = 0
 ) -> tuple[DeviceActivity, ...]:
     """One DeviceActivity per GPU plane with device activity (see the module docstring).
 
     `idle_s`, `busy_s` and `span_s` are totals over the window; copies and collectives are
-    per step (per window when the capture has no steps).
+    per step (per window when the capture has no steps). The window's copies are shared
+    over every step it holds (`steps_in_window`), the first and last that the step
+    figures leave out included.
     """
     launches: dict[int, Launch] | None = None
-    per_step = max(int(steps.count or 0), 1)
+    per_step = max(int(steps_in_window or steps.count or 0), 1)
     out = []
     for plane in space.planes:
         if not is_gpu_plane(plane):
@@ -295,3 +300,39 @@ def _device(
         copy_bytes={d: b / per_step for d, b in copy_bytes.items()},
         collective_s=collective_ps * 1e-12 / per_step,
     )
+
+
+
+def device_step_spans(space: SpaceView, step_of: np.ndarray, steps: list[int]) -> dict[int, int]:
+    """{step number: XProf's device step time in ps}.
+
+    `step_of[e]` is the step group (index into `steps`, the groups' step numbers) of host
+    event `e`, -1 for none. XProf 2.24.2 times a GPU step by device activity alone (its
+    derived "Steps" line): a device event joins the step group of the host call that
+    launched it (same `correlation_id`), an event with no group joins the group of the event
+    before it, consecutive events of one group make one span, and a step's time is its
+    longest span. Host time plays no part, which is why XProf puts a GPU step's host work in
+    "All Others"; tfobs keeps the marker's time and reports this one beside it.
+    """
+    launches = host_launches(space)
+    out: dict[int, int] = {}
+    for plane in space.planes:
+        if not is_gpu_plane(plane):
+            continue
+        group = -1
+        run: list[int] | None = None  # [group, begin ps, end ps] of the current span
+        for act in device_activities(plane):
+            launch = launches.get(act.correlation_id) if act.correlation_id is not None else None
+            if launch is not None and 0 <= launch.event < len(step_of):
+                group = int(step_of[launch.event]) if step_of[launch.event] >= 0 else group
+            if group < 0:
+                continue
+            if run is not None and run[0] == group:
+                run[1], run[2] = min(run[1], act.start_ps), max(run[2], act.end_ps)
+                continue
+            if run is not None:
+                out[run[0]] = max(out.get(run[0], 0), run[2] - run[1])
+            run = [group, act.start_ps, act.end_ps]
+        if run is not None:
+            out[run[0]] = max(out.get(run[0], 0), run[2] - run[1])
+    return {steps[g]: ps for g, ps in out.items() if 0 <= g < len(steps)}

@@ -18,6 +18,7 @@ from tfobs.xspace.schema import message_class
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"
+PROGRAM_ID_STAT = "program_id"
 
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "tfobs.hlo"
@@ -64,7 +65,14 @@ def op_names_by_instruction(space: SpaceView) -> dict[tuple[int, str], str]:
     if plane is None or HLO_PROTO_STAT not in plane.stat_ids:
         return out
     stat_id = plane.stat_ids[HLO_PROTO_STAT]
-    for program_id, md in plane.proto.event_metadata.items():
+    program_stat = plane.stat_ids.get(PROGRAM_ID_STAT)
+    for key, md in plane.proto.event_metadata.items():
+        # Newer JAX keys the metadata 1, 2, ... and names the program in a stat of its own.
+        program_id = key
+        for stat in md.stats:
+            if stat.metadata_id == program_stat and stat.WhichOneof("value") in (
+                    "int64_value", "uint64_value"):
+                program_id = getattr(stat, stat.WhichOneof("value"))
         for stat in md.stats:
             if stat.metadata_id != stat_id or stat.WhichOneof("value") != "bytes_value":
                 continue

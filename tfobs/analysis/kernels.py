@@ -175,7 +175,11 @@ def _scan_plane(
             continue
         name = plane.event_names.get(mid, "")
         rule = tensor_cores.tensor_core_rule(name, vendor)
-        op, eligible = _op_and_eligibility(stats, bool(rule), hlo)
+        # XProf marks an op eligible when its kernel uses Tensor Cores by XProf's rules;
+        # tfobs's extended rules add to that, never take away.
+        xprof_tc = bool(rule) if rule.startswith("xprof.") else tensor_cores.uses_tensor_cores(
+            name, vendor, extended=False)
+        op, eligible = _op_and_eligibility(stats, bool(rule) or xprof_tc, hlo)
         launch = launches.get(details)
         if launch is None:
             launch = launches[details] = parse_kernel_details(details)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.eventtypes import derive_op_type, parse_tf_op
+from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
 from tfobs.analysis.kernels import GPU_PLANE_PREFIX, is_derived_line
 from tfobs.analysis.timeline import LineData, Timeline, id_array, member
 from tfobs.errors import CaptureError
@@ -355,7 +355,10 @@ def device_tf_op(provenance: str) -> tuple[str, str]:
     if op.category:
         return op.name, op.type or "Unknown"
     if ":" not in provenance:
-        return provenance, derive_op_type(provenance) or "Unknown"
+        kind = derive_op_type(provenance)
+        if JAX_OP_TYPE.fullmatch(kind):  # JAX's `params['k2']` is of type `params`
+            return provenance, kind.partition("[")[0]
+        return provenance, kind if kind and "." not in kind else "Unknown"
     return provenance, "Unknown"
 
 

@@ -2,11 +2,13 @@
 
 XProf decides from the kernel's name alone, with one list of name rules per GPU vendor
 (`xprof/utils/kernel_stats_utils.cc`; the AMD list and the JAX op names were read off
-xprof 2.24.2's behaviour). Those rules come first here, unchanged, so tfobs agrees with
-XProf wherever XProf has an answer. The `tfobs.*` rules after them add library names XProf
-does not know yet (cuBLASLt `nvjet`, CUTLASS 3, Hopper/Blackwell MMA kernels, cuDNN's
-runtime-compiled and fused-attention kernels, flash attention, CK-tile attention). Each
-rule has an id, so a report can say *why* a kernel counts.
+xprof 2.24.2's behaviour). `extended=False` gives exactly XProf's answer. The extended
+answer (tfobs's figures) differs in two ways, each rule with an id so a report can say *why*
+a kernel counts: `tfobs.*` rules add library names XProf does not know yet (cuBLASLt
+`nvjet`, CUTLASS 3 and mangled CUTLASS names, Hopper/Blackwell MMA kernels, cuDNN's
+runtime-compiled and fused-attention kernels, flash attention, CK-tile attention), and a
+short list of CUDA-core kernels XProf's fragments catch by their library prefix (cuBLAS's
+FFMA SGEMM, workspace initialisers) counts as no Tensor Core use.
 """
 
 from __future__ import annotations
@@ -84,12 +86,24 @@ _ATTENTION_HELPERS = re.compile(
     r"OGradDotO|ConvertQGrad|dot_do_o|convert_dq|splitkv_combine|SplitKVCombine",
     re.IGNORECASE)
 
+# Kernels XProf's fragments (or tfobs's own) catch by a library prefix although they run on
+# CUDA cores, seen on H100 (tests/data/captures/recorded__h100_*): cuBLAS's FFMA SGEMM
+# `sm80_xmma_gemm_f32f32_f32f32_f32_..._ffma_...` (true FP32, TF32 off), SIMT variants, and
+# cuDNN's `init_device_workspace_kernel<xmma...>`, which only clears a workspace. With the
+# extended rules these count as no Tensor Core use even where XProf says otherwise.
+_NOT_MATRIX = {
+    NVIDIA: re.compile(r"_ffma_|_simt_|init_device_workspace"),
+}
+
 # tfobs's additions, checked only when XProf's rules found nothing.
 _TFOBS_NVIDIA = [
     Rule("tfobs.nvidia.nvjet", NVIDIA, re.compile(r"nvjet_"),
          "cuBLASLt JIT GEMM kernels on Hopper and Blackwell (nvjet_tst_..., nvjet_sm100_...)"),
     Rule("tfobs.nvidia.cutlass_tensorop", NVIDIA, re.compile(r"tensorop"),
          "CUTLASS 2 and 3 Tensor Core kernels (cutlass3x_sm90_tensorop_..., cutlass_tensorop_...)"),
+    Rule("tfobs.nvidia.cutlass_mma_tensor_op", NVIDIA, re.compile(r"MmaTensorOp"),
+         "CUTLASS kernels recorded by their mangled C++ name (cuDNN's ImplicitGemmConvolution "
+         "with a warp-level MmaTensorOp)"),
     Rule("tfobs.nvidia.xmma", NVIDIA, re.compile(r"xmma_"),
          "cuBLAS/cuDNN XMMA kernels XProf's fragments miss (sm80_xmma_fprop_implicit_gemm_...)"),
     Rule("tfobs.nvidia.warpgroup_mma", NVIDIA, re.compile(r"wgmma|gmma_|tcgen05|umma_"),
@@ -162,7 +176,9 @@ def tensor_core_rule(kernel_name: str, vendor: str, *, extended: bool = True) ->
     if hit is not None:
         return hit
     found = ""
-    if vendor or extended:
+    if extended and _vetoed(kernel_name, vendor):
+        pass
+    elif vendor or extended:
         for rule in _rules_for(vendor, extended):
             if rule.matches(kernel_name):
                 found = rule.id
@@ -170,6 +186,11 @@ def tensor_core_rule(kernel_name: str, vendor: str, *, extended: bool = True) ->
     if len(_CACHE) < _CACHE_MAX:
         _CACHE[key] = found
     return found
+
+
+def _vetoed(kernel_name: str, vendor: str) -> bool:
+    vendors = (vendor,) if vendor in XPROF_RULES else (NVIDIA, AMD)
+    return any(v in _NOT_MATRIX and _NOT_MATRIX[v].search(kernel_name) for v in vendors)
 
 
 def uses_tensor_cores(kernel_name: str, vendor: str, *, extended: bool = True) -> bool:
