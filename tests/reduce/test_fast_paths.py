@@ -51,6 +51,25 @@ def test_numpy_sweep_equals_reference(seed: int) -> None:
         assert got == bd._reference(g)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_numpy_sweep_equals_reference_with_many_instants(seed: int) -> None:
+    # Zero-length events on few distinct times: sticky types in every group.
+    rng = np.random.default_rng(1000 + seed)
+    groups = []
+    for _ in range(int(rng.integers(1, 5))):
+        begin = int(rng.integers(0, 100))
+        g = StepGroup(0, "train", begin, begin + int(rng.integers(1, 60)))
+        n = int(rng.integers(0, 60))
+        starts = rng.integers(begin - 10, begin + 60, n)
+        lengths = np.where(rng.random(n) < 0.5, 0, rng.integers(0, 20, n))
+        types = rng.choice(TYPES, n)
+        g.events.append((types.astype(np.int64), starts.astype(np.int64),
+                         (starts + lengths).astype(np.int64)))
+        groups.append(g)
+    for g, got in zip(groups, bd.all_type_times(groups), strict=True):
+        assert got == bd._reference(g)
+
+
 def _laminar(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Random properly nested intervals, sorted by start (ties: outer first)."""
     spans: list[tuple[int, int]] = []

@@ -18,6 +18,7 @@ from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
 from tfobs.analysis.eager import eager_ops
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
+from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps, member_events
@@ -83,8 +84,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     steps, mean_breakdown, types_total = _steps(
         found, kept, dropped, top_n, devices, names, base_ns
     )
+    gpu_events = GpuEvents(space)
     if has_device and found.method == "markers" and found.step_of is not None and steps.items:
-        steps = _with_device_spans(space, found, steps)
+        steps = _with_device_spans(gpu_events, found, steps)
 
     total_step_s = sum(s.duration_s for s in steps.items)
     input_s = sum(s.breakdown_s.get("input", 0.0) for s in steps.items)
@@ -131,7 +133,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
                                 eager_s=eager_s, eager_top=eager_top),
         kernels=reduce_kernels(space, hlo),
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
-                               steps_in_window=len(found.groups) if steps.count else 0),
+                               steps_in_window=len(found.groups) if steps.count else 0,
+                               events=gpu_events),
         memory=memory,
         environment=reduce_environment(space),
     ))  # advice reads the finished figures
@@ -187,11 +190,9 @@ GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
                  "tfobs times the step marker and classifies its host time")
 
 
-def _with_device_spans(space: SpaceView, found: FoundSteps, steps: Steps) -> Steps:
-    from tfobs.analysis.gpu_idle import device_step_spans
-
+def _with_device_spans(events: GpuEvents, found: FoundSteps, steps: Steps) -> Steps:
     assert found.step_of is not None
-    spans = device_step_spans(space, found.step_of, [g.step_num for g in found.groups])
+    spans = device_step_spans(events, found.step_of, [g.step_num for g in found.groups])
     if not spans:
         return steps
     items = tuple(dataclasses.replace(s, device_span_s=spans.get(s.step_num, 0) / 1e12)

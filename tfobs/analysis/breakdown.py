@@ -95,11 +95,9 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
     typ = np.concatenate((etype, etype))
     grp = np.concatenate((group, group))
-    instant = np.tile(begin == end, 2)
     types = _small_types(typ)
     order = _bound_order(time, start, typ, grp, types)
     time, start, typ, grp = time[order], start[order], typ[order], grp[order]
-    instant = instant[order]
     current = np.zeros(time.size, np.int64)
     step = np.where(start, 1, -1)
     own = np.zeros(time.size, np.int64)  # the running count of each bound's own type
@@ -107,10 +105,9 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
         count = np.cumsum(np.where(typ == t, step, 0))
         current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
         own = np.where(typ == t, count, own)
-    # A zero-length event sorts its end before its start. When no other event of its
-    # type is open, the reference sweep lets its type stay in force after it (sticky)
-    # while the running counts say it is not: those groups take the reference sweep.
-    sticky = unique(grp[instant & start & (own <= 0) & (typ > current)])
+    # A start whose own count stays <= 0 follows the end of a zero-length event of its
+    # type at the same time (ties among equal bounds fall either way).
+    _hold_sticky_types(current, start, typ, grp, own, start & (own <= 0))
     # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
     gap = np.flatnonzero(grp[:-1] == grp[1:])
     g = grp[gap]
@@ -119,10 +116,51 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     lo = np.maximum(time[gap], g_begin[g])
     hi = np.minimum(time[gap + 1], g_end[g])
     span = np.where(hi > lo, hi - lo, 0)
-    out = _per_group(groups, g, current[gap], span)
-    for k in sticky.tolist():
-        out[k] = _reference(groups[k])
-    return out
+    return _per_group(groups, g, current[gap], span)
+
+
+def _hold_sticky_types(current: np.ndarray, start: np.ndarray, typ: np.ndarray,
+                       grp: np.ndarray, own: np.ndarray, candidates: np.ndarray) -> None:
+    """Make `current` (max type with an open event, per bound) the reference sweep's.
+
+    A zero-length event sorts its end before its start. When no other event of its type
+    is open and its type is above the one in force, the reference sweep keeps its type in
+    force after it ("sticky") although no event of it is open, until a start of a higher
+    type, or of its own type that opens one, in the same group; ends never release it, and
+    a later sticky type is higher than the one it replaces. So at most one sticky type
+    holds at a bound: found in one pass over the candidate bounds, then applied as
+    `max(current, type)` over each sticky stretch. (Captures with many zero-length events,
+    such as JAX's Python tracer, otherwise sent every step through the Python sweep.)
+    """
+    cand = np.flatnonzero(candidates)
+    if not cand.size:
+        return
+    n = current.size
+    group_end = np.searchsorted(grp, grp[cand], side="right")  # bounds are sorted by group
+    starts = np.flatnonzero(start)
+    # Released by the first start of a higher type, or of its own type that opens one.
+    release = np.empty(cand.size, np.int64)
+    cand_typ = typ[cand]
+    for t in unique(cand_typ).tolist():
+        mine = cand_typ == t
+        higher = starts[(typ[starts] > t) | ((typ[starts] == t) & (own[starts] > 0))]
+        pos = np.searchsorted(higher, cand[mine], side="right")
+        padded = np.append(higher, n)  # none left: held to the group's end
+        release[mine] = padded[pos]
+    release = np.minimum(release, group_end)
+    held_type, held_until = 0, -1
+    stretches: list[tuple[int, int, int]] = []
+    for c, t, r in zip(cand.tolist(), cand_typ.tolist(), release.tolist(), strict=True):
+        new_group = c == 0 or grp[c - 1] != grp[c]
+        before = 0 if new_group else int(current[c - 1])
+        if not new_group and c - 1 < held_until:
+            before = max(before, held_type)
+        if t <= before:
+            continue
+        held_type, held_until = t, r
+        stretches.append((c, r, t))
+    for c, r, t in stretches:
+        np.maximum(current[c:r], t, out=current[c:r])
 
 
 def _small_types(typ: np.ndarray) -> np.ndarray | None:

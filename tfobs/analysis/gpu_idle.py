@@ -180,6 +180,26 @@ def host_launches(space: SpaceView) -> dict[int, Launch]:
     return out
 
 
+class GpuEvents:
+    """Host launch calls and each GPU plane's activities, read once per reduction."""
+
+    def __init__(self, space: SpaceView) -> None:
+        self.space = space
+        self._launches: dict[int, Launch] | None = None
+        self._acts: dict[str, list[Activity]] = {}
+
+    def launches(self) -> dict[int, Launch]:
+        if self._launches is None:
+            self._launches = host_launches(self.space)
+        return self._launches
+
+    def activities(self, plane: PlaneView) -> list[Activity]:
+        acts = self._acts.get(plane.name)
+        if acts is None:
+            acts = self._acts[plane.name] = device_activities(plane)
+        return acts
+
+
 def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Union of [start, end) intervals, sorted."""
     merged: list[tuple[int, int]] = []
@@ -200,7 +220,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def reduce_devices(
-    space: SpaceView, steps: Steps, *, short_gap_s: float = 30e-6, steps_in_window: int = 0
+    space: SpaceView, steps: Steps, *, short_gap_s: float = 30e-6, steps_in_window: int = 0,
+    events: GpuEvents | None = None,
 ) -> tuple[DeviceActivity, ...]:
     """One DeviceActivity per GPU plane with device activity (see the module docstring).
 
@@ -209,17 +230,16 @@ def reduce_devices(
     over every step it holds (`steps_in_window`), the first and last that the step
     figures leave out included.
     """
-    launches: dict[int, Launch] | None = None
+    events = events or GpuEvents(space)
     per_step = max(int(steps_in_window or steps.count or 0), 1)
     out = []
     for plane in space.planes:
         if not is_gpu_plane(plane):
             continue
-        acts = device_activities(plane)
+        acts = events.activities(plane)
         if not acts:
             continue
-        if launches is None:
-            launches = host_launches(space)
+        launches = events.launches()
         acts = [_as_copy_if_launched_as_copy(a, launches) for a in acts]
         out.append(_device(plane.name, acts, launches, short_gap_s, per_step))
     return tuple(out)
@@ -303,7 +323,8 @@ def _device(
 
 
 
-def device_step_spans(space: SpaceView, step_of: np.ndarray, steps: list[int]) -> dict[int, int]:
+def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[int]
+                      ) -> dict[int, int]:
     """{step number: XProf's device step time in ps}.
 
     `step_of[e]` is the step group (index into `steps`, the groups' step numbers) of host
@@ -314,14 +335,14 @@ def device_step_spans(space: SpaceView, step_of: np.ndarray, steps: list[int]) -
     longest span. Host time plays no part, which is why XProf puts a GPU step's host work in
     "All Others"; tfobs keeps the marker's time and reports this one beside it.
     """
-    launches = host_launches(space)
+    launches = events.launches()
     out: dict[int, int] = {}
-    for plane in space.planes:
+    for plane in events.space.planes:
         if not is_gpu_plane(plane):
             continue
         group = -1
         run: list[int] | None = None  # [group, begin ps, end ps] of the current span
-        for act in device_activities(plane):
+        for act in events.activities(plane):
             launch = launches.get(act.correlation_id) if act.correlation_id is not None else None
             if launch is not None and 0 <= launch.event < len(step_of):
                 group = int(step_of[launch.event]) if step_of[launch.event] >= 0 else group
