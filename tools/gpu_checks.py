@@ -139,6 +139,7 @@ def time_reduction(path: str, repeat: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--captures", required=True, help="folder of <case>.xplane.pb")
+    ap.add_argument("--glob", default="*.xplane.pb", help="which captures in the folder")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--load-s", type=float, default=5.0)
     ap.add_argument("--figures-out", help="write every capture's figures here as JSON")
@@ -148,10 +149,10 @@ def main(argv: list[str] | None = None) -> int:
             check()
         except Exception as exc:  # one check failing must not lose the others' output
             print(f"{name} check FAILED: {type(exc).__name__}: {exc}")
-    paths = sorted(glob.glob(os.path.join(args.captures, "*.xplane.pb")))
+    paths = sorted(glob.glob(os.path.join(args.captures, args.glob)))
     all_figures: dict[str, object] = {}
     for path in paths:
-        name = os.path.basename(path).removesuffix(".xplane.pb")
+        name = os.path.basename(path).removesuffix(".xplane.pb").split("__")[-1]
         try:
             all_figures[name] = figures(path)
         except Exception as exc:

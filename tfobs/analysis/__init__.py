@@ -308,7 +308,7 @@ def _top_events(
         for ld in tl.lines:
             if not ld.name.startswith("Stream"):
                 continue
-            for i in _overlapping(ld, group.begin_ps, group.end_ps):
+            for i in _overlapping(ld, group.begin_ps, group.end_ps).tolist():
                 cands.append((ld.ends[i] - ld.starts[i], tl.names.get(ld.mids[i], ""),
                               "kernel", (ld.start_ps + ld.starts[i]) // 1000, device))
     cands.sort(key=lambda c: (-c[0], c[1]))
@@ -316,10 +316,10 @@ def _top_events(
                  for dur, name, kind, start, device in cands[:top_n])
 
 
-def _overlapping(ld: LineData, begin: int, end: int) -> list[int]:
+def _overlapping(ld: LineData, begin: int, end: int) -> np.ndarray:
+    """Sorted positions of the line's events that overlap [begin, end] (absolute ps)."""
     base = ld.start_ps
-    return [i for i in range(len(ld.starts))
-            if base + ld.starts[i] < end and base + ld.ends[i] > begin]
+    return np.flatnonzero((ld.start_arr < end - base) & (ld.end_arr > begin - base))
 
 
 def _add_device_events(groups: list[StepGroup], devices: list[Timeline]) -> None:
@@ -334,11 +334,11 @@ def _add_device_events(groups: list[StepGroup], devices: list[Timeline]) -> None
             if not ld.name.startswith("Stream"):
                 continue
             base = ld.start_ps
+            kinds = ld.lookup(types, et.DEVICE_COMPUTE_32).astype(np.int64)
             for g in groups:
                 inside = _overlapping(ld, g.begin_ps, g.end_ps)
                 g.events.append((
-                    np.array([types.get(ld.mids[i], et.DEVICE_COMPUTE_32) for i in inside],
-                             np.int64),
-                    np.array([base + ld.starts[i] for i in inside], np.int64),
-                    np.array([base + ld.ends[i] for i in inside], np.int64),
+                    kinds[inside],
+                    ld.start_arr[inside].astype(np.int64) + base,
+                    ld.end_arr[inside].astype(np.int64) + base,
                 ))
