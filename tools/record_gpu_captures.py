@@ -206,10 +206,66 @@ def _prepare_flash_attention(p: dict[str, Any]) -> Callable[[int], None]:
     return run
 
 
+def _prepare_transformer_train_bf16(p: dict[str, Any]) -> Callable[[int], None]:
+    # An ordinary small model: pre-LayerNorm transformer blocks (causal attention through
+    # `dot_product_attention`, a 4x MLP with GELU), bf16 weights and activations, mean
+    # squared loss, SGD with momentum, all in one jitted training step.
+    b, t, d, heads, layers = p["batch"], p["length"], p["width"], p["heads"], p["layers"]
+    keys = iter(jax.random.split(jax.random.PRNGKey(0), 4 * layers + 2))
+    dt = jnp.bfloat16
+
+    def dense(n_in: int, n_out: int) -> jax.Array:
+        return (jax.random.normal(next(keys), (n_in, n_out)) / np.sqrt(n_in)).astype(dt)
+
+    params = [{"qkv": dense(d, 3 * d), "out": dense(d, d), "up": dense(d, 4 * d),
+               "down": dense(4 * d, d)} for _ in range(layers)]
+    x = jax.random.normal(next(keys), (b, t, d)).astype(dt)
+    target = jax.random.normal(next(keys), (b, t, d)).astype(dt)
+    impl = p["implementation"]
+
+    def norm(h: jax.Array) -> jax.Array:
+        h32 = h.astype(jnp.float32)
+        mean = h32.mean(-1, keepdims=True)
+        var = ((h32 - mean) ** 2).mean(-1, keepdims=True)
+        return ((h32 - mean) * jax.lax.rsqrt(var + 1e-5)).astype(dt)
+
+    def block(h: jax.Array, w: dict[str, jax.Array]) -> jax.Array:
+        q, k, v = jnp.split(norm(h) @ w["qkv"], 3, axis=-1)
+        q, k, v = (z.reshape(b, t, heads, d // heads) for z in (q, k, v))
+        att = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
+        h = h + att.reshape(b, t, d) @ w["out"]
+        return h + jax.nn.gelu(norm(h) @ w["up"]) @ w["down"]
+
+    def loss(params: list, x: jax.Array, y: jax.Array) -> jax.Array:
+        h = x
+        for w in params:
+            h = block(h, w)
+        return ((h.astype(jnp.float32) - y.astype(jnp.float32)) ** 2).mean()
+
+    @jax.jit
+    def train_step(params: list, momentum: list, x: jax.Array, y: jax.Array) -> tuple:
+        value, grads = jax.value_and_grad(loss)(params, x, y)
+        momentum = jax.tree_util.tree_map(lambda m, g: (0.9 * m + g).astype(m.dtype),
+                                          momentum, grads)
+        params = jax.tree_util.tree_map(lambda w, m: (w - 1e-3 * m).astype(w.dtype),
+                                        params, momentum)
+        return params, momentum, value
+
+    state = {"params": params, "momentum": jax.tree_util.tree_map(jnp.zeros_like, params)}
+    _block(train_step(state["params"], state["momentum"], x, target))
+
+    def run(_i: int) -> None:
+        state["params"], state["momentum"], value = train_step(
+            state["params"], state["momentum"], x, target)
+        _block(value)
+
+    return run
+
+
 CASES: tuple[Case, ...] = (
     Case("launch_bound_tiny_ops",
          "many tiny eager kernels: high kernel-launch idle, tiny mean kernel time",
-         {"elements": 256, "ops_per_step": 200}, {"elements": 256, "ops_per_step": 50},
+         {"elements": 256, "ops_per_step": 100}, {"elements": 256, "ops_per_step": 50},
          _prepare_launch_bound),
     Case("bf16_matmul",
          "bf16 GEMMs only: Tensor Core kernel share > 0.5",
@@ -251,6 +307,15 @@ CASES: tuple[Case, ...] = (
          {"n": 4096, "matmuls_per_step": 2, "dtype": "float32", "precision": "default"},
          {"n": 256, "matmuls_per_step": 2, "dtype": "float32", "precision": "default"},
          _prepare_fp32_matmul_tf32),
+    Case("transformer_train_bf16",
+         "an ordinary small model: 2 pre-LN transformer blocks, bf16, cuDNN attention, "
+         "momentum SGD in one jitted step: GEMMs and attention on Tensor Cores beside "
+         "LayerNorm, GELU and optimizer fusions",
+         {"batch": 8, "length": 512, "width": 512, "heads": 8, "layers": 2,
+          "implementation": "cudnn"},
+         {"batch": 2, "length": 64, "width": 64, "heads": 2, "layers": 2,
+          "implementation": "xla"},
+         _prepare_transformer_train_bf16),
 )
 CASE_NAMES = tuple(c.name for c in CASES)
 
