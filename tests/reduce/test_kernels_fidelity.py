@@ -54,6 +54,12 @@ EXTENDED_DIFFERS: dict[str, dict[str, str]] = {
         # cuBLAS's FP32 SGEMM on CUDA cores (`_ffma_`), named like its Tensor Core GEMMs
         "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma": "",
     },
+    "recorded__h100_jax0.11.2__transformer_train_bf16": {  # XProf: no Tensor Core use at all
+        "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma": "tfobs.nvidia.warpgroup_mma",
+        "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma": "tfobs.nvidia.warpgroup_mma",
+        "nvjet_sm90_": "tfobs.nvidia.nvjet",
+        "gemm_fusion_dot": "tfobs.nvidia.xla_gemm_fusion",
+    },
     "recorded__h100_jax0.11.2__input_bound_host_wait": {
         "gemm_fusion_dot": "tfobs.nvidia.xla_gemm_fusion",
     },

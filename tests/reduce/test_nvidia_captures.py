@@ -20,7 +20,8 @@ from tests.conftest import CAPTURES
 DATA = CAPTURES.parent
 STEM = "recorded__h100_jax0.11.2__"
 CASES = ("launch_bound_tiny_ops", "bf16_matmul", "fp32_matmul_no_tf32", "fp32_matmul_tf32",
-         "input_bound_host_wait", "h2d_d2h_copies", "conv_train_bf16", "flash_attention_bf16")
+         "input_bound_host_wait", "h2d_d2h_copies", "conv_train_bf16", "flash_attention_bf16",
+         "transformer_train_bf16")
 
 
 @functools.cache
@@ -119,3 +120,14 @@ def test_flash_attention_kernels_counted_and_helpers_not() -> None:
     helpers = [k for n, k in names.items() if "dot_do_o" in n or "convert_dq" in n]
     assert len(helpers) == 2 and not any(k.uses_tensor_cores for k in helpers)
     assert tensor_core_share("flash_attention_bf16") > 0.5
+
+
+def test_ordinary_transformer_step_is_mostly_on_tensor_cores() -> None:
+    # XProf 2.24.2's rules count none of this step's kernels (nvjet GEMMs, cuDNN flash
+    # attention, XLA Triton GEMMs): tfobs's rules find most of its kernel time there.
+    k = summary("transformer_train_bf16").kernels
+    assert tensor_core_share("transformer_train_bf16") > 0.5
+    rules = {i.tensor_core_rule for i in k.items if i.uses_tensor_cores}
+    assert {"tfobs.nvidia.nvjet", "tfobs.nvidia.warpgroup_mma",
+            "tfobs.nvidia.xla_gemm_fusion"} <= rules
+    assert not any(r.startswith("xprof.") for r in rules)
