@@ -337,7 +337,8 @@ def test_layout_transposes_silent_without_transposes() -> None:
 def test_low_16bit_compute_from_summary_says_xprofs_sentence() -> None:
     base = summary(AMD_GEMM)
     s = dataclasses.replace(base, breakdown_s={**base.breakdown_s, "device_compute": 0.01},
-                            device_compute_16bit_ratio=0.05)
+                            device_compute_16bit_ratio=0.05,
+                            kernels=dataclasses.replace(base.kernels, tensor_core_s=0.0))
     a = next(a for a in advise(s) if a.code == "low_16bit_compute")
     assert a.evidence["compute_16bit_pct"] == pytest.approx(5.0)
     assert a.message == ("Only 5.0% of device computation is 16 bit. So you might want to "
@@ -345,6 +346,20 @@ def test_low_16bit_compute_from_summary_says_xprofs_sentence() -> None:
                          "reduced accuracy is acceptable).")
     mixed = dataclasses.replace(s, device_compute_16bit_ratio=0.5)
     assert not [a for a in advise(mixed) if a.code == "low_16bit_compute"]
+    # Tensor Cores hold most kernel time: XProf's name-based share misreads bf16, be silent
+    on_tc = dataclasses.replace(s, kernels=dataclasses.replace(
+        s.kernels, tensor_core_s=0.6 * s.kernels.total_s))
+    assert not [a for a in advise(on_tc) if a.code == "low_16bit_compute"]
+
+
+def test_low_16bit_compute_on_real_h100_captures() -> None:
+    # bf16 GEMMs on Tensor Cores read 0 % 16-bit by XProf's names: no advice; true FP32
+    # SGEMM (TF32 off) gets it.
+    for case in ("bf16_matmul", "transformer_train_bf16", "flash_attention_bf16"):
+        s = tfobs.analyze(CAPTURES / f"recorded__h100_jax0.11.2__{case}.xplane.pb")
+        assert s.device_compute_16bit_ratio < 0.1 and not fired(s, "low_16bit_compute")
+    s = tfobs.analyze(CAPTURES / "recorded__h100_jax0.11.2__fp32_matmul_no_tf32.xplane.pb")
+    assert fired(s, "low_16bit_compute")
 
 
 # --- memory ---------------------------------------------------------------------------------
