@@ -46,7 +46,7 @@ InputKind = Literal[
 ]
 INPUT_KINDS: tuple[str, ...] = typing.get_args(InputKind)
 # Why a GPU was idle (HTA's idle-time breakdown), and which way a copy went.
-IdleCause = Literal["kernel_launch", "short_gap", "other"]
+IdleCause = Literal["kernel_launch", "input", "short_gap", "other"]
 IDLE_CAUSES: tuple[str, ...] = typing.get_args(IdleCause)
 CopyDirection = Literal["h2d", "d2h", "d2d"]
 COPY_DIRECTIONS: tuple[str, ...] = typing.get_args(CopyDirection)
@@ -190,7 +190,7 @@ class DeviceActivity:
     device: str  # "/device:GPU:0"
     span_s: float = 0.0
     busy_s: float = 0.0
-    idle_s: dict[str, float] = field(default_factory=dict)  # kernel_launch|short_gap|other
+    idle_s: dict[str, float] = field(default_factory=dict)  # kernel_launch|input|short_gap|other
     kernel_count: int = 0
     mean_kernel_s: float = 0.0
     launch_delay_mean_s: float = 0.0

@@ -156,8 +156,8 @@ def test_idle_breakdown_synthetic_gpu_known_answers() -> None:
     assert d.device == "/device:GPU:0"
     assert d.span_s == pytest.approx(650 * us)
     assert d.busy_s == pytest.approx(272 * us)
-    assert d.idle_s == pytest.approx({"kernel_launch": 228 * us, "short_gap": 10 * us,
-                                      "other": 140 * us})
+    assert d.idle_s == pytest.approx({"kernel_launch": 228 * us, "input": 0.0,
+                                      "short_gap": 10 * us, "other": 140 * us})
     assert d.kernel_count == 7
     assert d.mean_kernel_s == pytest.approx(312 / 7 * us)
     assert d.launch_delay_mean_s == pytest.approx(245 / 6 * us)

@@ -60,6 +60,7 @@ def test_launch_bound_loop_shows_kernel_launch_idle() -> None:
     d = gpu("launch_bound_tiny_ops")
     assert d.kernel_count >= 1000 and d.mean_kernel_s < 5e-6
     assert d.idle_s["kernel_launch"] / d.span_s > 0.9  # the GPU waits on Python dispatch
+    assert d.idle_s["input"] == 0.0
     assert d.busy_s / d.span_s < 0.05
     assert "small_kernels" in {a.code for a in summary("launch_bound_tiny_ops").advice}
 
@@ -90,6 +91,8 @@ def test_host_wait_between_steps_is_input_bound() -> None:
     assert "input_bound" in {a.code for a in s.advice}
     d = gpu("input_bound_host_wait")
     assert d.busy_s / d.span_s < 0.05  # the device is idle while the host reads
+    # ... and that idle time is input's, not slow launches' (TfobsKernelLaunchBound quiet)
+    assert d.idle_s["input"] / d.span_s > 0.9 and d.idle_s["kernel_launch"] / d.span_s < 0.03
 
 
 def test_copies_both_ways_are_measured() -> None:

@@ -134,7 +134,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         kernels=reduce_kernels(space, hlo),
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
                                steps_in_window=len(found.groups) if steps.count else 0,
-                               events=gpu_events),
+                               events=gpu_events,
+                               input_spans=_input_spans(found.groups, base_ps)),
         memory=memory,
         environment=reduce_environment(space),
     ))  # advice reads the finished figures
@@ -184,6 +185,22 @@ def _steps(
     )
     return steps, mean, totals
 
+
+def _input_spans(groups: list[StepGroup], base_ps: int) -> list[tuple[int, int]]:
+    """The host's input waits in the steps (absolute ps, merged): what the GPU idles on
+    when a job is input-bound, told apart from slow kernel launches."""
+    from tfobs.analysis.gpu_idle import merge
+
+    spans: list[tuple[int, int]] = []
+    for g in groups:
+        for types, begins, ends in g.events:
+            mask = np.isin(types, _HOST_INPUT_TYPES)
+            spans.extend(zip((begins[mask] + base_ps).tolist(), (ends[mask] + base_ps).tolist(),
+                             strict=True))
+    return merge(spans)
+
+
+_HOST_INPUT_TYPES = np.array([et.HOST_WAIT_INPUT, et.HOST_TO_DEVICE], np.int64)
 
 GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
                  "(steps[].device_span_s) and counts their host time as 'All Others'; "

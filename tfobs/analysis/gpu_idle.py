@@ -7,8 +7,10 @@ per stream:
 - `span_s` runs from the first activity's start to the last one's end; idle = span - busy;
 - each idle gap is charged to the activity that ends it (the earliest to start after it):
   `kernel_launch` when the host *began* the call that launched it only after the gap began
-  (the GPU waited for the CPU), else `short_gap` when the gap is under `short_gap_s`
-  (back-to-back launch latency), else `other` (synchronisation, copies to wait on, ...).
+  (the GPU waited for the CPU), unless the host spent at least half of the gap waiting for
+  input (its input events, as the step breakdown classifies them): then `input`; else
+  `short_gap` when the gap is under `short_gap_s` (back-to-back launch latency), else
+  `other` (synchronisation, copies to wait on, ...).
 Host launch calls (cudaLaunchKernel, hipModuleLaunchKernel, cudaMemcpyAsync, ...) are the
 host events that share the kernel's `correlation_id` stat. Without a host plane no gap is
 a kernel-launch gap and launch delays are not measured.
@@ -16,6 +18,7 @@ a kernel-launch gap and launch delays are not measured.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import re
@@ -212,6 +215,17 @@ def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+def _covered(spans: list[tuple[int, int]], begins: list[int], lo: int, hi: int) -> int:
+    """Picoseconds of [lo, hi] inside the merged, sorted `spans`."""
+    total = 0
+    i = max(bisect.bisect_right(begins, lo) - 1, 0)
+    while i < len(spans) and spans[i][0] < hi:
+        b, e = spans[i]
+        total += max(0, min(e, hi) - max(b, lo))
+        i += 1
+    return total
+
+
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100) of a non-empty list."""
     ordered = sorted(values)
@@ -221,14 +235,15 @@ def percentile(values: list[float], q: float) -> float:
 
 def reduce_devices(
     space: SpaceView, steps: Steps, *, short_gap_s: float = 30e-6, steps_in_window: int = 0,
-    events: GpuEvents | None = None,
+    events: GpuEvents | None = None, input_spans: list[tuple[int, int]] | None = None,
 ) -> tuple[DeviceActivity, ...]:
     """One DeviceActivity per GPU plane with device activity (see the module docstring).
 
     `idle_s`, `busy_s` and `span_s` are totals over the window; copies and collectives are
     per step (per window when the capture has no steps). The window's copies are shared
     over every step it holds (`steps_in_window`), the first and last that the step
-    figures leave out included.
+    figures leave out included. `input_spans`: the host's input waits (absolute ps,
+    merged), which turn a kernel-launch gap into an input one.
     """
     events = events or GpuEvents(space)
     per_step = max(int(steps_in_window or steps.count or 0), 1)
@@ -241,7 +256,8 @@ def reduce_devices(
             continue
         launches = events.launches()
         acts = [_as_copy_if_launched_as_copy(a, launches) for a in acts]
-        out.append(_device(plane.name, acts, launches, short_gap_s, per_step))
+        out.append(_device(plane.name, acts, launches, short_gap_s, per_step,
+                           input_spans or []))
     return tuple(out)
 
 
@@ -261,9 +277,11 @@ def _device(
     launches: dict[int, Launch],
     short_gap_s: float,
     per_step: int,
+    input_spans: list[tuple[int, int]],
 ) -> DeviceActivity:
     short_gap_ps = short_gap_s * 1e12
-    idle = {"kernel_launch": 0, "short_gap": 0, "other": 0}
+    idle = {"kernel_launch": 0, "input": 0, "short_gap": 0, "other": 0}
+    input_begins = [b for b, _ in input_spans]
     busy = 0
     block_start, block_end = acts[0].start_ps, acts[0].end_ps
     for act in acts[1:]:
@@ -274,7 +292,8 @@ def _device(
         gap = act.start_ps - block_end
         launch = launches.get(act.correlation_id) if act.correlation_id is not None else None
         if launch is not None and launch.start_ps > block_end:
-            idle["kernel_launch"] += gap
+            waiting = _covered(input_spans, input_begins, block_end, act.start_ps)
+            idle["input" if 2 * waiting >= gap else "kernel_launch"] += gap
         elif gap < short_gap_ps:
             idle["short_gap"] += gap
         else:

@@ -124,7 +124,8 @@ METRICS: tuple[MetricDef, ...] = (
        "Share of the window the GPU ran kernels, overlapping kernels merged (0..1)."),
     _m("tfobs_gpu_idle_ratio", "gauge", (*_DEV, "cause"),
        "Share of the window the GPU was idle (0..1) by cause: kernel_launch (waiting for the "
-       "host to launch), short_gap (gaps under short_gap_s), other."),
+       "host to launch), input (waiting while the host waited for input), short_gap (gaps "
+       "under short_gap_s), other."),
     _m("tfobs_kernel_launch_delay_seconds", "gauge", (*_DEV, "stat"),
        "Kernel start minus the end of its launch call in seconds, mean and p95, latest window."),
     _m("tfobs_kernels_per_step", "gauge", _DEV,

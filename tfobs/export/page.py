@@ -283,11 +283,13 @@ def _devices(s: WindowSummary) -> str:
             return _pct(x / span) if span > 0 else "–"
         rows.append([_e(d.device), _e(share(d.busy_s)),
                      _e(share(d.idle_s.get("kernel_launch", 0.0))),
+                     _e(share(d.idle_s.get("input", 0.0))),
                      _e(share(d.idle_s.get("short_gap", 0.0))),
                      _e(share(d.idle_s.get("other", 0.0))), str(d.kernel_count),
                      _e(_ms(d.launch_delay_mean_s)), _e(_ms(d.launch_delay_p95_s))])
-    table = _table(["Device", "Busy", "Idle: launch", "Idle: short gaps", "Idle: other",
-                    "Kernels", "Launch delay mean", "p95"], rows, {1, 2, 3, 4, 5, 6, 7})
+    table = _table(["Device", "Busy", "Idle: launch", "Idle: input", "Idle: short gaps",
+                    "Idle: other", "Kernels", "Launch delay mean", "p95"], rows,
+                   {1, 2, 3, 4, 5, 6, 7, 8})
     return f'<section class="wide" id="devices"><h2>GPU busy and idle</h2>{table}</section>'
 
 
