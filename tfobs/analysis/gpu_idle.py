@@ -342,6 +342,11 @@ def _device(
 
 
 
+def _launch_event(launches: dict[int, Launch], correlation_id: int | None) -> int:
+    launch = launches.get(correlation_id) if correlation_id is not None else None
+    return launch.event if launch is not None else -1
+
+
 def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[int]
                       ) -> dict[int, int]:
     """{step number: XProf's device step time in ps}.
@@ -359,20 +364,27 @@ def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[int]
     for plane in events.space.planes:
         if not is_gpu_plane(plane):
             continue
-        group = -1
-        run: list[int] | None = None  # [group, begin ps, end ps] of the current span
-        for act in events.activities(plane):
-            launch = launches.get(act.correlation_id) if act.correlation_id is not None else None
-            if launch is not None and 0 <= launch.event < len(step_of):
-                group = int(step_of[launch.event]) if step_of[launch.event] >= 0 else group
-            if group < 0:
-                continue
-            if run is not None and run[0] == group:
-                run[1], run[2] = min(run[1], act.start_ps), max(run[2], act.end_ps)
-                continue
-            if run is not None:
-                out[run[0]] = max(out.get(run[0], 0), run[2] - run[1])
-            run = [group, act.start_ps, act.end_ps]
-        if run is not None:
-            out[run[0]] = max(out.get(run[0], 0), run[2] - run[1])
+        acts = events.activities(plane)
+        if not acts:
+            continue
+        # The group of each event's launch call, -1 where none; then each unlaunched event
+        # takes the group of the last event before it that has one.
+        host = np.array([_launch_event(launches, a.correlation_id) for a in acts], np.int64)
+        known = (host >= 0) & (host < len(step_of))
+        group = np.full(len(acts), -1, np.int64)
+        group[known] = step_of[host[known]]
+        has = group >= 0
+        last = np.maximum.accumulate(np.where(has, np.arange(len(acts)), -1))
+        group = np.where(last >= 0, group[np.maximum(last, 0)], -1)
+        keep = np.flatnonzero(group >= 0)
+        if not keep.size:
+            continue
+        g = group[keep]
+        begin = np.array([a.start_ps for a in acts], np.int64)[keep]
+        end = np.array([a.end_ps for a in acts], np.int64)[keep]
+        # Runs of one group in time order; each run spans its earliest start to latest end.
+        first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        spans = np.maximum.reduceat(end, first) - np.minimum.reduceat(begin, first)
+        for k, ps in zip(g[first].tolist(), spans.tolist(), strict=True):
+            out[k] = max(out.get(k, 0), ps)
     return {steps[g]: ps for g, ps in out.items() if 0 <= g < len(steps)}
