@@ -164,6 +164,7 @@ def _scan_plane(
     if not ids:
         return
     md_cache: dict[int, dict[str, str]] = {}
+    ops_cache: dict[tuple, tuple[str, bool]] = {}  # the same few ops repeat per kernel
     for mid, ns, stats in _kernel_events(plane, ids):
         md = md_cache.get(mid)
         if md is None:
@@ -179,7 +180,12 @@ def _scan_plane(
         # tfobs's extended rules add to that, never take away.
         xprof_tc = bool(rule) if rule.startswith("xprof.") else tensor_cores.uses_tensor_cores(
             name, vendor, extended=False)
-        op, eligible = _op_and_eligibility(stats, bool(rule) or xprof_tc, hlo)
+        op_key = (stats.get("tf_op"), stats.get("hlo_op"), stats.get("program_id"),
+                  stats.get("equation"), bool(rule) or xprof_tc)
+        found = ops_cache.get(op_key)
+        if found is None:
+            found = ops_cache[op_key] = _op_and_eligibility(stats, op_key[-1], hlo)
+        op, eligible = found
         launch = launches.get(details)
         if launch is None:
             launch = launches[details] = parse_kernel_details(details)

@@ -294,6 +294,7 @@ def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str]) -> 
     for tl in devices:
         ids = {tl.stat_ids[k]: k for k in _GPU_STATS if k in tl.stat_ids}
         md_cache: dict[int, dict[str, Any]] = {}
+        op_cache: dict[tuple, tuple[tuple[int, str], str, str] | None] = {}
         for ld in tl.lines:
             if is_derived_line(ld.line.id) or not len(ld):
                 continue
@@ -309,7 +310,12 @@ def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str]) -> 
                                           if k in _GPU_STATS}
                 if md:
                     stats = {**md, **stats}
-                key = _device_op(stats, tl.names.get(mid, ""), hlo)
+                op_key = (stats.get("hlo_op"), stats.get("program_id"), stats.get("tf_op"),
+                          mid)
+                if op_key in op_cache:
+                    key = op_cache[op_key]
+                else:
+                    key = op_cache[op_key] = _device_op(stats, tl.names.get(mid, ""), hlo)
                 if key is None:
                     continue
                 op = device_ops.get(key[0])
