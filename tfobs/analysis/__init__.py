@@ -18,7 +18,7 @@ from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
 from tfobs.analysis.eager import eager_ops
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
-from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans
+from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps, member_events
@@ -135,7 +135,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
                                steps_in_window=len(found.groups) if steps.count else 0,
                                events=gpu_events,
-                               input_spans=_input_spans(found.groups, base_ps)),
+                               input_spans=(_input_spans(found.groups, base_ps)
+                                            if has_device else None)),
         memory=memory,
         environment=reduce_environment(space),
     ))  # advice reads the finished figures
@@ -189,8 +190,6 @@ def _steps(
 def _input_spans(groups: list[StepGroup], base_ps: int) -> list[tuple[int, int]]:
     """The host's input waits in the steps (absolute ps, merged): what the GPU idles on
     when a job is input-bound, told apart from slow kernel launches."""
-    from tfobs.analysis.gpu_idle import merge
-
     spans: list[tuple[int, int]] = []
     for g in groups:
         for types, begins, ends in g.events:
