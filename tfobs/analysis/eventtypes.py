@@ -59,8 +59,7 @@ def is_real_cpu_compute(name: str) -> bool:
 # XProf's op name rules (tsl/profiler/utils/tf_op_utils.cc, `ParseTfOpFullname`).
 _TF_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_./>-]*")
 _TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")  # `_MklNativeConv2D` is a TF op type
-_JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?", re.S)
-JAX_OP_TYPE = _JAX_OP_TYPE  # for device op rows (ops.py)
+JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?", re.S)
 _MEMCPY_TYPES = ("MemcpyHToD", "MemcpyDToH", "MemcpyDToD", "MemcpyHToH")
 DATASET = "Dataset"  # XProf's op type of every tf.data (`Iterator::...`) event
 
@@ -105,7 +104,7 @@ def parse_tf_op(full: str) -> TfOp:
     if _TF_OP_NAME.fullmatch(head) and _TF_OP_TYPE.fullmatch(tail):
         return TfOp("tf", head, tail)
     kind = tail or _derive_op_type(head)
-    if _JAX_OP_TYPE.fullmatch(kind):
+    if JAX_OP_TYPE.fullmatch(kind):
         return TfOp("jax", head, kind.partition("[")[0])
     if not tail:
         return TfOp("tf", head, kind)

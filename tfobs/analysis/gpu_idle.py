@@ -203,6 +203,11 @@ class GpuEvents:
         return acts
 
 
+def _launch_of(launches: dict[int, Launch], correlation_id: int | None) -> Launch | None:
+    """The host call that launched a device event, if the capture holds it."""
+    return launches.get(correlation_id) if correlation_id is not None else None
+
+
 def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Union of [start, end) intervals, sorted."""
     merged: list[tuple[int, int]] = []
@@ -265,7 +270,7 @@ def _as_copy_if_launched_as_copy(act: Activity, launches: dict[int, Launch]) -> 
     """ROCm runs async copies as kernels (__amd_rocclr_copyBuffer): the host call says so."""
     if act.kind != "kernel" or act.correlation_id is None:
         return act
-    launch = launches.get(act.correlation_id)
+    launch = _launch_of(launches, act.correlation_id)
     if launch is None or "memcpy" not in launch.name.lower():
         return act
     return dataclasses.replace(act, kind="memcpy", direction=_direction(launch.name, "", ""))
@@ -290,7 +295,7 @@ def _device(
             continue
         busy += block_end - block_start
         gap = act.start_ps - block_end
-        launch = launches.get(act.correlation_id) if act.correlation_id is not None else None
+        launch = _launch_of(launches, act.correlation_id)
         if launch is not None and launch.start_ps > block_end:
             waiting = _covered(input_spans, input_begins, block_end, act.start_ps)
             idle["input" if 2 * waiting >= gap else "kernel_launch"] += gap
@@ -306,7 +311,7 @@ def _device(
     delays: list[float] = []
     small = linked = 0
     for k in kernels:
-        launch = launches.get(k.correlation_id) if k.correlation_id is not None else None
+        launch = _launch_of(launches, k.correlation_id)
         if launch is None:
             continue
         linked += 1
@@ -341,12 +346,6 @@ def _device(
     )
 
 
-
-def _launch_event(launches: dict[int, Launch], correlation_id: int | None) -> int:
-    launch = launches.get(correlation_id) if correlation_id is not None else None
-    return launch.event if launch is not None else -1
-
-
 def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[int]
                       ) -> dict[int, int]:
     """{step number: XProf's device step time in ps}.
@@ -369,7 +368,8 @@ def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[int]
             continue
         # The group of each event's launch call, -1 where none; then each unlaunched event
         # takes the group of the last event before it that has one.
-        host = np.array([_launch_event(launches, a.correlation_id) for a in acts], np.int64)
+        launched = [_launch_of(launches, a.correlation_id) for a in acts]
+        host = np.array([-1 if x is None else x.event for x in launched], np.int64)
         known = (host >= 0) & (host < len(step_of))
         group = np.full(len(acts), -1, np.int64)
         group[known] = step_of[host[known]]

@@ -150,8 +150,13 @@ def vendor_of(device_vendor: object) -> str:
     return ""
 
 
+def _vendors(vendor: str) -> tuple[str, ...]:
+    """The vendors whose rules apply: the plane's, or every one where it is unknown."""
+    return (vendor,) if vendor in XPROF_RULES else (NVIDIA, AMD)
+
+
 def _rules_for(vendor: str, extended: bool) -> tuple[Rule, ...]:
-    vendors = (vendor,) if vendor in XPROF_RULES else (NVIDIA, AMD)
+    vendors = _vendors(vendor)
     rules: list[Rule] = []
     for v in vendors:
         rules.extend(XPROF_RULES[v])
@@ -176,9 +181,7 @@ def tensor_core_rule(kernel_name: str, vendor: str, *, extended: bool = True) ->
     if hit is not None:
         return hit
     found = ""
-    if extended and _vetoed(kernel_name, vendor):
-        pass
-    elif vendor or extended:
+    if (vendor or extended) and not (extended and _vetoed(kernel_name, vendor)):
         for rule in _rules_for(vendor, extended):
             if rule.matches(kernel_name):
                 found = rule.id
@@ -189,8 +192,8 @@ def tensor_core_rule(kernel_name: str, vendor: str, *, extended: bool = True) ->
 
 
 def _vetoed(kernel_name: str, vendor: str) -> bool:
-    vendors = (vendor,) if vendor in XPROF_RULES else (NVIDIA, AMD)
-    return any(v in _NOT_MATRIX and _NOT_MATRIX[v].search(kernel_name) for v in vendors)
+    return any(v in _NOT_MATRIX and _NOT_MATRIX[v].search(kernel_name)
+               for v in _vendors(vendor))
 
 
 def uses_tensor_cores(kernel_name: str, vendor: str, *, extended: bool = True) -> bool:

@@ -3,11 +3,11 @@ slows the step it overlaps by more than `export_step_stretch` times a usual step
 
 TensorFlow exports a capture in one thread of the job, and that export's CPU grows with the
 steps traced (19-21 ms of CPU for 20 steps of the demo model, 4-5 ms for 5; RESULTS.md).
-Where training keeps every core busy (a CPU job; a GPU job
-whose input pipeline fills the host), the step that overlaps the export loses a core to it:
-20-step windows made that step 2.2-2.7x the median on 2 cores, against 1.4-1.6x with a core
-left free. The steps traced are the one lever tfobs has over the export, so the length is
-steered by what the export was measured to do, not by a guess about the machine:
+Where training keeps every core busy (a CPU job; a GPU job whose input pipeline fills the
+host), the step that overlaps the export loses a core to it: 20-step windows made that step
+2.2-2.7x the median on 2 cores, against 1.4-1.6x with a core left free. The steps traced
+are the one lever tfobs has over the export, so the length is steered by what the export
+was measured to do, not by a guess about the machine:
 
 * After each window the training thread reports the longest step that overlapped the export
   and the median of the steps just before the window; their ratio is the stretch.
