@@ -70,6 +70,30 @@ def test_numpy_sweep_equals_reference_with_many_instants(seed: int) -> None:
         assert got == bd._reference(g)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_numpy_sweep_equals_reference_with_call_trees(seed: int) -> None:
+    # Deeply nested events of few types (a Python tracer's call trees) beside instants and
+    # strays: the events inside another of their type are left out of the sweep.
+    rng = np.random.default_rng(2000 + seed)
+    groups = []
+    for _ in range(int(rng.integers(1, 4))):
+        begin, end = _laminar(rng, int(rng.integers(50, 300)))
+        types = rng.choice((10, 60, 90, 140), begin.size, p=(0.7, 0.1, 0.1, 0.1))
+        n = int(rng.integers(0, 20))
+        strays = rng.integers(int(begin.min()) - 50, int(end.max()) + 50, n)
+        lengths = np.where(rng.random(n) < 0.5, 0, rng.integers(0, 500, n))
+        g = StepGroup(0, "train", int(rng.integers(begin.min() - 20, begin.min() + 200)),
+                      int(rng.integers(end.max() - 200, end.max() + 20)))
+        g.events.append((types.astype(np.int64), begin, end))
+        g.events.append((rng.choice(TYPES, n).astype(np.int64), strays.astype(np.int64),
+                         (strays + lengths).astype(np.int64)))
+        groups.append(g)
+    kept = bd._without_nested(*bd._columns(groups))[0].size
+    assert kept < sum(len(c[0]) for g in groups for c in g.events)  # the test tests that
+    for g, got in zip(groups, bd.all_type_times(groups), strict=True):
+        assert got == bd._reference(g)
+
+
 def _laminar(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Random properly nested intervals, sorted by start (ties: outer first)."""
     spans: list[tuple[int, int]] = []

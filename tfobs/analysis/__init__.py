@@ -84,7 +84,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     steps, mean_breakdown, types_total = _steps(
         found, kept, dropped, top_n, devices, names, base_ns
     )
-    gpu_events = GpuEvents(space)
+    gpu_events = GpuEvents(space, base_ps)
     if has_device and found.method == "markers" and found.step_of is not None and steps.items:
         steps = _with_device_spans(gpu_events, found, steps)
 
@@ -102,7 +102,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
 
     host_ops = ops.host_op_metrics(host)
     hlo = hlo_op_names(space) if has_device else {}
-    device_ops = ops.device_op_metrics(devices, hlo)
+    device_ops = ops.device_op_metrics(devices, hlo, gpu_events.table)
     stages = tfdata.stages(host_ops)
     h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
              ) / 1e12 / steps.count if steps.count else 0.0
@@ -131,11 +131,11 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top),
-        kernels=reduce_kernels(space, hlo),
+        kernels=reduce_kernels(space, hlo, gpu_events.table),
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
                                steps_in_window=len(found.groups) if steps.count else 0,
                                events=gpu_events,
-                               input_spans=(_input_spans(found.groups, base_ps)
+                               input_spans=(_input_spans(found.groups)
                                             if has_device else None)),
         memory=memory,
         environment=reduce_environment(space),
@@ -187,14 +187,14 @@ def _steps(
     return steps, mean, totals
 
 
-def _input_spans(groups: list[StepGroup], base_ps: int) -> list[tuple[int, int]]:
-    """The host's input waits in the steps (absolute ps, merged): what the GPU idles on
+def _input_spans(groups: list[StepGroup]) -> list[tuple[int, int]]:
+    """The host's input waits in the steps (ps on the time base, merged): what the GPU idles on
     when a job is input-bound, told apart from slow kernel launches."""
     spans: list[tuple[int, int]] = []
     for g in groups:
         for types, begins, ends in g.events:
             mask = np.isin(types, _HOST_INPUT_TYPES)
-            spans.extend(zip((begins[mask] + base_ps).tolist(), (ends[mask] + base_ps).tolist(),
+            spans.extend(zip(begins[mask].tolist(), ends[mask].tolist(),
                              strict=True))
     return merge(spans)
 
@@ -324,7 +324,11 @@ def _top_events(
         for ld in tl.lines:
             if not ld.name.startswith("Stream"):
                 continue
-            for i in _overlapping(ld, group.begin_ps, group.end_ps).tolist():
+            at = _overlapping(ld, group.begin_ps, group.end_ps)
+            dur = ld.end_arr[at] - ld.start_arr[at]
+            if at.size > top_n:  # only those as long as the n-th longest can make it
+                at = at[dur >= np.partition(dur, at.size - top_n)[at.size - top_n]]
+            for i in at.tolist():
                 cands.append((ld.ends[i] - ld.starts[i], tl.names.get(ld.mids[i], ""),
                               "kernel", (ld.start_ps + ld.starts[i]) // 1000, device))
     cands.sort(key=lambda c: (-c[0], c[1]))

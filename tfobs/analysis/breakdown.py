@@ -89,7 +89,7 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     cols = _columns(groups)
     if cols is None:
         return [_reference(g) for g in groups]
-    etype, begin, end, group = cols
+    etype, begin, end, group = _without_nested(*cols)
     n = etype.size
     time = np.concatenate((begin, end))
     start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
@@ -117,6 +117,50 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     hi = np.minimum(time[gap + 1], g_end[g])
     span = np.where(hi > lo, hi - lo, 0)
     return _per_group(groups, g, current[gap], span)
+
+
+def _without_nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
+                    group: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The events less those strictly inside another event of their type and group.
+
+    Such an event changes nothing in the sweep: its type is open from before its start to
+    after its end, so the type in force is the same at its two bounds as just before them,
+    and no zero-length event of its type there can be sticky. (Call trees, such as JAX's
+    Python tracer events, are mostly such events.) Found within each run of events stored
+    in time order (a thread's events in a step), type by type; left as is where the packed
+    keys below would not fit 63 bits.
+    """
+    n = etype.size
+    types = _small_types(etype)
+    if n < 2 or types is None:
+        return etype, begin, end, group
+    # Runs: a new one where the group changes or time goes back (the next thread).
+    run = np.cumsum(np.r_[False, (group[1:] != group[:-1]) | (begin[1:] < begin[:-1])])
+    rank = np.zeros(256, np.int64)
+    rank[types] = np.arange(types.size)
+    seg = run * types.size + rank[etype]
+    e_lo = int(end.min())
+    end_bits = (int(end.max()) - e_lo).bit_length()
+    if int(seg[-1] if types.size == 1 else seg.max()).bit_length() + end_bits > 62:
+        return etype, begin, end, group
+    # By segment (run, type), time order kept (a stable sort of keys that are mostly
+    # in order already); then, per event, the latest end among the events of its
+    # segment that begin strictly before it: a running max of packed (segment, end),
+    # where earlier segments pack smaller and so never win.
+    order = np.argsort(seg, kind="stable") if types.size > 1 else np.arange(n)
+    seg_o, begin_o, end_o = seg[order], begin[order], end[order]
+    packed = np.left_shift(seg_o, end_bits) | (end_o - e_lo)
+    reach = np.maximum.accumulate(packed)
+    new = np.r_[True, (seg_o[1:] != seg_o[:-1]) | (begin_o[1:] != begin_o[:-1])]
+    tie_start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    before = np.where(tie_start > 0, reach[np.maximum(tie_start - 1, 0)], -1)
+    # Same segment (the high bits agree), a later end; the event itself not an instant.
+    inside = ((before >> end_bits) == seg_o) & (before > packed) & (end_o > begin_o)
+    if not inside.any():
+        return etype, begin, end, group
+    keep = np.ones(n, bool)
+    keep[order[inside]] = False
+    return etype[keep], begin[keep], end[keep], group[keep]
 
 
 def _hold_sticky_types(current: np.ndarray, start: np.ndarray, typ: np.ndarray,

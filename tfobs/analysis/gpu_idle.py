@@ -18,18 +18,16 @@ a kernel-launch gap and launch delays are not measured.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from tfobs.analysis.kernels import is_derived_line, is_gpu_plane
+from tfobs.analysis.device_events import LaunchTable, PlaneTable, is_gpu_plane
+from tfobs.analysis.timeline import time_base_ps
 from tfobs.summary import COPY_DIRECTIONS, DeviceActivity, Steps
-from tfobs.xspace.columns import KIND_INT64, KIND_REF, KIND_UINT64
 from tfobs.xspace.reader import PlaneView, SpaceView
 from tfobs.xspace.schema import HOST_PLANE
 
@@ -46,70 +44,60 @@ _MEMCPY_NAME = re.compile(r"memcpy|copy(host|device)|memset", re.IGNORECASE)
 _SIZE = re.compile(r"\bsize:(\d+)")
 
 
+KIND_CODES = ("", "kernel", "memcpy", "memset")  # Activities.kind indexes this
+_KERNEL, _MEMCPY = 1, 2
+_DIRECTION_CODES = ("", *DIRECTIONS)
+
+
 @dataclass(frozen=True)
-class Activity:
-    """One device event on the absolute clock (picoseconds)."""
+class Activities:
+    """The kernels, copies and memsets of one GPU plane, sorted by start then end.
 
-    start_ps: int
-    end_ps: int
-    kind: str  # "kernel" | "memcpy" | "memset"
-    name: str
-    correlation_id: int | None = None
-    direction: str = ""  # h2d | d2h | d2d for copies
-    nbytes: int = 0
+    Columns per activity: times (ps on the capture's time base), `kind` (index into
+    KIND_CODES), copy `direction` (index into ("", *DIRECTIONS)) and `nbytes`, the
+    `launch` (index into the LaunchTable, -1 if the capture holds none), and `sig` (the
+    PlaneTable signature, for names).
+    """
 
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
+    direction: np.ndarray
+    nbytes: np.ndarray
+    launch: np.ndarray
+    sig: np.ndarray
+    table: PlaneTable
 
-def device_activities(plane: PlaneView) -> list[Activity]:
-    """Kernels, copies and memsets of one GPU plane, sorted by start; never raises."""
-    out: list[Activity] = []
-    ids = {plane.stat_ids[n]: n for n in ("correlation_id", "kernel_details", "memcpy_details")
-           if n in plane.stat_ids}
-    cols = plane.events
-    stats_of = _event_stats(plane, ids)
-    for j, line in enumerate(plane.lite.lines):
-        if is_derived_line(line.id):
-            continue
-        base = line.timestamp_ns * 1000
-        line_kind = _line_kind(line.name)
-        lo, hi = cols.line_start[j], cols.line_start[j + 1]
-        for k, mid, offset, duration in zip(range(lo, hi), cols.mid[lo:hi].tolist(),
-                                            cols.offset[lo:hi].tolist(),
-                                            cols.duration[lo:hi].tolist(), strict=True):
-            name = plane.event_names.get(mid, "")
-            stats = stats_of.get(k, {})
-            kind = _kind(name, stats, line_kind)
-            if not kind:
-                continue
-            start = base + offset
-            end = start + max(duration, 0)
-            corr = stats.get("correlation_id")
-            direction, nbytes = "", 0
-            if kind == "memcpy":
-                details = str(stats.get("memcpy_details") or "")
-                direction = _direction(name, details, line.name)
-                m = _SIZE.search(details)
-                nbytes = int(m.group(1)) if m else 0
-            out.append(Activity(start, end, kind, name,
-                                corr if isinstance(corr, int) else None, direction, nbytes))
-    out.sort(key=lambda a: (a.start_ps, a.end_ps))
-    return out
+    def __len__(self) -> int:
+        return int(self.start.size)
 
 
-def _event_stats(plane: PlaneView, ids: Mapping[int, str]) -> dict[int, dict[str, object]]:
-    """{plane event index: {wanted stat: value}} from the columns (refs as stat names)."""
-    cols = plane.events
-    if not ids or not len(cols):
-        return {}
-    wanted = np.fromiter(ids, np.int64, len(ids))
-    batch = cols.stats_of(np.arange(len(cols)), wanted)
-    recs = np.flatnonzero(np.isin(batch.mid, wanted))
-    out: dict[int, dict[str, object]] = {}
-    names = plane.stat_names
-    for ev, mid, kind, value in zip(batch.event[recs].tolist(), batch.mid[recs].tolist(),
-                                    batch.kind[recs].tolist(), batch.pythons(recs),
-                                    strict=True):
-        out.setdefault(ev, {})[ids[mid]] = names.get(value, "") if kind == KIND_REF else value
-    return out
+def device_activities(table: PlaneTable, launches: LaunchTable) -> Activities:
+    """Kernels, copies and memsets of one GPU plane; never raises."""
+    plane = table.plane
+    lines = plane.lite.lines
+    n_sig = len(table.signatures)
+    kind = np.zeros(n_sig, np.int64)
+    direction = np.zeros(n_sig, np.int64)
+    nbytes = np.zeros(n_sig, np.int64)
+    for j, signature in enumerate(table.signatures):
+        name = plane.event_names.get(signature.mid, "")
+        line_name = lines[signature.line].name
+        found = _kind(name, signature.stats, _line_kind(line_name), signature.has_correlation)
+        kind[j] = KIND_CODES.index(found)
+        if found == "memcpy":
+            details = str(signature.stats.get("memcpy_details") or "")
+            direction[j] = _DIRECTION_CODES.index(_direction(name, details, line_name))
+            m = _SIZE.search(details)
+            nbytes[j] = int(m.group(1)) if m else 0
+    of = kind[table.sig]
+    keep = np.flatnonzero(of > 0)
+    start, end = table.start[keep], table.end[keep]
+    order = np.lexsort((end, start))  # stable: ties keep line and stored order
+    keep = keep[order]
+    sig = table.sig[keep]
+    return Activities(start[order], end[order], of[keep], direction[sig], nbytes[sig],
+                      launches.find(table.corr[keep], table.has_corr[keep]), sig, table)
 
 
 def _line_kind(line_name: str) -> str:
@@ -121,7 +109,7 @@ def _line_kind(line_name: str) -> str:
     return ""
 
 
-def _kind(name: str, stats: dict, line_kind: str) -> str:
+def _kind(name: str, stats: dict, line_kind: str, has_correlation: bool) -> str:
     if stats.get("kernel_details"):
         return "kernel"
     if stats.get("memcpy_details"):
@@ -131,7 +119,7 @@ def _kind(name: str, stats: dict, line_kind: str) -> str:
     if _MEMCPY_NAME.search(name):
         return "memset" if "memset" in name.lower() else "memcpy"
     # A stream event with a correlation id is device work launched by the host.
-    return "kernel" if "correlation_id" in stats else ""
+    return "kernel" if has_correlation else ""
 
 
 def _direction(name: str, details: str, line_name: str) -> str:
@@ -142,70 +130,38 @@ def _direction(name: str, details: str, line_name: str) -> str:
     return "d2d" if "copy" in name.lower() else ""
 
 
-@dataclass(frozen=True)
-class Launch:
-    start_ps: int
-    end_ps: int
-    name: str  # the host call: cudaLaunchKernel, hipMemcpyHtoDAsync, ...
-    event: int = -1  # its index in the host plane's event columns
-
-
-def host_launches(space: SpaceView) -> dict[int, Launch]:
-    """{correlation_id: Launch} for the host calls that launched device work.
-
-    Read from the host plane's event columns (the first `correlation_id` stat of each
-    event that has one, later events winning), so the host plane is not parsed twice.
-    """
-    out: dict[int, Launch] = {}
-    plane = space.plane(HOST_PLANE)
-    if plane is None or "correlation_id" not in plane.stat_ids:
-        return out
-    cols = plane.events
-    corr_id = plane.stat_ids["correlation_id"]
-    batch = cols.stats_of(np.arange(len(cols)), np.array([corr_id], np.int64))
-    recs = np.flatnonzero(batch.mid == corr_id)
-    if not recs.size:
-        return out
-    events = batch.event[recs]
-    first = np.r_[True, events[1:] != events[:-1]]  # an event's records are together
-    recs, events = recs[first], events[first]
-    is_int = (batch.kind[recs] == KIND_INT64) | (batch.kind[recs] == KIND_UINT64)
-    recs, events = recs[is_int], events[is_int]
-    line_of = np.searchsorted(np.asarray(cols.line_start), events, side="right") - 1
-    bases = [line.timestamp_ns * 1000 for line in plane.lite.lines]
-    for value, li, offset, duration, mid, event in zip(
-            batch.pythons(recs), line_of.tolist(), cols.offset[events].tolist(),
-            cols.duration[events].tolist(), cols.mid[events].tolist(), events.tolist(),
-            strict=True):
-        start = bases[li] + offset
-        out[value] = Launch(start, start + max(duration, 0), plane.event_names.get(mid, ""),
-                            event)
-    return out
-
-
 class GpuEvents:
-    """Host launch calls and each GPU plane's activities, read once per reduction."""
+    """Host launch calls and each GPU plane's events and activities, read once per
+    reduction, on one time base (the caller's, or the capture's host and GPU planes')."""
 
-    def __init__(self, space: SpaceView) -> None:
+    def __init__(self, space: SpaceView, base_ps: int | None = None) -> None:
         self.space = space
-        self._launches: dict[int, Launch] | None = None
-        self._acts: dict[str, list[Activity]] = {}
+        if base_ps is None:
+            host = space.plane(HOST_PLANE)
+            base_ps = time_base_ps([p for p in space.planes if is_gpu_plane(p)]
+                                   + ([host] if host is not None else []))
+        self.base_ps = base_ps
+        self._launches: LaunchTable | None = None
+        self._tables: dict[str, PlaneTable] = {}
+        self._acts: dict[str, Activities] = {}
 
-    def launches(self) -> dict[int, Launch]:
+    def launches(self) -> LaunchTable:
         if self._launches is None:
-            self._launches = host_launches(self.space)
+            self._launches = LaunchTable(self.space, self.base_ps)
         return self._launches
 
-    def activities(self, plane: PlaneView) -> list[Activity]:
+    def table(self, plane: PlaneView) -> PlaneTable:
+        found = self._tables.get(plane.name)
+        if found is None:
+            found = self._tables[plane.name] = PlaneTable(plane, self.base_ps)
+        return found
+
+    def activities(self, plane: PlaneView) -> Activities:
         acts = self._acts.get(plane.name)
         if acts is None:
-            acts = self._acts[plane.name] = device_activities(plane)
+            acts = self._acts[plane.name] = device_activities(self.table(plane),
+                                                              self.launches())
         return acts
-
-
-def _launch_of(launches: dict[int, Launch], correlation_id: int | None) -> Launch | None:
-    """The host call that launched a device event, if the capture holds it."""
-    return launches.get(correlation_id) if correlation_id is not None else None
 
 
 def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -218,17 +174,6 @@ def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
-
-
-def _covered(spans: list[tuple[int, int]], begins: list[int], lo: int, hi: int) -> int:
-    """Picoseconds of [lo, hi] inside the merged, sorted `spans`."""
-    total = 0
-    i = max(bisect.bisect_right(begins, lo) - 1, 0)
-    while i < len(spans) and spans[i][0] < hi:
-        b, e = spans[i]
-        total += max(0, min(e, hi) - max(b, lo))
-        i += 1
-    return total
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -247,8 +192,8 @@ def reduce_devices(
     `idle_s`, `busy_s` and `span_s` are totals over the window; copies and collectives are
     per step (per window when the capture has no steps). The window's copies are shared
     over every step it holds (`steps_in_window`), the first and last that the step
-    figures leave out included. `input_spans`: the host's input waits (absolute ps,
-    merged), which turn a kernel-launch gap into an input one.
+    figures leave out included. `input_spans`: the host's input waits (merged, in ps on
+    the time base of `events`), which turn a kernel-launch gap into an input one.
     """
     events = events or GpuEvents(space)
     per_step = max(int(steps_in_window or steps.count or 0), 1)
@@ -257,89 +202,112 @@ def reduce_devices(
         if not is_gpu_plane(plane):
             continue
         acts = events.activities(plane)
-        if not acts:
+        if not len(acts):
             continue
         launches = events.launches()
-        acts = [_as_copy_if_launched_as_copy(a, launches) for a in acts]
-        out.append(_device(plane.name, acts, launches, short_gap_s, per_step,
-                           input_spans or []))
+        out.append(_device(plane.name, _as_copies_where_launched_as_copies(acts, launches),
+                           launches, short_gap_s, per_step, input_spans or []))
     return tuple(out)
 
 
-def _as_copy_if_launched_as_copy(act: Activity, launches: dict[int, Launch]) -> Activity:
+def _as_copies_where_launched_as_copies(acts: Activities, launches: LaunchTable
+                                        ) -> Activities:
     """ROCm runs async copies as kernels (__amd_rocclr_copyBuffer): the host call says so."""
-    if act.kind != "kernel" or act.correlation_id is None:
-        return act
-    launch = _launch_of(launches, act.correlation_id)
-    if launch is None or "memcpy" not in launch.name.lower():
-        return act
-    return dataclasses.replace(act, kind="memcpy", direction=_direction(launch.name, "", ""))
+    launched = np.flatnonzero((acts.kind == _KERNEL) & (acts.launch >= 0))
+    if not launched.size:
+        return acts
+    mids = launches.mid[acts.launch[launched]]
+    kind, direction = acts.kind.copy(), acts.direction.copy()
+    for mid in np.unique(mids).tolist():
+        name = launches.names.get(mid, "")
+        if "memcpy" not in name.lower():
+            continue
+        at = launched[mids == mid]
+        kind[at] = _MEMCPY
+        direction[at] = _DIRECTION_CODES.index(_direction(name, "", ""))
+    return dataclasses.replace(acts, kind=kind, direction=direction)
+
+
+def _covered(spans: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Picoseconds of each [lo, hi] inside the merged, sorted `spans`."""
+    if not spans:
+        return np.zeros(lo.size, np.int64)
+    begin = np.array([b for b, _ in spans], np.int64)
+    end = np.array([e for _, e in spans], np.int64)
+    before = np.r_[0, np.cumsum(end - begin)]  # span time before each span
+
+    def upto(t: np.ndarray) -> np.ndarray:  # span time before t
+        k = np.searchsorted(begin, t, side="right")
+        return before[k] - np.maximum(end[np.maximum(k - 1, 0)] - t, 0) * (k > 0)
+
+    return upto(hi) - upto(lo)
 
 
 def _device(
     device: str,
-    acts: list[Activity],
-    launches: dict[int, Launch],
+    acts: Activities,
+    launches: LaunchTable,
     short_gap_s: float,
     per_step: int,
     input_spans: list[tuple[int, int]],
 ) -> DeviceActivity:
-    short_gap_ps = short_gap_s * 1e12
-    idle = {"kernel_launch": 0, "input": 0, "short_gap": 0, "other": 0}
-    input_begins = [b for b, _ in input_spans]
-    busy = 0
-    block_start, block_end = acts[0].start_ps, acts[0].end_ps
-    for act in acts[1:]:
-        if act.start_ps <= block_end:
-            block_end = max(block_end, act.end_ps)
-            continue
-        busy += block_end - block_start
-        gap = act.start_ps - block_end
-        launch = _launch_of(launches, act.correlation_id)
-        if launch is not None and launch.start_ps > block_end:
-            waiting = _covered(input_spans, input_begins, block_end, act.start_ps)
-            idle["input" if 2 * waiting >= gap else "kernel_launch"] += gap
-        elif gap < short_gap_ps:
-            idle["short_gap"] += gap
-        else:
-            idle["other"] += gap
-        block_start, block_end = act.start_ps, act.end_ps
-    busy += block_end - block_start
-    span = max(a.end_ps for a in acts) - acts[0].start_ps
+    start, end, launch = acts.start, acts.end, acts.launch
+    # Activity merges into blocks: a gap opens before an activity that starts after every
+    # earlier one has ended; each gap is charged to that activity.
+    reach = np.maximum.accumulate(end)
+    gap_at = np.flatnonzero(start[1:] > reach[:-1]) + 1
+    gap_from = reach[gap_at - 1]
+    gap = start[gap_at] - gap_from
+    gap_launch = launch[gap_at]
+    launched_late = (gap_launch >= 0) & (launches.start[np.maximum(gap_launch, 0)] > gap_from
+                                         if launches.start.size else False)
+    waiting = _covered(input_spans, gap_from[launched_late], start[gap_at][launched_late])
+    late = gap[launched_late]
+    short = ~launched_late & (gap < short_gap_s * 1e12)
+    idle = {
+        "kernel_launch": int(late[2 * waiting < late].sum()),
+        "input": int(late[2 * waiting >= late].sum()),
+        "short_gap": int(gap[short].sum()),
+        "other": int(gap[~launched_late & ~short].sum()),
+    }
+    span = int(reach[-1]) - int(start[0])
+    busy = span - int(gap.sum())
 
-    kernels = [a for a in acts if a.kind == "kernel"]
-    delays: list[float] = []
-    small = linked = 0
-    for k in kernels:
-        launch = _launch_of(launches, k.correlation_id)
-        if launch is None:
-            continue
-        linked += 1
-        # Host and device clocks can disagree by a little: a negative delay counts as 0.
-        delays.append(max(k.start_ps - launch.end_ps, 0) * 1e-12)
-        if k.end_ps - k.start_ps < launch.end_ps - launch.start_ps:
-            small += 1
+    is_kernel = acts.kind == _KERNEL
+    kernels = np.flatnonzero(is_kernel)
+    linked = kernels[launch[kernels] >= 0]
+    at = launch[linked]
+    # Host and device clocks can disagree by a little: a negative delay counts as 0.
+    delays = [ps * 1e-12 for ps in np.maximum(start[linked] - launches.end[at], 0).tolist()]
+    small = int(((end[linked] - start[linked]) < (launches.end[at] - launches.start[at])).sum())
 
     copy_ps = dict.fromkeys(DIRECTIONS, 0)
     copy_bytes = dict.fromkeys(DIRECTIONS, 0)
-    for a in acts:
-        if a.kind == "memcpy" and a.direction in copy_ps:
-            copy_ps[a.direction] += a.end_ps - a.start_ps
-            copy_bytes[a.direction] += a.nbytes
-    collectives = merge([(k.start_ps, k.end_ps) for k in kernels if _COLLECTIVE.search(k.name)])
-    collective_ps = sum(end - start for start, end in collectives)
+    copies = acts.kind == _MEMCPY
+    for code, direction in enumerate(_DIRECTION_CODES):
+        if direction:
+            sel = copies & (acts.direction == code)
+            copy_ps[direction] = int((end[sel] - start[sel]).sum())
+            copy_bytes[direction] = int(acts.nbytes[sel].sum())
+    names = acts.table.plane.event_names
+    collective_sig = np.array([bool(_COLLECTIVE.search(names.get(s.mid, "")))
+                               for s in acts.table.signatures], bool)
+    sel = np.flatnonzero(is_kernel & collective_sig[acts.sig])
+    collectives = merge(list(zip(start[sel].tolist(), end[sel].tolist(), strict=True)))
+    collective_ps = sum(e - b for b, e in collectives)
+    n_kernels = int(kernels.size)
 
     return DeviceActivity(
         device=device,
         span_s=span * 1e-12,
         busy_s=busy * 1e-12,
         idle_s={cause: ps * 1e-12 for cause, ps in idle.items()},
-        kernel_count=len(kernels),
-        mean_kernel_s=(sum(k.end_ps - k.start_ps for k in kernels) / len(kernels) * 1e-12
-                       if kernels else 0.0),
+        kernel_count=n_kernels,
+        mean_kernel_s=(int((end[kernels] - start[kernels]).sum()) / n_kernels * 1e-12
+                       if n_kernels else 0.0),
         launch_delay_mean_s=sum(delays) / len(delays) if delays else 0.0,
         launch_delay_p95_s=percentile(delays, 95) if delays else 0.0,
-        small_kernel_ratio=small / linked if linked else 0.0,
+        small_kernel_ratio=small / len(delays) if delays else 0.0,
         copy_s={d: ps * 1e-12 / per_step for d, ps in copy_ps.items()},
         copy_bytes={d: b / per_step for d, b in copy_bytes.items()},
         collective_s=collective_ps * 1e-12 / per_step,
@@ -358,18 +326,18 @@ def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[int]
     longest span. Host time plays no part, which is why XProf puts a GPU step's host work in
     "All Others"; tfobs keeps the marker's time and reports this one beside it.
     """
-    launches = events.launches()
     out: dict[int, int] = {}
+    launches = events.launches()
     for plane in events.space.planes:
         if not is_gpu_plane(plane):
             continue
         acts = events.activities(plane)
-        if not acts:
+        if not len(acts):
             continue
         # The group of each event's launch call, -1 where none; then each unlaunched event
         # takes the group of the last event before it that has one.
-        launched = [_launch_of(launches, a.correlation_id) for a in acts]
-        host = np.array([-1 if x is None else x.event for x in launched], np.int64)
+        host = np.where(acts.launch >= 0, launches.event[np.maximum(acts.launch, 0)]
+                        if launches.event.size else -1, -1)
         known = (host >= 0) & (host < len(step_of))
         group = np.full(len(acts), -1, np.int64)
         group[known] = step_of[host[known]]
@@ -380,8 +348,7 @@ def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[int]
         if not keep.size:
             continue
         g = group[keep]
-        begin = np.array([a.start_ps for a in acts], np.int64)[keep]
-        end = np.array([a.end_ps for a in acts], np.int64)[keep]
+        begin, end = acts.start[keep], acts.end[keep]
         # Runs of one group in time order; each run spans its earliest start to latest end.
         first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
         spans = np.maximum.reduceat(end, first) - np.minimum.reduceat(begin, first)

@@ -10,22 +10,18 @@ most time, as XProf does.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from tfobs.analysis import hlo_ops, tensor_cores
+from tfobs.analysis.device_events import PlaneTable, is_gpu_plane
+from tfobs.analysis.timeline import time_base_ps
 from tfobs.summary import Kernels, KernelStat
-from tfobs.xspace.columns import KIND_REF
 from tfobs.xspace.reader import PlaneView, SpaceView
 
 MAX_ROWS = 1000  # XProf's kMaxNumOfKernels
-GPU_PLANE_PREFIX = "/device:GPU:"
-
-# Lines the profiler derives (steps, XLA ops, ...) carry ids in this range (tsl xplane_schema).
-_DERIVED_LINE_MIN = 0xDEADBEEF
-_DERIVED_LINE_MAX = _DERIVED_LINE_MIN + 0xFF
 _UINT32_MAX = 2**32 - 1
 _TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
 _JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?")
@@ -40,14 +36,14 @@ class _Row:
     rule: str = ""
     occupancy: float = 0.0
 
-    def add(self, ns: int) -> None:
+    def add(self, count: int, total_ns: int, min_ns: int, max_ns: int) -> None:
         if self.count == 0:
-            self.min_ns = self.max_ns = ns
+            self.min_ns, self.max_ns = min_ns, max_ns
         else:
-            self.min_ns = min(self.min_ns, ns)
-            self.max_ns = max(self.max_ns, ns)
-        self.count += 1
-        self.total_ns += ns
+            self.min_ns = min(self.min_ns, min_ns)
+            self.max_ns = max(self.max_ns, max_ns)
+        self.count += count
+        self.total_ns += total_ns
 
 
 @dataclass
@@ -104,14 +100,6 @@ def tf_op_name(tf_op: str) -> str:
     return tf_op
 
 
-def is_gpu_plane(plane: PlaneView) -> bool:
-    return plane.name.startswith(GPU_PLANE_PREFIX)
-
-
-def is_derived_line(line_id: int) -> bool:
-    return _DERIVED_LINE_MIN <= line_id <= _DERIVED_LINE_MAX
-
-
 def plane_vendor(plane: PlaneView) -> str:
     try:
         return tensor_cores.vendor_of(plane.plane_stats().get("device_vendor", ""))
@@ -129,10 +117,12 @@ def hlo_op_names(space: SpaceView) -> dict[tuple[int, str], str]:
     return {}
 
 
-def reduce_kernels(space: SpaceView, hlo: dict[tuple[int, str], str] | None = None) -> Kernels:
+def reduce_kernels(space: SpaceView, hlo: dict[tuple[int, str], str] | None = None,
+                   table: Callable[[PlaneView], PlaneTable] | None = None) -> Kernels:
     """Kernel table and Tensor Core aggregates over every GPU plane; empty on CPU/TPU.
 
-    `hlo`: `hlo_op_names(space)` when the caller has it already.
+    `hlo`: `hlo_op_names(space)` when the caller has it already; `table`: the plane's
+    `PlaneTable` when the caller has one (`GpuEvents.table`).
     """
     rows: dict[tuple, _Row] = {}
     launches: dict[str, _Launch] = {}
@@ -141,7 +131,9 @@ def reduce_kernels(space: SpaceView, hlo: dict[tuple[int, str], str] | None = No
     if hlo is None:
         hlo = hlo_op_names(space)
     for plane in gpu_planes:
-        _scan_plane(plane, hlo, rows, launches, totals)
+        if any(n in plane.stat_ids for n in _WANTED):
+            _scan_plane(plane, table(plane) if table else PlaneTable(plane, time_base_ps([plane])),
+                        hlo, rows, launches, totals)
     items = sorted(rows.items(), key=lambda kv: (-kv[1].total_ns, kv[0]))[:MAX_ROWS]
     return Kernels(
         total_s=totals[0] * 1e-9,
@@ -154,23 +146,41 @@ def reduce_kernels(space: SpaceView, hlo: dict[tuple[int, str], str] | None = No
 
 def _scan_plane(
     plane: PlaneView,
+    table: PlaneTable,
     hlo: dict[tuple[int, str], str],
     rows: dict[tuple, _Row],
     launches: dict[str, _Launch],
     totals: list[int],
 ) -> None:
+    """Adds the plane's kernels (events that last at least a nanosecond) to `rows`.
+
+    Each signature of events is one (kernel, op) row key: rows are keyed once per
+    signature, in the order their first kernel comes (a row keeps its first occupancy).
+    """
     vendor = plane_vendor(plane)
-    ids = {plane.stat_ids[n]: n for n in _WANTED if n in plane.stat_ids}
-    if not ids:
+    ns = table.duration // 1000
+    timed = np.flatnonzero(ns > 0)
+    if not timed.size:
         return
+    sig, ns = table.sig[timed], ns[timed]
+    order = np.argsort(sig, kind="stable")
+    sig, ns = sig[order], ns[order]
+    first = np.flatnonzero(np.r_[True, sig[1:] != sig[:-1]])
+    count = np.diff(np.r_[first, sig.size])
+    total = np.add.reduceat(ns, first)
+    low, high = np.minimum.reduceat(ns, first), np.maximum.reduceat(ns, first)
+    seen = np.argsort(order[first], kind="stable")  # signatures by first kernel
     md_cache: dict[int, dict[str, str]] = {}
     ops_cache: dict[tuple, tuple[str, bool]] = {}  # the same few ops repeat per kernel
-    for mid, ns, stats in _kernel_events(plane, ids):
+    for s, c, t, lo, hi in zip(sig[first][seen].tolist(), count[seen].tolist(),
+                               total[seen].tolist(), low[seen].tolist(), high[seen].tolist(),
+                               strict=True):
+        signature = table.signatures[s]
+        mid = signature.mid
         md = md_cache.get(mid)
         if md is None:
-            md = md_cache[mid] = _metadata_stats(plane, mid, ids)
-        if md:
-            stats = {**md, **stats}
+            md = md_cache[mid] = _metadata_stats(plane, mid, _WANTED)
+        stats = {**md, **{k: _as_text(v) for k, v in signature.stats.items() if k in _WANTED}}
         details = stats.get("kernel_details", "")
         if not details:
             continue
@@ -194,65 +204,31 @@ def _scan_plane(
         row = rows.get(key)
         if row is None:
             row = rows[key] = _Row(rule=rule, occupancy=launch.occupancy)
-        row.add(ns)
-        totals[0] += ns
+        row.add(c, t, lo, hi)
+        totals[0] += t
         if rule:
-            totals[1] += ns
+            totals[1] += t
         if eligible:
-            totals[2] += ns
+            totals[2] += t
             if rule:
-                totals[3] += ns
+                totals[3] += t
 
 
-def _kernel_events(
-    plane: PlaneView, ids: dict[int, str]
-) -> Iterator[tuple[int, int, dict[str, str]]]:
-    """(metadata id, ns, {wanted stat: text}) for events of a plane's real lines
-    that last at least a nanosecond, read from the plane's columns (no protobuf events)."""
-    cols = plane.events
-    keep = np.zeros(len(cols), bool)
-    for j, line in enumerate(plane.lite.lines):
-        if not is_derived_line(line.id):
-            keep[cols.line_start[j]:cols.line_start[j + 1]] = True
-    ns_all = cols.duration // 1000
-    events = np.flatnonzero(keep & (ns_all > 0))
-    if not events.size:
-        return
-    batch = cols.stats_of(events, np.fromiter(ids, np.int64, len(ids)))
-    wanted = np.flatnonzero(np.isin(batch.mid, np.fromiter(ids, np.int64, len(ids))))
-    per_event: dict[int, dict[str, str]] = {}
-    names = plane.stat_names
-    for r, ev, mid, kind in zip(wanted.tolist(), batch.event[wanted].tolist(),
-                                batch.mid[wanted].tolist(), batch.kind[wanted].tolist(),
-                                strict=True):
-        value = batch.python(r)
-        if kind == KIND_REF:
-            text = names.get(value, "")
-        elif isinstance(value, bytes):
-            text = value.decode("utf-8", "replace")
-        else:
-            text = "" if value is None else str(value)
-        per_event.setdefault(ev, {})[ids[mid]] = text  # a later record wins
-    mids, ns = cols.mid[events].tolist(), ns_all[events].tolist()
-    for ev, mid, n in zip(events.tolist(), mids, ns, strict=True):
-        yield mid, n, per_event.get(ev, {})
-
-
-def _metadata_stats(plane: PlaneView, mid: int, ids: dict[int, str]) -> dict[str, str]:
-    meta = plane.lite.event_metadata.get(mid)
-    out: dict[str, str] = {}
-    if meta is not None:
-        for s in meta.stats:
-            if s.metadata_id in ids:
-                out[ids[s.metadata_id]] = _text(plane, s)
-    return out
-
-
-def _text(plane: PlaneView, stat) -> str:
-    value = plane.value(stat)
+def _as_text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     return "" if value is None else str(value)
+
+
+def _metadata_stats(plane: PlaneView, mid: int, wanted: tuple[str, ...]) -> dict[str, str]:
+    meta = plane.lite.event_metadata.get(mid)
+    out: dict[str, str] = {}
+    if meta is not None:
+        ids = {plane.stat_ids[n]: n for n in wanted if n in plane.stat_ids}
+        for s in meta.stats:
+            if s.metadata_id in ids:
+                out[ids[s.metadata_id]] = _as_text(plane.value(s))
+    return out
 
 
 def _op_and_eligibility(

@@ -11,16 +11,18 @@ the events of accelerator planes (GPU stream kernels, TPU `XLA Ops`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable
 from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
-from tfobs.analysis.kernels import GPU_PLANE_PREFIX, is_derived_line
 from tfobs.analysis.timeline import LineData, Timeline, id_array, member
 from tfobs.errors import CaptureError
 from tfobs.summary import Ops, OpStat
+from tfobs.xspace.reader import PlaneView
 
 
 @dataclass
@@ -164,12 +166,15 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
 
 
 def device_op_metrics(
-    devices: list[Timeline], hlo: dict[tuple[int, str], str] | None = None
+    devices: list[Timeline], hlo: dict[tuple[int, str], str] | None = None,
+    table: Callable[[PlaneView], PlaneTable] | None = None,
 ) -> dict[str, OpAgg]:
-    """Device rows of XProf's framework_op_stats (GPU or TPU planes), IDLE left out."""
+    """Device rows of XProf's framework_op_stats (GPU or TPU planes), IDLE left out.
+
+    `table`: a GPU plane's `PlaneTable` when the caller has one (`GpuEvents.table`)."""
     gpu = [tl for tl in devices if tl.plane.name.startswith(GPU_PLANE_PREFIX)]
     if gpu:
-        return gpu_op_metrics(gpu, hlo or {})
+        return gpu_op_metrics(gpu, hlo or {}, table)
     return tpu_op_metrics(devices)
 
 
@@ -277,7 +282,9 @@ def tpu_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
 _GPU_STATS = ("hlo_op", "program_id", "tf_op")
 
 
-def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str]) -> dict[str, OpAgg]:
+def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str],
+                   table: Callable[[PlaneView], PlaneTable] | None = None
+                   ) -> dict[str, OpAgg]:
     """XProf's device rows of framework_op_stats on GPU planes.
 
     As `ConvertDeviceTraceXPlaneToOpMetricsDb` then `CreateTfMetricsDbFromDeviceOpMetricsDb`:
@@ -292,38 +299,31 @@ def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str]) -> 
     # key -> [row name, type, count, total ps, self ps]
     device_ops: dict[tuple[int, str], list] = {}
     for tl in devices:
-        ids = {tl.stat_ids[k]: k for k in _GPU_STATS if k in tl.stat_ids}
+        plane = tl.plane
+        events = table(plane) if table else PlaneTable(plane, tl.base_ps)
+        if not len(events):
+            continue
+        count = np.bincount(events.sig, minlength=len(events.signatures)).tolist()
+        time = np.zeros(len(events.signatures), np.int64)
+        np.add.at(time, events.sig, events.duration)
         md_cache: dict[int, dict[str, Any]] = {}
-        op_cache: dict[tuple, tuple[tuple[int, str], str, str] | None] = {}
-        for ld in tl.lines:
-            if is_derived_line(ld.line.id) or not len(ld):
-                continue
-            positions = _stored_positions(ld)  # the first type seen names a row
-            stats_list = tl.stat_values_many(ld, positions, ids) if ids else [{}] * len(ld)
-            durs = (ld.end_arr - ld.start_arr).tolist()
-            mids = ld.mids
-            for i, stats in zip(positions, stats_list, strict=True):
-                mid = mids[i]
-                md = md_cache.get(mid)
-                if md is None:
-                    md = md_cache[mid] = {k: v for k, v in tl.plane.metadata_stats(mid).items()
+        for j in events.first_seen().tolist():  # the first type seen names a row
+            sig = events.signatures[j]
+            md = md_cache.get(sig.mid)
+            if md is None:
+                md = md_cache[sig.mid] = {k: v for k, v in plane.metadata_stats(sig.mid).items()
                                           if k in _GPU_STATS}
-                if md:
-                    stats = {**md, **stats}
-                op_key = (stats.get("hlo_op"), stats.get("program_id"), stats.get("tf_op"),
-                          mid)
-                if op_key in op_cache:
-                    key = op_cache[op_key]
-                else:
-                    key = op_cache[op_key] = _device_op(stats, tl.names.get(mid, ""), hlo)
-                if key is None:
-                    continue
-                op = device_ops.get(key[0])
-                if op is None:
-                    op = device_ops[key[0]] = [key[1], key[2], 0, 0, 0]
-                op[2] += 1
-                op[3] += durs[i]
-                op[4] += durs[i]
+            stats = {k: v for k, v in sig.stats.items() if k in _GPU_STATS}
+            key = _device_op({**md, **stats}, tl.names.get(sig.mid, ""), hlo)
+            if key is None:
+                continue
+            op = device_ops.get(key[0])
+            if op is None:
+                op = device_ops[key[0]] = [key[1], key[2], 0, 0, 0]
+            ps = int(time[j])
+            op[2] += count[j]
+            op[3] += ps
+            op[4] += ps
     return _rows(device_ops.values())
 
 
