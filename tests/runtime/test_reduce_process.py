@@ -139,6 +139,43 @@ def test_hanging_helper_is_killed_at_its_timeout_and_comes_back(worker, fast_bac
     assert worker.starts == 2
 
 
+def test_helper_starved_at_idle_priority_comes_back_at_nice_19(fast_backoff):
+    # Every core the helper may use is kept busy by a normal-priority process: at
+    # SCHED_IDLE it gets no CPU, so each window would only time out. The starved helper
+    # is replaced by one at nice 19 without SCHED_IDLE, which reduces the next window.
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs: one kept busy, one for the restarted helper")
+    worker = ReduceWorker(data_limit=data_limit_bytes(256 << 20), starved_after_s=1.0)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(busy.pid, {cpus[0]})
+        worker.ensure_started()
+        first = worker.pid
+        assert first is not None and os.sched_getscheduler(first) == os.SCHED_IDLE
+        os.sched_setaffinity(first, {cpus[0]})  # beside the busy loop only
+        time.sleep(0.3)  # the busy loop owns that core now
+        t0 = time.monotonic()
+        with pytest.raises(WorkerFailed) as exc:
+            worker.reduce(str(LONG_CAPTURE), **ARGS)
+        assert exc.value.kind == "starved"
+        assert "nice 19" in str(exc.value)
+        assert time.monotonic() - t0 < 10  # found in about starved_after_s, not at the timeout
+        assert gone_within(first, 5)
+        assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
+        second = worker.pid
+        assert second is not None and second != first and worker.starts == 2
+        assert os.sched_getscheduler(second) == os.SCHED_OTHER
+        assert int(Path(f"/proc/{second}/stat").read_text().rsplit(")", 1)[1].split()[16]) == 19
+    finally:
+        busy.kill()
+        busy.wait()
+        pid = worker.pid
+        worker.stop(1.0)
+        if pid is not None:
+            assert gone_within(pid, 5)
+
+
 def test_out_of_memory_fails_that_window_and_a_fresh_helper_reduces_the_next(fast_backoff):
     # 80 MB of data: the imports fit (about 65 MB), this capture's reduction does not.
     worker = ReduceWorker(data_limit=80 << 20)

@@ -1,6 +1,6 @@
 """Entry point of the reduce helper (see `tfobs/reduce_worker/__init__.py` for the protocol).
 
-    python -m tfobs.reduce_worker --parent PID --data-limit BYTES --nice N
+    python -m tfobs.reduce_worker --parent PID --data-limit BYTES --nice N [--idle-policy 0|1]
 """
 
 from __future__ import annotations
@@ -39,21 +39,29 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def limit_self(data_bytes: int, nice: int) -> None:
+def limit_self(data_bytes: int, nice: int, idle_policy: bool = True) -> None:
     """Low priority and a data-size limit of our own (nothing to do for the parent).
 
     SCHED_IDLE (Linux) runs the helper only on CPU time nothing else wants: at nice 10 alone
     a 1 ms ticker in a training job on a busy 2-core machine waited 260 ms for a core while
-    the helper reduced (issue 17). nice covers systems without SCHED_IDLE."""
+    the helper reduced (issue 17). nice covers systems without SCHED_IDLE, and machines
+    where other work keeps every core busy (SCHED_IDLE then never runs: the parent restarts
+    a starved helper with `idle_policy` off, at nice 19)."""
     if nice > 0:
         try:
             os.nice(nice)
         except OSError:
             pass
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-        except (AttributeError, OSError):
-            pass
+        if not idle_policy:
+            try:
+                os.nice(19 - os.nice(0))
+            except OSError:
+                pass
+        else:
+            try:
+                os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            except (AttributeError, OSError):
+                pass
     if data_bytes > 0:
         which = getattr(resource, "RLIMIT_DATA", resource.RLIMIT_AS)
         try:
@@ -101,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parent", type=int, required=True)
     p.add_argument("--data-limit", type=int, default=0)
     p.add_argument("--nice", type=int, default=10)
+    p.add_argument("--idle-policy", type=int, default=1, help="1: SCHED_IDLE (Linux)")
     args = p.parse_args(argv)
     die_with_parent(args.parent)
-    limit_self(args.data_limit, args.nice)
+    limit_self(args.data_limit, args.nice, bool(args.idle_policy))
     # Answers go to the pipe we were given as stdout; anything a library prints goes to
     # stderr instead, so it cannot break the protocol.
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")

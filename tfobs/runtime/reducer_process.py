@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tfobs.reduce_worker import MODULE
@@ -29,12 +30,17 @@ START_TIMEOUT_S = 60.0  # imports on a loaded machine
 TIMEOUT_S = 60.0  # per reduction, plus TIMEOUT_PER_MB_S per MB of capture
 TIMEOUT_PER_MB_S = 2.0
 BACKOFF_S = (0.5, 30.0)  # first wait before a restart, and the most it doubles to
+# A helper at idle priority that has had less than STARVED_CPU_S of CPU this long into a
+# reduction is starved (other work keeps every core busy): it is restarted at plain low
+# priority (nice 19, no SCHED_IDLE), which the scheduler still gives a small share.
+STARVED_AFTER_S = 10.0
+STARVED_CPU_S = 0.05
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class WorkerFailed(Exception):
-    """A reduction the helper did not finish: kind is died | timeout | memory | too_large |
-    error."""
+    """A reduction the helper did not finish: kind is died | timeout | starved | memory |
+    too_large | error."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
@@ -53,11 +59,14 @@ def data_limit_bytes(max_capture_bytes: int) -> int:
 
 class ReduceWorker:
     def __init__(self, *, data_limit: int, python: str | None = None, nice: int = NICE,
-                 timeout_s: float = TIMEOUT_S) -> None:
+                 timeout_s: float = TIMEOUT_S, starved_after_s: float = STARVED_AFTER_S
+                 ) -> None:
         self.python = python or sys.executable
         self.data_limit = data_limit
         self.nice = nice
         self.timeout_s = timeout_s
+        self.starved_after_s = starved_after_s
+        self.idle_policy = True  # SCHED_IDLE; off for good once a helper starved
         self.starts = 0  # helpers started (1 + restarts)
         self.busy = False  # a request is out (read-only: tests, benchmarks)
         self._proc: subprocess.Popen[bytes] | None = None
@@ -92,7 +101,8 @@ class ReduceWorker:
         # would compete with training for cores.
         env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         cmd = [self.python, "-m", MODULE, "--parent", str(os.getpid()),
-               "--data-limit", str(self.data_limit), "--nice", str(self.nice)]
+               "--data-limit", str(self.data_limit), "--nice", str(self.nice),
+               "--idle-policy", "1" if self.idle_policy else "0"]
         try:
             proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, close_fds=True, env=env,
@@ -165,12 +175,26 @@ class ReduceWorker:
             size_mb = os.path.getsize(path) / 1e6
         except OSError:
             size_mb = 0.0
-        deadline = time.monotonic() + self.timeout_s + TIMEOUT_PER_MB_S * size_mb
+        sent = time.monotonic()
+        deadline = sent + self.timeout_s + TIMEOUT_PER_MB_S * size_mb
+        cpu_at_start = _proc_cpu_s(proc.pid) or 0.0
+
+        def starved() -> None:
+            if not self.idle_policy or time.monotonic() - sent < self.starved_after_s:
+                return
+            if (_proc_cpu_s(proc.pid) or 0.0) - cpu_at_start >= STARVED_CPU_S:
+                return
+            self.idle_policy = False
+            raise WorkerFailed("starved", f"reduce helper had no CPU for "
+                               f"{self.starved_after_s:.0f} s at idle priority (other work "
+                               "keeps every core busy); restarted at nice 19 without "
+                               "SCHED_IDLE")
+
         self.busy = True
         try:
             proc.stdin.write((json.dumps(request) + "\n").encode())
             proc.stdin.flush()
-            reply = self._read_line(deadline, "mid-reduction")
+            reply = self._read_line(deadline, "mid-reduction", starved)
         except (OSError, ValueError) as exc:
             self._kill()
             raise WorkerFailed("died", f"reduce helper gone: {exc}") from exc
@@ -212,7 +236,9 @@ class ReduceWorker:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _read_line(self, deadline: float, when: str) -> dict[str, Any]:
+    def _read_line(self, deadline: float, when: str,
+                   check: Callable[[], None] | None = None) -> dict[str, Any]:
+        """The helper's next reply line; `check` runs while waiting and may raise."""
         proc = self._proc
         assert proc is not None and proc.stdout is not None
         fd = proc.stdout.fileno()
@@ -226,6 +252,8 @@ class ReduceWorker:
                 if not sel.select(min(left, 0.5)):
                     if self._stop.is_set():
                         raise WorkerFailed("died", "tfobs is shutting down")
+                    if check is not None:
+                        check()
                     continue
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
