@@ -1,7 +1,9 @@
 """The reduction's fast paths equal their plain references: seeded random cases, and every
 test capture.
 
-- the numpy sweep of step event types (`all_type_times`) vs the Python sweep (`type_times`);
+- the numpy sweep of step event types (`all_type_times`) vs the Python sweep (`type_times`),
+  also on call trees whose nested events it leaves out;
+- the memory table's allocation replay (`memory.replay`) vs event by event;
 - laminar nesting without a loop (`_nesting_laminar`) vs the stack walk (`_nesting`);
 - step grouping in waves (`_Grouper.group`) vs the event-by-event walk it replaced;
 - the column reader (`PlaneEvents`, `stats_of`) vs the plain protobuf parse, and its
@@ -23,6 +25,7 @@ import pytest
 from tests.conftest import capture_paths, fidelity_capture_paths
 from tfobs.analysis import breakdown as bd
 from tfobs.analysis import ops
+from tfobs.analysis.memory import replay
 from tfobs.analysis.steps import StepGroup, _Grouper, _roots
 from tfobs.analysis.timeline import Timeline
 from tfobs.xspace import schema
@@ -490,3 +493,29 @@ def test_continuation_count_without_bitwise_count(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(columns, "_BITWISE_COUNT", None)
     assert np.array_equal(columns._count_continuations(cont), fast)
     assert fast.tolist() == [bin(v).count("1") for v in cont.tolist()]
+
+
+def _replay_one_by_one(alloc: list[bool], addr: list[int], nbytes: list[int],
+                       heap: int) -> tuple[list[int], int]:
+    active: dict[int, int] = {}
+    for j, (a, ad, nb) in enumerate(zip(alloc, addr, nbytes, strict=True)):
+        if a:
+            active[ad] = j
+            heap -= nb
+        elif active.pop(ad, None) is not None:
+            heap += nb
+    return sorted(active.values()), heap
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_memory_replay_equals_event_by_event(seed: int) -> None:
+    # Few addresses, so blocks are reused, freed twice, freed before any allocation.
+    rng = np.random.default_rng(3000 + seed)
+    n = int(rng.integers(0, 200))
+    alloc = rng.random(n) < 0.55
+    addr = rng.integers(0, int(rng.integers(1, 20)), n).astype(np.int64)
+    nbytes = rng.integers(0, 1 << 40, n).astype(np.int64)
+    heap = int(rng.integers(0, 1 << 45))
+    held, left = replay(alloc, addr, nbytes, heap)
+    assert (held.tolist(), left) == _replay_one_by_one(alloc.tolist(), addr.tolist(),
+                                                       nbytes.tolist(), heap)

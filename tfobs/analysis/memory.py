@@ -195,6 +195,36 @@ def reduce_memory(
     return tuple(out)
 
 
+def replay(alloc: np.ndarray, addr: np.ndarray, nbytes: np.ndarray, heap: int
+           ) -> tuple[np.ndarray, int]:
+    """(positions of the allocations still active at the end, `heap` less their bytes)
+    of a sequence of allocations and frees in time order.
+
+    As XProf replays them: an allocation makes its address active (whatever was there),
+    a free of an active address ends it; each allocation's bytes are taken off `heap`
+    and each such free's bytes given back. Per address at once, not event by event.
+    """
+    n = alloc.size
+    by_addr = np.argsort(addr, kind="stable")  # each address's events in time order
+    alloc_a, addr_a = alloc[by_addr], addr[by_addr]
+    after_alloc = np.zeros(n, bool)  # the address's previous event allocated
+    after_alloc[1:] = (addr_a[1:] == addr_a[:-1]) & alloc_a[:-1]
+    last = np.ones(n, bool)  # the address's last event
+    last[:-1] = addr_a[1:] != addr_a[:-1]
+    freed = ~alloc_a & after_alloc
+    left = heap - _exact_sum(nbytes[alloc]) + _exact_sum(nbytes[by_addr][freed])
+    return np.sort(by_addr[last & alloc_a]), left
+
+
+def _exact_sum(values: np.ndarray) -> int:
+    """Sum of int64 values as a Python int (numpy's when it cannot overflow)."""
+    if not values.size:
+        return 0
+    if int(np.abs(values).max()) < (1 << 62) // values.size:
+        return int(values.sum())
+    return sum(values.tolist())
+
+
 def _xprof_steps(steps: np.ndarray) -> np.ndarray:
     """XProf's `UpdateStepId` over events in time order: an event in no step takes the
     step after the last one seen (0 before any)."""
@@ -228,22 +258,13 @@ def _active_at_peak(
     peak_time = int(offsets[np.flatnonzero(events == peak_event)[0]])
     upto = np.searchsorted(offsets[seq], peak_time, side="right")
     picked = seq[:upto][step[:upto] == peak_step]
-    unmapped = peak_heap  # heap bytes at the peak that no listed allocation explains
-    active: dict[int, int] = {}
-    for j, alloc, addr, nbytes in zip(picked.tolist(), is_alloc[picked].tolist(),
-                                      mem.addr[picked].tolist(), mem.nbytes[picked].tolist(),
-                                      strict=True):
-        if alloc:
-            active[addr] = j
-            unmapped -= nbytes
-        elif active.pop(addr, None) is not None:
-            unmapped += nbytes  # a free of an earlier block of the step counts back
+    held, unmapped = replay(is_alloc[picked], mem.addr[picked], mem.nbytes[picked], peak_heap)
+    active = picked[held]
     special = [b for b in (unmapped, peak_stack) if b > 0]
-    sizes = np.unique(np.array([int(mem.nbytes[j]) for j in active.values()] + special,
-                               np.int64))  # distinct: identical rows merge below
+    sizes = np.unique(np.r_[mem.nbytes[active], np.array(special, np.int64)])
     floor = sizes[-top_n] if sizes.size > top_n else None
     rows = []
-    for j in active.values():
+    for j in active.tolist():
         if floor is not None and int(mem.nbytes[j]) < floor:
             continue  # cannot make the first top_n rows: not decoded
         st = _decode(host, int(events[j]), wanted)
