@@ -91,7 +91,7 @@ def test_numpy_sweep_equals_reference_with_call_trees(seed: int) -> None:
         g.events.append((rng.choice(TYPES, n).astype(np.int64), strays.astype(np.int64),
                          (strays + lengths).astype(np.int64)))
         groups.append(g)
-    kept = bd._without_nested(*bd._columns(groups))[0].size
+    kept = bd._without_nested(*bd._columns(groups))[0].size  # under the sampling size
     assert kept < sum(len(c[0]) for g in groups for c in g.events)  # the test tests that
     for g, got in zip(groups, bd.all_type_times(groups), strict=True):
         assert got == bd._reference(g)
@@ -519,3 +519,23 @@ def test_memory_replay_equals_event_by_event(seed: int) -> None:
     held, left = replay(alloc, addr, nbytes, heap)
     assert (held.tolist(), left) == _replay_one_by_one(alloc.tolist(), addr.tolist(),
                                                        nbytes.tolist(), heap)
+
+
+def test_numpy_sweep_samples_large_windows_before_leaving_nested_events_out() -> None:
+    # Past the sampling size: a deep call tree is left out (the sample says it pays), a
+    # flat run of events is swept whole; both equal the reference.
+    rng = np.random.default_rng(7)
+    calls = np.arange(800, dtype=np.int64) * 1000  # 800 calls of 50 short calls each
+    inner = calls[:, None] + 1 + np.arange(50) * 17 + rng.integers(0, 5, (800, 50))
+    begin = np.column_stack((calls, inner)).ravel()
+    end = np.column_stack((calls + 900, inner + 10)).ravel()
+    tree = StepGroup(0, "train", int(begin.min()), int(end.max()))
+    tree.events.append((np.full(begin.size, 10, np.int64), begin, end))
+    flat_begin = np.arange(0, 40_000 * 10, 10, dtype=np.int64)
+    flat = StepGroup(1, "train", 0, int(flat_begin[-1]) + 5)
+    flat.events.append((rng.choice(TYPES, flat_begin.size).astype(np.int64), flat_begin,
+                        flat_begin + 5))
+    for g in (tree, flat):
+        kept = bd._without_nested(*bd._columns([g]))[0].size
+        assert (kept < begin.size // 2) if g is tree else (kept == flat_begin.size)
+        assert bd.all_type_times([g]) == [bd._reference(g)]

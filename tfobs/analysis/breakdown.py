@@ -119,6 +119,12 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     return _per_group(groups, g, current[gap], span)
 
 
+# Leaving nested events out pays where most events are nested (call trees); elsewhere the
+# search costs more than it saves. Large windows are sampled first: blocks of events.
+_NESTED_SAMPLE = (8, 1024)  # blocks, events per block
+_NESTED_WORTH = 0.25  # the share of sampled events nested that makes the search worth it
+
+
 def _without_nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
                     group: np.ndarray) -> tuple[np.ndarray, ...]:
     """The events less those strictly inside another event of their type and group.
@@ -126,14 +132,33 @@ def _without_nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
     Such an event changes nothing in the sweep: its type is open from before its start to
     after its end, so the type in force is the same at its two bounds as just before them,
     and no zero-length event of its type there can be sticky. (Call trees, such as JAX's
-    Python tracer events, are mostly such events.) Found within each run of events stored
-    in time order (a thread's events in a step), type by type; left as is where the packed
-    keys below would not fit 63 bits.
+    Python tracer events, are mostly such events.) Done only where a sample of the events
+    says many are nested.
     """
+    n = etype.size
+    blocks, size = _NESTED_SAMPLE
+    if n > 2 * blocks * size:
+        at = np.linspace(0, n - size, blocks).astype(np.int64)
+        take = (at[:, None] + np.arange(size)).ravel()
+        sample = _nested(etype[take], begin[take], end[take], group[take])
+        if sample is None or sample.mean() < _NESTED_WORTH:
+            return etype, begin, end, group
+    inside = _nested(etype, begin, end, group)
+    if inside is None or not inside.any():
+        return etype, begin, end, group
+    keep = ~inside
+    return etype[keep], begin[keep], end[keep], group[keep]
+
+
+def _nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
+            group: np.ndarray) -> np.ndarray | None:
+    """Which events lie strictly inside another of their type and group, found within each
+    run of events stored in time order (a thread's events in a step); None where the
+    packed keys below would not fit 63 bits."""
     n = etype.size
     types = _small_types(etype)
     if n < 2 or types is None:
-        return etype, begin, end, group
+        return None
     # Runs: a new one where the group changes or time goes back (the next thread).
     run = np.cumsum(np.r_[False, (group[1:] != group[:-1]) | (begin[1:] < begin[:-1])])
     rank = np.zeros(256, np.int64)
@@ -141,8 +166,8 @@ def _without_nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
     seg = run * types.size + rank[etype]
     e_lo = int(end.min())
     end_bits = (int(end.max()) - e_lo).bit_length()
-    if int(seg[-1] if types.size == 1 else seg.max()).bit_length() + end_bits > 62:
-        return etype, begin, end, group
+    if int(seg.max()).bit_length() + end_bits > 62:
+        return None
     # By segment (run, type), time order kept (a stable sort of keys that are mostly
     # in order already); then, per event, the latest end among the events of its
     # segment that begin strictly before it: a running max of packed (segment, end),
@@ -156,11 +181,9 @@ def _without_nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
     before = np.where(tie_start > 0, reach[np.maximum(tie_start - 1, 0)], -1)
     # Same segment (the high bits agree), a later end; the event itself not an instant.
     inside = ((before >> end_bits) == seg_o) & (before > packed) & (end_o > begin_o)
-    if not inside.any():
-        return etype, begin, end, group
-    keep = np.ones(n, bool)
-    keep[order[inside]] = False
-    return etype[keep], begin[keep], end[keep], group[keep]
+    out = np.zeros(n, bool)
+    out[order[inside]] = True
+    return out
 
 
 def _hold_sticky_types(current: np.ndarray, start: np.ndarray, typ: np.ndarray,
