@@ -42,6 +42,15 @@ _log = logging.getLogger("tfobs")
 # Capture bytes -> summary; `top_n` and `short_gap_s` come from the config.
 Reducer = Callable[..., WindowSummary]
 
+# A reduction starts this many of the window's steps after its export, at most
+# SETTLE_MAX_S later. TensorFlow's export slows the step it overlaps; the reduction, even
+# in the idle-priority helper, slows the steps it runs beside (caches and, on SMT cores,
+# execution units shared with training). Started at once, both landed on the same steps:
+# the slowest of the three steps after a 5-step window was 1.45x the median step
+# (median over windows), 1.17x with the reduction 4 steps later (benchmarks/RESULTS.md).
+SETTLE_STEPS = 4
+SETTLE_MAX_S = 0.5
+
 
 class TooLarge(Exception):
     """The capture has more events than max_capture_events."""
@@ -92,6 +101,7 @@ class ReduceThread:
 
     def _reduce(self, window: OpenWindow, result: CaptureResult) -> None:
         record, budget = window.record, self._w.budget
+        self._let_steps_pass(window)
         t0, cpu0 = time.perf_counter(), time.thread_time()
         try:
             summary = self._reduce_capture(result)
@@ -137,6 +147,17 @@ class ReduceThread:
             self._finish(record, "captured", "")
         else:
             self._finish(record, "empty", summary.steps.note)
+
+    def _let_steps_pass(self, window: OpenWindow) -> None:
+        """Wait SETTLE_STEPS of the window's own steps (not past `disable()`)."""
+        rec = window.record
+        steps = rec.last_step - rec.first_step + 1
+        if steps <= 0 or rec.end_ns <= rec.start_ns:
+            return
+        deadline = time.monotonic() + min(
+            SETTLE_STEPS * (rec.end_ns - rec.start_ns) / 1e9 / steps, SETTLE_MAX_S)
+        while not self._w.stopping and (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(left, 0.02))
 
     def _cpu_since(self, thread_cpu0: float) -> float:
         """This thread's CPU since `thread_cpu0`, plus the helper's since the last call."""
