@@ -152,8 +152,8 @@ class ReduceThread:
         """Wait SETTLE_STEPS of the window's own steps (not past `disable()`)."""
         rec = window.record
         steps = rec.last_step - rec.first_step + 1
-        if steps <= 0 or rec.end_ns <= rec.start_ns:
-            return
+        if rec.first_step < 0 or steps <= 0 or rec.end_ns <= rec.start_ns:
+            return  # no steps traced (an on-demand capture between steps): nothing to wait for
         deadline = time.monotonic() + min(
             SETTLE_STEPS * (rec.end_ns - rec.start_ns) / 1e9 / steps, SETTLE_MAX_S)
         while not self._w.stopping and (left := deadline - time.monotonic()) > 0:
