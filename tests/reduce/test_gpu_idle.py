@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import capture_paths
 from tests.support import synthetic_gpu
 from tests.support.synthetic_gpu import Kernel
+from tfobs.analysis import analyze
 from tfobs.analysis.gpu_idle import reduce_devices
 from tfobs.analysis.kernels import reduce_kernels
 from tfobs.summary import Steps
@@ -219,3 +220,28 @@ def test_cpu_and_tpu_captures_have_no_gpu_figures() -> None:
             view = parse(capture.read_bytes())
             assert reduce_devices(view, Steps()) == ()
             assert reduce_kernels(view).total_s == 0.0
+
+
+def test_device_times_past_int64_sum_exactly() -> None:
+    # Twenty overlapping kernels and copies of 2^59 ps each (a corrupt clock, yet each time
+    # in range): their sums pass int64, and the numpy sums must not wrap.
+    huge_us = 2**59 / synthetic_gpu.US
+    kernels = [Kernel(f"k{i % 3}", 0.0, huge_us, tf_op="model/dense/MatMul:MatMul")
+               for i in range(20)]
+    kernels += [Kernel("Memcpy HtoD", 0.0, huge_us, memcpy="kind:HtoD size:1024", stream=9)
+                for _ in range(20)]
+    data = synthetic_gpu.build(kernels)
+    space = schema.XSpace()
+    space.ParseFromString(data)
+    gpu = next(p for p in space.planes if p.name.startswith("/device:GPU:"))
+    durations = {line.name: [e.duration_ps for e in line.events] for line in gpu.lines}
+    compute = next(v for k, v in durations.items() if "Compute" in k)
+    copies = next(v for k, v in durations.items() if "Memcpy" in k)
+    assert sum(compute) > 2**63 and sum(copies) > 2**63
+    summary = analyze(data)
+    row = next(r for r in summary.ops.top if r.on_device)
+    assert row.total_s == sum(compute) / 1e12
+    (device,) = summary.devices
+    assert device.copy_s["h2d"] == sum(copies) * 1e-12  # no steps: per window
+    assert device.mean_kernel_s == sum(compute) / 20 * 1e-12
+    assert summary.kernels.total_s == sum(d // 1000 for d in compute) * 1e-9

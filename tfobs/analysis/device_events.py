@@ -180,6 +180,14 @@ def _combine(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return key.ravel(), first
 
 
+def summable(values: np.ndarray) -> np.ndarray:
+    """`values` (int64), as Python ints where a sum of them could pass int64 (corrupt
+    times), so numpy's sums stay exact either way."""
+    if values.size and int(np.abs(values).max()) >= (1 << 62) // values.size:
+        return values.astype(object)
+    return values
+
+
 class LaunchTable:
     """The host calls that launched device work (cudaLaunchKernel, cudaMemcpyAsync, ...):
     per distinct correlation id, sorted by it, the last host event that carries it as its

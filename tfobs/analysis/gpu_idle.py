@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfobs.analysis.device_events import LaunchTable, PlaneTable, is_gpu_plane
+from tfobs.analysis.device_events import LaunchTable, PlaneTable, is_gpu_plane, summable
 from tfobs.analysis.timeline import time_base_ps
 from tfobs.summary import COPY_DIRECTIONS, DeviceActivity, Steps
 from tfobs.xspace.reader import PlaneView, SpaceView
@@ -42,6 +42,7 @@ _DIR_PATTERNS = (
 )
 _MEMCPY_NAME = re.compile(r"memcpy|copy(host|device)|memset", re.IGNORECASE)
 _SIZE = re.compile(r"\bsize:(\d+)")
+_MAX_COPY_BYTES = 2**48  # a copy's stated size past this is corrupt; capped so sums fit
 
 
 KIND_CODES = ("", "kernel", "memcpy", "memset")  # Activities.kind indexes this
@@ -89,7 +90,7 @@ def device_activities(table: PlaneTable, launches: LaunchTable) -> Activities:
             details = str(signature.stats.get("memcpy_details") or "")
             direction[j] = _DIRECTION_CODES.index(_direction(name, details, line_name))
             m = _SIZE.search(details)
-            nbytes[j] = int(m.group(1)) if m else 0
+            nbytes[j] = min(int(m.group(1)), _MAX_COPY_BYTES) if m else 0
     of = kind[table.sig]
     keep = np.flatnonzero(of > 0)
     start, end = table.start[keep], table.end[keep]
@@ -287,7 +288,7 @@ def _device(
     for code, direction in enumerate(_DIRECTION_CODES):
         if direction:
             sel = copies & (acts.direction == code)
-            copy_ps[direction] = int((end[sel] - start[sel]).sum())
+            copy_ps[direction] = int(summable(end[sel] - start[sel]).sum())
             copy_bytes[direction] = int(acts.nbytes[sel].sum())
     names = acts.table.plane.event_names
     collective_sig = np.array([bool(_COLLECTIVE.search(names.get(s.mid, "")))
@@ -303,7 +304,7 @@ def _device(
         busy_s=busy * 1e-12,
         idle_s={cause: ps * 1e-12 for cause, ps in idle.items()},
         kernel_count=n_kernels,
-        mean_kernel_s=(int((end[kernels] - start[kernels]).sum()) / n_kernels * 1e-12
+        mean_kernel_s=(int(summable(end[kernels] - start[kernels]).sum()) / n_kernels * 1e-12
                        if n_kernels else 0.0),
         launch_delay_mean_s=sum(delays) / len(delays) if delays else 0.0,
         launch_delay_p95_s=percentile(delays, 95) if delays else 0.0,

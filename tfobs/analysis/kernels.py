@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfobs.analysis import hlo_ops, tensor_cores
-from tfobs.analysis.device_events import PlaneTable, is_gpu_plane
+from tfobs.analysis.device_events import PlaneTable, is_gpu_plane, summable
 from tfobs.analysis.timeline import time_base_ps
 from tfobs.summary import Kernels, KernelStat
 from tfobs.xspace.reader import PlaneView, SpaceView
@@ -162,7 +162,7 @@ def _scan_plane(
     timed = np.flatnonzero(ns > 0)
     if not timed.size:
         return
-    sig, ns = table.sig[timed], ns[timed]
+    sig, ns = table.sig[timed], summable(ns[timed])
     order = np.argsort(sig, kind="stable")
     sig, ns = sig[order], ns[order]
     first = np.flatnonzero(np.r_[True, sig[1:] != sig[:-1]])

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable
+from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable, summable
 from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
 from tfobs.analysis.timeline import LineData, Timeline, id_array, member
 from tfobs.errors import CaptureError
@@ -304,8 +304,9 @@ def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str],
         if not len(events):
             continue
         count = np.bincount(events.sig, minlength=len(events.signatures)).tolist()
-        time = np.zeros(len(events.signatures), np.int64)
-        np.add.at(time, events.sig, events.duration)
+        duration = summable(events.duration)
+        time = np.zeros(len(events.signatures), duration.dtype)
+        np.add.at(time, events.sig, duration)
         md_cache: dict[int, dict[str, Any]] = {}
         for j in events.first_seen().tolist():  # the first type seen names a row
             sig = events.signatures[j]
