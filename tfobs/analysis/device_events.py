@@ -67,18 +67,14 @@ class PlaneTable:
                 if not is_derived_line(line.id) and bounds[j + 1] > bounds[j]]
         self.events = (np.concatenate([np.arange(bounds[j], bounds[j + 1]) for j in real])
                        if real else np.zeros(0, np.int64))
-        line_of = (np.repeat(np.array(real, np.int64),
-                             [bounds[j + 1] - bounds[j] for j in real])
-                   if real else np.zeros(0, np.int64))
-        n = self.events.size
-        offset = cols.offset[self.events]
-        self.duration = cols.duration[self.events]
+        sizes = [bounds[j + 1] - bounds[j] for j in real]
+        line_of = np.repeat(np.array(real, np.int64), sizes)
         line_base = np.array([lines[j].timestamp_ns * 1000 - base_ps for j in real], np.int64)
-        self.start = (np.repeat(line_base, [bounds[j + 1] - bounds[j] for j in real]) + offset
-                      if real else np.zeros(0, np.int64))
+        n = self.events.size
+        self.duration = cols.duration[self.events]
+        self.start = np.repeat(line_base, sizes) + cols.offset[self.events]
         self.end = self.start + np.maximum(self.duration, 0)
         self.mid = cols.mid[self.events]
-        self.line = line_of
         self.corr = np.zeros(n, np.int64)
         self.has_corr = np.zeros(n, bool)
         names = plane.stat_ids
@@ -139,7 +135,7 @@ def _value_codes(batch: Any, recs: np.ndarray, plane: PlaneView) -> tuple[np.nda
     text = (kind == KIND_STR) | (kind == KIND_BYTES)
     for k in np.unique(kind[~text]).tolist():
         sel = np.flatnonzero(kind == k)
-        distinct, first, inverse = np.unique(batch.value[recs[sel]], return_index=True,
+        _, first, inverse = np.unique(batch.value[recs[sel]], return_index=True,
                                              return_inverse=True)
         code[sel] = inverse.ravel() + len(values)
         for v in batch.pythons(recs[sel[first]]):
@@ -178,14 +174,6 @@ def _combine(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         top = (top + 1) * (hi - lo + 1) - 1
     _, first, key = np.unique(key, return_index=True, return_inverse=True)
     return key.ravel(), first
-
-
-def summable(values: np.ndarray) -> np.ndarray:
-    """`values` (int64), as Python ints where a sum of them could pass int64 (corrupt
-    times), so numpy's sums stay exact either way."""
-    if values.size and int(np.abs(values).max()) >= (1 << 62) // values.size:
-        return values.astype(object)
-    return values
 
 
 class LaunchTable:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfobs.analysis.device_events import LaunchTable, PlaneTable, is_gpu_plane, summable
-from tfobs.analysis.timeline import time_base_ps
+from tfobs.analysis.device_events import LaunchTable, PlaneTable, is_gpu_plane
+from tfobs.analysis.timeline import summable, time_base_ps
 from tfobs.summary import COPY_DIRECTIONS, DeviceActivity, Steps
 from tfobs.xspace.reader import PlaneView, SpaceView
 from tfobs.xspace.schema import HOST_PLANE

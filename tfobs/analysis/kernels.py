@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfobs.analysis import hlo_ops, tensor_cores
-from tfobs.analysis.device_events import PlaneTable, is_gpu_plane, summable
-from tfobs.analysis.timeline import time_base_ps
+from tfobs.analysis.device_events import PlaneTable, is_gpu_plane
+from tfobs.analysis.timeline import summable, time_base_ps
 from tfobs.summary import Kernels, KernelStat
 from tfobs.xspace.reader import PlaneView, SpaceView
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline, member
+from tfobs.analysis.timeline import Timeline, member, summable
 from tfobs.summary import Allocation, MemoryStat
 from tfobs.xspace.columns import KIND_REF, KIND_STR
 
@@ -212,17 +212,8 @@ def replay(alloc: np.ndarray, addr: np.ndarray, nbytes: np.ndarray, heap: int
     last = np.ones(n, bool)  # the address's last event
     last[:-1] = addr_a[1:] != addr_a[:-1]
     freed = ~alloc_a & after_alloc
-    left = heap - _exact_sum(nbytes[alloc]) + _exact_sum(nbytes[by_addr][freed])
+    left = heap - int(summable(nbytes[alloc]).sum()) + int(summable(nbytes[by_addr][freed]).sum())
     return np.sort(by_addr[last & alloc_a]), left
-
-
-def _exact_sum(values: np.ndarray) -> int:
-    """Sum of int64 values as a Python int (numpy's when it cannot overflow)."""
-    if not values.size:
-        return 0
-    if int(np.abs(values).max()) < (1 << 62) // values.size:
-        return int(values.sum())
-    return sum(values.tolist())
 
 
 def _xprof_steps(steps: np.ndarray) -> np.ndarray:

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable, summable
+from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable
 from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
-from tfobs.analysis.timeline import LineData, Timeline, id_array, member
+from tfobs.analysis.timeline import LineData, Timeline, id_array, member, summable, sums_fit
 from tfobs.errors import CaptureError
 from tfobs.summary import Ops, OpStat
 from tfobs.xspace.reader import PlaneView
@@ -59,7 +59,7 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
         done_at = pos[done]
         dur = ends[done] - starts[done]
-        if not _sum_fits(dur):
+        if not sums_fit(dur):
             raise CaptureError("op times too large to add up; the capture is corrupt")
         self_ps = dur - np.asarray(child, np.int64)[done]
         closed.append((ld.mid_arr[done_at], dur, np.where(self_ps > 0, self_ps, 0)))
@@ -68,17 +68,12 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
     # Every thread at once (names still in order of first appearance, thread by thread)
     # where the sums fit int64 together, as they do but in corrupt captures.
     mids, dur, self_ps = (np.concatenate(c) for c in zip(*closed, strict=True))
-    if _sum_fits(dur):
+    if sums_fit(dur):
         _add(out, host.names, mids, dur, self_ps)
     else:
         for thread in closed:
             _add(out, host.names, *thread)
     return out
-
-
-def _sum_fits(dur: np.ndarray) -> bool:
-    """Whether adding up `dur` cannot overflow int64."""
-    return not dur.size or int(np.abs(dur).max()) < 2**62 // dur.size
 
 
 def _nesting(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
@@ -144,7 +139,7 @@ def _nesting_laminar(starts: np.ndarray, ends: np.ndarray) -> tuple[Any, Any] | 
 def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np.ndarray,
          self_ps: np.ndarray) -> None:
     """Add closed ops to `out`, per name in order of first appearance (their sums known
-    to fit int64: `_sum_fits`)."""
+    to fit int64: `sums_fit`)."""
     unique, first, inverse = np.unique(mids, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     total = np.zeros(unique.size, np.int64)

@@ -322,6 +322,17 @@ def int_stats_at(
     return out
 
 
+def sums_fit(values: np.ndarray) -> bool:
+    """Whether adding up the int64 `values` cannot overflow int64."""
+    return not values.size or int(np.abs(values).max()) < 2**62 // values.size
+
+
+def summable(values: np.ndarray) -> np.ndarray:
+    """`values` (int64), as Python ints where a sum of them could pass int64 (corrupt
+    times), so numpy's sums stay exact either way."""
+    return values if sums_fit(values) else values.astype(object)
+
+
 def unique(values: np.ndarray) -> np.ndarray:
     """`np.unique(values)` (sorted distinct values) by one sort: NumPy 2's hash-based
     `unique` is many times slower on the int arrays the analyses pass it."""
