@@ -18,10 +18,11 @@ Two answers, from the same run:
   histogram (timed in place around every step, B's mean minus A's: microseconds, several
   times what a tight loop shows, as training leaves the caches cold); every window costs
   the steps inside its span (from the step that opened it to the end of its reduction)
-  beyond the median step around it; tfobs's threads use some CPU outside windows (measured
-  per thread); a Prometheus scrape every `--scrape-s` costs one rendering of the metrics.
-  Their sum, with a bootstrap interval over windows, is the overhead; the script checks
-  that it lies inside the A/B interval.
+  beyond the mean step around it (the mean, as throughput is: against the median, a skewed
+  step distribution read as a window cost of its own); tfobs's threads use some CPU outside
+  windows (measured per thread); a Prometheus scrape every `--scrape-s` costs one
+  rendering of the metrics. Their sum, with a bootstrap interval over windows, is the
+  overhead; the script checks that it lies inside the A/B interval.
 
 Also printed: tfobs's own estimate of each window's cost next to the measured one; the
 worst single step while a window traced, and while it was exported or reduced, against the
@@ -367,7 +368,7 @@ class WindowCost:
     outcome: str
     span_s: float
     steps: int
-    excess_s: float  # measured: steps in the span beyond the median step around it
+    excess_s: float  # measured: steps in the span beyond the mean step around it
     estimate_s: float  # tfobs's own ledger estimate of the same window
     worst_export_step_s: float  # while it was exported or reduced
     worst_trace_step_s: float  # while the profiler recorded
@@ -405,7 +406,7 @@ def window_costs(plan: Plan, records: list[tuple[Any, float]], policy: Any) -> l
                   and not any(o0 <= w < o1 for _, o0, o1 in spans)]
         if not inside or len(around) < 20:
             continue
-        base = statistics.median(around)
+        base = statistics.fmean(around)
         export0 = rec.end_ns / 1e9
         during_export = [d for w, d, _, _ in steps if w < s1 and w + d > export0]
         during_trace = [d for w, d, _, _ in steps if s0 <= w < export0]

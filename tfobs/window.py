@@ -49,6 +49,7 @@ class WindowRecord:
     last_step: int = -1
     outcome: Outcome | Literal[""] = ""  # "" while the window is open
     reason: str = ""  # one line: why skipped or failed
+    cut: str = ""  # one line: why the window was closed before its planned steps
     capture_bytes: int = 0
     capture_s: float = 0.0  # export + read of the capture
     reduce_s: float = 0.0

@@ -32,7 +32,9 @@ def test_healthy_demo_prints_no_warning_or_critical_advice() -> None:
 
 
 def test_input_bound_demo_names_the_slowed_stage_and_its_fix() -> None:
-    lines = _demo("--input-bound", "--sleep-ms", "20", "--seconds", "12")
+    # 150 ms of Python per batch outweighs the step on any host: a 20 ms sleep read
+    # "highly" where steps took 12 ms, "not" where the same steps took 50 ms (prefetch hid it).
+    lines = _demo("--input-bound", "--sleep-ms", "150", "--seconds", "15")
     for line in lines:
         assert "input-bound: highly" in line, line
         advice = line.split("| advice: ", 1)[1]

@@ -11,8 +11,11 @@ One `ProfilerSlot` per process owns tfobs's use of TF's single profiler session:
   it will cost grows too large: the profiler buffers every event in memory until export (and
   export then copies them several times), so a window is bounded before it is exported by
   (a) a time cap learned from earlier windows' capture bytes per second, so the expected
-  capture stays under half of `max_capture_bytes`, and (b) the process's RSS growth since the
-  window opened, at most a quarter of `max_capture_bytes` (16 MiB at least: RSS is noisy).
+  capture stays under half of `max_capture_bytes`, and (b) the memory it grows since the
+  window opened: the trace's own (malloc's live bytes, where glibc tells them, read between
+  steps by `step_ended()`) at most a quarter of `max_capture_bytes` (16 MiB at least: memory
+  is noisy), and RSS, which also holds the freed tensors glibc's heap keeps while trace
+  buffers pin it, at most all of it (a quarter where live bytes are unknown).
 * `preempt()` gives the profiler up at once. `install_yield_hook()` wraps
   `tf.profiler.experimental.start` so the user's own profiling (a manual start, Keras's
   TensorBoard callback with `profile_batch`, `tf.profiler.experimental.Profile`) always wins:
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfobs.capture import quiet_log
+from tfobs.capture.heap import live_bytes, rss_bytes
 from tfobs.summary import Outcome
 
 if TYPE_CHECKING:
@@ -49,15 +53,11 @@ TOO_LARGE: Outcome = "dropped_too_large"
 DIR_PREFIX = "tfobs-"
 MIN_GROWTH_BYTES = 16 * 1024 * 1024  # RSS moves this much on its own: never cut below it
 WATCH_S = 0.05  # how often a window's memory growth is checked
-
-
-def rss_bytes() -> int:
-    """Resident set size of this process (0 where /proc is missing)."""
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+LIVE_EVERY_S = 0.25  # malloc's live bytes (0.1-0.3 ms, arena locks) at most this often
+# Both measured by benchmarks/tracing_memory.py; the threshold slowed the demo's CPU steps.
+MALLOC_FIX = ("raise max_capture_bytes to let windows hold more, or set "
+              "MALLOC_MMAP_THRESHOLD_=131072 in the job's environment (large tensors kept out "
+              "of the heap; CPU steps 25 % slower in the benchmark)")
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,8 @@ class ProfilerSlot:
         self.preemptions = 0
         self._wake: threading.Event | None = None  # set when an active session is dropped
         self._rss_at_start = 0
+        self._live_at_start: int | None = None
+        self._live_checked = 0.0
         self.bytes_per_s = 0.0  # capture bytes per second of tracing, from earlier windows
         self.windows_cut = 0  # windows closed early because of their expected cost
 
@@ -196,6 +198,8 @@ class ProfilerSlot:
             self._wake = wake
             self._started = time.perf_counter()
             self._rss_at_start = rss_bytes()
+            self._live_at_start = live_bytes()
+            self._live_checked = time.monotonic()
             self._preempted_reason = ""
         return None
 
@@ -218,6 +222,9 @@ class ProfilerSlot:
         # Export and reduction multiply a capture many times over (RESULTS.md "Capture
         # bounds"), so tracing may grow memory by a quarter of max_capture_bytes at most.
         limit = max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
+        # With malloc's live bytes known (checked at step ends, see `step_ended`), RSS is
+        # held to the hard bound only: it also holds what the heap keeps of freed tensors.
+        rss_limit = limit if self._live_at_start is None else max(limit, self.max_capture_bytes)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -230,9 +237,34 @@ class ProfilerSlot:
                 return ""
             base = self._rss_at_start
             grown = rss_bytes() - base if base else 0
-            if grown > limit:
-                self.windows_cut += 1
+            if grown <= rss_limit:
+                continue
+            self.windows_cut += 1
+            live0, live = self._live_at_start, live_bytes()
+            if live0 is None or live is None:  # no mallinfo2: RSS is all there is
                 return f"cut: memory grew {grown >> 20} MiB while tracing (limit {limit >> 20})"
+            traced = live - live0
+            return (f"cut: memory grew {grown >> 20} MiB (RSS) while tracing, malloc's live "
+                    f"bytes {max(traced, 0) >> 20} MiB: the heap kept freed tensors (limit "
+                    f"{rss_limit >> 20}); {MALLOC_FIX}")
+
+    def step_ended(self) -> str:
+        """Training thread, at a traced step's end (every LIVE_EVERY_S at most): why the
+        window is cut ("" if it is not) because malloc's live bytes, which hold the trace's
+        buffers, grew over a quarter of max_capture_bytes. Read between steps, they leave
+        out the step's own tensors, which come and go within it."""
+        live0 = self._live_at_start
+        now = time.monotonic()
+        if live0 is None or now - self._live_checked < LIVE_EVERY_S:
+            return ""
+        self._live_checked = now
+        live = live_bytes()
+        limit = max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
+        if live is None or live - live0 <= limit:
+            return ""
+        self.windows_cut += 1
+        return (f"cut: memory grew {(live - live0) >> 20} MiB (malloc's live bytes) while "
+                f"tracing (limit {limit >> 20})")
 
     def finish(self, read: bool = True) -> CaptureResult:
         """Export the open session, read the XSpace bytes, delete the folder.

@@ -145,7 +145,8 @@ def format_window(record: Any, summary: Any) -> str:
     return (f"{head} steps {record.first_step}-{record.last_step}: step "
             f"{summary.steps.mean_s * 1000:.1f} ms | {parts} | input-bound: {verdict} "
             f"({summary.input_bound.ratio * 100:.0f}%) | capture {record.capture_s:.2f}s "
-            f"reduce {record.reduce_s:.2f}s{format_advice(summary)}")
+            f"reduce {record.reduce_s:.2f}s{format_advice(summary)}"
+            + (f" | {record.cut}" if record.cut else ""))
 
 
 def format_advice(summary: Any) -> str:

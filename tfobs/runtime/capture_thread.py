@@ -10,6 +10,7 @@ until the job has configured it.
 
 from __future__ import annotations
 
+import logging
 import queue
 import shutil
 import sys
@@ -22,6 +23,8 @@ from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
+
+_log = logging.getLogger("tfobs")
 
 TIDY_S = 1.0  # how often the step sink is folded while no window runs
 QUEUE_SIZE = 2  # captures waiting for reduction; the budget keeps it from filling
@@ -41,6 +44,7 @@ class CaptureThread:
         self._step_work = step_work
         self._read = not hand_over_file  # False: the reduce helper reads the capture
         self._after_first_step: Callable[[], None] | None = after_first_step
+        self._warned_cut = False
         self.thread = threading.Thread(target=self._run, name="tfobs-capture", daemon=True)
 
     def _run(self) -> None:
@@ -75,7 +79,12 @@ class CaptureThread:
         w = self._w
         window.taken = True
         left = window.opened_at + w.policy.window_max_s - time.monotonic()
-        w.slot.wait_window(window.close, left)  # filled, capped, dropped, or cut for cost
+        # filled, capped, dropped, or cut for what it would cost
+        cut = w.slot.wait_window(window.close, left) or window.record.cut
+        window.record.cut = cut
+        if cut.startswith("cut: memory") and not self._warned_cut:
+            self._warned_cut = True  # once: later cuts are on each window's record
+            _log.warning("tfobs window %d %s", window.record.index, cut)
         w.stop_tracing(window)
         record = window.record
         record.end_ns = time.time_ns()

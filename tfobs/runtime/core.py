@@ -250,9 +250,10 @@ class Runtime:
         self.health.count_window(outcome, reason, exemplar)
         self.health.set_cost(self.budget.duty_cycle(), self.budget.overhead())
         if self.config.verbose:
-            _log.info("tfobs window %d: %s %s (steps %d-%d, capture %.3fs, reduce %.3fs)",
+            _log.info("tfobs window %d: %s %s (steps %d-%d, capture %.3fs, reduce %.3fs)%s",
                       record.index, outcome, reason, record.first_step, record.last_step,
-                      record.capture_s, record.reduce_s)
+                      record.capture_s, record.reduce_s,
+                      f" {record.cut}" if record.cut else "")
         summary = self.last_summary if outcome in ("captured", "empty") else None
         for fn in list(self._listeners):
             try:

@@ -139,6 +139,16 @@ class Windows:
         if window_full(window.first_step, step_num, self.length.steps):
             self.tracing = None
             window.close.set()
+        else:
+            try:
+                cut = self.slot.step_ended()  # the trace's memory, read between steps
+            except Exception as exc:  # never into training
+                cut = ""
+                self._failures.report("capture", exc)
+            if cut:
+                window.record.cut = cut
+                self.tracing = None
+                window.close.set()
         sink = self._sink
         if sink is not None:
             try:
