@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tfobs.summary import OUTCOMES, DropWhat, Outcome
+from tfobs.summary import OUTCOMES, CutCause, DropWhat, Outcome
 
 # Capture export + read back, and reduction: tens of milliseconds to tens of seconds.
 WORK_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -58,6 +58,7 @@ class HealthSnapshot:
     window_exemplars: dict[str, tuple[dict[str, str], float]]
     errors: dict[str, int]
     dropped: dict[str, int]
+    cut: dict[str, int]  # windows cut short, by cause
     capture_s: Durations
     reduce_s: Durations
     capture_bytes: int
@@ -84,6 +85,7 @@ class HealthLedger:
         self._exemplars: dict[str, tuple[dict[str, str], float]] = {}
         self._errors: dict[str, int] = {}
         self._dropped: dict[str, int] = {}
+        self._cut: dict[str, int] = {}
         self._capture_s = Durations()
         self._reduce_s = Durations()
         self._capture_bytes = 0
@@ -115,6 +117,10 @@ class HealthLedger:
             return
         with self._lock:
             self._dropped[what] = self._dropped.get(what, 0) + n
+
+    def count_cut(self, cause: CutCause) -> None:
+        with self._lock:
+            self._cut[cause] = self._cut.get(cause, 0) + 1
 
     def count_kept(self, kept: KeptCapture, held_bytes: int) -> None:
         with self._lock:
@@ -159,6 +165,7 @@ class HealthLedger:
                 window_exemplars=dict(self._exemplars),
                 errors=dict(self._errors),
                 dropped=dict(self._dropped),
+                cut=dict(self._cut),
                 capture_s=self._capture_s.copy(),
                 reduce_s=self._reduce_s.copy(),
                 capture_bytes=self._capture_bytes,

@@ -64,6 +64,12 @@ Outcome = Literal[
 OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
 # What tfobs dropped to bound its memory or time (tfobs_dropped_total{what}).
 DropWhat = Literal["window", "spans", "keep"]
+# Why a window traced fewer steps than planned (tfobs_windows_cut_total{cause}).
+CutCause = Literal[
+    "time",  # the time cap learned from earlier windows' capture bytes per second
+    "live_bytes",  # malloc's live bytes (the trace's buffers) over max_capture_bytes / 4
+    "rss",  # RSS over its bound (max_capture_bytes; a quarter where live bytes are unknown)
+]
 
 
 @dataclass(frozen=True)

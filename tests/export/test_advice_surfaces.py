@@ -102,11 +102,15 @@ def test_window_span_carries_one_event_per_rule_with_evidence() -> None:
 
 def test_demo_line_names_the_stage_and_fix_and_stays_quiet_when_healthy() -> None:
     record = types.SimpleNamespace(index=3, outcome="captured", reason="", first_step=10,
-                                   last_step=17, capture_s=0.4, reduce_s=0.1)
+                                   last_step=17, capture_s=0.4, reduce_s=0.1, cut="")
     line = format_window(record, tfobs.analyze(SLOW))
     assert "advice: input_bound, tfdata_py_function, tfdata_map_serial" in line
     assert "Iterator::Root::Prefetch::Map" in line and "Fix: rewrite the mapped function" in line
-    assert "advice:" not in format_window(record, tfobs.analyze(HEALTHY))
+    assert "| cut:" not in line
+    healthy = tfobs.analyze(HEALTHY)
+    assert "advice:" not in format_window(record, healthy)
+    record.cut = "cut: memory grew 70 MiB (malloc's live bytes) while tracing (limit 64)"
+    assert format_window(record, healthy).endswith(f"| {record.cut}")  # why it is short
 
 
 def test_readme_has_the_advice_table() -> None:

@@ -103,6 +103,7 @@ def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecor
     health.count_window("skipped_busy", "busy")
     health.count_error("capture")
     health.count_dropped("spans", 7)
+    health.count_cut("live_bytes")
     health.observe_capture(0.3, 123_456)
     health.observe_reduce(0.05)
     health.set_cost(0.008, 0.0021)

@@ -146,7 +146,8 @@ LOOP_SCRIPT = textwrap.dedent("""
     rt.wait_idle(120)
     rec = rt.last_record
     print("RESULT " + json.dumps({"cut": rt.slot.windows_cut, "outcome": rec.outcome,
-          "steps": rec.last_step - rec.first_step + 1, "bytes": rec.capture_bytes}), flush=True)
+          "steps": rec.last_step - rec.first_step + 1, "bytes": rec.capture_bytes,
+          "why": rec.cut, "causes": rt.health.snapshot().cut}), flush=True)
 """)
 
 
@@ -162,6 +163,10 @@ def test_a_growing_window_is_cut_before_export(tmp_path: pathlib.Path) -> None:
     result = json.loads(line[0][7:])
     assert result["cut"] >= 1, result
     assert result["steps"] < 60, result
+    # The cut is on the window's record and counted by cause (tfobs_windows_cut_total).
+    assert result["why"].startswith("cut: memory grew"), result
+    assert sum(result["causes"].values()) == result["cut"], result
+    assert set(result["causes"]) <= {"live_bytes", "rss"}, result
 
 
 ON_DEMAND_SCRIPT = textwrap.dedent("""

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfobs.capture import quiet_log
 from tfobs.capture.heap import live_bytes, rss_bytes
-from tfobs.summary import Outcome
+from tfobs.summary import CutCause, Outcome
 
 if TYPE_CHECKING:
     from tfobs.config import Config
@@ -144,6 +144,7 @@ class ProfilerSlot:
         self._live_checked = 0.0
         self.bytes_per_s = 0.0  # capture bytes per second of tracing, from earlier windows
         self.windows_cut = 0  # windows closed early because of their expected cost
+        self.cut_cause: CutCause = "time"  # the latest cut's
 
     @classmethod
     def from_config(cls, config: Config) -> ProfilerSlot:
@@ -229,7 +230,7 @@ class ProfilerSlot:
             left = deadline - time.monotonic()
             if left <= 0:
                 if cap < seconds:
-                    self.windows_cut += 1
+                    self._cut("time")
                     return f"cut at {cap:.2f} s: earlier windows captured " \
                            f"{self.bytes_per_s / 1e6:.1f} MB/s"
                 return ""
@@ -239,7 +240,7 @@ class ProfilerSlot:
             grown = rss_bytes() - base if base else 0
             if grown <= rss_limit:
                 continue
-            self.windows_cut += 1
+            self._cut("rss")
             live0, live = self._live_at_start, live_bytes()
             if live0 is None or live is None:  # no mallinfo2: RSS is all there is
                 return f"cut: memory grew {grown >> 20} MiB while tracing (limit {limit >> 20})"
@@ -247,6 +248,10 @@ class ProfilerSlot:
             return (f"cut: memory grew {grown >> 20} MiB (RSS) while tracing, malloc's live "
                     f"bytes {max(traced, 0) >> 20} MiB: the heap kept freed tensors (limit "
                     f"{rss_limit >> 20}); {MALLOC_FIX}")
+
+    def _cut(self, cause: CutCause) -> None:
+        self.windows_cut += 1
+        self.cut_cause = cause
 
     def step_ended(self) -> str:
         """Training thread, at a traced step's end (every LIVE_EVERY_S at most): why the
@@ -262,7 +267,7 @@ class ProfilerSlot:
         limit = max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
         if live is None or live - live0 <= limit:
             return ""
-        self.windows_cut += 1
+        self._cut("live_bytes")
         return (f"cut: memory grew {(live - live0) >> 20} MiB (malloc's live bytes) while "
                 f"tracing (limit {limit >> 20})")
 

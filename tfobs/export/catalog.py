@@ -185,6 +185,9 @@ METRICS: tuple[MetricDef, ...] = (
     _m("tfobs_errors_total", "counter", ("stage",), "Errors inside tfobs by stage."),
     _m("tfobs_dropped_total", "counter", ("what",),
        "Items tfobs dropped to bound its memory or time (spans, captures, ...)."),
+    _m("tfobs_windows_cut_total", "counter", ("cause",),
+       "Windows closed before their planned steps to bound what they cost: time (the cap "
+       "learned from earlier captures), live_bytes (the trace's own memory), rss."),
     _m("tfobs_capture_duration_seconds", "histogram", (),
        "Time to export and read back one capture in seconds."),
     _m("tfobs_reduce_duration_seconds", "histogram", (),

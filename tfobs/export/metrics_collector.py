@@ -180,6 +180,8 @@ def _health(fams: _Families, st: WorkerState) -> None:
         fams.counter("tfobs_errors_total", ident, (stage,), n)
     for what, n in sorted(h.dropped.items()):
         fams.counter("tfobs_dropped_total", ident, (what,), n)
+    for cause, n in sorted(h.cut.items()):
+        fams.counter("tfobs_windows_cut_total", ident, (cause,), n)
     fams.histogram("tfobs_capture_duration_seconds", ident, h.capture_s)
     fams.histogram("tfobs_reduce_duration_seconds", ident, h.reduce_s)
     fams.counter("tfobs_capture_bytes_total", ident, (), h.capture_bytes)

@@ -82,6 +82,8 @@ class CaptureThread:
         # filled, capped, dropped, or cut for what it would cost
         cut = w.slot.wait_window(window.close, left) or window.record.cut
         window.record.cut = cut
+        if cut:
+            self._health.count_cut(w.slot.cut_cause)
         if cut.startswith("cut: memory") and not self._warned_cut:
             self._warned_cut = True  # once: later cuts are on each window's record
             _log.warning("tfobs window %d %s", window.record.index, cut)
