@@ -3,9 +3,12 @@ tests/runtime/test_keep*.
 
     python tests/support/keep_job.py --steps 140 --tfobs JSON [--turn-step 70] [--keep-at 30]
 
-Each step's batch comes from a tf.data pipeline (no prefetch). From `--turn-step` on, the
-pipeline sleeps `--input-sleep-s` per batch in a `tf.py_function`: the job turns input-bound
-halfway, as a job whose data moved to a slow store would. `--keep-at STEP` calls
+Each step's batch comes from a tf.data pipeline (no prefetch). A steady step waits 2 ms on
+it, against 80-100 ms of compute: well under XProf's 5 % "moderately" threshold (with half
+the compute the share sat at 5-7 %, and a window that crossed the threshold was kept as
+"input_bound"). From `--turn-step` on, the pipeline sleeps `--input-sleep-s` per batch in a
+`tf.py_function`: the job turns input-bound halfway, as a job whose data moved to a slow
+store would. `--keep-at STEP` calls
 `tfobs.capture_now(keep=True)` from that step on until it is granted. Model, data and seeds
 are deterministic, so a run with tfobs ends with exactly the weights of a run without it.
 
@@ -37,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=140)
     p.add_argument("--tfobs", default="", help="JSON options for tfobs.enable; '' = no tfobs")
     p.add_argument("--turn-step", type=int, default=-1, help="input turns slow here (-1 never)")
-    p.add_argument("--input-sleep-s", type=float, default=0.05)
+    p.add_argument("--input-sleep-s", type=float, default=0.1)
     p.add_argument("--keep-at", type=int, default=-1)
     args = p.parse_args(argv)
 
@@ -80,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         return x, y
 
     data = tf.data.Dataset.range(args.steps).map(make_batch)
-    model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(1024, activation="relu"),
-                              keras.layers.Dense(1024, activation="relu"),
+    model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(2048, activation="relu"),
+                              keras.layers.Dense(2048, activation="relu"),
                               keras.layers.Dense(10)])
     model.compile(optimizer=keras.optimizers.SGD(0.01),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
