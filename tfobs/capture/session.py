@@ -220,9 +220,7 @@ class ProfilerSlot:
         cap = self.time_cap_s()
         if cap < seconds:
             deadline = time.monotonic() + max(cap, WATCH_S)
-        # Export and reduction multiply a capture many times over (RESULTS.md "Capture
-        # bounds"), so tracing may grow memory by a quarter of max_capture_bytes at most.
-        limit = max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
+        limit = self._growth_limit()
         # With malloc's live bytes known (checked at step ends, see `step_ended`), RSS is
         # held to the hard bound only: it also holds what the heap keeps of freed tensors.
         rss_limit = limit if self._live_at_start is None else max(limit, self.max_capture_bytes)
@@ -249,6 +247,11 @@ class ProfilerSlot:
                     f"bytes {max(traced, 0) >> 20} MiB: the heap kept freed tensors (limit "
                     f"{rss_limit >> 20}); {MALLOC_FIX}")
 
+    def _growth_limit(self) -> int:
+        """Export and reduction multiply a capture many times over (RESULTS.md "Capture
+        bounds"), so tracing may grow memory by a quarter of max_capture_bytes at most."""
+        return max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
+
     def _cut(self, cause: CutCause) -> None:
         self.windows_cut += 1
         self.cut_cause = cause
@@ -264,7 +267,7 @@ class ProfilerSlot:
             return ""
         self._live_checked = now
         live = live_bytes()
-        limit = max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
+        limit = self._growth_limit()
         if live is None or live - live0 <= limit:
             return ""
         self._cut("live_bytes")

@@ -84,7 +84,7 @@ class CaptureThread:
         window.record.cut = cut
         if cut:
             self._health.count_cut(w.slot.cut_cause)
-        if cut.startswith("cut: memory") and not self._warned_cut:
+        if cut and w.slot.cut_cause != "time" and not self._warned_cut:
             self._warned_cut = True  # once: later cuts are on each window's record
             _log.warning("tfobs window %d %s", window.record.index, cut)
         w.stop_tracing(window)
