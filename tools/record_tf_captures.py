@@ -134,6 +134,26 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop traced on demand through TensorFlow's profiler server "
         "(tf.profiler.experimental.server.start + client.trace from another thread), "
         "tfobs.step markers", {}),
+    "python_tracer_fit": (
+        "Keras 3 fit profiled with python_tracer_level=1 (Python function events beside TF's "
+        "own), tfobs's Keras callback", {}),
+    "host_tracer3_loop": (
+        "custom loop profiled with host_tracer_level=3 (verbose TraceMe events), "
+        "tfobs.step markers", {}),
+    "checkpoint_loop": (
+        "custom loop saving a tf.train.Checkpoint every third step inside the trace (SaveV2, "
+        "file writes on the host between steps); tfobs.step markers", {}),
+    "mixed_float16_loop": (
+        "custom loop under mixed_float16 with Keras's LossScaleOptimizer (dynamic loss "
+        "scale, float16 casts on CPU), BFC allocator; tfobs.step markers",
+        {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "sparse_adam_fit": (
+        "Keras 3 fit of Embedding(20000) + Dense under Adam (sparse IndexedSlices gradient "
+        "updates), tfobs's Keras callback", {}),
+    "numpy_epochs_fit": (
+        "Keras 3 fit on numpy arrays, Embedding + LSTM, 5 batches per epoch, two epochs in the "
+        "trace: steps back to back and one pause at the epoch's end, where Keras builds the "
+        "next epoch's tf.data iterator eagerly; tfobs's Keras callback", {}),
 }
 
 
@@ -176,7 +196,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             run_steps()
             tracer.join()
             return
-        tf.profiler.experimental.start(logdir)
+        levels = {"python_tracer_fit": {"python_tracer_level": 1},
+                  "host_tracer3_loop": {"host_tracer_level": 3}}.get(case, {})
+        options = tf.profiler.experimental.ProfilerOptions(**levels) if levels else None
+        tf.profiler.experimental.start(logdir, options=options)
         try:
             run_steps()
         finally:
@@ -697,6 +720,76 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             time.sleep(0.02)  # the run outlasts the on-demand trace's start
 
         warm_then_profile(paced, params["steps"])
+    elif case == "python_tracer_fit":
+        params = {"batch": 64, "steps": 8, "python_tracer_level": 1}
+        model = mlp(64, 128)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, random_batches(64 * 8, 64, 64), 3, params["steps"])
+
+    elif case == "host_tracer3_loop":
+        params = {"batch": 64, "steps": 10, "host_tracer_level": 3}
+        model = mlp(128, 256)
+        it = iter(random_batches(64 * 8, 128, 64))
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3))
+        warm_then_profile(lambda i: step(*next(it)), params["steps"])
+
+    elif case == "checkpoint_loop":
+        params = {"batch": 64, "steps": 9, "save_every": 3}
+        model = mlp(128, 256)
+        opt = keras.optimizers.Adam(1e-3)
+        it = iter(random_batches(64 * 8, 128, 64))
+        step = build_train_step(tf, model, mse, opt)
+        ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+        prefix = str(pathlib.Path(logdir) / "ckpt" / "model")
+
+        def step_and_save(i: int) -> None:
+            step(*next(it))
+            if i % 3 == 0:
+                ckpt.write(prefix)
+
+        warm_then_profile(step_and_save, params["steps"])
+
+    elif case == "mixed_float16_loop":
+        params = {"batch": 64, "steps": 10, "policy": "mixed_float16"}
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(1, dtype="float32")])
+        opt = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.SGD(0.01))
+        x = tf.random.uniform((64, 128))
+        y = tf.random.uniform((64, 1))
+
+        @tf.function
+        def scaled_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+                scaled = opt.scale_loss(loss)
+            grads = tape.gradient(scaled, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        warm_then_profile(lambda i: scaled_step(x, y), params["steps"])
+
+    elif case == "sparse_adam_fit":
+        params = {"batch": 64, "vocab": 20000, "length": 8, "steps": 10}
+        tokens = rng.integers(0, 20000, (64 * 8, 8))
+        ds = (tf.data.Dataset.from_tensor_slices((tokens, rng.random((64 * 8, 1), np.float32)))
+              .repeat().batch(64).prefetch(2))
+        model = keras.Sequential([keras.Input((8,), dtype="int64"),
+                                  keras.layers.Embedding(20000, 32),
+                                  keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        fit_then_profile(model, ds, 3, params["steps"])
+
+    elif case == "numpy_epochs_fit":
+        params = {"batch": 64, "samples": 300, "length": 20, "epochs": 2}
+        model = keras.Sequential([keras.Input((20,)), keras.layers.Embedding(500, 32),
+                                  keras.layers.LSTM(32), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        x = rng.integers(0, 500, (300, 20))
+        y = rng.random((300, 1), np.float32)
+        kw = {"batch_size": 64, "verbose": 0, "callbacks": [keras3_callback_class()()]}
+        model.fit(x, y, epochs=1, **kw)
+        profile(lambda: model.fit(x, y, epochs=2, **kw))
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

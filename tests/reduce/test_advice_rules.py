@@ -200,6 +200,23 @@ def test_step_gap_fires_on_the_callback_between_steps() -> None:
 
 def test_step_gap_silent_on_the_healthy_run() -> None:
     assert not fired(summary(HEALTHY), "step_gap")
+    assert not fired(summary(HEALTHY), "step_pause")
+
+
+def test_one_long_pause_is_a_pause_not_a_gap_in_every_step() -> None:
+    # fit with validation_data: the steps run back to back, and the epoch's end (evaluation
+    # on the validation set) is one long pause among them.
+    s = summary("generated__tf2.21cpu__fit_validation")
+    assert not fired(s, "step_gap")
+    a = one(s, "step_pause")
+    starts = [st.start_ns for st in s.steps.items]
+    gaps = [(b - a_) / 1e9 - st.duration_s
+            for a_, b, st in zip(starts, starts[1:], s.steps.items, strict=False)]
+    assert a.evidence["longest_gap_s"] == pytest.approx(max(gaps))
+    assert a.evidence["typical_gap_s"] < 0.1 * a.evidence["period_s"] <= a.evidence["gap_s"]
+    assert a.evidence["pauses"] == 1 and "validation" in a.fix
+    # The steady callback gap stays `step_gap`.
+    assert not fired(summary(CALLBACK), "step_pause")
 
 
 def test_all_others_fires_with_xprofs_sentence() -> None:
@@ -225,6 +242,27 @@ def test_eager_ops_fires_and_names_the_eager_ops() -> None:
     assert mean.count >= 6 * 8 * s.steps.count
     assert a.evidence["eager_pct_of_host_op_time"] > 10.0 and "Mean" in a.message
     assert "tf.function" in a.fix
+
+
+def test_eager_share_counts_the_tf_function_ops_too() -> None:
+    # TensorBoard's summary writer runs its ops eagerly beside a tf.function train step:
+    # the share is of all host op time (the table's rows plus the eager ops), not 100 %.
+    s = summary("generated__tf2.21cpu__summaries_fit")
+    assert s.ops.host_s > 0 and s.ops.eager_s > 0
+    pct = one(s, "eager_ops").evidence["eager_pct_of_host_op_time"]
+    assert pct == pytest.approx(100 * s.ops.eager_s / (s.ops.host_s + s.ops.eager_s))
+    assert pct < 100.0
+    assert one(summary("generated__tf2.21cpu__eager_loop"),
+               "eager_ops").evidence["eager_pct_of_host_op_time"] == 100.0
+
+
+def test_building_the_next_epochs_iterator_is_not_eager_op_time() -> None:
+    # fit on numpy arrays: at the epoch's end Keras builds a new tf.data pipeline and iterator
+    # eagerly (MakeIterator alone took tens of ms), which tf.function would not remove.
+    s = summary("generated__tf2.21cpu__numpy_epochs_fit")
+    assert not any("Dataset" in o.name or "Iterator" in o.name for o in s.ops.eager_top)
+    assert not fired(s, "eager_ops")
+    assert one(s, "step_pause").evidence["pauses"] == 1
 
 
 def test_eager_ops_silent_when_the_step_is_a_tf_function() -> None:

@@ -50,7 +50,8 @@ CATS = ("input", "output", "kernel_launch", "host_compute", "device_compute",
         "device_to_device", "device_collectives", "compile", "other")
 NO_MARKERS = {"generated__tf2.20cpu__keras3_fit", "generated__tf2.21cpu__keras3_spe4_plain"}
 TF_LOOP = {"generated__tf2.21cpu__" + case for case in (
-    "lstm_bfc_varying", "keras3_spe4_callback", "gru_fit", "gru_spe3_fit", "while_loop_step")}
+    "lstm_bfc_varying", "keras3_spe4_callback", "gru_fit", "gru_spe3_fit", "while_loop_step",
+    "numpy_epochs_fit")}
 XPROF_MAX_OPS = 500  # rows per side of XProf's op table (`kMaxNumOfOps`)
 
 

@@ -4,7 +4,9 @@ XProf counts eager time only from an `is_eager` stat that TensorFlow sets on GPU
 on a CPU host it reports 0 %. The host's eager runtime marks every op it executes one by one
 with `EagerLocalExecute: <op type>`; calls of a `tf.function` show there as
 `__inference_...` and are not eager ops; `IteratorGetNext` and `Optional*` (Keras's
-iterator) are input time, counted there.
+iterator) are input time, counted there. Nor are the ops that build a tf.data pipeline and
+its iterators (`*Dataset*`, `MakeIterator`, `AnonymousIterator*`: each epoch's start, eager
+by design; `tf.function` would not remove them).
 """
 
 from __future__ import annotations
@@ -15,7 +17,11 @@ from tfobs.analysis.timeline import Timeline, member
 from tfobs.summary import OpStat
 
 PREFIX = "EagerLocalExecute: "
-_NOT_EAGER = ("__inference_", "__forward_", "__backward_", "IteratorGetNext", "Optional")
+_NOT_EAGER = ("__inference_", "__forward_", "__backward_", "Optional")
+
+
+def _eager_kind(kind: str) -> bool:
+    return not kind.startswith(_NOT_EAGER) and "Dataset" not in kind and "Iterator" not in kind
 
 
 def eager_ops(host: Timeline | None, top_n: int) -> tuple[float, tuple[OpStat, ...]]:
@@ -23,7 +29,7 @@ def eager_ops(host: Timeline | None, top_n: int) -> tuple[float, tuple[OpStat, .
     if host is None:
         return 0.0, ()
     kinds = {mid: n[len(PREFIX):] for mid, n in host.names.items()
-             if n.startswith(PREFIX) and not n[len(PREFIX):].startswith(_NOT_EAGER)}
+             if n.startswith(PREFIX) and _eager_kind(n[len(PREFIX):])}
     if not kinds:
         return 0.0, ()
     mids = np.fromiter(kinds, np.int64, len(kinds))

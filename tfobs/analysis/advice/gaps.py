@@ -3,10 +3,14 @@
 'All Others' is XProf's statement and thresholds (3 % moderate, 15 % high of step time;
 not reported when the input verdict already blamed it: POTENTIALLY input-bound). The gap
 between one step's end marker and the next one's start (Keras callbacks, metrics, Python
-between steps) is tfobs's figure.
+between steps) is tfobs's figure: a gap in every step (per-batch work) is `step_gap`; a few
+long pauses among steps that otherwise run back to back (an epoch's end, evaluation, a
+checkpoint) are `step_pause`, whose fix is another.
 """
 
 from __future__ import annotations
+
+import statistics
 
 from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, category_advice
 from tfobs.summary import Advice, WindowSummary
@@ -24,7 +28,14 @@ STEP_GAP = Rule(
     "with Model.compile(steps_per_execution=N)",
     f"{GPU}: 2. Debug the performance of one GPU (gaps between steps); "
     f"{PROFILER}: Best practices (steps_per_execution)")
-RULES = (ALL_OTHERS, STEP_GAP)
+STEP_PAUSE = Rule(
+    "step_pause", "gaps between steps",
+    "host time between steps >= 10 % of the step period, held by a few long pauses while "
+    "the typical gap is under 10 % (epoch ends, evaluation, checkpoints)",
+    "find what runs in the pause (epoch-end callbacks, validation, checkpoint writes, a "
+    "dataset iterator made anew each epoch) and run it less often or off the training thread",
+    f"{GPU}: 2. Debug the performance of one GPU (gaps between steps)")
+RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE)
 
 GAP_SHARE = 0.10
 
@@ -55,9 +66,25 @@ def _gap(s: WindowSummary) -> Advice | None:
     share = mean_gap / period if period > 0 else 0.0
     if share < GAP_SHARE:
         return None
-    return STEP_GAP.advice(
-        "warning",
-        f"{100 * share:.0f} % of each step period ({1e3 * mean_gap:.2f} ms of "
-        f"{1e3 * period:.2f} ms) is host time between steps, outside the training step.",
-        {"gap_s": mean_gap, "period_s": period, "gap_share": share},
-        f"gap between steps >= {100 * GAP_SHARE:g} % of the step period (tfobs)")
+    evidence = {"gap_s": mean_gap, "period_s": period, "gap_share": share}
+    threshold = f"gap between steps >= {100 * GAP_SHARE:g} % of the step period (tfobs)"
+    # The median gap against the median period says whether every step pays the gap.
+    typical = statistics.median(gaps)
+    typical_period = statistics.median(
+        (b.start_ns - a.start_ns) / 1e9 for a, b in zip(items, items[1:], strict=False))
+    if typical_period <= 0 or typical / typical_period >= GAP_SHARE:
+        return STEP_GAP.advice(
+            "warning",
+            f"{100 * share:.0f} % of each step period ({1e3 * mean_gap:.2f} ms of "
+            f"{1e3 * period:.2f} ms) is host time between steps, outside the training step.",
+            evidence, threshold)
+    k = max(range(len(gaps)), key=gaps.__getitem__)
+    long = sum(g >= GAP_SHARE * typical_period for g in gaps)
+    return STEP_PAUSE.advice(
+        "info",
+        f"{100 * share:.0f} % of the step period ({1e3 * mean_gap:.2f} ms of {1e3 * period:.2f}"
+        f" ms) is host time between steps, held by {long} pause(s) of {len(gaps)} gaps: the "
+        f"longest {1e3 * gaps[k]:.1f} ms, between steps {items[k].step_num} and "
+        f"{items[k + 1].step_num}; the typical gap is {1e3 * typical:.2f} ms.",
+        {**evidence, "typical_gap_s": typical, "longest_gap_s": gaps[k], "pauses": long},
+        threshold + ", the median gap under it")
