@@ -30,11 +30,16 @@ CAPTURE = CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb"  # 1.2 MB
 SMALL = CAPTURES / "tracelens__mi300_jax08_gemm__tw003.xplane.pb"  # 110 kB
 
 
+# An input share that goes with each verdict (XProf: moderately from 5 %, highly from 20 %).
+RATIO = {"not": 0.01, "potentially": 0.01, "moderately": 0.1, "highly": 0.5, "unknown": 0.0}
+
+
 def window(mean_s: float = 0.05, verdict: str = "not",
-           critical: tuple[str, ...] = ()) -> WindowSummary:
+           critical: tuple[str, ...] = (), ratio: float | None = None) -> WindowSummary:
     return WindowSummary(
         steps=Steps(count=5, method="markers", mean_s=mean_s),
-        input_bound=InputBound(ratio=0.0, verdict=verdict),
+        input_bound=InputBound(ratio=RATIO[verdict] if ratio is None else ratio,
+                               verdict=verdict),
         advice=tuple(Advice(code, "critical", "") for code in critical))
 
 
@@ -61,6 +66,16 @@ def test_input_bound_turn_is_kept_once_then_is_the_norm():
     back = [window(0.05, "highly")] + [window(0.05, "not")] * keep_mod.RECENT + [
         window(0.05, "highly")]
     assert fired(Config(), back)[-1] == ["input_bound"]
+
+
+def test_input_share_on_a_threshold_does_not_fire_by_noise():
+    # 4.9 % is "not", 5.1 % "moderately": the verdict flips, the job did not change.
+    flapping = [window(0.05, "not", ratio=0.049), window(0.05, "moderately", ratio=0.051)] * 4
+    assert fired(Config(), flapping) == [["first"]] + [[]] * 7
+    # A real turn past the same threshold still fires: 3 % to 12 %.
+    turn = [window(0.05, "not", ratio=0.03)] * 3 + [window(0.05, "moderately", ratio=0.12)]
+    assert fired(Config(), turn)[-1] == ["input_bound"]
+    assert keep_mod.INPUT_MARGIN == 0.02
 
 
 def test_step_time_rise_against_the_recent_median_resets_after_firing():

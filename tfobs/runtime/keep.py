@@ -50,6 +50,9 @@ HOUR_S = 3600.0
 # "other" time, not input, so the trigger fires only at moderately or worse.
 _VERDICT_RANK = {"not": 0, "potentially": 1, "moderately": 2, "highly": 3}
 _MIN_INPUT_RANK = 2
+# A worse verdict counts only with an input share this much above every recent window's: a
+# job whose share sits on a threshold (4.9 %, 5.1 %, ...) flips its verdict by noise.
+INPUT_MARGIN = 0.02
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -63,6 +66,7 @@ class Triggers:
         self._cfg = config
         self._seen_first = False
         self._verdicts: deque[int] = deque(maxlen=RECENT)
+        self._input_ratios: deque[float] = deque(maxlen=RECENT)
         # Step times since the step time last rose: a rise is kept once, then it is the norm.
         self._step_times: deque[float] = deque(maxlen=RECENT)
         self._critical: frozenset[str] = frozenset()
@@ -78,11 +82,14 @@ class Triggers:
                 out.append("first")
         rank = _VERDICT_RANK.get(summary.input_bound.verdict)
         if rank is not None:
-            worse = rank >= _MIN_INPUT_RANK and bool(self._verdicts) and rank > max(
-                self._verdicts)
+            ratio = summary.input_bound.ratio
+            worse = (rank >= _MIN_INPUT_RANK and bool(self._verdicts)
+                     and rank > max(self._verdicts)
+                     and ratio >= max(self._input_ratios) + INPUT_MARGIN)
             if cfg.keep_on_input_bound and worse:
                 out.append("input_bound")
             self._verdicts.append(rank)
+            self._input_ratios.append(ratio)
         mean = summary.steps.mean_s
         if mean > 0:
             rise = cfg.keep_on_step_time_rise
