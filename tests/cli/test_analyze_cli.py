@@ -41,6 +41,23 @@ def test_json_and_tensorboard_log_folder(tmp_path: pathlib.Path,
     assert d["steps"]["method"] == "inferred" and len(d["ops"]["top"]) == 2
 
 
+def test_a_run_of_several_hosts_gives_one_summary_per_host(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A multi-worker job profiled by TensorBoard: one <host>.xplane.pb per worker in the run.
+    run = tmp_path / "plugins" / "profile" / "2024_03_01_00_00_00"
+    run.mkdir(parents=True)
+    shutil.copyfile(CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb",
+                    run / "worker-0.xplane.pb")
+    shutil.copyfile(TFKERAS, run / "worker-1.xplane.pb")
+    assert main(["analyze", str(tmp_path), "--format", "json"]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    assert [d["steps"]["method"] for d in docs] == ["inferred", "markers"]  # by host name
+    assert main(["analyze", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("tfobs analyze ") == 2
+    assert str(run / "worker-0.xplane.pb") in out and str(run / "worker-1.xplane.pb") in out
+
+
 @pytest.mark.parametrize("case", ["missing", "empty", "truncated", "not_xspace",
                                   "empty_folder", "unknown_run"])
 def test_bad_input_exits_2_with_one_line(case: str, tmp_path: pathlib.Path,

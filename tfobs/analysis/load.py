@@ -13,7 +13,14 @@ MAX_FILE_BYTES = 2**31 - 1
 
 
 def find_capture(folder: Path, run: str | None = None) -> Path:
-    """The newest run's capture under `plugins/profile/` (or the run named `run`)."""
+    """The newest run's capture under `plugins/profile/` (or the run named `run`); where the
+    run holds several hosts' captures (a multi-worker job), the largest."""
+    return max(run_captures(folder, run), key=lambda p: p.stat().st_size)
+
+
+def run_captures(folder: Path, run: str | None = None) -> list[Path]:
+    """Every host's capture of the newest run under `plugins/profile/` (or of `run`), by
+    name: one `<host>.xplane.pb` per profiled host."""
     profile = folder / "plugins" / "profile"
     if not profile.is_dir():
         profile = folder if folder.name == "profile" else folder
@@ -27,7 +34,7 @@ def find_capture(folder: Path, run: str | None = None) -> Path:
     for rdir in candidates:
         files = sorted(p for p in rdir.glob("*.xplane.pb") if p.is_file())
         if files:
-            return max(files, key=lambda p: p.stat().st_size)
+            return files
     raise CaptureError(
         f"no *.xplane.pb capture under {folder}; point at a file or a TensorBoard log folder"
     )

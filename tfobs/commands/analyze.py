@@ -1,7 +1,8 @@
 """`tfobs analyze PATH`: XProf's overview page for one capture, in the terminal or as JSON.
 
 PATH is an `.xplane.pb` file or a TensorBoard log folder (the newest run under
-`plugins/profile/`, or `--run NAME`); several may be given. `--html FILE` writes the overview
+`plugins/profile/`, or `--run NAME`; a run of several hosts, one capture each, gives one
+summary per host); several may be given. `--html FILE` writes the overview
 page, `--serve PORT` replays the figures as the live exporter would. Bad input exits 2 with one
 line on stderr. Never imports TensorFlow.
 """
@@ -56,9 +57,12 @@ def run(args: argparse.Namespace) -> int:
     if args.serve is not None and not 0 <= args.serve <= 65535:
         return _fail(f"--serve must be a port between 0 and 65535, got {args.serve}")
     summaries = []
+    labels: list[str] = []
     for path in args.paths:
         try:
-            summaries.append(analyze(path, run=args.run, top_n=args.top))
+            for source in _sources(path, args.run):
+                summaries.append(analyze(source, run=args.run, top_n=args.top))
+                labels.append(str(source))
         except CaptureError as exc:
             return _fail(" ".join(str(exc).split()))
         except Exception as exc:  # never a traceback on bad input
@@ -72,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         for i in range(0, len(text), _CHUNK):
             sys.stdout.write(text[i:i + _CHUNK])
     else:
-        pages = (render(s, p) for s, p in zip(summaries, args.paths, strict=True))
+        pages = (render(s, p) for s, p in zip(summaries, labels, strict=True))
         sys.stdout.write("\n".join(pages))
     if args.html:
         from tfobs.export.page import render_page
@@ -80,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             with open(args.html, "w", encoding="utf-8") as f:
                 # Several captures: a before/after page (history, first against last).
-                names = [os.path.basename(os.path.normpath(p)) for p in args.paths]
+                names = [os.path.basename(os.path.normpath(p)) for p in labels]
                 f.write(render_page(summaries[-1], history=list(
                     zip(names, summaries, strict=True)) if len(summaries) > 1 else ()))
         except OSError as exc:
@@ -90,6 +94,19 @@ def run(args: argparse.Namespace) -> int:
 
         return int(serve(summaries, port=args.serve, bind=args.bind, seconds=args.seconds) or 0)
     return 0
+
+
+def _sources(path: str, run: str | None) -> list[str]:
+    """A folder's run as its hosts' capture files (each summarised on its own: one host's
+    figures are not another's); a file, or a path that is not there, as given."""
+    from pathlib import Path
+
+    from tfobs.analysis.load import run_captures
+
+    folder = Path(path)
+    if not folder.is_dir():
+        return [path]
+    return [str(p) for p in run_captures(folder, run)]
 
 
 def _no_nan(value: Any) -> Any:
