@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tfobs.analysis.timeline import unique
 from tfobs.xspace.columns import KIND_BYTES, KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64
 from tfobs.xspace.reader import PlaneView, SpaceView
 from tfobs.xspace.schema import HOST_PLANE
@@ -133,7 +134,7 @@ def _value_codes(batch: Any, recs: np.ndarray, plane: PlaneView) -> tuple[np.nda
     code = np.zeros(recs.size, np.int64)
     values: list[Any] = []
     text = (kind == KIND_STR) | (kind == KIND_BYTES)
-    for k in np.unique(kind[~text]).tolist():
+    for k in unique(kind[~text]).tolist():
         sel = np.flatnonzero(kind == k)
         _, first, inverse = np.unique(batch.value[recs[sel]], return_index=True,
                                              return_inverse=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tfobs.analysis.device_events import LaunchTable, PlaneTable, is_gpu_plane
-from tfobs.analysis.timeline import summable, time_base_ps
+from tfobs.analysis.timeline import summable, time_base_ps, unique
 from tfobs.summary import COPY_DIRECTIONS, DeviceActivity, Steps
 from tfobs.xspace.reader import PlaneView, SpaceView
 from tfobs.xspace.schema import HOST_PLANE
@@ -219,7 +219,7 @@ def _as_copies_where_launched_as_copies(acts: Activities, launches: LaunchTable
         return acts
     mids = launches.mid[acts.launch[launched]]
     kind, direction = acts.kind.copy(), acts.direction.copy()
-    for mid in np.unique(mids).tolist():
+    for mid in unique(mids).tolist():
         name = launches.names.get(mid, "")
         if "memcpy" not in name.lower():
             continue

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline, member, summable
+from tfobs.analysis.timeline import Timeline, member, summable, unique
 from tfobs.summary import Allocation, MemoryStat
 from tfobs.xspace.columns import KIND_REF, KIND_STR
 
@@ -106,7 +106,7 @@ class _Events:
 
     def _allocator_names(self, batch: Any) -> None:
         # One string per distinct (kind, value): a window has a handful of allocators.
-        for kind in np.unique(batch.kind).tolist():
+        for kind in unique(batch.kind).tolist():
             of_kind = np.flatnonzero(batch.kind == kind)
             if kind == KIND_STR:  # rare: names written inline, one by one
                 for j in of_kind.tolist():
@@ -252,7 +252,7 @@ def _active_at_peak(
     held, unmapped = replay(is_alloc[picked], mem.addr[picked], mem.nbytes[picked], peak_heap)
     active = picked[held]
     special = [b for b in (unmapped, peak_stack) if b > 0]
-    sizes = np.unique(np.r_[mem.nbytes[active], np.array(special, np.int64)])
+    sizes = unique(np.r_[mem.nbytes[active], np.array(special, np.int64)])
     floor = sizes[-top_n] if sizes.size > top_n else None
     rows = []
     for j in active.tolist():

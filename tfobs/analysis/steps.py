@@ -120,7 +120,7 @@ class _Grouper:
         process = id_array(host.mids_where(lambda n: n == "ExecutorState::Process"))
         get_next = id_array(host.mids_where(lambda n: n in _GET_NEXT_OPS))
         tf_data = id_array(host.mids_where(lambda n: n in _TF_DATA_FUNCTIONS))
-        linking = np.union1d(np.union1d(id_array(ctx), get_next), tf_data)
+        linking = unique(np.concatenate((id_array(ctx), get_next, tf_data)))
         chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking, ld.dense_top)))
                   for li, ld in enumerate(host.lines)]
         chosen = [(li, at) for li, at in chosen if at.size]
