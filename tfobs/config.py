@@ -163,8 +163,9 @@ OPTIONS: tuple[Option, ...] = (
            "tracing).", _int_range(0, 1)),
     Option("python_tracer_level", 0, "TF profiler Python tracer level (1 is costly).",
            _int_range(0, 1)),
-    Option("capture_dir", "", "Scratch folder for captures; '' means /dev/shm when present, "
-           "else the system temp folder. Each capture is deleted once read.", _is_str),
+    Option("capture_dir", "", "Scratch folder for captures; '' means /dev/shm when present "
+           "(the system temp folder once /dev/shm is full), else the system temp folder. Each "
+           "capture is deleted once read.", _is_str),
     Option("max_capture_bytes", 256 * MIB, "Larger captures are dropped, not reduced.",
            _int_range(1)),
     Option("max_capture_events", 5_000_000, "Captures with more events are dropped, not "
@@ -545,11 +546,13 @@ def runs_steps(identity: Mapping[str, str]) -> bool:
     return identity.get("tf_job", "") not in STEPLESS_TASK_TYPES
 
 
+SHM_DIR = "/dev/shm"  # the capture folder tfobs picks itself; tempfile's folder if it fills
+
+
 def resolve_capture_dir(capture_dir: str = "") -> str:
     """'' -> /dev/shm when it exists and is writable (tmpfs: capture I/O stays in memory)."""
     if capture_dir:
         return capture_dir
-    shm = "/dev/shm"
-    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
-        return shm
+    if os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK | os.X_OK):
+        return SHM_DIR
     return tempfile.gettempdir()

@@ -62,3 +62,29 @@ def test_read_only_full_and_removed_capture_folder(tiny_tmpfs):
     # Nothing of tfobs's is left on the small file system.
     leftovers = [os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs]
     assert leftovers == [], leftovers
+
+
+def test_a_full_shared_memory_folder_moves_windows_to_the_temporary_folder(tiny_tmpfs, tmp_path):
+    # Docker gives a container 64 MiB of /dev/shm by default: tfobs's own choice of folder
+    # fills up. It then moves to the temporary folder (never over a folder the user named,
+    # above) and says how to keep captures in memory; the windows after it are captured.
+    fallback = tmp_path / "tmp"
+    fallback.mkdir()
+    mnt = str(tiny_tmpfs)
+    plan = [{"step": 80, "do": "fill", "path": mnt}]  # window 90: no space left
+    run = run_job({}, plan=plan, extra=("--shm", f"{mnt}:{fallback}"))
+    assert_unharmed(run, baseline())
+    assert "No space left" in run.actions("fill")[0]["filled"]
+    records = run.report["records"]
+    by_step = {r["first_step"]: r for r in records}
+    (full,) = [r for r in records if r["outcome"] == "failed"]
+    assert full["first_step"] == 90, full
+    assert f"later windows go to {fallback}" in full["reason"]
+    assert "--shm-size" in full["reason"] and "TFOBS_CAPTURE_DIR" in full["reason"]
+    assert by_step[10]["outcome"] == "captured"  # in the small folder, before it filled
+    assert by_step[120]["outcome"] == by_step[150]["outcome"] == "captured"
+    assert run.errors == {"capture": 1}
+    # Both folders are left as found: the filler alone in the small one, nothing in the other.
+    leftovers = [os.path.join(d, f) for d, _, fs in os.walk(mnt) for f in fs]
+    assert leftovers == [os.path.join(mnt, "filler")], leftovers
+    assert list(fallback.iterdir()) == []

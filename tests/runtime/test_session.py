@@ -129,6 +129,51 @@ def test_sweep_removes_folders_of_dead_processes(tmp_path):
     assert not dead.exists() and mine.exists()
 
 
+def _statvfs_with_free(free: int):
+    real = os.statvfs
+
+    def fake(path):
+        st = real(path)
+        return os.statvfs_result((st.f_bsize, 1, st.f_blocks, free, free, *st[5:]))
+    return fake
+
+
+def test_short_room_after_a_window_moves_on_only_from_a_folder_tfobs_chose(
+        tmp_path, monkeypatch, caplog):
+    # After each window the folder must hold about twice that capture again, so the next
+    # window is not traced only to fail at its export.
+    import tfobs.capture.session as session
+
+    shm, tmp = tmp_path / "shm", tmp_path / "tmp"
+    shm.mkdir()
+    tmp.mkdir()
+    monkeypatch.setattr(session.os, "statvfs", _statvfs_with_free(5 << 20))
+    chosen = ProfilerSlot(str(shm), host_tracer_level=2, device_tracer_level=1,
+                          python_tracer_level=0, max_capture_bytes=1 << 30,
+                          fallback_dir=str(tmp))
+    chosen._check_room(2 << 20)  # 5 MiB free holds two 2 MiB captures: stays
+    assert chosen.capture_dir == str(shm) and not caplog.records
+    chosen._check_room(3 << 20)
+    assert chosen.capture_dir == str(tmp)
+    assert "--shm-size" in caplog.text and str(tmp) in caplog.text
+    # A folder the user named is never left: one warning that names the setting.
+    caplog.clear()
+    named = ProfilerSlot(str(shm), host_tracer_level=2, device_tracer_level=1,
+                         python_tracer_level=0, max_capture_bytes=1 << 30)
+    named._check_room(3 << 20)
+    named._check_room(3 << 20)
+    assert named.capture_dir == str(shm)
+    assert len(caplog.records) == 1 and "TFOBS_CAPTURE_DIR" in caplog.text
+    # tfobs's own choice (/dev/shm) has the temporary folder to fall back to; a named
+    # folder has none.
+    import tempfile
+
+    auto = ProfilerSlot.from_config(Config())
+    assert auto._fallback_dir == ("" if auto.capture_dir == tempfile.gettempdir()
+                                  else tempfile.gettempdir())
+    assert ProfilerSlot.from_config(Config(capture_dir=str(shm)))._fallback_dir == ""
+
+
 # -- coexistence with the user's own profiling (tfobs running as in a real job) ------------
 
 

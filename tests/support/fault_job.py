@@ -14,6 +14,8 @@ are injected through real seams while it trains:
   exported it and before tfobs reads it (one entry per window, `none` leaves it alone).
 * `--raise reduce:2,publish_prometheus:3,publish_otel:4`: the reducer or an exporter's
   `publish` raises on that (1-based) call.
+* `--shm SHM:TMP`: SHM stands in for /dev/shm, the capture folder tfobs picks itself, and
+  TMP for the temporary folder it falls back to.
 * `--synthetic-nvml N`: a stand-in `pynvml` module (there is no GPU here) whose queries
   succeed N times, then fail.
 
@@ -294,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sigterm-handler", choices=("", "graceful", "exit"), default="")
     p.add_argument("--input-fill", type=float, default=None, help="every input value")
     p.add_argument("--dump-http", default="", help="write /metrics and / bodies to PATH.*")
+    p.add_argument("--shm", default="", help="SHM:TMP: the folder tfobs picks itself (in place "
+                   "of /dev/shm) and the temporary folder it falls back to")
     args = p.parse_args(argv)
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -323,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
         synthetic_nvml(args.synthetic_nvml)
 
     rt = None
+    if args.shm:  # stands in for /dev/shm (a test cannot resize the real one)
+        import tempfile
+
+        import tfobs.config
+
+        tfobs.config.SHM_DIR, tempfile.tempdir = args.shm.split(":", 1)
     if args.tfobs:
         import tfobs
 

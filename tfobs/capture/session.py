@@ -55,6 +55,11 @@ MIN_GROWTH_BYTES = 16 * 1024 * 1024  # RSS moves this much on its own: never cut
 WATCH_S = 0.05  # how often a window's memory growth is checked
 LIVE_EVERY_S = 0.25  # malloc's live bytes (0.1-0.3 ms, arena locks) at most this often
 # Both measured by benchmarks/tracing_memory.py; the threshold slowed the demo's CPU steps.
+# A capture folder needs room for the next capture: this many times the last one's size.
+ROOM_FACTOR = 2
+SHM_FIX = ("give the container more shared memory (docker run --shm-size=1g; Kubernetes: an "
+           "emptyDir with medium: Memory mounted at /dev/shm), or set capture_dir "
+           "(TFOBS_CAPTURE_DIR) to a folder with room")
 MALLOC_FIX = ("raise max_capture_bytes to let windows hold more, or set "
               "MALLOC_MMAP_THRESHOLD_=131072 in the job's environment (large tensors kept out "
               "of the heap; CPU steps 25 % slower in the benchmark)")
@@ -127,8 +132,13 @@ class ProfilerSlot:
         device_tracer_level: int,
         python_tracer_level: int,
         max_capture_bytes: int,
+        fallback_dir: str = "",
     ) -> None:
         self.capture_dir = capture_dir
+        # Where captures go once `capture_dir` fills up: set only where tfobs chose the
+        # folder itself (/dev/shm), never over a folder the user named.
+        self._fallback_dir = fallback_dir if fallback_dir != capture_dir else ""
+        self._room_warned = False
         self.max_capture_bytes = max_capture_bytes
         self._options = (host_tracer_level, device_tracer_level, python_tracer_level)
         self._cond = threading.Condition(threading.Lock())
@@ -153,7 +163,8 @@ class ProfilerSlot:
                    host_tracer_level=config.host_tracer_level,
                    device_tracer_level=config.device_tracer_level,
                    python_tracer_level=config.python_tracer_level,
-                   max_capture_bytes=config.max_capture_bytes)
+                   max_capture_bytes=config.max_capture_bytes,
+                   fallback_dir="" if config.capture_dir else tempfile.gettempdir())
 
     @property
     def state(self) -> str:
@@ -300,7 +311,10 @@ class ProfilerSlot:
             handed = bool(result.path)
             return result
         except Exception as exc:
-            return CaptureResult(FAILED, f"profiler export failed: {exc}", active_s=active_s,
+            reason = f"profiler export failed: {exc}"
+            if "No space left on device" in str(exc):  # TF's own error type, no errno
+                reason = self._folder_full(logdir)
+            return CaptureResult(FAILED, reason, active_s=active_s,
                                  export_s=time.perf_counter() - t0)
         finally:
             if not handed:
@@ -317,6 +331,7 @@ class ProfilerSlot:
         nbytes = sum(os.path.getsize(f) for f in files)
         if active_s > 0:  # what the next windows may expect (decays so one outlier fades)
             self.bytes_per_s = max(nbytes / active_s, 0.5 * self.bytes_per_s)
+        self._check_room(nbytes)
         if nbytes > self.max_capture_bytes:
             return CaptureResult(TOO_LARGE, f"capture is {nbytes} bytes, over "
                                  f"max_capture_bytes={self.max_capture_bytes}", nbytes=nbytes,
@@ -329,6 +344,51 @@ class ProfilerSlot:
             data = fh.read()
         return CaptureResult(CAPTURED, data=data, nbytes=nbytes, active_s=active_s,
                              export_s=time.perf_counter() - t0)
+
+    def _folder_full(self, logdir: str) -> str:
+        """The export found the capture folder full: the reason to count, after moving
+        later windows to the fallback folder where there is one."""
+        full = os.path.dirname(logdir) or self.capture_dir
+        if self._use_fallback():
+            return (f"profiler export failed: capture folder {full} is full (No space left "
+                    f"on device); later windows go to {self.capture_dir}. To keep captures "
+                    f"in memory, {SHM_FIX}")
+        return (f"profiler export failed: capture folder {full} is full (No space left on "
+                "device): set capture_dir (TFOBS_CAPTURE_DIR) to a folder with room, or lower "
+                "window_steps")
+
+    def _check_room(self, nbytes: int) -> None:
+        """After a window: move on (or warn once) when the folder could not hold the next
+        capture of about this size, so the next window is not traced in vain."""
+        try:
+            st = os.statvfs(self.capture_dir)
+        except (OSError, AttributeError):  # no statvfs (Windows) or a vanished folder
+            return
+        free = st.f_bavail * st.f_frsize
+        if free >= ROOM_FACTOR * nbytes:
+            return
+        full = self.capture_dir
+        if self._use_fallback():
+            _log.warning("tfobs: capture folder %s has %d MiB free, too little for the next "
+                         "capture (the last one was %d MiB); windows now go to %s. To keep "
+                         "captures in memory, %s", full, free >> 20, nbytes >> 20,
+                         self.capture_dir, SHM_FIX)
+        elif not self._room_warned:
+            self._room_warned = True
+            _log.warning("tfobs: capture folder %s has %d MiB free, too little for the next "
+                         "capture (the last one was %d MiB): set capture_dir "
+                         "(TFOBS_CAPTURE_DIR) to a folder with room", full, free >> 20,
+                         nbytes >> 20)
+
+    def _use_fallback(self) -> bool:
+        """Switch to the fallback folder, once; False where there is none."""
+        fallback, self._fallback_dir = self._fallback_dir, ""
+        if not fallback:
+            return False
+        self.capture_dir = fallback
+        sweep_stale_dirs(fallback)
+        start_kill_cleaner(fallback)  # as at start, for the new folder
+        return True
 
     # -- any thread ----------------------------------------------------------------------
 
