@@ -67,6 +67,25 @@ def test_doctor_reports_the_misspelled_variable() -> None:
     assert verdict == "warn" and "did you mean TFOBS_INTERVAL_STEPS?" in detail
 
 
+def test_doctor_names_the_fix_for_a_small_capture_folder(tmp_path, monkeypatch) -> None:
+    # Docker's /dev/shm is 64 MiB, under the 256 MiB a capture may take.
+    import tfobs.config
+    from tfobs.commands import doctor
+
+    real = os.statvfs
+
+    def small(path):
+        st = real(path)
+        return os.statvfs_result((st.f_bsize, 1, st.f_blocks, 64 << 20, 64 << 20, *st[5:]))
+
+    monkeypatch.setattr(doctor.os, "statvfs", small)
+    monkeypatch.setattr(tfobs.config, "SHM_DIR", str(tmp_path))  # tfobs's own choice
+    verdict, detail = doctor.check_capture_dir({"config": Config()})
+    assert verdict == "warn" and "64 MiB free" in detail and "--shm-size" in detail
+    verdict, detail = doctor.check_capture_dir({"config": Config(capture_dir=str(tmp_path))})
+    assert verdict == "warn" and "TFOBS_CAPTURE_DIR" in detail and "--shm-size" not in detail
+
+
 @pytest.mark.slow  # imports TensorFlow in a subprocess
 def test_demo_on_a_taken_port_is_one_line_naming_port() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
