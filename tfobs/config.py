@@ -94,6 +94,18 @@ def _is_str(v: Any) -> str:
     return "" if isinstance(v, str) else "a string"
 
 
+def _scratch_folder(v: Any) -> str:
+    """A folder tfobs can write captures to, or one it can make at the first window ('' is
+    tfobs's own choice). A file there, or a folder it cannot write, would fail every window."""
+    allowed = "'' (tfobs picks /dev/shm) or a folder this process can write"
+    if not isinstance(v, str):
+        return allowed
+    if v and os.path.exists(v) and not (os.path.isdir(v) and os.access(v, os.W_OK | os.X_OK)):
+        return allowed + (" (this path is a file)" if not os.path.isdir(v) else
+                          " (this folder is not writable)")
+    return ""
+
+
 def _port(v: Any) -> str:
     ok = isinstance(v, int) and not isinstance(v, bool) and (v == -1 or 0 <= v <= 65535)
     return "" if ok else "-1 (no HTTP server), 0 (any free port) or a port from 1 to 65535"
@@ -165,7 +177,7 @@ OPTIONS: tuple[Option, ...] = (
            _int_range(0, 1)),
     Option("capture_dir", "", "Scratch folder for captures; '' means /dev/shm when present "
            "(the system temp folder once /dev/shm is full), else the system temp folder. Each "
-           "capture is deleted once read.", _is_str),
+           "capture is deleted once read.", _scratch_folder),
     Option("max_capture_bytes", 256 * MIB, "Larger captures are dropped, not reduced.",
            _int_range(1)),
     Option("max_capture_events", 5_000_000, "Captures with more events are dropped, not "

@@ -66,6 +66,24 @@ def test_a_security_setting_that_cannot_be_honoured_turns_the_server_off(
     assert "Sup3rS3cret" not in " ".join(errors + said + [caplog.text])
 
 
+def test_a_capture_dir_that_is_a_file_or_not_writable_is_refused_at_enable(tmp_path) -> None:
+    # Every window would fail at its first step ("File exists"); said once, at the start.
+    afile = tmp_path / "captures"
+    afile.write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"capture_dir=.*a folder this process can write "
+                                          r"\(this path is a file\)"):
+        Config.load(environ={}, capture_dir=str(afile))
+    cfg, said = load_quietly({"TFOBS_CAPTURE_DIR": str(afile)})
+    assert cfg.capture_dir == "" and "ignoring TFOBS_CAPTURE_DIR" in said[0]
+    # A folder that does not exist yet is fine: tfobs makes it at the first window.
+    assert Config.load(environ={}, capture_dir=str(tmp_path / "new")).capture_dir
+    if os.geteuid() != 0:  # root writes anywhere: the mode check holds for other users
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(ConfigError, match="not writable"):
+            Config.load(environ={}, capture_dir=str(locked))
+
+
 def test_explicit_bad_arguments_still_raise_without_the_secret() -> None:
     with pytest.raises(ConfigError) as err:
         Config.load(environ={}, metrics_basic_auth=":pw-secret")
