@@ -82,7 +82,8 @@ class ReduceThread:
             except CannotStart as exc:
                 self._fallback(exc)
             except WorkerFailed as exc:
-                self._failures.report("reduce_helper", exc)
+                if not self._w.stopping:  # disable() during the helper's start is no fault
+                    self._failures.report("reduce_helper", exc)
         if self._reducer is None and self.worker is None:
             _warm_reducer()
         while True:
