@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import tempfile
+import urllib.parse
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -104,6 +105,22 @@ def _scratch_folder(v: Any) -> str:
         return allowed + (" (this path is a file)" if not os.path.isdir(v) else
                           " (this folder is not writable)")
     return ""
+
+
+def _endpoint(v: Any) -> str:
+    """'' or a URL with a host and a valid port (scheme optional: `collector:4317` is how
+    many write a gRPC endpoint, and OpenTelemetry's exporter takes it)."""
+    allowed = "'' (no tracing) or a URL with a host, e.g. http://otel-collector:4317"
+    if not isinstance(v, str):
+        return allowed
+    if not v:
+        return ""
+    try:
+        url = urllib.parse.urlsplit(v if "://" in v else "http://" + v)
+        url.port  # noqa: B018 - raises ValueError for a port outside 0-65535
+    except ValueError:
+        return allowed
+    return "" if url.hostname else allowed
 
 
 def _port(v: Any) -> str:
@@ -200,7 +217,7 @@ OPTIONS: tuple[Option, ...] = (
            _is_str),
     Option("otlp_endpoint", "", "OTLP endpoint for window traces; '' falls back to "
            "OTEL_EXPORTER_OTLP_ENDPOINT; empty means tracing off; OTEL_SDK_DISABLED=true turns "
-           "it off.", _is_str),
+           "it off.", _endpoint),
     Option("otlp_protocol", "grpc", "'grpc' or 'http/protobuf' (else "
            "OTEL_EXPORTER_OTLP_PROTOCOL).", _one_of("grpc", "http/protobuf")),
     Option("trace_top_n", 5, "Longest ops per step sent as spans.", _int_range(0)),
@@ -438,7 +455,13 @@ class Config:
 def _otel_fallbacks(values: dict[str, Any], env: Mapping[str, str]) -> None:
     """OTel's own variables stand in for the tfobs ones; OTEL_SDK_DISABLED wins over both."""
     if "otlp_endpoint" not in values and env.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        values["otlp_endpoint"] = env["OTEL_EXPORTER_OTLP_ENDPOINT"].strip()
+        endpoint = env["OTEL_EXPORTER_OTLP_ENDPOINT"].strip()
+        problem = _endpoint(endpoint)
+        if problem:
+            _say(f"ignoring OTEL_EXPORTER_OTLP_ENDPOINT={endpoint!r}: use {problem}; "
+                 "tracing stays off")
+        else:
+            values["otlp_endpoint"] = endpoint
     if "otlp_protocol" not in values:
         proto = env.get("OTEL_EXPORTER_OTLP_PROTOCOL", "").strip()
         if proto in ("grpc", "http/protobuf"):

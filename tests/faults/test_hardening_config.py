@@ -84,6 +84,21 @@ def test_a_capture_dir_that_is_a_file_or_not_writable_is_refused_at_enable(tmp_p
             Config.load(environ={}, capture_dir=str(locked))
 
 
+@pytest.mark.parametrize("endpoint", ["http://", "http://[::1", "https://collector:99999"])
+def test_an_unusable_otlp_endpoint_is_named_at_the_start(endpoint: str) -> None:
+    # Before, a malformed one turned tracing off with "Invalid IPv6 URL" (no setting named)
+    # and a port past 65535 failed every export later.
+    with pytest.raises(ConfigError, match="otlp_endpoint=.*use '' \\(no tracing\\) or a URL"):
+        Config.load(environ={}, otlp_endpoint=endpoint)
+    for var in ("TFOBS_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        cfg, said = load_quietly({var: endpoint})
+        assert cfg.otlp_endpoint == "" and f"ignoring {var}=" in said[0], said
+    # The forms people write stay accepted.
+    for ok in ("localhost:4317", "http://otel-collector.monitoring:4317",
+               "http://127.0.0.1:4318/v1/traces", "https://[::1]:4317"):
+        assert Config.load(environ={}, otlp_endpoint=ok).otlp_endpoint == ok
+
+
 def test_explicit_bad_arguments_still_raise_without_the_secret() -> None:
     with pytest.raises(ConfigError) as err:
         Config.load(environ={}, metrics_basic_auth=":pw-secret")
