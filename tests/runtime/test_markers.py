@@ -139,6 +139,25 @@ def test_step_exception_still_ends_the_step(runtime):
     assert len(exporter.all_steps()) == 1
 
 
+def test_a_step_given_no_usable_number_is_numbered_not_raised(runtime, monkeypatch, caplog):
+    # `tfobs.step(None)` (a loop that does not count), a string, NaN: the step still runs and
+    # is timed, numbered one past the last step; one warning says what to pass.
+    exporter = runtime.sinks[0]
+    monkeypatch.setattr(markers, "_said_unnumbered", False)
+    with tfobs.step(tf.constant(7)):
+        pass
+    nums = []
+    for bad in (None, "x", float("nan"), float("inf"), object()):
+        marker = tfobs.step(bad)
+        with marker:
+            pass
+        nums.append(marker.step_num)
+    assert nums == [8, 9, 10, 11, 12]
+    assert len(exporter.all_steps()) == 6
+    assert caplog.text.count("not a step number") == 1 and "int(optimizer.iterations)" in \
+        caplog.text
+
+
 def test_marker_is_cheap_without_a_window():
     markers.set_hooks(None)
     with tfobs.step(0):

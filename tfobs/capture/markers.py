@@ -84,6 +84,18 @@ def _trace_begin(step_num: int) -> Any:
 # loop (cold caches). The runtime charges it to the duty-cycle budget. Written by training
 # threads only; a lost update between two of them would only undercount a few microseconds.
 _own_s = 0.0
+_last_step = -1  # the latest step number: a step given no usable number takes the next one
+_said_unnumbered = False
+
+
+def _say_unnumbered(given: object, used: int) -> None:
+    global _said_unnumbered
+    if not _said_unnumbered:
+        _said_unnumbered = True
+        _log.warning("tfobs.step(%.40r): not a step number; tfobs numbers such steps itself "
+                     "(this one %d). Pass the global step as an int (e.g. "
+                     "int(optimizer.iterations)) so all workers profile the same steps.",
+                     given, used)
 
 
 def own_seconds() -> float:
@@ -104,7 +116,12 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     __slots__ = ("step_num", "_trace", "_t0", "_own")
 
     def __init__(self, step_num: int) -> None:
-        self.step_num = int(step_num)
+        global _last_step
+        try:
+            self.step_num = _last_step = int(step_num)
+        except (TypeError, ValueError, OverflowError, AttributeError):
+            self.step_num = _last_step = _last_step + 1
+            _say_unnumbered(step_num, self.step_num)
         self._trace: Any = None
         self._t0 = 0.0
         self._own = 0.0
