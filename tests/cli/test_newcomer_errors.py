@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 
+from tests.support.mute_servers import statvfs_with_free
 from tfobs.config import OPTIONS, Config
 from tfobs.config_hints import unknown_env
 
@@ -72,13 +73,7 @@ def test_doctor_names_the_fix_for_a_small_capture_folder(tmp_path, monkeypatch) 
     import tfobs.config
     from tfobs.commands import doctor
 
-    real = os.statvfs
-
-    def small(path):
-        st = real(path)
-        return os.statvfs_result((st.f_bsize, 1, st.f_blocks, 64 << 20, 64 << 20, *st[5:]))
-
-    monkeypatch.setattr(doctor.os, "statvfs", small)
+    monkeypatch.setattr(doctor.os, "statvfs", statvfs_with_free(64 << 20))
     monkeypatch.setattr(tfobs.config, "SHM_DIR", str(tmp_path))  # tfobs's own choice
     verdict, detail = doctor.check_capture_dir({"config": Config()})
     assert verdict == "warn" and "64 MiB free" in detail and "--shm-size" in detail

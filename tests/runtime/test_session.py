@@ -14,6 +14,7 @@ from tensorflow.python.profiler.internal import _pywrap_profiler  # noqa: E402
 
 import tfobs  # noqa: E402
 from tests.support.memory_exporter import MemoryExporter  # noqa: E402
+from tests.support.mute_servers import statvfs_with_free  # noqa: E402
 from tfobs.capture.session import ProfilerSlot, sweep_stale_dirs  # noqa: E402
 from tfobs.config import Config  # noqa: E402
 from tfobs.runtime import Runtime  # noqa: E402
@@ -129,15 +130,6 @@ def test_sweep_removes_folders_of_dead_processes(tmp_path):
     assert not dead.exists() and mine.exists()
 
 
-def _statvfs_with_free(free: int):
-    real = os.statvfs
-
-    def fake(path):
-        st = real(path)
-        return os.statvfs_result((st.f_bsize, 1, st.f_blocks, free, free, *st[5:]))
-    return fake
-
-
 def test_short_room_after_a_window_moves_on_only_from_a_folder_tfobs_chose(
         tmp_path, monkeypatch, caplog):
     # After each window the folder must hold about twice that capture again, so the next
@@ -147,7 +139,7 @@ def test_short_room_after_a_window_moves_on_only_from_a_folder_tfobs_chose(
     shm, tmp = tmp_path / "shm", tmp_path / "tmp"
     shm.mkdir()
     tmp.mkdir()
-    monkeypatch.setattr(session.os, "statvfs", _statvfs_with_free(5 << 20))
+    monkeypatch.setattr(session.os, "statvfs", statvfs_with_free(5 << 20))
     chosen = ProfilerSlot(str(shm), host_tracer_level=2, device_tracer_level=1,
                           python_tracer_level=0, max_capture_bytes=1 << 30,
                           fallback_dir=str(tmp))

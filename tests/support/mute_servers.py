@@ -1,6 +1,6 @@
 """Endpoints that misbehave on purpose, for fault tests: a TCP server that accepts every
-connection and never sends a byte (an OTLP collector or scrape target that hangs), and a
-size-limited tmpfs (a full or read-only folder)."""
+connection and never sends a byte (an OTLP collector or scrape target that hangs), a
+size-limited tmpfs (a full or read-only folder), and an `os.statvfs` that reports little room."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pathlib
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -50,3 +50,14 @@ def small_tmpfs(folder: pathlib.Path, size: str, name: str) -> Iterator[pathlib.
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def statvfs_with_free(free: int) -> Callable[[str], os.statvfs_result]:
+    """`os.statvfs` as it is, but with `free` bytes available (for `monkeypatch.setattr`)."""
+    real = os.statvfs
+
+    def fake(path: str) -> os.statvfs_result:
+        st = real(path)
+        return os.statvfs_result((st.f_bsize, 1, st.f_blocks, free, free, *st[5:]))
+
+    return fake

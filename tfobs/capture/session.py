@@ -57,9 +57,9 @@ LIVE_EVERY_S = 0.25  # malloc's live bytes (0.1-0.3 ms, arena locks) at most thi
 # Both measured by benchmarks/tracing_memory.py; the threshold slowed the demo's CPU steps.
 # A capture folder needs room for the next capture: this many times the last one's size.
 ROOM_FACTOR = 2
+DIR_FIX = "set capture_dir (TFOBS_CAPTURE_DIR) to a folder with room"
 SHM_FIX = ("give the container more shared memory (docker run --shm-size=1g; Kubernetes: an "
-           "emptyDir with medium: Memory mounted at /dev/shm), or set capture_dir "
-           "(TFOBS_CAPTURE_DIR) to a folder with room")
+           "emptyDir with medium: Memory mounted at /dev/shm), or " + DIR_FIX)
 MALLOC_FIX = ("raise max_capture_bytes to let windows hold more, or set "
               "MALLOC_MMAP_THRESHOLD_=131072 in the job's environment (large tensors kept out "
               "of the heap; CPU steps 25 % slower in the benchmark)")
@@ -354,8 +354,7 @@ class ProfilerSlot:
                     f"on device); later windows go to {self.capture_dir}. To keep captures "
                     f"in memory, {SHM_FIX}")
         return (f"profiler export failed: capture folder {full} is full (No space left on "
-                "device): set capture_dir (TFOBS_CAPTURE_DIR) to a folder with room, or lower "
-                "window_steps")
+                f"device): {DIR_FIX}, or lower window_steps")
 
     def _check_room(self, nbytes: int) -> None:
         """After a window: move on (or warn once) when the folder could not hold the next
@@ -367,18 +366,14 @@ class ProfilerSlot:
         free = st.f_bavail * st.f_frsize
         if free >= ROOM_FACTOR * nbytes:
             return
-        full = self.capture_dir
+        short = (f"tfobs: capture folder {self.capture_dir} has {free >> 20} MiB free, too "
+                 f"little for the next capture (the last one was {nbytes >> 20} MiB)")
         if self._use_fallback():
-            _log.warning("tfobs: capture folder %s has %d MiB free, too little for the next "
-                         "capture (the last one was %d MiB); windows now go to %s. To keep "
-                         "captures in memory, %s", full, free >> 20, nbytes >> 20,
+            _log.warning("%s; windows now go to %s. To keep captures in memory, %s", short,
                          self.capture_dir, SHM_FIX)
         elif not self._room_warned:
             self._room_warned = True
-            _log.warning("tfobs: capture folder %s has %d MiB free, too little for the next "
-                         "capture (the last one was %d MiB): set capture_dir "
-                         "(TFOBS_CAPTURE_DIR) to a folder with room", full, free >> 20,
-                         nbytes >> 20)
+            _log.warning("%s: %s", short, DIR_FIX)
 
     def _use_fallback(self) -> bool:
         """Switch to the fallback folder, once; False where there is none."""

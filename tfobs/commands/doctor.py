@@ -68,13 +68,12 @@ def check_capture_dir(ctx: dict[str, Any]) -> tuple[str, str]:
     detail = f"{path} ({'tmpfs' if on_tmpfs else 'disk'}, {free / 2**20:.0f} MiB free)"
     if free < config.max_capture_bytes:
         detail += f"; less than max_capture_bytes ({config.max_capture_bytes >> 20} MiB)"
-        if not config.capture_dir:  # tfobs's own choice: it moves on when the folder fills
-            from tfobs.capture.session import SHM_FIX
+        from tfobs.capture.session import DIR_FIX, SHM_FIX
 
+        if not config.capture_dir:  # tfobs's own choice: it moves on when the folder fills
             return WARN, (f"{detail}: windows move to {tempfile.gettempdir()} once it fills; "
                           f"to keep captures in memory, {SHM_FIX}")
-        return WARN, (f"{detail}: set capture_dir (TFOBS_CAPTURE_DIR) to a folder with more "
-                      "room, or lower max_capture_bytes")
+        return WARN, f"{detail}: {DIR_FIX}, or lower max_capture_bytes"
     if not on_tmpfs:
         return WARN, detail + "; captures go through the disk (no /dev/shm here)"
     return OK, detail
