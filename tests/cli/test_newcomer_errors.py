@@ -110,3 +110,22 @@ def test_bad_command_input_is_one_line_exit_2(argv: list[str], message: str,
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.err.strip() == message and captured.out == ""
+
+
+def test_analyze_serve_errors_name_its_own_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    # `tfobs analyze --serve/--bind` is not configured by metrics_port / metrics_bind: the
+    # fix names the flags the user typed.
+    from tfobs.cli import main
+
+    capture = str(ROOT / "tests" / "data" / "captures" / "advice__demo_input_bound.xplane.pb")
+    assert main(["analyze", capture, "--serve", "0", "--bind", "no such host",
+                 "--seconds", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tfobs analyze: cannot listen on 'no such host':0")
+    assert err[0].endswith("set --bind to an address of this host"), err
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["analyze", capture, "--serve", str(port), "--seconds", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tfobs analyze: port {port} on 127.0.0.1 is in use; set --serve to a free "
+                   "port"], err

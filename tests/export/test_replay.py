@@ -93,3 +93,19 @@ def test_serve_returns_after_seconds_and_reports_a_taken_port(capsys: pytest.Cap
         assert replay.serve([summary], port=port, bind="127.0.0.1", seconds=0.1) == 2
     err = capsys.readouterr().err
     assert f"port {port} on 127.0.0.1 is in use" in err
+
+
+def test_metrics_name_filter_serves_only_the_series_asked_for() -> None:
+    # `/metrics?name[]=...` as prometheus_client's own server takes it (federation, curl).
+    server = replay.start([analyze(str(CPU_CAPTURE))], port=0, bind="127.0.0.1")
+    try:
+        whole = scrape(server.url)
+        some = scrape(server.url + "?name[]=tfobs_input_bound_ratio"
+                      "&name[]=tfobs_windows_total&name[]=no_such_series")
+        again = scrape(server.url)
+    finally:
+        server.shutdown(2.0)
+    assert len(whole) > 10 and again.keys() == whole.keys()  # a filtered ask is not cached
+    assert set(some) == {"tfobs_input_bound_ratio", "tfobs_windows_total"}
+    assert [x.value for x in some["tfobs_input_bound_ratio"]] == [
+        x.value for x in whole["tfobs_input_bound_ratio"]]

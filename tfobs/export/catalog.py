@@ -14,8 +14,8 @@ from tfobs.summary import COPY_DIRECTIONS, IDLE_CAUSES, INPUT_KINDS
 
 __all__ = [
     "ADVICE_RULES", "BY_NAME", "COPY_DIRECTIONS", "IDENTITY_LABELS", "IDLE_CAUSES",
-    "INPUT_KINDS", "METRICS", "RESERVED_LABELS", "MetricDef", "identity_values",
-    "markdown_table",
+    "INPUT_KINDS", "METRICS", "RESERVED_LABELS", "STEP_DURATION", "MetricDef",
+    "identity_values", "markdown_table",
 ]
 
 # Every series carries the worker identity (config.worker_identity: TF_CONFIG's task type and
@@ -75,9 +75,11 @@ def _m(name: str, typ: MetricType, labels: tuple[str, ...], help_text: str) -> M
 _DEV = ("device",)
 _NVML = ("device", "gpu_uuid")
 
+STEP_DURATION = "tfobs_step_duration_seconds"  # the one series not built from summaries
+
 METRICS: tuple[MetricDef, ...] = (
     # Every step.
-    _m("tfobs_step_duration_seconds", "histogram", (),
+    _m(STEP_DURATION, "histogram", (),
        "Duration of every training step in seconds; while a profile window is open its "
        "samples carry exemplars (trace_id, span_id) of the window's trace."),
     # Latest profile window.

@@ -47,6 +47,7 @@ import ssl
 import struct
 import threading
 import time
+import urllib.parse
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -119,6 +120,8 @@ class MetricsServer:
         capture_token: str = "",
         on_error: Callable[[str], None] | None = None,
         limits: Limits | None = None,
+        settings: tuple[str, str] = ("metrics_port / TFOBS_METRICS_PORT",
+                                     "metrics_bind / TFOBS_METRICS_BIND"),
     ) -> None:
         if bool(tls_cert) != bool(tls_key):
             raise ConfigError(
@@ -134,6 +137,9 @@ class MetricsServer:
         self.registry = registry
         self.bind = bind
         self.requested_port = port
+        # (port, address) as the user set them, for the fix in a bind error: the job's
+        # settings, or a command's flags (`tfobs analyze --serve/--bind`).
+        self.settings = settings
         self.tls_cert, self.tls_key = tls_cert, tls_key
         self._basic = basic_auth.encode() if basic_auth else b""
         self.page = page
@@ -163,7 +169,7 @@ class MetricsServer:
                     f"cannot load metrics_tls_cert/metrics_tls_key ({reason}); give readable "
                     "PEM files"
                 ) from None
-        listener = _listen(self.bind, self.requested_port)
+        listener = _listen(self.bind, self.requested_port, self.settings)
         self._loop = _Loop(self, listener, ctx)
         self._thread = threading.Thread(target=self._loop.run, name="tfobs-http", daemon=True)
         self._thread.start()
@@ -274,7 +280,17 @@ def _close_unread(sock: socket.socket) -> None:
     sock.close()
 
 
-def _listen(bind: str, port: int) -> socket.socket:
+def _wanted_names(path: str) -> list[str]:
+    """`/metrics?name[]=a&name[]=b`: the series names asked for, as prometheus_client's own
+    server takes them (sorted and distinct: equal asks share one rendering)."""
+    query = path.partition("?")[2]
+    if "name" not in query:
+        return []
+    return sorted(set(urllib.parse.parse_qs(query).get("name[]", [])))
+
+
+def _listen(bind: str, port: int, settings: tuple[str, str]) -> socket.socket:
+    port_setting, bind_setting = settings
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -287,18 +303,18 @@ def _listen(bind: str, port: int) -> socket.socket:
         sock.close()
         if e.errno == errno.EADDRINUSE:
             raise ConfigError(
-                f"port {port} on {bind} is in use; set metrics_port / TFOBS_METRICS_PORT to a "
-                "free port or -1 to disable"
+                f"port {port} on {bind} is in use; set {port_setting} to a free port"
+                + (" or -1 to disable" if port_setting.startswith("metrics_port") else "")
             ) from None
         raise ConfigError(
-            f"cannot listen on {bind!r}:{port} ({e.strerror or e}); set metrics_bind / "
-            "TFOBS_METRICS_BIND to an address of this host"
+            f"cannot listen on {bind!r}:{port} ({e.strerror or e}); set {bind_setting} to "
+            "an address of this host"
         ) from None
     except (TypeError, ValueError, UnicodeError) as e:  # not an address at all
         sock.close()
         raise ConfigError(
-            f"cannot listen on {bind!r}:{port} ({type(e).__name__}); set metrics_bind / "
-            "TFOBS_METRICS_BIND to an address of this host"
+            f"cannot listen on {bind!r}:{port} ({type(e).__name__}); set {bind_setting} to "
+            "an address of this host"
         ) from None
     return sock
 
@@ -944,7 +960,8 @@ class _Loop:
         if path != "/metrics":
             return "api" if path == "/api/windows" else "page"
         _encoder, content_type = choose_encoder(req.headers.get("accept", ""))
-        return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}"
+        names = ",".join(_wanted_names(req.path))
+        return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}|{names}"
 
     def _render(self, path: str, req: _Request
                 ) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
@@ -963,7 +980,11 @@ class _Loop:
     def _metrics(self, req: _Request) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
         try:
             encoder, content_type = choose_encoder(req.headers.get("accept", ""))
-            body = encoder(self.app.registry)
+            registry = self.app.registry
+            names = _wanted_names(req.path)
+            if names and hasattr(registry, "restricted_registry"):
+                registry = registry.restricted_registry(names)
+            body = encoder(registry)
         except Exception:
             log.debug("tfobs: rendering /metrics failed", exc_info=True)
             self.app.on_error("export_prometheus")

@@ -31,6 +31,7 @@ from tfobs.export.catalog import (
     IDLE_CAUSES,
     INPUT_KINDS,
     METRICS,
+    STEP_DURATION,
     identity_values,
 )
 from tfobs.health import WORK_BUCKETS, Durations, HealthLedger, HealthSnapshot
@@ -157,6 +158,21 @@ class SummaryCollector:
 
     def workers(self) -> list[WorkerState]:
         return list(self._workers.values())
+
+    def describe(self) -> Iterator[Metric]:
+        """Every family this collector can yield, empty: the registry learns the series names,
+        so `/metrics?name[]=...` (a restricted registry) finds them. The step histogram has a
+        collector of its own (`step_histogram.py`)."""
+        kinds = {"gauge": GaugeMetricFamily, "counter": CounterMetricFamily,
+                 "histogram": HistogramMetricFamily}
+        for d in METRICS:
+            if d.name == STEP_DURATION:
+                continue
+            if d.type == "info":
+                yield InfoMetricFamily(d.family, d.help, labels=list(IDENTITY_LABELS))
+            else:
+                yield kinds[d.type](d.family, d.help, labels=[*IDENTITY_LABELS, *d.labels],
+                                    unit=d.unit)
 
     def collect(self) -> Iterator[Metric]:
         fams = _Families()

@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from tfobs.config import Config
-from tfobs.export.catalog import BY_NAME, IDENTITY_LABELS, identity_values
+from tfobs.export.catalog import BY_NAME, IDENTITY_LABELS, STEP_DURATION, identity_values
 from tfobs.export.http_server import MetricsServer
 from tfobs.export.metrics_collector import (
     GpuSource,
@@ -48,7 +48,7 @@ class MetricsState:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.steps = StepHistogram(
-            "tfobs_step_duration_seconds", _help("tfobs_step_duration_seconds"),
+            STEP_DURATION, _help(STEP_DURATION),
             list(IDENTITY_LABELS), buckets=STEP_BUCKETS,
         )
         self.registry.register(self.steps)

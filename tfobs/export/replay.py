@@ -69,7 +69,8 @@ def start(
         latest = first.latest
         return render_overview(latest.summary if latest else None, health_of(first))
 
-    server = MetricsServer(state.registry, bind=bind, port=port, page=page)
+    server = MetricsServer(state.registry, bind=bind, port=port, page=page,
+                           settings=("--serve", "--bind"))
     server.start()
     return server
 
