@@ -526,3 +526,30 @@ def test_a_forked_child_does_not_keep_the_port(servers: Any) -> None:
         os.waitpid(pid, 0)
         os.close(ready_r)
         os.close(ready_w)
+
+
+def test_filtered_asks_cannot_starve_plain_scrapes(servers: Any) -> None:
+    """`/metrics?name[]=...` renders per distinct name set: clients asking for a different set
+    each time wait among themselves, and a plain scrape is answered by the next rendering."""
+    srv = servers()
+    attackers = []
+    for k in range(40):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        s.sendall(b"".join(b"GET /metrics?name[]=demo_total&name[]=x%d_%d HTTP/1.1\r\nHost: x"
+                           b"\r\n\r\n" % (k, j) for j in range(20)))
+        attackers.append(s)
+    time.sleep(0.3)  # their asks are queued first
+    latencies = []
+    for _ in range(5):
+        a = time.monotonic()
+        status, body = scrape(srv.port, timeout=15)
+        latencies.append(time.monotonic() - a)
+        assert status == 200 and b"demo_total 3.0" in body
+    assert max(latencies) < 1.5, latencies
+    # The attackers' own asks are answered, filtered, in their turn.
+    attackers[0].settimeout(15)
+    answer = attackers[0].recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200") and b"demo_total 3.0" in answer, answer[:300]
+    assert b"demo_created" not in answer  # only the series asked for
+    for s in attackers:
+        s.close()

@@ -280,6 +280,11 @@ def _close_unread(sock: socket.socket) -> None:
     sock.close()
 
 
+def _filtered(render_key: str) -> bool:
+    """Whether a rendering key (`_Loop._render_key`) carries a `name[]` filter."""
+    return render_key.startswith("m|") and not render_key.endswith("|")
+
+
 def _wanted_names(path: str) -> list[str]:
     """`/metrics?name[]=a&name[]=b`: the series names asked for, as prometheus_client's own
     server takes them (sorted and distinct: equal asks share one rendering)."""
@@ -885,7 +890,10 @@ class _Loop:
         self._queue(conn, status, content_type, body, extra, head_only)
 
     def _serve_render_waiters(self, now: float) -> None:
-        for key in list(self.render_waiters):
+        # Plain pages first: a name filter makes a rendering of its own per distinct set, so
+        # clients asking for a new set each time must wait among themselves, not before the
+        # scrapes every Prometheus sends (stable sort: arrival order otherwise).
+        for key in sorted(self.render_waiters, key=_filtered):
             live = [w for w in self.render_waiters[key] if not w[0].closed]
             if not live:
                 del self.render_waiters[key]
