@@ -146,6 +146,9 @@ class InputPipeline:
     # Self time of Python ops run by tf.data (`py_function`, `numpy_function`,
     # `from_generator`: EagerPyFunc / PyFunc ops), window total in seconds.
     python_op_s: float = 0.0
+    # tf.distribute's per-replica input ran (MultiDeviceIterator ops): its iterators are
+    # `::Generator` stages that run no Python, unlike `from_generator`'s.
+    per_replica_input: bool = False
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
-from tfobs.summary import Advice, DeviceActivity, Environment, WindowSummary
+from tfobs.summary import Advice, DeviceActivity, Environment, TfDataStage, WindowSummary
 
 
 @functools.cache
@@ -46,6 +46,7 @@ HEALTHY = "advice__healthy"
 HEAVY = "advice__tfdata_heavy_map"
 DEMO_SLOW = "advice__demo_input_bound"
 COMPUTE = "generated__tf2.20cpu__custom_loop_compute_bfc"
+MIRRORED = "generated__tf2.21cpu__mirrored"  # 2 logical CPUs, experimental_distribute_dataset
 AMD_CONV = "tracelens__mi300_jax08_conv__tw003"
 AMD_GEMM = "tracelens__mi300_jax08_gemm__tw003"
 AMD_LEGACY = "tracelens__mi300_jax_conv_legacy__chi-mi300x-013"
@@ -156,6 +157,41 @@ def test_tfdata_from_generator_silent_on_tensor_sources() -> None:
     assert not fired(summary(PY), "tfdata_from_generator")
 
 
+def test_per_replica_input_is_not_blamed_on_from_generator() -> None:
+    # MirroredStrategy's per-replica iterators are `::Generator` stages too, but run
+    # MultiDeviceIterator ops and no Python: from_generator's fix would not apply.
+    s = summary(MIRRORED)
+    assert s.input_bound.verdict == "highly"
+    assert s.input_pipeline.slowest_stage.name.endswith("::Generator")
+    assert s.input_pipeline.per_replica_input and s.input_pipeline.python_op_s == 0
+    a = one(s, "tfdata_per_replica_input")
+    assert a.evidence["slowest_stage_s_per_step"] == pytest.approx(
+        s.input_pipeline.slowest_stage.self_s / s.steps.count)
+    # The dataset's own stages (Rebatch, BatchV2, ...) are cheap here: the hand-off is named,
+    # and the dataset fixes are said not to help.
+    assert 0 < a.evidence["dataset_stages_s_per_step"] < 0.5 * a.evidence[
+        "slowest_stage_s_per_step"]
+    assert "the hand-off, not the dataset" in a.message
+    assert "experimental_per_replica_buffer_size" in a.fix and "will not shorten" in a.fix
+    assert not fired(s, "tfdata_from_generator") and not fired(s, "tfdata_slowest_stage")
+    g = summary(GENERATOR)  # a real from_generator: no MultiDeviceIterator
+    assert not g.input_pipeline.per_replica_input and not fired(g, "tfdata_per_replica_input")
+
+
+def test_per_replica_input_blames_a_slow_distributed_dataset_from_summary() -> None:
+    # The mirrored capture's summary with a heavy map below the per-replica iterators.
+    s = summary(MIRRORED)
+    ip = s.input_pipeline
+    heavy = TfDataStage("Iterator::Root::Prefetch::Rebatch::BatchV2::ParallelMapV2",
+                        ip.slowest_stage.self_s * 0.9, 12)
+    s = dataclasses.replace(s, input_pipeline=dataclasses.replace(ip, stages=(
+        *ip.stages, heavy)), advice=())
+    a = one(dataclasses.replace(s, advice=advise(s)), "tfdata_per_replica_input")
+    assert a.evidence["dataset_stages_s_per_step"] >= 0.5 * a.evidence[
+        "slowest_stage_s_per_step"]
+    assert "does not keep ahead" in a.message and "num_parallel_calls" in a.fix
+
+
 def test_tfdata_slowest_stage_names_the_stage_when_no_specific_cause_fits() -> None:
     s = summary(HEAVY)
     a = one(s, "tfdata_slowest_stage")
@@ -164,7 +200,7 @@ def test_tfdata_slowest_stage_names_the_stage_when_no_specific_cause_fits() -> N
     assert a.evidence["slowest_stage_s_per_step"] >= 0.25 * a.evidence["input_s_per_step"] > 0
     assert "batch before map" in a.fix
     specific = {"tfdata_py_function", "tfdata_map_serial", "tfdata_no_prefetch",
-                "tfdata_file_read", "tfdata_from_generator"}
+                "tfdata_file_read", "tfdata_from_generator", "tfdata_per_replica_input"}
     assert not specific & {x.code for x in s.advice}
 
 

@@ -63,6 +63,17 @@ def top_input_ops(host_ops: dict[str, OpAgg], top_n: int) -> tuple[OpStat, ...]:
 PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
 
 
+# tf.distribute's per-replica iterators (`experimental_distribute_dataset`,
+# `distribute_datasets_from_function`) are GeneratorDatasets whose functions read a
+# MultiDeviceIterator; each element runs one of these ops.
+PER_REPLICA_OPS = ("MultiDeviceIteratorFromStringHandle", "MultiDeviceIteratorGetNextFromShard")
+
+
+def per_replica_input(host_ops: dict[str, OpAgg]) -> bool:
+    """Whether tf.distribute's per-replica input iterators ran in the window."""
+    return any(op.op_type in PER_REPLICA_OPS for op in host_ops.values())
+
+
 def python_op_seconds(host_ops: dict[str, OpAgg]) -> float:
     """Self time of the ops that call back into Python (py_function, numpy_function)."""
     return sum(op.self_ps for op in host_ops.values() if op.op_type in PYTHON_OPS) / 1e12

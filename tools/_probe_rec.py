@@ -1,0 +1,996 @@
+"""Record TensorFlow CPU captures of ordinary workloads, with XProf 2.24.2's answers, for tests.
+
+    python tools/record_tf_captures.py --out tests/data            # every case
+    python tools/record_tf_captures.py --out /tmp/c --cases xla_jit,mirrored
+
+Each case runs in its own Python process (environment variables such as
+`TF_CPU_ALLOCATOR_USE_BFC` must be set before TensorFlow is imported; one profiler session
+per process), warms up outside the trace, then profiles a few steps with the public
+`tf.profiler.experimental.start/stop` (host level 2, the default). The script then copies
+`<host>.xplane.pb` to `<out>/captures/generated__tf<ver>cpu__<case>.xplane.pb`, runs XProf's
+five tools on a fresh copy (`tests/support/xprof_reference.py`) into
+`<out>/xprof-2.24.2/<stem>.<tool>.json`, and writes `<out>/provenance/<stem>.json` (TF,
+Keras, XProf versions, date, host CPU, the case's description and parameters).
+
+Steps are marked with tfobs's own markers (`tfobs.step` in custom loops, tfobs's Keras
+callback in `fit`) except where a case says otherwise, so XProf and tfobs see the same
+steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+MAX_BYTES = 20 * 1024 * 1024
+
+# name -> (description, extra environment)
+CASES: dict[str, tuple[str, dict[str, str]]] = {
+    "conv_bn_custom_loop": (
+        "custom tf.function loop, Conv2D + BatchNormalization + Dense on 32x32x3 images; "
+        "oneDNN ops (`_MklNativeConv2D*`, `_MklFusedBatchNorm*`); tfobs.step markers", {}),
+    "lstm_bfc_varying": (
+        "custom loop, Embedding + 2-layer LSTM, a new (batch, length) every step, "
+        "TF_CPU_ALLOCATOR_USE_BFC=true (allocation events); LSTM runs an in-graph while loop; "
+        "tfobs.step markers; the large capture for the speed benchmark",
+        {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "keras3_spe4_callback": (
+        "Keras 3 fit, steps_per_execution=4, tfobs's Keras callback (markers)", {}),
+    "keras3_spe4_plain": (
+        "Keras 3 fit, steps_per_execution=4, no callback (no step markers)", {}),
+    "mixed_precision_fit": (
+        "Keras 3 fit under mixed_bfloat16, tfobs's Keras callback, BFC allocator",
+        {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "mirrored": (
+        "custom loop, MirroredStrategy over 2 logical CPU devices, tfobs.step markers", {}),
+    "numpy_preprocess": (
+        "custom loop whose step preprocesses its batch with numpy in Python, then runs a "
+        "tf.function train step; tfobs.step markers", {}),
+    "xla_jit": (
+        "custom loop, tf.function(jit_compile=True) train step (XLA CPU), tfobs.step markers, "
+        "BFC allocator", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "slow_callback": (
+        "Keras 3 fit, tfobs's Keras callback first, then a callback sleeping 5 ms in "
+        "on_train_batch_end (time between steps)", {}),
+    "gan_two_tapes": (
+        "custom loop, a small GAN: generator and discriminator, two GradientTapes and two "
+        "optimizers in one tf.function step; tfobs.step markers", {}),
+    "transformer_bf16": (
+        "custom loop, one transformer block (MultiHeadAttention, LayerNormalization, "
+        "feed-forward) under mixed_bfloat16, BFC allocator; tfobs.step markers",
+        {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "tfrecord_fit": (
+        "Keras 3 fit on TFRecord files: interleave over 4 files, parse_example, a map, "
+        "batch and prefetch; tfobs's Keras callback", {}),
+    "gru_fit": (
+        "Keras 3 fit, Embedding + GRU (an in-graph while loop), tfobs's Keras callback", {}),
+    "fit_validation": (
+        "Keras 3 fit with validation_data every epoch (test steps between train steps), "
+        "Dropout and BatchNormalization, tfobs's Keras callback", {}),
+    "mirrored_fit": (
+        "Keras 3 fit under MirroredStrategy over 2 logical CPU devices, tfobs's Keras "
+        "callback", {}),
+    "resnet_fit": (
+        "Keras 3 fit, a small residual conv net: strided Conv2D, DepthwiseConv2D, "
+        "BatchNormalization, residual Add, MaxPooling2D; tfobs's Keras callback", {}),
+    "bilstm_custom_loop": (
+        "custom loop, Embedding + Bidirectional LSTM (two in-graph while loops), a new batch "
+        "size every step, BFC allocator; tfobs.step markers", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "gru_spe3_fit": (
+        "Keras 3 fit, GRU with steps_per_execution=3 (a while loop inside a loop over "
+        "steps), tfobs's Keras callback", {}),
+    "numpy_function_input": (
+        "Keras 3 fit whose tf.data map runs Python through tf.numpy_function (per-element "
+        "numpy work in the input pipeline), no prefetch; tfobs's Keras callback", {}),
+    "xla_fit": (
+        "Keras 3 fit with model.compile(jit_compile=True) (XLA CPU), tfobs's Keras callback, "
+        "BFC allocator", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "while_loop_step": (
+        "custom loop whose tf.function step runs an explicit tf.while_loop of 4 inner "
+        "updates; tfobs.step markers", {}),
+    "eager_loop": (
+        "custom loop without tf.function (eager ops, GradientTape), tfobs.step markers", {}),
+    "tfkeras_profile_batch": (
+        "tf_keras (Keras 2) fit profiled by the TensorBoard callback's profile_batch range, "
+        "no tfobs markers", {"TF_USE_LEGACY_KERAS": "1"}),
+    "two_functions_step": (
+        "custom loop whose step calls two tf.functions (gradients, then a separate apply), "
+        "gradient accumulation over 2 micro-batches; tfobs.step markers", {}),
+    "summaries_fit": (
+        "Keras 3 fit with TensorBoard's callback writing scalars every batch and histograms "
+        "every epoch (summary ops beside the step), tfobs's Keras callback", {}),
+    "string_input_fit": (
+        "Keras 3 fit on text: tf.data of strings through TextVectorization in the input "
+        "pipeline (string ops on the host), Embedding + pooling; tfobs's Keras callback", {}),
+    "ragged_text_fit": (
+        "Keras 3 fit on ragged token lists (tf.RaggedTensor batches from tf.data's "
+        "ragged_batch) pooled by a custom layer; tfobs's Keras callback", {}),
+    "augment_fit": (
+        "Keras 3 fit of a conv net with RandomFlip/RandomTranslation layers in the model and "
+        "tf.image ops in a parallel tf.data map after cache and shuffle; tfobs's Keras callback",
+        {}),
+    "sparse_custom_loop": (
+        "custom loop, a wide model over tf.SparseTensor features (embedding_lookup_sparse) "
+        "beside a dense tower; tfobs.step markers", {}),
+    "multi_input_fit": (
+        "Keras 3 fit of a functional model with two named inputs and two outputs (dict "
+        "datasets, two losses); tfobs's Keras callback", {}),
+    "autoencoder_custom_loop": (
+        "custom loop, a conv autoencoder (Conv2D down, Conv2DTranspose up), BFC allocator; "
+        "tfobs.step markers", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "profiler_server": (
+        "custom loop traced on demand through TensorFlow's profiler server "
+        "(tf.profiler.experimental.server.start + client.trace from another thread), "
+        "tfobs.step markers", {}),
+    "python_tracer_fit": (
+        "Keras 3 fit profiled with python_tracer_level=1 (Python function events beside TF's "
+        "own), tfobs's Keras callback", {}),
+    "host_tracer3_loop": (
+        "custom loop profiled with host_tracer_level=3 (verbose TraceMe events), "
+        "tfobs.step markers", {}),
+    "checkpoint_loop": (
+        "custom loop saving a tf.train.Checkpoint every third step inside the trace (SaveV2, "
+        "file writes on the host between steps); tfobs.step markers", {}),
+    "mixed_float16_loop": (
+        "custom loop under mixed_float16 with Keras's LossScaleOptimizer (dynamic loss "
+        "scale, float16 casts on CPU), BFC allocator; tfobs.step markers",
+        {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "sparse_adam_fit": (
+        "Keras 3 fit of Embedding(20000) + Dense under Adam (sparse IndexedSlices gradient "
+        "updates), tfobs's Keras callback", {}),
+    "numpy_epochs_fit": (
+        "Keras 3 fit on numpy arrays, Embedding + LSTM, 5 batches per epoch, two epochs in the "
+        "trace: steps back to back and one pause at the epoch's end, where Keras builds the "
+        "next epoch's tf.data iterator eagerly; tfobs's Keras callback", {}),
+    "savedmodel_finetune": ("a tf.Module with a train function saved and loaded back (restored functions), custom loop", {}),
+    "grad_accum_loop": ("gradient accumulation over 4 micro-steps, tf.cond applying every 4th", {}),
+    "pydataset_fit": ("Keras 3 PyDataset with workers=2 (Python threads)", {}),
+    "tf_print_step": ("custom loop with tf.print and check_numerics in the step", {}),
+    "dist_from_fn_loop": ("MirroredStrategy over 2 logical CPUs, distribute_datasets_from_function, custom loop with strategy.run", {}),
+    "retrace_loop": ("custom loop whose tf.function retraces every step (python int argument)", {}),
+}
+
+
+# --- the workloads (run in a child process: `--child CASE LOGDIR`) ------------------------
+
+
+def _child(case: str, logdir: str) -> dict[str, Any]:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if case in ("mirrored", "mirrored_fit", "dist_from_fn_loop"):
+        import tensorflow as tf
+
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import numpy as np
+    import tensorflow as tf
+
+    import tfobs
+    from tfobs.capture.markers import keras3_callback_class
+    from tfobs.commands.demo import build_train_step
+
+    tf.random.set_seed(0)
+    rng = np.random.default_rng(0)
+    keras = tf.keras
+    params: dict[str, Any] = {}
+
+    def profile(run_steps: Any) -> None:
+        if case == "profiler_server":  # an on-demand capture: the client asks the server
+            import socket
+            import threading
+
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            tf.profiler.experimental.server.start(port)
+            tracer = threading.Thread(target=tf.profiler.experimental.client.trace,
+                                      args=(f"grpc://localhost:{port}", logdir, 1500))
+            tracer.start()
+            time.sleep(0.3)  # the session opens before the steps run
+            run_steps()
+            tracer.join()
+            return
+        levels = {"python_tracer_fit": {"python_tracer_level": 1},
+                  "host_tracer3_loop": {"host_tracer_level": 3}}.get(case, {})
+        options = tf.profiler.experimental.ProfilerOptions(**levels) if levels else None
+        tf.profiler.experimental.start(logdir, options=options)
+        try:
+            run_steps()
+        finally:
+            tf.profiler.experimental.stop()
+
+    def warm_then_profile(one_step: Any, steps: int, warm: int = 3) -> None:
+        """`warm` marked steps outside the trace, then `steps` more inside it."""
+        def loop(n: int, first: int) -> None:
+            for i in range(first, first + n):
+                with tfobs.step(i):
+                    one_step(i)
+
+        loop(warm, 0)
+        profile(lambda: loop(steps, warm))
+
+    def fit_then_profile(model: Any, ds: Any, warm: int, steps: int, epochs: int = 1,
+                         **fit_kw: Any) -> None:
+        """An untraced fit of `warm` steps, then `epochs` profiled epochs of `steps` each,
+        with tfobs's Keras callback (markers)."""
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()()], **fit_kw}
+        model.fit(ds, steps_per_epoch=warm, epochs=1, **kw)
+        profile(lambda: model.fit(ds, steps_per_epoch=steps, epochs=epochs, **kw))
+
+    def random_batches(n: int, features: int, batch: int) -> Any:
+        x = rng.random((n, features), np.float32)
+        y = rng.random((n, 1), np.float32)
+        return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(batch).prefetch(2)
+
+    def mlp(features: int, width: int) -> Any:
+        """features -> Dense(width, relu) -> Dense(1): the small model most cases train."""
+        return keras.Sequential([keras.Input((features,)), keras.layers.Dense(width, "relu"),
+                                 keras.layers.Dense(1)])
+
+    def mse(yb: Any, pred: Any) -> Any:
+        return tf.reduce_mean(tf.square(pred - yb))
+
+    if case == "conv_bn_custom_loop":
+        params = {"batch": 32, "steps": 12}
+        model = keras.Sequential([
+            keras.Input((32, 32, 3)), keras.layers.Conv2D(32, 3, padding="same"),
+            keras.layers.BatchNormalization(), keras.layers.ReLU(),
+            keras.layers.Conv2D(32, 3, padding="same"), keras.layers.BatchNormalization(),
+            keras.layers.ReLU(), keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        x = tf.random.uniform((256, 32, 32, 3))
+        y = tf.random.uniform((256,), maxval=10, dtype=tf.int32)
+        it = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2))
+        step = build_train_step(tf, model, optimizer=keras.optimizers.SGD(0.01))
+        warm_then_profile(lambda i: step(*next(it)), params["steps"])
+
+    elif case == "lstm_bfc_varying":
+        params = {"vocab": 2000, "embed": 64, "units": 64, "steps": 12,
+                  "batches": [8, 16, 24, 32], "lengths": [16, 32, 48, 64]}
+        model = keras.Sequential([
+            keras.Input((None,), dtype="int32"), keras.layers.Embedding(params["vocab"], 64),
+            keras.layers.LSTM(64, return_sequences=True), keras.layers.LSTM(64),
+            keras.layers.Dense(1)])
+        spec = [tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, 1), tf.float32)]
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3),
+                                input_signature=spec)
+
+        def varying(i: int) -> None:  # a new (batch, length) every step
+            b = params["batches"][i % 4]
+            length = params["lengths"][(i // 4 + i) % 4]
+            xb = tf.constant(rng.integers(0, params["vocab"], (b, length)), tf.int32)
+            step(xb, tf.constant(rng.random((b, 1)), tf.float32))
+
+        warm_then_profile(varying, params["steps"], warm=4)
+
+    elif case in ("keras3_spe4_callback", "keras3_spe4_plain", "mixed_precision_fit",
+                  "slow_callback"):
+        spe = 4 if case.startswith("keras3_spe4") else 1
+        if case == "mixed_precision_fit":
+            keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        params = {"steps_per_execution": spe, "batch": 64, "steps": 12 if spe == 1 else 16}
+        model = keras.Sequential([
+            keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(512, activation="relu"),
+            keras.layers.Dense(1, dtype="float32")])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse",
+                      steps_per_execution=spe)
+        x = rng.random((64 * 64, 256), np.float32)
+        y = rng.random((64 * 64, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64).prefetch(2)
+        callbacks: list[Any] = []
+        if case != "keras3_spe4_plain":
+            callbacks.append(keras3_callback_class()())
+        if case == "slow_callback":
+            params["callback_sleep_s"] = 0.005
+
+            class Slow(keras.callbacks.Callback):
+                def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+                    time.sleep(0.005)
+
+            callbacks.append(Slow())
+        model.fit(ds, steps_per_epoch=8, epochs=1, verbose=0, callbacks=callbacks)
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, verbose=0,
+                                  callbacks=callbacks))
+
+    elif case == "mirrored":
+        params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 64, "steps": 12}
+        strategy = tf.distribute.MirroredStrategy(params["devices"])
+        with strategy.scope():
+            model = mlp(128, 256)
+            opt = keras.optimizers.SGD(0.01)
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+        it = iter(strategy.experimental_distribute_dataset(ds))
+
+        def replica_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(tf.square(model(xb, training=True) - yb)) / 64.0
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        @tf.function
+        def train_step(batch: Any) -> Any:
+            per = strategy.run(replica_step, args=batch)
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+        warm_then_profile(lambda i: train_step(next(it)), params["steps"])
+
+    elif case == "numpy_preprocess":
+        params = {"batch": 128, "steps": 12}
+        model = mlp(256, 256)
+        raw = rng.random((128 * 8, 256)).astype(np.float32)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+
+        def preprocess_then_step(i: int) -> None:
+            block = raw[(i % 8) * 128:(i % 8 + 1) * 128]
+            # numpy work in Python, inside the step: standardise, clip, sort a copy
+            z = (block - block.mean(0)) / (block.std(0) + 1e-6)
+            z = np.clip(z, -3, 3)
+            for _ in range(20):
+                np.sort(z, axis=1)
+            step(tf.constant(z), tf.constant(z[:, :1]))
+
+        warm_then_profile(preprocess_then_step, params["steps"])
+
+    elif case == "xla_jit":
+        params = {"batch": 128, "steps": 12}
+        model = mlp(256, 512)
+        x = tf.random.uniform((128, 256))
+        y = tf.random.uniform((128, 1))
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01), jit_compile=True)
+        warm_then_profile(lambda i: step(x, y), params["steps"])
+    elif case == "gan_two_tapes":
+        params = {"batch": 64, "noise": 32, "features": 64, "steps": 12}
+        gen = keras.Sequential([keras.Input((32,)), keras.layers.Dense(128, "relu"),
+                                keras.layers.Dense(64)])
+        disc = mlp(64, 128)
+        g_opt, d_opt = keras.optimizers.Adam(1e-4), keras.optimizers.Adam(1e-4)
+        bce = keras.losses.BinaryCrossentropy(from_logits=True)
+        real = tf.random.normal((64 * 8, 64))
+        it = iter(tf.data.Dataset.from_tensor_slices(real).repeat().batch(64).prefetch(2))
+
+        @tf.function
+        def gan_step(batch: Any) -> Any:
+            noise = tf.random.normal((64, 32))
+            with tf.GradientTape() as g_tape, tf.GradientTape() as d_tape:
+                fake = gen(noise, training=True)
+                real_out, fake_out = disc(batch, training=True), disc(fake, training=True)
+                g_loss = bce(tf.ones_like(fake_out), fake_out)
+                d_loss = (bce(tf.ones_like(real_out), real_out)
+                          + bce(tf.zeros_like(fake_out), fake_out))
+            g_opt.apply_gradients(zip(g_tape.gradient(g_loss, gen.trainable_variables),
+                                      gen.trainable_variables, strict=True))
+            d_opt.apply_gradients(zip(d_tape.gradient(d_loss, disc.trainable_variables),
+                                      disc.trainable_variables, strict=True))
+            return g_loss, d_loss
+
+        warm_then_profile(lambda i: gan_step(next(it)), params["steps"])
+
+    elif case == "transformer_bf16":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        params = {"batch": 16, "length": 32, "dim": 64, "heads": 4, "steps": 10}
+        inp = keras.Input((32, 64))
+        att = keras.layers.MultiHeadAttention(4, 16)(inp, inp)
+        h = keras.layers.LayerNormalization()(inp + att)
+        ff = keras.layers.Dense(64)(keras.layers.Dense(256, activation="gelu")(h))
+        out = keras.layers.Dense(1, dtype="float32")(
+            keras.layers.GlobalAveragePooling1D()(keras.layers.LayerNormalization()(h + ff)))
+        model = keras.Model(inp, out)
+        x = tf.random.normal((16, 32, 64))
+        y = tf.random.normal((16, 1))
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3))
+        warm_then_profile(lambda i: step(x, y), params["steps"])
+
+    elif case == "tfrecord_fit":
+        params = {"files": 4, "records_per_file": 256, "batch": 32, "steps": 12}
+        folder = pathlib.Path(logdir) / "records"  # removed with the log folder
+        folder.mkdir(exist_ok=True)
+        files = []
+        for f in range(4):
+            path = str(folder / f"part-{f}.tfrecord")
+            with tf.io.TFRecordWriter(path) as writer:
+                for _ in range(256):
+                    feat = {"x": tf.train.Feature(float_list=tf.train.FloatList(
+                                value=rng.random(64).tolist())),
+                            "y": tf.train.Feature(float_list=tf.train.FloatList(
+                                value=[float(rng.random())]))}
+                    writer.write(tf.train.Example(features=tf.train.Features(
+                        feature=feat)).SerializeToString())
+            files.append(path)
+        spec = {"x": tf.io.FixedLenFeature((64,), tf.float32),
+                "y": tf.io.FixedLenFeature((1,), tf.float32)}
+        ds = (tf.data.Dataset.from_tensor_slices(files).repeat()
+              .interleave(tf.data.TFRecordDataset, cycle_length=4,
+                          num_parallel_calls=tf.data.AUTOTUNE)
+              .batch(32).map(lambda r: tf.io.parse_example(r, spec))
+              .map(lambda d: (d["x"] * 2.0 - 1.0, d["y"])).prefetch(2))
+        model = mlp(64, 128)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, ds, 6, params["steps"])
+
+    elif case == "gru_fit":
+        params = {"vocab": 1000, "length": 24, "batch": 32, "steps": 10}
+        model = keras.Sequential([keras.Input((24,), dtype="int32"),
+                                  keras.layers.Embedding(1000, 32), keras.layers.GRU(32),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        x = rng.integers(0, 1000, (32 * 16, 24)).astype(np.int32)
+        y = rng.random((32 * 16, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2)
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "fit_validation":
+        params = {"batch": 64, "steps": 6, "validation_steps": 3, "epochs": 2}
+        model = keras.Sequential([
+            keras.Input((128,)), keras.layers.Dense(256), keras.layers.BatchNormalization(),
+            keras.layers.ReLU(), keras.layers.Dropout(0.2), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        ds = random_batches(64 * 8, 128, 64)
+        fit_then_profile(model, ds, 6, 6, epochs=2, validation_data=ds, validation_steps=3)
+
+    elif case == "mirrored_fit":
+        params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 64, "steps": 10}
+        strategy = tf.distribute.MirroredStrategy(params["devices"])
+        with strategy.scope():
+            model = mlp(128, 256)
+            model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, random_batches(64 * 16, 128, 64), 4, params["steps"])
+
+    elif case == "resnet_fit":
+        params = {"batch": 32, "image": [32, 32, 3], "steps": 10}
+        inp = keras.Input((32, 32, 3))
+        h = keras.layers.Conv2D(16, 3, strides=2, padding="same")(inp)
+        h = keras.layers.ReLU()(keras.layers.BatchNormalization()(h))
+        r = keras.layers.DepthwiseConv2D(3, padding="same")(h)
+        r = keras.layers.Conv2D(16, 1)(keras.layers.ReLU()(keras.layers.BatchNormalization()(r)))
+        h = keras.layers.MaxPooling2D()(keras.layers.Add()([h, r]))
+        out = keras.layers.Dense(10)(keras.layers.GlobalAveragePooling2D()(h))
+        model = keras.Model(inp, out)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        x = rng.random((32 * 8, 32, 32, 3), np.float32)
+        y = rng.integers(0, 10, (32 * 8,)).astype(np.int32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2)
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "bilstm_custom_loop":
+        params = {"vocab": 500, "length": 20, "batches": [8, 16, 24], "steps": 9}
+        model = keras.Sequential([
+            keras.Input((None,), dtype="int32"), keras.layers.Embedding(500, 32),
+            keras.layers.Bidirectional(keras.layers.LSTM(32)), keras.layers.Dense(1)])
+        spec = [tf.TensorSpec((None, None), tf.int32), tf.TensorSpec((None, 1), tf.float32)]
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3),
+                                input_signature=spec)
+
+        def by_batch(i: int) -> None:
+            b = params["batches"][i % 3]
+            step(tf.constant(rng.integers(0, 500, (b, 20)), tf.int32),
+                 tf.constant(rng.random((b, 1)), tf.float32))
+
+        warm_then_profile(by_batch, params["steps"], warm=3)
+
+    elif case == "gru_spe3_fit":
+        params = {"vocab": 800, "length": 16, "batch": 32, "steps_per_execution": 3,
+                  "steps": 12}
+        model = keras.Sequential([keras.Input((16,), dtype="int32"),
+                                  keras.layers.Embedding(800, 16), keras.layers.GRU(16),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", steps_per_execution=3)
+        x = rng.integers(0, 800, (32 * 12, 16)).astype(np.int32)
+        y = rng.random((32 * 12, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2)
+        fit_then_profile(model, ds, 6, params["steps"])
+
+    elif case == "numpy_function_input":
+        params = {"batch": 32, "features": 64, "steps": 10}
+
+        def py_transform(row: Any) -> Any:
+            z = np.fft.rfft(row).real[:64].astype(np.float32)
+            return (z - z.mean()) / (z.std() + 1e-6)
+
+        x = rng.random((32 * 8, 128), np.float32)
+        y = rng.random((32 * 8, 1), np.float32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+              .map(lambda a, b: (tf.ensure_shape(
+                  tf.numpy_function(py_transform, [a], tf.float32), (64,)), b))
+              .batch(32))
+        model = mlp(64, 64)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "xla_fit":
+        params = {"batch": 64, "steps": 10, "jit_compile": True}
+        model = mlp(128, 256)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse", jit_compile=True)
+        fit_then_profile(model, random_batches(64 * 8, 128, 64), 4, params["steps"])
+
+    elif case == "while_loop_step":
+        params = {"batch": 64, "inner": 4, "steps": 10}
+        w = tf.Variable(tf.random.normal((128, 1)) * 0.01)
+        x = tf.random.uniform((64, 128))
+        y = tf.random.uniform((64, 1))
+
+        @tf.function
+        def inner_steps() -> Any:
+            def body(k: Any, loss: Any) -> Any:
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(x @ w - y))
+                w.assign_sub(0.01 * tape.gradient(loss, w))
+                return k + 1, loss
+
+            return tf.while_loop(lambda k, _: k < 4, body, (tf.constant(0), tf.constant(0.0)))
+
+        warm_then_profile(lambda i: inner_steps(), params["steps"])
+
+    elif case == "eager_loop":
+        params = {"batch": 32, "steps": 8}
+        model = mlp(64, 64)
+        opt = keras.optimizers.SGD(0.01)
+        x = tf.random.uniform((32, 64))
+        y = tf.random.uniform((32, 1))
+
+        def eager_step(i: int) -> None:
+            with tf.GradientTape() as tape:
+                loss = mse(y, model(x, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+
+        warm_then_profile(eager_step, params["steps"])
+
+    elif case == "tfkeras_profile_batch":
+        import tf_keras
+
+        params = {"batch": 64, "epoch_steps": 16, "profile_batch": [6, 13]}
+        model = tf_keras.Sequential([tf_keras.layers.Dense(256, activation="relu",
+                                                           input_shape=(128,)),
+                                     tf_keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        board = tf_keras.callbacks.TensorBoard(logdir, profile_batch=(6, 13))
+        model.fit(random_batches(64 * 8, 128, 64), steps_per_epoch=16, epochs=1, verbose=0,
+                  callbacks=[board])
+
+    elif case == "two_functions_step":
+        params = {"batch": 32, "micro_batches": 2, "steps": 10}
+        model = mlp(128, 128)
+        opt = keras.optimizers.SGD(0.01)
+        x = tf.random.uniform((32, 128))
+        y = tf.random.uniform((32, 1))
+
+        @tf.function
+        def grads(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            return tape.gradient(loss, model.trainable_variables)
+
+        @tf.function
+        def apply(gs: Any) -> None:
+            opt.apply_gradients(zip(gs, model.trainable_variables, strict=True))
+
+        def accumulate(i: int) -> None:
+            total = grads(x, y)
+            more = grads(x * 0.5, y)
+            apply([a + b for a, b in zip(total, more, strict=True)])
+
+        warm_then_profile(accumulate, params["steps"])
+
+    elif case == "summaries_fit":
+        params = {"batch": 64, "steps": 10, "update_freq": 1, "histogram_freq": 1}
+        model = mlp(128, 128)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        board = keras.callbacks.TensorBoard(str(pathlib.Path(logdir) / "summaries"),
+                                            update_freq=1, histogram_freq=1)
+        fit_then_profile(model, random_batches(64 * 8, 128, 64), 4, params["steps"],
+                         callbacks=[keras3_callback_class()(), board])
+
+    elif case == "string_input_fit":
+        params = {"batch": 32, "vocab": 200, "length": 16, "steps": 10}
+        words = [f"w{k}" for k in range(300)]
+        texts = [" ".join(rng.choice(words, 12)) for _ in range(512)]
+        vectorize = keras.layers.TextVectorization(200, output_sequence_length=16)
+        vectorize.adapt(texts)
+        ds = (tf.data.Dataset.from_tensor_slices((texts, rng.random((512, 1), np.float32)))
+              .repeat().batch(32).map(lambda t, yb: (vectorize(t), yb)).prefetch(2))
+        model = keras.Sequential([keras.Input((16,), dtype="int64"),
+                                  keras.layers.Embedding(200, 16),
+                                  keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "ragged_text_fit":
+        params = {"batch": 32, "vocab": 300, "max_length": 20, "steps": 10}
+        lengths = rng.integers(3, 20, 512)
+        flat = rng.integers(1, 300, int(lengths.sum())).astype(np.int64)
+        tokens = tf.RaggedTensor.from_row_lengths(flat, lengths)
+        ds = (tf.data.Dataset.from_tensor_slices((tokens, rng.random((512, 1), np.float32)))
+              .repeat().ragged_batch(32).prefetch(2))
+
+        class RaggedMean(keras.layers.Layer):
+            def __init__(self) -> None:
+                super().__init__()
+                self.table = self.add_weight(shape=(300, 16), initializer="uniform")
+
+            def call(self, ragged: Any) -> Any:
+                return tf.reduce_mean(tf.ragged.map_flat_values(
+                    tf.nn.embedding_lookup, self.table, ragged), axis=1)
+
+        class RaggedModel(keras.Model):
+            def __init__(self) -> None:
+                super().__init__()
+                self.pool, self.head = RaggedMean(), keras.layers.Dense(1)
+
+            def call(self, ragged: Any) -> Any:
+                return self.head(self.pool(ragged))
+
+        model = RaggedModel()
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "augment_fit":
+        params = {"batch": 32, "image": [32, 32, 3], "steps": 10}
+        x = rng.random((256, 32, 32, 3), np.float32)
+        y = rng.integers(0, 10, 256).astype(np.int32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).cache().shuffle(256).repeat()
+              .map(lambda a, b: (tf.image.random_brightness(tf.image.random_flip_up_down(a),
+                                                            0.1), b),
+                   num_parallel_calls=tf.data.AUTOTUNE)
+              .batch(32).prefetch(tf.data.AUTOTUNE))
+        model = keras.Sequential([
+            keras.Input((32, 32, 3)), keras.layers.RandomFlip("horizontal"),
+            keras.layers.RandomTranslation(0.1, 0.1), keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "sparse_custom_loop":
+        params = {"batch": 64, "buckets": 1000, "ids_per_row": 5, "steps": 10}
+        wide = tf.Variable(tf.random.normal((1000, 8)) * 0.01)
+        tower = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64, "relu"),
+                                  keras.layers.Dense(8)])
+        opt = keras.optimizers.Adagrad(0.05)
+
+        def sparse_batch() -> Any:
+            rows = np.repeat(np.arange(64), 5)
+            cols = np.tile(np.arange(5), 64)
+            ids = rng.integers(0, 1000, 64 * 5)
+            return tf.SparseTensor(np.stack([rows, cols], 1).astype(np.int64),
+                                   ids.astype(np.int64), (64, 5))
+
+        @tf.function
+        def sparse_step(sp: Any, dense: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                emb = tf.nn.embedding_lookup_sparse(wide, sp, None, combiner="mean")
+                pred = tf.reduce_sum(emb * tower(dense), axis=1, keepdims=True)
+                loss = tf.reduce_mean(tf.square(pred - yb))
+            variables = [wide, *tower.trainable_variables]
+            opt.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
+            return loss
+
+        batches = [(sparse_batch(), tf.random.uniform((64, 32)), tf.random.uniform((64, 1)))
+                   for _ in range(4)]
+        warm_then_profile(lambda i: sparse_step(*batches[i % 4]), params["steps"])
+
+    elif case == "multi_input_fit":
+        params = {"batch": 32, "steps": 10}
+        a_in, b_in = keras.Input((32,), name="a"), keras.Input((16,), name="b")
+        h = keras.layers.Concatenate()([keras.layers.Dense(32, "relu")(a_in),
+                                        keras.layers.Dense(32, "relu")(b_in)])
+        model = keras.Model({"a": a_in, "b": b_in},
+                            {"score": keras.layers.Dense(1, name="score")(h),
+                             "label": keras.layers.Dense(3, name="label")(h)})
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss={"score": "mse", "label": keras.losses.SparseCategoricalCrossentropy(
+                          from_logits=True)})
+        n = 32 * 8
+        ds = tf.data.Dataset.from_tensor_slices((
+            {"a": rng.random((n, 32), np.float32), "b": rng.random((n, 16), np.float32)},
+            {"score": rng.random((n, 1), np.float32),
+             "label": rng.integers(0, 3, n).astype(np.int32)})).repeat().batch(32).prefetch(2)
+        fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "autoencoder_custom_loop":
+        params = {"batch": 16, "image": [32, 32, 1], "steps": 10}
+        model = keras.Sequential([
+            keras.Input((32, 32, 1)), keras.layers.Conv2D(16, 3, strides=2, padding="same",
+                                                          activation="relu"),
+            keras.layers.Conv2D(8, 3, strides=2, padding="same", activation="relu"),
+            keras.layers.Conv2DTranspose(8, 3, strides=2, padding="same", activation="relu"),
+            keras.layers.Conv2DTranspose(1, 3, strides=2, padding="same")])
+        x = tf.random.uniform((16, 32, 32, 1))
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3))
+        warm_then_profile(lambda i: step(x, x), params["steps"])
+
+    elif case == "profiler_server":
+        params = {"batch": 64, "steps": 40, "trace_ms": 1500}
+        model = mlp(128, 256)
+        x = tf.random.uniform((64, 128))
+        y = tf.random.uniform((64, 1))
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+
+        def paced(i: int) -> None:
+            step(x, y)
+            time.sleep(0.02)  # the run outlasts the on-demand trace's start
+
+        warm_then_profile(paced, params["steps"])
+    elif case == "python_tracer_fit":
+        params = {"batch": 64, "steps": 8, "python_tracer_level": 1}
+        model = mlp(64, 128)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, random_batches(64 * 8, 64, 64), 3, params["steps"])
+
+    elif case == "host_tracer3_loop":
+        params = {"batch": 64, "steps": 10, "host_tracer_level": 3}
+        model = mlp(128, 256)
+        it = iter(random_batches(64 * 8, 128, 64))
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3))
+        warm_then_profile(lambda i: step(*next(it)), params["steps"])
+
+    elif case == "checkpoint_loop":
+        params = {"batch": 64, "steps": 9, "save_every": 3}
+        model = mlp(128, 256)
+        opt = keras.optimizers.Adam(1e-3)
+        it = iter(random_batches(64 * 8, 128, 64))
+        step = build_train_step(tf, model, mse, opt)
+        ckpt = tf.train.Checkpoint(model=model, optimizer=opt)
+        prefix = str(pathlib.Path(logdir) / "ckpt" / "model")
+
+        def step_and_save(i: int) -> None:
+            step(*next(it))
+            if i % 3 == 0:
+                ckpt.write(prefix)
+
+        warm_then_profile(step_and_save, params["steps"])
+
+    elif case == "mixed_float16_loop":
+        params = {"batch": 64, "steps": 10, "policy": "mixed_float16"}
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(1, dtype="float32")])
+        opt = keras.mixed_precision.LossScaleOptimizer(keras.optimizers.SGD(0.01))
+        x = tf.random.uniform((64, 128))
+        y = tf.random.uniform((64, 1))
+
+        @tf.function
+        def scaled_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+                scaled = opt.scale_loss(loss)
+            grads = tape.gradient(scaled, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        warm_then_profile(lambda i: scaled_step(x, y), params["steps"])
+
+    elif case == "sparse_adam_fit":
+        params = {"batch": 64, "vocab": 20000, "length": 8, "steps": 10}
+        tokens = rng.integers(0, 20000, (64 * 8, 8))
+        ds = (tf.data.Dataset.from_tensor_slices((tokens, rng.random((64 * 8, 1), np.float32)))
+              .repeat().batch(64).prefetch(2))
+        model = keras.Sequential([keras.Input((8,), dtype="int64"),
+                                  keras.layers.Embedding(20000, 32),
+                                  keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        fit_then_profile(model, ds, 3, params["steps"])
+
+    elif case == "numpy_epochs_fit":
+        params = {"batch": 64, "samples": 300, "length": 20, "epochs": 2}
+        model = keras.Sequential([keras.Input((20,)), keras.layers.Embedding(500, 32),
+                                  keras.layers.LSTM(32), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        x = rng.integers(0, 500, (300, 20))
+        y = rng.random((300, 1), np.float32)
+        kw = {"batch_size": 64, "verbose": 0, "callbacks": [keras3_callback_class()()]}
+        model.fit(x, y, epochs=1, **kw)
+        profile(lambda: model.fit(x, y, epochs=2, **kw))
+
+    elif case == "savedmodel_finetune":
+        params = {"steps": 10}
+        class Trainer(tf.Module):
+            def __init__(self):
+                self.w1 = tf.Variable(tf.random.normal((128, 256)) * 0.05)
+                self.w2 = tf.Variable(tf.random.normal((256, 1)) * 0.05)
+            @tf.function(input_signature=[tf.TensorSpec((64, 128)), tf.TensorSpec((64, 1))])
+            def train(self, xb, yb):
+                with tf.GradientTape() as tape:
+                    pred = tf.matmul(tf.nn.relu(tf.matmul(xb, self.w1)), self.w2)
+                    loss = tf.reduce_mean(tf.square(pred - yb))
+                g = tape.gradient(loss, [self.w1, self.w2])
+                self.w1.assign_sub(0.01 * g[0]); self.w2.assign_sub(0.01 * g[1])
+                return loss
+        path = str(pathlib.Path(logdir) / "sm")
+        tf.saved_model.save(Trainer(), path)
+        loaded = tf.saved_model.load(path)
+        x = tf.random.uniform((64, 128)); y = tf.random.uniform((64, 1))
+        warm_then_profile(lambda i: loaded.train(x, y), params["steps"])
+    elif case == "grad_accum_loop":
+        params = {"steps": 12, "accum": 4}
+        model = mlp(128, 256)
+        model.build((None, 128))
+        opt = keras.optimizers.SGD(0.01)
+        acc = [tf.Variable(tf.zeros_like(v), trainable=False) for v in model.trainable_variables]
+        counter = tf.Variable(0)
+        it = iter(random_batches(64 * 8, 128, 64))
+        @tf.function
+        def micro(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            for a, g in zip(acc, tape.gradient(loss, model.trainable_variables)):
+                a.assign_add(g)
+            counter.assign_add(1)
+            def apply():
+                opt.apply_gradients(zip([a / 4.0 for a in acc], model.trainable_variables))
+                for a in acc:
+                    a.assign(tf.zeros_like(a))
+                return tf.constant(1)
+            return tf.cond(counter % 4 == 0, apply, lambda: tf.constant(0))
+        warm_then_profile(lambda i: micro(*next(it)), params["steps"], warm=4)
+    elif case == "pydataset_fit":
+        params = {"steps": 10, "workers": 2}
+        class Data(keras.utils.PyDataset):
+            def __init__(self):
+                super().__init__(workers=2, use_multiprocessing=False)
+            def __len__(self):
+                return 1000
+            def __getitem__(self, i):
+                r = np.random.default_rng(i)
+                return r.random((64, 128), np.float32), r.random((64, 1), np.float32)
+        model = mlp(128, 256)
+        model.compile(optimizer="adam", loss="mse")
+        fit_then_profile(model, Data(), 3, params["steps"])
+    elif case == "tf_print_step":
+        params = {"steps": 10}
+        model = mlp(128, 256)
+        opt = keras.optimizers.Adam(1e-3)
+        it = iter(random_batches(64 * 8, 128, 64))
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            checked = tf.debugging.check_numerics(loss, "loss")
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            tf.print("loss", checked, output_stream="file:///dev/null")
+            return loss
+        warm_then_profile(lambda i: step(*next(it)), params["steps"])
+    elif case == "dist_from_fn_loop":
+        params = {"steps": 10, "replicas": 2}
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        def data_fn(ctx):
+            x = rng.random((512, 128), np.float32); y = rng.random((512, 1), np.float32)
+            return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2)
+        dist = iter(strategy.distribute_datasets_from_function(data_fn))
+        with strategy.scope():
+            model = mlp(128, 256)
+            opt = keras.optimizers.SGD(0.01)
+        @tf.function
+        def step(batch):
+            def one(xb, yb):
+                with tf.GradientTape() as tape:
+                    loss = mse(yb, model(xb, training=True)) / 2.0
+                opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+                return loss
+            per = strategy.run(one, args=batch)
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+        warm_then_profile(lambda i: step(next(dist)), params["steps"])
+    elif case == "retrace_loop":
+        params = {"steps": 8}
+        model = mlp(128, 256)
+        opt = keras.optimizers.SGD(0.01)
+        x = tf.random.uniform((64, 128)); y = tf.random.uniform((64, 1))
+        @tf.function(reduce_retracing=False)
+        def step(xb, yb, scale):
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True)) * scale
+            opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+            return loss
+        warm_then_profile(lambda i: step(x, y, i), params["steps"])
+    else:
+        raise SystemExit(f"unknown case {case!r}")
+    return params
+
+
+# --- the driver ------------------------------------------------------------------------------
+
+
+def _versions() -> dict[str, str]:
+    code = ("import json, tensorflow as tf, keras, numpy, xprof.version as xv\n"
+            "print(json.dumps({'tensorflow': tf.__version__, 'keras': keras.__version__,"
+            " 'numpy': numpy.__version__, 'xprof': getattr(xv, '__version__', '?')}))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except Exception as exc:  # versions are provenance, not a reason to fail the recording
+        return {"error": str(exc)[:200]}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def record(case: str, out: pathlib.Path, tf_version: str) -> pathlib.Path:
+    description, env = CASES[case]
+    stem = f"generated__tf{'.'.join(tf_version.split('.')[:2])}cpu__{case}"
+    with tempfile.TemporaryDirectory(prefix="tfobs-rec-") as logdir:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", case, logdir],
+            env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"{case}: workload failed\n{proc.stderr[-3000:]}")
+        params = json.loads(proc.stdout.strip().splitlines()[-1])
+        # TensorBoard's callback writes under <logdir>/train
+        found = glob.glob(os.path.join(logdir, "**", "plugins", "profile", "*", "*.xplane.pb"),
+                          recursive=True)
+        if len(found) != 1:
+            raise SystemExit(f"{case}: expected one .xplane.pb, found {found}")
+        (out / "captures").mkdir(parents=True, exist_ok=True)
+        dest = out / "captures" / f"{stem}.xplane.pb"
+        shutil.copyfile(found[0], dest)
+    size = dest.stat().st_size
+    if size > MAX_BYTES:
+        print(f"warning: {dest.name} is {size / 1e6:.1f} MB (over 20 MB)", file=sys.stderr)
+    sys.path.insert(0, str(ROOT))
+    from tests.support.xprof_reference import TOOLS, run_tool
+
+    (out / "xprof-2.24.2").mkdir(exist_ok=True)
+    for tool in TOOLS:
+        data = run_tool(dest, tool)
+        (out / "xprof-2.24.2" / f"{stem}.{tool}.json").write_text(json.dumps(data) + "\n")
+    (out / "provenance").mkdir(exist_ok=True)
+    (out / "provenance" / f"{stem}.json").write_text(json.dumps({
+        "capture": dest.name, "case": case, "what_ran": description, "environment": env,
+        "parameters": params, "bytes": size,
+        "recorded_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host_cpu": _cpu_model(), "python": platform.python_version(),
+        "recorder": "tools/record_tf_captures.py",
+    }, indent=1) + "\n")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=str(ROOT / "tests" / "data"))
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--child", nargs=2, metavar=("CASE", "LOGDIR"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        params = _child(*args.child)
+        print(json.dumps(params), flush=True)
+        return 0
+    versions = _versions()
+    out = pathlib.Path(args.out)
+    for case in [c for c in args.cases.split(",") if c]:
+        if case not in CASES:
+            raise SystemExit(f"unknown case {case!r}; known: {', '.join(CASES)}")
+        t0 = time.monotonic()
+        dest = record(case, out, versions.get("tensorflow", "2.21"))
+        prov = out / "provenance" / dest.name.replace(".xplane.pb", ".json")
+        data = json.loads(prov.read_text())
+        data["versions"] = versions
+        prov.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"{case}: {dest} {dest.stat().st_size / 1e6:.2f} MB "
+              f"in {time.monotonic() - t0:.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
