@@ -160,6 +160,9 @@ class Ops:
     # Ops executed eagerly (outside tf.function) on the host: window seconds, longest types.
     eager_s: float = 0.0
     eager_top: tuple[OpStat, ...] = ()
+    # tf.function traces (graph building) inside the window's steps: seconds, how many.
+    graph_building_s: float = 0.0
+    graph_builds: int = 0
 
 
 @dataclass(frozen=True)

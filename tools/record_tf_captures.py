@@ -154,6 +154,14 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit on numpy arrays, Embedding + LSTM, 5 batches per epoch, two epochs in the "
         "trace: steps back to back and one pause at the epoch's end, where Keras builds the "
         "next epoch's tf.data iterator eagerly; tfobs's Keras callback", {}),
+    "dist_from_fn_loop": (
+        "MirroredStrategy over 2 logical CPU devices, distribute_datasets_from_function "
+        "(tf.distribute's per-replica iterators: ::Generator stages, no Python), custom loop "
+        "with strategy.run; tfobs.step markers", {}),
+    "retrace_loop": (
+        "custom loop whose tf.function takes the step number as a Python int, so it is traced "
+        "again in every step (tf.function-graph_building inside each step); tfobs.step "
+        "markers", {}),
 }
 
 
@@ -162,7 +170,7 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
 
 def _child(case: str, logdir: str) -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if case in ("mirrored", "mirrored_fit"):
+    if case in ("mirrored", "mirrored_fit", "dist_from_fn_loop"):
         import tensorflow as tf
 
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -790,6 +798,50 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         kw = {"batch_size": 64, "verbose": 0, "callbacks": [keras3_callback_class()()]}
         model.fit(x, y, epochs=1, **kw)
         profile(lambda: model.fit(x, y, epochs=2, **kw))
+    elif case == "dist_from_fn_loop":
+        params = {"devices": ["/cpu:0", "/cpu:1"], "batch_per_replica": 32, "steps": 10}
+        strategy = tf.distribute.MirroredStrategy(params["devices"])
+        x = rng.random((512, 128), np.float32)
+        y = rng.random((512, 1), np.float32)
+
+        def replica_data(ctx: Any) -> Any:
+            return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2)
+
+        it = iter(strategy.distribute_datasets_from_function(replica_data))
+        with strategy.scope():
+            model = mlp(128, 256)
+            opt = keras.optimizers.SGD(0.01)
+
+        def replica_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True)) / 2.0
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        @tf.function
+        def dist_step(batch: Any) -> Any:
+            per = strategy.run(replica_step, args=batch)
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+        warm_then_profile(lambda i: dist_step(next(it)), params["steps"])
+
+    elif case == "retrace_loop":
+        params = {"batch": 64, "steps": 8}
+        model = mlp(128, 256)
+        opt = keras.optimizers.SGD(0.01)
+        x = tf.random.uniform((64, 128))
+        y = tf.random.uniform((64, 1))
+
+        @tf.function
+        def scaled_step(xb: Any, yb: Any, scale: int) -> Any:  # a new int: a new trace
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True)) * scale
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        warm_then_profile(lambda i: scaled_step(x, y, i), params["steps"])
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

@@ -47,6 +47,8 @@ HEAVY = "advice__tfdata_heavy_map"
 DEMO_SLOW = "advice__demo_input_bound"
 COMPUTE = "generated__tf2.20cpu__custom_loop_compute_bfc"
 MIRRORED = "generated__tf2.21cpu__mirrored"  # 2 logical CPUs, experimental_distribute_dataset
+DIST_FROM_FN = "generated__tf2.21cpu__dist_from_fn_loop"  # distribute_datasets_from_function
+RETRACE = "generated__tf2.21cpu__retrace_loop"  # a tf.function traced again in every step
 AMD_CONV = "tracelens__mi300_jax08_conv__tw003"
 AMD_GEMM = "tracelens__mi300_jax08_gemm__tw003"
 AMD_LEGACY = "tracelens__mi300_jax_conv_legacy__chi-mi300x-013"
@@ -533,3 +535,32 @@ def test_every_recorded_case_has_its_capture_answers_and_provenance() -> None:
         assert prov[case]["what"] == mod.CASES[case][0]
         for tool in mod.TOOLS:
             assert (answers / f"advice__{case}.{tool}.json").is_file(), (case, tool)
+
+
+def test_per_replica_input_on_distribute_datasets_from_function() -> None:
+    s = summary(DIST_FROM_FN)
+    assert s.input_pipeline.per_replica_input and s.input_bound.verdict in ("moderately",
+                                                                            "highly")
+    assert one(s, "tfdata_per_replica_input") and not fired(s, "tfdata_from_generator")
+
+
+def test_tf_function_retracing_fires_on_a_function_traced_in_every_step() -> None:
+    s = summary(RETRACE)
+    a = one(s, "tf_function_retracing")
+    # One trace per step, inside each of the steps XProf's rule keeps.
+    assert s.ops.graph_builds == s.steps.count == a.evidence["graph_builds"]
+    step_s = sum(st.duration_s for st in s.steps.items)
+    assert a.evidence["graph_building_pct"] == pytest.approx(
+        100 * s.ops.graph_building_s / step_s)
+    assert a.evidence["graph_building_pct"] > 50  # tracing, not the ops, is the step
+    assert s.ops.graph_building_s < step_s
+    assert "input_signature" in a.fix and "reduce_retracing=True" in a.fix
+
+
+def test_tf_function_retracing_silent_on_traces_outside_steps() -> None:
+    # Keras builds its datasets' functions at a fit's or an epoch's start: graph building in
+    # the window, none inside a step.
+    for name in ("generated__tf2.21cpu__numpy_epochs_fit", "generated__tf2.21cpu__mirrored_fit",
+                 COMPUTE, HEALTHY):
+        s = summary(name)
+        assert s.ops.graph_builds == 0 and not fired(s, "tf_function_retracing"), name

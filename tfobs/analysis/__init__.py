@@ -16,7 +16,7 @@ from tfobs.analysis import breakdown as bd
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
-from tfobs.analysis.eager import eager_ops
+from tfobs.analysis.eager import eager_ops, graph_building
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
@@ -112,6 +112,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
 
     memory = reduce_memory(host, top_n, found.step_of)
     eager_s, eager_top = eager_ops(host, top_n)
+    building_s, builds = graph_building(host, [(g.begin_ps, g.end_ps) for g, _ in kept])
     return with_advice(WindowSummary(
         start_ns=start_ns,
         duration_s=duration_s,
@@ -131,7 +132,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
             per_replica_input=input_pipeline.per_replica_input(host_ops),
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
-                                eager_s=eager_s, eager_top=eager_top),
+                                eager_s=eager_s, eager_top=eager_top,
+                                graph_building_s=building_s, graph_builds=builds),
         kernels=reduce_kernels(space, hlo, gpu_events.table),
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
                                steps_in_window=len(found.groups) if steps.count else 0,

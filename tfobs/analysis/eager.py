@@ -24,6 +24,40 @@ def _eager_kind(kind: str) -> bool:
     return not kind.startswith(_NOT_EAGER) and "Dataset" not in kind and "Iterator" not in kind
 
 
+GRAPH_BUILDING = "tf.function-graph_building"  # TensorFlow's mark around a tf.function trace
+
+
+def graph_building(host: Timeline | None, steps: list[tuple[int, int]]) -> tuple[float, int]:
+    """(seconds, count) of tf.function traces that start inside the `steps` (absolute
+    (begin, end) ps, in order, not overlapping), the time clipped to the step:
+    `tf.function-graph_building` events not inside another (tracing a function traces the
+    functions it calls). Traces outside steps (a fit's or an epoch's start building its
+    datasets) are left out: only a trace inside a step is a function traced again."""
+    if host is None or not steps:
+        return 0.0, 0
+    mids = np.fromiter((mid for mid, n in host.names.items() if n == GRAPH_BUILDING), np.int64)
+    if not mids.size:
+        return 0.0, 0
+    begins = np.array([b for b, _ in steps], np.int64)
+    step_ends = np.array([e for _, e in steps], np.int64)
+    total, count = 0, 0
+    for ld in host.lines:
+        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+        if not at.size:
+            continue
+        # A line's events are in start order; an outermost one ends after every earlier one.
+        start, end = ld.start_arr[at], ld.end_arr[at]
+        reach = np.maximum.accumulate(end)
+        outer = np.r_[True, start[1:] >= reach[:-1]]
+        start, end = start[outer] + ld.start_ps, end[outer] + ld.start_ps
+        k = np.searchsorted(begins, start, side="right") - 1
+        kk = np.maximum(k, 0)
+        inside = (k >= 0) & (start < step_ends[kk])
+        total += int((np.minimum(end, step_ends[kk]) - start)[inside].sum())
+        count += int(inside.sum())
+    return total / 1e12, count
+
+
 def eager_ops(host: Timeline | None, top_n: int) -> tuple[float, tuple[OpStat, ...]]:
     """(seconds of eager op execution in the window, the longest eager op types)."""
     if host is None:

@@ -5,7 +5,10 @@ XProf: kernel launch share of step time >= 3 % moderate, >= 15 % high; when tf.d
 use it adds that the launch time may come from CPU contention with tf.data and names
 TF_GPU_THREAD_MODE=gpu_private. Small kernels: the share of kernels shorter than their own
 launch overhead (tfobs's device figures, after Holistic Trace Analysis). Eager ops: time of
-`EagerLocalExecute` ops against host op time, over XProf's 10 % eager threshold.
+`EagerLocalExecute` ops against host op time, over XProf's 10 % eager threshold. Retracing:
+tf.function graph building inside steps (TensorFlow's `tf.function-graph_building` mark),
+which XProf counts as host compute without a word; a trace at a fit's or an epoch's start
+lies outside steps and is not counted.
 """
 
 from __future__ import annotations
@@ -46,12 +49,21 @@ EAGER = Rule(
     "model's train_step",
     f"{PROFILER}: Overview page (recommendation: tf.function); tf.function guide "
     "(tensorflow.org/guide/function)")
-RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER)
+RETRACING = Rule(
+    "tf_function_retracing", "kernel launch",
+    "tf.function graph building (tracing) inside steps >= 10 % of step time: a function "
+    "traced again while training",
+    "pass tensors, not Python numbers or new Python objects, to the tf.function; give it an "
+    "input_signature (None for dimensions that vary) or reduce_retracing=True. TensorFlow's "
+    "log names the function ('triggered tf.function retracing')",
+    "tf.function guide (tensorflow.org/guide/function): Controlling retracing")
+RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER, RETRACING)
 
 SMALL_RATIO = 0.5
 SMALL_IDLE_SHARE = 0.10
 CONTENTION_IDLE_SHARE = 0.03
 EAGER_PCT = 10.0  # XProf's kEagerReportThresholdInPercent
+RETRACING_PCT = 10.0  # of step time: one retrace at an epoch's odd last batch stays under
 
 # XProf's sentences (KernelLaunchAnalysis, kKernelLaunchTfDataContention).
 KERNEL_LAUNCH_TEXT = " % of the total step time sampled is spent on 'Kernel Launch'."
@@ -68,6 +80,7 @@ def check(s: WindowSummary) -> list[Advice]:
         {"tfdata_in_use": float(tfdata)})
     out: list[Advice] = [found] if found else []
     out += _eager(s)
+    out += _retracing(s)
     if not on_gpu(s):
         return out
     for d in s.devices:
@@ -110,3 +123,23 @@ def _eager(s: WindowSummary) -> list[Advice]:
         f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).",
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)")]
+
+
+def _retracing(s: WindowSummary) -> list[Advice]:
+    """tf.function traces in the window against its step time (XProf counts them as host
+    compute and says nothing)."""
+    if s.ops.graph_building_s <= 0 or not s.steps.count:
+        return []
+    per = s.steps.count
+    step_s = sum(st.duration_s for st in s.steps.items) or s.steps.mean_s * per
+    pct = min(100.0, 100.0 * s.ops.graph_building_s / step_s) if step_s > 0 else 0.0
+    if pct < RETRACING_PCT:
+        return []
+    return [RETRACING.advice(
+        "warning",
+        f"tf.function built a graph {s.ops.graph_builds} times in {per} steps "
+        f"({1e3 * s.ops.graph_building_s / per:.2f} ms per step, {one_digit(pct)} % of step "
+        "time): a function is traced again while training.",
+        {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
+         "graph_builds": float(s.ops.graph_builds)},
+        f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)")]
