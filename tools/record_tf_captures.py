@@ -158,6 +158,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "MirroredStrategy over 2 logical CPU devices, distribute_datasets_from_function "
         "(tf.distribute's per-replica iterators: ::Generator stages, no Python), custom loop "
         "with strategy.run; tfobs.step markers", {}),
+    "pydataset_fit": (
+        "Keras 3 fit reading a keras.utils.PyDataset (workers=2, threads) that builds each "
+        "batch in numpy: Keras reads it through from_generator (a ::FlatMap over a "
+        "::Generator, PyFunc ops); tfobs's Keras callback", {}),
     "retrace_loop": (
         "custom loop whose tf.function takes the step number as a Python int, so it is traced "
         "again in every step (tf.function-graph_building inside each step); tfobs.step "
@@ -825,6 +829,24 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
 
         warm_then_profile(lambda i: dist_step(next(it)), params["steps"])
+
+    elif case == "pydataset_fit":
+        params = {"batch": 64, "features": 128, "workers": 2, "steps": 10}
+
+        class Batches(keras.utils.PyDataset):
+            def __init__(self) -> None:
+                super().__init__(workers=2, use_multiprocessing=False)
+
+            def __len__(self) -> int:
+                return 1000
+
+            def __getitem__(self, i: int) -> Any:
+                r = np.random.default_rng(i)
+                return r.random((64, 128), np.float32), r.random((64, 1), np.float32)
+
+        model = mlp(128, 256)
+        model.compile(optimizer="adam", loss="mse")
+        fit_then_profile(model, Batches(), 3, params["steps"])
 
     elif case == "retrace_loop":
         params = {"batch": 64, "steps": 8}

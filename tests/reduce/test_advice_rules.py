@@ -49,6 +49,7 @@ COMPUTE = "generated__tf2.20cpu__custom_loop_compute_bfc"
 MIRRORED = "generated__tf2.21cpu__mirrored"  # 2 logical CPUs, experimental_distribute_dataset
 DIST_FROM_FN = "generated__tf2.21cpu__dist_from_fn_loop"  # distribute_datasets_from_function
 RETRACE = "generated__tf2.21cpu__retrace_loop"  # a tf.function traced again in every step
+PYDATASET = "generated__tf2.21cpu__pydataset_fit"  # Keras reads it through from_generator
 AMD_CONV = "tracelens__mi300_jax08_conv__tw003"
 AMD_GEMM = "tracelens__mi300_jax08_gemm__tw003"
 AMD_LEGACY = "tracelens__mi300_jax_conv_legacy__chi-mi300x-013"
@@ -564,3 +565,27 @@ def test_tf_function_retracing_silent_on_traces_outside_steps() -> None:
                  COMPUTE, HEALTHY):
         s = summary(name)
         assert s.ops.graph_builds == 0 and not fired(s, "tf_function_retracing"), name
+
+
+def test_tfdata_from_generator_names_the_keras_pydataset_fix() -> None:
+    s = summary(PYDATASET)
+    a = one(s, "tfdata_from_generator")
+    assert "PyDataset" in a.fix and "use_multiprocessing=True" in a.fix
+    assert not fired(s, "tfdata_py_function")  # the generator's PyFunc ops: blamed once
+
+
+def test_tfdata_from_generator_when_its_flat_map_is_the_slowest_stage_from_summary() -> None:
+    # from_generator is range(...).flat_map(generator): which of the two stages holds more
+    # self time varies from run to run (both were seen on this workload).
+    s = summary(PYDATASET)
+    ip = s.input_pipeline
+    flat = next(st for st in ip.stages if st.name == "Iterator::Root::FlatMap")
+    s = dataclasses.replace(s, input_pipeline=dataclasses.replace(ip, slowest_stage=flat),
+                            advice=())
+    s = dataclasses.replace(s, advice=advise(s))
+    assert one(s, "tfdata_from_generator") and not fired(s, "tfdata_py_function")
+    # A FlatMap with no Generator below it is no from_generator.
+    other = dataclasses.replace(ip, slowest_stage=flat, stages=tuple(
+        st for st in ip.stages if not st.name.endswith("::Generator")))
+    s = dataclasses.replace(s, input_pipeline=other, advice=())
+    assert not fired(dataclasses.replace(s, advice=advise(s)), "tfdata_from_generator")

@@ -45,9 +45,12 @@ FILE_READ = Rule(
     f"{TFDATA}: Parallelizing data extraction; Caching")
 FROM_GENERATOR = Rule(
     "tfdata_from_generator", "input pipeline",
-    "input-bound and the slowest tf.data stage is a Dataset.from_generator (::Generator)",
+    "input-bound and the slowest tf.data stage is a Dataset.from_generator (::Generator, or "
+    "the ::FlatMap from_generator wraps it in)",
     "replace from_generator with tf.data sources (from_tensor_slices, TFRecordDataset) and "
-    "TensorFlow ops; from_generator runs Python under the GIL, one element at a time",
+    "TensorFlow ops; from_generator runs Python under the GIL, one element at a time. A "
+    "Keras PyDataset (or Sequence) is read this way too: give it more workers= or "
+    "use_multiprocessing=True, or load the data with tf.data",
     f"{TFDATA}: Best practice summary; {GPU}: 1. Optimize the input pipeline")
 PER_REPLICA_INPUT = Rule(
     "tfdata_per_replica_input", "input pipeline",
@@ -119,7 +122,7 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
     where = f" (slowest stage {_short(slow)}" + (
         f", {1e3 * slow.self_s / per_step:.2f} ms per step)" if slow else ")")
     out: list[Advice] = []
-    generator = slow is not None and _kind(slow) == "Generator"
+    generator = slow is not None and _from_generator(slow, ip.stages)
     # tf.distribute's per-replica iterators are Generator stages too; with no Python op in
     # the window the slow one is theirs, and from_generator's fix would not apply.
     per_replica = generator and ip.per_replica_input and ip.python_op_s == 0
@@ -201,6 +204,15 @@ def _per_replica(s: WindowSummary, slow: TfDataStage, base: dict[str, float],
         "free, let it run further ahead: tf.distribute.InputOptions("
         "experimental_per_replica_buffer_size=2) passed to experimental_distribute_dataset or "
         "distribute_datasets_from_function")
+
+
+def _from_generator(slow: TfDataStage, stages: tuple[TfDataStage, ...]) -> bool:
+    """The slowest stage is a Generator, or the FlatMap `from_generator` builds around one
+    (`range(...).flat_map(generator)`: its self time includes handing the Python elements on;
+    Keras's PyDataset adapter reads that way)."""
+    kind = _kind(slow)
+    return kind == "Generator" or (kind == "FlatMap" and any(
+        st.name.startswith(slow.name + "[") and _kind(st) == "Generator" for st in stages))
 
 
 def _kind(stage: TfDataStage) -> str:
