@@ -162,6 +162,9 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit reading a keras.utils.PyDataset (workers=2, threads) that builds each "
         "batch in numpy: Keras reads it through from_generator (a ::FlatMap over a "
         "::Generator, PyFunc ops); tfobs's Keras callback", {}),
+    "py_function_step": (
+        "custom loop whose tf.function step calls tf.py_function (a numpy metric that sleeps "
+        "3 ms): EagerPyFunc ops in the step, not in tf.data; tfobs.step markers", {}),
     "retrace_loop": (
         "custom loop whose tf.function takes the step number as a Python int, so it is traced "
         "again in every step (tf.function-graph_building inside each step); tfobs.step "
@@ -847,6 +850,27 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model = mlp(128, 256)
         model.compile(optimizer="adam", loss="mse")
         fit_then_profile(model, Batches(), 3, params["steps"])
+
+    elif case == "py_function_step":
+        params = {"batch": 64, "steps": 10, "metric_sleep_s": 0.003}
+        model = mlp(128, 256)
+        opt = keras.optimizers.SGD(0.01)
+        it = iter(random_batches(64 * 8, 128, 64))
+
+        def numpy_metric(pred: Any) -> Any:
+            time.sleep(0.003)
+            return np.float32(np.abs(pred.numpy()).mean())
+
+        @tf.function
+        def step_with_metric(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                pred = model(xb, training=True)
+                loss = mse(yb, pred)
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return tf.py_function(numpy_metric, [pred], tf.float32)
+
+        warm_then_profile(lambda i: step_with_metric(*next(it)), params["steps"])
 
     elif case == "retrace_loop":
         params = {"batch": 64, "steps": 8}

@@ -50,6 +50,7 @@ MIRRORED = "generated__tf2.21cpu__mirrored"  # 2 logical CPUs, experimental_dist
 DIST_FROM_FN = "generated__tf2.21cpu__dist_from_fn_loop"  # distribute_datasets_from_function
 RETRACE = "generated__tf2.21cpu__retrace_loop"  # a tf.function traced again in every step
 PYDATASET = "generated__tf2.21cpu__pydataset_fit"  # Keras reads it through from_generator
+PY_IN_STEP = "generated__tf2.21cpu__py_function_step"  # tf.py_function in the training step
 AMD_CONV = "tracelens__mi300_jax08_conv__tw003"
 AMD_GEMM = "tracelens__mi300_jax08_gemm__tw003"
 AMD_LEGACY = "tracelens__mi300_jax_conv_legacy__chi-mi300x-013"
@@ -589,3 +590,13 @@ def test_tfdata_from_generator_when_its_flat_map_is_the_slowest_stage_from_summa
         st for st in ip.stages if not st.name.endswith("::Generator")))
     s = dataclasses.replace(s, input_pipeline=other, advice=())
     assert not fired(dataclasses.replace(s, advice=advise(s)), "tfdata_from_generator")
+
+
+def test_python_ops_in_the_step_are_not_counted_as_tf_data() -> None:
+    # The same op type (EagerPyFunc) runs in tf.data's functions and in a training step: only
+    # the ones on tf.data's threads are the input pipeline's.
+    s = summary(PY_IN_STEP)
+    step_py = [o for o in s.ops.top if o.op_type == "EagerPyFunc"]
+    assert step_py and step_py[0].self_s > 0.02  # 3 ms of sleep in each of 10 steps
+    assert s.input_pipeline.python_op_s == 0
+    assert summary(PY).input_pipeline.python_op_s > 0.1  # tf.data's own, still counted

@@ -128,7 +128,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
             stages=stages[: max(top_n, 10)],
             top_input_ops=input_pipeline.top_input_ops(host_ops, top_n),
             host_input_total_s=totals,
-            python_op_s=input_pipeline.python_op_seconds(host_ops),
+            python_op_s=input_pipeline.python_op_seconds(host_ops, host),
             per_replica_input=input_pipeline.per_replica_input(host_ops),
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),

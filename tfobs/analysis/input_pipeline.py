@@ -10,8 +10,11 @@ figures per step.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.ops import OpAgg
+from tfobs.analysis.timeline import Timeline, member
 from tfobs.summary import INPUT_KINDS, OpStat
 
 _FILE_SOURCES = ("::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable",
@@ -61,6 +64,7 @@ def top_input_ops(host_ops: dict[str, OpAgg], top_n: int) -> tuple[OpStat, ...]:
 
 
 PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
+TFDATA_THREADS = "tf_data"  # tf.data's thread names: tf_data_private_threadpool/..., ...
 
 
 # tf.distribute's per-replica iterators (`experimental_distribute_dataset`,
@@ -74,6 +78,42 @@ def per_replica_input(host_ops: dict[str, OpAgg]) -> bool:
     return any(op.op_type in PER_REPLICA_OPS for op in host_ops.values())
 
 
-def python_op_seconds(host_ops: dict[str, OpAgg]) -> float:
-    """Self time of the ops that call back into Python (py_function, numpy_function)."""
-    return sum(op.self_ps for op in host_ops.values() if op.op_type in PYTHON_OPS) / 1e12
+def python_op_seconds(host_ops: dict[str, OpAgg], host: Timeline | None = None) -> float:
+    """Self time of the ops that call back into Python (py_function, numpy_function,
+    from_generator) run by tf.data: with `host`, the share of their time on tf.data's
+    threads or inside a tf.data iterator's event (a py_function in the training step has the
+    same op name and type, and runs on the step's threads)."""
+    total = sum(op.self_ps for op in host_ops.values() if op.op_type in PYTHON_OPS) / 1e12
+    if host is None or total <= 0:
+        return total
+    return total * _inside_tfdata_share(host)
+
+
+def _inside_tfdata_share(host: Timeline) -> float:
+    """Of the Python ops' event time, the share on a tf.data thread (tf.data runs its
+    functions on `tf_data_private_threadpool` threads) or inside an `Iterator::` event of
+    their line (a function run inline by the consumer)."""
+    py = np.fromiter((m for m, n in host.names.items()
+                      if n.rsplit(":", 1)[-1] in PYTHON_OPS), np.int64)
+    it = np.fromiter((m for m, n in host.names.items() if n.startswith("Iterator::")),
+                     np.int64)
+    inside, total = 0, 0
+    for ld in host.lines:
+        p = np.flatnonzero(member(ld.mid_arr, py, ld.dense_top))
+        if not p.size:
+            continue
+        dur = ld.end_arr[p] - ld.start_arr[p]
+        total += int(dur.sum())
+        if ld.name.startswith(TFDATA_THREADS):
+            inside += int(dur.sum())
+            continue
+        q = np.flatnonzero(member(ld.mid_arr, it, ld.dense_top)) if it.size else p[:0]
+        if not q.size:
+            continue
+        # Events nest on a line: the iterator events starting at or before a Python op
+        # cover it when the latest end among them reaches the op's end.
+        reach = np.maximum.accumulate(ld.end_arr[q])
+        k = np.searchsorted(ld.start_arr[q], ld.start_arr[p], side="right") - 1
+        covered = (k >= 0) & (reach[np.maximum(k, 0)] >= ld.end_arr[p])
+        inside += int(dur[covered].sum())
+    return inside / total if total > 0 else 1.0
