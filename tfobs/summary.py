@@ -107,6 +107,9 @@ class Steps:
     # it that no step covers (callbacks, Python between steps): 1 - mean_s / interval_s.
     interval_s: float = 0.0
     outside_ratio: float = 0.0
+    # Mean input wait (IteratorGetNext) per gap between consecutive steps: a batch fetched
+    # outside the step markers, which no step's breakdown counts.
+    input_between_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "py_function_step": (
         "custom loop whose tf.function step calls tf.py_function (a numpy metric that sleeps "
         "3 ms): EagerPyFunc ops in the step, not in tf.data; tfobs.step markers", {}),
+    "for_loop_slow_input": (
+        "`for batch in dataset:` loop with the marker inside it (the batch is fetched between "
+        "the markers), a dataset whose map runs a 3 ms py_function and has no prefetch: the "
+        "input wait lies outside the steps; tfobs.step markers", {}),
     "retrace_loop": (
         "custom loop whose tf.function takes the step number as a Python int, so it is traced "
         "again in every step (tf.function-graph_building inside each step); tfobs.step "
@@ -871,6 +875,30 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return tf.py_function(numpy_metric, [pred], tf.float32)
 
         warm_then_profile(lambda i: step_with_metric(*next(it)), params["steps"])
+
+    elif case == "for_loop_slow_input":
+        params = {"batch": 64, "steps": 10, "map_sleep_s": 0.003}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+
+        def slow(xb: Any) -> Any:
+            time.sleep(0.003)
+            return xb
+
+        def load(xb: Any, yb: Any) -> Any:
+            return tf.py_function(slow, [xb], tf.float32), yb
+
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).map(load).repeat()
+
+        def marked_inside(first: int, n: int) -> None:
+            for i, (xb, yb) in enumerate(ds.take(n), start=first):
+                with tfobs.step(i):  # the fetch happened before the marker opened
+                    step(tf.ensure_shape(xb, (64, 128)), yb)
+
+        marked_inside(0, 3)
+        profile(lambda: marked_inside(3, params["steps"]))
 
     elif case == "retrace_loop":
         params = {"batch": 64, "steps": 8}

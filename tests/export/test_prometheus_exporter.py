@@ -293,6 +293,20 @@ def test_time_outside_steps_is_a_series_of_its_own(exporter: PrometheusExporter)
     assert interval == pytest.approx(summary.steps.interval_s)
     assert outside == pytest.approx(summary.steps.outside_ratio) and outside > 0.4
     assert interval > value(s, "tfobs_window_step_time_seconds") + 0.004
+    assert value(s, "tfobs_window_input_between_steps_ratio") < 0.01  # a callback, not input
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_input_between_steps_is_a_series_of_its_own(exporter: PrometheusExporter) -> None:
+    from tfobs.analysis import analyze
+
+    # `for batch in dataset:` with the marker inside: the input wait lies between steps.
+    summary = analyze(str(CAPTURES / "generated__tf2.21cpu__for_loop_slow_input.xplane.pb"))
+    exporter.publish(summary, WindowRecord(index=0))
+    s = om_samples(exporter.url)
+    got = value(s, "tfobs_window_input_between_steps_ratio")
+    assert got == pytest.approx(summary.steps.input_between_s / summary.steps.interval_s)
+    assert got > 0.05 and value(s, "tfobs_input_bound_ratio") < 0.01
 
 
 @pytest.mark.slow  # starts the metrics HTTP server

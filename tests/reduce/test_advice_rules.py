@@ -51,6 +51,7 @@ DIST_FROM_FN = "generated__tf2.21cpu__dist_from_fn_loop"  # distribute_datasets_
 RETRACE = "generated__tf2.21cpu__retrace_loop"  # a tf.function traced again in every step
 PYDATASET = "generated__tf2.21cpu__pydataset_fit"  # Keras reads it through from_generator
 PY_IN_STEP = "generated__tf2.21cpu__py_function_step"  # tf.py_function in the training step
+FOR_LOOP = "generated__tf2.21cpu__for_loop_slow_input"  # `for batch in ds:`, marker inside
 AMD_CONV = "tracelens__mi300_jax08_conv__tw003"
 AMD_GEMM = "tracelens__mi300_jax08_gemm__tw003"
 AMD_LEGACY = "tracelens__mi300_jax_conv_legacy__chi-mi300x-013"
@@ -600,3 +601,24 @@ def test_python_ops_in_the_step_are_not_counted_as_tf_data() -> None:
     assert step_py and step_py[0].self_s > 0.02  # 3 ms of sleep in each of 10 steps
     assert s.input_pipeline.python_op_s == 0
     assert summary(PY).input_pipeline.python_op_s > 0.1  # tf.data's own, still counted
+
+
+def test_input_outside_steps_fires_when_the_batch_is_fetched_between_markers() -> None:
+    s = summary(FOR_LOOP)
+    # The steps hold no input wait, so the breakdown cannot see the job is starved ...
+    assert s.input_bound.ratio < 0.01 and s.input_bound.verdict != "highly"
+    # ... but the gaps between the markers do.
+    a = one(s, "input_outside_steps")
+    assert a.evidence["input_between_s"] == pytest.approx(s.steps.input_between_s)
+    assert a.evidence["input_between_pct"] == pytest.approx(
+        100 * s.steps.input_between_s / s.steps.interval_s)
+    assert a.evidence["input_between_pct"] >= 5
+    assert "next(it)" in a.fix
+
+
+def test_input_outside_steps_silent_when_gaps_hold_no_input() -> None:
+    # Keras callbacks, an epoch-end pause with validation, a custom loop fetching inside.
+    for name in (CALLBACK, "generated__tf2.21cpu__fit_validation", COMPUTE, DEMO_SLOW):
+        s = summary(name)
+        assert not fired(s, "input_outside_steps"), name
+        assert s.steps.input_between_s < 0.05 * max(s.steps.interval_s, 1e-9), name

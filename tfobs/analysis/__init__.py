@@ -110,9 +110,12 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
+    spans = sorted((g.begin_ps, g.end_ps) for g, _ in kept)
+    steps = dataclasses.replace(
+        steps, input_between_s=input_pipeline.input_between_steps(host, spans))
     memory = reduce_memory(host, top_n, found.step_of)
     eager_s, eager_top = eager_ops(host, top_n)
-    building_s, builds = graph_building(host, [(g.begin_ps, g.end_ps) for g, _ in kept])
+    building_s, builds = graph_building(host, spans)
     return with_advice(WindowSummary(
         start_ns=start_ns,
         duration_s=duration_s,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfobs.analysis.eventtypes import DATASET
+from tfobs.analysis.gpu_idle import merge
 from tfobs.analysis.ops import OpAgg
 from tfobs.analysis.timeline import Timeline, member
 from tfobs.summary import INPUT_KINDS, OpStat
@@ -117,3 +118,32 @@ def _inside_tfdata_share(host: Timeline) -> float:
         covered = (k >= 0) & (reach[np.maximum(k, 0)] >= ld.end_arr[p])
         inside += int(dur[covered].sum())
     return inside / total if total > 0 else 1.0
+
+
+def input_between_steps(host: Timeline | None, steps: list[tuple[int, int]]) -> float:
+    """Mean input wait per gap between consecutive `steps` (absolute (begin, end) ps, in
+    order), in seconds: `IteratorGetNext*` events (XProf's input-wait events) clipped to the
+    gaps, overlaps counted once. Input fetched outside the step markers (`for batch in
+    dataset:` around a marked step) is a wait no step breakdown sees."""
+    gaps = [(a_end, b_begin) for (_, a_end), (b_begin, _) in zip(steps, steps[1:], strict=False)
+            if b_begin > a_end]
+    if host is None or not gaps:
+        return 0.0
+    mids = np.fromiter((m for m, n in host.names.items()
+                        if n.lower().startswith("iteratorgetnext")), np.int64)
+    if not mids.size:
+        return 0.0
+    lo = np.array([a for a, _ in gaps], np.int64)
+    hi = np.array([b for _, b in gaps], np.int64)
+    spans: list[tuple[int, int]] = []
+    for ld in host.lines:
+        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+        if not at.size:
+            continue
+        start, end = ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps
+        k = np.searchsorted(lo, start, side="right") - 1  # the gap an event starts in
+        kk = np.maximum(k, 0)
+        ok = (k >= 0) & (start < hi[kk])
+        spans.extend(zip(start[ok].tolist(), np.minimum(end, hi[kk])[ok].tolist(),
+                         strict=True))
+    return sum(b - a for a, b in merge(spans)) / 1e12 / len(gaps)

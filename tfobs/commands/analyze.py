@@ -151,7 +151,9 @@ def render(s: WindowSummary, label: str = "") -> str:
             f"max {_ms(max(durations))}")
         if st.interval_s > 0:
             add(f"  steps start every {_ms(st.interval_s)}; "
-                f"{100 * st.outside_ratio:.1f} % of that is in no step")
+                f"{100 * st.outside_ratio:.1f} % of that is in no step"
+                + (f", {100 * st.input_between_s / st.interval_s:.1f} % waiting for input"
+                   if st.input_between_s > 0 else ""))
         add("")
         add("Step-time breakdown (mean per step)")
         ratios = s.breakdown_ratio

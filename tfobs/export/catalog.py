@@ -98,6 +98,10 @@ METRICS: tuple[MetricDef, ...] = (
        "Share of the step interval that no step covers (0..1), latest window: Keras callbacks "
        "after the step marker closed, Python between steps. Step time and the breakdown "
        "leave this time out."),
+    _m("tfobs_window_input_between_steps_ratio", "gauge", (),
+       "Share of the step interval (0..1) spent waiting for input (IteratorGetNext) between "
+       "the step markers, latest window: a batch fetched outside the marked step, which the "
+       "breakdown and tfobs_input_bound_ratio do not count."),
     _m("tfobs_step_time_breakdown_seconds", "gauge", ("category",),
        "Mean time per step in each step-time category (XProf's breakdown) in seconds, "
        "latest window."),

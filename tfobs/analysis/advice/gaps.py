@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import statistics
 
-from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, category_advice
+from tfobs.analysis.advice.rule import GPU, PROFILER, TFDATA, Rule, category_advice
+from tfobs.analysis.breakdown import MODERATELY_INPUT_PCT
 from tfobs.summary import Advice, WindowSummary
 
 ALL_OTHERS = Rule(
@@ -35,7 +36,15 @@ STEP_PAUSE = Rule(
     "find what runs in the pause (epoch-end callbacks, validation, checkpoint writes, a "
     "dataset iterator made anew each epoch) and run it less often or off the training thread",
     f"{GPU}: 2. Debug the performance of one GPU (gaps between steps)")
-RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE)
+INPUT_OUTSIDE = Rule(
+    "input_outside_steps", "gaps between steps",
+    "input wait (IteratorGetNext) between the step markers >= 5 % of the step period: a "
+    "batch fetched outside the marked step, which the breakdown and the input-bound verdict "
+    "do not count",
+    "fetch the batch inside the marked step: `with tfobs.step(i): train_step(next(it))` "
+    "rather than marking inside `for batch in dataset:`; the input rules then see the wait",
+    f"{PROFILER}: Input pipeline analyzer; {TFDATA}: Prefetching")
+RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, INPUT_OUTSIDE)
 
 GAP_SHARE = 0.10
 
@@ -52,6 +61,18 @@ def check(s: WindowSummary) -> list[Advice]:
     gap = _gap(s)
     if gap is not None:
         out.append(gap)
+    period = s.steps.interval_s
+    outside = s.steps.input_between_s
+    if period > 0 and 100 * outside / period >= MODERATELY_INPUT_PCT:
+        out.append(INPUT_OUTSIDE.advice(
+            "warning",
+            f"{1e3 * outside:.2f} ms of input wait per step ({100 * outside / period:.1f} % of "
+            f"the {1e3 * period:.2f} ms step period) lies between the step markers: the "
+            "breakdown and the input-bound verdict do not count it.",
+            {"input_between_s": outside, "period_s": period,
+             "input_between_pct": 100 * outside / period},
+            f"input wait between steps >= {MODERATELY_INPUT_PCT:g} % of the step period "
+            "(XProf's moderately input-bound share)"))
     return out
 
 
