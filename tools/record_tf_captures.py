@@ -255,6 +255,23 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
     def mse(yb: Any, pred: Any) -> Any:
         return tf.reduce_mean(tf.square(pred - yb))
 
+    def distributed_step(strategy: Any, model: Any, opt: Any, loss_of: Any) -> Any:
+        """A tf.function running one step on every replica (`loss_of(yb, pred)`), the
+        replicas' losses summed."""
+        def replica_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = loss_of(yb, model(xb, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        @tf.function
+        def train_step(batch: Any) -> Any:
+            per = strategy.run(replica_step, args=batch)
+            return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
+
+        return train_step
+
     if case == "conv_bn_custom_loop":
         params = {"batch": 32, "steps": 12}
         model = keras.Sequential([
@@ -327,19 +344,8 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         y = rng.random((64 * 16, 1), np.float32)
         ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
         it = iter(strategy.experimental_distribute_dataset(ds))
-
-        def replica_step(xb: Any, yb: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(tf.square(model(xb, training=True) - yb)) / 64.0
-            g = tape.gradient(loss, model.trainable_variables)
-            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
-            return loss
-
-        @tf.function
-        def train_step(batch: Any) -> Any:
-            per = strategy.run(replica_step, args=batch)
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
-
+        train_step = distributed_step(
+            strategy, model, opt, lambda yb, pred: tf.reduce_sum(tf.square(pred - yb)) / 64.0)
         warm_then_profile(lambda i: train_step(next(it)), params["steps"])
 
     elif case == "numpy_preprocess":
@@ -822,19 +828,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         with strategy.scope():
             model = mlp(128, 256)
             opt = keras.optimizers.SGD(0.01)
-
-        def replica_step(xb: Any, yb: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = mse(yb, model(xb, training=True)) / 2.0
-            g = tape.gradient(loss, model.trainable_variables)
-            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
-            return loss
-
-        @tf.function
-        def dist_step(batch: Any) -> Any:
-            per = strategy.run(replica_step, args=batch)
-            return strategy.reduce(tf.distribute.ReduceOp.SUM, per, axis=None)
-
+        dist_step = distributed_step(strategy, model, opt, lambda yb, pred: mse(yb, pred) / 2)
         warm_then_profile(lambda i: dist_step(next(it)), params["steps"])
 
     elif case == "pydataset_fit":

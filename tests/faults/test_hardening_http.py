@@ -70,6 +70,18 @@ def scrape(port: int, path: str = "/metrics", headers: dict[str, str] | None = N
         conn.close()
 
 
+def timed_scrapes(port: int, n: int, timeout: float, pause: float = 0.0) -> list[float]:
+    """Seconds each of `n` scrapes took, every one answered in full."""
+    latencies = []
+    for _ in range(n):
+        a = time.monotonic()
+        status, body = scrape(port, timeout=timeout)
+        latencies.append(time.monotonic() - a)
+        assert status == 200 and b"demo_total 3.0" in body
+        time.sleep(pause)
+    return latencies
+
+
 def raw(port: int, data: bytes, timeout: float = 5.0, source: str = "") -> bytes:
     """Send `data` (from loopback address `source`, else the default one; the server tells
     clients apart by address), read until the server closes, resets or `timeout`."""
@@ -118,13 +130,7 @@ def test_pipelining_clients_that_never_read_do_not_starve_scrapes(servers: Any) 
             pass
         attackers.append(s)
     t0 = time.monotonic()
-    latencies = []
-    for _ in range(10):
-        a = time.monotonic()
-        status, body = scrape(srv.port, timeout=5)
-        latencies.append(time.monotonic() - a)
-        assert status == 200 and b"demo_total 3.0" in body
-        time.sleep(0.1)
+    latencies = timed_scrapes(srv.port, 10, timeout=5, pause=0.1)
     elapsed = time.monotonic() - t0
     assert max(latencies) < 3.0, latencies
     assert http_threads() == ["tfobs-http"]  # one thread, whatever the clients do
@@ -539,12 +545,7 @@ def test_filtered_asks_cannot_starve_plain_scrapes(servers: Any) -> None:
                            b"\r\n\r\n" % (k, j) for j in range(20)))
         attackers.append(s)
     time.sleep(0.3)  # their asks are queued first
-    latencies = []
-    for _ in range(5):
-        a = time.monotonic()
-        status, body = scrape(srv.port, timeout=15)
-        latencies.append(time.monotonic() - a)
-        assert status == 200 and b"demo_total 3.0" in body
+    latencies = timed_scrapes(srv.port, 5, timeout=15)
     assert max(latencies) < 1.5, latencies
     # The attackers' own asks are answered, filtered, in their turn.
     attackers[0].settimeout(15)
