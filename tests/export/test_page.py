@@ -151,3 +151,17 @@ def test_metrics_server_serves_the_page_at_root(browser):
         assert "captured 1" in text_of(browser, "#health")
     finally:
         server.shutdown(2.0)
+
+
+@pytest.mark.slow  # starts chromium and chromedriver
+def test_input_wait_between_steps_has_a_kpi_of_its_own(browser, tmp_path):
+    # `for batch in dataset:` with the marker inside: the input-bound KPI reads 0 % while a
+    # quarter of the step period is input wait between the markers.
+    summary = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__for_loop_slow_input.xplane.pb")
+    b = load(browser, tmp_path, render_page(summary, HEALTH))
+    share = summary.steps.input_between_s / summary.steps.interval_s
+    assert share > 0.05 and summary.input_bound.ratio < 0.01
+    assert text_of(b, "#kpi-input-between .v") == f"{share * 100:.1f} %"
+    assert "Input wait between steps" in text_of(b, "#kpi-input-between")
+    b = load(browser, tmp_path, render_page(tfobs.analyze(INPUT_BOUND), HEALTH))
+    assert not b.find_elements("css selector", "#kpi-input-between")  # fetched in the step

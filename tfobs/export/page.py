@@ -157,6 +157,10 @@ def _overview(s: WindowSummary) -> str:
     if s.steps.interval_s > 0:
         # Step time leaves out what runs between steps (a slow callback): show it beside.
         kpis.insert(1, ("Time outside steps", _pct(s.steps.outside_ratio), "outside-steps"))
+        if s.steps.input_between_s > 0:  # input fetched outside the markers: uncounted
+            kpis.insert(2, ("Input wait between steps",
+                            _pct(s.steps.input_between_s / s.steps.interval_s),
+                            "input-between"))
     if s.kernels.total_s > 0:
         kpis.append(("Tensor Core kernel time",
                      _pct(s.kernels.tensor_core_s / s.kernels.total_s), "tensor-cores"))
