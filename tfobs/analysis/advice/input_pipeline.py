@@ -58,9 +58,9 @@ PER_REPLICA_INPUT = Rule(
     "::Generator stage running MultiDeviceIterator ops, no Python)",
     "where the distributed dataset's own stages take half the wait or more: prefetch and "
     "parallelize that dataset (.prefetch(tf.data.AUTOTUNE), num_parallel_calls in "
-    "map/interleave); else the wait is tf.distribute's hand-off (splitting each batch and "
-    "placing it on every replica), which tf.data fixes to the dataset do not shorten: let it "
-    "run further ahead with tf.distribute.InputOptions(experimental_per_replica_buffer_size=2)",
+    "map/interleave); else the wait is tf.distribute's hand-off of each replica's batch, "
+    "which tf.data fixes to the dataset do not shorten: let it run further ahead with "
+    "tf.distribute.InputOptions(experimental_per_replica_buffer_size=2)",
     f"{TFDATA}: Prefetching; Parallelizing data transformation; Distributed input guide "
     "(tensorflow.org/tutorials/distribute/input): tf.distribute.InputOptions")
 # The distributed dataset's own stages must take this share of the per-replica wait before
@@ -183,7 +183,7 @@ def _per_replica(s: WindowSummary, slow: TfDataStage, base: dict[str, float],
               if st.name != slow.name and st.name not in above) / per_step
     wait = slow.self_s / per_step
     each = slow.self_s / max(slow.count, 1)
-    evidence = {**base, "dataset_stages_s_per_step": own, "s_per_element": each}
+    evidence = {**base, "dataset_stages_s_per_step": own, "s_per_replica_batch": each}
     gate = (f"{_GATE}, MultiDeviceIterator ops seen and no Python op; the dataset is blamed "
             f"where its stages take >= {100 * DATASET_SHARE:g} % of the wait")
     if own >= DATASET_SHARE * wait:
@@ -200,8 +200,8 @@ def _per_replica(s: WindowSummary, slow: TfDataStage, base: dict[str, float],
         f"stages take {1e3 * own:.2f} ms per step: the wait is the hand-off, not the dataset.",
         evidence, gate,
         "tf.data fixes to the dataset (prefetch, parallel map) will not shorten the hand-off "
-        "(splitting each batch and placing it on every replica); where the host has a core "
-        "free, let it run further ahead: tf.distribute.InputOptions("
+        "of each replica's batch; where the host has a core free, let it run further ahead: "
+        "tf.distribute.InputOptions("
         "experimental_per_replica_buffer_size=2) passed to experimental_distribute_dataset or "
         "distribute_datasets_from_function")
 
