@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline, member
+from tfobs.analysis.timeline import Timeline, clip_to_spans, id_array, member
 from tfobs.summary import OpStat
 
 PREFIX = "EagerLocalExecute: "
@@ -35,7 +35,7 @@ def graph_building(host: Timeline | None, steps: list[tuple[int, int]]) -> tuple
     datasets) are left out: only a trace inside a step is a function traced again."""
     if host is None or not steps:
         return 0.0, 0
-    mids = np.fromiter((mid for mid, n in host.names.items() if n == GRAPH_BUILDING), np.int64)
+    mids = id_array(host.mids_where(lambda n: n == GRAPH_BUILDING))
     if not mids.size:
         return 0.0, 0
     begins = np.array([b for b, _ in steps], np.int64)
@@ -49,12 +49,10 @@ def graph_building(host: Timeline | None, steps: list[tuple[int, int]]) -> tuple
         start, end = ld.start_arr[at], ld.end_arr[at]
         reach = np.maximum.accumulate(end)
         outer = np.r_[True, start[1:] >= reach[:-1]]
-        start, end = start[outer] + ld.start_ps, end[outer] + ld.start_ps
-        k = np.searchsorted(begins, start, side="right") - 1
-        kk = np.maximum(k, 0)
-        inside = (k >= 0) & (start < step_ends[kk])
-        total += int((np.minimum(end, step_ends[kk]) - start)[inside].sum())
-        count += int(inside.sum())
+        start, end = clip_to_spans(start[outer] + ld.start_ps, end[outer] + ld.start_ps,
+                                   begins, step_ends)
+        total += int((end - start).sum())
+        count += start.size
     return total / 1e12, count
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.gpu_idle import merge
 from tfobs.analysis.ops import OpAgg
-from tfobs.analysis.timeline import Timeline, member
+from tfobs.analysis.timeline import Timeline, clip_to_spans, id_array, member
 from tfobs.summary import INPUT_KINDS, OpStat
 
 _FILE_SOURCES = ("::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable",
@@ -94,10 +94,8 @@ def _inside_tfdata_share(host: Timeline) -> float:
     """Of the Python ops' event time, the share on a tf.data thread (tf.data runs its
     functions on `tf_data_private_threadpool` threads) or inside an `Iterator::` event of
     their line (a function run inline by the consumer)."""
-    py = np.fromiter((m for m, n in host.names.items()
-                      if n.rsplit(":", 1)[-1] in PYTHON_OPS), np.int64)
-    it = np.fromiter((m for m, n in host.names.items() if n.startswith("Iterator::")),
-                     np.int64)
+    py = id_array(host.mids_where(lambda n: n.rsplit(":", 1)[-1] in PYTHON_OPS))
+    it = id_array(host.mids_where(lambda n: n.startswith("Iterator::")))
     inside, total = 0, 0
     for ld in host.lines:
         p = np.flatnonzero(member(ld.mid_arr, py, ld.dense_top))
@@ -129,8 +127,7 @@ def input_between_steps(host: Timeline | None, steps: list[tuple[int, int]]) -> 
             if b_begin > a_end]
     if host is None or not gaps:
         return 0.0
-    mids = np.fromiter((m for m, n in host.names.items()
-                        if n.lower().startswith("iteratorgetnext")), np.int64)
+    mids = id_array(host.mids_where(lambda n: n.lower().startswith("iteratorgetnext")))
     if not mids.size:
         return 0.0
     lo = np.array([a for a, _ in gaps], np.int64)
@@ -140,10 +137,7 @@ def input_between_steps(host: Timeline | None, steps: list[tuple[int, int]]) -> 
         at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
         if not at.size:
             continue
-        start, end = ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps
-        k = np.searchsorted(lo, start, side="right") - 1  # the gap an event starts in
-        kk = np.maximum(k, 0)
-        ok = (k >= 0) & (start < hi[kk])
-        spans.extend(zip(start[ok].tolist(), np.minimum(end, hi[kk])[ok].tolist(),
-                         strict=True))
+        start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps,
+                                   ld.end_arr[at] + ld.start_ps, lo, hi)
+        spans.extend(zip(start.tolist(), end.tolist(), strict=True))
     return sum(b - a for a, b in merge(spans)) / 1e12 / len(gaps)

@@ -342,6 +342,16 @@ def unique(values: np.ndarray) -> np.ndarray:
     return ranked[np.concatenate(([True], ranked[1:] != ranked[:-1]))]
 
 
+def clip_to_spans(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The events (`start`, `end`) that start inside one of the spans `lo[k]..hi[k]` (in
+    order, not overlapping), each cut at its span's end."""
+    k = np.searchsorted(lo, start, side="right") - 1  # the last span starting at or before
+    kk = np.maximum(k, 0)
+    inside = (k >= 0) & (start < hi[kk])
+    return start[inside], np.minimum(end, hi[kk])[inside]
+
+
 def id_array(mids: Any) -> np.ndarray:
     """Metadata ids as an array for `LineData.where`."""
     return np.fromiter(mids, np.int64, len(mids))

@@ -120,8 +120,9 @@ class MetricsServer:
         capture_token: str = "",
         on_error: Callable[[str], None] | None = None,
         limits: Limits | None = None,
-        settings: tuple[str, str] = ("metrics_port / TFOBS_METRICS_PORT",
-                                     "metrics_bind / TFOBS_METRICS_BIND"),
+        fixes: tuple[str, str] = (
+            "set metrics_port / TFOBS_METRICS_PORT to a free port or -1 to disable",
+            "set metrics_bind / TFOBS_METRICS_BIND to an address of this host"),
     ) -> None:
         if bool(tls_cert) != bool(tls_key):
             raise ConfigError(
@@ -137,9 +138,9 @@ class MetricsServer:
         self.registry = registry
         self.bind = bind
         self.requested_port = port
-        # (port, address) as the user set them, for the fix in a bind error: the job's
-        # settings, or a command's flags (`tfobs analyze --serve/--bind`).
-        self.settings = settings
+        # What a taken port and a bad address tell the user to do, in the words they set them
+        # with: the job's settings, or a command's flags (`tfobs analyze --serve/--bind`).
+        self.fixes = fixes
         self.tls_cert, self.tls_key = tls_cert, tls_key
         self._basic = basic_auth.encode() if basic_auth else b""
         self.page = page
@@ -169,7 +170,7 @@ class MetricsServer:
                     f"cannot load metrics_tls_cert/metrics_tls_key ({reason}); give readable "
                     "PEM files"
                 ) from None
-        listener = _listen(self.bind, self.requested_port, self.settings)
+        listener = _listen(self.bind, self.requested_port, self.fixes)
         self._loop = _Loop(self, listener, ctx)
         self._thread = threading.Thread(target=self._loop.run, name="tfobs-http", daemon=True)
         self._thread.start()
@@ -294,8 +295,8 @@ def _wanted_names(path: str) -> list[str]:
     return sorted(set(urllib.parse.parse_qs(query).get("name[]", [])))
 
 
-def _listen(bind: str, port: int, settings: tuple[str, str]) -> socket.socket:
-    port_setting, bind_setting = settings
+def _listen(bind: str, port: int, fixes: tuple[str, str]) -> socket.socket:
+    port_fix, bind_fix = fixes
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -308,18 +309,15 @@ def _listen(bind: str, port: int, settings: tuple[str, str]) -> socket.socket:
         sock.close()
         if e.errno == errno.EADDRINUSE:
             raise ConfigError(
-                f"port {port} on {bind} is in use; set {port_setting} to a free port"
-                + (" or -1 to disable" if port_setting.startswith("metrics_port") else "")
+                f"port {port} on {bind} is in use; {port_fix}"
             ) from None
         raise ConfigError(
-            f"cannot listen on {bind!r}:{port} ({e.strerror or e}); set {bind_setting} to "
-            "an address of this host"
+            f"cannot listen on {bind!r}:{port} ({e.strerror or e}); {bind_fix}"
         ) from None
     except (TypeError, ValueError, UnicodeError) as e:  # not an address at all
         sock.close()
         raise ConfigError(
-            f"cannot listen on {bind!r}:{port} ({type(e).__name__}); set {bind_setting} to "
-            "an address of this host"
+            f"cannot listen on {bind!r}:{port} ({type(e).__name__}); {bind_fix}"
         ) from None
     return sock
 

@@ -70,7 +70,8 @@ def start(
         return render_overview(latest.summary if latest else None, health_of(first))
 
     server = MetricsServer(state.registry, bind=bind, port=port, page=page,
-                           settings=("--serve", "--bind"))
+                           fixes=("set --serve to a free port",
+                                  "set --bind to an address of this host"))
     server.start()
     return server
 

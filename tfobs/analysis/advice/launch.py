@@ -131,7 +131,7 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     if s.ops.graph_building_s <= 0 or not s.steps.count:
         return []
     per = s.steps.count
-    step_s = sum(st.duration_s for st in s.steps.items) or s.steps.mean_s * per
+    step_s = sum(st.duration_s for st in s.steps.items)
     pct = min(100.0, 100.0 * s.ops.graph_building_s / step_s) if step_s > 0 else 0.0
     if pct < RETRACING_PCT:
         return []
