@@ -259,15 +259,19 @@ def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
         assert gpu_only not in s
 
 
-@pytest.mark.slow  # starts the metrics HTTP server
-def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter) -> None:
+def published(exporter: PrometheusExporter, capture: str) -> tuple[WindowSummary, dict]:
+    """A real capture's summary, published as the first window, and the scrape after it."""
     from tfobs.analysis import analyze
 
-    path = CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb"
-    summary = analyze(str(path))
-    assert summary.steps.count > 0
+    summary = analyze(str(CAPTURES / f"{capture}.xplane.pb"))
     exporter.publish(summary, WindowRecord(index=0))
-    s = om_samples(exporter.url)
+    return summary, om_samples(exporter.url)
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter) -> None:
+    summary, s = published(exporter, "generated__tf2.20cpu__keras3_fit")
+    assert summary.steps.count > 0
     assert value(s, "tfobs_window_steps") == summary.steps.count
     assert value(s, "tfobs_window_step_time_seconds") == pytest.approx(summary.steps.mean_s)
     assert value(s, "tfobs_input_bound_ratio") == pytest.approx(summary.input_bound.ratio)
@@ -282,12 +286,8 @@ def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter
 
 @pytest.mark.slow  # starts the metrics HTTP server
 def test_time_outside_steps_is_a_series_of_its_own(exporter: PrometheusExporter) -> None:
-    from tfobs.analysis import analyze
-
     # A Keras fit whose later callback spends 5 ms per batch after the step marker closed.
-    summary = analyze(str(CAPTURES / "generated__tf2.21cpu__slow_callback.xplane.pb"))
-    exporter.publish(summary, WindowRecord(index=0))
-    s = om_samples(exporter.url)
+    summary, s = published(exporter, "generated__tf2.21cpu__slow_callback")
     interval = value(s, "tfobs_window_step_interval_seconds")
     outside = value(s, "tfobs_window_outside_steps_ratio")
     assert interval == pytest.approx(summary.steps.interval_s)
@@ -298,12 +298,8 @@ def test_time_outside_steps_is_a_series_of_its_own(exporter: PrometheusExporter)
 
 @pytest.mark.slow  # starts the metrics HTTP server
 def test_input_between_steps_is_a_series_of_its_own(exporter: PrometheusExporter) -> None:
-    from tfobs.analysis import analyze
-
     # `for batch in dataset:` with the marker inside: the input wait lies between steps.
-    summary = analyze(str(CAPTURES / "generated__tf2.21cpu__for_loop_slow_input.xplane.pb"))
-    exporter.publish(summary, WindowRecord(index=0))
-    s = om_samples(exporter.url)
+    summary, s = published(exporter, "generated__tf2.21cpu__for_loop_slow_input")
     got = value(s, "tfobs_window_input_between_steps_ratio")
     assert got == pytest.approx(summary.steps.input_between_s / summary.steps.interval_s)
     assert got > 0.05 and value(s, "tfobs_input_bound_ratio") < 0.01
