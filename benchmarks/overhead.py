@@ -495,18 +495,25 @@ class Scraper:
     def __init__(self, url: str, interval_s: float) -> None:
         self.url, self.interval_s = url, interval_s
         self.count = self.failed = 0
+        # What went wrong, for the closing line: a failed scrape must say why (a timeout
+        # is tfobs's server stalling; a refused connection, the server gone).
+        self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-scraper", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
+            start = time.perf_counter()
             try:
                 with urllib.request.urlopen(self.url, timeout=5) as resp:
                     resp.read()
                 self.count += 1
-            except OSError:
+            except OSError as exc:
                 self.failed += 1
+                if len(self.errors) < 5:
+                    self.errors.append(f"{type(exc).__name__}: {exc} after "
+                                       f"{time.perf_counter() - start:.2f} s")
 
     def stop(self) -> None:
         self._stop.set()
@@ -689,7 +696,8 @@ def main(argv: list[str] | None = None) -> int:
     scraper.stop()
     health = runtime.health
     print(f"tfobs windows: {dict(health.windows)}, errors {dict(health.errors)}, scrapes "
-          f"{scraper.count} ({scraper.failed} failed), duty cycle "
+          f"{scraper.count} ({scraper.failed} failed{': ' if scraper.errors else ''}"
+          f"{'; '.join(scraper.errors)}), duty cycle "
           f"{runtime.budget.duty_cycle():.4f}, tfobs's estimated overhead "
           f"{runtime.budget.overhead():.4f}", flush=True)
     tfobs.disable()

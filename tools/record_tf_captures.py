@@ -173,6 +173,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop whose tf.function takes the step number as a Python int, so it is traced "
         "again in every step (tf.function-graph_building inside each step); tfobs.step "
         "markers", {}),
+    "gan_train_on_batch": (
+        "Keras 3 GAN trained by hand: per iteration the generator's predict_on_batch (not a "
+        "step), the discriminator's train_on_batch, then the stacked model's; each "
+        "train_on_batch call marked by tfobs's train_on_batch wrapper (no code changes)", {}),
 }
 
 
@@ -893,6 +897,38 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         marked_inside(0, 3)
         profile(lambda: marked_inside(3, params["steps"]))
+
+    elif case == "gan_train_on_batch":
+        from tfobs.capture import markers
+
+        class _Hooks:  # tfobs's wrapper marks calls only while a runtime receives steps
+            def step_begin(self, step_num: int) -> None: ...
+            def step_end(self, step_num: int, duration_s: float) -> None: ...
+            def train_end(self) -> None: ...
+
+        markers.set_hooks(_Hooks())
+        markers.install_fit_hooks()
+        params = {"batch": 64, "noise": 32, "features": 64, "iterations": 6}
+        gen = keras.Sequential([keras.Input((32,)), keras.layers.Dense(128, "relu"),
+                                keras.layers.Dense(64)])
+        disc = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, "relu"),
+                                 keras.layers.Dense(1, "sigmoid")])
+        disc.compile(optimizer=keras.optimizers.Adam(1e-4), loss="binary_crossentropy")
+        stacked = keras.Sequential([gen, disc])
+        stacked.compile(optimizer=keras.optimizers.Adam(1e-4), loss="binary_crossentropy")
+        real = rng.normal(size=(64 * 8, 64)).astype(np.float32)
+        labels = np.concatenate([np.ones((64, 1)), np.zeros((64, 1))]).astype(np.float32)
+
+        def iteration(i: int) -> None:
+            noise = rng.normal(size=(64, 32)).astype(np.float32)
+            fake = gen.predict_on_batch(noise)
+            batch = np.concatenate([real[(i % 8) * 64:(i % 8 + 1) * 64], fake])
+            disc.train_on_batch(batch, labels)
+            stacked.train_on_batch(noise, np.ones((64, 1), np.float32))
+
+        for i in range(3):
+            iteration(i)
+        profile(lambda: [iteration(i) for i in range(3, 3 + params["iterations"])])
 
     elif case == "retrace_loop":
         params = {"batch": 64, "steps": 8}

@@ -52,6 +52,7 @@ RETRACE = "generated__tf2.21cpu__retrace_loop"  # a tf.function traced again in 
 PYDATASET = "generated__tf2.21cpu__pydataset_fit"  # Keras reads it through from_generator
 PY_IN_STEP = "generated__tf2.21cpu__py_function_step"  # tf.py_function in the training step
 FOR_LOOP = "generated__tf2.21cpu__for_loop_slow_input"  # `for batch in ds:`, marker inside
+GAN_ON_BATCH = "generated__tf2.21cpu__gan_train_on_batch"  # train_on_batch calls as steps
 AMD_CONV = "tracelens__mi300_jax08_conv__tw003"
 AMD_GEMM = "tracelens__mi300_jax08_gemm__tw003"
 AMD_LEGACY = "tracelens__mi300_jax_conv_legacy__chi-mi300x-013"
@@ -237,6 +238,17 @@ def test_step_gap_fires_on_the_callback_between_steps() -> None:
     assert 0.015 <= a.evidence["gap_s"] <= 0.025
     assert a.evidence["gap_share"] >= 0.5
     assert "steps_per_execution" in a.fix
+
+
+def test_step_gap_names_the_python_between_train_on_batch_calls() -> None:
+    """A GAN trained by hand: tfobs's wrapper made each train_on_batch call a step; the
+    generator's predict_on_batch and the numpy batch building run between them."""
+    s = summary(GAN_ON_BATCH)
+    assert s.steps.method == "markers" and s.steps.count >= 8
+    a = one(s, "step_gap")
+    assert a.evidence["gap_share"] >= 0.10
+    assert s.steps.outside_ratio == pytest.approx(a.evidence["gap_share"], abs=0.05)
+    assert "train_on_batch" in a.fix and "predict_on_batch" in a.fix
 
 
 def test_step_gap_silent_on_the_healthy_run() -> None:

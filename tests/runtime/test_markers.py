@@ -114,6 +114,89 @@ def test_fit_is_restored_after_stop(tmp_path):
     assert markers.current_hooks() is None
 
 
+def test_train_on_batch_is_restored_after_stop(tmp_path):
+    keras = tf.keras
+    before = keras.Model.train_on_batch
+    config = Config.load(environ={}, metrics_port=-1, capture_dir=str(tmp_path))
+    rt = _runtime(config).start()
+    assert keras.Model.train_on_batch.__wrapped__ is before
+    rt.stop(2.0)
+    assert keras.Model.train_on_batch is before
+
+
+def test_train_on_batch_loop_is_marked_and_profiled(runtime):
+    """A hand-written Keras loop (`train_on_batch`, as GAN and RL scripts train) gets steps,
+    a window and XProf's marker steps without code changes; numbers start at the
+    optimizer's iteration count."""
+    exporter = runtime.sinks[0]
+    seen = []
+    original = runtime.step_begin
+    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    model = _keras3_model()
+    model.fit(_dataset(), steps_per_epoch=3, epochs=1, verbose=0)  # optimizer at 3
+    x, y = tf.ones((8, 4)), tf.ones((8, 2))
+    assert runtime.capture_now()
+    for _ in range(10):
+        model.train_on_batch(x, y)
+    assert runtime.wait_idle(30)
+    assert seen == list(range(13))  # fit's 0..2, then one step per call from 3
+    assert len(exporter.all_steps()) == 13
+    assert runtime.health.windows == {"captured": 1}, runtime.health
+    summary = runtime.last_summary
+    assert summary.steps.method == "markers" and summary.steps.count >= 3
+    assert runtime.last_record.first_step == 3
+
+
+def test_train_on_batch_of_two_models_numbers_calls_in_turn(runtime):
+    """A GAN's discriminator and generator each train_on_batch once per iteration, with
+    optimizers of their own: the calls are numbered in turn, never the same number twice."""
+    seen = []
+    original = runtime.step_begin
+    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    d, g = _keras3_model(), _keras3_model()
+    x, y = tf.ones((8, 4)), tf.ones((8, 2))
+    for _ in range(3):
+        d.train_on_batch(x, y)
+        g.train_on_batch(x, y)
+    assert seen == sorted(set(seen)) and len(seen) == 6
+
+
+def test_train_on_batch_inside_a_marked_step_is_not_a_step_of_its_own(runtime):
+    exporter = runtime.sinks[0]
+    model = _keras3_model()
+    x, y = tf.ones((8, 4)), tf.ones((8, 2))
+    for i in range(4):
+        with tfobs.step(100 + i):  # the user's marking (README: custom loops) stays in charge
+            model.train_on_batch(x, y)
+            model.train_on_batch(x, y)
+    assert len(exporter.all_steps()) == 4
+    model.train_on_batch(x, y)  # outside a step again: marked
+    assert len(exporter.all_steps()) == 5
+
+
+def test_train_on_batch_errors_reach_the_caller_and_end_the_step(runtime):
+    exporter = runtime.sinks[0]
+    model = _keras3_model()
+    with pytest.raises(Exception):  # noqa: B017 - Keras's own error for a wrong shape
+        model.train_on_batch(tf.ones((8, 3)), tf.ones((8, 2)))
+    assert len(exporter.all_steps()) == 1
+    assert markers._step_depth() == 0  # the step is closed: the next call is marked
+    model.train_on_batch(tf.ones((8, 4)), tf.ones((8, 2)))
+    assert len(exporter.all_steps()) == 2
+
+
+def test_tf_keras_train_on_batch_is_marked(runtime):
+    tf_keras = pytest.importorskip("tf_keras")
+    markers.install_fit_hooks()
+    exporter = runtime.sinks[0]
+    before = len(exporter.all_steps())
+    model = tf_keras.Sequential([tf_keras.Input((4,)), tf_keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    for _ in range(3):
+        model.train_on_batch(tf.ones((8, 4)), tf.ones((8, 2)))
+    assert len(exporter.all_steps()) - before == 3
+
+
 def test_custom_loop_step_feeds_runtime_and_marks_capture(runtime):
     exporter = runtime.sinks[0]
 

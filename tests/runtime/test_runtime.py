@@ -351,3 +351,36 @@ def test_doctor_reports_a_verdict_per_check(capsys, monkeypatch):
         assert f"] {name}: " in out
     assert "[  ok] profiler: captured" in out and "steps found (markers)" in out
     assert out.strip().endswith("all checks passed")
+
+
+NO_STEPS_SCRIPT = textwrap.dedent("""
+    import sys, threading, time, tensorflow as tf, tfobs
+    from tfobs.runtime import capture_thread
+    capture_thread.NO_STEPS_WARN_S = 1.0
+    tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", capture_dir=sys.argv[1],
+                 nvml=False)
+    tf.constant(1.0) + 1.0  # the job has set TensorFlow up
+    if sys.argv[2] == "long_first_step":  # an XLA compile of minutes: begun, not ended
+        with tfobs.step(0):
+            time.sleep(4)
+    else:  # "unmarked": a loop tfobs cannot see
+        time.sleep(4)
+    print("done", flush=True)
+""")
+
+
+@pytest.mark.slow  # runs a process
+@pytest.mark.parametrize("kind", ["unmarked", "long_first_step"])
+def test_a_job_that_marks_no_step_is_told_how_once(tmp_path, kind):
+    """Without steps no window opens; a custom loop without `tfobs.step` must not leave
+    the dashboards empty with nothing saying why. A first step still running is a step."""
+    proc = subprocess.run([sys.executable, "-c", NO_STEPS_SCRIPT, str(tmp_path), kind],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = [line for line in proc.stderr.splitlines() if "no training step" in line]
+    if kind == "unmarked":
+        assert len(said) == 1, proc.stderr[-2000:]
+        assert "with tfobs.step(step_num):" in said[0] and "train_on_batch" in said[0]
+    else:
+        assert said == [], said

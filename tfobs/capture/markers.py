@@ -9,7 +9,8 @@ step-time histogram and opens/closes profile windows on step boundaries.
 * Custom loops: `with tfobs.step(n): ...` around the whole step, `next(iterator)` included.
 * Keras: `enable()` wraps `Model.fit` of Keras 3 and tf_keras so every fit gets a
   `KerasCallback` without code changes. tf_keras already emits its own "train" markers, so the
-  callback only times its steps there.
+  callback only times its steps there. It also wraps `Model.train_on_batch` (GANs and other
+  hand-written Keras loops): each call outside a marked step is one step.
 """
 
 from __future__ import annotations
@@ -102,6 +103,25 @@ def own_seconds() -> float:
     return _own_s
 
 
+def any_step_begun() -> bool:
+    """Whether this process has begun a marked step (a step of minutes, an XLA compile's
+    first, has begun long before it ends)."""
+    return _last_step != -1
+
+
+# Steps open on each thread: a `train_on_batch` inside a step the user (or fit) already
+# marked is part of that step, not one of its own.
+_open = threading.local()
+
+
+def _step_depth() -> int:
+    return getattr(_open, "depth", 0)
+
+
+def _step_opened(by: int) -> None:
+    _open.depth = getattr(_open, "depth", 0) + by
+
+
 class step:  # lower case: used like a function, `with tfobs.step(n):`
     """Marks one step of a custom training loop: `with tfobs.step(step_num): ...`.
 
@@ -113,7 +133,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     step still ends it.
     """
 
-    __slots__ = ("step_num", "_trace", "_t0", "_own")
+    __slots__ = ("step_num", "_trace", "_t0", "_own", "_open")
 
     def __init__(self, step_num: int) -> None:
         global _last_step
@@ -125,9 +145,11 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         self._trace: Any = None
         self._t0 = 0.0
         self._own = 0.0
+        self._open = False
 
     def __enter__(self) -> None:
         t = _perf()
+        self._opened()
         hooks = _hooks
         if hooks is not None:
             hooks.step_begin(self.step_num)  # may start the profiler: before the marker
@@ -145,10 +167,19 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         if self._trace is not None:
             self._trace.Stop()
             self._trace = None
+        if self._open:
+            self._open = False
+            _step_opened(-1)
         hooks = _hooks
         if hooks is not None:
             hooks.step_end(self.step_num, duration)
         _own_s += self._own + (_perf() - t)
+
+    def _opened(self) -> None:
+        """Count this step as open on its thread (until `__exit__`)."""
+        if not self._open:
+            self._open = True
+            _step_opened(1)
 
 
 class _MarkerMixin:
@@ -192,6 +223,7 @@ class _MarkerMixin:
         if self._emit_markers:
             marker.__enter__()
         else:  # tf_keras marks steps itself: only time them and drive the runtime
+            marker._opened()
             hooks = _hooks
             if hooks is not None:
                 hooks.step_begin(marker.step_num)
@@ -296,8 +328,9 @@ def __getattr__(name: str) -> Any:
 
 # -- injecting the callback into every fit ------------------------------------------------
 
-# (Model class, whether it had its own `fit` attribute, that attribute) for each patch.
-_patched: list[tuple[Any, bool, Any]] = []
+# (Model class, method name, whether the class had that attribute itself, the attribute)
+# for each patch.
+_patched: list[tuple[Any, str, bool, Any]] = []
 _patch_lock = threading.Lock()
 
 
@@ -318,6 +351,40 @@ def _wrap_fit(original: Any, make_callback: Any, callback_cls: type) -> Any:
 
     fit.__tfobs_original__ = original  # type: ignore[attr-defined]
     return fit
+
+
+# The next `train_on_batch` step number; None until the first call reads the optimizer's.
+_batch_next: int | None = None
+
+
+def _batch_step(model: Any) -> int:
+    """A `train_on_batch` call's step number. The first call starts at the optimizer's
+    iteration count (as fit does: workers agree, a resumed job continues); later calls
+    count on from there without reading it again (reading a variable is a device sync).
+    One count for the process: a GAN's two models then number their calls in turn."""
+    global _batch_next
+    if _batch_next is None:
+        _batch_next = max(_initial_step(model), _last_step + 1)
+    num, _batch_next = _batch_next, _batch_next + 1
+    _note_steps_done(_batch_next)
+    return num
+
+
+def _wrap_train_on_batch(original: Any) -> Any:
+    @functools.wraps(original)
+    def train_on_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if _hooks is None or _step_depth():  # tfobs off, or inside a step already marked
+            return original(self, *args, **kwargs)
+        try:
+            marker = step(_batch_step(self))
+        except Exception:  # never let tfobs stop the call
+            _log.debug("tfobs could not number a train_on_batch step", exc_info=True)
+            return original(self, *args, **kwargs)
+        with marker:
+            return original(self, *args, **kwargs)
+
+    train_on_batch.__tfobs_original__ = original  # type: ignore[attr-defined]
+    return train_on_batch
 
 
 def _with_callback(args: tuple, kwargs: dict, position: int, make: Any, cls: type):
@@ -367,27 +434,34 @@ def _legacy_keras_requested() -> bool:
 
 
 def install_fit_hooks() -> int:
-    """Wrap `fit` on every available Keras Model class (idempotent); returns how many."""
+    """Wrap `fit` and `train_on_batch` on every available Keras Model class (idempotent);
+    returns how many methods are wrapped."""
+    global _batch_next
     with _patch_lock:
-        done = {entry[0] for entry in _patched}
+        done = {(entry[0], entry[1]) for entry in _patched}
         for model_cls, cb_cls in _model_classes():
-            if model_cls in done:
-                continue
-            own = "fit" in model_cls.__dict__
-            previous = model_cls.__dict__.get("fit")
-            model_cls.fit = _wrap_fit(model_cls.fit, cb_cls, cb_cls)
-            _patched.append((model_cls, own, previous))
+            for name in ("fit", "train_on_batch"):
+                if (model_cls, name) in done or not hasattr(model_cls, name):
+                    continue
+                own = name in model_cls.__dict__
+                previous = model_cls.__dict__.get(name)
+                current = getattr(model_cls, name)
+                wrapped = (_wrap_fit(current, cb_cls, cb_cls) if name == "fit"
+                           else _wrap_train_on_batch(current))
+                setattr(model_cls, name, wrapped)
+                _patched.append((model_cls, name, own, previous))
+        _batch_next = None  # a new runtime reads the optimizer's count afresh
         return len(_patched)
 
 
 def uninstall_fit_hooks() -> None:
     with _patch_lock:
         while _patched:
-            model_cls, own, previous = _patched.pop()
+            model_cls, name, own, previous = _patched.pop()
             if own:
-                model_cls.fit = previous
+                setattr(model_cls, name, previous)
             else:
                 try:
-                    delattr(model_cls, "fit")
+                    delattr(model_cls, name)
                 except AttributeError:
                     pass

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from tfobs.capture import markers
 from tfobs.capture.session import CaptureResult
 from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
@@ -27,6 +28,14 @@ from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
 _log = logging.getLogger("tfobs")
 
 TIDY_S = 1.0  # how often the step sink is folded while no window runs
+# A job that has initialised TensorFlow but marked no step this long after `enable()` gets
+# one warning naming the fix: without steps no window ever opens, and the dashboards stay
+# empty with nothing saying why (a custom loop without `tfobs.step`).
+NO_STEPS_WARN_S = 120.0
+NO_STEPS_MESSAGE = (
+    "tfobs has seen no training step in the %.0f s since enable(), and profiles nothing "
+    "until one is marked: Keras fit and train_on_batch are marked for you; in a custom loop "
+    "wrap each step in `with tfobs.step(step_num):` (README: Custom loops)")
 QUEUE_SIZE = 2  # captures waiting for reduction; the budget keeps it from filling
 
 ReduceQueue = queue.Queue[tuple[OpenWindow, CaptureResult] | None]  # None: stop
@@ -45,6 +54,10 @@ class CaptureThread:
         self._read = not hand_over_file  # False: the reduce helper reads the capture
         self._after_first_step: Callable[[], None] | None = after_first_step
         self._warned_cut = False
+        # When to say that no step was seen (None: said, a step came, or no steps are run
+        # here: parameter servers and evaluators).
+        self._no_steps_at: float | None = (
+            time.monotonic() + NO_STEPS_WARN_S if windows.runs_steps else None)
         self.thread = threading.Thread(target=self._run, name="tfobs-capture", daemon=True)
 
     def _run(self) -> None:
@@ -69,11 +82,22 @@ class CaptureThread:
         if start is not None and (self._health.steps > 0 or _tf_runtime_initialised()):
             self._after_first_step = None
             start()
+        self._check_steps_seen()
         if self._sink is not None:
             try:
                 self._sink.fold()  # bounds the durations waiting in the sink
             except Exception as exc:
                 self._failures.report(self._sink.stage, exc)
+
+    def _check_steps_seen(self) -> None:
+        at = self._no_steps_at
+        if at is None:
+            return
+        if self._health.steps > 0 or markers.any_step_begun():
+            self._no_steps_at = None
+        elif time.monotonic() >= at and _tf_runtime_initialised():
+            self._no_steps_at = None
+            _log.warning(NO_STEPS_MESSAGE, NO_STEPS_WARN_S)
 
     def _capture(self, window: OpenWindow) -> None:
         w = self._w

@@ -94,6 +94,7 @@ class Windows:
         self.stopping = False
         # Parameter servers and evaluators run no steps of their own (`runs_steps` False):
         # no scheduled windows there (an on-demand capture still works).
+        self.runs_steps = runs_steps
         self._next_start = next_window_start(0, policy) if runs_steps else sys.maxsize
         self.length = WindowLength(policy.window_steps, policy.export_step_stretch)
         self._recent: deque[float] = deque(maxlen=RECENT_STEPS)

@@ -26,7 +26,9 @@ STEP_GAP = Rule(
     "step_gap", "gaps between steps",
     "host time between one step's end and the next one's start >= 10 % of the step period",
     "lighten or drop per-batch Keras callbacks and metrics, or run several steps per call "
-    "with Model.compile(steps_per_execution=N)",
+    "with Model.compile(steps_per_execution=N); in a hand-written loop (train_on_batch, "
+    "tfobs.step), move the Python between calls (numpy batch building, predict_on_batch, "
+    "logging) into the tf.function step or a tf.data pipeline",
     f"{GPU}: 2. Debug the performance of one GPU (gaps between steps); "
     f"{PROFILER}: Best practices (steps_per_execution)")
 STEP_PAUSE = Rule(
