@@ -31,6 +31,15 @@ def runtime(tmp_path):
     rt.stop(5.0)
 
 
+def begun_steps(runtime: Runtime) -> list[int]:
+    """The step numbers the runtime is told of from now on, in order (the runtime still
+    gets each one)."""
+    seen: list[int] = []
+    original = runtime.step_begin
+    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    return seen
+
+
 def _keras3_model():
     keras = tf.keras
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
@@ -62,9 +71,7 @@ def test_keras3_fit_is_marked_without_code_changes(runtime):
 
 
 def test_step_numbers_continue_across_fits_and_callbacks_are_not_doubled(runtime):
-    seen = []
-    original = runtime.step_begin
-    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    seen = begun_steps(runtime)
     model = _keras3_model()
     cb = markers.keras3_callback_class()()
     model.fit(_dataset(), steps_per_epoch=3, epochs=1, verbose=0, callbacks=[cb])
@@ -91,9 +98,7 @@ def test_keras3_callback_in_a_tf_keras_fit_times_steps_once(runtime):
     be joined by the tf_keras one, and must leave step markers to tf_keras."""
     tf_keras = pytest.importorskip("tf_keras")
     markers.install_fit_hooks()
-    seen = []
-    original = runtime.step_begin
-    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    seen = begun_steps(runtime)
     model = tf_keras.Sequential([tf_keras.Input((4,)), tf_keras.layers.Dense(2)])
     model.compile(optimizer="sgd", loss="mse")
     cb = tfobs.KerasCallback()
@@ -129,9 +134,7 @@ def test_train_on_batch_loop_is_marked_and_profiled(runtime):
     a window and XProf's marker steps without code changes; numbers start at the
     optimizer's iteration count."""
     exporter = runtime.sinks[0]
-    seen = []
-    original = runtime.step_begin
-    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    seen = begun_steps(runtime)
     model = _keras3_model()
     model.fit(_dataset(), steps_per_epoch=3, epochs=1, verbose=0)  # optimizer at 3
     x, y = tf.ones((8, 4)), tf.ones((8, 2))
@@ -150,9 +153,7 @@ def test_train_on_batch_loop_is_marked_and_profiled(runtime):
 def test_train_on_batch_of_two_models_numbers_calls_in_turn(runtime):
     """A GAN's discriminator and generator each train_on_batch once per iteration, with
     optimizers of their own: the calls are numbered in turn, never the same number twice."""
-    seen = []
-    original = runtime.step_begin
-    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    seen = begun_steps(runtime)
     d, g = _keras3_model(), _keras3_model()
     x, y = tf.ones((8, 4)), tf.ones((8, 2))
     for _ in range(3):

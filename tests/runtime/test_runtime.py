@@ -354,7 +354,7 @@ def test_doctor_reports_a_verdict_per_check(capsys, monkeypatch):
 
 
 NO_STEPS_SCRIPT = textwrap.dedent("""
-    import sys, threading, time, tensorflow as tf, tfobs
+    import sys, time, tensorflow as tf, tfobs
     from tfobs.runtime import capture_thread
     capture_thread.NO_STEPS_WARN_S = 1.0
     tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", capture_dir=sys.argv[1],
