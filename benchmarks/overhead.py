@@ -494,7 +494,7 @@ class Scraper:
 
     def __init__(self, url: str, interval_s: float) -> None:
         self.url, self.interval_s = url, interval_s
-        self.count = self.failed = 0
+        self.count = self.failed = self.late = 0
         # What went wrong, for the closing line: a failed scrape must say why (a timeout
         # is tfobs's server stalling; a refused connection, the server gone).
         self.errors: list[str] = []
@@ -506,11 +506,12 @@ class Scraper:
         while not self._stop.wait(self.interval_s):
             start = time.perf_counter()
             try:
-                # Prometheus's default scrape_timeout. Python's cyclic GC runs in whichever
-                # thread crosses its threshold, the server's too, with the job's finalizers:
-                # one (a TF object's, GIL released, training unaffected) held a scrape 4.2 s.
+                # Prometheus's default scrape_timeout. A rendering held by the job's garbage
+                # collection (a tf.data iterator's finalizer in the render thread) answers
+                # with the previous rendering and an Age header: counted as late.
                 with urllib.request.urlopen(self.url, timeout=10) as resp:
                     resp.read()
+                    self.late += resp.headers.get("Age") is not None
                 self.count += 1
             except OSError as exc:
                 self.failed += 1
@@ -700,7 +701,8 @@ def main(argv: list[str] | None = None) -> int:
     health = runtime.health
     print(f"tfobs windows: {dict(health.windows)}, errors {dict(health.errors)}, scrapes "
           f"{scraper.count} ({scraper.failed} failed{': ' if scraper.errors else ''}"
-          f"{'; '.join(scraper.errors)}), duty cycle "
+          f"{'; '.join(scraper.errors)}; {scraper.late} answered by an earlier rendering), "
+          "duty cycle "
           f"{runtime.budget.duty_cycle():.4f}, tfobs's estimated overhead "
           f"{runtime.budget.overhead():.4f}", flush=True)
     tfobs.disable()

@@ -62,8 +62,10 @@ Outcome = Literal[
     "failed",  # capture or reduction raised; counted in tfobs_errors_total{stage}
 ]
 OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
-# What tfobs dropped to bound its memory or time (tfobs_dropped_total{what}).
-DropWhat = Literal["window", "spans", "keep"]
+# What tfobs dropped to bound its memory or time (tfobs_dropped_total{what}); late_rendering:
+# a scrape answered with the page's previous rendering, the fresh one being held
+# (http_server.Limits.render_late_s).
+DropWhat = Literal["window", "spans", "keep", "late_rendering"]
 # Why a window traced fewer steps than planned (tfobs_windows_cut_total{cause}).
 CutCause = Literal[
     "time",  # the time cap learned from earlier windows' capture bytes per second

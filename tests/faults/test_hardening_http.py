@@ -547,10 +547,139 @@ def test_filtered_asks_cannot_starve_plain_scrapes(servers: Any) -> None:
     time.sleep(0.3)  # their asks are queued first
     latencies = timed_scrapes(srv.port, 5, timeout=15)
     assert max(latencies) < 1.5, latencies
-    # The attackers' own asks are answered, filtered, in their turn.
-    attackers[0].settimeout(15)
-    answer = attackers[0].recv(65536)
+    # The attackers' own asks are answered, filtered, in their turn (the oldest attacker
+    # still connected: one address holds half the 64 connections, so the first eight were
+    # closed to make room for the last eight).
+    attackers[8].settimeout(15)
+    answer = attackers[8].recv(65536)
     assert answer.startswith(b"HTTP/1.1 200") and b"demo_total 3.0" in answer, answer[:300]
     assert b"demo_created" not in answer  # only the series asked for
     for s in attackers:
         s.close()
+
+
+# -- a rendering held by the job's garbage collection ----------------------------------------
+
+
+class _WaitsWhenCollected:
+    """Stands for a tf.data iterator in a reference cycle: its finalizer waits for the
+    iterator's threads with the GIL released (benchmarks/RESULTS.md, "A scrape held for
+    seconds by the job's garbage collection")."""
+
+    wait_s = 0.0
+
+    def __init__(self) -> None:
+        self.me = self  # a cycle: only the garbage collector frees it
+
+    def __del__(self) -> None:
+        time.sleep(self.wait_s)
+
+
+class CollectingRegistry(CountingRegistry):
+    """A real registry whose rendering runs a real collection when `hold_s` is set, as an
+    allocation in the render thread does when the collector is due."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold_s = 0.0
+
+    def collect(self) -> Iterator[Any]:
+        import gc
+
+        if self.hold_s:
+            _WaitsWhenCollected.wait_s, self.hold_s = self.hold_s, 0.0
+            _WaitsWhenCollected()
+            gc.collect()  # the finalizer runs here, in the thread rendering
+        yield from super().collect()
+
+
+@pytest.fixture
+def no_automatic_gc() -> Iterator[None]:
+    """The test's cycle is collected in the render thread, by its own `gc.collect()`."""
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()
+    yield
+    if was:
+        gc.enable()
+
+
+def test_a_scrape_is_not_held_by_a_finalizer_in_the_render_thread(
+        servers: Any, no_automatic_gc: None) -> None:
+    registry = CollectingRegistry()
+    late: list[int] = []
+    srv = servers(registry=registry, on_late=lambda: late.append(1))
+    status, first = scrape(srv.port)
+    assert status == 200 and b"demo_total 3.0" in first
+    renders = registry.renders
+    registry.hold_s = 5.0
+    # Rendering now waits 5 s in a finalizer: the scrape gets the last rendering when the
+    # rendering is render_late_s (2 s) late, saying how old it is, and so does a second one.
+    for _ in range(2):
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+        t0 = time.monotonic()
+        conn.request("GET", "/metrics")
+        r = conn.getresponse()
+        took = time.monotonic() - t0
+        body, age = r.read(), r.getheader("Age")
+        conn.close()
+        assert r.status == 200 and body == first, body[:200]
+        assert age is not None and int(age) >= 0, r.getheaders()
+        assert took < 3.5, took  # Prometheus's default scrape_timeout is 10 s
+    assert len(late) == 2
+    # Once the finalizer is done the held rendering ends (one, not one per scrape) and
+    # scrapes are fresh again, with no Age.
+    deadline = time.monotonic() + 10
+    while registry.renders == renders and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert registry.renders == renders + 1
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    conn.request("GET", "/metrics")
+    r = conn.getresponse()
+    assert r.status == 200 and r.getheader("Age") is None and b"demo_total 3.0" in r.read()
+    conn.close()
+    assert registry.renders >= renders + 2 and len(late) == 2
+
+
+def test_the_first_scrape_waits_for_a_held_rendering_it_has_nothing_older(
+        servers: Any, no_automatic_gc: None) -> None:
+    """No earlier rendering to answer with: the scrape waits for the held one (within the
+    request deadline) and gets it fresh, not counted as late."""
+    registry = CollectingRegistry()
+    registry.hold_s = 3.0
+    late: list[int] = []
+    srv = servers(registry=registry, on_late=lambda: late.append(1))
+    t0 = time.monotonic()
+    status, body = scrape(srv.port, timeout=10)
+    assert status == 200 and b"demo_total 3.0" in body
+    assert time.monotonic() - t0 >= 2.9 and not late
+
+
+def test_late_renderings_are_counted_as_dropped_by_the_exporter(no_automatic_gc: None) -> None:
+    """The job's own exporter counts each scrape answered late as
+    tfobs_dropped_total{what="late_rendering"}, beside what else it drops."""
+    from tfobs.config import Config
+    from tfobs.export.prometheus import PrometheusExporter
+    from tfobs.health import HealthLedger
+
+    cfg = Config.load(metrics_port=0, metrics_bind="127.0.0.1")
+    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
+    held = CollectingRegistry()
+    exp.registry.register(held)
+    exp.start()
+    try:
+        port = exp.port
+        assert scrape(port)[0] == 200
+        held.hold_s = 4.0
+        t0 = time.monotonic()
+        assert scrape(port, timeout=10)[0] == 200  # the earlier rendering, at 2 s
+        assert time.monotonic() - t0 < 3.5
+        time.sleep(4.5)  # the held rendering ends
+        status, body = scrape(port, timeout=10)
+        lines = [ln for ln in body.decode().splitlines()
+                 if ln.startswith("tfobs_dropped_total{") and 'what="late_rendering"' in ln]
+        assert status == 200 and len(lines) == 1 and lines[0].endswith(" 1.0"), lines
+    finally:
+        exp.shutdown(2.0)

@@ -176,16 +176,11 @@ def test_short_run_prints_pairs_costs_and_the_last_line():
                      r"step over \d+ windows; in A stretches of as many steps \(no tfobs\) median "
                      r"\d+\.\d\dx", out), out
     assert "errors {}" in out, out
-    # Every failed scrape is reported with its cause. A timeout is a known open defect, not
-    # a pass: Python's cyclic GC can run in the server's thread, with the job's finalizers,
-    # and hold one scrape for seconds (benchmarks/RESULTS.md, "A scrape held for seconds by
-    # the job's garbage collection"); at most one such scrape per run is tolerated here, and
-    # any other failure (refused, reset: the server gone or broken) fails the test.
-    m = re.search(r"scrapes (\d+) \((\d+) failed(?:: ([^)]*))?\)", out)
-    assert m, out
-    failed, causes = int(m.group(2)), [c for c in (m.group(3) or "").split("; ") if c]
-    assert failed == len(causes) and failed <= 1, out
-    assert all(c.startswith("TimeoutError: ") for c in causes), out
+    # No scrape failed: a rendering held by the job's garbage collection (a finalizer in the
+    # render thread, benchmarks/RESULTS.md "A scrape held for seconds by the job's garbage
+    # collection") answers with the previous rendering instead of timing out.
+    assert re.search(r"scrapes (0|\d+ \(0 failed; \d+ answered by an earlier rendering\))",
+                     out), out
 
 
 def test_shift_excess_reads_no_cost_where_the_steps_did_not_change() -> None:

@@ -382,5 +382,6 @@ def test_a_job_that_marks_no_step_is_told_how_once(tmp_path, kind):
     if kind == "unmarked":
         assert len(said) == 1, proc.stderr[-2000:]
         assert "with tfobs.step(step_num):" in said[0] and "train_on_batch" in said[0]
+        assert "inference are not training steps" in said[0]  # a predict-only job is told
     else:
         assert said == [], said

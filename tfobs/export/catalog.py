@@ -190,7 +190,8 @@ METRICS: tuple[MetricDef, ...] = (
        "dropped_too_large, failed); exemplars point at the window's trace."),
     _m("tfobs_errors_total", "counter", ("stage",), "Errors inside tfobs by stage."),
     _m("tfobs_dropped_total", "counter", ("what",),
-       "Items tfobs dropped to bound its memory or time (spans, captures, ...)."),
+       "Items tfobs dropped to bound its memory or time (window, spans, keep, "
+       "late_rendering: a scrape answered with the previous rendering)."),
     _m("tfobs_windows_cut_total", "counter", ("cause",),
        "Windows closed before their planned steps to bound what they cost: time (the cap "
        "learned from earlier captures), live_bytes (the trace's own memory), rss."),

@@ -22,6 +22,13 @@ SECURITY.md "Limits of the HTTP server"):
 * the exposition is rendered at most `renders_per_s` times a second (fewer when rendering is
   slow); scrapes beyond that wait for the next rendering and share it (never older than the
   request);
+* renderings run in a thread of their own (`tfobs-render`): a rendering held past
+  `render_late_s` answers its scrapes with the page's previous rendering (an `Age` header
+  says how old; counted as `tfobs_dropped_total{what="late_rendering"}`), so a scrape is not
+  held by what holds the rendering thread: Python's cyclic garbage collector runs in
+  whichever thread allocates when it is due, with the finalizers of the job's collected
+  objects, and a tf.data iterator's finalizer waits for the iterator's threads (seconds,
+  benchmarks/RESULTS.md "A scrape held for seconds by the job's garbage collection");
 * a failed auth is counted (`tfobs_errors_total{stage="http_auth"}`), answered only after
   `auth_fail_delay_s`, and closes its connection;
 * an address with `strike_limit` strikes (failed auth checks, requests refused as malformed
@@ -62,6 +69,7 @@ from tfobs.errors import ConfigError
 log = logging.getLogger(__name__)
 
 PageFn = Callable[[], tuple[str, str]]  # () -> (content type, body)
+Rendered = tuple[int, str, bytes, tuple[tuple[str, str], ...]]  # status, type, body, headers
 CaptureFn = Callable[..., Any]  # (keep=False) -> truthy when a window was granted
 
 _MAX_BODY = 4096
@@ -82,6 +90,7 @@ class Limits:
     burst: int = 20
     renders_per_s: float = 4.0  # renderings; beyond this, waiting scrapes share the next one
     render_cpu_share: float = 0.05  # ... and rendering takes at most this share of a CPU
+    render_late_s: float = 2.0  # a rendering held this long: its scrapes get the previous one
     auth_fail_delay_s: float = 1.0
     strike_limit: int = 30  # failed auth or malformed requests of one address within ...
     strike_block_s: float = 30.0  # ... this long: refuse the address at accept this long
@@ -119,6 +128,7 @@ class MetricsServer:
         remote_capture: bool = False,
         capture_token: str = "",
         on_error: Callable[[str], None] | None = None,
+        on_late: Callable[[], None] | None = None,
         limits: Limits | None = None,
         fixes: tuple[str, str] = (
             "set metrics_port / TFOBS_METRICS_PORT to a free port or -1 to disable",
@@ -149,6 +159,7 @@ class MetricsServer:
         self._token = capture_token.encode()
         self.capture_handler: CaptureFn | None = None
         self.on_error = on_error or (lambda stage: None)
+        self.on_late = on_late or (lambda: None)  # a scrape answered by an older rendering
         self.limits = limits or Limits()
         self._loop: _Loop | None = None
         self._thread: threading.Thread | None = None
@@ -192,7 +203,7 @@ class MetricsServer:
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.stop = True
-            loop.close_all()
+            loop.close_all(in_child=True)
 
     @property
     def port(self) -> int:
@@ -368,6 +379,69 @@ class _BadRequest(Exception):
         self.status = status
 
 
+class _Job:
+    """One rendering for the render thread, and the requests waiting for it."""
+
+    __slots__ = ("key", "path", "req", "waiters", "started", "result", "cost")
+
+    def __init__(self, key: str, path: str, req: _Request,
+                 waiters: list[tuple[_Conn, str, _Request, bool]], started: float) -> None:
+        self.key, self.path, self.req, self.waiters = key, path, req, waiters
+        self.started = started
+        self.result: Rendered | None = None  # set by the render thread, then the loop woken
+        self.cost = 0.0  # the render thread's CPU seconds
+
+
+class _Renderer:
+    """The `tfobs-render` thread: renders one job at a time and wakes the loop with a byte.
+
+    Whatever holds it (a garbage collection it triggered, with the job's finalizers) holds
+    no socket: the loop goes on serving, and answers late renderings' scrapes itself."""
+
+    def __init__(self, render: Callable[[str, _Request], Rendered], wake: socket.socket) -> None:
+        self._render = render
+        self._wake = wake
+        self._cond = threading.Condition()
+        self._job: _Job | None = None
+        self._stop = False
+        self.thread = threading.Thread(target=self._run, name="tfobs-render", daemon=True)
+
+    def submit(self, job: _Job) -> None:
+        with self._cond:
+            self._job = job
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._job is None and not self._stop:
+                    self._cond.wait()
+                job, self._job = self._job, None
+                if self._stop or job is None:
+                    return
+            cpu0 = time.thread_time()
+            try:
+                result = self._render(job.path, job.req)
+            except Exception:  # `_render` answers its own failures: this would be a bug
+                log.debug("tfobs: rendering failed", exc_info=True)
+                result = (500, "text/plain; charset=utf-8", b"rendering failed\n", ())
+            job.cost = time.thread_time() - cpu0
+            job.result = result
+            try:
+                self._wake.send(b"\0")
+            except OSError:  # full (a byte is waiting already) or closed at shutdown
+                pass
+
+
+_WAKE = "wake"  # the selector's data for the render thread's wake socket
+_LAST_KEPT = 8  # page variants whose last rendering is kept for late renderings
+
+
 class _Loop:
     def __init__(self, app: MetricsServer, listener: socket.socket,
                  ctx: ssl.SSLContext | None) -> None:
@@ -393,6 +467,15 @@ class _Loop:
         self.render_tokens = self.limits.renders_per_s
         self.render_tokens_at = time.monotonic()
         self.render_cost = 0.0
+        # The rendering in the render thread (one at a time), and each page variant's last
+        # finished rendering with the time it was begun: what a late rendering's scrapes get.
+        self.job: _Job | None = None
+        self.last: dict[str, tuple[Rendered, float]] = {}
+        self.wake_r, wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        wake_w.setblocking(False)
+        self.sel.register(self.wake_r, selectors.EVENT_READ, _WAKE)
+        self.renderer = _Renderer(self._render, wake_w)
         # Strikes per address (times, oldest first) and addresses refused until a time;
         # both bounded so a spray of addresses cannot grow them without end.
         self.strikes: dict[str, deque[float]] = {}
@@ -407,6 +490,7 @@ class _Loop:
         # Not niced: a niced thread preempted while it holds the GIL (rendering, a garbage
         # collection it triggered) would stall the training thread until it runs again.
         # Its cost is bounded by the limits instead.
+        self.renderer.thread.start()
         while not self.stop:
             try:
                 self._once()
@@ -425,7 +509,10 @@ class _Loop:
                 timeout = min(timeout, conn.wait_until - now)
         if self.turns:
             timeout = min(timeout, (1.0 - self.tokens) / max(self.limits.requests_per_s, 1e-3))
-        if self.render_waiters:
+        if self.job is not None:
+            if self.job.result is None:  # until it is late; its end wakes the loop
+                timeout = min(timeout, self.job.started + self.limits.render_late_s - now)
+        elif self.render_waiters:
             timeout = min(timeout, (1.0 - self.render_tokens) / self._render_rate())
         if self.accept_paused_until:
             timeout = min(timeout, self.accept_paused_until - now)
@@ -437,6 +524,11 @@ class _Loop:
         for key, _mask in events:
             if key.data is None:
                 self._accept(now)
+            elif key.data is _WAKE:
+                try:
+                    self.wake_r.recv(64)
+                except OSError:
+                    pass
             elif not key.data.closed:
                 self._pump(key.data, now)
         while self.turns and self._take_token(now):
@@ -600,12 +692,19 @@ class _Loop:
         except OSError:
             pass
 
-    def close_all(self) -> None:
+    def close_all(self, in_child: bool = False) -> None:
         if self._closed:
             return
         self._closed = True
+        if not in_child:  # a forked child has no render thread, and its lock may be held
+            self.renderer.stop()
         for conn in list(self.conns.values()):
             self._close(conn)
+        for sock in (self.wake_r, self.renderer._wake):
+            try:
+                sock.close()
+            except OSError:
+                pass
         try:
             self.sel.close()
         except Exception:
@@ -874,20 +973,37 @@ class _Loop:
             self._auth_failed(conn, now, ("WWW-Authenticate", 'Basic realm="tfobs"'),
                               "text/plain; charset=utf-8", b"unauthorized\n")
             return
-        key = self._render_key(path, req)
-        # Requests already waiting are answered first: a newcomer never takes their turn.
-        if self.render_waiters or not self._render_token(now):
-            conn.rendering = True  # answered by the next rendering of this page
-            self.render_waiters.setdefault(key, []).append((conn, path, req, head_only))
-            return
-        self._answer(conn, self._render(path, req), head_only)
+        # Answered by the next rendering of this page begun after it (this round's
+        # `_serve_render_waiters`); requests already waiting go first.
+        conn.rendering = True
+        self.render_waiters.setdefault(self._render_key(path, req), []).append(
+            (conn, path, req, head_only))
 
-    def _answer(self, conn: _Conn, rendered: tuple[int, str, bytes, tuple[tuple[str, str], ...]],
-                head_only: bool) -> None:
+    def _answer(self, waiters: list[tuple[_Conn, str, _Request, bool]], rendered: Rendered,
+                now: float, headers: tuple[tuple[str, str], ...] = ()) -> None:
         status, content_type, body, extra = rendered
-        self._queue(conn, status, content_type, body, extra, head_only)
+        for conn, _path, _req, head_only in waiters:
+            if conn.closed:
+                continue
+            conn.rendering = False
+            self._queue(conn, status, content_type, body, extra + headers, head_only)
+            self._pump(conn, now)
 
     def _serve_render_waiters(self, now: float) -> None:
+        job = self.job
+        if job is not None:
+            if job.result is None:
+                if now - job.started >= self.limits.render_late_s:
+                    self._answer_late(now)
+                return
+            self.job = None
+            self.render_cost = job.cost if not self.render_cost else \
+                0.8 * self.render_cost + 0.2 * job.cost
+            self.last.pop(job.key, None)
+            self.last[job.key] = (job.result, job.started)
+            while len(self.last) > _LAST_KEPT:
+                del self.last[next(iter(self.last))]
+            self._answer(job.waiters, job.result, now)
         # Plain pages first: a name filter makes a rendering of its own per distinct set, so
         # clients asking for a new set each time must wait among themselves, not before the
         # scrapes every Prometheus sends (stable sort: arrival order otherwise).
@@ -900,11 +1016,28 @@ class _Loop:
                 return
             del self.render_waiters[key]
             _conn, path, req, _head = live[0]
-            rendered = self._render(path, req)
-            for conn, _path, _req, head_only in live:
-                conn.rendering = False
-                self._answer(conn, rendered, head_only)
-                self._pump(conn, now)
+            self.job = _Job(key, path, req, live, now)
+            self.renderer.submit(self.job)
+            return
+
+    def _answer_late(self, now: float) -> None:
+        """The rendering thread is held: every request whose page was rendered before gets
+        that rendering (`Age` says how old), counted; the others wait for the held one."""
+        job = self.job
+        assert job is not None
+        groups = [(job.key, job.waiters)] + list(self.render_waiters.items())
+        for key, waiters in groups:
+            kept = self.last.get(key)
+            live = [w for w in waiters if not w[0].closed]
+            if kept is None or not live:
+                continue
+            rendered, at = kept
+            waiters.clear()
+            for _ in live:  # counted first: a client may look as soon as it is answered
+                self.app.on_late()
+            self._answer(live, rendered, now, (("Age", str(int(now - at))),))
+        for key in [k for k, waiters in self.render_waiters.items() if not waiters]:
+            del self.render_waiters[key]
 
     def _auth_failed(self, conn: _Conn, now: float, challenge: tuple[str, str],
                      content_type: str, body: bytes) -> None:
@@ -969,21 +1102,15 @@ class _Loop:
         names = ",".join(_wanted_names(req.path))
         return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}|{names}"
 
-    def _render(self, path: str, req: _Request
-                ) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
-        cpu0 = time.thread_time()
-        try:
-            if path == "/metrics":
-                return self._metrics(req)
-            return self._page(self.app.api if path == "/api/windows" else None)
-        finally:
-            # Smoothed: one slow rendering (the first after a window is published, a
-            # page) must not hold every scrape for seconds; a steady cost still sets the rate.
-            cost = time.thread_time() - cpu0
-            self.render_cost = cost if not self.render_cost else \
-                0.8 * self.render_cost + 0.2 * cost
+    def _render(self, path: str, req: _Request) -> Rendered:
+        """The render thread's work; its CPU cost, smoothed by the loop (one slow rendering,
+        the first after a window is published or a page, must not hold every scrape for
+        seconds; a steady cost still sets the rate), bounds how often it runs."""
+        if path == "/metrics":
+            return self._metrics(req)
+        return self._page(self.app.api if path == "/api/windows" else None)
 
-    def _metrics(self, req: _Request) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
+    def _metrics(self, req: _Request) -> Rendered:
         try:
             encoder, content_type = choose_encoder(req.headers.get("accept", ""))
             registry = self.app.registry
@@ -1000,8 +1127,7 @@ class _Loop:
                 ("Content-Encoding", "gzip"),)
         return 200, content_type, body, ()
 
-    def _page(self, api: PageFn | None = None
-              ) -> tuple[int, str, bytes, tuple[tuple[str, str], ...]]:
+    def _page(self, api: PageFn | None = None) -> Rendered:
         page = api or self.app.page  # `/api/windows` (JSON) or the overview page
         try:
             if page is None:

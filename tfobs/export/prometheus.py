@@ -108,6 +108,7 @@ class PrometheusExporter:
             remote_capture=cfg.remote_capture,
             capture_token=cfg.remote_capture_token,
             on_error=self.health.count_error,
+            on_late=lambda: self.health.count_dropped("late_rendering"),
         )
         server.capture_handler = self._capture_request
         server.api = self._api
