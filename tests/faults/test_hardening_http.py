@@ -582,10 +582,14 @@ class CollectingRegistry(CountingRegistry):
     def __init__(self) -> None:
         super().__init__()
         self.hold_s = 0.0
+        self.block_s = 0.0  # held without a collection (one is already running elsewhere)
 
     def collect(self) -> Iterator[Any]:
         import gc
 
+        if self.block_s:
+            wait, self.block_s = self.block_s, 0.0
+            time.sleep(wait)
         if self.hold_s:
             _WaitsWhenCollected.wait_s, self.hold_s = self.hold_s, 0.0
             _WaitsWhenCollected()
@@ -614,8 +618,10 @@ def test_a_scrape_is_not_held_by_a_finalizer_in_the_render_thread(
     assert status == 200 and b"demo_total 3.0" in first
     renders = registry.renders
     registry.hold_s = 5.0
-    # Rendering now waits 5 s in a finalizer: the scrape gets the last rendering when the
-    # rendering is render_late_s (2 s) late, saying how old it is, and so does a second one.
+    cpu0 = time.process_time()
+    # Rendering now waits 5 s in a finalizer (under render_replace_s): the scrape gets the
+    # last rendering when the rendering is render_late_s (2 s) late, saying how old it is,
+    # and so does a second one.
     for _ in range(2):
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
         t0 = time.monotonic()
@@ -628,6 +634,11 @@ def test_a_scrape_is_not_held_by_a_finalizer_in_the_render_thread(
         assert age is not None and int(age) >= 0, r.getheaders()
         assert took < 3.5, took  # Prometheus's default scrape_timeout is 10 s
     assert len(late) == 2
+    time.sleep(1.5)
+    # While the rendering is held the loop sleeps between events (no spinning on its late
+    # job): the process used little CPU in these ~3.5 s (the finalizer sleeps).
+    used = time.process_time() - cpu0
+    assert used < 0.5, used
     # Once the finalizer is done the held rendering ends (one, not one per scrape) and
     # scrapes are fresh again, with no Age.
     deadline = time.monotonic() + 10
@@ -641,6 +652,54 @@ def test_a_scrape_is_not_held_by_a_finalizer_in_the_render_thread(
     assert r.status == 200 and r.getheader("Age") is None and b"demo_total 3.0" in r.read()
     conn.close()
     assert registry.renders >= renders + 2 and len(late) == 2
+
+
+def test_a_render_thread_held_for_long_is_replaced_once(
+        servers: Any, no_automatic_gc: None) -> None:
+    """A finalizer that waits a minute (one was seen holding 57 s) must not freeze the
+    metrics for that minute: past render_replace_s (6 s) a new thread renders. While the one
+    left behind is still held, a second held thread is not replaced: threads stay bounded."""
+    registry = CollectingRegistry()
+    late: list[int] = []
+    srv = servers(registry=registry, on_late=lambda: late.append(1))
+    status, first = scrape(srv.port)
+    assert status == 200
+    t0 = time.monotonic()
+    registry.hold_s = 16.0
+    assert scrape(srv.port, timeout=10) == (200, first)  # the earlier rendering, at 2 s
+    held = [t for t in threading.enumerate() if t.name == "tfobs-render"]
+    assert len(held) == 1
+    time.sleep(max(0.0, t0 + 6.6 - time.monotonic()))
+    fresh = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    fresh.request("GET", "/metrics")
+    r = fresh.getresponse()
+    assert r.status == 200 and r.getheader("Age") is None, r.getheaders()
+    r.read()
+    fresh.close()
+    renders = registry.renders
+    assert renders >= 2  # the new thread rendered (the held one has not finished)
+
+    def render_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "tfobs-render"]
+
+    assert len(render_threads()) == 2
+    t1 = time.monotonic()
+    # The new thread is held too; not by a collection, which cannot start while the first
+    # one runs (CPython collects in one thread at a time), but by something else that waits.
+    registry.block_s = 8.0
+    assert scrape(srv.port, timeout=10)[0] == 200
+    time.sleep(max(0.0, t1 + 6.8 - time.monotonic()))
+    # Held past render_replace_s, but the first is still held: answered late, no third.
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+    conn.request("GET", "/metrics")
+    r = conn.getresponse()
+    assert r.status == 200 and r.getheader("Age") is not None, r.getheaders()
+    r.read()
+    conn.close()
+    assert len(render_threads()) == 2 and registry.renders == renders
+    assert len(late) == 3
+    held[0].join(20)  # the collection ends (other tests collect again) and its thread exits
+    assert not held[0].is_alive()
 
 
 def test_the_first_scrape_waits_for_a_held_rendering_it_has_nothing_older(

@@ -27,8 +27,11 @@ SECURITY.md "Limits of the HTTP server"):
   says how old; counted as `tfobs_dropped_total{what="late_rendering"}`), so a scrape is not
   held by what holds the rendering thread: Python's cyclic garbage collector runs in
   whichever thread allocates when it is due, with the finalizers of the job's collected
-  objects, and a tf.data iterator's finalizer waits for the iterator's threads (seconds,
-  benchmarks/RESULTS.md "A scrape held for seconds by the job's garbage collection");
+  objects, and a tf.data iterator's finalizer waits for the iterator's threads (seconds to a
+  minute, benchmarks/RESULTS.md "A scrape held for seconds by the job's garbage
+  collection"). Held past `render_replace_s`, the thread is left to finish alone and a new
+  one renders, so the metrics do not stand still for the whole wait (at most one thread is
+  left so at a time);
 * a failed auth is counted (`tfobs_errors_total{stage="http_auth"}`), answered only after
   `auth_fail_delay_s`, and closes its connection;
 * an address with `strike_limit` strikes (failed auth checks, requests refused as malformed
@@ -91,6 +94,7 @@ class Limits:
     renders_per_s: float = 4.0  # renderings; beyond this, waiting scrapes share the next one
     render_cpu_share: float = 0.05  # ... and rendering takes at most this share of a CPU
     render_late_s: float = 2.0  # a rendering held this long: its scrapes get the previous one
+    render_replace_s: float = 6.0  # ... and held this long: a new thread renders from then on
     auth_fail_delay_s: float = 1.0
     strike_limit: int = 30  # failed auth or malformed requests of one address within ...
     strike_block_s: float = 30.0  # ... this long: refuse the address at accept this long
@@ -400,7 +404,7 @@ class _Renderer:
 
     def __init__(self, render: Callable[[str, _Request], Rendered], wake: socket.socket) -> None:
         self._render = render
-        self._wake = wake
+        self.wake = wake
         self._cond = threading.Condition()
         self._job: _Job | None = None
         self._stop = False
@@ -412,6 +416,8 @@ class _Renderer:
             self._cond.notify()
 
     def stop(self) -> None:
+        """Ends the thread once it is idle, or when its rendering ends (a held one is left
+        to finish: what holds it is not tfobs's to cut short)."""
         with self._cond:
             self._stop = True
             self._cond.notify()
@@ -433,7 +439,7 @@ class _Renderer:
             job.cost = time.thread_time() - cpu0
             job.result = result
             try:
-                self._wake.send(b"\0")
+                self.wake.send(b"\0")
             except OSError:  # full (a byte is waiting already) or closed at shutdown
                 pass
 
@@ -476,6 +482,7 @@ class _Loop:
         wake_w.setblocking(False)
         self.sel.register(self.wake_r, selectors.EVENT_READ, _WAKE)
         self.renderer = _Renderer(self._render, wake_w)
+        self.left: _Renderer | None = None  # a held render thread replaced, until it ends
         # Strikes per address (times, oldest first) and addresses refused until a time;
         # both bounded so a spray of addresses cannot grow them without end.
         self.strikes: dict[str, deque[float]] = {}
@@ -510,8 +517,11 @@ class _Loop:
         if self.turns:
             timeout = min(timeout, (1.0 - self.tokens) / max(self.limits.requests_per_s, 1e-3))
         if self.job is not None:
-            if self.job.result is None:  # until it is late; its end wakes the loop
-                timeout = min(timeout, self.job.started + self.limits.render_late_s - now)
+            # Wake when it turns late (its end wakes the loop by itself); once late, arrivals
+            # are answered as they come, so the loop sleeps as usual.
+            late_at = self.job.started + self.limits.render_late_s
+            if now < late_at:
+                timeout = min(timeout, late_at - now)
         elif self.render_waiters:
             timeout = min(timeout, (1.0 - self.render_tokens) / self._render_rate())
         if self.accept_paused_until:
@@ -700,7 +710,7 @@ class _Loop:
             self.renderer.stop()
         for conn in list(self.conns.values()):
             self._close(conn)
-        for sock in (self.wake_r, self.renderer._wake):
+        for sock in (self.wake_r, self.renderer.wake):
             try:
                 sock.close()
             except OSError:
@@ -991,19 +1001,21 @@ class _Loop:
 
     def _serve_render_waiters(self, now: float) -> None:
         job = self.job
-        if job is not None:
-            if job.result is None:
-                if now - job.started >= self.limits.render_late_s:
-                    self._answer_late(now)
+        result = job.result if job is not None else None
+        if job is not None and result is None:
+            if now - job.started >= self.limits.render_late_s:
+                self._answer_late(now)
+            if now - job.started < self.limits.render_replace_s or not self._replace():
                 return
+        elif job is not None and result is not None:
             self.job = None
             self.render_cost = job.cost if not self.render_cost else \
                 0.8 * self.render_cost + 0.2 * job.cost
             self.last.pop(job.key, None)
-            self.last[job.key] = (job.result, job.started)
+            self.last[job.key] = (result, job.started)
             while len(self.last) > _LAST_KEPT:
                 del self.last[next(iter(self.last))]
-            self._answer(job.waiters, job.result, now)
+            self._answer(job.waiters, result, now)
         # Plain pages first: a name filter makes a rendering of its own per distinct set, so
         # clients asking for a new set each time must wait among themselves, not before the
         # scrapes every Prometheus sends (stable sort: arrival order otherwise).
@@ -1019,6 +1031,24 @@ class _Loop:
             self.job = _Job(key, path, req, live, now)
             self.renderer.submit(self.job)
             return
+
+    def _replace(self) -> bool:
+        """Leave the held render thread to finish alone and start a new one; False while
+        an earlier one left so is still held (one at most: threads stay bounded)."""
+        if self.left is not None and self.left.thread.is_alive():
+            return False
+        job = self.job
+        assert job is not None
+        self.left, self.renderer = self.renderer, _Renderer(self._render, self.renderer.wake)
+        self.left.stop()  # it exits when its rendering ends; its result is not used
+        self.renderer.thread.start()
+        self.job = None
+        # Its waiters without an earlier rendering are asked again, first in line.
+        waiting = [w for w in job.waiters if not w[0].closed]
+        if waiting:
+            self.render_waiters = {job.key: waiting + self.render_waiters.pop(job.key, []),
+                                   **self.render_waiters}
+        return True
 
     def _answer_late(self, now: float) -> None:
         """The rendering thread is held: every request whose page was rendered before gets
