@@ -197,10 +197,16 @@ class MetricsServer:
         if loop is None:
             return
         loop.stop = True
+        deadline = time.monotonic() + max(timeout_s, 0.0)
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(timeout_s, 0.0))
         loop.close_all()
+        # An idle render thread ends at once; a held one (a finalizer of the job's) is
+        # waited for until the deadline, then left: it ends when what holds it does.
+        render = loop.renderer.thread
+        if render.is_alive() and render is not threading.current_thread():
+            render.join(max(0.0, deadline - time.monotonic()))
 
     def _forget_after_fork(self) -> None:
         """In a forked child: close the inherited sockets; the loop thread does not exist."""
