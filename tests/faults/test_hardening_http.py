@@ -109,6 +109,10 @@ def http_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("tfobs-http")]
 
 
+def render_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "tfobs-render"]
+
+
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
@@ -667,7 +671,7 @@ def test_a_render_thread_held_for_long_is_replaced_once(
     t0 = time.monotonic()
     registry.hold_s = 16.0
     assert scrape(srv.port, timeout=10) == (200, first)  # the earlier rendering, at 2 s
-    held = [t for t in threading.enumerate() if t.name == "tfobs-render"]
+    held = render_threads()
     assert len(held) == 1
     time.sleep(max(0.0, t0 + 6.6 - time.monotonic()))
     fresh = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
@@ -678,10 +682,6 @@ def test_a_render_thread_held_for_long_is_replaced_once(
     fresh.close()
     renders = registry.renders
     assert renders >= 2  # the new thread rendered (the held one has not finished)
-
-    def render_threads() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name == "tfobs-render"]
-
     assert len(render_threads()) == 2
     t1 = time.monotonic()
     # The new thread is held too; not by a collection, which cannot start while the first

@@ -1007,21 +1007,22 @@ class _Loop:
 
     def _serve_render_waiters(self, now: float) -> None:
         job = self.job
-        result = job.result if job is not None else None
-        if job is not None and result is None:
-            if now - job.started >= self.limits.render_late_s:
-                self._answer_late(now)
-            if now - job.started < self.limits.render_replace_s or not self._replace():
-                return
-        elif job is not None and result is not None:
-            self.job = None
-            self.render_cost = job.cost if not self.render_cost else \
-                0.8 * self.render_cost + 0.2 * job.cost
-            self.last.pop(job.key, None)
-            self.last[job.key] = (result, job.started)
-            while len(self.last) > _LAST_KEPT:
-                del self.last[next(iter(self.last))]
-            self._answer(job.waiters, result, now)
+        if job is not None:
+            result = job.result
+            if result is None:  # still rendering: late, then replaced (and on below)
+                if now - job.started >= self.limits.render_late_s:
+                    self._answer_late(now)
+                if now - job.started < self.limits.render_replace_s or not self._replace():
+                    return
+            else:
+                self.job = None
+                self.render_cost = job.cost if not self.render_cost else \
+                    0.8 * self.render_cost + 0.2 * job.cost
+                self.last.pop(job.key, None)
+                self.last[job.key] = (result, job.started)
+                while len(self.last) > _LAST_KEPT:
+                    del self.last[next(iter(self.last))]
+                self._answer(job.waiters, result, now)
         # Plain pages first: a name filter makes a rendering of its own per distinct set, so
         # clients asking for a new set each time must wait among themselves, not before the
         # scrapes every Prometheus sends (stable sort: arrival order otherwise).
