@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine (run as root), then runs them.
-# Debian packages: prometheus (server + promtool), chromium + chromium-driver (page tests).
+# Debian packages: prometheus (server + promtool), chromium + chromium-driver (page tests),
+# gcc and python3-dev where missing (the compiled reader).
 # Python: a fresh .venv with tfobs and its test extras (ruff, mypy, pytest, ...). Extra
 # arguments go to pytest (e.g. -m "not slow" for the quick tests).
 # Then scripts/compat.sh: a subset of the tests on the oldest supported TensorFlow.
@@ -12,6 +13,11 @@ command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+# A C compiler and Python's headers build tfobs's compiled reader (tfobs/xspace/_wire.c);
+# the suite holds it equal to the numpy reader that installs without them.
+command -v gcc >/dev/null || need+=(gcc)
+python3 -c 'import os, sysconfig; os.stat(sysconfig.get_paths()["include"] + "/Python.h")' \
+  2>/dev/null || need+=(python3-dev)
 if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

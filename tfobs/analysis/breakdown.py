@@ -17,6 +17,7 @@ from tfobs.analysis import eventtypes as et
 from tfobs.analysis.steps import DROP_INCOMPLETE_THRESHOLD, StepGroup
 from tfobs.analysis.timeline import unique
 from tfobs.summary import CATEGORIES
+from tfobs.xspace.columns import compiled, type_sweep
 
 HIGHLY_INPUT_PCT = 20.0
 MODERATELY_INPUT_PCT = 5.0
@@ -98,13 +99,7 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     types = _small_types(typ)
     order = _bound_order(time, start, typ, grp, types)
     time, start, typ, grp = time[order], start[order], typ[order], grp[order]
-    current = np.zeros(time.size, np.int64)
-    step = np.where(start, 1, -1)
-    own = np.zeros(time.size, np.int64)  # the running count of each bound's own type
-    for t in (types if types is not None else unique(typ)).tolist():
-        count = np.cumsum(np.where(typ == t, step, 0))
-        current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
-        own = np.where(typ == t, count, own)
+    current, own = _sweep(typ, start, types)
     # A start whose own count stays <= 0 follows the end of a zero-length event of its
     # type at the same time (ties among equal bounds fall either way).
     _hold_sticky_types(current, start, typ, grp, own, start & (own <= 0))
@@ -117,6 +112,23 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     hi = np.minimum(time[gap + 1], g_end[g])
     span = np.where(hi > lo, hi - lo, 0)
     return _per_group(groups, g, current[gap], span)
+
+
+def _sweep(typ: np.ndarray, start: np.ndarray, types: np.ndarray | None
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """(the highest type with more starts than ends so far, the running count of the
+    bound's own type) after each sorted bound: one compiled loop where types are small,
+    else one numpy pass per type."""
+    current, own = np.zeros(typ.size, np.int64), np.zeros(typ.size, np.int64)
+    if types is not None and compiled() and type_sweep(
+            typ, start, current, own):
+        return current, own
+    step = np.where(start, 1, -1)
+    for t in (types if types is not None else unique(typ)).tolist():
+        count = np.cumsum(np.where(typ == t, step, 0))
+        current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
+        own = np.where(typ == t, count, own)
+    return current, own
 
 
 # Leaving nested events out pays where most events are nested (call trees); elsewhere the

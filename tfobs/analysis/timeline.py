@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tfobs.errors import CaptureError
-from tfobs.xspace.columns import KIND_INT64, KIND_REF, KIND_UINT64, PlaneEvents
+from tfobs.xspace.columns import KIND_INT64, KIND_REF, KIND_UINT64, PlaneEvents, compiled
 from tfobs.xspace.reader import PlaneView
 
 # Picoseconds far outside any real capture (about 100 days): values past this are corrupt.
@@ -275,6 +275,22 @@ def int_stats_at(
     if not n or not wanted:
         return out
     ids = np.fromiter(wanted, np.int64, len(wanted))
+    compiled = _compiled_int_stats(tl, events, ids)
+    if compiled is not None:
+        value, kind = compiled
+        for j, key in enumerate(wanted.values()):
+            if not kind[j].any():  # keyed only when some record of it was read
+                continue
+            has = (kind[j] == KIND_INT64) | (kind[j] == KIND_UINT64)
+            if raw:
+                out[key] = (value[j], has)
+                continue
+            column = np.zeros(n, object)
+            signed, unsigned = has & (kind[j] == KIND_INT64), has & (kind[j] == KIND_UINT64)
+            column[signed] = value[j][signed].view(np.int64).tolist()
+            column[unsigned] = value[j][unsigned].tolist()
+            out[key] = (column, has)
+        return out
     # slot: each record's event; records round by round, an event's in stored order.
     batch, slot = tl.columns.stats_by_slot(events, ids, by_event=False)
     # Each record's place in `wanted` (-1: none), by a table indexed by id where ids are
@@ -320,6 +336,23 @@ def int_stats_at(
             values[at[~signed]] = batch.value[sel[~signed]].tolist()
         out[key] = (values, has)
     return out
+
+
+def _compiled_int_stats(tl: Timeline, events: np.ndarray, ids: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray] | None:
+    """(raw value, value kind) per wanted id (rows) and event (columns), the last record
+    of each winning, by the compiled walk (`columns.int_stats`); None where it is not
+    built, the ids are not all one byte, or a record is laid out otherwise."""
+    cols = tl.columns
+    if not compiled() or (ids < 0).any() or (ids >= 128).any():
+        return None
+    slots = np.full(256, -1, np.int8)
+    slots[ids] = np.arange(ids.size)
+    value = np.zeros((ids.size, events.size), np.uint64)
+    kind = np.zeros((ids.size, events.size), np.int8)
+    if not cols.int_stats(np.ascontiguousarray(events, np.int64), slots, value, kind):
+        return None
+    return value, kind
 
 
 def sums_fit(values: np.ndarray) -> bool:

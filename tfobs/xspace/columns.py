@@ -10,16 +10,26 @@ and decoded the same way, only for the events and stats an analysis asks for (mo
 events are never asked: a capture has several stats per event). Varints are decoded
 eight bytes at a time as one uint64 each. Malformed bytes raise `CaptureError`, as a
 failed parse would; an event's stats are checked when they are read.
+
+Where the compiled module `_wire` was built (setup.py; it needs a C compiler at install),
+the same walks run as one loop each in C: the numpy code below is then used only for what
+those loops hand back (layouts they do not take), and everywhere `_wire` is missing.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
 
 from tfobs.errors import CaptureError
 from tfobs.xspace import schema
+
+try:  # the compiled walks; numpy alone where they were not built (same results)
+    from tfobs.xspace import _wire
+except ImportError:  # pragma: no cover - depends on the install
+    _wire = None  # type: ignore[assignment]
 
 _U64 = np.uint64
 _PAD = 16  # zero bytes after the data: a varint read past the end stops there
@@ -40,12 +50,12 @@ KIND_NONE, KIND_DOUBLE, KIND_UINT64, KIND_INT64, KIND_STR, KIND_BYTES, KIND_REF 
     0, 2, 3, 4, 5, 6, 7)
 # The wire type of each field number of a stat's value (-1: not a value field).
 _WIRE_OF = np.full(32, -1, np.int8)
-for _number, _wire in _STAT_WIRE.items():
-    _WIRE_OF[_number] = _wire
+for _number, _wire_type in _STAT_WIRE.items():
+    _WIRE_OF[_number] = _wire_type
 # The value kind of each one-byte tag of a varint value field (int64, uint64, ref); else 0.
 _VARINT_KIND = np.zeros(256, np.int8)
-for _number, _wire in _STAT_WIRE.items():
-    if _wire == 0:
+for _number, _wire_type in _STAT_WIRE.items():
+    if _wire_type == 0:
         _VARINT_KIND[_number << 3] = _number
 
 
@@ -71,8 +81,31 @@ def _count_continuations(cont: np.ndarray) -> np.ndarray:
 _BITWISE_COUNT = getattr(np, "bitwise_count", None)
 
 
+def compiled() -> bool:
+    """Whether the compiled walks (`_wire`) are in use."""
+    return _wire is not None
+
+
+def type_sweep(typ: np.ndarray, start: np.ndarray, current: np.ndarray,
+               own: np.ndarray) -> bool:
+    """The compiled sweep of breakdown.all_type_times (see _wire.c)."""
+    return bool(_wire.type_sweep(np.ascontiguousarray(typ, np.int64),
+                                 np.ascontiguousarray(start, np.bool_), current, own))
+
+
 def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     """(values as uint64, byte lengths) of the varints starting at positions p."""
+    if _wire is not None:
+        p = np.ascontiguousarray(p, np.int64)
+        x, n = np.empty(p.size, _U64), np.empty(p.size, np.int64)
+        if not _wire.varints(buf, p, x, n):
+            raise _bad(what)
+        return x, n
+    return _np_varint(buf, p, what)
+
+
+def _np_varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """`_varint` in numpy."""
     b = buf[p]
     more = b >= 0x80
     if not more.any():
@@ -262,9 +295,10 @@ def walk(
             tag = t.astype(_U64)
             p = p + 1
         wire = (tag & _U64(7)).astype(np.int8)
-        field = (tag >> _U64(3)).astype(np.int64)
-        if ((field == 0) | (field > _MAX_FIELD)).any():
+        number = tag >> _U64(3)  # tested unsigned: a 10-byte tag must not wrap negative
+        if ((number == 0) | (number > _U64(_MAX_FIELD))).any():
             raise _bad(what)
+        field = number.astype(np.int64)
         value = np.zeros(msgs.size, _U64)
         size = np.zeros(msgs.size, np.int64)
         pos = p.copy()
@@ -325,6 +359,18 @@ def _buffer(raw: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return buf, end - lens, end
 
 
+def _line_spans(lines: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """`_buffer` of the lines' events, from each line serialized whole (one bytes object
+    per line, not one per event: on a capture of many small events that is most of the
+    cost), the events found by the compiled walk. None where the walk refuses the bytes."""
+    raw = [line.SerializeToString() for line in lines]
+    buf, lstart, lend = _buffer(raw)
+    start, end = np.empty(n, np.int64), np.empty(n, np.int64)
+    if _wire.line_events(buf, lstart, lend, start, end) != n:
+        return None
+    return buf, start, end
+
+
 class StatBatch:
     """Decoded XStat records: metadata id, value kind and raw value, per record."""
 
@@ -349,6 +395,17 @@ class StatBatch:
         """Decode records that are all a one-byte id then one varint value (integers and
         refs: the stats that link events), as `_canonical` would, in a third of its numpy
         calls. False, decoding nothing, when any record is laid out otherwise."""
+        if _wire is not None:
+            count = pos.size
+            mid, kind = np.empty(count, np.int64), np.empty(count, np.int8)
+            value, at = np.empty(count, _U64), np.empty(count, np.int64)
+            if not _wire.stat_varints(self.buf, np.ascontiguousarray(pos, np.int64),
+                                      np.ascontiguousarray(size, np.int64), _VARINT_KIND,
+                                      mid, kind, value, at):
+                return False
+            self.mid, self.kind, self.value = mid, kind, value
+            self.pos, self.size = at, np.zeros(count, np.int64)
+            return True
         buf = self.buf
         at = pos + 1  # the id byte, then the value's tag, then the value
         mid = buf[at]
@@ -491,6 +548,12 @@ def _canonical_events(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tu
     selection); None when any event is laid out otherwise (the walk decodes those).
     """
     n = start.size
+    if _wire is not None:
+        mid, offset, duration = np.empty(n, _U64), np.empty(n, _U64), np.empty(n, _U64)
+        stats_at = np.empty(n, np.int64)
+        if _wire.events(buf, start, end, mid, offset, duration, stats_at):
+            return mid, offset, duration, stats_at
+        return None
     if not n or (start >= end).any() or (buf[start] != 0x08).any():
         return None
     mid, size = _varint(buf, start + 1, "event")
@@ -529,16 +592,17 @@ class PlaneEvents:
     """
 
     def __init__(self, lines: Any) -> None:
-        raw: list[bytes] = []
-        starts = [0]
-        for line in lines:
-            raw.extend(line.events)
-            starts.append(len(raw))
-        self.raw = raw
-        self.line_start = starts
-        n = len(raw)
-        buf, start, end = _buffer(raw)
-        self.buf, self.end = buf, end
+        counts = [len(line.events) for line in lines]
+        self.line_start = [0, *itertools.accumulate(counts)]
+        n = self.line_start[-1]
+        spans = _line_spans(lines, n) if _wire is not None else None
+        if spans is None:
+            raw: list[bytes] = []
+            for line in lines:
+                raw.extend(line.events)
+            spans = _buffer(raw)
+        buf, start, end = spans
+        self.buf, self.start, self.end = buf, start, end
         fast = _canonical_events(buf, start, end)
         if fast is not None:
             mid, offset, duration, self.stats_at = fast
@@ -567,11 +631,11 @@ class PlaneEvents:
         self.duration = duration.view(np.int64)
 
     def __len__(self) -> int:
-        return len(self.raw)
+        return self.start.size
 
     def event(self, k: int) -> Any:
         """Event k as a full protobuf XEvent (for the few events read in detail)."""
-        return schema.XEvent.FromString(self.raw[k])
+        return schema.XEvent.FromString(self.buf[self.start[k]:self.end[k]].tobytes())
 
     def _stat_rounds(self, events: np.ndarray, max_rounds: int = 2**62,
                      tail: bool = False) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, bool]]:
@@ -589,6 +653,26 @@ class PlaneEvents:
             sel = (f.wire == 2) & (f.field == 4)
             out.append((f.msg[sel], f.pos[sel], f.size[sel], bool(sel.all())))
         return out
+
+    def _records(self, events: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position in `events`, payload pos, size) of every stat record of `events`,
+        event by event, in stored order: the compiled walk, counting, then filling."""
+        events = np.ascontiguousarray(events, np.int64)
+        count = _wire.stat_records(self.buf, self.stats_at, self.end, events, None, None, None)
+        if count < 0:
+            raise _bad("event stat")
+        which, pos, size = (np.empty(count, np.int64) for _ in range(3))
+        _wire.stat_records(self.buf, self.stats_at, self.end, events, which, pos, size)
+        return which, pos, size
+
+    def int_stats(self, events: np.ndarray, slots: np.ndarray, value: np.ndarray,
+                  kind: np.ndarray) -> bool:
+        """The compiled `int_stats` walk over `events` (see _wire.c); False where a
+        record is laid out otherwise (nothing is then decided)."""
+        done = _wire.int_stats(self.buf, self.stats_at, self.end, events, slots, value, kind)
+        if done < 0:
+            raise _bad("event stat")
+        return bool(done)
 
     def nth_stats(
         self, events: np.ndarray, nths: list[int]
@@ -639,14 +723,18 @@ class PlaneEvents:
         (non-decreasing: an event's records are together). Without `by_event`, records
         come round by round instead, with no sort (an event's records are still in
         stored order among themselves)."""
-        rounds = self._stat_rounds(events, tail=True)
-        if not rounds:
-            none = np.zeros(0, np.int64)
-            return StatBatch(self.buf, none, none, none), none
-        which = np.concatenate([s[0] for s in rounds])
-        pos = np.concatenate([s[1] for s in rounds])
-        size = np.concatenate([s[2] for s in rounds])
-        del rounds  # large captures: not held while the records are decoded
+        if _wire is not None:
+            which, pos, size = self._records(events)
+            by_event = False  # the compiled walk gives them event by event already
+        else:
+            rounds = self._stat_rounds(events, tail=True)
+            if not rounds:
+                none = np.zeros(0, np.int64)
+                return StatBatch(self.buf, none, none, none), none
+            which = np.concatenate([s[0] for s in rounds])
+            pos = np.concatenate([s[1] for s in rounds])
+            size = np.concatenate([s[2] for s in rounds])
+            del rounds  # large captures: not held while the records are decoded
         if mids is not None:
             # Kept: the wanted one-byte ids, and every record that does not start with a
             # one-byte id (its id is read in full later). The buffer's padding makes
