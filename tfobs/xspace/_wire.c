@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #define STATS_TAG 0x22 /* XEvent.stats: field 4, length-delimited */
 #define MAX_FIELD ((1ULL << 29) - 1)
@@ -73,20 +74,18 @@ static inline int field_at(const uint8_t *b, Py_ssize_t lim, int64_t *p, int64_t
     return *p <= e;
 }
 
-/* A contiguous buffer of n items of `size` bytes (n < 0: any whole number of items). */
-static int take(PyObject *obj, Py_buffer *view, int writable, Py_ssize_t size, Py_ssize_t n,
-                const char *name)
-{
-    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)))
-        return -1;
-    if ((n >= 0 && view->len != n * size) || (n < 0 && view->len % size)) {
-        PyErr_Format(PyExc_ValueError, "%s: %zd bytes, expected %zd items of %zd bytes",
-                     name, view->len, n, size);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
+/* How one argument array is taken: its item size in bytes, whether it is written, and its
+ * length in items: ANY whole number, a fixed number (>= 0), or DIM(d) (d = 1..3), which the
+ * first array naming d sets and the others must match. An OPTIONAL one may be None. */
+struct arg {
+    const char *name;
+    int size, writable;
+    Py_ssize_t items;
+    int optional;
+};
+#define ANY (-100)
+#define DIM(d) (-(d))
+#define OPTIONAL 1
 
 static void release(Py_buffer *views, int count)
 {
@@ -94,34 +93,65 @@ static void release(Py_buffer *views, int count)
         PyBuffer_Release(&views[i]);
 }
 
+/* Every argument's buffer (C-contiguous) as `spec` says, into v; dims[d] gets dimension
+ * d's length (-1 if unset). -1 with a Python exception, holding nothing, when an argument
+ * is missing, not a buffer, or the wrong size. */
+static int take_all(PyObject *args, const struct arg *spec, int count, Py_buffer *v,
+                    Py_ssize_t *dims)
+{
+    if (PyTuple_GET_SIZE(args) != count) {
+        PyErr_Format(PyExc_TypeError, "expected %d arrays, got %zd", count,
+                     PyTuple_GET_SIZE(args));
+        return -1;
+    }
+    for (int d = 0; d < 4; d++)
+        dims[d] = -1;
+    for (int i = 0; i < count; i++) {
+        const struct arg *a = &spec[i];
+        PyObject *obj = PyTuple_GET_ITEM(args, i);
+        memset(&v[i], 0, sizeof(Py_buffer)); /* an empty view: releasing it does nothing */
+        if (a->optional && obj == Py_None)
+            continue;
+        int flags = PyBUF_C_CONTIGUOUS | (a->writable ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(obj, &v[i], flags)) {
+            release(v, i);
+            return -1;
+        }
+        Py_ssize_t items = v[i].len / a->size, want = a->items;
+        if (want < 0 && want != ANY) {
+            if (dims[-want] < 0)
+                dims[-want] = items;
+            want = dims[-want];
+        }
+        if (v[i].len % a->size || (want != ANY && items != want)) {
+            PyErr_Format(PyExc_ValueError, "%s: %zd bytes, not %zd items of %d bytes",
+                         a->name, v[i].len, want == ANY ? items : want, a->size);
+            release(v, i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* varints(buf, pos, value, length) -> bool: the varint at each of pos (int64) into value
  * (uint64) and its byte count into length (int64); False when one is malformed. */
 static PyObject *w_varints(PyObject *self, PyObject *args)
 {
-    PyObject *o[4];
+    static const struct arg spec[] = {
+        {"buf", 1, 0, ANY, 0},
+        {"pos", 8, 0, DIM(1), 0},
+        {"value", 8, 1, DIM(1), 0},
+        {"length", 8, 1, DIM(1), 0},
+    };
     Py_buffer v[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3]))
+    Py_ssize_t dims[4];
+    if (take_all(args, spec, 4, v, dims))
         return NULL;
-    if (take(o[0], &v[0], 0, 1, -1, "buf"))
-        return NULL;
-    if (take(o[1], &v[1], 0, 8, -1, "pos")) {
-        release(v, 1);
-        return NULL;
-    }
-    Py_ssize_t n = v[1].len / 8;
-    if (take(o[2], &v[2], 1, 8, n, "value")) {
-        release(v, 2);
-        return NULL;
-    }
-    if (take(o[3], &v[3], 1, 8, n, "length")) {
-        release(v, 3);
-        return NULL;
-    }
     const uint8_t *b = v[0].buf;
     const int64_t *pos = v[1].buf;
     uint64_t *value = v[2].buf;
     int64_t *length = v[3].buf;
-    Py_ssize_t lim = v[0].len;
+    Py_ssize_t n = dims[1], lim = v[0].len;
     int ok = 1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -143,29 +173,24 @@ static PyObject *w_varints(PyObject *self, PyObject *args)
  * columns unspecified, when some event is laid out otherwise (the general walk decides). */
 static PyObject *w_events(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
+    static const struct arg spec[] = {
+        {"buf", 1, 0, ANY, 0},
+        {"start", 8, 0, DIM(1), 0},
+        {"end", 8, 0, DIM(1), 0},
+        {"mid", 8, 1, DIM(1), 0},
+        {"offset", 8, 1, DIM(1), 0},
+        {"duration", 8, 1, DIM(1), 0},
+        {"stats_at", 8, 1, DIM(1), 0},
+    };
     Py_buffer v[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+    Py_ssize_t dims[4];
+    if (take_all(args, spec, 7, v, dims))
         return NULL;
-    if (take(o[0], &v[0], 0, 1, -1, "buf"))
-        return NULL;
-    if (take(o[1], &v[1], 0, 8, -1, "start")) {
-        release(v, 1);
-        return NULL;
-    }
-    Py_ssize_t n = v[1].len / 8;
-    static const char *names[] = {"", "", "end", "mid", "offset", "duration", "stats_at"};
-    for (int i = 2; i < 7; i++) {
-        if (take(o[i], &v[i], i > 2, 8, n, names[i])) {
-            release(v, i);
-            return NULL;
-        }
-    }
     const uint8_t *b = v[0].buf;
     const int64_t *start = v[1].buf, *end = v[2].buf;
     uint64_t *mid = v[3].buf, *offset = v[4].buf, *duration = v[5].buf;
     int64_t *stats_at = v[6].buf;
-    Py_ssize_t lim = v[0].len;
+    Py_ssize_t n = dims[1], lim = v[0].len;
     int ok = n > 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n && ok; k++) {
@@ -203,43 +228,26 @@ static PyObject *w_events(PyObject *self, PyObject *args)
  * field_at. */
 static PyObject *w_stat_records(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
+    static const struct arg spec[] = {
+        {"buf", 1, 0, ANY, 0},
+        {"stats_at", 8, 0, DIM(1), 0},
+        {"end", 8, 0, DIM(1), 0},
+        {"events", 8, 0, DIM(2), 0},
+        {"which", 8, 1, DIM(3), OPTIONAL},
+        {"pos", 8, 1, DIM(3), OPTIONAL},
+        {"size", 8, 1, DIM(3), OPTIONAL},
+    };
     Py_buffer v[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+    Py_ssize_t dims[4];
+    if (take_all(args, spec, 7, v, dims))
         return NULL;
-    int fill = o[4] != Py_None;
-    int taken = 0;
-    if (take(o[0], &v[0], 0, 1, -1, "buf"))
-        return NULL;
-    taken = 1;
-    if (take(o[1], &v[1], 0, 8, -1, "stats_at"))
-        goto fail;
-    taken = 2;
-    Py_ssize_t total = v[1].len / 8;
-    if (take(o[2], &v[2], 0, 8, total, "end"))
-        goto fail;
-    taken = 3;
-    if (take(o[3], &v[3], 0, 8, -1, "events"))
-        goto fail;
-    taken = 4;
-    Py_ssize_t cap = 0;
-    if (fill) {
-        if (take(o[4], &v[4], 1, 8, -1, "which"))
-            goto fail;
-        taken = 5;
-        cap = v[4].len / 8;
-        if (take(o[5], &v[5], 1, 8, cap, "pos"))
-            goto fail;
-        taken = 6;
-        if (take(o[6], &v[6], 1, 8, cap, "size"))
-            goto fail;
-        taken = 7;
-    }
+    /* Filled only with all three arrays given (a count otherwise). */
+    int fill = v[4].obj && v[5].obj && v[6].obj;
     const uint8_t *b = v[0].buf;
     const int64_t *stats_at = v[1].buf, *end = v[2].buf, *events = v[3].buf;
-    int64_t *which = fill ? v[4].buf : NULL, *pos = fill ? v[5].buf : NULL;
-    int64_t *size = fill ? v[6].buf : NULL;
-    Py_ssize_t n = v[3].len / 8, lim = v[0].len, count = 0;
+    int64_t *which = v[4].buf, *pos = v[5].buf, *size = v[6].buf;
+    Py_ssize_t total = dims[1], n = dims[2], cap = fill ? dims[3] : 0;
+    Py_ssize_t lim = v[0].len, count = 0;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t j = 0; j < n && !bad; j++) {
@@ -276,11 +284,8 @@ static PyObject *w_stat_records(PyObject *self, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
-    release(v, taken);
+    release(v, 7);
     return PyLong_FromSsize_t(bad ? -1 : count);
-fail:
-    release(v, taken);
-    return NULL;
 }
 
 /* stat_varints(buf, pos, size, kinds, mid, kind, value, at) -> bool: stat records that are
@@ -291,33 +296,27 @@ fail:
  * position into at (int64). False when any record is laid out otherwise. */
 static PyObject *w_stat_varints(PyObject *self, PyObject *args)
 {
-    PyObject *o[8];
+    static const struct arg spec[] = {
+        {"buf", 1, 0, ANY, 0},
+        {"pos", 8, 0, DIM(1), 0},
+        {"size", 8, 0, DIM(1), 0},
+        {"kinds", 1, 0, 256, 0},
+        {"mid", 8, 1, DIM(1), 0},
+        {"kind", 1, 1, DIM(1), 0},
+        {"value", 8, 1, DIM(1), 0},
+        {"at", 8, 1, DIM(1), 0},
+    };
     Py_buffer v[8];
-    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7]))
+    Py_ssize_t dims[4];
+    if (take_all(args, spec, 8, v, dims))
         return NULL;
-    if (take(o[0], &v[0], 0, 1, -1, "buf"))
-        return NULL;
-    if (take(o[1], &v[1], 0, 8, -1, "pos")) {
-        release(v, 1);
-        return NULL;
-    }
-    Py_ssize_t n = v[1].len / 8;
-    static const char *names[] = {"", "", "size", "kinds", "mid", "kind", "value", "at"};
-    static const Py_ssize_t sizes[] = {0, 0, 8, 1, 8, 1, 8, 8};
-    for (int i = 2; i < 8; i++) {
-        if (take(o[i], &v[i], i > 3, sizes[i], i == 3 ? 256 : n, names[i])) {
-            release(v, i);
-            return NULL;
-        }
-    }
     const uint8_t *b = v[0].buf;
     const int64_t *pos = v[1].buf, *size = v[2].buf;
     const int8_t *kinds = v[3].buf;
     int64_t *mid = v[4].buf, *at = v[7].buf;
     int8_t *kind = v[5].buf;
     uint64_t *value = v[6].buf;
-    Py_ssize_t lim = v[0].len;
+    Py_ssize_t n = dims[1], lim = v[0].len;
     int ok = 1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -351,45 +350,25 @@ static PyObject *w_stat_varints(PyObject *self, PyObject *args)
  * value ending the record; the caller then decodes in general); -1 on a rule of field_at. */
 static PyObject *w_int_stats(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
+    static const struct arg spec[] = {
+        {"buf", 1, 0, ANY, 0},
+        {"stats_at", 8, 0, DIM(1), 0},
+        {"end", 8, 0, DIM(1), 0},
+        {"events", 8, 0, DIM(2), 0},
+        {"slots", 1, 0, 256, 0},
+        {"value", 8, 1, DIM(3), 0},
+        {"kind", 1, 1, DIM(3), 0},
+    };
     Py_buffer v[7];
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+    Py_ssize_t dims[4];
+    if (take_all(args, spec, 7, v, dims))
         return NULL;
-    if (take(o[0], &v[0], 0, 1, -1, "buf"))
-        return NULL;
-    if (take(o[1], &v[1], 0, 8, -1, "stats_at")) {
-        release(v, 1);
-        return NULL;
-    }
-    Py_ssize_t total = v[1].len / 8;
-    if (take(o[2], &v[2], 0, 8, total, "end")) {
-        release(v, 2);
-        return NULL;
-    }
-    if (take(o[3], &v[3], 0, 8, -1, "events")) {
-        release(v, 3);
-        return NULL;
-    }
-    Py_ssize_t n = v[3].len / 8;
-    if (take(o[4], &v[4], 0, 1, 256, "slots")) {
-        release(v, 4);
-        return NULL;
-    }
-    if (take(o[5], &v[5], 1, 8, -1, "value")) {
-        release(v, 5);
-        return NULL;
-    }
-    Py_ssize_t cells = v[5].len / 8;
-    if (take(o[6], &v[6], 1, 1, cells, "kind")) {
-        release(v, 6);
-        return NULL;
-    }
     const uint8_t *b = v[0].buf;
     const int64_t *stats_at = v[1].buf, *end = v[2].buf, *events = v[3].buf;
     const int8_t *slots = v[4].buf;
     uint64_t *value = v[5].buf;
     int8_t *kind = v[6].buf;
-    Py_ssize_t lim = v[0].len;
+    Py_ssize_t total = dims[1], n = dims[2], cells = dims[3], lim = v[0].len;
     int result = 1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t j = 0; j < n && result == 1; j++) {
@@ -458,34 +437,21 @@ static PyObject *w_int_stats(PyObject *self, PyObject *args)
  * is room for. */
 static PyObject *w_line_events(PyObject *self, PyObject *args)
 {
-    PyObject *o[5];
+    static const struct arg spec[] = {
+        {"buf", 1, 0, ANY, 0},
+        {"lstart", 8, 0, DIM(1), 0},
+        {"lend", 8, 0, DIM(1), 0},
+        {"start", 8, 1, DIM(2), 0},
+        {"end", 8, 1, DIM(2), 0},
+    };
     Py_buffer v[5];
-    if (!PyArg_ParseTuple(args, "OOOOO", &o[0], &o[1], &o[2], &o[3], &o[4]))
+    Py_ssize_t dims[4];
+    if (take_all(args, spec, 5, v, dims))
         return NULL;
-    if (take(o[0], &v[0], 0, 1, -1, "buf"))
-        return NULL;
-    if (take(o[1], &v[1], 0, 8, -1, "lstart")) {
-        release(v, 1);
-        return NULL;
-    }
-    Py_ssize_t lines = v[1].len / 8;
-    if (take(o[2], &v[2], 0, 8, lines, "lend")) {
-        release(v, 2);
-        return NULL;
-    }
-    if (take(o[3], &v[3], 1, 8, -1, "start")) {
-        release(v, 3);
-        return NULL;
-    }
-    Py_ssize_t cap = v[3].len / 8;
-    if (take(o[4], &v[4], 1, 8, cap, "end")) {
-        release(v, 4);
-        return NULL;
-    }
     const uint8_t *b = v[0].buf;
     const int64_t *lstart = v[1].buf, *lend = v[2].buf;
     int64_t *start = v[3].buf, *end = v[4].buf;
-    Py_ssize_t lim = v[0].len, count = 0;
+    Py_ssize_t lines = dims[1], cap = dims[2], lim = v[0].len, count = 0;
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t j = 0; j < lines && !bad; j++) {
@@ -522,24 +488,20 @@ static PyObject *w_line_events(PyObject *self, PyObject *args)
  * type is outside 0..255 (nothing is then decided). */
 static PyObject *w_type_sweep(PyObject *self, PyObject *args)
 {
-    PyObject *o[4];
+    static const struct arg spec[] = {
+        {"typ", 8, 0, DIM(1), 0},
+        {"start", 1, 0, DIM(1), 0},
+        {"current", 8, 1, DIM(1), 0},
+        {"own", 8, 1, DIM(1), 0},
+    };
     Py_buffer v[4];
-    if (!PyArg_ParseTuple(args, "OOOO", &o[0], &o[1], &o[2], &o[3]))
+    Py_ssize_t dims[4];
+    if (take_all(args, spec, 4, v, dims))
         return NULL;
-    if (take(o[0], &v[0], 0, 8, -1, "typ"))
-        return NULL;
-    Py_ssize_t n = v[0].len / 8;
-    static const char *names[] = {"", "start", "current", "own"};
-    static const Py_ssize_t sizes[] = {0, 1, 8, 8};
-    for (int i = 1; i < 4; i++) {
-        if (take(o[i], &v[i], i > 1, sizes[i], n, names[i])) {
-            release(v, i);
-            return NULL;
-        }
-    }
     const int64_t *typ = v[0].buf;
     const uint8_t *start = v[1].buf;
     int64_t *current = v[2].buf, *own = v[3].buf;
+    Py_ssize_t n = dims[1];
     int64_t count[256] = {0};
     uint64_t open[4] = {0, 0, 0, 0}; /* bit t: type t has a positive count */
     int ok = 1;
