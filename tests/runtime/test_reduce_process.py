@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests/data/captures/generated__tf2.20cpu__custom_loop_compute_bfc.xplane.pb"
 # Long enough to reduce (about 0.15 s) that a kill lands mid-reduction.
 LONG_CAPTURE = ROOT / "tests/data/captures/generated__tf2.21cpu__lstm_bfc_varying.xplane.pb"
+BIG_CAPTURE = ROOT / "tests/data/captures/generated__tf2.21cpu__lstm_bfc_varying.xplane.pb"
 ARGS = {"top_n": 5, "short_gap_s": 30e-6, "max_events": 5_000_000}
 
 
@@ -177,17 +178,18 @@ def test_helper_starved_at_idle_priority_comes_back_at_nice_19(fast_backoff):
 
 
 def test_out_of_memory_fails_that_window_and_a_fresh_helper_reduces_the_next(fast_backoff):
-    # 80 MB of data: the imports fit (about 65 MB), this capture's reduction does not.
+    # 80 MB of data: the imports fit (about 65 MB), this capture's reduction does not (the
+    # 14.7 MB one: the compiled reader brought a 2.7 MB capture's reduction under it).
     worker = ReduceWorker(data_limit=80 << 20)
     try:
         worker.ensure_started()
         first = worker.pid
         with pytest.raises(WorkerFailed) as exc:
-            worker.reduce(str(CAPTURE), **ARGS)
+            worker.reduce(str(BIG_CAPTURE), **ARGS)
         assert exc.value.kind == "memory"
         assert gone_within(first, 5)  # it exits: the next window gets a fresh heap
         worker.data_limit = 256 << 20
-        assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
+        assert worker.reduce(str(BIG_CAPTURE), **ARGS)["steps"]["count"] > 0
         assert worker.starts == 2
     finally:
         worker.stop(1.0)

@@ -208,7 +208,8 @@ class SpaceView:
 
 
 def parse(data: bytes | bytearray | memoryview) -> SpaceView:
-    """Parse XSpace bytes; raise CaptureError (one line) when they are not a capture."""
+    """Parse XSpace bytes; raise CaptureError (one line) when they are not a capture, and
+    MemoryError when protobuf ran out of memory parsing them (a memory limit, not the file)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise CaptureError(f"expected XSpace bytes, got {type(data).__name__}")
     size = len(data)
@@ -220,6 +221,8 @@ def parse(data: bytes | bytearray | memoryview) -> SpaceView:
     try:
         space.ParseFromString(bytes(data))
     except (DecodeError, RuntimeError, ValueError) as exc:
+        if "alloc failed" in str(exc):  # upb's arena out of memory: not a broken capture
+            raise MemoryError(f"parsing a {size}-byte capture: {exc}") from None
         raise CaptureError(
             f"not a readable XSpace capture ({size} bytes, truncated or another format): {exc}"
         ) from None
