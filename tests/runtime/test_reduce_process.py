@@ -195,6 +195,21 @@ def test_out_of_memory_fails_that_window_and_a_fresh_helper_reduces_the_next(fas
         worker.stop(1.0)
 
 
+@pytest.mark.parametrize("limit_mb", [100, 130, 150, 190])
+def test_running_out_of_memory_anywhere_is_the_memory_kind(limit_mb, fast_backoff):
+    """Whichever allocation fails first under the helper's limit (protobuf's parse, its
+    serializing of lines for the compiled reader, a numpy array), the answer is "memory"
+    (a fresh helper next), never a broken capture; or the capture fits and reduces."""
+    worker = ReduceWorker(data_limit=limit_mb << 20)
+    try:
+        try:
+            assert worker.reduce(str(BIG_CAPTURE), **ARGS)["steps"]["count"] > 0
+        except WorkerFailed as exc:
+            assert exc.kind == "memory", exc
+    finally:
+        worker.stop(1.0)
+
+
 def test_missing_executable_cannot_start_then_comes_back(fast_backoff):
     worker = ReduceWorker(data_limit=256 << 20, python="/nonexistent/python3")
     try:

@@ -22,6 +22,7 @@ import itertools
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import EncodeError
 
 from tfobs.errors import CaptureError
 from tfobs.xspace import schema
@@ -363,7 +364,10 @@ def _line_spans(lines: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     """`_buffer` of the lines' events, from each line serialized whole (one bytes object
     per line, not one per event: on a capture of many small events that is most of the
     cost), the events found by the compiled walk. None where the walk refuses the bytes."""
-    raw = [line.SerializeToString() for line in lines]
+    try:
+        raw = [line.SerializeToString() for line in lines]
+    except EncodeError:  # lines protobuf itself parsed fail to serialize only for want of memory
+        raise MemoryError("serializing a capture's lines: protobuf could not allocate") from None
     buf, lstart, lend = _buffer(raw)
     start, end = np.empty(n, np.int64), np.empty(n, np.int64)
     if _wire.line_events(buf, lstart, lend, start, end) != n:

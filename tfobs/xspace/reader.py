@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, EncodeError
 
 from tfobs.errors import CaptureError
 from tfobs.xspace import schema
@@ -71,7 +71,12 @@ class PlaneView:
         if self._plane is None:
             try:
                 self._plane = schema.XPlane.FromString(self._lite.SerializeToString())
+            except EncodeError:  # a plane protobuf parsed fails to serialize only for want of memory
+                raise MemoryError(f"serializing plane {self.name!r}: protobuf could not "
+                                  "allocate") from None
             except (DecodeError, RuntimeError, ValueError) as exc:
+                if "alloc failed" in str(exc):
+                    raise MemoryError(f"parsing plane {self.name!r}: {exc}") from None
                 raise CaptureError(f"not a readable XSpace capture: plane {self.name!r}: "
                                    f"{exc}") from None
         return self._plane
