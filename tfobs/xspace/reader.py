@@ -71,7 +71,7 @@ class PlaneView:
         if self._plane is None:
             try:
                 self._plane = schema.XPlane.FromString(self._lite.SerializeToString())
-            except EncodeError:  # a plane protobuf parsed fails to serialize only for want of memory
+            except EncodeError:  # a parsed plane fails to serialize only for want of memory
                 raise MemoryError(f"serializing plane {self.name!r}: protobuf could not "
                                   "allocate") from None
             except (DecodeError, RuntimeError, ValueError) as exc:
