@@ -275,21 +275,15 @@ def int_stats_at(
     if not n or not wanted:
         return out
     ids = np.fromiter(wanted, np.int64, len(wanted))
-    compiled = _compiled_int_stats(tl, events, ids)
-    if compiled is not None:
-        value, kind = compiled
+    decoded = _compiled_int_stats(tl, events, ids)
+    if decoded is not None:
+        value, kind = decoded
         for j, key in enumerate(wanted.values()):
             if not kind[j].any():  # keyed only when some record of it was read
                 continue
             has = (kind[j] == KIND_INT64) | (kind[j] == KIND_UINT64)
-            if raw:
-                out[key] = (value[j], has)
-                continue
-            column = np.zeros(n, object)
-            signed, unsigned = has & (kind[j] == KIND_INT64), has & (kind[j] == KIND_UINT64)
-            column[signed] = value[j][signed].view(np.int64).tolist()
-            column[unsigned] = value[j][unsigned].tolist()
-            out[key] = (column, has)
+            at = np.flatnonzero(has)
+            out[key] = (_int_column(n, at, value[j][at], kind[j][at], raw), has)
         return out
     # slot: each record's event; records round by round, an event's in stored order.
     batch, slot = tl.columns.stats_by_slot(events, ids, by_event=False)
@@ -327,15 +321,22 @@ def int_stats_at(
             at, sel = at[is_int], sel[is_int]
             has = np.zeros(n, bool)
             has[at] = True
-        values = np.zeros(n, np.uint64 if raw else object)
-        if raw:
-            values[at] = batch.value[sel]
-        else:  # Python ints: int64 records signed, uint64 ones unsigned
-            signed = batch.kind[sel] == KIND_INT64
-            values[at[signed]] = batch.value[sel[signed]].view(np.int64).tolist()
-            values[at[~signed]] = batch.value[sel[~signed]].tolist()
-        out[key] = (values, has)
+        out[key] = (_int_column(n, at, batch.value[sel], batch.kind[sel], raw), has)
     return out
+
+
+def _int_column(n: int, at: np.ndarray, value: np.ndarray, kind: np.ndarray,
+                raw: bool) -> np.ndarray:
+    """n values, the integer records' `value` (raw uint64) at positions `at`: with `raw`
+    as uint64, else as Python ints (int64 records signed, uint64 ones unsigned)."""
+    column = np.zeros(n, np.uint64 if raw else object)
+    if raw:
+        column[at] = value
+        return column
+    signed = kind == KIND_INT64
+    column[at[signed]] = value[signed].view(np.int64).tolist()
+    column[at[~signed]] = value[~signed].tolist()
+    return column
 
 
 def _compiled_int_stats(tl: Timeline, events: np.ndarray, ids: np.ndarray

@@ -74,6 +74,23 @@ static inline int field_at(const uint8_t *b, Py_ssize_t lim, int64_t *p, int64_t
     return *p <= e;
 }
 
+/* The next length-delimited field 4 of a message ending at e (an event's stat record, a
+ * line's event), stepping over other fields: 1 with its payload's span, 0 at the message's
+ * end, -1 when the bytes break a rule of field_at. */
+static inline int next_record(const uint8_t *b, Py_ssize_t lim, int64_t *p, int64_t e,
+                              int64_t *payload, int64_t *size)
+{
+    while (*p < e) {
+        uint64_t number;
+        int wire;
+        if (!field_at(b, lim, p, e, &number, &wire, payload, size))
+            return -1;
+        if (wire == 2 && number == 4)
+            return 1;
+    }
+    return 0;
+}
+
 /* How one argument array is taken: its item size in bytes, whether it is written, and its
  * length in items: ANY whole number, a fixed number (>= 0), or DIM(d) (d = 1..3), which the
  * first array naming d sets and the others must match. An OPTIONAL one may be None. */
@@ -256,24 +273,16 @@ static PyObject *w_stat_records(PyObject *self, PyObject *args)
             bad = 1;
             break;
         }
-        int64_t p = stats_at[k], e = end[k];
+        int64_t p = stats_at[k], e = end[k], at, size_;
         if (p < 0 || e > lim) {
             bad = 1;
             break;
         }
-        while (p < e) {
-            uint64_t number;
-            int wire;
-            int64_t at, size_;
-            if (!field_at(b, lim, &p, e, &number, &wire, &at, &size_)) {
-                bad = 1;
-                break;
-            }
-            if (wire != 2 || number != 4)
-                continue;
+        int found;
+        while ((found = next_record(b, lim, &p, e, &at, &size_)) > 0) {
             if (fill) {
                 if (count >= cap) {
-                    bad = 1;
+                    found = -1;
                     break;
                 }
                 which[count] = j;
@@ -282,6 +291,7 @@ static PyObject *w_stat_records(PyObject *self, PyObject *args)
             }
             count++;
         }
+        bad = found < 0;
     }
     Py_END_ALLOW_THREADS
     release(v, 7);
@@ -377,17 +387,10 @@ static PyObject *w_int_stats(PyObject *self, PyObject *args)
             result = -1;
             break;
         }
-        int64_t p = stats_at[k], e = end[k];
-        while (p < e) {
-            uint64_t number, x = 0;
-            int wire;
-            int64_t at, size;
-            if (!field_at(b, lim, &p, e, &number, &wire, &at, &size)) {
-                result = -1;
-                break;
-            }
-            if (wire != 2 || number != 4)
-                continue;
+        int64_t p = stats_at[k], e = end[k], at, size;
+        int found;
+        while ((found = next_record(b, lim, &p, e, &at, &size)) > 0) {
+            uint64_t x = 0;
             if (size < 3 || b[at] != 0x08 || b[at + 1] >= 0x80) {
                 result = 0;
                 break;
@@ -424,6 +427,8 @@ static PyObject *w_int_stats(PyObject *self, PyObject *args)
             value[slot * n + j] = (got == 3 || got == 4) ? x : 0;
             kind[slot * n + j] = got;
         }
+        if (found < 0)
+            result = -1;
     }
     Py_END_ALLOW_THREADS
     release(v, 7);
@@ -455,26 +460,18 @@ static PyObject *w_line_events(PyObject *self, PyObject *args)
     int bad = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t j = 0; j < lines && !bad; j++) {
-        int64_t p = lstart[j], e = lend[j];
+        int64_t p = lstart[j], e = lend[j], at, size;
         if (p < 0 || e > lim) {
             bad = 1;
             break;
         }
-        while (p < e) {
-            uint64_t number;
-            int wire;
-            int64_t at, size;
-            if (!field_at(b, lim, &p, e, &number, &wire, &at, &size) ||
-                (wire == 2 && number == 4 && count >= cap)) {
-                bad = 1;
-                break;
-            }
-            if (wire == 2 && number == 4) {
-                start[count] = at;
-                end[count] = at + size;
-                count++;
-            }
+        int found;
+        while ((found = next_record(b, lim, &p, e, &at, &size)) > 0 && count < cap) {
+            start[count] = at;
+            end[count] = at + size;
+            count++;
         }
+        bad = found != 0; /* a broken line, or more events than counted */
     }
     Py_END_ALLOW_THREADS
     release(v, 5);

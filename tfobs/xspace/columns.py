@@ -366,8 +366,8 @@ def _line_spans(lines: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     cost), the events found by the compiled walk. None where the walk refuses the bytes."""
     try:
         raw = [line.SerializeToString() for line in lines]
-    except EncodeError:  # lines protobuf itself parsed fail to serialize only for want of memory
-        raise MemoryError("serializing a capture's lines: protobuf could not allocate") from None
+    except EncodeError as exc:  # never bad bytes here: see schema.out_of_memory
+        raise MemoryError(f"serializing a capture's lines: {exc}") from None
     buf, lstart, lend = _buffer(raw)
     start, end = np.empty(n, np.int64), np.empty(n, np.int64)
     if _wire.line_events(buf, lstart, lend, start, end) != n:

@@ -71,12 +71,9 @@ class PlaneView:
         if self._plane is None:
             try:
                 self._plane = schema.XPlane.FromString(self._lite.SerializeToString())
-            except EncodeError:  # a parsed plane fails to serialize only for want of memory
-                raise MemoryError(f"serializing plane {self.name!r}: protobuf could not "
-                                  "allocate") from None
-            except (DecodeError, RuntimeError, ValueError) as exc:
-                if "alloc failed" in str(exc):
-                    raise MemoryError(f"parsing plane {self.name!r}: {exc}") from None
+            except (DecodeError, EncodeError, RuntimeError, ValueError) as exc:
+                if schema.out_of_memory(exc):
+                    raise MemoryError(f"plane {self.name!r}: {exc}") from None
                 raise CaptureError(f"not a readable XSpace capture: plane {self.name!r}: "
                                    f"{exc}") from None
         return self._plane
@@ -226,7 +223,7 @@ def parse(data: bytes | bytearray | memoryview) -> SpaceView:
     try:
         space.ParseFromString(bytes(data))
     except (DecodeError, RuntimeError, ValueError) as exc:
-        if "alloc failed" in str(exc):  # upb's arena out of memory: not a broken capture
+        if schema.out_of_memory(exc):
             raise MemoryError(f"parsing a {size}-byte capture: {exc}") from None
         raise CaptureError(
             f"not a readable XSpace capture ({size} bytes, truncated or another format): {exc}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import EncodeError
 
 _F = descriptor_pb2.FieldDescriptorProto
 _PACKAGE = "tensorflow.profiler"
@@ -138,6 +139,14 @@ def message_class(descriptor: Any) -> Any:
 
 def _cls(name: str) -> Any:  # a generated message class (FromString, ...)
     return message_class(_POOL.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether protobuf's error means it ran out of memory, not that the bytes are bad:
+    upb's parse fails with "Arena alloc failed", and serializing a message protobuf itself
+    parsed fails (EncodeError) for no other reason. Under the reduce helper's memory limit
+    these must read as MemoryError (a fresh helper next), never as a broken capture."""
+    return isinstance(exc, EncodeError) or "alloc failed" in str(exc)
 
 
 # The host plane's name in every TensorFlow/JAX capture (its threads, ops, tf.data).
