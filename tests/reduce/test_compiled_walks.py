@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import capture_paths, fidelity_capture_paths
 from tests.reduce.test_fast_paths import _random_stats_space, _varint
-from tfobs.analysis import breakdown, reduce_xspace
+from tfobs.analysis import breakdown, ops, reduce_xspace, steps
 from tfobs.analysis.timeline import Timeline, int_stats_at
 from tfobs.errors import CaptureError
 from tfobs.xspace import columns, schema
@@ -205,6 +205,149 @@ def test_wrong_array_sizes_are_a_python_error_not_a_crash() -> None:
         _wire.stat_varints(buf, np.zeros(1, np.int64), np.zeros(1, np.int64),
                            np.zeros(8, np.int8), *(np.zeros(1, t) for t in
                                                    (np.int64, np.int8, np.uint64, np.int64)))
+    one, two = np.zeros(1, np.int64), np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="256 per group"):
+        _wire.gap_sums(two, two, two, one, one, np.zeros(255, np.int64),
+                       np.zeros(255, np.int64))
+    with pytest.raises(ValueError, match="member"):  # fewer member slots than events
+        _wire.group_walk(np.array([0, 2]), two, two, two.copy(), two, one, np.zeros(0),
+                         np.zeros(0), one, one, one.copy(), one.copy(), two.copy(),
+                         two.copy(), two.copy())
     # Positions past the buffer are refused, never read.
     assert not _wire.varints(buf, np.array([40], np.int64), np.zeros(1, np.uint64),
                              np.zeros(1, np.int64))
+
+
+class _Line:
+    """What the group walk reads of a timeline line: sorted starts and the ends."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray) -> None:
+        self.start_arr, self.end_arr = start, end
+        self.starts, self.ends = start.tolist(), end.tolist()
+
+    def __len__(self) -> int:
+        return self.start_arr.size
+
+
+class _Host:
+    def __init__(self, lines: list[_Line]) -> None:
+        self.lines = lines
+
+
+def _random_grouper(seed: int) -> tuple[steps._Grouper, list[tuple[int, int]]]:
+    """A grouper over random lines (nested call trees, overlapping strays, instants) and
+    random links (codes with consumers on any line, producers sharing codes), with roots
+    that repeat and fall inside each other; built without a capture."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(int(rng.integers(1, 7))):
+        n = int(rng.integers(1, 120))
+        start = np.sort(rng.integers(0, 2000, n))
+        length = np.where(rng.random(n) < 0.2, 0, rng.integers(0, 600, n))
+        end = start + length
+        order = np.lexsort((-end, start))  # as LineData sorts: start, then outer first
+        lines.append(_Line(start[order].astype(np.int64), end[order].astype(np.int64)))
+    grouper = object.__new__(steps._Grouper)
+    grouper.host = _Host(lines)  # type: ignore[assignment]
+    sizes = [len(ld) for ld in lines]
+    grouper.first = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+    total = int(grouper.first[-1])
+    grouper._gid = np.full(total, -1, np.int64)
+    codes = int(rng.integers(1, 30))
+    grouper._prod_code = np.where(rng.random(total) < 0.3, rng.integers(0, codes, total), -1)
+    bounds = list(zip(grouper.first[:-1].tolist(), grouper.first[1:].tolist(), strict=True))
+    grouper.gid = [grouper._gid[a:b] for a, b in bounds]
+    grouper.prod_code = [grouper._prod_code[a:b] for a, b in bounds]
+    per_code = rng.integers(1, 6, codes)  # as _index_links: producers only of consumed codes
+    line = rng.integers(0, len(lines), int(per_code.sum()))
+    grouper.cons_ptr = np.r_[0, np.cumsum(per_code)].astype(np.int64)
+    grouper.cons_line = line.astype(np.int64)
+    grouper.cons_idx = np.array([rng.integers(0, sizes[li]) for li in line.tolist()], np.int64)
+    roots = [(int(li), int(rng.integers(0, sizes[li])))
+             for li in rng.integers(0, len(lines), int(rng.integers(1, 25)))]
+    return grouper, roots
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_group_walk_equals_numpy(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step grouping's walk from every root: the same groups, the same members in the same
+    order (line by line, wave by wave), the same group of every event."""
+    compiled, roots = _random_grouper(seed)
+    got = compiled.group_roots(roots)
+    reference, _ = _random_grouper(seed)
+    want = _without_walks(monkeypatch, lambda: reference.group_roots(roots))
+    assert [m is None for m in got] == [m is None for m in want]
+    for g, w in zip(got, want, strict=True):
+        if g is not None and w is not None:
+            assert [(li, idx.tolist()) for li, idx in g] == [(li, idx.tolist()) for li, idx in w]
+    assert compiled._gid.tolist() == reference._gid.tolist()
+    assert max(compiled._gid) >= 0
+
+
+def test_group_walk_refuses_arrays_that_do_not_hold_together() -> None:
+    """A link to an event past its line's end: no walk (the numpy one runs), nothing
+    written."""
+    grouper, roots = _random_grouper(1)
+    grouper.cons_idx = grouper.cons_idx.copy()
+    grouper.cons_idx[0] = 10**6
+    assert grouper._walk_compiled(roots) is None
+    assert (grouper._gid == -1).all()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_link_codes_name_equal_keys_alike(seed: int) -> None:
+    """Rows share a code exactly when their keys are equal; each code's consumers come in
+    row order."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 6000))
+    if seed % 2:  # few distinct keys, some differing in one column only, some near 2**64
+        high = rng.choice(np.array([0, 1, 2**40, 2**64 - 1], np.uint64), n)
+        low = rng.choice(np.array([0, 5, 2**63, 2**64 - 2], np.uint64), n)
+    else:  # thousands of distinct keys: the table grows while it fills
+        high = rng.integers(0, 3, n).astype(np.uint64) << np.uint64(32)
+        low = rng.integers(0, 2000, n).astype(np.uint64)
+    consumer = rng.random(n) < 0.4
+    hashed = columns.link_codes(high, low, consumer)
+    assert hashed is not None
+    code, count, order = hashed
+    keys = list(zip(high.tolist(), low.tolist(), strict=True))
+    first_code: dict[tuple[int, int], int] = {}
+    for k, c in zip(keys, code.tolist(), strict=True):
+        assert first_code.setdefault(k, c) == c
+    assert len(set(first_code.values())) == len(first_code) == count.size
+    want = sorted(np.flatnonzero(consumer).tolist(), key=lambda r: (code[r], r))
+    assert order.tolist() == want
+    assert count.tolist() == np.bincount(code[consumer], minlength=count.size).tolist()
+
+
+def test_gap_sums_refuse_groups_and_types_out_of_range() -> None:
+    one = np.zeros(2, np.int64)
+    assert columns.gap_sums(one, np.array([3, 3]), one, np.zeros(1), np.ones(1)) is None
+    assert columns.gap_sums(one, one, np.array([256, 0]), np.zeros(1), np.ones(1)) is None
+    sums, first = columns.gap_sums(np.array([0, 5]), one, one, np.zeros(1), np.full(1, 9))
+    assert sums[0, 0] == 5 and first[0, 0] == 0
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_op_nesting_equals_the_stack_walk(seed: int) -> None:
+    """The host op table's walk over one thread: ops that nest, ops that overlap their
+    would-be parent, instants and equal starts; the close order and the children's time."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    starts = np.sort(rng.integers(0, 5000, n))
+    ends = starts + np.where(rng.random(n) < 0.15, 0, rng.integers(0, 800, n))
+    order = np.lexsort((-ends, starts))
+    starts, ends = starts[order].astype(np.int64), ends[order].astype(np.int64)
+    got = columns.op_nesting(starts, ends)
+    assert got is not None
+    done, child = ops._nesting(starts.tolist(), ends.tolist())
+    assert got[0].tolist() == done
+    assert got[1].tolist() == child
+
+
+def test_op_nesting_leaves_overflowing_sums_to_python() -> None:
+    far = 3 * 2**61  # two children of 3 * 2**61 ps each: their sum is past int64
+    starts = np.array([-far, -far, 1], np.int64)
+    ends = np.array([far, 0, far], np.int64)
+    assert columns.op_nesting(starts, ends) is None
+    assert ops._nesting(starts.tolist(), ends.tolist())[1][0] == 2 * far - 1

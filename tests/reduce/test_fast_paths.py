@@ -28,14 +28,23 @@ from tfobs.analysis import ops
 from tfobs.analysis.memory import replay
 from tfobs.analysis.steps import StepGroup, _Grouper, _roots
 from tfobs.analysis.timeline import Timeline
-from tfobs.xspace import schema
+from tfobs.xspace import columns, schema
 from tfobs.xspace.reader import parse
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def walks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test twice: with the compiled loops (`_wire.c`) and with numpy alone."""
+    if request.param == "numpy":
+        monkeypatch.setattr(columns, "_wire", None)
+    return str(request.param)
+
 
 TYPES = (0, 10, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 160, 170)
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_numpy_sweep_equals_reference(seed: int) -> None:
+def test_numpy_sweep_equals_reference(seed: int, walks: str) -> None:
     rng = np.random.default_rng(seed)
     groups = []
     for _ in range(int(rng.integers(1, 6))):
@@ -55,7 +64,7 @@ def test_numpy_sweep_equals_reference(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_numpy_sweep_equals_reference_with_many_instants(seed: int) -> None:
+def test_numpy_sweep_equals_reference_with_many_instants(seed: int, walks: str) -> None:
     # Zero-length events on few distinct times: sticky types in every group.
     rng = np.random.default_rng(1000 + seed)
     groups = []
@@ -74,7 +83,7 @@ def test_numpy_sweep_equals_reference_with_many_instants(seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_numpy_sweep_equals_reference_with_call_trees(seed: int) -> None:
+def test_numpy_sweep_equals_reference_with_call_trees(seed: int, walks: str) -> None:
     # Deeply nested events of few types (a Python tracer's call trees) beside instants and
     # strays: the events inside another of their type are left out of the sweep.
     rng = np.random.default_rng(2000 + seed)
@@ -162,7 +171,7 @@ def _reference_groups(grouper: _Grouper, roots: list[tuple[int, int, int, str]])
 
 
 @pytest.mark.parametrize("path", fidelity_capture_paths(), ids=lambda p: p.name[:-10])
-def test_wave_grouping_equals_event_walk(path: pathlib.Path) -> None:
+def test_wave_grouping_equals_event_walk(path: pathlib.Path, walks: str) -> None:
     space = parse(path.read_bytes())
     plane = space.plane("/host:CPU")
     if plane is None:
@@ -170,11 +179,7 @@ def test_wave_grouping_equals_event_walk(path: pathlib.Path) -> None:
     host = Timeline(plane)
     _, roots = _roots(host)
     fast = _Grouper(host)
-    g = 0
-    for li, i, _, _ in roots:
-        if fast.gid[li][i] < 0:
-            fast.group(g, li, i)
-            g += 1
+    fast.group_roots([(li, i) for li, i, _, _ in roots])
     expected = _reference_groups(_Grouper(host), roots)
     for got, want in zip(fast.gid, expected, strict=True):
         assert np.array_equal(got, want)

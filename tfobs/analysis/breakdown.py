@@ -17,7 +17,7 @@ from tfobs.analysis import eventtypes as et
 from tfobs.analysis.steps import DROP_INCOMPLETE_THRESHOLD, StepGroup
 from tfobs.analysis.timeline import unique
 from tfobs.summary import CATEGORIES
-from tfobs.xspace.columns import compiled, type_sweep
+from tfobs.xspace.columns import compiled, gap_sums, type_sweep
 
 HIGHLY_INPUT_PCT = 20.0
 MODERATELY_INPUT_PCT = 5.0
@@ -104,10 +104,13 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     # type at the same time (ties among equal bounds fall either way).
     _hold_sticky_types(current, start, typ, grp, own, start & (own <= 0))
     # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
-    gap = np.flatnonzero(grp[:-1] == grp[1:])
-    g = grp[gap]
     g_begin = np.array([x.begin_ps for x in groups], np.int64)
     g_end = np.array([x.end_ps for x in groups], np.int64)
+    summed = gap_sums(time, grp, current, g_begin, g_end)
+    if summed is not None:
+        return _from_sums(groups, *summed)
+    gap = np.flatnonzero(grp[:-1] == grp[1:])
+    g = grp[gap]
     lo = np.maximum(time[gap], g_begin[g])
     hi = np.minimum(time[gap + 1], g_end[g])
     span = np.where(hi > lo, hi - lo, 0)
@@ -300,11 +303,30 @@ def _per_group(groups: list[StepGroup], g: np.ndarray, current: np.ndarray,
         k = int(key_s[first[j]])
         out[k // 256][k % 256] = int(sums[j])
     for d, grp in zip(out, groups, strict=True):
-        total = grp.end_ps - grp.begin_ps
-        covered = sum(d.values())
-        if covered < total:
-            d[et.UNKNOWN_TIME] = d.get(et.UNKNOWN_TIME, 0) + total - covered
+        _add_unknown(d, grp)
     return out
+
+
+def _from_sums(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray
+               ) -> list[dict[int, int]]:
+    """`_per_group` from the compiled gaps: each group's (groups x 256) time per type and
+    first gap per type (-1: none)."""
+    out: list[dict[int, int]] = []
+    for k, grp in enumerate(groups):
+        seen = np.flatnonzero(first[k] >= 0)
+        seen = seen[np.argsort(first[k][seen], kind="stable")]
+        d = dict(zip(seen.tolist(), sums[k][seen].tolist(), strict=True))
+        _add_unknown(d, grp)
+        out.append(d)
+    return out
+
+
+def _add_unknown(d: dict[int, int], grp: StepGroup) -> None:
+    """The step's time no gap covered goes to unknown time, as in XProf."""
+    total = grp.end_ps - grp.begin_ps
+    covered = sum(d.values())
+    if covered < total:
+        d[et.UNKNOWN_TIME] = d.get(et.UNKNOWN_TIME, 0) + total - covered
 
 
 def categories_of(types_ps: dict[int, int]) -> dict[str, float]:

@@ -22,6 +22,7 @@ from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
 from tfobs.analysis.timeline import LineData, Timeline, id_array, member, summable, sums_fit
 from tfobs.errors import CaptureError
 from tfobs.summary import Ops, OpStat
+from tfobs.xspace.columns import op_nesting
 from tfobs.xspace.reader import PlaneView
 
 
@@ -55,7 +56,9 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         if not pos.size:
             continue
         starts, ends = ld.start_arr[pos], ld.end_arr[pos]
-        found = _nesting_laminar(starts, ends)
+        found = op_nesting(starts, ends)  # compiled; else numpy where ops nest cleanly
+        if found is None:
+            found = _nesting_laminar(starts, ends)
         done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
         done_at = pos[done]
         dur = ends[done] - starts[done]

@@ -26,6 +26,7 @@ from tfobs.analysis.timeline import (
     plane_indices,
     unique,
 )
+from tfobs.xspace.columns import compiled, group_walk, link_codes
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -96,9 +97,15 @@ class _Grouper:
 
     def __init__(self, host: Timeline) -> None:
         self.host = host
+        # Line l's events are l's slice first[l]:first[l + 1] of the flat arrays below.
+        self.first = np.zeros(len(host.lines) + 1, np.int64)
+        self.first[1:] = np.cumsum([len(ld) for ld in host.lines])
         # Group id per event of each line (sorted order); -1 while ungrouped.
-        self.gid = [np.full(len(ld), -1, np.int64) for ld in host.lines]
-        self.prod_code = [np.full(len(ld), -1, np.int64) for ld in host.lines]
+        self._gid = np.full(int(self.first[-1]), -1, np.int64)
+        self._prod_code = np.full(int(self.first[-1]), -1, np.int64)
+        bounds = list(zip(self.first[:-1].tolist(), self.first[1:].tolist(), strict=True))
+        self.gid = [self._gid[a:b] for a, b in bounds]  # views: one write serves both
+        self.prod_code = [self._prod_code[a:b] for a, b in bounds]
         self.cons_ptr = np.zeros(1, np.int64)
         self.cons_line = self.cons_idx = np.zeros(0, np.int64)
         ids = host.stat_ids
@@ -215,21 +222,24 @@ class _Grouper:
             columns: tuple[np.ndarray, ...] = ((kind1 << np.uint64(32)) | b, a)
         else:
             columns = (b, a, kind)
-        by_key = np.lexsort(columns)
-        new = np.zeros(by_key.size, bool)
-        new[0] = True
-        for column in columns:
-            ranked = column[by_key]
-            new[1:] |= ranked[1:] != ranked[:-1]
-        code = np.empty(by_key.size, np.int64)
-        code[by_key] = np.cumsum(new) - 1
-        n_codes = int(new.sum())
-        # Consumers of each code in event order (lines in order, events in order): the
-        # key order, which keeps the collection order among equal keys.
-        cons = np.flatnonzero(consumer)
-        order = by_key[consumer[by_key]]
-        self.cons_ptr = np.zeros(n_codes + 1, np.int64)
-        self.cons_ptr[1:] = np.cumsum(np.bincount(code[cons], minlength=n_codes))
+        # Consumers of each code in event order (lines in order, events in order).
+        hashed = link_codes(*columns, consumer) if len(columns) == 2 else None
+        if hashed is not None:  # compiled: one hash table instead of a sort
+            code, per_code, order = hashed
+        else:
+            by_key = np.lexsort(columns)
+            new = np.zeros(by_key.size, bool)
+            new[0] = True
+            for column in columns:
+                ranked = column[by_key]
+                new[1:] |= ranked[1:] != ranked[:-1]
+            code = np.empty(by_key.size, np.int64)
+            code[by_key] = np.cumsum(new) - 1
+            # The key order keeps the collection order among equal keys.
+            order = by_key[consumer[by_key]]
+            per_code = np.bincount(code[order], minlength=int(new.sum()))
+        self.cons_ptr = np.zeros(per_code.size + 1, np.int64)
+        self.cons_ptr[1:] = np.cumsum(per_code)
         self.cons_line, self.cons_idx = lines[order], idx[order]
         has_consumer = np.diff(self.cons_ptr) > 0
         prod = np.flatnonzero(~consumer)
@@ -310,6 +320,45 @@ class _Grouper:
         inside = (reach >= ends) & (reach >= ld.start_arr[lo:hi]) & (self.gid[li][lo:hi] < 0)
         inside[rel] = True
         return np.flatnonzero(inside) + lo
+
+    def group_roots(self, roots: list[tuple[int, int]]
+                    ) -> list[list[tuple[int, np.ndarray]] | None]:
+        """Each root's group members (`group`), or None for a root an earlier root's
+        group took; groups numbered 0, 1, ... in root order."""
+        walked = self._walk_compiled(roots)
+        if walked is not None:
+            return walked
+        out: list[list[tuple[int, np.ndarray]] | None] = []
+        g = 0
+        for li, i in roots:
+            if self.gid[li][i] >= 0:
+                out.append(None)
+                continue
+            out.append(self.group(g, li, i))
+            g += 1
+        return out
+
+    def _walk_compiled(self, roots: list[tuple[int, int]]
+                       ) -> list[list[tuple[int, np.ndarray]] | None] | None:
+        """`group_roots` by the compiled walk (see _wire.c); None where it is missing."""
+        if not compiled() or not roots:
+            return None
+        lines = self.host.lines
+        start = np.concatenate([ld.start_arr for ld in lines]) if lines else _NONE
+        end = np.concatenate([ld.end_arr for ld in lines]) if lines else _NONE
+        root_line, root_idx = (np.array(col, np.int64) for col in zip(*roots, strict=True))
+        walked = group_walk(self.first, start, end, self._gid, self._prod_code,
+                            self.cons_ptr, self.cons_line, self.cons_idx, root_line, root_idx)
+        if walked is None:
+            return None
+        root_group, member, chunk_line, chunk_group, chunk_end = walked
+        per_group: list[list[tuple[int, np.ndarray]]] = [
+            [] for _ in range(int(root_group.max()) + 1)]
+        chunk_start = np.r_[0, chunk_end[:-1]].tolist()
+        for li, g, a, b in zip(chunk_line.tolist(), chunk_group.tolist(), chunk_start,
+                               chunk_end.tolist(), strict=True):
+            per_group[g].append((li, member[a:b]))
+        return [per_group[g] if g >= 0 else None for g in root_group.tolist()]
 
     def group(self, g: int, li: int, i: int) -> list[tuple[int, np.ndarray]]:
         """Propagate group g from root (li, i); returns the members it took, per line.
@@ -467,15 +516,16 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
     groups: list[StepGroup] = []
-    for li, i, num, name in roots:
-        if grouper.gid[li][i] >= 0:
+    # XProf numbers only the roots that start a group (None: an earlier group took it).
+    walked = grouper.group_roots([(li, i) for li, i, _, _ in roots])
+    for (li, i, num, name), members in zip(roots, walked, strict=True):
+        if members is None:
             continue
-        g = len(groups)  # XProf numbers only the roots that start a group
         ld = host.lines[li]
         start, end = int(ld.start_arr[i]), int(ld.end_arr[i])
         begin = ld.start_ps + start
         step = StepGroup(num, f"{name} {num}", begin, begin + end - start)
-        for mli, idx in grouper.group(g, li, i):
+        for mli, idx in members:
             if mli == li:
                 idx = idx[idx != i]
             step.members.append((host.lines[mli], idx))

@@ -6,6 +6,10 @@
  * the bytes with the same rules as the numpy code it stands in for (columns.py keeps that
  * code, used where this module was not built, and tests hold the two equal).
  *
+ * The same holds for the analyses' loops at the end (step grouping's link index and walk,
+ * the breakdown's sweep and gaps, the op table's nesting): per-event work that numpy does
+ * in many small passes, each loop equal to the numpy code its analysis keeps.
+ *
  * Arrays come in through the buffer protocol (numpy arrays, C-contiguous, dtypes fixed by
  * the caller in columns.py), so this module needs no numpy headers and no numpy ABI.
  * Every read is bounds-checked against the buffer; nothing here trusts the capture.
@@ -92,7 +96,7 @@ static inline int next_record(const uint8_t *b, Py_ssize_t lim, int64_t *p, int6
 }
 
 /* How one argument array is taken: its item size in bytes, whether it is written, and its
- * length in items: ANY whole number, a fixed number (>= 0), or DIM(d) (d = 1..3), which the
+ * length in items: ANY whole number, a fixed number (>= 0), or DIM(d) (d = 1..NDIMS - 1), which the
  * first array naming d sets and the others must match. An OPTIONAL one may be None. */
 struct arg {
     const char *name;
@@ -101,6 +105,7 @@ struct arg {
     int optional;
 };
 #define ANY (-100)
+#define NDIMS 8
 #define DIM(d) (-(d))
 #define OPTIONAL 1
 
@@ -121,7 +126,7 @@ static int take_all(PyObject *args, const struct arg *spec, int count, Py_buffer
                      PyTuple_GET_SIZE(args));
         return -1;
     }
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < NDIMS; d++)
         dims[d] = -1;
     for (int i = 0; i < count; i++) {
         const struct arg *a = &spec[i];
@@ -161,7 +166,7 @@ static PyObject *w_varints(PyObject *self, PyObject *args)
         {"length", 8, 1, DIM(1), 0},
     };
     Py_buffer v[4];
-    Py_ssize_t dims[4];
+    Py_ssize_t dims[NDIMS];
     if (take_all(args, spec, 4, v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
@@ -200,7 +205,7 @@ static PyObject *w_events(PyObject *self, PyObject *args)
         {"stats_at", 8, 1, DIM(1), 0},
     };
     Py_buffer v[7];
-    Py_ssize_t dims[4];
+    Py_ssize_t dims[NDIMS];
     if (take_all(args, spec, 7, v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
@@ -255,7 +260,7 @@ static PyObject *w_stat_records(PyObject *self, PyObject *args)
         {"size", 8, 1, DIM(3), OPTIONAL},
     };
     Py_buffer v[7];
-    Py_ssize_t dims[4];
+    Py_ssize_t dims[NDIMS];
     if (take_all(args, spec, 7, v, dims))
         return NULL;
     /* Filled only with all three arrays given (a count otherwise). */
@@ -317,7 +322,7 @@ static PyObject *w_stat_varints(PyObject *self, PyObject *args)
         {"at", 8, 1, DIM(1), 0},
     };
     Py_buffer v[8];
-    Py_ssize_t dims[4];
+    Py_ssize_t dims[NDIMS];
     if (take_all(args, spec, 8, v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
@@ -370,7 +375,7 @@ static PyObject *w_int_stats(PyObject *self, PyObject *args)
         {"kind", 1, 1, DIM(3), 0},
     };
     Py_buffer v[7];
-    Py_ssize_t dims[4];
+    Py_ssize_t dims[NDIMS];
     if (take_all(args, spec, 7, v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
@@ -450,7 +455,7 @@ static PyObject *w_line_events(PyObject *self, PyObject *args)
         {"end", 8, 1, DIM(2), 0},
     };
     Py_buffer v[5];
-    Py_ssize_t dims[4];
+    Py_ssize_t dims[NDIMS];
     if (take_all(args, spec, 5, v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
@@ -492,7 +497,7 @@ static PyObject *w_type_sweep(PyObject *self, PyObject *args)
         {"own", 8, 1, DIM(1), 0},
     };
     Py_buffer v[4];
-    Py_ssize_t dims[4];
+    Py_ssize_t dims[NDIMS];
     if (take_all(args, spec, 4, v, dims))
         return NULL;
     const int64_t *typ = v[0].buf;
@@ -529,8 +534,502 @@ static PyObject *w_type_sweep(PyObject *self, PyObject *args)
     return PyBool_FromLong(ok);
 }
 
+/* gap_sums(time, grp, current, g_begin, g_end, sums, first) -> bool: the step breakdown's
+ * gaps (breakdown.all_type_times), after the sweep: each gap between sorted bounds k and
+ * k + 1 of one group g, clipped to [g_begin[g], g_end[g]], adds its length to
+ * sums[g * 256 + current[k]]; first[g * 256 + t] gets the index of the first gap of type
+ * t in g (it must come in as -1). False, with sums and first not to be used, when a group
+ * or a type is out of range. */
+static PyObject *w_gap_sums(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"time", 8, 0, DIM(1), 0},
+        {"grp", 8, 0, DIM(1), 0},
+        {"current", 8, 0, DIM(1), 0},
+        {"g_begin", 8, 0, DIM(2), 0},
+        {"g_end", 8, 0, DIM(2), 0},
+        {"sums", 8, 1, DIM(3), 0},
+        {"first", 8, 1, DIM(3), 0},
+    };
+    Py_buffer v[7];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, 7, v, dims))
+        return NULL;
+    if (dims[3] != dims[2] * 256) {
+        release(v, 7);
+        return PyErr_Format(PyExc_ValueError, "sums: %zd items, not 256 per group", dims[3]);
+    }
+    const int64_t *time = v[0].buf, *grp = v[1].buf, *current = v[2].buf;
+    const int64_t *g_begin = v[3].buf, *g_end = v[4].buf;
+    int64_t *sums = v[5].buf, *first = v[6].buf;
+    Py_ssize_t n = dims[1], groups = dims[2];
+    int ok = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k + 1 < n; k++) {
+        int64_t g = grp[k], t = current[k];
+        if (g != grp[k + 1])
+            continue;
+        if (g < 0 || g >= groups || t < 0 || t > 255) {
+            ok = 0;
+            break;
+        }
+        int64_t lo = time[k] > g_begin[g] ? time[k] : g_begin[g];
+        int64_t hi = time[k + 1] < g_end[g] ? time[k + 1] : g_end[g];
+        Py_ssize_t at = g * 256 + t;
+        if (first[at] < 0)
+            first[at] = k;
+        if (hi > lo)
+            sums[at] += hi - lo;
+    }
+    Py_END_ALLOW_THREADS
+    release(v, 7);
+    return PyBool_FromLong(ok);
+}
+
+/* A link key's table index bits: splitmix64's finaliser over both words, so keys that
+ * differ in any bit spread over the table. */
+static inline uint64_t key_hash(uint64_t high, uint64_t low)
+{
+    uint64_t x = high * 0x9e3779b97f4a7c15ULL ^ low;
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* link_codes(high, low, consumer, code, count, order) -> int: step grouping's link index
+ * (steps._Grouper._index_links). Rows with equal (high, low) keys share a code, numbered
+ * from 0 in order of each key's first row, into code; count[c] gets the number of consumer
+ * rows (consumer != 0) of code c, and order the consumer rows grouped by code, in code
+ * order and row order within a code. Returns the number of codes (count and order are
+ * meaningful up to it and up to the number of consumers). One hash table, no sort. */
+static PyObject *w_link_codes(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"high", 8, 0, DIM(1), 0},
+        {"low", 8, 0, DIM(1), 0},
+        {"consumer", 1, 0, DIM(1), 0},
+        {"code", 8, 1, DIM(1), 0},
+        {"count", 8, 1, DIM(1), 0},
+        {"order", 8, 1, DIM(1), 0},
+    };
+    Py_buffer v[6];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, 6, v, dims))
+        return NULL;
+    const uint64_t *high = v[0].buf, *low = v[1].buf;
+    const uint8_t *consumer = v[2].buf;
+    int64_t *code = v[3].buf, *count = v[4].buf, *order = v[5].buf;
+    Py_ssize_t n = dims[1];
+    /* slot: 1 + the first row of its key, 0 when empty. Sized to the keys seen, not the
+     * rows (links repeat a few hundred keys over tens of thousands of rows), doubled
+     * when half full. */
+    size_t size = 1024;
+    int64_t *slot = PyMem_RawCalloc(size, sizeof(int64_t)), *fill = NULL;
+    int64_t codes = 0;
+    int failed = !slot;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t r = 0; r < n && !failed; r++) {
+        if ((size_t)codes * 2 >= size) {
+            int64_t *grown = PyMem_RawCalloc(2 * size, sizeof(int64_t));
+            if (!grown) {
+                failed = 1;
+                break;
+            }
+            for (size_t h = 0; h < size; h++) {
+                int64_t s = slot[h];
+                if (!s)
+                    continue;
+                size_t at = key_hash(high[s - 1], low[s - 1]) & (2 * size - 1);
+                while (grown[at])
+                    at = (at + 1) & (2 * size - 1);
+                grown[at] = s;
+            }
+            PyMem_RawFree(slot);
+            slot = grown;
+            size *= 2;
+        }
+        size_t h = key_hash(high[r], low[r]) & (size - 1);
+        for (;;) {
+            int64_t s = slot[h];
+            if (!s) {
+                slot[h] = r + 1;
+                count[codes] = 0;
+                code[r] = codes++;
+                break;
+            }
+            if (high[s - 1] == high[r] && low[s - 1] == low[r]) {
+                code[r] = code[s - 1];
+                break;
+            }
+            h = (h + 1) & (size - 1);
+        }
+        if (consumer[r])
+            count[code[r]]++;
+    }
+    /* each code's next place in order: consumers grouped by code, rows in order */
+    if (!failed && !(fill = PyMem_RawMalloc(((size_t)codes + 1) * sizeof(int64_t))))
+        failed = 1;
+    if (!failed) {
+        int64_t at = 0;
+        for (int64_t c = 0; c < codes; c++) {
+            fill[c] = at;
+            at += count[c];
+        }
+        for (Py_ssize_t r = 0; r < n; r++)
+            if (consumer[r])
+                order[fill[code[r]]++] = r;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(slot);
+    PyMem_RawFree(fill);
+    release(v, 6);
+    if (failed)
+        return PyErr_NoMemory();
+    return PyLong_FromLongLong(codes);
+}
+
+/* A growable array of int64 (the group walk's frontiers); -1 from push when out of memory. */
+struct vec {
+    int64_t *at;
+    Py_ssize_t n, cap;
+};
+
+static int reserve(struct vec *v, Py_ssize_t n)
+{
+    if (n > v->cap) {
+        Py_ssize_t cap = v->cap ? v->cap : 64;
+        while (cap < n)
+            cap *= 2;
+        int64_t *at = PyMem_RawRealloc(v->at, (size_t)cap * sizeof(int64_t));
+        if (!at)
+            return -1;
+        v->at = at;
+        v->cap = cap;
+    }
+    return 0;
+}
+
+static int push(struct vec *v, int64_t x)
+{
+    if (reserve(v, v->n + 1))
+        return -1;
+    v->at[v->n++] = x;
+    return 0;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The walk's state: the host lines' events as flat arrays (line l holds events
+ * first[l] .. first[l + 1] - 1, sorted by start) and the link index. */
+struct walk {
+    const int64_t *first, *start, *end, *prod, *cons_ptr, *cons_line, *cons_idx;
+    int64_t *gid, *member, *chunk_line, *chunk_group, *chunk_end;
+    Py_ssize_t lines, events, codes, consumers, members, chunks;
+    /* Stamps per line and per code (what this step has seen), and each line's place in
+     * the next wave's order. */
+    int64_t *line_mark, *code_mark, *slot, *rank;
+    int64_t stamp;
+};
+
+/* One line's nodes of a wave (line-relative, sorted, distinct, all ungrouped) and the
+ * ungrouped events nested in any of them take group g: appended to member as one chunk.
+ * Event k is nested when it starts and ends by the latest end of the nodes before it. */
+static void cover(struct walk *w, int64_t line, const int64_t *nodes, Py_ssize_t m, int64_t g)
+{
+    const int64_t base = w->first[line], len = w->first[line + 1] - base;
+    const int64_t *start = w->start + base, *end = w->end + base;
+    int64_t *gid = w->gid + base;
+    int64_t top = INT64_MIN, reach = INT64_MIN;
+    for (Py_ssize_t j = 0; j < m; j++)
+        top = end[nodes[j]] > top ? end[nodes[j]] : top;
+    Py_ssize_t j = 0;
+    for (int64_t k = nodes[0]; k < len; k++) {
+        int is_node = j < m && nodes[j] == k;
+        if (!is_node && start[k] > top)
+            break; /* starts after every node ends: nothing further is nested */
+        if (is_node || (reach >= end[k] && reach >= start[k] && gid[k] < 0)) {
+            gid[k] = g;
+            w->member[w->members++] = k;
+        }
+        if (is_node) {
+            reach = end[k] > reach ? end[k] : reach;
+            j++;
+        }
+    }
+    w->chunk_line[w->chunks] = line;
+    w->chunk_group[w->chunks] = g;
+    w->chunk_end[w->chunks++] = w->members;
+}
+
+/* Group g from the root event (line, i): breadth first, one wave at a time, as
+ * steps._Grouper.group walks it (lines of a wave in order of first mention). 0, or -1 when
+ * out of memory. */
+static int walk_root(struct walk *w, int64_t line, int64_t i, int64_t g, struct vec *wave,
+                     struct vec *next, struct vec *order, struct vec *next_order,
+                     struct vec *nodes, struct vec *found)
+{
+    wave->n = order->n = 0;
+    if (push(wave, line) || push(wave, i) || push(order, line))
+        return -1;
+    w->rank[line] = 0;
+    while (order->n) {
+        /* The wave's events bucketed by their line's place in order: bucket o is
+         * nodes[bounds[o] .. bounds[o + 1] - 1]. */
+        Py_ssize_t lines = order->n, events = wave->n / 2;
+        if (reserve(nodes, lines + 1 + events))
+            return -1;
+        memset(nodes->at, 0, (size_t)(lines + 1) * sizeof(int64_t));
+        int64_t *bounds = nodes->at, *bucket = nodes->at + lines + 1;
+        for (Py_ssize_t f = 0; f < wave->n; f += 2)
+            bounds[w->rank[wave->at[f]] + 1]++;
+        for (Py_ssize_t o = 0; o < lines; o++)
+            bounds[o + 1] += bounds[o];
+        for (Py_ssize_t f = 0; f < wave->n; f += 2)
+            bucket[bounds[w->rank[wave->at[f]]]++] = wave->at[f + 1];
+        for (Py_ssize_t o = lines; o > 0; o--) /* back to each bucket's start */
+            bounds[o] = bounds[o - 1];
+        bounds[0] = 0;
+        next->n = next_order->n = 0;
+        int64_t next_stamp = ++w->stamp;
+        for (Py_ssize_t o = 0; o < lines; o++) {
+            int64_t l = order->at[o], base = w->first[l];
+            int64_t *mine = bucket + bounds[o];
+            Py_ssize_t m = 0;
+            for (Py_ssize_t k = 0; k < bounds[o + 1] - bounds[o]; k++)
+                if (w->gid[base + mine[k]] < 0)
+                    mine[m++] = mine[k];
+            if (!m)
+                continue;
+            qsort(mine, (size_t)m, sizeof(int64_t), by_value);
+            Py_ssize_t distinct = 1;
+            for (Py_ssize_t k = 1; k < m; k++)
+                if (mine[k] != mine[distinct - 1])
+                    mine[distinct++] = mine[k];
+            Py_ssize_t from = w->members;
+            cover(w, l, mine, distinct, g);
+            /* The consumers of the taken events' codes, each code once; their lines
+             * join the next wave's order in ascending order. */
+            int64_t code_stamp = ++w->stamp;
+            found->n = 0;
+            for (Py_ssize_t k = from; k < w->members; k++) {
+                int64_t c = w->prod[base + w->member[k]];
+                if (c < 0 || w->code_mark[c] == code_stamp)
+                    continue;
+                w->code_mark[c] = code_stamp;
+                for (int64_t q = w->cons_ptr[c]; q < w->cons_ptr[c + 1]; q++) {
+                    int64_t cl = w->cons_line[q];
+                    if (push(next, cl) || push(next, w->cons_idx[q]))
+                        return -1;
+                    if (w->line_mark[cl] != code_stamp) {
+                        w->line_mark[cl] = code_stamp;
+                        if (push(found, cl))
+                            return -1;
+                    }
+                }
+            }
+            qsort(found->at, (size_t)found->n, sizeof(int64_t), by_value);
+            for (Py_ssize_t k = 0; k < found->n; k++) {
+                int64_t cl = found->at[k];
+                if (w->slot[cl] != next_stamp) {
+                    w->slot[cl] = next_stamp;
+                    w->rank[cl] = next_order->n;
+                    if (push(next_order, cl))
+                        return -1;
+                }
+            }
+        }
+        struct vec t = *wave;
+        *wave = *next;
+        *next = t;
+        t = *order;
+        *order = *next_order;
+        *next_order = t;
+    }
+    return 0;
+}
+
+/* Whether the walk's arrays hold together: line bounds in order over all events, link
+ * targets inside their lines, codes inside the index. */
+static int walk_valid(const struct walk *w, const int64_t *root_line, const int64_t *root_idx,
+                      Py_ssize_t roots)
+{
+    if (w->first[0] != 0 || w->first[w->lines] != w->events)
+        return 0;
+    for (Py_ssize_t l = 0; l < w->lines; l++)
+        if (w->first[l + 1] < w->first[l])
+            return 0;
+    if (w->cons_ptr[0] != 0 || w->cons_ptr[w->codes] != w->consumers)
+        return 0;
+    for (Py_ssize_t c = 0; c < w->codes; c++)
+        if (w->cons_ptr[c + 1] < w->cons_ptr[c])
+            return 0;
+    for (Py_ssize_t q = 0; q < w->consumers; q++) {
+        int64_t l = w->cons_line[q];
+        if (l < 0 || l >= w->lines || w->cons_idx[q] < 0
+                || w->cons_idx[q] >= w->first[l + 1] - w->first[l])
+            return 0;
+    }
+    for (Py_ssize_t e = 0; e < w->events; e++)
+        if (w->prod[e] >= w->codes)
+            return 0;
+    for (Py_ssize_t r = 0; r < roots; r++) {
+        int64_t l = root_line[r];
+        if (l < 0 || l >= w->lines || root_idx[r] < 0
+                || root_idx[r] >= w->first[l + 1] - w->first[l])
+            return 0;
+    }
+    return 1;
+}
+
+/* group_walk(first, start, end, gid, prod, cons_ptr, cons_line, cons_idx, root_line,
+ * root_idx, root_group, member, chunk_line, chunk_group, chunk_end) -> int: step grouping
+ * (steps._Grouper.group) from every root in turn. A root already grouped gets
+ * root_group -1; the others groups 0, 1, ... Each group's members come out as chunks (one
+ * line's events taken in one wave, line-relative positions in member up to chunk_end),
+ * and gid (flat, in/out) records every event's group. Returns the number of chunks, -1
+ * when the arrays do not hold together (nothing changed). */
+static PyObject *w_group_walk(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"first", 8, 0, DIM(1), 0},
+        {"start", 8, 0, DIM(2), 0},
+        {"end", 8, 0, DIM(2), 0},
+        {"gid", 8, 1, DIM(2), 0},
+        {"prod", 8, 0, DIM(2), 0},
+        {"cons_ptr", 8, 0, DIM(3), 0},
+        {"cons_line", 8, 0, DIM(4), 0},
+        {"cons_idx", 8, 0, DIM(4), 0},
+        {"root_line", 8, 0, DIM(5), 0},
+        {"root_idx", 8, 0, DIM(5), 0},
+        {"root_group", 8, 1, DIM(5), 0},
+        {"member", 8, 1, DIM(2), 0},
+        {"chunk_line", 8, 1, DIM(2), 0},
+        {"chunk_group", 8, 1, DIM(2), 0},
+        {"chunk_end", 8, 1, DIM(2), 0},
+    };
+    Py_buffer v[15];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, 15, v, dims))
+        return NULL;
+    if (dims[1] < 1 || dims[3] < 1) {
+        release(v, 15);
+        return PyErr_Format(PyExc_ValueError, "first and cons_ptr need at least one item");
+    }
+    struct walk w = {
+        .first = v[0].buf, .start = v[1].buf, .end = v[2].buf, .gid = v[3].buf,
+        .prod = v[4].buf, .cons_ptr = v[5].buf, .cons_line = v[6].buf,
+        .cons_idx = v[7].buf, .member = v[11].buf, .chunk_line = v[12].buf,
+        .chunk_group = v[13].buf, .chunk_end = v[14].buf,
+        .lines = dims[1] - 1, .events = dims[2], .codes = dims[3] - 1,
+        .consumers = dims[4],
+    };
+    const int64_t *root_line = v[8].buf, *root_idx = v[9].buf;
+    int64_t *root_group = v[10].buf;
+    Py_ssize_t roots = dims[5];
+    size_t stamps = (size_t)(3 * w.lines + w.codes + 4);
+    int64_t *marks = PyMem_RawCalloc(stamps, sizeof(int64_t));
+    struct vec vecs[6] = {{0}};
+    int64_t result = 0;
+    if (!marks) {
+        release(v, 15);
+        return PyErr_NoMemory();
+    }
+    w.line_mark = marks;
+    w.slot = marks + w.lines + 1;
+    w.rank = marks + 2 * w.lines + 2;
+    w.code_mark = marks + 3 * w.lines + 3;
+    Py_BEGIN_ALLOW_THREADS
+    if (!walk_valid(&w, root_line, root_idx, roots)) {
+        result = -1;
+    } else {
+        int64_t g = 0;
+        for (Py_ssize_t r = 0; r < roots && result >= 0; r++) {
+            if (w.gid[w.first[root_line[r]] + root_idx[r]] >= 0) {
+                root_group[r] = -1;
+                continue;
+            }
+            root_group[r] = g;
+            if (walk_root(&w, root_line[r], root_idx[r], g++, &vecs[0], &vecs[1], &vecs[2],
+                          &vecs[3], &vecs[4], &vecs[5]))
+                result = -2;
+        }
+        if (result >= 0)
+            result = w.chunks;
+    }
+    Py_END_ALLOW_THREADS
+    for (int k = 0; k < 6; k++)
+        PyMem_RawFree(vecs[k].at);
+    PyMem_RawFree(marks);
+    release(v, 15);
+    if (result == -2)
+        return PyErr_NoMemory();
+    return PyLong_FromLongLong(result);
+}
+
+/* op_nesting(starts, ends, done, child) -> bool: the host op table's stack walk over one
+ * thread's ops sorted by start (ops._nesting): the order ops close into done, each op's
+ * direct children's time into child (zeroed here). An op overlapping the one open
+ * without nesting in it closes that one and is pushed. False when a child sum overflows
+ * int64 (a corrupt capture; the Python walk then decides). */
+static PyObject *w_op_nesting(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"starts", 8, 0, DIM(1), 0},
+        {"ends", 8, 0, DIM(1), 0},
+        {"done", 8, 1, DIM(1), 0},
+        {"child", 8, 1, DIM(1), 0},
+    };
+    Py_buffer v[4];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, 4, v, dims))
+        return NULL;
+    const int64_t *starts = v[0].buf, *ends = v[1].buf;
+    int64_t *done = v[2].buf, *child = v[3].buf;
+    Py_ssize_t n = dims[1], closed = 0, depth = 0;
+    int64_t *stack = PyMem_RawMalloc(((size_t)n + 1) * sizeof(int64_t));
+    int ok = 1;
+    if (!stack) {
+        release(v, 4);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    memset(child, 0, (size_t)n * sizeof(int64_t));
+    for (Py_ssize_t j = 0; j < n && ok; j++) {
+        int64_t s = starts[j], e = ends[j];
+        while (depth && ends[stack[depth - 1]] < s)
+            done[closed++] = stack[--depth];
+        if (depth) {
+            int64_t top = stack[depth - 1], sum;
+            if (e <= ends[top]) {
+                if (__builtin_sub_overflow(e, s, &sum)
+                        || __builtin_add_overflow(child[top], sum, &child[top]))
+                    ok = 0;
+            } else {
+                done[closed++] = stack[--depth];
+            }
+        }
+        stack[depth++] = j;
+    }
+    for (Py_ssize_t k = 0; ok && k < depth; k++) /* open at the thread's end: outermost first */
+        done[closed++] = stack[k];
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(stack);
+    release(v, 4);
+    return PyBool_FromLong(ok);
+}
+
 static PyMethodDef methods[] = {
     {"type_sweep", w_type_sweep, METH_VARARGS, "Highest open type after each bound."},
+    {"gap_sums", w_gap_sums, METH_VARARGS, "Type time of each group from swept bounds."},
+    {"group_walk", w_group_walk, METH_VARARGS, "Step groups from roots, by nesting and links."},
+    {"op_nesting", w_op_nesting, METH_VARARGS, "Close order and child time of nested ops."},
+    {"link_codes", w_link_codes, METH_VARARGS, "Codes of link keys, consumers by code."},
     {"int_stats", w_int_stats, METH_VARARGS, "Wanted integer stats of events, one walk."},
     {"line_events", w_line_events, METH_VARARGS, "Event spans of serialized lines."},
     {"varints", w_varints, METH_VARARGS, "Varints at positions into value/length arrays."},
