@@ -354,7 +354,7 @@ class _Grouper:
         root_group, member, chunk_line, chunk_group, chunk_end = walked
         per_group: list[list[tuple[int, np.ndarray]]] = [
             [] for _ in range(int(root_group.max()) + 1)]
-        chunk_start = np.r_[0, chunk_end[:-1]].tolist()
+        chunk_start = np.r_[0, chunk_end][:-1].tolist()
         for li, g, a, b in zip(chunk_line.tolist(), chunk_group.tolist(), chunk_start,
                                chunk_end.tolist(), strict=True):
             per_group[g].append((li, member[a:b]))
