@@ -17,7 +17,7 @@ from tfobs.analysis import eventtypes as et
 from tfobs.analysis.steps import DROP_INCOMPLETE_THRESHOLD, StepGroup
 from tfobs.analysis.timeline import unique
 from tfobs.summary import CATEGORIES
-from tfobs.xspace.columns import compiled, gap_sums, type_sweep
+from tfobs.xspace.columns import gap_sums, type_sweep
 
 HIGHLY_INPUT_PCT = 20.0
 MODERATELY_INPUT_PCT = 5.0
@@ -122,10 +122,10 @@ def _sweep(typ: np.ndarray, start: np.ndarray, types: np.ndarray | None
     """(the highest type with more starts than ends so far, the running count of the
     bound's own type) after each sorted bound: one compiled loop where types are small,
     else one numpy pass per type."""
+    swept = type_sweep(typ, start) if types is not None else None
+    if swept is not None:
+        return swept
     current, own = np.zeros(typ.size, np.int64), np.zeros(typ.size, np.int64)
-    if types is not None and compiled() and type_sweep(
-            typ, start, current, own):
-        return current, own
     step = np.where(start, 1, -1)
     for t in (types if types is not None else unique(typ)).tolist():
         count = np.cumsum(np.where(typ == t, step, 0))

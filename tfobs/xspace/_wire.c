@@ -106,6 +106,8 @@ struct arg {
 };
 #define ANY (-100)
 #define NDIMS 8
+/* A function's argument count, from its table (never written out by hand). */
+#define NARGS(spec) ((int)(sizeof(spec) / sizeof((spec)[0])))
 #define DIM(d) (-(d))
 #define OPTIONAL 1
 
@@ -165,9 +167,9 @@ static PyObject *w_varints(PyObject *self, PyObject *args)
         {"value", 8, 1, DIM(1), 0},
         {"length", 8, 1, DIM(1), 0},
     };
-    Py_buffer v[4];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 4, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
     const int64_t *pos = v[1].buf;
@@ -185,7 +187,7 @@ static PyObject *w_varints(PyObject *self, PyObject *args)
         length[k] = m;
     }
     Py_END_ALLOW_THREADS
-    release(v, 4);
+    release(v, NARGS(spec));
     return PyBool_FromLong(ok);
 }
 
@@ -204,9 +206,9 @@ static PyObject *w_events(PyObject *self, PyObject *args)
         {"duration", 8, 1, DIM(1), 0},
         {"stats_at", 8, 1, DIM(1), 0},
     };
-    Py_buffer v[7];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 7, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
     const int64_t *start = v[1].buf, *end = v[2].buf;
@@ -239,7 +241,7 @@ static PyObject *w_events(PyObject *self, PyObject *args)
         stats_at[k] = p;
     }
     Py_END_ALLOW_THREADS
-    release(v, 7);
+    release(v, NARGS(spec));
     return PyBool_FromLong(ok);
 }
 
@@ -259,9 +261,9 @@ static PyObject *w_stat_records(PyObject *self, PyObject *args)
         {"pos", 8, 1, DIM(3), OPTIONAL},
         {"size", 8, 1, DIM(3), OPTIONAL},
     };
-    Py_buffer v[7];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 7, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     /* Filled only with all three arrays given (a count otherwise). */
     int fill = v[4].obj && v[5].obj && v[6].obj;
@@ -299,7 +301,7 @@ static PyObject *w_stat_records(PyObject *self, PyObject *args)
         bad = found < 0;
     }
     Py_END_ALLOW_THREADS
-    release(v, 7);
+    release(v, NARGS(spec));
     return PyLong_FromSsize_t(bad ? -1 : count);
 }
 
@@ -321,9 +323,9 @@ static PyObject *w_stat_varints(PyObject *self, PyObject *args)
         {"value", 8, 1, DIM(1), 0},
         {"at", 8, 1, DIM(1), 0},
     };
-    Py_buffer v[8];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 8, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
     const int64_t *pos = v[1].buf, *size = v[2].buf;
@@ -352,7 +354,7 @@ static PyObject *w_stat_varints(PyObject *self, PyObject *args)
         at[k] = p + 3;
     }
     Py_END_ALLOW_THREADS
-    release(v, 8);
+    release(v, NARGS(spec));
     return PyBool_FromLong(ok);
 }
 
@@ -374,9 +376,9 @@ static PyObject *w_int_stats(PyObject *self, PyObject *args)
         {"value", 8, 1, DIM(3), 0},
         {"kind", 1, 1, DIM(3), 0},
     };
-    Py_buffer v[7];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 7, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
     const int64_t *stats_at = v[1].buf, *end = v[2].buf, *events = v[3].buf;
@@ -436,7 +438,7 @@ static PyObject *w_int_stats(PyObject *self, PyObject *args)
             result = -1;
     }
     Py_END_ALLOW_THREADS
-    release(v, 7);
+    release(v, NARGS(spec));
     return PyLong_FromLong(result);
 }
 
@@ -454,9 +456,9 @@ static PyObject *w_line_events(PyObject *self, PyObject *args)
         {"start", 8, 1, DIM(2), 0},
         {"end", 8, 1, DIM(2), 0},
     };
-    Py_buffer v[5];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 5, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     const uint8_t *b = v[0].buf;
     const int64_t *lstart = v[1].buf, *lend = v[2].buf;
@@ -479,7 +481,7 @@ static PyObject *w_line_events(PyObject *self, PyObject *args)
         bad = found != 0; /* a broken line, or more events than counted */
     }
     Py_END_ALLOW_THREADS
-    release(v, 5);
+    release(v, NARGS(spec));
     return PyLong_FromSsize_t(bad ? -1 : count);
 }
 
@@ -496,9 +498,9 @@ static PyObject *w_type_sweep(PyObject *self, PyObject *args)
         {"current", 8, 1, DIM(1), 0},
         {"own", 8, 1, DIM(1), 0},
     };
-    Py_buffer v[4];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 4, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     const int64_t *typ = v[0].buf;
     const uint8_t *start = v[1].buf;
@@ -530,7 +532,7 @@ static PyObject *w_type_sweep(PyObject *self, PyObject *args)
         current[k] = top;
     }
     Py_END_ALLOW_THREADS
-    release(v, 4);
+    release(v, NARGS(spec));
     return PyBool_FromLong(ok);
 }
 
@@ -551,12 +553,12 @@ static PyObject *w_gap_sums(PyObject *self, PyObject *args)
         {"sums", 8, 1, DIM(3), 0},
         {"first", 8, 1, DIM(3), 0},
     };
-    Py_buffer v[7];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 7, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     if (dims[3] != dims[2] * 256) {
-        release(v, 7);
+        release(v, NARGS(spec));
         return PyErr_Format(PyExc_ValueError, "sums: %zd items, not 256 per group", dims[3]);
     }
     const int64_t *time = v[0].buf, *grp = v[1].buf, *current = v[2].buf;
@@ -582,7 +584,7 @@ static PyObject *w_gap_sums(PyObject *self, PyObject *args)
             sums[at] += hi - lo;
     }
     Py_END_ALLOW_THREADS
-    release(v, 7);
+    release(v, NARGS(spec));
     return PyBool_FromLong(ok);
 }
 
@@ -614,9 +616,9 @@ static PyObject *w_link_codes(PyObject *self, PyObject *args)
         {"count", 8, 1, DIM(1), 0},
         {"order", 8, 1, DIM(1), 0},
     };
-    Py_buffer v[6];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 6, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     const uint64_t *high = v[0].buf, *low = v[1].buf;
     const uint8_t *consumer = v[2].buf;
@@ -684,7 +686,7 @@ static PyObject *w_link_codes(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     PyMem_RawFree(slot);
     PyMem_RawFree(fill);
-    release(v, 6);
+    release(v, NARGS(spec));
     if (failed)
         return PyErr_NoMemory();
     return PyLong_FromLongLong(codes);
@@ -735,6 +737,9 @@ struct walk {
      * the next wave's order. */
     int64_t *line_mark, *code_mark, *slot, *rank;
     int64_t stamp;
+    /* Scratch, reused from root to root: this wave's and the next wave's (line, event)
+     * pairs and lines in order, a wave's events bucketed by line, a line's consumer lines. */
+    struct vec wave, next, order, next_order, nodes, found;
 };
 
 /* One line's nodes of a wave (line-relative, sorted, distinct, all ungrouped) and the
@@ -770,10 +775,10 @@ static void cover(struct walk *w, int64_t line, const int64_t *nodes, Py_ssize_t
 /* Group g from the root event (line, i): breadth first, one wave at a time, as
  * steps._Grouper.group walks it (lines of a wave in order of first mention). 0, or -1 when
  * out of memory. */
-static int walk_root(struct walk *w, int64_t line, int64_t i, int64_t g, struct vec *wave,
-                     struct vec *next, struct vec *order, struct vec *next_order,
-                     struct vec *nodes, struct vec *found)
+static int walk_root(struct walk *w, int64_t line, int64_t i, int64_t g)
 {
+    struct vec *wave = &w->wave, *next = &w->next, *order = &w->order;
+    struct vec *next_order = &w->next_order, *nodes = &w->nodes, *found = &w->found;
     wave->n = order->n = 0;
     if (push(wave, line) || push(wave, i) || push(order, line))
         return -1;
@@ -913,12 +918,12 @@ static PyObject *w_group_walk(PyObject *self, PyObject *args)
         {"chunk_group", 8, 1, DIM(2), 0},
         {"chunk_end", 8, 1, DIM(2), 0},
     };
-    Py_buffer v[15];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 15, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     if (dims[1] < 1 || dims[3] < 1) {
-        release(v, 15);
+        release(v, NARGS(spec));
         return PyErr_Format(PyExc_ValueError, "first and cons_ptr need at least one item");
     }
     struct walk w = {
@@ -934,10 +939,9 @@ static PyObject *w_group_walk(PyObject *self, PyObject *args)
     Py_ssize_t roots = dims[5];
     size_t stamps = (size_t)(3 * w.lines + w.codes + 4);
     int64_t *marks = PyMem_RawCalloc(stamps, sizeof(int64_t));
-    struct vec vecs[6] = {{0}};
     int64_t result = 0;
     if (!marks) {
-        release(v, 15);
+        release(v, NARGS(spec));
         return PyErr_NoMemory();
     }
     w.line_mark = marks;
@@ -955,18 +959,18 @@ static PyObject *w_group_walk(PyObject *self, PyObject *args)
                 continue;
             }
             root_group[r] = g;
-            if (walk_root(&w, root_line[r], root_idx[r], g++, &vecs[0], &vecs[1], &vecs[2],
-                          &vecs[3], &vecs[4], &vecs[5]))
+            if (walk_root(&w, root_line[r], root_idx[r], g++))
                 result = -2;
         }
         if (result >= 0)
             result = w.chunks;
     }
     Py_END_ALLOW_THREADS
+    struct vec *scratch[] = {&w.wave, &w.next, &w.order, &w.next_order, &w.nodes, &w.found};
     for (int k = 0; k < 6; k++)
-        PyMem_RawFree(vecs[k].at);
+        PyMem_RawFree(scratch[k]->at);
     PyMem_RawFree(marks);
-    release(v, 15);
+    release(v, NARGS(spec));
     if (result == -2)
         return PyErr_NoMemory();
     return PyLong_FromLongLong(result);
@@ -985,9 +989,9 @@ static PyObject *w_op_nesting(PyObject *self, PyObject *args)
         {"done", 8, 1, DIM(1), 0},
         {"child", 8, 1, DIM(1), 0},
     };
-    Py_buffer v[4];
+    Py_buffer v[NARGS(spec)];
     Py_ssize_t dims[NDIMS];
-    if (take_all(args, spec, 4, v, dims))
+    if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
     const int64_t *starts = v[0].buf, *ends = v[1].buf;
     int64_t *done = v[2].buf, *child = v[3].buf;
@@ -995,7 +999,7 @@ static PyObject *w_op_nesting(PyObject *self, PyObject *args)
     int64_t *stack = PyMem_RawMalloc(((size_t)n + 1) * sizeof(int64_t));
     int ok = 1;
     if (!stack) {
-        release(v, 4);
+        release(v, NARGS(spec));
         return PyErr_NoMemory();
     }
     Py_BEGIN_ALLOW_THREADS
@@ -1020,7 +1024,7 @@ static PyObject *w_op_nesting(PyObject *self, PyObject *args)
         done[closed++] = stack[k];
     Py_END_ALLOW_THREADS
     PyMem_RawFree(stack);
-    release(v, 4);
+    release(v, NARGS(spec));
     return PyBool_FromLong(ok);
 }
 

@@ -90,11 +90,16 @@ def compiled() -> bool:
     return _wire is not None
 
 
-def type_sweep(typ: np.ndarray, start: np.ndarray, current: np.ndarray,
-               own: np.ndarray) -> bool:
-    """The compiled sweep of breakdown.all_type_times (see _wire.c)."""
-    return bool(_wire.type_sweep(np.ascontiguousarray(typ, np.int64),
-                                 np.ascontiguousarray(start, np.bool_), current, own))
+def type_sweep(typ: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The compiled sweep of breakdown.all_type_times (see _wire.c): (the highest open
+    type, the bound's own type's running count) after each bound; None where `_wire` is
+    missing or a type is outside 0..255."""
+    if _wire is None:
+        return None
+    current, own = np.empty(typ.size, np.int64), np.empty(typ.size, np.int64)
+    ok = _wire.type_sweep(np.ascontiguousarray(typ, np.int64),
+                          np.ascontiguousarray(start, np.bool_), current, own)
+    return (current, own) if ok else None
 
 
 def gap_sums(time: np.ndarray, grp: np.ndarray, current: np.ndarray, g_begin: np.ndarray,
