@@ -192,6 +192,9 @@ OPTIONS: tuple[Option, ...] = (
            "tracing).", _int_range(0, 1)),
     Option("python_tracer_level", 0, "TF profiler Python tracer level (1 is costly).",
            _int_range(0, 1)),
+    Option("framework", "auto", "Whose profiler captures windows: 'tensorflow', 'jax', or "
+           "'auto' (the framework the job has imported; JAX where it has both, as a JAX job "
+           "fed by tf.data does).", _one_of("auto", "tensorflow", "jax")),
     Option("capture_dir", "", "Scratch folder for captures; '' means /dev/shm when present "
            "(the system temp folder once /dev/shm is full), else the system temp folder. Each "
            "capture is deleted once read.", _scratch_folder),
@@ -288,6 +291,7 @@ class Config:
     host_tracer_level: int = _default("host_tracer_level")
     device_tracer_level: int = _default("device_tracer_level")
     python_tracer_level: int = _default("python_tracer_level")
+    framework: str = _default("framework")
     capture_dir: str = _default("capture_dir")
     max_capture_bytes: int = _default("max_capture_bytes")
     max_capture_events: int = _default("max_capture_events")

@@ -73,6 +73,10 @@ class HealthSnapshot:
     # the next window will trace (capture/window_length.py); None until measured.
     export_step_stretch: float | None = None
     next_window_steps: int | None = None
+    # Window ends by where tracing was stopped (session.EndAt), and the training thread's
+    # seconds spent ending them, by part ("drain": waiting for the device; "stop").
+    window_ends: dict[str, int] = field(default_factory=dict)
+    window_end_s: dict[str, float] = field(default_factory=dict)
 
 
 class HealthLedger:
@@ -96,6 +100,8 @@ class HealthLedger:
         self._kept_last: KeptCapture | None = None
         self._kept_bytes = 0
         self._length: tuple[float, int] | None = None
+        self._ends: dict[str, int] = {}
+        self._end_s: dict[str, float] = {"drain": 0.0, "stop": 0.0}
 
     # -- written by the runtime, samplers and exporters ----------------------------------
 
@@ -136,6 +142,12 @@ class HealthLedger:
         with self._lock:
             self._capture_s.add(seconds)
             self._capture_bytes += max(int(nbytes), 0)
+
+    def observe_window_end(self, at: str, drain_s: float, stop_s: float) -> None:
+        with self._lock:
+            self._ends[at] = self._ends.get(at, 0) + 1
+            self._end_s["drain"] += max(drain_s, 0.0)
+            self._end_s["stop"] += max(stop_s, 0.0)
 
     def observe_reduce(self, seconds: float) -> None:
         with self._lock:
@@ -178,6 +190,8 @@ class HealthLedger:
                 kept_bytes=self._kept_bytes,
                 export_step_stretch=self._length[0] if self._length else None,
                 next_window_steps=self._length[1] if self._length else None,
+                window_ends=dict(self._ends),
+                window_end_s=dict(self._end_s),
             )
 
     # Read-only views for scripts and tests: counts that happened (zeros left out).

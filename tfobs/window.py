@@ -54,9 +54,26 @@ class WindowRecord:
     capture_s: float = 0.0  # export + read of the capture
     reduce_s: float = 0.0
     background_cpu_s: float = 0.0  # CPU time of export + reduction (what the budget charges)
+    # How tracing was stopped (session.WindowEnd): where ("step_boundary", "train_end",
+    # "capture_thread"), the wait for the device and the stop, on the training thread
+    # unless `end_at` says otherwise.
+    end_at: str = ""
+    end_drain_s: float = 0.0
+    end_stop_s: float = 0.0
+    end_thread: str = ""
     on_demand: bool = False
     keep: bool = False  # asked to be kept (capture_now(keep=True))
     kept_path: str = ""  # where it was kept (keep_dir), "" when it was not
+
+    def set_end(self, at: str, drain_s: float, stop_s: float, thread: str) -> None:
+        self.end_at, self.end_drain_s, self.end_stop_s, self.end_thread = (
+            at, drain_s, stop_s, thread)
+
+    @property
+    def end_on_training_thread_s(self) -> float:
+        """What ending the window took from the training thread (0 when another ended it)."""
+        return 0.0 if self.end_at in ("", "capture_thread") else (
+            self.end_drain_s + self.end_stop_s)
 
     def step_span_id(self, step_num: int) -> int:
         span = self.step_span_ids.get(step_num)

@@ -35,7 +35,12 @@ class StepHooks(Protocol):
 
 # The running runtime's hooks (set by tfobs.runtime); None when tfobs is not enabled.
 _hooks: StepHooks | None = None
-_traceme: Any = None  # TF's TraceMe binding, bound on first use
+# The framework's profiler (framework.Backend) that makes step markers; None until the
+# runtime knows which framework the job uses (no marker is made before: nothing records).
+_backend: Any = None
+# The framework whose own step annotation announced steps (a Keras callback,
+# jax.profiler.StepTraceAnnotation): tells the runtime which framework the job trains with.
+marked_by: Any = None
 
 
 def set_hooks(hooks: StepHooks | None) -> None:
@@ -55,29 +60,19 @@ def current_hooks() -> StepHooks | None:
     return _hooks
 
 
-def _always() -> bool:
-    return True
+def set_backend(backend: Any) -> None:
+    """Make step markers with `backend` (a framework.Backend; None: make none)."""
+    global _backend
+    _backend = backend
 
 
-_recording: Any = _always  # "is a profiler session recording?", bound with _traceme
-
-
-def _bind_traceme() -> Any:
-    global _traceme, _recording
-    from tensorflow.python.profiler.internal import _pywrap_traceme
-
-    # TF 2.16 has no `traceme_enabled`: a TraceMe is then made every step, and records
-    # nothing (its C++ side checks) while no session runs.
-    _recording = getattr(_pywrap_traceme, "traceme_enabled", None) or _always
-    _traceme = _pywrap_traceme
-    return _traceme
+def current_backend() -> Any:
+    return _backend
 
 
 def _trace_begin(step_num: int) -> Any:
-    tm = _traceme or _bind_traceme()
-    if _recording():  # a profiler session (tfobs's or the user's) is recording
-        return tm.TraceMe("train", step_num=step_num, _r=1)
-    return None
+    backend = _backend
+    return backend.marker(step_num) if backend is not None else None
 
 
 # Seconds tfobs's own per-step work (hooks, marker, histogram) has taken on the training
@@ -182,6 +177,26 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             _step_opened(1)
 
 
+def begin_marked(step_num: Any, framework: str) -> step | None:
+    """A step the framework's own annotation marks (tf_keras's "train" events,
+    `jax.profiler.StepTraceAnnotation`): timed and sent to the runtime like `tfobs.step`,
+    without a marker of tfobs's own. None inside a step already marked. End it with
+    `marker.__exit__(None, None, None)`."""
+    global marked_by
+    if _step_depth():
+        return None
+    t = _perf()
+    marked_by = framework
+    marker = step(step_num)
+    marker._opened()
+    hooks = _hooks
+    if hooks is not None:
+        hooks.step_begin(marker.step_num)
+    marker._t0 = _perf()
+    marker._own = marker._t0 - t
+    return marker
+
+
 class _MarkerMixin:
     """Shared by the Keras 3 and tf_keras callbacks (see `_callback_class`)."""
 
@@ -218,6 +233,8 @@ class _MarkerMixin:
             self._base = _initial_step(getattr(self, "model", None))
         # Numbered by the optimizer's iteration count: with steps_per_execution = k one
         # marker spans one execution of k iterations and the next one is numbered k higher.
+        global marked_by
+        marked_by = "tensorflow"
         marker = step(self._base + self._count)
         self._batch = batch
         if self._emit_markers:

@@ -1,12 +1,20 @@
-"""The only code in tfobs that touches the TensorFlow profiler.
+"""The only code in tfobs that starts and ends profiler sessions (through the framework's
+`Backend`: TensorFlow's or JAX's, `framework.py`).
 
-One `ProfilerSlot` per process owns tfobs's use of TF's single profiler session:
+One `ProfilerSlot` per process owns tfobs's use of the process's single profiler session:
 
-* `start()` (training thread, 0.1-1 ms) opens a low-level `_pywrap_profiler.ProfilerSession`
-  writing to a fresh folder on tmpfs. It never touches `profiler_v2._profiler`, the module
-  state behind `tf.profiler.experimental.start/stop`, so tfobs cannot leave it stale.
-* `finish()` (capture thread) exports the session (`export_to_tb`, the only binding that
-  yields an XSpace), reads the `.xplane.pb` back and deletes the folder.
+* `start()` (training thread, 0.1-1 ms) opens a session for a fresh folder on tmpfs.
+* `end_tracing()` (training thread, at a step boundary) waits for the job's queued device
+  work (`Backend.drain`) and then stops tracing and collects the XSpace (`Backend.stop`).
+  Ending there is what keeps a window from killing the job: the stop tears down XLA's CUPTI
+  tracer (activity disable, flush, `cuptiFinalize`), and done from another thread while the
+  job's compiled steps launch kernels it poisoned the CUDA context in 8 of 9 GPU runs
+  (RESEARCH.md, round 3); TensorFlow's native export from a side thread also aborted a
+  MultiWorkerMirroredStrategy worker in 12 of 55 CPU runs. Its cost (the wait for the
+  device, the stop) is timed and charged to the budget.
+* `finish()` (capture thread) writes the collected XSpace into the folder in TensorBoard's
+  layout (or returns its bytes) and deletes what the reader will not. Only when no step
+  boundary comes (the job stopped stepping) does it stop a session itself.
 * `wait_window()` (capture thread) waits for the window to fill, but cuts it short when what
   it will cost grows too large: the profiler buffers every event in memory until export (and
   export then copies them several times), so a window is bounded before it is exported by
@@ -27,17 +35,21 @@ Every call returns a `CaptureResult`; nothing here raises into the caller.
 
 from __future__ import annotations
 
+import errno
 import glob
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from tfobs.capture import quiet_log
+from tfobs.capture import framework, markers
+from tfobs.capture.framework import Backend
 from tfobs.capture.heap import live_bytes, rss_bytes
 from tfobs.summary import CutCause, Outcome
 
@@ -65,8 +77,39 @@ MALLOC_FIX = ("raise max_capture_bytes to let windows hold more, or set "
               "of the heap; CPU steps 25 % slower in the benchmark)")
 
 
+# Where a window's tracing was stopped: at a step boundary or the end of training, on the
+# training thread (after the device drained), or on the capture thread because no boundary
+# came (the job stopped stepping; the only end that may race the job's device work).
+EndAt = Literal["step_boundary", "train_end", "capture_thread"]
+
+
+@dataclass(frozen=True)
+class WindowEnd:
+    at: EndAt
+    drain_s: float  # waiting for the job's queued device work
+    stop_s: float  # the framework's stop: tracers torn down, the XSpace collected
+    thread: str  # the thread that stopped it
+    active_s: float  # the profiler was on, start to stop
+
+
+def write_capture(logdir: str, data: bytes) -> str:
+    """Write an XSpace where TensorBoard's profile plugin looks for it:
+    logdir/plugins/profile/<run>/<host>.xplane.pb (a run named by its UTC time)."""
+    run = time.strftime("%Y_%m_%d_%H_%M_%S", time.gmtime())
+    folder = os.path.join(logdir, "plugins", "profile", run)
+    os.makedirs(folder, exist_ok=True)
+    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())
+    path = os.path.join(folder, f"{host or 'localhost'}.xplane.pb")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0),
+                 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return path
+
+
 @dataclass(frozen=True)
 class CaptureResult:
+
     outcome: Outcome  # captured | skipped_busy | failed | dropped_too_large
     reason: str = ""
     data: bytes = b""
@@ -83,44 +126,6 @@ class CaptureResult:
         return self.outcome == CAPTURED
 
 
-class _Level:
-    """An int option TF's pybind layer accepts.
-
-    TF 2.21 drops plain int profiler options ("expects an i value"); an object with
-    `__index__` and no `__bool__` is converted as an integer and takes effect.
-    """
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: int) -> None:
-        self.value = int(value)
-
-    def __index__(self) -> int:
-        return self.value
-
-    def __repr__(self) -> str:
-        return f"_Level({self.value})"
-
-
-def profiler_options(host: int, device: int, python: int) -> dict[str, Any]:
-    return {
-        "host_tracer_level": _Level(host),
-        "device_tracer_level": _Level(device),
-        "python_tracer_level": _Level(python),
-    }
-
-
-def _public_session_active() -> bool:
-    """True while the user's `tf.profiler.experimental.start` session (or TB callback) runs."""
-    from tensorflow.python.profiler import profiler_v2
-
-    return profiler_v2._profiler is not None
-
-
-def _is_already_exists(exc: BaseException) -> bool:
-    return type(exc).__name__ == "AlreadyExistsError" or "nother profil" in str(exc)
-
-
 class ProfilerSlot:
     """tfobs's hold on the process's profiler: idle -> active -> exporting -> idle."""
 
@@ -133,6 +138,8 @@ class ProfilerSlot:
         python_tracer_level: int,
         max_capture_bytes: int,
         fallback_dir: str = "",
+        backend: Backend | None = None,
+        framework_option: str = "auto",
     ) -> None:
         self.capture_dir = capture_dir
         # Where captures go once `capture_dir` fills up: set only where tfobs chose the
@@ -141,9 +148,15 @@ class ProfilerSlot:
         self._room_warned = False
         self.max_capture_bytes = max_capture_bytes
         self._options = (host_tracer_level, device_tracer_level, python_tracer_level)
+        # The framework's profiler; None until the runtime knows which (framework.py).
+        self.backend: Backend | None = backend
+        self._framework_option = framework_option
+        # How the backend is chosen at the first start when none was given (the runtime
+        # puts its own here: it also places the framework's hooks).
+        self.resolve: Callable[[], Backend | None] = self._resolve_alone
         self._cond = threading.Condition(threading.Lock())
         self._session: Any = None
-        self._state = "idle"
+        self._state = "idle"  # idle -> active -> stopping -> stopped -> exporting -> idle
         self._logdir = ""
         self._started = 0.0
         self._preempted_reason = ""
@@ -152,19 +165,33 @@ class ProfilerSlot:
         self._rss_at_start = 0
         self._live_at_start: int | None = None
         self._live_checked = 0.0
+        self._collected: bytes | None = None  # the XSpace `end_tracing()` collected
+        self._written = False  # ... or the framework wrote it into the session's folder
+        self._end_error = ""
+        self.last_end: WindowEnd | None = None
         self.bytes_per_s = 0.0  # capture bytes per second of tracing, from earlier windows
         self.windows_cut = 0  # windows closed early because of their expected cost
         self.cut_cause: CutCause = "time"  # the latest cut's
 
     @classmethod
     def from_config(cls, config: Config) -> ProfilerSlot:
-        quiet_log.prepare()  # here (enable()), not on the training thread at a window
         return cls(config.resolved_capture_dir(),
                    host_tracer_level=config.host_tracer_level,
                    device_tracer_level=config.device_tracer_level,
                    python_tracer_level=config.python_tracer_level,
                    max_capture_bytes=config.max_capture_bytes,
-                   fallback_dir="" if config.capture_dir else tempfile.gettempdir())
+                   fallback_dir="" if config.capture_dir else tempfile.gettempdir(),
+                   framework_option=config.framework)
+
+    def _resolve_alone(self) -> Backend | None:
+        if self.backend is None:
+            name = (framework.decided_at_enable(self._framework_option)
+                    or framework.choose() or framework.installed_default())
+            if name is not None:
+                self.backend = framework.backend(name)
+                if markers.current_backend() is None:  # steps marked for this slot's sessions
+                    markers.set_backend(self.backend)
+        return self.backend
 
     @property
     def state(self) -> str:
@@ -179,15 +206,19 @@ class ProfilerSlot:
         took the profiler, or shutdown), so whoever waits for the window stops waiting.
         """
         try:
-            from tensorflow.python.profiler.internal import _pywrap_profiler
-        except Exception as exc:  # TF missing or broken: nothing to profile with
-            return CaptureResult(FAILED, f"TensorFlow profiler unavailable: {exc}")
+            backend = self.backend or self.resolve()
+        except Exception as exc:  # the framework missing or broken: nothing to profile with
+            return CaptureResult(FAILED, f"profiler unavailable: {exc}")
+        if backend is None:
+            return CaptureResult(FAILED, "no framework to profile: neither TensorFlow nor "
+                                 "JAX is imported (set framework / TFOBS_FRAMEWORK)")
         with self._cond:
             if self._state != "idle":
                 return CaptureResult(SKIPPED_BUSY, f"tfobs window still {self._state}")
             try:
-                if _public_session_active():
-                    return CaptureResult(SKIPPED_BUSY, "tf.profiler.experimental session active")
+                if backend.user_session_active():
+                    return CaptureResult(SKIPPED_BUSY, f"the job's own {backend.name} "
+                                         "profiler session is active")
                 # A configured folder may not exist yet (fresh pod) or may have been
                 # removed by a tmp cleaner: make it, as TF's own profiler does for logdirs.
                 os.makedirs(self.capture_dir, exist_ok=True)
@@ -195,18 +226,16 @@ class ProfilerSlot:
                                           dir=self.capture_dir)
             except Exception as exc:
                 return CaptureResult(FAILED, f"cannot create capture folder: {exc}")
-            session = _pywrap_profiler.ProfilerSession()
             try:
-                with quiet_log.quiet():  # TF logs two INFO lines here
-                    session.start(logdir, profiler_options(*self._options))
+                session = backend.open(logdir, self._options)
             except Exception as exc:
-                del session
                 shutil.rmtree(logdir, ignore_errors=True)
-                if _is_already_exists(exc):
+                if backend.is_busy(exc):
                     return CaptureResult(SKIPPED_BUSY, "another profiler session is active "
                                          "(profiler server or another tool)")
                 return CaptureResult(FAILED, f"profiler start failed: {exc}")
             self._session, self._logdir, self._state = session, logdir, "active"
+            self._collected, self._written, self._end_error = None, False, ""
             self._wake = wake
             self._started = time.perf_counter()
             self._rss_at_start = rss_bytes()
@@ -214,6 +243,47 @@ class ProfilerSlot:
             self._live_checked = time.monotonic()
             self._preempted_reason = ""
         return None
+
+    def end_tracing(self, at: EndAt = "step_boundary") -> WindowEnd | None:
+        """Stop tracing now, on this thread: wait for the device, stop, collect (training
+        thread at a step boundary; see the module doc). None when no session was tracing.
+        Never raises: a failed stop is told by `finish()`."""
+        with self._cond:
+            if self._state != "active":
+                return None
+            session, self._session = self._session, None
+            self._state = "stopping"
+        backend = self.backend
+        t0 = time.perf_counter()
+        try:
+            if backend is not None and at != "capture_thread":
+                backend.drain()
+        except Exception as exc:  # a device that cannot be waited for: stop all the same
+            self._end_error = f"device drain failed: {exc}"
+        t1 = time.perf_counter()
+        data: bytes | None = None
+        error = ""
+        try:
+            if backend is not None:
+                data = backend.stop(session)
+        except Exception as exc:
+            error = str(exc) or type(exc).__name__
+            if backend is not None and backend.is_busy(exc):
+                error = "busy: " + error
+        finally:
+            del session
+        t2 = time.perf_counter()
+        end = WindowEnd(at=at, drain_s=t1 - t0, stop_s=t2 - t1,
+                        thread=threading.current_thread().name, active_s=t1 - self._started)
+        with self._cond:
+            self._collected, self.last_end = data, end
+            self._written = data is None and not error
+            if error:
+                self._end_error = error
+            if self._state == "stopping":
+                self._state = "stopped"
+            self._cond.notify_all()
+        return end
 
     # -- capture thread ------------------------------------------------------------------
 
@@ -258,6 +328,13 @@ class ProfilerSlot:
                     f"bytes {max(traced, 0) >> 20} MiB: the heap kept freed tensors (limit "
                     f"{rss_limit >> 20}); {MALLOC_FIX}")
 
+    def over_hard_bound(self) -> bool:
+        """Tracing has grown the process's memory past max_capture_bytes (a window whose
+        end is overdue must not run the job out of memory)."""
+        base = self._rss_at_start
+        return bool(base) and rss_bytes() - base > max(self._growth_limit(),
+                                                       self.max_capture_bytes)
+
     def _growth_limit(self) -> int:
         """Export and reduction multiply a capture many times over (RESULTS.md "Capture
         bounds"), so tracing may grow memory by a quarter of max_capture_bytes at most."""
@@ -285,65 +362,96 @@ class ProfilerSlot:
         return (f"cut: memory grew {(live - live0) >> 20} MiB (malloc's live bytes) while "
                 f"tracing (limit {limit >> 20})")
 
-    def finish(self, read: bool = True) -> CaptureResult:
-        """Export the open session, read the XSpace bytes, delete the folder.
-
-        `read=False`: leave the capture in its folder (`path`, `folder`) for the reduce
-        helper, so its bytes never enter this process; the caller deletes the folder."""
+    def finish(self, read: bool = True, end_wait_s: float = 30.0) -> CaptureResult:
+        """Hand over the capture `end_tracing()` collected: its bytes (`read`), or the file
+        written into the session's folder in TensorBoard's layout (`path`, `folder`, for
+        the reduce helper; the caller deletes the folder). A session still tracing (no
+        step boundary came) is ended here, off the training thread, and counted so."""
         with self._cond:
-            if self._state != "active":
+            if self._state == "stopping":  # the training thread is ending it right now
+                self._cond.wait_for(lambda: self._state != "stopping", end_wait_s)
+            if self._state not in ("active", "stopped"):
                 reason = self._preempted_reason or "no tfobs session was active"
                 return CaptureResult(SKIPPED_BUSY, reason)
-            session, logdir = self._session, self._logdir
+            unended = self._state == "active"
+        if unended:
+            self.end_tracing(at="capture_thread")
+        with self._cond:
+            if self._state != "stopped":
+                reason = self._preempted_reason or "the window was dropped"
+                return CaptureResult(SKIPPED_BUSY, reason)
+            data, logdir, self._collected = self._collected, self._logdir, None
+            end, error, written = self.last_end, self._end_error, self._written
             self._state = "exporting"
         t0 = time.perf_counter()
-        active_s = t0 - self._started
+        active_s = end.active_s if end is not None else t0 - self._started
         handed = False
         try:
-            try:
-                with quiet_log.quiet():  # TF logs three INFO lines here
-                    session.export_to_tb()  # releases the GIL; stops tracing, writes the file
-            finally:
-                del session
-                with self._cond:
-                    self._session = None
-            result = self._read(logdir, active_s, t0, read)
+            if written:
+                result = self._read(logdir, active_s, t0, read)
+                handed = bool(result.path)
+                return result
+            if data is None:
+                if error.startswith("busy: "):
+                    return CaptureResult(SKIPPED_BUSY, "another profiler session is active "
+                                         "(profiler server or another tool)",
+                                         active_s=active_s)
+                return CaptureResult(FAILED, f"profiler stop failed: {error or 'no data'}",
+                                     active_s=active_s, export_s=time.perf_counter() - t0)
+            result = self._hand_over(data, logdir, active_s, t0, read)
             handed = bool(result.path)
             return result
         except Exception as exc:
-            reason = f"profiler export failed: {exc}"
-            if "No space left on device" in str(exc):  # TF's own error type, no errno
+            reason = f"capture write failed: {exc}"
+            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
                 reason = self._folder_full(logdir)
             return CaptureResult(FAILED, reason, active_s=active_s,
                                  export_s=time.perf_counter() - t0)
         finally:
+            del data
             if not handed:
                 shutil.rmtree(logdir, ignore_errors=True)
             with self._cond:
                 self._state, self._logdir = "idle", ""
                 self._cond.notify_all()
 
-    def _read(self, logdir: str, active_s: float, t0: float, read: bool = True) -> CaptureResult:
+    def _read(self, logdir: str, active_s: float, t0: float, read: bool) -> CaptureResult:
+        """The capture the framework wrote into `logdir` itself."""
         files = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
         if not files:
             return CaptureResult(FAILED, "profiler wrote no .xplane.pb", active_s=active_s,
                                  export_s=time.perf_counter() - t0)
         nbytes = sum(os.path.getsize(f) for f in files)
+        if read or nbytes > self.max_capture_bytes:
+            data = b""
+            if nbytes <= self.max_capture_bytes:
+                with open(files[0], "rb") as fh:  # one host per process: one file
+                    data = fh.read()
+            result = self._hand_over(data, logdir, active_s, t0, True, nbytes)
+            return result
+        self._note_size(nbytes, active_s)
+        return CaptureResult(CAPTURED, nbytes=nbytes, active_s=active_s,
+                             export_s=time.perf_counter() - t0, path=files[0], folder=logdir)
+
+    def _note_size(self, nbytes: int, active_s: float) -> None:
         if active_s > 0:  # what the next windows may expect (decays so one outlier fades)
             self.bytes_per_s = max(nbytes / active_s, 0.5 * self.bytes_per_s)
         self._check_room(nbytes)
+
+    def _hand_over(self, data: bytes, logdir: str, active_s: float, t0: float,
+                   read: bool, nbytes: int = -1) -> CaptureResult:
+        nbytes = len(data) if nbytes < 0 else nbytes
+        self._note_size(nbytes, active_s)
         if nbytes > self.max_capture_bytes:
             return CaptureResult(TOO_LARGE, f"capture is {nbytes} bytes, over "
                                  f"max_capture_bytes={self.max_capture_bytes}", nbytes=nbytes,
                                  active_s=active_s, export_s=time.perf_counter() - t0)
-        if not read:
-            return CaptureResult(CAPTURED, nbytes=nbytes, active_s=active_s,
-                                 export_s=time.perf_counter() - t0, path=files[0],
-                                 folder=logdir)
-        with open(files[0], "rb") as fh:  # one host per process: one file
-            data = fh.read()
-        return CaptureResult(CAPTURED, data=data, nbytes=nbytes, active_s=active_s,
-                             export_s=time.perf_counter() - t0)
+        if read:
+            return CaptureResult(CAPTURED, data=data, nbytes=nbytes, active_s=active_s,
+                                 export_s=time.perf_counter() - t0)
+        path = write_capture(logdir, data)
+        return CaptureResult(CAPTURED, nbytes=nbytes, active_s=active_s,
+                             export_s=time.perf_counter() - t0, path=path, folder=logdir)
 
     def _folder_full(self, logdir: str) -> str:
         """The export found the capture folder full: the reason to count, after moving
@@ -388,9 +496,10 @@ class ProfilerSlot:
     # -- any thread ----------------------------------------------------------------------
 
     def preempt(self, reason: str, timeout_s: float = 10.0) -> bool:
-        """Release the profiler now: drop an active session, wait out an export.
+        """Release the profiler now: drop an active session, wait out a stop in progress
+        (a collected capture still being written holds no profiler).
 
-        Returns True when the slot is idle afterwards.
+        Returns True when the profiler is free afterwards.
         """
         deadline = time.monotonic() + timeout_s
         with self._cond:
@@ -401,12 +510,13 @@ class ProfilerSlot:
                 self.preemptions += 1
                 shutil.rmtree(self._logdir, ignore_errors=True)
                 self._logdir = ""
-                with quiet_log.quiet():
-                    del session  # the C++ destructor stops tracing without writing anything
+                if self.backend is not None:
+                    self.backend.discard(session)
+                del session
                 self._cond.notify_all()
                 if self._wake is not None:
                     self._wake.set()
-            while self._state != "idle":
+            while self._state == "stopping":
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False

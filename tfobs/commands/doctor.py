@@ -115,6 +115,7 @@ def check_profiler(ctx: dict[str, Any]) -> tuple[str, str]:
     for i in range(5):
         with step(i):
             train(x)
+    slot.end_tracing()  # as a window ends: on this thread, between steps
     result = slot.finish()
     if not result.ok:
         return FAIL, f"capture {result.outcome}: {result.reason}"

@@ -195,8 +195,17 @@ METRICS: tuple[MetricDef, ...] = (
     _m("tfobs_windows_cut_total", "counter", ("cause",),
        "Windows closed before their planned steps to bound what they cost: time (the cap "
        "learned from earlier captures), live_bytes (the trace's own memory), rss."),
+    _m("tfobs_window_ends_total", "counter", ("at",),
+       "Windows whose tracing was stopped, by where: step_boundary or train_end (on the "
+       "training thread, after its device work drained: cannot race the job's kernels or "
+       "collectives), capture_thread (no step came to end it; the job had stopped "
+       "stepping)."),
+    _m("tfobs_window_end_seconds_total", "counter", ("part",),
+       "Training-thread seconds spent ending windows, by part: drain (waiting for the "
+       "job's queued device work), stop (the profiler's stop and collection). Charged to "
+       "the overhead budget."),
     _m("tfobs_capture_duration_seconds", "histogram", (),
-       "Time to export and read back one capture in seconds."),
+       "Time to hand one capture on after tracing stopped (write or read) in seconds."),
     _m("tfobs_reduce_duration_seconds", "histogram", (),
        "Time to reduce one capture to a summary in seconds."),
     _m("tfobs_capture_bytes_total", "counter", (), "Bytes of captures read back."),
@@ -222,7 +231,8 @@ METRICS: tuple[MetricDef, ...] = (
        "Unix time in seconds when the latest kept capture was written."),
     _m("tfobs_kept_bytes", "gauge", (),
        "Bytes of kept captures this worker holds in keep_dir (at most keep_max_bytes)."),
-    _m("tfobs_info", "info", ("version", "tensorflow_version", "python_version", "devices"),
+    _m("tfobs_info", "info", ("version", "tensorflow_version", "jax_version", "framework",
+                           "python_version", "devices"),
        "tfobs, TensorFlow and Python versions and devices of this worker (value 1)."),
 )
 

@@ -198,6 +198,11 @@ def _health(fams: _Families, st: WorkerState) -> None:
         fams.counter("tfobs_dropped_total", ident, (what,), n)
     for cause, n in sorted(h.cut.items()):
         fams.counter("tfobs_windows_cut_total", ident, (cause,), n)
+    for at, n in sorted(h.window_ends.items()):
+        fams.counter("tfobs_window_ends_total", ident, (at,), n)
+    if h.window_ends:
+        for part, seconds in sorted(h.window_end_s.items()):
+            fams.counter("tfobs_window_end_seconds_total", ident, (part,), seconds)
     fams.histogram("tfobs_capture_duration_seconds", ident, h.capture_s)
     fams.histogram("tfobs_reduce_duration_seconds", ident, h.reduce_s)
     fams.counter("tfobs_capture_bytes_total", ident, (), h.capture_bytes)

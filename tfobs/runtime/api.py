@@ -26,6 +26,7 @@ def enable(
     host_tracer_level: int | None = None,
     device_tracer_level: int | None = None,
     python_tracer_level: int | None = None,
+    framework: Literal["auto", "tensorflow", "jax"] | None = None,
     capture_dir: str | None = None,
     max_capture_bytes: int | None = None,
     max_capture_events: int | None = None,

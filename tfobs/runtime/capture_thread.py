@@ -38,6 +38,10 @@ NO_STEPS_MESSAGE = (
     "wrap each step in `with tfobs.step(step_num):` (README: Custom loops); evaluate, "
     "predict and *_on_batch inference are not training steps, and are not profiled")
 QUEUE_SIZE = 2  # captures waiting for reduction; the budget keeps it from filling
+# A capped window waits this long without a step (none running, none begun) for the
+# training thread to end it, before this thread ends it itself.
+END_GRACE_S = 2.0
+WATCH_END_S = 0.05
 
 ReduceQueue = queue.Queue[tuple[OpenWindow, CaptureResult] | None]  # None: stop
 
@@ -46,7 +50,7 @@ class CaptureThread:
     def __init__(self, windows: Windows, reduce_queue: ReduceQueue, health: HealthLedger,
                  failures: Failures, step_sink: StepSink | None, step_work: StepWorkMeter,
                  finish: Finish, after_first_step: Callable[[], None],
-                 hand_over_file: bool = False) -> None:
+                 hand_over_file: bool = False, tick: Callable[[], None] | None = None) -> None:
         self._w = windows
         self._queue = reduce_queue
         self._health, self._failures, self._finish = health, failures, finish
@@ -54,6 +58,7 @@ class CaptureThread:
         self._step_work = step_work
         self._read = not hand_over_file  # False: the reduce helper reads the capture
         self._after_first_step: Callable[[], None] | None = after_first_step
+        self._tick = tick  # once a second (the runtime watches what the job imported)
         self._warned_cut = False
         # When to say that no step was seen (None: said, a step came, or no steps are run
         # here: parameter servers and evaluators).
@@ -79,6 +84,11 @@ class CaptureThread:
                 w.release(window)
 
     def _tidy(self) -> None:
+        if self._tick is not None:
+            try:
+                self._tick()
+            except Exception as exc:
+                self._failures.report("capture", exc)
         start = self._after_first_step
         if start is not None and (self._health.steps > 0 or _tf_runtime_initialised()):
             self._after_first_step = None
@@ -112,6 +122,8 @@ class CaptureThread:
         if cut and w.slot.cut_cause != "time" and not self._warned_cut:
             self._warned_cut = True  # once: later cuts are on each window's record
             _log.warning("tfobs window %d %s", window.record.index, cut)
+        if not window.close.is_set():
+            self._await_end(window)
         w.stop_tracing(window)
         record = window.record
         record.end_ns = time.time_ns()
@@ -121,13 +133,20 @@ class CaptureThread:
         export_cpu_s = time.thread_time() - cpu0
         if watch is not None:
             watch.ended = time.monotonic()
+        end = w.slot.last_end
+        if end is not None and end.at == "capture_thread":  # ended here: no boundary came
+            record.set_end(end.at, end.drain_s, end.stop_s, end.thread)
+        if record.end_at:
+            self._health.observe_window_end(record.end_at, record.end_drain_s,
+                                            record.end_stop_s)
         record.capture_s = result.export_s
         record.background_cpu_s = export_cpu_s
         record.capture_bytes = result.nbytes
         # Background work is charged by CPU time, not wall time: while the export waits for
-        # a core it takes nothing from training.
+        # a core it takes nothing from training. Ending the window took the training
+        # thread's own time (the wait for the device, the stop): charged in full.
         w.budget.charge(active_s=result.active_s, background_s=export_cpu_s,
-                        steps_s=self._step_work.take())
+                        steps_s=self._step_work.take() + record.end_on_training_thread_s)
         if w.stopping:  # shut down mid-window: no time left to reduce it
             self._health.count_dropped("window")
             _remove(result.folder)
@@ -148,6 +167,24 @@ class CaptureThread:
             self._health.count_dropped("window")
             self._finish(record, "failed", "reduction queue full")
             w.release(window)
+
+
+    def _await_end(self, window: OpenWindow) -> None:
+        """The window is over (time cap, memory): ask the training thread to end it at its
+        next step boundary, and wait. Only where no boundary comes (the job stopped
+        stepping: no step has run for END_GRACE_S) or tracing would outgrow the memory bound
+        does this thread end it itself (`ProfilerSlot.finish`), counted as such."""
+        w = self._w
+        window.end_requested = True
+        last_seen, seen_at = w.boundary_at, time.monotonic()
+        while not window.close.wait(WATCH_END_S):
+            if w.stopping:
+                return
+            now = time.monotonic()
+            if w.boundary_at != last_seen or w.in_step:
+                last_seen, seen_at = w.boundary_at, now
+            if now - seen_at >= END_GRACE_S or w.slot.over_hard_bound():
+                return
 
 
 def _tf_runtime_initialised() -> bool:

@@ -13,11 +13,12 @@ import logging
 import os
 import queue
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tfobs.capture import markers
+from tfobs.capture import framework, markers
 from tfobs.capture.schedule import Budget, Policy
 from tfobs.capture.session import DIR_PREFIX, ProfilerSlot
 from tfobs.config import Config, runs_steps
@@ -100,13 +101,19 @@ class Runtime:
             worker = ReduceWorker(data_limit=data_limit_bytes(config.max_capture_bytes))
         self._capture = CaptureThread(self._windows, reduce_queue, self.health, self._failures,
                                       step_sink, work, self._finish, self._start_tf_parts,
-                                      hand_over_file=worker is not None)
+                                      hand_over_file=worker is not None,
+                                      tick=self._watch_imports)
         self._reduce = ReduceThread(config, self._windows, reduce_queue, self.sinks,
                                     self.health, self._failures, work, self._finish, reducer,
                                     worker, self.keeper)
         self.pid = os.getpid()
         self.running = False
         self._stopped = False
+        self.framework: framework.Framework | None = None  # whose profiler, once known
+        self._framework_lock = threading.Lock()
+        self._framework_said = False
+        self._hooked: list[Callable[[], None]] = []  # how to undo each framework hook
+        self.slot.resolve = self.resolve_framework
         # The training thread's hooks (markers.StepHooks), bound once.
         self.step_begin = self._windows.step_begin
         self.step_end = self._windows.step_end
@@ -147,23 +154,116 @@ class Runtime:
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> Runtime:
-        from tfobs.capture.profiler_server import install_server_hook
-        from tfobs.capture.session import (
-            install_yield_hook,
-            start_kill_cleaner,
-            sweep_stale_dirs,
-        )
+        from tfobs.capture.session import start_kill_cleaner, sweep_stale_dirs
 
         sweep_stale_dirs(self.slot.capture_dir)
         start_kill_cleaner(self.slot.capture_dir)  # removes our folders even after kill -9
-        install_yield_hook(self.slot)
-        install_server_hook(self.slot)
+        decided = framework.decided_at_enable(self.config.framework)
+        if decided is not None:
+            self._use_framework(decided)
+        else:  # both installed, neither imported yet: decide once the job runs one
+            self._watch_both()
         self._capture.thread.start()
         self._reduce.thread.start()
         markers.set_hooks(self)
-        markers.install_fit_hooks()
         self.running = True
         return self
+
+    # -- which framework's profiler -------------------------------------------------------
+
+    def resolve_framework(self) -> framework.Backend | None:
+        """The framework's profiler backend, chosen now if it was not yet (any thread)."""
+        if self.slot.backend is None and self.framework is None:
+            name = framework.choose(markers.marked_by) or framework.installed_default()
+            if name is not None:
+                self._use_framework(name)
+        return self.slot.backend
+
+    def _watch_imports(self) -> None:
+        """Capture thread, once a second while the framework is unknown: chosen as soon as
+        the job runs one (`framework.choose`)."""
+        if self.framework is None and not self._stopped and (
+                framework.choose(markers.marked_by) is not None):
+            self.resolve_framework()
+
+    def _watch_both(self) -> None:
+        """Both frameworks installed, neither imported: wrap Keras's fit and JAX's step
+        annotation the moment each is imported, so the job's first steps are seen (and say
+        which framework it trains with)."""
+        from tfobs.capture import import_watch
+
+        for module in ("keras", "tf_keras"):
+            import_watch.when_imported(module, self._install_fit_hooks)
+        import_watch.when_imported("jax", self._install_jax_steps)
+        self._hooked.append(import_watch.forget)
+
+    def _install_fit_hooks(self) -> None:
+        if self._stopped or self.framework == "jax":
+            return
+        markers.install_fit_hooks()
+        if markers.uninstall_fit_hooks not in self._hooked:
+            self._hooked.append(markers.uninstall_fit_hooks)
+
+    def _install_jax_steps(self) -> None:
+        from tfobs.capture import jax_steps
+
+        if self._stopped or self.framework == "tensorflow":
+            return
+        try:
+            if jax_steps.install() and jax_steps.uninstall not in self._hooked:
+                self._hooked.append(jax_steps.uninstall)
+        except Exception as exc:
+            self._failures.report("capture", exc)
+
+    def _use_framework(self, name: framework.Framework) -> None:
+        with self._framework_lock:
+            if self.framework is not None:
+                return
+            self.framework = name
+            try:
+                backend = framework.backend(name)
+            except Exception as exc:  # not installed, or broken: no windows, training goes on
+                if not self._framework_said:
+                    self._framework_said = True
+                    _log.warning("tfobs: no windows: %s profiler unavailable (%s); fix: %s",
+                                 name, exc, framework.MISSING_FIX[name])
+                self._failures.report("capture", exc)
+                return
+            self.slot.backend = backend
+            markers.set_backend(backend)
+            self.health.set_info({"framework": name})
+            try:
+                if name == "jax":
+                    self._hook_jax()
+                else:
+                    self._hook_tensorflow()
+            except Exception as exc:  # a hook we cannot place: windows still work
+                self._failures.report("capture", exc)
+
+    def _hook_tensorflow(self) -> None:
+        from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
+        from tfobs.capture.session import install_yield_hook, uninstall_yield_hook
+
+        install_yield_hook(self.slot)
+        self._hooked.append(uninstall_yield_hook)
+        install_server_hook(self.slot)
+        self._hooked.append(uninstall_server_hook)
+        self._install_fit_hooks()
+
+    def _hook_jax(self) -> None:
+        from tfobs.capture import jax_profiler
+
+        jax_profiler.install_yield_hook(self.slot)
+        self._hooked.append(jax_profiler.uninstall_yield_hook)
+        self._install_jax_steps()
+
+    def _unhook(self) -> None:
+        while self._hooked:
+            undo = self._hooked.pop()
+            try:
+                undo()
+            except Exception as exc:
+                self._failures.report("capture", exc)
 
     def stop(self, timeout_s: float) -> None:
         """Stop within `timeout_s`: drop an open window, finish threads, shut the sinks."""
@@ -172,12 +272,10 @@ class Runtime:
         self._stopped, self.running = True, False
         deadline = time.monotonic() + max(0.0, timeout_s)
         markers.clear_hooks(self)
-        markers.uninstall_fit_hooks()
-        from tfobs.capture.profiler_server import uninstall_server_hook
-        from tfobs.capture.session import uninstall_yield_hook
-
-        uninstall_yield_hook()
-        uninstall_server_hook()
+        with self._framework_lock:
+            self._unhook()
+        if markers._backend is self.slot.backend:
+            markers.set_backend(None)
         w = self._windows
         w.stopping = True
         if w.inflight is not None:
@@ -234,7 +332,7 @@ class Runtime:
     def _start_tf_parts(self) -> None:
         """Once training runs (TensorFlow set up by the job): TF memory sampler, devices."""
         tfmemory = self.sources.tfmemory
-        if tfmemory is not None:
+        if tfmemory is not None and self.framework == "tensorflow":
             try:
                 tfmemory.start()
             except Exception as exc:

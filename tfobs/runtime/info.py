@@ -17,13 +17,25 @@ def info_labels(query_devices: bool) -> dict[str, str]:
     from tfobs import __version__
 
     labels = {"version": __version__, "python_version": platform.python_version(),
-              "tensorflow_version": "", "devices": ""}
-    tf = sys.modules.get("tensorflow")  # never import TensorFlow just for a version string
+              "tensorflow_version": "", "jax_version": "", "devices": ""}
+    # never import a framework just for a version string
+    tf, jax = sys.modules.get("tensorflow"), sys.modules.get("jax")
     if tf is not None:
         labels["tensorflow_version"] = str(getattr(tf, "__version__", ""))
         if query_devices:
             labels["devices"] = ",".join(_devices(tf))
+    if jax is not None:
+        labels["jax_version"] = str(getattr(jax, "__version__", ""))
+        if query_devices and not labels["devices"]:
+            labels["devices"] = ",".join(_jax_devices(jax))
     return labels
+
+
+def _jax_devices(jax: Any) -> list[str]:
+    try:
+        return sorted(f"/device:{d.platform.upper()}:{d.id}" for d in jax.local_devices())
+    except Exception:
+        return []
 
 
 def _devices(tf: Any) -> list[str]:

@@ -12,6 +12,7 @@ exported or reduced (at most one at a time: the capture and reduce threads relea
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import sys
 import threading
@@ -28,7 +29,7 @@ from tfobs.capture.schedule import (
     next_window_start,
     window_full,
 )
-from tfobs.capture.session import ProfilerSlot
+from tfobs.capture.session import EndAt, ProfilerSlot
 from tfobs.capture.window_length import WindowLength, idle_cores, machine_ticks, usable_cores
 from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
@@ -36,6 +37,7 @@ from tfobs.runtime.failures import Failures
 from tfobs.summary import Outcome
 from tfobs.window import WindowRecord
 
+UNSAFE_END_ENV = "TFOBS_UNSAFE_WINDOW_END"
 # Records a window's end: (record, outcome, one-line reason).
 Finish = Callable[[WindowRecord, Outcome, str], None]
 
@@ -45,8 +47,12 @@ class OpenWindow:
     record: WindowRecord
     opened_at: float  # time.monotonic()
     first_step: int
-    close: threading.Event = field(default_factory=threading.Event)  # full, capped or dropped
+    # Set once the window no longer traces: ended on the training thread, or dropped.
+    close: threading.Event = field(default_factory=threading.Event)
     taken: bool = False  # the capture thread has it (tracing, exporting or reducing)
+    # The capture thread asks the training thread to end the window at its next step
+    # boundary (time cap, memory): tracing is never stopped under the job's running steps.
+    end_requested: bool = False
 
 
 RECENT_STEPS = 15  # untraced steps kept for the median a window's export is held against
@@ -108,11 +114,24 @@ class Windows:
         self._on_demand = False
         self._keep = False  # the on-demand window is to be kept
         self._index = 0
+        # A step is running on the training thread (between its begin and end hooks): the
+        # capture thread never ends a window itself then.
+        self.in_step = False
+        self.boundary_at = 0.0  # time.monotonic() of the latest step boundary in a window
+        # Only to reproduce the old window end (benchmarks/window_end_safety.py): the
+        # capture thread stops tracing while the job's steps run. Never set it in a job.
+        self.end_on_capture_thread = os.environ.get(UNSAFE_END_ENV, "") == "capture_thread"
 
     # -- training thread (hot path) -----------------------------------------------------
 
     def step_begin(self, step_num: int) -> None:
-        if self.tracing is not None or (step_num < self._next_start and not self._on_demand):
+        self.in_step = True
+        window = self.tracing
+        if window is not None:
+            if window.end_requested:  # capped: end between the last step and this one
+                self._end(window, "step_boundary")
+            return
+        if step_num < self._next_start and not self._on_demand:
             if step_num >= self._probe_at:
                 self._probe_at = sys.maxsize
                 self._probe = (time.process_time(), time.monotonic(), machine_ticks())
@@ -124,9 +143,10 @@ class Windows:
 
     def step_end(self, step_num: int, duration_s: float) -> None:
         self._health.steps += 1
+        self.in_step = False
         window = self.tracing
-        if window is not None and window.close.is_set():  # capped, or the profiler was
-            self.tracing = window = None  # taken by the user's own profiling: no exemplar
+        if window is not None and window.close.is_set():  # the profiler was taken by the
+            self.tracing = window = None  # user's own profiling: no exemplar
         if window is None:
             append = self._append
             if append is not None:
@@ -137,10 +157,10 @@ class Windows:
             return
         window.record.last_step = step_num
         exemplar = window.record.exemplar(step_num)
-        if window_full(window.first_step, step_num, self.length.steps):
-            self.tracing = None
-            window.close.set()
+        if window_full(window.first_step, step_num, self.length.steps) or window.end_requested:
+            self._end(window, "step_boundary")
         else:
+            self.boundary_at = time.monotonic()
             try:
                 cut = self.slot.step_ended()  # the trace's memory, read between steps
             except Exception as exc:  # never into training
@@ -148,8 +168,7 @@ class Windows:
                 self._failures.report("capture", exc)
             if cut:
                 window.record.cut = cut
-                self.tracing = None
-                window.close.set()
+                self._end(window, "step_boundary")
         sink = self._sink
         if sink is not None:
             try:
@@ -158,12 +177,26 @@ class Windows:
                 self._failures.report(sink.stage, exc)
 
     def train_end(self) -> None:
-        """Training stopped (end of fit): close an open window now instead of at its cap."""
+        """Training stopped (end of fit): end an open window now instead of at its cap."""
+        self.in_step = False
         window = self.inflight
         if window is not None:
             if self.tracing is window:
-                self.tracing = None
+                self._end(window, "train_end")
             window.close.set()
+
+    def _end(self, window: OpenWindow, at: EndAt) -> None:
+        """Training thread, between steps: stop tracing here, after the device drained
+        (ProfilerSlot.end_tracing), then let the capture thread hand the capture on."""
+        self.tracing = None
+        if not self.end_on_capture_thread:
+            try:
+                end = self.slot.end_tracing(at)
+                if end is not None:
+                    window.record.set_end(end.at, end.drain_s, end.stop_s, end.thread)
+            except Exception as exc:  # never into training
+                self._failures.report("capture", exc)
+        window.close.set()
 
     def _open(self, step_num: int) -> None:
         nominal = step_num  # where the window would have begun on every worker

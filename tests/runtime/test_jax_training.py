@@ -1,0 +1,162 @@
+"""A real JAX training loop (CPU) with `tfobs.enable()`: its windows are captured with JAX's
+profiler, ended on the training thread between steps after the device drained, reduced and
+published to a real Prometheus, a real OTLP receiver and the page; `tfobs analyze` of its
+kept capture gives the summary published live. TensorFlow is made unimportable in the job
+(`NO_TF=1`), as in a venv without it (`scripts/jax_venv.sh` runs these tests in one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytest.importorskip("jax")
+
+from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.prometheus_server import PrometheusServer, free_port
+from tfobs.export.otel import SPAN_WINDOW
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+WINDOWS = {"TFOBS_FIRST_WINDOW_STEP": "10", "TFOBS_INTERVAL_STEPS": "25",
+           "TFOBS_WINDOW_STEPS": "5", "TFOBS_OVERHEAD_BUDGET": "0.5"}
+
+
+def launch(tmp: pathlib.Path, env_extra: dict[str, str]) -> tuple[subprocess.Popen, pathlib.Path]:
+    out = tmp / "job.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFOBS_")}
+    env.update(WINDOWS)
+    env.update(NO_TF="1", JAX_PLATFORMS="cpu", TFOBS_NVML="false",
+               TFOBS_METRICS_BIND="127.0.0.1", TFOBS_CAPTURE_DIR=str(tmp),
+               OTEL_SDK_DISABLED="true", PYTHONPATH=str(ROOT))
+    env.update(env_extra)
+    log = (tmp / "job.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "tests.support.jax_job", str(out)],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return proc, out
+
+
+def wait_result(proc: subprocess.Popen, out: pathlib.Path, tmp: pathlib.Path,
+                timeout_s: float = 240) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if out.exists():
+            return json.loads(out.read_text())
+        code = proc.poll()
+        assert code is None, f"the JAX job ended ({code}):\n{(tmp / 'job.log').read_text()[-3000:]}"
+        time.sleep(0.3)
+    raise AssertionError(f"no result:\n{(tmp / 'job.log').read_text()[-3000:]}")
+
+
+def finish(proc: subprocess.Popen, out: pathlib.Path) -> str:
+    pathlib.Path(str(out) + ".stop").touch()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+    return proc.returncode
+
+
+def run_job(tmp: pathlib.Path, **env: str) -> dict:
+    proc, out = launch(tmp, {"LINGER_S": "0", **env})
+    result = wait_result(proc, out, tmp)
+    assert finish(proc, out) == 0, (tmp / "job.log").read_text()[-3000:]
+    return result
+
+
+def assert_ended_between_steps(result: dict) -> None:
+    """Every stop of a JAX session ran on the training thread, with no step open, right
+    after a drain of the device on the same thread."""
+    calls = result["calls"]
+    stops = [i for i, c in enumerate(calls) if c["call"] == "stop"]
+    assert stops, calls
+    for i in stops:
+        stop = calls[i]
+        assert stop["thread"] == result["main_thread"], calls
+        assert not stop["in_step"], calls
+        drain = calls[i - 1] if i else None
+        assert drain is not None and drain["call"] == "drain", calls
+        assert drain["thread"] == stop["thread"] and not drain["in_step"], calls
+
+
+@pytest.mark.parametrize("mark", ["annotation", "tfobs", "both"])
+def test_jax_windows_end_on_the_training_thread_after_the_device_drained(tmp_path, mark):
+    result = run_job(tmp_path, MARK=mark)
+    assert result["framework"] == "jax"
+    assert result["tensorflow_loaded"] is False
+    assert result["steps"] == 80  # every step counted once, whichever marker
+    captured = [w for w in result["windows"] if w["outcome"] == "captured"]
+    assert [(w["first"], w["last"]) for w in captured] == [(10, 14), (25, 29), (50, 54),
+                                                           (75, 79)], result["windows"]
+    assert_ended_between_steps(result)
+    for w in captured:
+        assert w["end_at"] == "step_boundary" and w["end_thread"] == result["main_thread"]
+        assert w["end_drain_s"] > 0 and w["end_stop_s"] > 0
+        steps = w["summary"]["steps"]
+        assert steps["count"] >= 4, steps  # XProf's step grouping of the "train" markers
+    assert not result["errors"], result["errors"]
+
+
+def test_jax_loop_that_stops_stepping_is_ended_off_the_training_thread_and_counted(tmp_path):
+    """A loop that stops mid-window never reaches the next boundary: the capture thread
+    ends the window itself after its grace, and says so."""
+    result = run_job(tmp_path, STOP_AT="12", STOP_S="6", TFOBS_WINDOW_MAX_S="1")
+    (w,) = [w for w in result["windows"] if w["outcome"] == "captured"]
+    assert w["end_at"] == "capture_thread" and w["end_thread"] == "tfobs-capture", w
+    assert (w["first"], w["last"]) == (10, 11)
+
+
+def test_jax_job_publishes_to_prometheus_otlp_page_and_keeps_what_analyze_reads(tmp_path):
+    keep_dir = tmp_path / "kept"
+    port = free_port()
+    with OtlpReceiver() as receiver:
+        proc, out = launch(tmp_path, {
+            "LINGER_S": "90", "TFOBS_METRICS_PORT": str(port),
+            "TFOBS_KEEP_DIR": str(keep_dir), "OTEL_SDK_DISABLED": "false",
+            "TFOBS_OTLP_ENDPOINT": receiver.endpoint})
+        prom = PrometheusServer([f"127.0.0.1:{port}"], scrape_interval_s=1.0)
+        try:
+            prom.start()
+            result = wait_result(proc, out, tmp_path)
+            captured = [w for w in result["windows"] if w["outcome"] == "captured"]
+            assert len(captured) == 4, result["windows"]
+            last = captured[-1]
+            # Prometheus: the last window's figures, the framework, the window ends.
+            prom.wait_for("tfobs_window_last_step == 79", timeout_s=30)
+            step_time = prom.query("tfobs_window_step_time_seconds")
+            assert float(step_time[0]["value"][1]) == pytest.approx(
+                last["summary"]["steps"]["mean_s"])
+            info = prom.query("tfobs_info")[0]["metric"]
+            assert info["framework"] == "jax" and info["jax_version"] and not info[
+                "tensorflow_version"]
+            ends = {r["metric"]["at"]: float(r["value"][1])
+                    for r in prom.query("tfobs_window_ends_total")}
+            assert ends == {"step_boundary": 4.0}, ends
+            # OTLP: one window trace each.
+            spans = receiver.wait_for(
+                lambda sp: sum(s.name == SPAN_WINDOW for s in sp) >= 4, timeout_s=30)
+            assert sum(s.name == SPAN_WINDOW for s in spans) == 4
+            # The page names the window end.
+            page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read()
+            assert b"Window end" in page and b"jax" in page
+        finally:
+            prom.stop()
+            finish(proc, out)
+    kept = [w for w in captured if w["kept_path"]]
+    assert kept, captured  # keep_first at least
+    for w in kept:
+        run = pathlib.Path(w["kept_path"]).parent.name
+        done = subprocess.run(
+            [sys.executable, "-m", "tfobs.cli", "analyze", str(keep_dir), "--run", run,
+             "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+            check=True)
+        assert json.loads(done.stdout) == w["summary"]

@@ -1,0 +1,108 @@
+"""TensorFlow's profiler as a `framework.Backend`.
+
+A session is the low-level `_pywrap_profiler.ProfilerSession`, never `profiler_v2._profiler`
+(the state behind `tf.profiler.experimental.start/stop`), so tfobs cannot leave that stale.
+Its `stop` binding returns trace-viewer JSON, not an XSpace, so `stop()` here is
+`export_to_tb`: stop tracing, collect, write the `.xplane.pb` into the session's folder.
+tfobs calls it on the training thread at a step boundary, after `drain()`, so XLA's CUPTI
+tracer is torn down while no kernel or collective of the job is in flight (`session.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from tfobs.capture import quiet_log
+
+_log = logging.getLogger("tfobs")
+
+
+class _Level:
+    """An int option TF's pybind layer accepts.
+
+    TF 2.21 drops plain int profiler options ("expects an i value"); an object with
+    `__index__` and no `__bool__` is converted as an integer and takes effect.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: int) -> None:
+        self.value = int(value)
+
+    def __index__(self) -> int:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"_Level({self.value})"
+
+
+def profiler_options(host: int, device: int, python: int) -> dict[str, Any]:
+    return {
+        "host_tracer_level": _Level(host),
+        "device_tracer_level": _Level(device),
+        "python_tracer_level": _Level(python),
+    }
+
+
+class TfBackend:
+    name: Final = "tensorflow"
+
+    def __init__(self) -> None:
+        from tensorflow.python.profiler.internal import _pywrap_profiler, _pywrap_traceme
+
+        self._pywrap = _pywrap_profiler
+        self._traceme = _pywrap_traceme.TraceMe
+        # TF 2.16 has no `traceme_enabled`: a TraceMe is then made every step, and records
+        # nothing (its C++ side checks) while no session runs.
+        self._recording = getattr(_pywrap_traceme, "traceme_enabled", None) or (lambda: True)
+        self._sync: Any = None  # tf.test.experimental.sync_devices, bound at the first drain
+        quiet_log.prepare()  # once, here (not on the training thread at a window)
+
+    def open(self, logdir: str, levels: tuple[int, int, int]) -> Any:
+        session = self._pywrap.ProfilerSession()
+        with quiet_log.quiet():  # TF logs two INFO lines here
+            session.start(logdir, profiler_options(*levels))
+        return session
+
+    def stop(self, session: Any) -> bytes | None:
+        with quiet_log.quiet():  # TF logs three INFO lines here
+            session.export_to_tb()  # releases the GIL; stops tracing, writes the file
+        return None
+
+    def discard(self, session: Any) -> None:
+        with quiet_log.quiet():
+            del session  # the C++ destructor stops tracing without writing anything
+
+    def drain(self) -> None:
+        """Wait for the job's queued device work (GPU streams, async eager executors):
+        TF's `sync_devices`, which runs only eagerly (a marker inside a tf.function has
+        no device work of its own to wait for)."""
+        sync = self._sync
+        if sync is None:
+            import tensorflow as tf
+
+            sync = self._sync = getattr(tf.test.experimental, "sync_devices", None) or _no_sync
+        from tensorflow.python.eager import context
+
+        if context.executing_eagerly():
+            sync()
+
+    def is_busy(self, exc: BaseException) -> bool:
+        return type(exc).__name__ == "AlreadyExistsError" or "nother profil" in str(exc)
+
+    def user_session_active(self) -> bool:
+        """True while the user's `tf.profiler.experimental.start` session (or TB callback)
+        runs."""
+        from tensorflow.python.profiler import profiler_v2
+
+        return profiler_v2._profiler is not None
+
+    def marker(self, step_num: int) -> Any:
+        if self._recording():  # a profiler session (tfobs's or the user's) is recording
+            return self._traceme("train", step_num=step_num, _r=1)
+        return None
+
+
+def _no_sync() -> None:
+    """TensorFlow before 2.13 has no sync_devices: nothing to wait with."""
