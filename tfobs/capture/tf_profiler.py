@@ -56,7 +56,7 @@ class TfBackend:
         # TF 2.16 has no `traceme_enabled`: a TraceMe is then made every step, and records
         # nothing (its C++ side checks) while no session runs.
         self._recording = getattr(_pywrap_traceme, "traceme_enabled", None) or (lambda: True)
-        self._sync: Any = None  # tf.test.experimental.sync_devices, bound at the first drain
+        self._gpus: list[str] | None = None  # this worker's GPUs, listed at the first drain
         quiet_log.prepare()  # once, here (not on the training thread at a window)
 
     def open(self, logdir: str, levels: tuple[int, int, int]) -> Any:
@@ -75,18 +75,25 @@ class TfBackend:
             del session  # the C++ destructor stops tracing without writing anything
 
     def drain(self) -> None:
-        """Wait for the job's queued device work (GPU streams, async eager executors):
-        TF's `sync_devices`, which runs only eagerly (a marker inside a tf.function has
-        no device work of its own to wait for)."""
-        sync = self._sync
-        if sync is None:
-            import tensorflow as tf
-
-            sync = self._sync = getattr(tf.test.experimental, "sync_devices", None) or _no_sync
+        """Wait for the job's queued device work on this worker: a `SyncDevice` op on each
+        local GPU (a stream runs its kernels in order), then the async eager queues; the
+        same as TF's `sync_devices`, less its remote devices (in a multi-worker job those
+        are the other workers': syncing them runs ops there, in their steps)."""
         from tensorflow.python.eager import context
 
-        if context.executing_eagerly():
-            sync()
+        if not context.executing_eagerly():  # a marker inside a tf.function: nothing queued
+            return
+        gpus = self._gpus
+        if gpus is None:
+            gpus = self._gpus = _local_gpus()
+        if gpus:
+            from tensorflow.python.framework import ops
+            from tensorflow.python.ops import gen_sync_ops
+
+            for name in gpus:
+                with ops.device(name):
+                    gen_sync_ops.SyncDevice()
+        context.async_wait()
 
     def is_busy(self, exc: BaseException) -> bool:
         return type(exc).__name__ == "AlreadyExistsError" or "nother profil" in str(exc)
@@ -104,5 +111,11 @@ class TfBackend:
         return None
 
 
-def _no_sync() -> None:
-    """TensorFlow before 2.13 has no sync_devices: nothing to wait with."""
+def _local_gpus() -> list[str]:
+    """This worker's logical GPU devices (none of another worker's)."""
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    here = ctx.host_address_space()
+    names = [d.name for d in ctx.list_logical_devices("GPU")]
+    return [n for n in names if "/job:" not in n or (here and n.startswith(here))]

@@ -44,6 +44,9 @@ def register(sub: Any) -> None:
                         "(default 100)")
     p.add_argument("--linger", type=float, default=0.0,
                    help="keep serving metrics this many seconds after training ends")
+    p.add_argument("--framework", choices=("tensorflow", "jax"), default="tensorflow",
+                   help="train with Keras on TensorFlow (default) or a JAX loop "
+                        "(needs only JAX: pip install 'tfobs[jax]')")
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
@@ -189,6 +192,10 @@ def run(args: argparse.Namespace) -> int:
     if problem:  # before TensorFlow loads: one line, exit 2
         print(f"tfobs demo: {problem}", file=sys.stderr)
         return 2
+    if args.framework == "jax":
+        from tfobs.commands import demo_jax
+
+        return demo_jax.run(args, _options(args), format_window)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # quiet TF's per-session INFO lines
     import tensorflow as tf
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 import logging
 import queue
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable
 
-from tfobs.capture import markers
+from tfobs.capture import import_watch, markers
 from tfobs.capture.session import CaptureResult
 from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
@@ -190,8 +189,8 @@ class CaptureThread:
 def _tf_runtime_initialised() -> bool:
     """True once the job itself has initialised TensorFlow's runtime (its device setup is
     over): a process that runs no steps (an evaluator) still gets its TF memory samples."""
-    if "tensorflow" not in sys.modules:
-        return False
+    if not import_watch.imported("tensorflow"):  # importing it from this thread while the
+        return False  # job's thread imports it would deadlock on the module locks
     try:
         from tensorflow.python.eager import context
 

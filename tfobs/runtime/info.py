@@ -19,7 +19,7 @@ def info_labels(query_devices: bool) -> dict[str, str]:
     labels = {"version": __version__, "python_version": platform.python_version(),
               "tensorflow_version": "", "jax_version": "", "devices": ""}
     # never import a framework just for a version string
-    tf, jax = sys.modules.get("tensorflow"), sys.modules.get("jax")
+    tf, jax = _done("tensorflow"), _done("jax")
     if tf is not None:
         labels["tensorflow_version"] = str(getattr(tf, "__version__", ""))
         if query_devices:
@@ -29,6 +29,14 @@ def info_labels(query_devices: bool) -> dict[str, str]:
         if query_devices and not labels["devices"]:
             labels["devices"] = ",".join(_jax_devices(jax))
     return labels
+
+
+def _done(name: str) -> Any:
+    """The module if the job has finished importing it (never half-imported: reading one
+    from this thread while the job's thread imports it can deadlock or fail)."""
+    from tfobs.capture.import_watch import imported
+
+    return sys.modules.get(name) if imported(name) else None
 
 
 def _jax_devices(jax: Any) -> list[str]:
@@ -49,7 +57,7 @@ def _devices(tf: Any) -> list[str]:
 def worker_resource(identity: dict[str, str]) -> dict[str, Any]:
     """What the runtime adds to the OTel resource (`otel.resource_attributes` fills in the
     service, host and versions): the worker identity, the process and its devices."""
-    tf = sys.modules.get("tensorflow")
+    tf = _done("tensorflow")
     return {"process.pid": os.getpid(),
             **identity,  # tf_job, tf_task, tf_cluster, local_rank
             "devices": _devices(tf) if tf is not None else []}

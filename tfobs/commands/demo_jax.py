@@ -1,0 +1,92 @@
+"""`tfobs demo --framework jax`: a real small JAX training loop with tfobs enabled.
+
+A jitted MLP regression step (`jax.value_and_grad`, plain SGD) over batches made on the host
+with numpy, each step marked as JAX users mark them (`jax.profiler.StepTraceAnnotation`).
+With `--input-bound` the host sleeps per batch inside the step, as a slow loader would.
+Needs JAX only (`pip install 'tfobs[jax]'`); TensorFlow is never imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+WIDTH, HIDDEN, BATCH = 256, 1024, 256
+
+
+def _step_fn(jax: Any) -> Any:
+    jnp = jax.numpy
+
+    @jax.jit
+    def train_step(params: Any, x: Any, y: Any) -> Any:
+        def loss(p: Any) -> Any:
+            h = jnp.tanh(x @ p["w1"])
+            return jnp.mean((h @ p["w2"] - y) ** 2)
+
+        value, grads = jax.value_and_grad(loss)(params)
+        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), value
+
+    return train_step
+
+
+def run(args: argparse.Namespace, options: dict[str, Any], format_window: Any) -> int:
+    import tfobs
+
+    try:
+        runtime = tfobs.enable(framework="jax", **options)
+    except tfobs.ConfigError as exc:
+        print(f"tfobs demo: {exc}", file=sys.stderr, flush=True)
+        return 2
+    try:
+        import jax
+        import numpy as np
+    except ImportError as exc:
+        print(f"tfobs demo: JAX is not installed ({exc}); fix: pip install 'tfobs[jax]'",
+              file=sys.stderr, flush=True)
+        return 2
+    if runtime is not None:
+        cfg = runtime.config
+        print(f"tfobs demo (JAX {jax.__version__}, {jax.devices()[0].platform}): metrics at "
+              f"{runtime.metrics_url or '(no server)'}; windows every {cfg.interval_steps} "
+              f"steps ({cfg.window_steps} steps each), input-bound={args.input_bound}",
+              flush=True)
+        runtime.add_listener(lambda rec, summ: print(format_window(rec, summ), flush=True))
+    key1, key2 = jax.random.split(jax.random.PRNGKey(0))
+    params = {"w1": jax.random.normal(key1, (WIDTH, HIDDEN)) * 0.03,
+              "w2": jax.random.normal(key2, (HIDDEN, 1)) * 0.03}
+    train_step = _step_fn(jax)
+    rng = np.random.default_rng(0)
+    sleep_s = args.sleep_ms / 1000.0 if args.input_bound else 0.0
+    t0 = time.monotonic()
+    steps, loss = 0, None
+    try:
+        while args.seconds <= 0 or time.monotonic() - t0 < args.seconds:
+            with jax.profiler.StepTraceAnnotation("train", step_num=steps):
+                if sleep_s:
+                    time.sleep(sleep_s)  # a slow loader, inside the step
+                x = rng.standard_normal((BATCH, WIDTH), dtype=np.float32)
+                params, loss = train_step(params, x, np.sin(x[:, :1]))
+                if steps % 10 == 0:
+                    loss.block_until_ready()  # as a job that logs its loss every 10 steps
+            steps += 1
+    except KeyboardInterrupt:
+        pass
+    elapsed = time.monotonic() - t0
+    if loss is not None:
+        loss.block_until_ready()
+    if runtime is not None:
+        runtime.train_end()
+        runtime.wait_idle(30.0)
+    health = runtime.health if runtime is not None else None
+    windows = dict(health.windows) if health else {}
+    errors = sum(health.errors.values()) if health else 0
+    print(f"tfobs demo done: steps={steps} seconds={elapsed:.1f} "
+          f"windows={sum(windows.values())} "
+          + " ".join(f"{k}={v}" for k, v in sorted(windows.items()))
+          + f" errors={errors}", flush=True)
+    if args.linger > 0 and runtime is not None:
+        time.sleep(args.linger)
+    tfobs.disable()
+    return 0
