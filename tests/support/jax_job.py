@@ -83,14 +83,9 @@ def batches():
 
 def main() -> None:
     out = sys.argv[1]
-    windows: list = []
+    seen: list = []  # (record, summary): read at the end, once keeping has written its path
     if handle is not None:
-        handle.add_listener(lambda rec, summary: windows.append(
-            {"index": rec.index, "outcome": rec.outcome, "reason": rec.reason,
-             "first": rec.first_step, "last": rec.last_step, "end_at": rec.end_at,
-             "end_thread": rec.end_thread, "end_drain_s": rec.end_drain_s,
-             "end_stop_s": rec.end_stop_s, "kept_path": rec.kept_path,
-             "summary": summary.to_dict() if summary is not None else None}))
+        handle.add_listener(lambda rec, summary: seen.append((rec, summary)))
     params = init(jax.random.PRNGKey(0))
     data = batches()
     loss = None
@@ -110,6 +105,12 @@ def main() -> None:
     if loss is not None:
         loss.block_until_ready()
     idle = handle.wait_idle(60.0) if handle is not None else True
+    windows = [{"index": rec.index, "outcome": rec.outcome, "reason": rec.reason,
+                "first": rec.first_step, "last": rec.last_step, "end_at": rec.end_at,
+                "end_thread": rec.end_thread, "end_drain_s": rec.end_drain_s,
+                "end_stop_s": rec.end_stop_s, "kept_path": rec.kept_path,
+                "summary": summary.to_dict() if summary is not None else None}
+               for rec, summary in seen]
     result = {
         "idle": idle,
         "framework": handle.framework if handle is not None else None,

@@ -326,6 +326,16 @@ def _health(h: dict[str, Any]) -> str:
                        ("estimated_overhead_ratio", "Estimated overhead")):
         if h.get(key) is not None:
             rows.append([label, _e(_pct(h[key]))])
+    ends = h.get("window_ends") or {}
+    if ends:  # where tracing stopped, and what that took from the training thread
+        n = sum(ends.values())
+        end_s = h.get("window_end_s") or {}
+        framework = (h.get("info") or {}).get("framework", "")
+        rows.append(["Window end", _e(
+            ", ".join(f"{k.replace('_', ' ')} {int(v)}" for k, v in sorted(ends.items()))
+            + f"; on the training thread: device drain {_ms(end_s.get('drain', 0.0) / n)}, "
+              f"stop {_ms(end_s.get('stop', 0.0) / n)} a window"
+            + (f" ({framework} profiler)" if framework else ""))])
     kept = h.get("kept_last")
     if kept is not None:  # tfobs/runtime/keep.py: open it in TensorBoard / XProf
         folder = kept.path.split("/plugins/profile/")[0]

@@ -178,6 +178,8 @@ def health_of(worker: WorkerState, url: str = "") -> dict[str, Any]:
         "window_index": latest.window.index if latest and latest.window else None,
         "kept": h.kept,
         "kept_last": h.kept_last,
+        "window_ends": h.window_ends,
+        "window_end_s": h.window_end_s,
     }
 
 

@@ -115,6 +115,12 @@ class GfileStore:
 
     @staticmethod
     def _gfile() -> Any:
+        from tfobs.capture.import_watch import imported
+
+        if not imported("tensorflow"):  # a JAX job: local folders only
+            from tfobs.runtime.local_files import LocalFiles
+
+            return LocalFiles()
         import tensorflow as tf
 
         return tf.io.gfile
