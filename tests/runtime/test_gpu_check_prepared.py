@@ -1,0 +1,40 @@
+"""The prepared GPU check (tools/gpu_window_end_check.py) runs end to end, here on CPU JAX in
+its --smoke sizes, so the script a session with a lent GPU runs in one device call works:
+every part reports, the new window end captures windows on the training thread, and the
+driver writes its verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("jax")
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_gpu_check_runs_every_part_on_cpu(tmp_path):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in env.items() if not k.startswith("TFOBS_")}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gpu_window_end_check.py"), "--smoke",
+         "--out", str(tmp_path), "--old-runs", "1", "--new-runs", "1"],
+        capture_output=True, text=True, timeout=540, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((tmp_path / "gpu_window_end.json").read_text())
+    verdict = results["verdict"]
+    assert verdict["new_end_died"] == 0 and verdict["new_end_windows"] >= 4, verdict
+    assert verdict["old_end_runs"] == 1 and results["old_end"][0]["windows"] == 2
+    for run in results["new_end"]:
+        assert run["ends"] == {"step_boundary": run["windows"]["captured"]}, run
+    cost = results["cost"]
+    assert {b["tfobs"] for b in cost["blocks"]} == {True, False}
+    assert cost["windows"] and all(w["end_at"] == "step_boundary" for w in cost["windows"]
+                                   if w["outcome"] == "captured")
+    assert isinstance(verdict["cost_ratio"], float)
