@@ -4,7 +4,8 @@
 # gcc and python3-dev where missing (the compiled reader).
 # Python: a fresh .venv with tfobs and its test extras (ruff, mypy, pytest, ...). Extra
 # arguments go to pytest (e.g. -m "not slow" for the quick tests).
-# Then scripts/compat.sh: a subset of the tests on the oldest supported TensorFlow.
+# Then scripts/jax_venv.sh: the JAX live path's tests in a venv without TensorFlow, and
+# scripts/compat.sh: a subset of the tests on the oldest supported TensorFlow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,11 @@ fi
 .venv/bin/mypy  # settings in pyproject.toml [tool.mypy]: the whole tfobs package
 # -rs: print the reason of every skipped test, so a skip never hides a missing feature.
 .venv/bin/python -m pytest -q -rs -p no:cacheprovider "$@"
+
+# The JAX live path in a venv without TensorFlow (.venv-jax/).
+if [ "${TFOBS_JAX:-1}" != 0 ]; then
+  bash scripts/jax_venv.sh
+fi
 
 # Compatibility job: the oldest supported TensorFlow in its own venv (.venv-compat/).
 # TFOBS_COMPAT=0 leaves it out (a quick local run of a few tests).

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The JAX job without TensorFlow: a venv of its own (.venv-jax/) with tfobs's JAX extra and
+# what the JAX tests need, and no TensorFlow; checks that none got in, then runs the tests
+# of the JAX live path there (real Prometheus, OTLP receiver, page, kept captures, analyze,
+# the prepared GPU check on CPU). Reused while the install steps are unchanged.
+# Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${TFOBS_JAX_VENV:-.venv-jax}"
+install_rev=1  # bump when the install steps below change
+key="$install_rev-$(sha256sum pyproject.toml | cut -c1-16)"
+pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+if [ "$(cat "$venv/.tfobs-jax" 2>/dev/null)" != "$key" ]; then
+  echo "jax venv: building $venv (JAX, no TensorFlow)"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "${pip[@]}" -e '.[jax,otlp]' pytest pytest-timeout "opentelemetry-proto>=1.25" PyYAML
+  echo "$key" > "$venv/.tfobs-jax"
+fi
+if "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tensorflow") is None)'; then
+  echo "jax venv: TensorFlow is installed in $venv; the JAX path must run without it" >&2
+  exit 1
+fi
+"$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
+  tests/runtime/test_jax_training.py tests/runtime/test_gpu_check_prepared.py "$@"
