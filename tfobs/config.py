@@ -8,7 +8,7 @@ unreadable, a bad bind address, remote capture without a token) never falls back
 server: the metrics server stays off with one error line and training goes on. Secrets never
 appear in a message. All `TFOBS_*` names live here, with one line of help and the default each
 (`OPTIONS`, the only place defaults are written); `tests/runtime/test_config.py` checks that
-the README's options table lists exactly them.
+the options table in docs/options.md lists exactly them.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class MetricsState:
 
 
 class PrometheusExporter:
-    """`tfobs_*` metrics for one worker, served at `/metrics` (see README "metrics")."""
+    """`tfobs_*` metrics for one worker, served at `/metrics` (see docs/metrics.md)."""
 
     stage = "export_prometheus"
 

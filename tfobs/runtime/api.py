@@ -59,7 +59,7 @@ def enable(
 
     Call it once, before training starts; a second call returns the running handle (new
     options are ignored until `tfobs.disable()`, with a warning). Each keyword is one option
-    of the README's options table (meaning, unit, default): an explicit keyword wins over
+    of the options table (docs/options.md) (meaning, unit, default): an explicit keyword wins over
     its `TFOBS_<NAME>` variable, which wins over the default. Returns None when
     `enabled=False` (or `TFOBS_ENABLED=false`).
 
