@@ -107,6 +107,31 @@ def _scratch_folder(v: Any) -> str:
     return ""
 
 
+def _keep_folder(v: Any) -> str:
+    """'' (keep nothing), a URL of a TensorFlow file system, or a local folder this process
+    can write or make: a file in the way, or a folder it cannot write, would fail every keep
+    (checked at enable(), as capture_dir is, instead of at the first window kept)."""
+    allowed = ("'' (keep nothing), a folder this process can write, or a URL "
+               "(gs://, s3://, hdfs://)")
+    if not isinstance(v, str):
+        return allowed
+    if not v or "://" in v:
+        return ""  # a remote store is checked by its own file system at the first keep
+    path = os.path.abspath(v)
+    while not os.path.exists(path):  # the nearest part that exists: tfobs makes the rest
+        parent = os.path.dirname(path)
+        if parent == path:
+            return ""
+        path = parent
+    if not os.path.isdir(path):
+        return allowed + (" (this path is a file)" if path == os.path.abspath(v) else
+                          f" ({path} is a file)")
+    if not os.access(path, os.W_OK | os.X_OK):
+        return allowed + (" (this folder is not writable)" if path == os.path.abspath(v)
+                          else f" (cannot make it: {path} is not writable)")
+    return ""
+
+
 def _endpoint(v: Any) -> str:
     """'' or a URL with a host and a valid port (scheme optional: `collector:4317` is how
     many write a gRPC endpoint, and OpenTelemetry's exporter takes it)."""
@@ -232,9 +257,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("tf_task", "", "Worker identity label tf_task; '' reads TF_CONFIG (default '0').",
            _label),
     Option("verbose", False, "Log each window at INFO on the 'tfobs' logger.", _is_bool),
+    Option("quiet", False, "No tfobs lines in the job's log at enable() and per window "
+           "(warnings still show).", _is_bool),
     Option("keep_dir", "", "Folder or URL (gs://, s3://, hdfs://: any TensorFlow file system) "
            "where windows that matter are kept in TensorBoard's layout "
-           "(DIR/plugins/profile/RUN/HOST.xplane.pb); '' keeps none.", _is_str),
+           "(DIR/plugins/profile/RUN/HOST.xplane.pb); '' keeps none.", _keep_folder),
     Option("keep_max_bytes", 1024 * MIB, "Bytes of kept captures this worker holds in "
            "keep_dir; the oldest are deleted first.", _int_range(1)),
     Option("keep_max_per_hour", 6, "Most windows kept per hour by the triggers (on-demand "
@@ -309,6 +336,7 @@ class Config:
     tf_job: str = _default("tf_job")
     tf_task: str = _default("tf_task")
     verbose: bool = _default("verbose")
+    quiet: bool = _default("quiet")
     keep_dir: str = _default("keep_dir")
     keep_max_bytes: int = _default("keep_max_bytes")
     keep_max_per_hour: int = _default("keep_max_per_hour")

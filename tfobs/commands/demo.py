@@ -190,13 +190,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"tfobs demo: {problem}", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # quiet TF's per-session INFO lines
+    from tfobs.runtime.lifecycle import tensorflow_missing
+
+    missing = tensorflow_missing()
+    if missing:  # one line naming the fix, not an import traceback
+        print("tfobs demo: TensorFlow is not installed for this Python "
+              f"({sys.executable}); install it in the same environment: pip install "
+              "'tensorflow>=2.16' (or, in a clone of tfobs: pip install -e '.[all,tensorflow]')",
+              file=sys.stderr, flush=True)
+        return 2
     import tensorflow as tf
 
     import tfobs
+    from tfobs.runtime import progress
 
     keras = tf.keras
     try:
-        runtime = tfobs.enable(**_options(args))
+        # The demo prints its own, longer line per window instead of tfobs's log lines.
+        runtime = tfobs.enable(quiet=True, **_options(args))
     except tfobs.ConfigError as exc:  # a taken --port, a bad --bind: one line naming the flag
         print(f"tfobs demo: {flag_names(str(exc))}", file=sys.stderr, flush=True)
         return 2
@@ -207,10 +218,20 @@ def run(args: argparse.Namespace) -> int:
         each = (f"up to {cfg.window_steps} steps each, fewer while exports slow steps over "
                 f"{cfg.export_step_stretch:g}x" if cfg.export_step_stretch
                 else f"{cfg.window_steps} steps each")
-        print(f"tfobs demo: metrics at {runtime.metrics_url or '(no server)'}; windows every "
-              f"{cfg.interval_steps} steps ({each}), input-bound={args.input_bound}",
-              flush=True)
-        runtime.add_listener(lambda rec, summ: print(format_window(rec, summ), flush=True))
+        url = runtime.metrics_url
+        where = (f"page {url.removesuffix('metrics')} , metrics {url}" if url
+                 else "no metrics server")
+        length = f"for {args.seconds:g} s" if args.seconds else "until Ctrl-C"
+        print(f"tfobs demo: training a small Keras model {length}, input-bound="
+              f"{args.input_bound}; {where}; first window at step {cfg.first_window_step}, "
+              f"then every {cfg.interval_steps} steps ({each}) while the "
+              f"{cfg.overhead_budget:.0%} budget allows", flush=True)
+
+        def show(rec: Any, summ: Any) -> None:
+            print(f"{format_window(rec, summ)} | {progress.next_window(runtime, rec.last_step)}",
+                  flush=True)
+
+        runtime.add_listener(show)
     stop = threading.Event()
     model = build_model(keras, healthy=not args.input_bound)
     ds = build_dataset(tf, args.batch_size, args.input_bound, args.sleep_ms)
