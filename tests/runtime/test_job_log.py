@@ -72,7 +72,8 @@ STARTED = re.compile(
 WINDOW = re.compile(
     r"tfobs: window (\d+), steps (\d+)-(\d+)(?: \([^)]*\))?: step (\d+\.\d) ms, input-bound: "
     r"(highly|moderately|potentially|not|unknown) \((\d+)%\); (?:advice \w+: .+|no advice above "
-    r"info); next window at step (\d+)")
+    r"info); next window at step (\d+)(?: \(in about \d+ s\)| if the 50% budget allows \(in "
+    r"about \d+ s of training\))?")
 
 
 def test_enable_and_each_window_speak_in_the_job_log_with_no_logging_set_up(tmp_path) -> None:

@@ -37,7 +37,8 @@ def register(sub: Any) -> None:
     p.add_argument("--interval-steps", type=int, default=None,
                    help="a window every this many steps (default: TFOBS_INTERVAL_STEPS or 500)")
     p.add_argument("--overhead-budget", type=float, default=None,
-                   help="profiler cost target, share of training time (default 0.01)")
+                   help="profiler cost target, share of training time (default: "
+                        "TFOBS_OVERHEAD_BUDGET or 0.05 in the demo, 0.01 in a job)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--sleep-ms", type=float, default=100.0,
                    help="per-batch delay of the --input-bound pipeline's Python map "
@@ -46,8 +47,15 @@ def register(sub: Any) -> None:
                    help="keep serving metrics this many seconds after training ends")
 
 
+# A job's 1 % budget lets one window through in the demo's first 90 s; 5 % shows several,
+# each line saying when the next comes.
+DEMO_BUDGET = 0.05
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {}
+    if "TFOBS_OVERHEAD_BUDGET" not in os.environ:
+        opts["overhead_budget"] = DEMO_BUDGET
     for name, key in (("port", "metrics_port"), ("bind", "metrics_bind"),
                       ("steps_per_window", "window_steps"), ("interval_steps", "interval_steps"),
                       ("overhead_budget", "overhead_budget")):
@@ -225,11 +233,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"tfobs demo: training a small Keras model {length}, input-bound="
               f"{args.input_bound}; {where}; first window at step {cfg.first_window_step}, "
               f"then every {cfg.interval_steps} steps ({each}) while the "
-              f"{cfg.overhead_budget:.0%} budget allows", flush=True)
+              f"{cfg.overhead_budget:.0%} budget allows"
+              + (" (the demo's; a job's default is 1%)" if cfg.overhead_budget == DEMO_BUDGET
+                 else ""), flush=True)
 
         def show(rec: Any, summ: Any) -> None:
-            print(f"{format_window(rec, summ)} | {progress.next_window(runtime, rec.last_step)}",
-                  flush=True)
+            step_s = summ.steps.mean_s if summ is not None and summ.steps.count else 0.0
+            print(f"{format_window(rec, summ)} | "
+                  f"{progress.next_window(runtime, rec.last_step, step_s)}", flush=True)
 
         runtime.add_listener(show)
     stop = threading.Event()

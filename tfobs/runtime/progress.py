@@ -95,15 +95,19 @@ def budget_wait_s(runtime: Runtime) -> float:
     return max(0.0, runtime.budget.not_before - runtime.budget.clock())
 
 
-def next_window(runtime: Runtime, after_step: int) -> str:
-    """When the next scheduled window comes, as a phrase."""
+def next_window(runtime: Runtime, after_step: int, step_s: float = 0.0) -> str:
+    """When the next scheduled window comes, as a phrase: its step, and, with the step time
+    (`step_s`), about when; or when the budget lets it, where the budget rests longer."""
     policy = runtime.policy
     step = next_window_start(max(after_step, 0) + 1, policy)
     wait_s = budget_wait_s(runtime)
+    reach_s = (step - after_step) * step_s if step_s > 0 else 0.0
     text = f"next window at step {step}"
-    if wait_s > 1.0:
+    if wait_s > max(reach_s, 1.0):
         text += (f" if the {policy.overhead_budget:.0%} budget allows (in about "
                  f"{wait_s:.0f} s of training)")
+    elif reach_s >= 1.0:
+        text += f" (in about {reach_s:.0f} s)"
     return text
 
 
@@ -150,9 +154,10 @@ def window_line(runtime: Runtime, record: WindowRecord, summary: WindowSummary |
     step = (f"step {summary.steps.mean_s * 1e3:.1f} ms" if summary.steps.count
             else "no steps measured")
     cut = f" ({record.cut})" if record.cut else ""
+    step_s = summary.steps.mean_s if summary.steps.count else 0.0
     return (f"{head}, steps {record.first_step}-{record.last_step}{cut}: {step}, "
             f"input-bound: {ib.verdict} ({ib.ratio:.0%}); {top_advice(summary)}; "
-            f"{next_window(runtime, record.last_step)}")
+            f"{next_window(runtime, record.last_step, step_s)}")
 
 
 def again(runtime: Runtime, options_differ: bool) -> str:
