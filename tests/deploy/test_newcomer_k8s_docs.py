@@ -115,7 +115,7 @@ def test_readme_exemplar_setting_names_the_label_tfobs_puts_on_exemplars() -> No
 
     exemplar = WindowRecord(index=0, start_ns=0, end_ns=1).exemplar(3)
     assert dest["traceIdLabelName"] in exemplar
-    # The compose stack's datasource uses the same label and the Tempo uid README names.
+    # The compose stack's datasource uses the same label and the Tempo uid docs/kubernetes.md names.
     ds = yaml.safe_load((ROOT / "docker/grafana/provisioning/datasources/datasources.yml")
                         .read_text())["datasources"]
     prom = next(d for d in ds if d["type"] == "prometheus")

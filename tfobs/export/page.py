@@ -34,7 +34,8 @@ header h1{font-size:20px;margin:0}header .sub{opacity:.8;font-size:13px;margin-t
 main{padding:16px 24px;display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));
 gap:16px}section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:12px 16px}
 section.wide{grid-column:1/-1}
-section{min-width:0}.advice{overflow-wrap:break-word}h2{font-size:15px;margin:0 0 10px;color:#37474f}
+section{min-width:0}.advice{overflow-wrap:break-word}
+h2{font-size:15px;margin:0 0 10px;color:#37474f}
 .kpis{display:flex;gap:24px;flex-wrap:wrap}.kpi .v{font-size:26px;font-weight:600}
 .kpi .l{font-size:12px;color:#607d8b}.bar{display:flex;height:22px;border-radius:3px;
 overflow:hidden;margin:6px 0 10px;background:#eceff1}.bar span{display:block;height:100%}
