@@ -167,7 +167,7 @@ def test_train_on_batch_inside_a_marked_step_is_not_a_step_of_its_own(runtime):
     model = _keras3_model()
     x, y = tf.ones((8, 4)), tf.ones((8, 2))
     for i in range(4):
-        with tfobs.step(100 + i):  # the user's marking (README: custom loops) stays in charge
+        with tfobs.step(100 + i):  # the user's marking (docs/usage.md) stays in charge
             model.train_on_batch(x, y)
             model.train_on_batch(x, y)
     assert len(exporter.all_steps()) == 4

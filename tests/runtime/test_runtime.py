@@ -108,16 +108,25 @@ def test_bad_option_raises_at_enable():
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
-def test_taken_port_fails_with_a_clear_message(tmp_path):
+def test_taken_port_serves_another_with_one_clear_line(tmp_path, caplog):
     import socket
+    import urllib.request
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen(1)
         port = sock.getsockname()[1]
-        with pytest.raises(tfobs.ConfigError, match=f"port {port}.*TFOBS_METRICS_PORT"):
-            tfobs.enable(metrics_port=port, metrics_bind="127.0.0.1", nvml=False,
-                         capture_dir=str(tmp_path))
+        rt = tfobs.enable(metrics_port=port, metrics_bind="127.0.0.1", nvml=False,
+                          capture_dir=str(tmp_path))
+        try:
+            assert rt is not None and rt.metrics_port not in (port, -1)
+            said = [r.getMessage() for r in caplog.records if f"port {port} " in r.getMessage()]
+            assert len(said) == 1 and "TFOBS_METRICS_PORT" in said[0], said
+            assert f"serving on port {rt.metrics_port} instead: {rt.metrics_url}" in said[0]
+            with urllib.request.urlopen(rt.metrics_url, timeout=10) as resp:
+                assert b"tfobs_windows_total" in resp.read()
+        finally:
+            tfobs.disable()
     assert runtime_mod.current() is None and _tfobs_threads() == []
 
 

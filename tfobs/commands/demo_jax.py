@@ -35,7 +35,8 @@ def run(args: argparse.Namespace, options: dict[str, Any], format_window: Any) -
     import tfobs
 
     try:
-        runtime = tfobs.enable(framework="jax", **options)
+        # The demo prints its own, longer line per window instead of tfobs's log lines.
+        runtime = tfobs.enable(framework="jax", quiet=True, **options)
     except tfobs.ConfigError as exc:
         print(f"tfobs demo: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -47,12 +48,24 @@ def run(args: argparse.Namespace, options: dict[str, Any], format_window: Any) -
               file=sys.stderr, flush=True)
         return 2
     if runtime is not None:
+        from tfobs.runtime import progress
+
         cfg = runtime.config
-        print(f"tfobs demo (JAX {jax.__version__}, {jax.devices()[0].platform}): metrics at "
-              f"{runtime.metrics_url or '(no server)'}; windows every {cfg.interval_steps} "
-              f"steps ({cfg.window_steps} steps each), input-bound={args.input_bound}",
-              flush=True)
-        runtime.add_listener(lambda rec, summ: print(format_window(rec, summ), flush=True))
+        url = runtime.metrics_url
+        where = (f"page {url.removesuffix('metrics')} , metrics {url}" if url
+                 else "no metrics server")
+        print(f"tfobs demo: training a small JAX model (JAX {jax.__version__}, "
+              f"{jax.devices()[0].platform}), input-bound={args.input_bound}; {where}; first "
+              f"window at step {cfg.first_window_step}, then every {cfg.interval_steps} steps "
+              f"({cfg.window_steps} steps each) while the {cfg.overhead_budget:.0%} budget "
+              "allows", flush=True)
+
+        def show(rec: Any, summ: Any) -> None:
+            step_s = summ.steps.mean_s if summ is not None and summ.steps.count else 0.0
+            print(f"{format_window(rec, summ)} | "
+                  f"{progress.next_window(runtime, rec.last_step, step_s)}", flush=True)
+
+        runtime.add_listener(show)
     key1, key2 = jax.random.split(jax.random.PRNGKey(0))
     params = {"w1": jax.random.normal(key1, (WIDTH, HIDDEN)) * 0.03,
               "w2": jax.random.normal(key2, (HIDDEN, 1)) * 0.03}
