@@ -20,7 +20,6 @@ import math
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import tempfile
 import time
