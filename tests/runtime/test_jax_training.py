@@ -123,6 +123,7 @@ def test_jax_job_publishes_to_prometheus_otlp_page_and_keeps_what_analyze_reads(
     with OtlpReceiver() as receiver:
         proc, out = launch(tmp_path, {
             "LINGER_S": "90", "TFOBS_METRICS_PORT": str(port), "STEP_SLEEP_S": "0.1",
+            "STEPS": "130",
             "TFOBS_KEEP_DIR": str(keep_dir), "OTEL_SDK_DISABLED": "false",
             "TFOBS_OTLP_ENDPOINT": receiver.endpoint})
         prom = PrometheusServer([f"127.0.0.1:{port}"], scrape_interval_s=1.0)
