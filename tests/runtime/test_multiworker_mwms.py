@@ -34,11 +34,12 @@ GPU_CAPTURE_METRICS = {"tfobs_gpu_busy_ratio", "tfobs_collective_seconds"}
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     tasks = [("worker", 0), ("worker", 1)]
-    # A worker has aborted natively in this project's runs (once in interpreter teardown,
-    # since left through os._exit; then "munmap_chunk(): invalid pointer" and "double free
-    # or corruption", in TensorFlow's native code, twice in a row in one CI run on a busy
-    # 2-core machine): up to two fresh attempts, each said in the output; any other failure
-    # fails at once.
+    # A worker aborts natively in about one run of four (benchmarks/window_end_safety.py;
+    # RESULTS.md "Window end safety"): glibc's heap check fires inside TensorFlow's own
+    # host-tracer stop (TraceMeRecorder::Consume -> SplitEventTracker::FindStartAndMerge,
+    # seen under gdb), also when tfobs stops tracing on the training thread between steps.
+    # Until that is fixed or avoided, up to two fresh attempts, each said in the output; any
+    # other failure fails at once. This retry hides a known defect: it must go with the fix.
     for attempt in (1, 2, 3):
         tmp = tmp_path_factory.mktemp("mwms")
         procs, info = launch("mwms", tasks, tmp,
