@@ -99,6 +99,18 @@ class Step:
 
 
 @dataclass(frozen=True)
+class FunctionCalls:
+    """The calls of one `tf.function` (or SavedModel signature) made from Python in the
+    window: what an inference, serving or evaluation window holds instead of steps."""
+
+    name: str
+    count: int
+    per_s: float  # calls per second, from the first call's start to the last call's end
+    mean_s: float  # time per call
+    total_s: float
+
+
+@dataclass(frozen=True)
 class Steps:
     count: int = 0
     method: str = "none"  # markers | markers_tf_loop | inferred | none
@@ -112,6 +124,14 @@ class Steps:
     # Mean input wait (IteratorGetNext) per gap between consecutive steps: a batch fetched
     # outside the step markers, which no step's breakdown counts.
     input_between_s: float = 0.0
+    # The window's tf.function / signature calls from Python, most time first (bounded):
+    # inference (`predict`, serving) and evaluation windows have calls, not training steps.
+    calls: tuple[FunctionCalls, ...] = ()
+    # Would-be step markers that no tool takes: events with `step_num` but no `_r` stat.
+    unrooted_markers: int = 0
+    # Self time per step of the ops that call Python (py_function, numpy_function) outside
+    # tf.data: Python run by the step's own graph.
+    python_op_s: float = 0.0
 
 
 @dataclass(frozen=True)

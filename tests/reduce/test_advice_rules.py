@@ -280,9 +280,16 @@ def test_all_others_fires_with_xprofs_sentence() -> None:
                          "overhead.")
 
 
-def test_all_others_silent_when_the_input_verdict_already_reported_it() -> None:
+def test_potentially_input_bound_names_all_others_not_the_input_pipeline() -> None:
+    # XProf's POTENTIALLY verdict rests on 'All Others' alone: the advice names the 'All
+    # Others' fix beside it, and the input rule's fix does not send the user to tf.data.
     s = summary(HEALTHY)
-    assert s.input_bound.verdict == "potentially" and not fired(s, "all_others_bound")
+    assert s.input_bound.verdict == "potentially"
+    others = one(s, "all_others_bound")
+    assert others.evidence["other_pct"] >= 3.0 and "Python" in others.fix
+    inp = one(s, "input_bound")
+    assert inp.severity == "info" and "fix the input pipeline first" not in inp.fix
+    assert "all_others_bound" in inp.fix and f"{others.evidence['other_pct']:.1f} %" in inp.fix
 
 
 def test_eager_ops_fires_and_names_the_eager_ops() -> None:

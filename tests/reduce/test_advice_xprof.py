@@ -62,7 +62,21 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
     else:
         assert "input_bound" not in by_code
     for key, code in STATEMENTS.items():
+        if code == "all_others_bound" and s.input_bound.verdict == "potentially":
+            # Named difference (README): XProf leaves its 'All Others' statement out when
+            # its verdict is POTENTIALLY input-bound, a verdict resting on 'All Others'
+            # alone; tfobs states it there with XProf's sentence, so the fix it names
+            # (Python out of the step) is not hidden behind an input verdict.
+            assert not p.get(key)
+            assert by_code[code] == _all_others_sentence(s)
+            continue
         assert by_code.get(code, "") == p.get(key, ""), code
+
+
+def _all_others_sentence(s: tfobs.WindowSummary) -> str:
+    a = next(a for a in s.advice if a.code == "all_others_bound")
+    return (f"{a.evidence['other_pct']:.1f} % of the total step time sampled is spent on "
+            "'All Others' time. This could be due to Python execution overhead.")
 
 
 def test_the_captures_cover_xprofs_statements() -> None:

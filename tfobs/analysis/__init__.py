@@ -16,6 +16,7 @@ from tfobs.analysis import breakdown as bd
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
+from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.eager import eager_ops, graph_building
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
@@ -110,9 +111,13 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
+    python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
     spans = sorted((g.begin_ps, g.end_ps) for g, _ in kept)
-    steps = dataclasses.replace(
-        steps, input_between_s=input_pipeline.input_between_steps(host, spans))
+    steps = _with_calls(dataclasses.replace(
+        steps, input_between_s=input_pipeline.input_between_steps(host, spans),
+        unrooted_markers=found.unrooted_markers,
+        python_op_s=_per_step(input_pipeline.python_op_seconds(host_ops) - python_tfdata_s,
+                              steps.count)), host)
     memory = reduce_memory(host, top_n, found.step_of)
     eager_s, eager_top = eager_ops(host, top_n)
     building_s, builds = graph_building(host, spans)
@@ -131,7 +136,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
             stages=stages[: max(top_n, 10)],
             top_input_ops=input_pipeline.top_input_ops(host_ops, top_n),
             host_input_total_s=totals,
-            python_op_s=input_pipeline.python_op_seconds(host_ops, host),
+            python_op_s=python_tfdata_s,
             per_replica_input=input_pipeline.per_replica_input(host_ops),
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
@@ -191,6 +196,21 @@ def _steps(
         outside_ratio=outside,
     )
     return steps, mean, totals
+
+
+def _per_step(seconds: float, count: int) -> float:
+    return max(0.0, seconds) / count if count else 0.0
+
+
+def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
+    """The window's function calls; where no step was found, the note says what it held."""
+    found = function_calls(host)
+    if steps.count or not found:
+        return dataclasses.replace(steps, calls=found)
+    note = calls_note(found)
+    if steps.unrooted_markers:
+        note = steps.note + "; " + note
+    return dataclasses.replace(steps, calls=found, note=note)
 
 
 def _input_spans(groups: list[StepGroup]) -> list[tuple[int, int]]:

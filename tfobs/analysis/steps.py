@@ -77,6 +77,9 @@ class FoundSteps:
     # Each host event's group (plane-wide event index -> group number, -1: none), numbered
     # as XProf numbers its step groups; None where XProf groups nothing (no markers).
     step_of: np.ndarray | None = None
+    # Would-be step markers without `_r` (a `step_num` stat): how many, the commonest name.
+    unrooted_markers: int = 0
+    unrooted_name: str = ""
 
 
 def _absolute(times: np.ndarray, ld: LineData) -> np.ndarray:
@@ -465,24 +468,96 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup],
         g.events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
 
 
+# XProf's implicit roots (`IsImplicitRootEvent`): TensorFlow marks them `_r` itself; they
+# group their work but name no step.
+IMPLICIT_ROOTS = ("FunctionRun", "SessionRun", "RunGraph", "ExecutorState::Process")
+# The legacy root event: a root (level 1) with or without `_r`.
+LEGACY_ROOT = "TraceContext"
+
+
+@dataclass
+class _Unrooted:
+    """Events that look like step markers (a `step_num` stat) but carry no `_r`."""
+
+    count: int = 0
+    name: str = ""
+
+
+def _positions(host: Timeline, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(line index, sorted position) of each plane-wide event index (stored order)."""
+    firsts = np.array([ld.first for ld in host.lines], np.int64)
+    line_of = np.searchsorted(firsts, flat, side="right") - 1
+    pos = flat - firsts[line_of]
+    for li in unique(line_of).tolist():
+        ld = host.lines[li]
+        if ld.order is not None:
+            inverse = np.empty(len(ld), np.int64)
+            inverse[np.asarray(ld.order, np.int64)] = np.arange(len(ld))
+            sel = line_of == li
+            pos[sel] = inverse[pos[sel]]
+    return line_of, pos
+
+
+def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int, str]],
+                                             _Unrooted]:
+    """XProf's step roots (`ProcessRootEvent`): every event with an `_r` stat, whatever
+    its name, and every `TraceContext`, except the implicit roots TensorFlow marks itself;
+    as (-root level, absolute start, line, position, step number or -1, name). Also the
+    would-be markers without `_r` (a `step_num` stat, not an op), which no tool takes."""
+    ids, names = host.stat_ids, host.names
+    n = len(host.columns)
+    legacy = id_array(host.mids_where(lambda m: m == LEGACY_ROOT))
+    if not n or ("_r" not in ids and not legacy.size and "step_num" not in ids):
+        return [], _Unrooted()
+    implicit = id_array(host.mids_where(lambda m: m in IMPLICIT_ROOTS))
+    mids = host.columns.mid
+    wanted = {ids[k]: k for k in ("_r", "step_num") if k in ids}
+    scan = int_stats_at(host, np.arange(n, dtype=np.int64), wanted, raw=True)
+    none = np.zeros(n, bool)
+    has_r = scan["_r"][1] if "_r" in scan else none
+    is_root = (has_r | member(mids, legacy)) & ~member(mids, implicit)
+    unrooted = _Unrooted()
+    if "step_num" in scan:
+        loose = np.flatnonzero(scan["step_num"][1] & ~is_root & ~member(mids, implicit))
+        loose = loose[[":" not in names[m] for m in mids[loose].tolist()]]
+        if loose.size:
+            counts = np.bincount(mids[loose])
+            unrooted = _Unrooted(int(loose.size), names[int(counts.argmax())])
+    flat = np.flatnonzero(is_root)
+    if not flat.size:
+        return [], unrooted
+    level = np.ones(flat.size, np.int64)
+    if "_r" in scan:
+        level = np.where(has_r[flat], scan["_r"][0][flat].view(np.int64), 1)
+    line_of, pos = _positions(host, flat)
+    stat_ids = {ids[k]: k for k in ("step_num", "iter_num") if k in ids}
+    nums = int_stats_at(host, flat, stat_ids)
+    num = np.full(flat.size, -1, object)
+    for key in ("step_num", "iter_num"):  # iter_num wins, as XProf's group name reads it
+        if key in nums:
+            values, has = nums[key]
+            num[has] = values[has]
+    starts = np.array([host.lines[li].start_ps for li in range(len(host.lines))],
+                      np.int64)
+    roots = []
+    for lv, li, i, k in zip((-level).tolist(), line_of.tolist(), pos.tolist(),
+                            num.tolist(), strict=True):
+        ld = host.lines[li]
+        roots.append((lv, int(starts[li]) + int(ld.start_arr[i]), li, i,
+                      k if isinstance(k, int) and k >= 0 else -1, names[int(ld.mid_arr[i])]))
+    return roots, unrooted
+
+
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
-    """(method, [(line index, event index, step number, name)]) in time order."""
-    names, ids = host.names, host.stat_ids
-    marker_mids = id_array(host.mids_where(et.is_explicit_step_marker))
-    wanted = {ids[k]: k for k in ("_r", "step_num", "iter_num") if k in ids}
-    roots: list[tuple[int, int, int, int, str]] = []
-    if "_r" in ids:
-        for li, ld in enumerate(host.lines):
-            picked = ld.where(marker_mids)
-            # Only these events' times and ids as Python ints (not the whole line's).
-            starts, mids = ld.start_arr[picked].tolist(), ld.mid_arr[picked].tolist()
-            for i, st, start, mid in zip(picked, host.stat_values_many(ld, picked, wanted),
-                                         starts, mids, strict=True):
-                if "_r" not in st:
-                    continue
-                num = _int(st.get("iter_num", st.get("step_num")))
-                roots.append((ld.start_ps + start, li, i, num if num is not None else -1,
-                              names[mid]))
+    """(method, [(line index, event index, step number, name)]) in XProf's root order."""
+    return _find_roots(host)[:2]
+
+
+def _find_roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]], _Unrooted]:
+    names = host.names
+    explicit, unrooted = _explicit_roots(host)
+    # XProf's order: higher root levels first, then by time.
+    roots: list[tuple[int, int, int, int, int, str]] = sorted(explicit)
     method = "markers"
     if not roots:
         fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
@@ -495,23 +570,33 @@ def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
                 if last_end is not None and start < last_end:
                     continue  # nested or overlapping: not a top-level execution
                 last_end = end
-                roots.append((ld.start_ps + start, li, i, -1, names[mid]))
+                roots.append((0, ld.start_ps + start, li, i, -1, names[mid]))
+        roots.sort()
         method = "inferred"
-    roots.sort()
     if len(roots) > MAX_STEPS:
         roots = roots[:MAX_STEPS]
     out = []
-    for k, (_, li, i, num, name) in enumerate(roots):
+    for k, (_, _, li, i, num, name) in enumerate(roots):
         out.append((li, i, num if num >= 0 else k, name))
-    return method, out
+    return method, out, unrooted
+
+
+def unrooted_note(unrooted: _Unrooted) -> str:
+    return (f"{unrooted.count} '{unrooted.name}' events carry step_num but no _r stat, so "
+            "neither XProf nor tfobs takes them for steps: mark each step as a root, "
+            f"tf.profiler.experimental.Trace({unrooted.name!r}, step_num=i, _r=1), or use "
+            "tfobs.step(i)")
 
 
 def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     if host is None:
         return FoundSteps("none", [], "no host plane")
-    method, roots = _roots(host)
+    method, roots, unrooted = _find_roots(host)
     if not roots:
-        return FoundSteps("none", [], "no step markers and no repeating training function")
+        note = (unrooted_note(unrooted) if unrooted.count
+                else "no step markers and no repeating training function")
+        return FoundSteps("none", [], note, unrooted_markers=unrooted.count,
+                          unrooted_name=unrooted.name)
     grouper = _Grouper(host)
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}

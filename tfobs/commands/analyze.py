@@ -161,6 +161,11 @@ def render(s: WindowSummary, label: str = "") -> str:
             v = s.breakdown_s.get(cat, 0.0)
             add(f"  {cat:<19} {_ms(v)}  {_bar(ratios.get(cat, 0.0))} "
                 f"{100 * ratios.get(cat, 0.0):5.1f} %")
+    if not st.count and st.calls:
+        add("  function calls from Python (no training step):")
+        for c in st.calls[:5]:
+            add(f"    x{c.count:<6} {c.per_s:9.1f} per s  {_ms(c.mean_s)} per call  "
+                f"{_short(c.name, 70)}")
     add("")
     add(f"Input-bound: {s.input_bound.verdict} ({100 * s.input_bound.ratio:.1f} % of step time)")
     add(f"  {s.input_bound.advice}")
