@@ -206,6 +206,9 @@ class KernelStat:
     uses_tensor_cores: bool = False
     op_tensor_core_eligible: bool = False
     tensor_core_rule: str = ""  # which name rule matched, "" if none
+    # True where no name rule can say whether the kernel used Tensor Cores.
+    tensor_core_unknown: bool = False
+    width_bits: int = 0  # 16 or 32: its arithmetic width (`precision.py`)
 
     @property
     def avg_s(self) -> float:
@@ -219,6 +222,12 @@ class Kernels:
     eligible_op_s: float = 0.0
     eligible_op_tensor_core_s: float = 0.0
     items: tuple[KernelStat, ...] = ()
+    # Kernel time in 16-bit (or narrower) arithmetic, by the types each kernel's name or
+    # HLO instruction states (`precision.py`).
+    compute_16bit_s: float = 0.0
+    # Kernel time whose Tensor Core use no name rule can judge (Pallas/Triton `kernel`,
+    # custom calls, unknown kernels of matrix ops): neither on nor off Tensor Cores.
+    tensor_core_unknown_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -292,7 +301,10 @@ class WindowSummary:
     duration_s: float = 0.0
     steps: Steps = field(default_factory=Steps)
     breakdown_s: dict[str, float] = field(default_factory=dict)  # mean per step
-    device_compute_16bit_ratio: float = 0.0  # 16-bit share of device compute
+    # 16-bit share of device compute: on GPUs of kernel time, by the types each kernel's
+    # name or HLO instruction states; XProf's figure (names saying "half"/"fp16") beside it.
+    device_compute_16bit_ratio: float = 0.0
+    device_compute_16bit_ratio_xprof: float = 0.0
     input_bound: InputBound = field(default_factory=InputBound)
     input_pipeline: InputPipeline = field(default_factory=InputPipeline)
     ops: Ops = field(default_factory=Ops)

@@ -65,7 +65,7 @@ def reduce_xspace(
 
 def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     from tfobs.analysis.gpu_idle import reduce_devices
-    from tfobs.analysis.kernels import hlo_op_names, reduce_kernels
+    from tfobs.analysis.kernels import hlo_programs, reduce_kernels
 
     host_view = space.plane(HOST_PLANE)
     kind, accel = accelerator_planes(space)
@@ -102,7 +102,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     ratio16 = dc16 / (dc16 + dc32) if dc16 + dc32 > 0 else 0.0
 
     host_ops = ops.host_op_metrics(host)
-    hlo = hlo_op_names(space) if has_device else {}
+    hlo, hlo_bits = hlo_programs(space) if has_device else ({}, {})
     device_ops = ops.device_op_metrics(devices, hlo, gpu_events.table)
     stages = tfdata.stages(host_ops)
     h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
@@ -119,6 +119,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         python_op_s=_per_step(input_pipeline.python_op_seconds(host_ops) - python_tfdata_s,
                               steps.count)), host)
     memory = reduce_memory(host, top_n, found.step_of)
+    kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
     eager_s, eager_top = eager_ops(host, top_n)
     building_s, builds = graph_building(host, spans)
     return with_advice(WindowSummary(
@@ -126,7 +127,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         duration_s=duration_s,
         steps=steps,
         breakdown_s=mean_breakdown,
-        device_compute_16bit_ratio=ratio16,
+        device_compute_16bit_ratio=(kernels.compute_16bit_s / kernels.total_s
+                                    if kernels.total_s > 0 else ratio16),
+        device_compute_16bit_ratio_xprof=ratio16,
         input_bound=InputBound(
             ratio=min(1.0, input_pct / 100.0), verdict=verdict, advice=statement
         ),
@@ -142,7 +145,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,
                                 graph_building_s=building_s, graph_builds=builds),
-        kernels=reduce_kernels(space, hlo, gpu_events.table),
+        kernels=kernels,
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
                                steps_in_window=len(found.groups) if steps.count else 0,
                                events=gpu_events,

@@ -188,6 +188,10 @@ def render(s: WindowSummary, label: str = "") -> str:
         add("")
         add(f"Kernels: total {_ms(k.total_s)}, Tensor Cores {_ms(k.tensor_core_s)}, "
             f"eligible ops {_ms(k.eligible_op_s)}")
+        add(f"  16-bit kernel time {100 * s.device_compute_16bit_ratio:.1f} % (XProf's "
+            f"name rule: {100 * s.device_compute_16bit_ratio_xprof:.1f} %)"
+            + (f"; Tensor Core use unknown for {_ms(k.tensor_core_unknown_s).strip()}"
+               if k.tensor_core_unknown_s > 0 else ""))
         for item in k.items[:5]:
             add(f"  {_ms(item.total_s)}  x{item.count:<6} {_short(item.name)}")
     for d in s.devices:
