@@ -108,6 +108,9 @@ class FunctionCalls:
     per_s: float  # calls per second, from the first call's start to the last call's end
     mean_s: float  # time per call
     total_s: float
+    # "python": called from Python on this host; "remote": a function another task sent
+    # (a parameter-server worker running the coordinator's `schedule`d step function).
+    source: str = "python"
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,11 @@ class InputPipeline:
     # tf.distribute's per-replica input ran (MultiDeviceIterator ops): its iterators are
     # `::Generator` stages that run no Python, unlike `from_generator`'s.
     per_replica_input: bool = False
+    # Window self time of ops XProf counts as host input by their type alone and tfobs
+    # does not (`EagerService:Enqueue`, a parameter-server worker's queue of eager requests
+    # from its coordinator: type "Enqueue"), and their names.
+    xprof_only_input_s: float = 0.0
+    xprof_only_input_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

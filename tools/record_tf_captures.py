@@ -202,6 +202,15 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "tiny_steps_long": (
         "custom loop of 4,000 tiny tf.function steps (a 16x16 matmul update) in one trace: a "
         "long window of small steps, as high-throughput jobs make; tfobs.step markers", {}),
+    "ps_chief": (
+        "ParameterServerStrategy on loopback (2 workers, 1 ps, each its own process running "
+        "tf.distribute.Server): the chief's ClusterCoordinator schedules a tf.function "
+        "step_fn per step and joins, each step marked by tfobs.step; the chief profiled "
+        "locally", {}),
+    "ps_worker": (
+        "the same ParameterServerStrategy job, worker 0 traced through its server's profiler "
+        "service (tf.profiler.experimental.client.trace to the worker's gRPC port): the "
+        "remote step_fn runs, no step markers", {}),
 }
 
 
@@ -1080,6 +1089,81 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return w[0, 0]
 
         warm_then_profile(lambda i: tiny(xs), params["steps"], warm=20)
+    elif case in ("ps_chief", "ps_worker"):
+        import socket
+        import threading
+
+        params = {"workers": 2, "ps": 1, "steps": 60, "width": 256, "batch": 64}
+
+        def port() -> int:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                return int(sock.getsockname()[1])
+
+        cluster = {"worker": [f"127.0.0.1:{port()}" for _ in range(2)],
+                   "ps": [f"127.0.0.1:{port()}"], "chief": [f"127.0.0.1:{port()}"]}
+        stop = os.path.join(logdir, "stop")
+        serve = ("import os, sys, time, json, tensorflow as tf\n"
+                 "c = json.loads(sys.argv[1])\n"
+                 "s = tf.distribute.Server(tf.train.ClusterSpec(c), job_name=sys.argv[2], "
+                 "task_index=int(sys.argv[3]), protocol='grpc', start=True)\n"
+                 "t = time.monotonic()\n"
+                 "while not os.path.exists(sys.argv[4]) and time.monotonic() - t < 300:\n"
+                 "    time.sleep(0.1)\n"
+                 "os._exit(0)\n")
+        servers = [subprocess.Popen([sys.executable, "-c", serve, json.dumps(cluster), job,
+                                     str(i), stop], env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                   for job in ("worker", "ps") for i in range(len(cluster[job]))]
+        try:
+            resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
+            strategy = tf.distribute.ParameterServerStrategy(resolver)
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            with strategy.scope():
+                model = mlp(params["width"], params["width"])
+                opt = keras.optimizers.SGD(0.01)
+                model.build((None, params["width"]))
+
+            def dataset_fn() -> Any:
+                x = tf.random.uniform((64 * 8, params["width"]))
+                return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(64)
+
+            per_worker = coordinator.create_per_worker_dataset(dataset_fn)
+            it = iter(per_worker)
+
+            @tf.function
+            def step_fn(iterator: Any) -> Any:
+                def replica(xb: Any, yb: Any) -> Any:
+                    with tf.GradientTape() as tape:
+                        loss = mse(yb, model(xb, training=True))
+                    g = tape.gradient(loss, model.trainable_variables)
+                    opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+                    return loss
+                return strategy.run(replica, args=next(iterator))
+
+            def steps(first: int, n: int) -> None:
+                for i in range(first, first + n):
+                    with tfobs.step(i):
+                        coordinator.schedule(step_fn, args=(it,))
+                        coordinator.join()
+
+            steps(0, 4)
+            if case == "ps_chief":
+                profile(lambda: steps(4, params["steps"]))
+            else:
+                worker = cluster["worker"][0].split(":")[1]
+                tracer = threading.Thread(target=tf.profiler.experimental.client.trace,
+                                          args=(f"grpc://localhost:{worker}", logdir, 2500))
+                tracer.start()
+                time.sleep(0.3)
+                steps(4, params["steps"])
+                tracer.join()
+        finally:
+            open(stop, "w").close()
+            for proc in servers:
+                proc.wait(timeout=30)
+        os.remove(stop)
+
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

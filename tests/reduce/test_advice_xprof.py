@@ -48,6 +48,15 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
             assert s.input_bound.advice == p["statement"]
             assert not {"input_bound", *STATEMENTS.values()} & set(by_code)
         return
+    calls = s.steps.calls
+    if not s.steps.count and calls and calls[0].source == "remote":
+        # Named difference (README): XProf's statement judges a parameter-server worker's
+        # `KernelAndDeviceFunc::RunAsync` dispatches as steps; tfobs has no step there and
+        # states no bottleneck, only the remote calls.
+        assert s.input_bound.advice.startswith(NO_STEPS)
+        assert not {"input_bound", *STATEMENTS.values()} & set(by_code)
+        assert "calls_without_steps" in by_code
+        return
     if GPU_STEP_NOTE in s.steps.note:
         # Named difference (README): on a GPU XProf 2.24.2 classifies no host time, so its
         # statement can only be 'All Others' or NOT input-bound (test_fidelity_xprof checks

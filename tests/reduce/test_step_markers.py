@@ -139,6 +139,65 @@ def test_analyze_prints_the_calls_of_a_window_without_steps() -> None:
     from tfobs.commands.analyze import render
 
     page = render(tfobs.analyze(SERVING))
-    assert "function calls from Python (no training step):" in page
+    assert "function calls (no training step):" in page
     line = next(x for x in page.splitlines() if x.strip().startswith("x40"))
-    assert line.split()[-1] == "signature_wrapper_serve" and "per call" in line
+    assert line.split()[-2:] == ["python", "signature_wrapper_serve"] and "per call" in line
+
+
+# --- ParameterServerStrategy: chief and worker captures of one loopback cluster ---------
+
+PS_CHIEF = CAPTURES / "generated__tf2.21cpu__ps_chief.xplane.pb"
+PS_WORKER = CAPTURES / "generated__tf2.21cpu__ps_worker.xplane.pb"
+
+
+def _xprof_input_breakdown(capture: object) -> dict[str, float]:
+    from tests.support.xprof_reference import reference
+
+    for table in reference(str(capture), "input_pipeline_analyzer"):
+        p = table.get("p", {})
+        if "enqueue_us" in p:
+            return {k: float(v) / 1e6 for k, v in p.items() if k.endswith("_us")}
+    raise AssertionError("no input time breakdown")
+
+
+def test_parameter_server_worker_reports_its_step_fn_runs_not_dispatches() -> None:
+    s = tfobs.analyze(PS_WORKER)
+    steps, props = xprof_steps(PS_WORKER)
+    # XProf: every KernelAndDeviceFunc::RunAsync (TF marks it _r=1) is a "step"
+    assert steps and all(r["name"].startswith("KernelAndDeviceFunc::RunAsync") for r in steps)
+    assert "input-bound" in props["input_conclusion"]
+    # tfobs: no step; the coordinator's step_fn runs on this worker, with their time
+    assert s.steps.count == 0 and s.input_bound.verdict == "unknown"
+    top = s.steps.calls[0]
+    assert (top.name, top.source) == ("step_fn", "remote") and top.count >= 20
+    xprof_mean = sum(r["duration_s"] for r in steps) / len(steps)
+    assert top.mean_s > 5 * xprof_mean and top.mean_s > max(r["duration_s"] for r in steps)
+    assert "sent by another task" in s.steps.note
+
+
+def test_parameter_server_worker_enqueue_is_named_not_counted_as_input() -> None:
+    s = tfobs.analyze(PS_WORKER)
+    xprof = _xprof_input_breakdown(PS_WORKER)
+    ip = s.input_pipeline
+    # XProf counts EagerService:Enqueue (op type "Enqueue") as input; tfobs names it
+    assert xprof["enqueue_us"] > 0.9 * sum(xprof.values())
+    assert ip.xprof_only_input_s == pytest.approx(xprof["enqueue_us"], rel=0.005)
+    assert ip.xprof_only_input_ops == ("EagerService:Enqueue",)
+    assert ip.host_input_total_s["enqueue"] == 0.0
+    # the tf.data preprocessing both count alike
+    assert ip.host_input_total_s["preprocessing"] == pytest.approx(
+        xprof["preprocessing_us"], rel=0.005)
+
+
+def test_parameter_server_chief_times_the_coordinators_steps() -> None:
+    s = tfobs.analyze(PS_CHIEF)
+    steps, props = xprof_steps(PS_CHIEF)
+    assert not steps and props["input_conclusion"].startswith("No step time measured")
+    assert s.steps.method == "markers_remote" and s.steps.count == 58  # 60, ends dropped
+    assert [x.step_num for x in s.steps.items] == list(range(5, 63))
+    assert s.input_bound.verdict == "unknown" and "parameter-server" in s.steps.note
+    for x in s.steps.items:  # the whole step waits on the workers: no local op
+        assert x.breakdown_s["other"] == pytest.approx(x.duration_s)
+    calls = s.steps.calls[0]
+    assert (calls.name, calls.source, calls.count) == ("step_fn", "python", 60)
+    assert "all_others_bound" not in _codes(s)

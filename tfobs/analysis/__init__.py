@@ -79,6 +79,12 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     if has_device and found.groups:
         _add_device_events(found.groups, devices)
     kept, dropped = bd.step_breakdowns(found.groups, has_device)
+    if not kept and found.groups and not has_device and found.method == "markers":
+        # Marked steps that run no op here: a coordinator's (ParameterServerStrategy), whose
+        # step functions run on the workers. XProf finds no step; tfobs times the markers.
+        kept, dropped = bd.step_breakdowns(found.groups, has_device, require_compute=False)
+        if kept:
+            found = dataclasses.replace(found, method=REMOTE_STEPS, note=REMOTE_STEPS_NOTE)
     names = host.names if host is not None else {}
     start_ns, duration_s = window_span(space)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
@@ -94,7 +100,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     other_s = types_total.get(et.UNKNOWN_TIME, 0) / 1e12
     input_pct = 100.0 * input_s / total_step_s if total_step_s > 0 else 0.0
     other_pct = 100.0 * other_s / total_step_s if total_step_s > 0 else 0.0
-    verdict = bd.verdict(input_pct, other_pct, total_step_s > 0)
+    # A coordinator's steps hold no local work to judge: XProf's "no step" verdict stays.
+    verdict = bd.verdict(input_pct, other_pct, total_step_s > 0 and found.method != REMOTE_STEPS)
     statement = bd.input_statement(verdict, input_pct, other_pct)
 
     dc16 = types_total.get(et.DEVICE_COMPUTE_16, 0)
@@ -109,6 +116,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
              ) / 1e12 / steps.count if steps.count else 0.0
     h2d_ratio = h2d_s / steps.mean_s if steps.mean_s > 0 else 0.0
     totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
+    xprof_input = input_pipeline.xprof_only_input(host_ops)
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
@@ -141,6 +149,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
             host_input_total_s=totals,
             python_op_s=python_tfdata_s,
             per_replica_input=input_pipeline.per_replica_input(host_ops),
+            xprof_only_input_s=xprof_input[0],
+            xprof_only_input_ops=xprof_input[1],
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,
@@ -229,6 +239,12 @@ def _input_spans(groups: list[StepGroup]) -> list[tuple[int, int]]:
 
 
 _HOST_INPUT_TYPES = np.array([et.HOST_WAIT_INPUT, et.HOST_TO_DEVICE], np.int64)
+
+REMOTE_STEPS = "markers_remote"
+REMOTE_STEPS_NOTE = (
+    "the marked steps run no op on this host: a parameter-server coordinator, whose step "
+    "functions run on the workers (their captures hold the step_fn time); timed by the "
+    "markers, no input verdict; XProf reports no step")
 
 GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
                  "(steps[].device_span_s) and counts their host time as 'All Others'; "

@@ -473,6 +473,11 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup],
 IMPLICIT_ROOTS = ("FunctionRun", "SessionRun", "RunGraph", "ExecutorState::Process")
 # The legacy root event: a root (level 1) with or without `_r`.
 LEGACY_ROOT = "TraceContext"
+# Roots TensorFlow marks itself that XProf takes for steps and tfobs does not: a
+# parameter-server worker's (or chief's) run of a function another task sent
+# (`ClusterCoordinator.schedule`), 0.03-1 ms of dispatch around the real work. The window's
+# function calls (`calls.py`) report those runs instead.
+REMOTE_CALL_ROOTS = ("KernelAndDeviceFunc::RunAsync",)
 
 
 @dataclass
@@ -550,7 +555,8 @@ def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int,
 
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
     """(method, [(line index, event index, step number, name)]) in XProf's root order."""
-    return _find_roots(host)[:2]
+    method, roots, _ = _find_roots(host)
+    return method, roots
 
 
 def _find_roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]], _Unrooted]:
@@ -602,9 +608,11 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
                  if (t := et.classify_cpu(name, has_device)) is not None}
     groups: list[StepGroup] = []
     # XProf numbers only the roots that start a group (None: an earlier group took it).
+    # Remote-call roots group their work as XProf's do (the group numbers stay XProf's)
+    # but make no step.
     walked = grouper.group_roots([(li, i) for li, i, _, _ in roots])
     for (li, i, num, name), members in zip(roots, walked, strict=True):
-        if members is None:
+        if members is None or name in REMOTE_CALL_ROOTS:
             continue
         ld = host.lines[li]
         start, end = int(ld.start_arr[i]), int(ld.end_arr[i])

@@ -162,10 +162,10 @@ def render(s: WindowSummary, label: str = "") -> str:
             add(f"  {cat:<19} {_ms(v)}  {_bar(ratios.get(cat, 0.0))} "
                 f"{100 * ratios.get(cat, 0.0):5.1f} %")
     if not st.count and st.calls:
-        add("  function calls from Python (no training step):")
+        add("  function calls (no training step):")
         for c in st.calls[:5]:
             add(f"    x{c.count:<6} {c.per_s:9.1f} per s  {_ms(c.mean_s)} per call  "
-                f"{_short(c.name, 70)}")
+                f"{c.source:<6}  {_short(c.name, 70)}")
     add("")
     add(f"Input-bound: {s.input_bound.verdict} ({100 * s.input_bound.ratio:.1f} % of step time)")
     add(f"  {s.input_bound.advice}")
@@ -173,6 +173,9 @@ def render(s: WindowSummary, label: str = "") -> str:
     if ip.slowest_stage is not None:
         add(f"  slowest tf.data stage: {ip.slowest_stage.name} "
             f"({ip.slowest_stage.self_s * 1e3:.2f} ms self time)")
+    if ip.xprof_only_input_s > 0:
+        add(f"  not input, though XProf counts it as input by its op type: "
+            f"{_ms(ip.xprof_only_input_s).strip()} in {', '.join(ip.xprof_only_input_ops[:3])}")
     if ip.top_input_ops:
         add("  host input ops (self time in the window):")
         for op in ip.top_input_ops:
