@@ -22,7 +22,13 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
-from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps, member_events
+from tfobs.analysis.steps import (
+    FoundSteps,
+    StepGroup,
+    find_steps,
+    member_events,
+    members_of,
+)
 from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
 from tfobs.errors import CaptureError
 from tfobs.summary import (
@@ -177,7 +183,7 @@ def _steps(
 ) -> tuple[Steps, dict[str, float], dict[int, int]]:
     items = []
     totals: dict[int, int] = {}
-    host_cands = _host_candidates([g for g, _ in kept], top_n, names)
+    host_cands = _host_candidates([g for g, _ in kept], top_n, names, found)
     for (group, types_ps), cands in zip(kept, host_cands, strict=True):
         for k, v in types_ps.items():
             totals[k] = totals.get(k, 0) + v
@@ -299,8 +305,8 @@ def _event_kind(name: str) -> str:
 Candidate = tuple[int, str, str, int, str]  # (ps, name, kind, start ns, device)
 
 
-def _host_candidates(groups: list[StepGroup], top_n: int,
-                     names: dict[int, str]) -> list[list[Candidate]]:
+def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                     found: FoundSteps | None = None) -> list[list[Candidate]]:
     """Each step's ops and tf.data stages that can make its top n: those at least as long
     as its n-th longest (ties kept), in member order (lines, then time), as Python
     tuples. All steps at once: a few numpy passes over every member, not a dozen per
@@ -309,7 +315,7 @@ def _host_candidates(groups: list[StepGroup], top_n: int,
     out: list[list[Candidate]] = [[] for _ in groups]
     if top_n <= 0:
         return out
-    lds, step, line, flat = member_events(groups)
+    lds, step, line, flat = members_of(found, groups) if found else member_events(groups)
     if not lds:
         return out
     cols = lds[0].columns  # the member lines are all the host plane's
@@ -327,11 +333,14 @@ def _host_candidates(groups: list[StepGroup], top_n: int,
     floor[full] = ranked[first[full] + top_n - 1]
     keep = np.flatnonzero(dur >= floor[step])
     line_start = [ld.start_ps for ld in lds]
+    kinds: dict[int, tuple[str, str]] = {}
     for k, li, s, d, mid in zip(step[keep].tolist(), line[keep].tolist(),
                                 start[keep].tolist(), dur[keep].tolist(), mids[keep].tolist(),
                                 strict=True):
-        name = names[mid]
-        out[k].append((d, name, _event_kind(name), (line_start[li] + s) // 1000, ""))
+        named = kinds.get(mid)
+        if named is None:
+            named = kinds[mid] = (names[mid], _event_kind(names[mid]))
+        out[k].append((d, named[0], named[1], (line_start[li] + s) // 1000, ""))
     return out
 
 

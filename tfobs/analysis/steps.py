@@ -80,6 +80,8 @@ class FoundSteps:
     # Would-be step markers without `_r` (a `step_num` stat): how many, the commonest name.
     unrooted_markers: int = 0
     unrooted_name: str = ""
+    # `member_events(groups)`, read once for the breakdown and the steps' top events.
+    members: tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def _absolute(times: np.ndarray, ld: LineData) -> np.ndarray:
@@ -363,6 +365,26 @@ class _Grouper:
             per_group[g].append((li, member[a:b]))
         return [per_group[g] if g >= 0 else None for g in root_group.tolist()]
 
+    def walk_flat(self, roots: list[tuple[int, int]]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """`group_roots` as columns: each root's group (-1: an earlier group took it) and,
+        for every member in walk order, its group, line and sorted position; None where
+        the compiled walk is missing."""
+        if not compiled() or not roots:
+            return None
+        lines = self.host.lines
+        start = np.concatenate([ld.start_arr for ld in lines]) if lines else _NONE
+        end = np.concatenate([ld.end_arr for ld in lines]) if lines else _NONE
+        root_line, root_idx = (np.array(col, np.int64) for col in zip(*roots, strict=True))
+        walked = group_walk(self.first, start, end, self._gid, self._prod_code,
+                            self.cons_ptr, self.cons_line, self.cons_idx, root_line, root_idx)
+        if walked is None:
+            return None
+        root_group, member, chunk_line, chunk_group, chunk_end = walked
+        sizes = np.diff(np.r_[0, chunk_end])
+        return (root_group, np.repeat(chunk_group, sizes).astype(np.int64),
+                np.repeat(chunk_line, sizes).astype(np.int64), member.astype(np.int64))
+
     def group(self, g: int, li: int, i: int) -> list[tuple[int, np.ndarray]]:
         """Propagate group g from root (li, i); returns the members it took, per line.
 
@@ -448,14 +470,61 @@ def member_events(groups: list[StepGroup]) -> tuple[list[LineData], np.ndarray, 
     return lds, group, line, flat
 
 
+Members = tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray]
+
+
+def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
+                         root_group: np.ndarray, m_group: np.ndarray, m_line: np.ndarray,
+                         m_pos: np.ndarray) -> tuple[list[StepGroup], Members]:
+    """The steps of a compiled walk and their members (`member_events`' columns), each
+    step's own root left out, straight from the walk's columns."""
+    groups: list[StepGroup] = []
+    step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
+    root_line: list[int] = []
+    root_pos: list[int] = []
+    starts = [ld.start_ps for ld in host.lines]
+    for (li, i, num, name), g in zip(roots, root_group.tolist(), strict=True):
+        if g < 0 or name in REMOTE_CALL_ROOTS:
+            continue
+        ld = host.lines[li]
+        begin = starts[li] + int(ld.start_arr[i])
+        groups.append(StepGroup(num, f"{name} {num}", begin,
+                                begin + int(ld.end_arr[i] - ld.start_arr[i])))
+        step_of_group[g] = len(groups) - 1
+        root_line.append(li)
+        root_pos.append(i)
+    if not groups or not m_group.size:
+        return groups, ([], _NONE, _NONE, _NONE)
+    k = step_of_group[m_group]
+    keep = np.flatnonzero(k >= 0)
+    k, m_line, m_pos = k[keep], m_line[keep], m_pos[keep]
+    own = (m_line == np.array(root_line, np.int64)[k]) & (
+        m_pos == np.array(root_pos, np.int64)[k])
+    if own.any():
+        k, m_line, m_pos = k[~own], m_line[~own], m_pos[~own]
+    order = np.argsort(k, kind="stable")  # by step, walk order within one
+    k, m_line, m_pos = k[order], m_line[order], m_pos[order]
+    # Lines numbered in first-seen order, as `member_events` numbers them.
+    used, first = np.unique(m_line, return_index=True)
+    used = used[np.argsort(first, kind="stable")]
+    number = np.full(len(host.lines), -1, np.int64)
+    number[used] = np.arange(used.size)
+    lds = [host.lines[li] for li in used.tolist()]
+    line = number[m_line]
+    return groups, (lds, k, line, plane_indices(lds, line, m_pos))
+
+
 def _add_typed_events(host: Timeline, groups: list[StepGroup],
-                      mids_type: dict[int, int]) -> None:
+                      mids_type: dict[int, int], members: Members | None = None) -> Members:
     """Each group's members with a CPU event type (`mids_type`), as one chunk (type,
     absolute begin, absolute end) in member order: every group in one pass over the
-    members of all, read from the plane's columns."""
-    lds, group, line, flat = member_events(groups)
+    members of all, read from the plane's columns. Returns `member_events(groups)` (or the
+    `members` given)."""
+    if members is None:
+        members = member_events(groups)
+    lds, group, line, flat = members
     if not lds:
-        return
+        return members
     cols = host.columns
     etype = lookup(cols.mid[flat], mids_type, -1)  # -1: not a CPU event type
     typed = np.flatnonzero(etype >= 0)
@@ -466,6 +535,27 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup],
     for k, g in enumerate(groups):
         lo, hi = bounds[k], bounds[k + 1]
         g.events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
+    return members
+
+
+def members_of(found: FoundSteps, kept: list[StepGroup]) -> Members:
+    """`member_events(kept)` for groups among `found.groups`, from the members `find_steps`
+    read already (one pass over thousands of steps' member lists, not two)."""
+    if found.members is None:
+        return member_events(kept)
+    lds, group, line, flat = found.members
+    rank = np.full(len(found.groups), -1, np.int64)
+    at = {id(g): k for k, g in enumerate(found.groups)}
+    for r, g in enumerate(kept):
+        k = at.get(id(g))
+        if k is None:
+            return member_events(kept)
+        rank[k] = r
+    new = rank[group]
+    sel = np.flatnonzero(new >= 0)
+    if sel.size and (np.diff(new[sel]) < 0).any():  # kept out of order: read them anew
+        return member_events(kept)
+    return lds, new[sel], line[sel], flat[sel]
 
 
 # XProf's implicit roots (`IsImplicitRootEvent`): TensorFlow marks them `_r` itself; they
@@ -610,20 +700,26 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     # XProf numbers only the roots that start a group (None: an earlier group took it).
     # Remote-call roots group their work as XProf's do (the group numbers stay XProf's)
     # but make no step.
-    walked = grouper.group_roots([(li, i) for li, i, _, _ in roots])
-    for (li, i, num, name), members in zip(roots, walked, strict=True):
-        if members is None or name in REMOTE_CALL_ROOTS:
-            continue
-        ld = host.lines[li]
-        start, end = int(ld.start_arr[i]), int(ld.end_arr[i])
-        begin = ld.start_ps + start
-        step = StepGroup(num, f"{name} {num}", begin, begin + end - start)
-        for mli, idx in members:
-            if mli == li:
-                idx = idx[idx != i]
-            step.members.append((host.lines[mli], idx))
-        groups.append(step)
-    _add_typed_events(host, groups, mids_type)
+    pairs = [(li, i) for li, i, _, _ in roots]
+    flat_walk = grouper.walk_flat(pairs)
+    if flat_walk is not None:  # compiled: members as columns, no per-step lists
+        groups, read = _groups_from_columns(host, roots, *flat_walk)
+        _add_typed_events(host, groups, mids_type, read)
+    else:
+        walked = grouper.group_roots(pairs)
+        for (li, i, num, name), members in zip(roots, walked, strict=True):
+            if members is None or name in REMOTE_CALL_ROOTS:
+                continue
+            ld = host.lines[li]
+            start, end = int(ld.start_arr[i]), int(ld.end_arr[i])
+            begin = ld.start_ps + start
+            step = StepGroup(num, f"{name} {num}", begin, begin + end - start)
+            for mli, idx in members:
+                if mli == li:
+                    idx = idx[idx != i]
+                step.members.append((host.lines[mli], idx))
+            groups.append(step)
+        read = _add_typed_events(host, groups, mids_type)
     note = ""
     if method == "inferred":
         note = (
@@ -639,4 +735,4 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
-    return FoundSteps(method, groups, note, step_of=step_of)
+    return FoundSteps(method, groups, note, step_of=step_of, members=read)
