@@ -17,6 +17,7 @@ from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
 from tfobs.analysis.calls import calls_note, function_calls
+from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import eager_ops, graph_building
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
@@ -35,6 +36,7 @@ from tfobs.summary import (
     CATEGORIES,
     InputBound,
     InputPipeline,
+    Kernels,
     Step,
     Steps,
     TimedEvent,
@@ -71,7 +73,6 @@ def reduce_xspace(
 
 def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     from tfobs.analysis.gpu_idle import reduce_devices
-    from tfobs.analysis.kernels import hlo_programs, reduce_kernels
 
     host_view = space.plane(HOST_PLANE)
     kind, accel = accelerator_planes(space)
@@ -115,7 +116,12 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     ratio16 = dc16 / (dc16 + dc32) if dc16 + dc32 > 0 else 0.0
 
     host_ops = ops.host_op_metrics(host)
-    hlo, hlo_bits = hlo_programs(space) if has_device else ({}, {})
+    hlo: dict[tuple[int, str], str] = {}
+    hlo_bits: dict[tuple[int, str], int] = {}
+    if has_device:  # the GPU modules (kernel names, HLO protos) load only for GPU captures
+        from tfobs.analysis.kernels import hlo_programs
+
+        hlo, hlo_bits = hlo_programs(space)
     device_ops = ops.device_op_metrics(devices, hlo, gpu_events.table)
     stages = tfdata.stages(host_ops)
     h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
@@ -133,7 +139,11 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         python_op_s=_per_step(input_pipeline.python_op_seconds(host_ops) - python_tfdata_s,
                               steps.count)), host)
     memory = reduce_memory(host, top_n, found.step_of)
-    kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
+    kernels = Kernels()
+    if any(is_gpu_plane(p) for p in space.planes):
+        from tfobs.analysis.kernels import reduce_kernels
+
+        kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
     eager_s, eager_top = eager_ops(host, top_n)
     building_s, builds = graph_building(host, spans)
     return with_advice(WindowSummary(

@@ -50,6 +50,10 @@ _CHUNK = 1 << 16
 
 
 def run(args: argparse.Namespace) -> int:
+    if "numpy" not in sys.modules:
+        # The reduction does no linear algebra: OpenBLAS starting a thread per core when
+        # numpy loads is about a third of this command's start-up on a small capture.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from tfobs.analysis import analyze
 
     if args.top < 0 or args.top > 1000:
