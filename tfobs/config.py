@@ -8,7 +8,7 @@ unreadable, a bad bind address, remote capture without a token) never falls back
 server: the metrics server stays off with one error line and training goes on. Secrets never
 appear in a message. All `TFOBS_*` names live here, with one line of help and the default each
 (`OPTIONS`, the only place defaults are written); `tests/runtime/test_config.py` checks that
-the README's options table lists exactly them.
+the options table in docs/options.md lists exactly them.
 """
 
 from __future__ import annotations
@@ -104,6 +104,31 @@ def _scratch_folder(v: Any) -> str:
     if v and os.path.exists(v) and not (os.path.isdir(v) and os.access(v, os.W_OK | os.X_OK)):
         return allowed + (" (this path is a file)" if not os.path.isdir(v) else
                           " (this folder is not writable)")
+    return ""
+
+
+def _keep_folder(v: Any) -> str:
+    """'' (keep nothing), a URL of a TensorFlow file system, or a local folder this process
+    can write or make: a file in the way, or a folder it cannot write, would fail every keep
+    (checked at enable(), as capture_dir is, instead of at the first window kept)."""
+    allowed = ("'' (keep nothing), a folder this process can write, or a URL "
+               "(gs://, s3://, hdfs://)")
+    if not isinstance(v, str):
+        return allowed
+    if not v or "://" in v:
+        return ""  # a remote store is checked by its own file system at the first keep
+    path = os.path.abspath(v)
+    while not os.path.exists(path):  # the nearest part that exists: tfobs makes the rest
+        parent = os.path.dirname(path)
+        if parent == path:
+            return ""
+        path = parent
+    if not os.path.isdir(path):
+        return allowed + (" (this path is a file)" if path == os.path.abspath(v) else
+                          f" ({path} is a file)")
+    if not os.access(path, os.W_OK | os.X_OK):
+        return allowed + (" (this folder is not writable)" if path == os.path.abspath(v)
+                          else f" (cannot make it: {path} is not writable)")
     return ""
 
 
@@ -232,9 +257,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("tf_task", "", "Worker identity label tf_task; '' reads TF_CONFIG (default '0').",
            _label),
     Option("verbose", False, "Log each window at INFO on the 'tfobs' logger.", _is_bool),
+    Option("quiet", False, "No tfobs lines in the job's log at enable() and per window "
+           "(warnings still show).", _is_bool),
     Option("keep_dir", "", "Folder or URL (gs://, s3://, hdfs://: any TensorFlow file system) "
            "where windows that matter are kept in TensorBoard's layout "
-           "(DIR/plugins/profile/RUN/HOST.xplane.pb); '' keeps none.", _is_str),
+           "(DIR/plugins/profile/RUN/HOST.xplane.pb); '' keeps none.", _keep_folder),
     Option("keep_max_bytes", 1024 * MIB, "Bytes of kept captures this worker holds in "
            "keep_dir; the oldest are deleted first.", _int_range(1)),
     Option("keep_max_per_hour", 6, "Most windows kept per hour by the triggers (on-demand "
@@ -309,6 +336,7 @@ class Config:
     tf_job: str = _default("tf_job")
     tf_task: str = _default("tf_task")
     verbose: bool = _default("verbose")
+    quiet: bool = _default("quiet")
     keep_dir: str = _default("keep_dir")
     keep_max_bytes: int = _default("keep_max_bytes")
     keep_max_per_hour: int = _default("keep_max_per_hour")

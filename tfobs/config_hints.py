@@ -44,7 +44,7 @@ def _squash(name: str, prefix: str) -> str:
 def unknown_env_message(name: str, suggestion: str) -> str:
     if suggestion:
         return f"ignoring unknown {name}: did you mean {suggestion}?"
-    return f"ignoring unknown {name}: not a tfobs option (see `tfobs doctor` or README)"
+    return f"ignoring unknown {name}: not a tfobs option (see `tfobs doctor` or docs/options.md)"
 
 
 def user_stacklevel() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import sys
@@ -82,7 +83,7 @@ def test_doctor_names_the_fix_for_a_small_capture_folder(tmp_path, monkeypatch) 
 
 
 @pytest.mark.slow  # imports TensorFlow in a subprocess
-def test_demo_on_a_taken_port_is_one_line_naming_port() -> None:
+def test_demo_on_a_taken_port_says_so_and_trains_on_another() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         proc = subprocess.run(
@@ -90,11 +91,14 @@ def test_demo_on_a_taken_port_is_one_line_naming_port() -> None:
              "127.0.0.1", "--seconds", "1"],
             env={**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"},
             capture_output=True, text=True, timeout=180, cwd=ROOT)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    ours = [line for line in proc.stderr.splitlines() if line.startswith("tfobs demo:")]
-    assert ours == [f"tfobs demo: port {port} on 127.0.0.1 is in use; set --port to a free "
-                    "port or -1 to disable"], proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr and "metrics_port" not in proc.stderr
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = [line for line in proc.stderr.splitlines() if f"port {port} " in line]
+    assert len(said) == 1 and " is in use " in said[0], proc.stderr[-2000:]
+    other = re.search(r"serving on port (\d+) instead", said[0])
+    assert other and int(other.group(1)) != port, said
+    # The banner names the page and the metrics where they are served now.
+    assert f"page http://127.0.0.1:{other.group(1)}/ , metrics" in proc.stdout, proc.stdout
+    assert "tfobs demo done: steps=" in proc.stdout and "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,6 +1,6 @@
-"""The TensorFlow releases tfobs supports (README "Supported versions"): each resolves with
-tfobs in a fresh venv without pip changing what it picks for TensorFlow alone, and the
-oldest one runs for real in the compatibility job (scripts/compat.sh), which also runs the
+"""The TensorFlow releases tfobs supports (docs/install.md, "Supported versions"): each
+resolves with tfobs in a fresh venv without pip changing what it picks for TensorFlow alone,
+and the oldest one runs for real in the compatibility job (scripts/compat.sh), which also runs the
 demo test below with that TensorFlow."""
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ SUPPORTED = {"2.16": "2.16.2", "2.17": "2.17.1", "2.18": "2.18.1", "2.19": "2.19
 
 
 def readme_matrix() -> dict[str, list[str]]:
-    """Rows of README's support matrix: TensorFlow minor -> the row's cells."""
-    text = (REPO / "README.md").read_text()
+    """Rows of the support matrix (docs/install.md): TensorFlow minor -> the row's cells."""
+    text = (REPO / "docs" / "install.md").read_text()
     section = text.split("## Supported versions", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, list[str]] = {}
     for line in section.splitlines():
@@ -74,7 +74,7 @@ def test_supported_tensorflow_resolves_with_tfobs(minor: str,
     changed = {name: (v, both.get(name)) for name, v in alone.items() if both.get(name) != v}
     assert not changed, changed
     assert both["tensorflow"] == SUPPORTED[minor]
-    # README's row says what pip picks beside this release.
+    # The matrix's row says what pip picks beside this release.
     row = readme_matrix()[minor]
     picks = {"keras": both["keras"], "numpy": both["numpy"], "protobuf": both["protobuf"],
              "opentelemetry-sdk": both["opentelemetry-sdk"]}

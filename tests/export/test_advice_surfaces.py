@@ -1,5 +1,5 @@
 """Advice where users see it: `tfobs analyze` (table and JSON), the overview page,
-`tfobs_advice_active{rule}`, the window span's events, `tfobs demo`'s line and the README,
+`tfobs_advice_active{rule}`, the window span's events, `tfobs demo`'s line and docs/advice.md,
 all from the real capture of `tfobs demo --input-bound`'s pipeline."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tfobs.window import WindowRecord
 
 SLOW = CAPTURES / "advice__demo_input_bound.xplane.pb"
 HEALTHY = CAPTURES / "advice__healthy.xplane.pb"
-README = pathlib.Path(__file__).parents[2] / "README.md"
+ADVICE_PAGE = pathlib.Path(__file__).parents[2] / "docs" / "advice.md"
 FIRED = {"input_bound", "tfdata_py_function", "tfdata_map_serial"}
 
 
@@ -113,8 +113,8 @@ def test_demo_line_names_the_stage_and_fix_and_stays_quiet_when_healthy() -> Non
     assert format_window(record, healthy).endswith(f"| {record.cut}")  # why it is short
 
 
-def test_readme_has_the_advice_table() -> None:
-    text = README.read_text()
+def test_advice_page_has_the_advice_table() -> None:
+    text = ADVICE_PAGE.read_text()
     start = text.index("<!-- section: advice")
     section = text[start:text.index("<!-- /section: advice -->")]
     assert markdown_table() in section

@@ -32,7 +32,7 @@ from tfobs.summary import CATEGORIES, VERDICTS, WindowSummary
 from tfobs.window import OUTCOMES, WindowRecord
 
 OPENMETRICS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
-README = pathlib.Path(__file__).parents[2] / "README.md"
+METRICS_PAGE = pathlib.Path(__file__).parents[2] / "docs" / "metrics.md"
 CAPTURES = pathlib.Path(__file__).parents[1] / "data" / "captures"
 
 
@@ -138,7 +138,7 @@ def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthe
             extra = set(s.labels) - {*catalog.IDENTITY_LABELS, "le"} - set(d.labels)
             if d.type != "info":
                 assert not extra, (d.name, extra)
-    # Nothing is exported that the catalog (and so the README table) does not list.
+    # Nothing is exported that the catalog (and so docs/metrics.md's table) does not list.
     assert set(families) == {d.family for d in catalog.METRICS}
     # Same names in the classic text format Prometheus falls back to.
     _, plain = scrape(exporter.url)
@@ -430,8 +430,8 @@ def test_shutdown_is_bounded_and_frees_the_port(exporter: PrometheusExporter) ->
         again.bind(("127.0.0.1", port))
 
 
-def test_readme_metrics_table_lists_the_catalog() -> None:
-    text = README.read_text()
+def test_metrics_page_lists_the_catalog() -> None:
+    text = METRICS_PAGE.read_text()
     start = text.index("<!-- section: metrics")
     end = text.index("<!-- /section: metrics -->")
     section = text[start:end]

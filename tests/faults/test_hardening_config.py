@@ -216,3 +216,29 @@ def test_no_hostile_environment_makes_enable_raise(tmp_path: Any) -> None:
     for i in (7, 8, 9, 10):  # harmless: served on the loopback as configured
         assert results[i]["status"] == 200, (i, results[i])
     assert "Sup3rS3cret" not in proc.stderr + proc.stdout
+
+
+def test_a_keep_dir_that_is_a_file_or_under_one_is_refused_at_enable(tmp_path) -> None:
+    # Before, it was accepted and the first window kept failed with a message that named no
+    # setting; now it is checked at enable(), as capture_dir is.
+    import tfobs
+    from tfobs.runtime import lifecycle
+
+    afile = tmp_path / "kept"
+    afile.write_text("not a folder")
+    for path, why in ((afile, r"\(this path is a file\)"),
+                      (afile / "run1", rf"\({afile} is a file\)")):
+        with pytest.raises(ConfigError, match=r"keep_dir=.*use '' \(keep nothing\), a folder "
+                                              r"this process can write, or a URL .* " + why):
+            tfobs.enable(keep_dir=str(path), metrics_port=-1)
+        assert lifecycle.current() is None  # nothing started
+        cfg, said = load_quietly({"TFOBS_KEEP_DIR": str(path)})
+        assert cfg.keep_dir == "" and "ignoring TFOBS_KEEP_DIR" in said[0], said
+    # A folder to be made, and a remote store (checked by its own file system), are fine.
+    assert Config.load(environ={}, keep_dir=str(tmp_path / "new" / "deeper")).keep_dir
+    assert Config.load(environ={}, keep_dir="gs://bucket/job/tfobs").keep_dir
+    if os.geteuid() != 0:  # root writes anywhere: the mode check holds for other users
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(ConfigError, match="keep_dir=.*not writable"):
+            Config.load(environ={}, keep_dir=str(locked / "sub"))

@@ -1,5 +1,5 @@
 """The public entry point: `tfobs.enable()` takes every option as a typed keyword, and the
-README's options table repeats `OPTIONS` (name, variable, default, meaning) exactly."""
+options table (docs/options.md) repeats `OPTIONS` (name, variable, default, meaning) exactly."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import tfobs
 from tfobs.config import OPTIONS, Config
 from tfobs.runtime import api
 
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+OPTIONS_PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "options.md"
 
 
 def test_enable_takes_every_option_as_a_typed_keyword() -> None:
@@ -44,8 +44,8 @@ def _cell_default(value: object) -> str:
     return repr(value)
 
 
-def test_readme_options_table_is_options() -> None:
-    text = README.read_text()
+def test_options_page_table_is_options() -> None:
+    text = OPTIONS_PAGE.read_text()
     section = re.search(r"<!-- section: options.*?-->(.*?)<!-- /section: options -->", text,
                         re.S)
     assert section is not None

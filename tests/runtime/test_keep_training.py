@@ -24,6 +24,8 @@ import pytest
 
 from tests.support.mute_servers import small_tmpfs
 from tests.support.xprof_reference import run_tool
+from tfobs.config import Config
+from tfobs.errors import ConfigError
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # trains
 
@@ -163,9 +165,16 @@ def assert_trained_and_counted(report: dict, base: dict, why: str) -> None:
 
 
 def test_read_only_keep_folder(tiny_tmpfs, baseline):
+    # Read-only from the start: enable() names keep_dir (as it does capture_dir), even for
+    # root, whom the folder's mode would not stop.
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], check=True)
+    with pytest.raises(ConfigError, match=r"keep_dir=.*this process can write.*\(cannot "
+                                          rf"make it: {tiny_tmpfs} is not writable\)"):
+        Config.load(environ={}, keep_dir=str(tiny_tmpfs / "keep"))
+    # Turned read-only once training runs: the windows go on, not kept, counted.
+    subprocess.run(["mount", "-o", "remount,rw", str(tiny_tmpfs)], check=True)
     report = run_job({"keep_dir": str(tiny_tmpfs / "keep"), "keep_on_step_time_rise": 0.0},
-                     "--keep-at", "50", steps=80)
+                     "--keep-at", "50", "--remount-ro", str(tiny_tmpfs), steps=80)
     assert_trained_and_counted(report, baseline[80], "Read-only file system")
     assert files_under(tiny_tmpfs) == []
 

@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turn-step", type=int, default=-1, help="input turns slow here (-1 never)")
     p.add_argument("--input-sleep-s", type=float, default=0.1)
     p.add_argument("--keep-at", type=int, default=-1)
+    p.add_argument("--remount-ro", default="",
+                   help="mount point made read-only once tfobs runs, before the first step")
     args = p.parse_args(argv)
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -66,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
                 "summary": summary.to_dict() if summary is not None else None})
 
         rt.add_listener(listen)
+    if args.remount_ro:  # after enable(), which refuses a keep_dir it cannot write
+        import subprocess
+
+        subprocess.run(["mount", "-o", "remount,ro", args.remount_ro], check=True)
 
     turn, sleep_s = args.turn_step, args.input_sleep_s
 

@@ -10,7 +10,7 @@ absl version (`lts_YYYYMMDD`), so it is read from the library's symbol names onc
 `quiet()` raises the level to WARNING only around the profiler calls that log (start,
 export, drop), never the whole window: the job's own warnings and errors always show, and
 its INFO lines are hidden only for those few milliseconds. Where the function cannot be
-found (another TF build), nothing changes; README names TF_CPP_MIN_LOG_LEVEL=1 then.
+found (another TF build), nothing changes; docs/usage.md names TF_CPP_MIN_LOG_LEVEL=1 then.
 """
 
 from __future__ import annotations

@@ -90,9 +90,12 @@ def run(args: argparse.Namespace) -> int:
                 # Several captures: a before/after page (history, first against last).
                 names = [os.path.basename(os.path.normpath(p)) for p in labels]
                 f.write(render_page(summaries[-1], history=list(
-                    zip(names, summaries, strict=True)) if len(summaries) > 1 else ()))
+                    zip(names, summaries, strict=True)) if len(summaries) > 1 else (),
+                    source=names[-1]))
         except OSError as exc:
             return _fail(f"cannot write --html {args.html}: {exc.strerror or exc}")
+        # stderr: stdout holds the table or the JSON, which scripts read
+        print(f"tfobs analyze: wrote {args.html}", file=sys.stderr, flush=True)
     if args.serve is not None:
         from tfobs.export.replay import serve
 

@@ -37,7 +37,8 @@ def register(sub: Any) -> None:
     p.add_argument("--interval-steps", type=int, default=None,
                    help="a window every this many steps (default: TFOBS_INTERVAL_STEPS or 500)")
     p.add_argument("--overhead-budget", type=float, default=None,
-                   help="profiler cost target, share of training time (default 0.01)")
+                   help="profiler cost target, share of training time (default: "
+                        "TFOBS_OVERHEAD_BUDGET or 0.05 in the demo, 0.01 in a job)")
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--sleep-ms", type=float, default=100.0,
                    help="per-batch delay of the --input-bound pipeline's Python map "
@@ -46,8 +47,15 @@ def register(sub: Any) -> None:
                    help="keep serving metrics this many seconds after training ends")
 
 
+# A job's 1 % budget lets one window through in the demo's first 90 s; 5 % shows several,
+# each line saying when the next comes.
+DEMO_BUDGET = 0.05
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     opts: dict[str, Any] = {}
+    if "TFOBS_OVERHEAD_BUDGET" not in os.environ:
+        opts["overhead_budget"] = DEMO_BUDGET
     for name, key in (("port", "metrics_port"), ("bind", "metrics_bind"),
                       ("steps_per_window", "window_steps"), ("interval_steps", "interval_steps"),
                       ("overhead_budget", "overhead_budget")):
@@ -190,13 +198,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"tfobs demo: {problem}", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # quiet TF's per-session INFO lines
+    from tfobs.runtime.lifecycle import tensorflow_missing
+
+    missing = tensorflow_missing()
+    if missing:  # one line naming the fix, not an import traceback
+        print("tfobs demo: TensorFlow is not installed for this Python "
+              f"({sys.executable}); install it in the same environment: pip install "
+              "'tensorflow>=2.16' (or, in a clone of tfobs: pip install -e '.[all,tensorflow]')",
+              file=sys.stderr, flush=True)
+        return 2
     import tensorflow as tf
 
     import tfobs
+    from tfobs.runtime import progress
 
     keras = tf.keras
     try:
-        runtime = tfobs.enable(**_options(args))
+        # The demo prints its own, longer line per window instead of tfobs's log lines.
+        runtime = tfobs.enable(quiet=True, **_options(args))
     except tfobs.ConfigError as exc:  # a taken --port, a bad --bind: one line naming the flag
         print(f"tfobs demo: {flag_names(str(exc))}", file=sys.stderr, flush=True)
         return 2
@@ -207,10 +226,23 @@ def run(args: argparse.Namespace) -> int:
         each = (f"up to {cfg.window_steps} steps each, fewer while exports slow steps over "
                 f"{cfg.export_step_stretch:g}x" if cfg.export_step_stretch
                 else f"{cfg.window_steps} steps each")
-        print(f"tfobs demo: metrics at {runtime.metrics_url or '(no server)'}; windows every "
-              f"{cfg.interval_steps} steps ({each}), input-bound={args.input_bound}",
-              flush=True)
-        runtime.add_listener(lambda rec, summ: print(format_window(rec, summ), flush=True))
+        url = runtime.metrics_url
+        where = (f"page {url.removesuffix('metrics')} , metrics {url}" if url
+                 else "no metrics server")
+        length = f"for {args.seconds:g} s" if args.seconds else "until Ctrl-C"
+        print(f"tfobs demo: training a small Keras model {length}, input-bound="
+              f"{args.input_bound}; {where}; first window at step {cfg.first_window_step}, "
+              f"then every {cfg.interval_steps} steps ({each}) while the "
+              f"{cfg.overhead_budget:.0%} budget allows"
+              + (" (the demo's; a job's default is 1%)" if cfg.overhead_budget == DEMO_BUDGET
+                 else ""), flush=True)
+
+        def show(rec: Any, summ: Any) -> None:
+            step_s = summ.steps.mean_s if summ is not None and summ.steps.count else 0.0
+            print(f"{format_window(rec, summ)} | "
+                  f"{progress.next_window(runtime, rec.last_step, step_s)}", flush=True)
+
+        runtime.add_listener(show)
     stop = threading.Event()
     model = build_model(keras, healthy=not args.input_bound)
     ds = build_dataset(tf, args.batch_size, args.input_bound, args.sleep_ms)

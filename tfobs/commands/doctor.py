@@ -53,7 +53,7 @@ def check_tensorflow(ctx: dict[str, Any]) -> tuple[str, str]:
     detail = (f"tensorflow {version}, {len(gpus)} GPU(s) visible, "
               f"import {time.perf_counter() - t0:.1f}s")
     if (major, minor) < (2, 16) or (major, minor) > (2, 21):
-        return WARN, detail + "; tfobs is tested with TensorFlow 2.16 to 2.21 (README)"
+        return WARN, detail + "; tfobs is tested with TensorFlow 2.16 to 2.21 (docs/install.md)"
     return OK, detail
 
 

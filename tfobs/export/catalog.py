@@ -1,7 +1,7 @@
 """Every metric tfobs exports: name, type, labels beyond the worker identity, help text.
 
-One list, read by the collector (HELP text), the README's metrics table and the tests, so a
-name cannot drift between them. Units are the name's suffix (Prometheus conventions).
+One list, read by the collector (HELP text), the metrics table in docs/metrics.md and the
+tests, so a name cannot drift between them. Units are the name's suffix (Prometheus conventions).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ METRICS: tuple[MetricDef, ...] = (
        "Share of op time spent on the host rather than a device (0..1), latest window."),
     _m("tfobs_advice_active", "gauge", ("rule",),
        "1 for each advice rule that fired in the latest window, 0 for every other rule "
-       "(`rule`: one of the fixed rule ids in the README's advice table)."),
+       "(`rule`: one of the fixed rule ids in the advice table, docs/advice.md)."),
     # Per GPU, latest window.
     _m("tfobs_gpu_busy_ratio", "gauge", _DEV,
        "Share of the window the GPU ran kernels, overlapping kernels merged (0..1)."),
@@ -230,7 +230,7 @@ BY_NAME: dict[str, MetricDef] = {m.name: m for m in METRICS}
 
 
 def markdown_table() -> str:
-    """The README's metrics table."""
+    """The metrics table of docs/metrics.md."""
     rows = ["| Metric | Type | Labels | Unit | Meaning |", "|---|---|---|---|---|"]
     for m in METRICS:
         labels = ", ".join(f"`{label}`" for label in (*IDENTITY_LABELS, *m.labels))

@@ -316,6 +316,14 @@ def _wanted_names(path: str) -> list[str]:
     return sorted(set(urllib.parse.parse_qs(query).get("name[]", [])))
 
 
+class PortInUseError(ConfigError):
+    """The port to serve on is taken (another job, a notebook's earlier run)."""
+
+    def __init__(self, message: str, port: int, bind: str) -> None:
+        super().__init__(message)
+        self.port, self.bind = port, bind
+
+
 def _listen(bind: str, port: int, fixes: tuple[str, str]) -> socket.socket:
     port_fix, bind_fix = fixes
     family = socket.AF_INET6 if ":" in bind else socket.AF_INET
@@ -329,9 +337,8 @@ def _listen(bind: str, port: int, fixes: tuple[str, str]) -> socket.socket:
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:
-            raise ConfigError(
-                f"port {port} on {bind} is in use; {port_fix}"
-            ) from None
+            raise PortInUseError(f"port {port} on {bind} is in use; {port_fix}", port,
+                                 bind) from None
         raise ConfigError(
             f"cannot listen on {bind!r}:{port} ({e.strerror or e}); {bind_fix}"
         ) from None

@@ -147,7 +147,7 @@ def _breakdown(prefix: str, seconds: Mapping[str, float]) -> dict[str, Any]:
 
 
 def window_attributes(summary: WindowSummary, window: WindowRecord, cut: int = 0) -> dict:
-    """The root span's attributes (names documented in README, section traces)."""
+    """The root span's attributes (names documented in docs/traces.md)."""
     steps = summary.steps
     items = steps.items
     attrs: dict[str, Any] = {

@@ -33,7 +33,8 @@ background:#f6f7f9}header{background:#263238;color:#fff;padding:12px 24px}
 header h1{font-size:20px;margin:0}header .sub{opacity:.8;font-size:13px;margin-top:4px}
 main{padding:16px 24px;display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));
 gap:16px}section{background:#fff;border:1px solid #dde1e6;border-radius:6px;padding:12px 16px}
-section.wide{grid-column:1/-1}h2{font-size:15px;margin:0 0 10px;color:#37474f}
+section.wide{grid-column:1/-1}
+section{min-width:0}.advice{overflow-wrap:break-word}h2{font-size:15px;margin:0 0 10px;color:#37474f}
 .kpis{display:flex;gap:24px;flex-wrap:wrap}.kpi .v{font-size:26px;font-weight:600}
 .kpi .l{font-size:12px;color:#607d8b}.bar{display:flex;height:22px;border-radius:3px;
 overflow:hidden;margin:6px 0 10px;background:#eceff1}.bar span{display:block;height:100%}
@@ -58,15 +59,17 @@ History = Sequence[tuple[str, WindowSummary]]
 
 
 def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = None,
-                history: History = ()) -> str:
+                history: History = (), source: str = "") -> str:
     """The whole page as one HTML string (UTF-8, no external resources).
 
     `history`: the recent windows (live) or the captures given to `tfobs analyze --html`,
     oldest first; with two or more the page shows step time and breakdown over them, the
-    verdict changes, and the first against the last.
+    verdict changes, and the first against the last. `source`: the capture the page
+    reports on (`tfobs analyze --html`), named in its title instead of a live window.
     """
     health = health or {}
-    parts = [_header(summary, health), "<main>"]
+    title = f"tfobs report: {source}" if source else "tfobs overview"
+    parts = [_header(summary, health, title), "<main>"]
     if len(history) >= 2:
         parts += [_history(history), _before_after(history)]
     if summary is None:
@@ -74,7 +77,8 @@ def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = N
                      "first window a few steps after training starts; this page shows it as "
                      "soon as it is reduced.</p></section>")
     else:
-        parts += [_overview(summary), _breakdown(summary), _verdict(summary),
+        heading = f"Capture {source}" if source else "Latest profile window"
+        parts += [_overview(summary, heading), _breakdown(summary), _verdict(summary),
                   _input_pipeline(summary), _top_ops(summary), _kernels(summary),
                   _devices(summary), _memory(summary)]
     if health:
@@ -83,7 +87,7 @@ def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = N
     refresh = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if health.get("url") else ""
     return ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"{refresh}<title>tfobs overview</title><style>{_CSS}</style></head><body>"
+            f"{refresh}<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
             + "".join(p for p in parts if p) + "</body></html>")
 
 
@@ -129,7 +133,8 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[int]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _header(summary: WindowSummary | None, health: dict[str, Any]) -> str:
+def _header(summary: WindowSummary | None, health: dict[str, Any],
+            title: str = "tfobs overview") -> str:
     ident = health.get("identity") or {}
     info = health.get("info") or {}
     bits = []
@@ -140,14 +145,16 @@ def _header(summary: WindowSummary | None, health: dict[str, Any]) -> str:
     if summary is not None:
         env = summary.environment
         hosts = ", ".join(env.hosts) or "unknown host"
-        bits.append(f"{_e(hosts)} · {_e(env.device_type)} × {env.device_count}")
+        devices = (f"{_e(env.device_type)} × {env.device_count}" if env.device_count > 0
+                   else _e(env.device_type or "CPU"))  # a CPU job counts no devices
+        bits.append(f"{_e(hosts)} · {devices}")
         if env.framework_version:
             bits.append(_e(env.framework_version))
-    return (f'<header><h1>tfobs overview</h1><div class="sub">{" · ".join(bits)}</div>'
+    return (f'<header><h1>{_e(title)}</h1><div class="sub">{" · ".join(bits)}</div>'
             "</header>")
 
 
-def _overview(s: WindowSummary) -> str:
+def _overview(s: WindowSummary, heading: str = "Latest profile window") -> str:
     kpis = [
         ("Mean step time", _ms(s.steps.mean_s) if s.steps.count else "–", "step-time"),
         ("Steps in window", str(s.steps.count), "steps"),
@@ -173,7 +180,7 @@ def _overview(s: WindowSummary) -> str:
             "none": "no steps found in this window"}.get(s.steps.method, s.steps.method)
     if s.steps.note:
         note += f" · {s.steps.note}"
-    return (f'<section class="wide" id="overview"><h2>Latest profile window</h2>'
+    return (f'<section class="wide" id="overview"><h2>{_e(heading)}</h2>'
             f'<div class="kpis">{html_kpis}</div><p class="muted">{_e(note)}</p></section>')
 
 
@@ -322,10 +329,11 @@ def _health(h: dict[str, Any]) -> str:
         counts = h.get(key) or {}
         text = ", ".join(f"{_e(k)} {int(v)}" for k, v in counts.items() if v) or "none"
         rows.append([label, text])
-    for key, label in (("duty_cycle_ratio", "Profiler duty cycle"),
-                       ("estimated_overhead_ratio", "Estimated overhead")):
-        if h.get(key) is not None:
-            rows.append([label, _e(_pct(h[key]))])
+    if h.get("duty_cycle_ratio") is not None:
+        rows.append(["Profiler duty cycle", _e(_pct(h["duty_cycle_ratio"]))])
+    if h.get("estimated_overhead_ratio") is not None:
+        rows.append(["Estimated overhead", _overhead(h["estimated_overhead_ratio"],
+                                                     h.get("overhead_budget"))])
     kept = h.get("kept_last")
     if kept is not None:  # tfobs/runtime/keep.py: open it in TensorBoard / XProf
         folder = kept.path.split("/plugins/profile/")[0]
@@ -335,6 +343,19 @@ def _health(h: dict[str, Any]) -> str:
     if h.get("url"):
         rows.append(["Metrics", f'<a href="/metrics">{_e(h["url"])}</a>'])
     return f'<section id="health"><h2>tfobs health</h2>{_table(["", ""], rows, set())}</section>'
+
+
+def _overhead(ratio: float, budget: float | None) -> str:
+    """The estimate against the budget, and why it may stand over it for a while."""
+    text = _e(_pct(ratio))
+    if not budget:
+        return text
+    if ratio <= budget:
+        return f"{text} of the {_e(_pct(budget))} budget (overhead_budget)"
+    return (f'{text} <span class="muted" id="over-budget">over the {_e(_pct(budget))} budget '
+            "(overhead_budget): the first window is taken whatever it costs, so early in a "
+            "job its cost is spread over little training time; later windows wait until "
+            "the estimate is back under the budget</span>")
 
 
 def _stacked(s: WindowSummary, cls: str = "bar mini") -> str:

@@ -63,7 +63,7 @@ class MetricsState:
 
 
 class PrometheusExporter:
-    """`tfobs_*` metrics for one worker, served at `/metrics` (see README "metrics")."""
+    """`tfobs_*` metrics for one worker, served at `/metrics` (see docs/metrics.md)."""
 
     stage = "export_prometheus"
 
@@ -91,10 +91,11 @@ class PrometheusExporter:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Bind the HTTP server per config; ConfigError on a taken port or a bad option."""
+    def start(self, port: int | None = None) -> None:
+        """Bind the HTTP server per config (`port`: this one instead of the configured one);
+        ConfigError on a bad option, PortInUseError (a ConfigError) on a taken port."""
         cfg = self.config
-        port = cfg.resolved_metrics_port()
+        port = cfg.resolved_metrics_port() if port is None else port
         if port < 0 or self._server is not None:
             return
         server = MetricsServer(
@@ -142,7 +143,8 @@ class PrometheusExporter:
 
     def page_health(self) -> dict[str, Any]:
         """tfobs's own state for the overview page."""
-        return health_of(self._worker, url=self.url)
+        return {**health_of(self._worker, url=self.url),
+                "overhead_budget": self.config.overhead_budget}
 
     def _page(self) -> tuple[str, str]:
         latest = self._worker.latest

@@ -47,6 +47,7 @@ def enable(
     tf_job: str | None = None,
     tf_task: str | None = None,
     verbose: bool | None = None,
+    quiet: bool | None = None,
     keep_dir: str | None = None,
     keep_max_bytes: int | None = None,
     keep_max_per_hour: int | None = None,
@@ -59,12 +60,13 @@ def enable(
 
     Call it once, before training starts; a second call returns the running handle (new
     options are ignored until `tfobs.disable()`, with a warning). Each keyword is one option
-    of the README's options table (meaning, unit, default): an explicit keyword wins over
+    of the options table (docs/options.md) (meaning, unit, default): an explicit keyword wins over
     its `TFOBS_<NAME>` variable, which wins over the default. Returns None when
     `enabled=False` (or `TFOBS_ENABLED=false`).
 
-    Raises `tfobs.ConfigError` naming the option and what is allowed for a bad keyword,
-    and for a metrics port already in use; a bad variable only warns.
+    Raises `tfobs.ConfigError` naming the option and what is allowed for a bad keyword; a
+    bad variable only warns, and a metrics port already in use is said in one line and
+    another port served. Without TensorFlow it says how to install it and returns None.
     """
     given = {name: value for name, value in locals().items() if value is not None}
     return enable_config(Config.load(**given), explicit=bool(given))

@@ -35,7 +35,7 @@ NO_STEPS_WARN_S = 120.0
 NO_STEPS_MESSAGE = (
     "tfobs has seen no training step in the %.0f s since enable(), and profiles nothing "
     "until one is marked: Keras fit and train_on_batch are marked for you; in a custom loop "
-    "wrap each step in `with tfobs.step(step_num):` (README: Custom loops); evaluate, "
+    "wrap each step in `with tfobs.step(step_num):` (docs/usage.md: Custom loops); evaluate, "
     "predict and *_on_batch inference are not training steps, and are not profiled")
 QUEUE_SIZE = 2  # captures waiting for reduction; the budget keeps it from filling
 

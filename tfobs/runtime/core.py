@@ -13,6 +13,7 @@ import logging
 import os
 import queue
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from tfobs.capture.session import DIR_PREFIX, ProfilerSlot
 from tfobs.config import Config, runs_steps
 from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
+from tfobs.runtime import progress
 from tfobs.runtime.capture_thread import QUEUE_SIZE, CaptureThread, ReduceQueue
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.info import info_labels
@@ -90,6 +92,8 @@ class Runtime:
                                 self._failures, step_sink, self._finish,
                                 runs_steps=runs_steps(self.identity))
         self._warned_no_keep_dir = False
+        self._said: set[str] = set()  # outcomes the job's log has had a line for
+        self._refusal_said = False  # capture_now() said no, and the log said why
         self.keeper = (Keeper(config, self.health, self._failures, self.identity)
                        if config.keep_dir else None)
         reduce_queue: ReduceQueue = queue.Queue(maxsize=QUEUE_SIZE)
@@ -134,7 +138,18 @@ class Runtime:
             self._warned_no_keep_dir = True  # once: a script may ask again and again
             _log.warning("tfobs: capture_now(keep=True) but keep_dir (TFOBS_KEEP_DIR) is not "
                          "set; the window is captured, not kept")
-        return self.running and self._windows.request(keep and self.keeper is not None)
+        granted = self.running and self._windows.request(keep and self.keeper is not None)
+        if granted:
+            self._refusal_said = False
+        elif not self._refusal_said:  # once until granted: a script may ask every step
+            self._refusal_said = True
+            progress.say(progress.refused(self))  # a notebook user sees why, and when
+        return granted
+
+    def next_scheduled_step(self) -> int:
+        """The step the next scheduled window opens at (-1: none scheduled here)."""
+        step = self._windows.next_start
+        return step if step < sys.maxsize else -1
 
     def train_end(self) -> None:
         """Training stopped: close an open window now instead of at its cap."""
@@ -255,6 +270,13 @@ class Runtime:
                       record.capture_s, record.reduce_s,
                       f" {record.cut}" if record.cut else "")
         summary = self.last_summary if outcome in ("captured", "empty") else None
+        try:
+            line = progress.window_line(self, record, summary, self._said)
+        except Exception as exc:
+            line = ""
+            self._failures.report("listener", exc)
+        if line:
+            progress.say(line)
         for fn in list(self._listeners):
             try:
                 fn(record, summary)

@@ -8,15 +8,22 @@ of the data: health ledger -> samplers -> exporters -> runtime.
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import logging
 import os
+import sys
 import threading
+from typing import TYPE_CHECKING
 
 from tfobs.config import Config
 from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
+from tfobs.runtime import progress
 from tfobs.runtime.core import Runtime, Sources
 from tfobs.runtime.info import info_labels, worker_resource
+
+if TYPE_CHECKING:
+    from tfobs.export.prometheus import PrometheusExporter
 
 _log = logging.getLogger("tfobs")
 
@@ -26,16 +33,25 @@ _registered = False
 
 
 def enable_config(config: Config, explicit: bool = True) -> Runtime | None:
-    """Start tfobs with `config` (idempotent: a running instance is returned as it is;
-    `explicit`: options were given, so say when they differ from the running ones)."""
+    """Start tfobs with `config` (idempotent: a running instance is returned as it is, with
+    a line saying so; `explicit`: options were given, so say when they differ)."""
     global _instance
     with _instance_lock:
         running = _instance
         if running is not None and running.running and running.pid == os.getpid():
-            if explicit and config != running.config:
-                _log.warning("tfobs is already enabled; new options are ignored until disable()")
+            differ = explicit and config != running.config
+            line = progress.again(running, differ)
+            if differ:  # a warning: shown even with quiet
+                _log.warning(line)
+            else:
+                progress.say(line)
             return running
         if not config.enabled:
+            return None
+        progress.configure(config.quiet)
+        missing = tensorflow_missing()
+        if missing:
+            _log.warning(missing)
             return None
         runtime = _build(config)
         try:
@@ -45,7 +61,22 @@ def enable_config(config: Config, explicit: bool = True) -> Runtime | None:
             raise
         _instance = runtime
         _register_process_hooks()
+        progress.say(progress.started(runtime))
         return runtime
+
+
+def tensorflow_missing() -> str:
+    """'' when TensorFlow can be imported here, else the one line that says how to fix it
+    (found without importing it: `enable()` initialises nothing in TensorFlow)."""
+    try:
+        found = importlib.util.find_spec("tensorflow") is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        return ""
+    return (f"tfobs: TensorFlow is not installed for this Python ({sys.executable}); tfobs "
+            "stays off and training goes on. To profile, install it in the same environment: "
+            "pip install 'tensorflow>=2.16' (or tensorflow-cpu)")
 
 
 def disable(timeout_s: float = 5.0) -> None:
@@ -84,8 +115,8 @@ def _build(config: Config) -> Runtime:
             config, config.identity(), health, nvml=sources.nvml, tfmemory=sources.tfmemory,
             capture_request=capture_now)
         try:
-            prometheus.start()  # a taken port raises ConfigError naming the fix
-        except Exception:
+            _start_server(prometheus)
+        except Exception:  # a bad option (TLS files, bind address) names its fix
             _stop_sources(sources)
             raise
         sinks.append(prometheus)
@@ -106,6 +137,29 @@ def _build(config: Config) -> Runtime:
             _log.warning("tfobs: OpenTelemetry tracing off: %s", exc)
     return Runtime(config, health=health, sinks=sinks, step_sink=step_sink, sources=sources,
                    metrics_url=url, metrics_port=port)
+
+
+def _start_server(prometheus: PrometheusExporter) -> None:
+    """Serve on the configured port; a taken one (a second run beside a job or notebook)
+    never ends training: one line, then a free port, or no server when none can be had."""
+    from tfobs.export.http_server import PortInUseError
+
+    try:
+        prometheus.start()
+        return
+    except PortInUseError as exc:
+        taken = exc
+    try:
+        prometheus.start(port=0)
+    except Exception as exc:  # no port at all: metrics stay in the process, unserved
+        _log.warning("tfobs: port %d on %s is in use and no other port could be opened (%s); "
+                     "training goes on without a metrics server", taken.port, taken.bind,
+                     " ".join(str(exc).split()))
+        return
+    _log.warning("tfobs: port %d on %s is in use (another job or notebook serving there?); "
+                 "serving on port %d instead: %s (set metrics_port / TFOBS_METRICS_PORT to a "
+                 "free port, or -1 for no server)", taken.port, taken.bind, prometheus.port,
+                 prometheus.url)
 
 
 def _sources(config: Config, health: HealthLedger) -> Sources:

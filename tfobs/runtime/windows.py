@@ -271,6 +271,11 @@ class Windows:
     def idle(self) -> bool:
         return self.inflight is None
 
+    @property
+    def next_start(self) -> int:
+        """The step the next scheduled window opens at (sys.maxsize: none scheduled)."""
+        return self._next_start
+
     def wait_idle(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while self.inflight is not None:

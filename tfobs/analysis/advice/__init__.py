@@ -43,7 +43,7 @@ def with_advice(summary: WindowSummary) -> WindowSummary:
 
 
 def markdown_table() -> str:
-    """The README's advice table: rule id, what fires it, the fix, the guide section."""
+    """The advice table (docs/advice.md): rule id, what fires it, the fix, the guide section."""
     rows = ["| Rule id | Fires when | Fix | Guide section |", "|---|---|---|---|"]
     for r in RULES:
         cells = (f"`{r.id}`", r.fires_when, r.fix, r.guide)
