@@ -1,7 +1,8 @@
 """`tfobs analyze` as a whole process: what it loads for a small CPU capture.
 
 A command-line answer on a small file is mostly start-up. The command keeps OpenBLAS to one
-thread (the reduction does no linear algebra) and loads the GPU kernel modules (kernel
+thread (the reduction does no linear algebra), pauses the cycle collector only while it
+reduces, and loads the GPU kernel modules (kernel
 names, Tensor Core rules, HLO protos) only for captures with GPU planes. Run in a child
 process, as a user runs it; the timings themselves are in benchmarks/reduce_speed.py.
 """
@@ -20,14 +21,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 GPU_MODULES = ("tfobs.analysis.kernels", "tfobs.analysis.hlo_ops",
                "tfobs.analysis.tensor_cores", "tfobs.analysis.precision")
 _CHILD = """
-import io, json, os, sys
+import gc, io, json, os, sys
 from tfobs.cli import main
 out, sys.stdout = sys.stdout, io.StringIO()
 code = main(["analyze", sys.argv[1], "--format", "json"])
 summary, sys.stdout = json.loads(sys.stdout.getvalue()), out
 print(json.dumps({"code": code, "blas": os.environ.get("OPENBLAS_NUM_THREADS"),
                   "loaded": [m for m in sys.modules if m.startswith("tfobs.analysis")],
-                  "steps": summary["steps"]["count"]}))
+                  "steps": summary["steps"]["count"], "gc": gc.isenabled()}))
 """
 
 
@@ -43,6 +44,7 @@ def test_a_cpu_capture_loads_no_gpu_module_and_one_blas_thread() -> None:
     got = _analyze(CAPTURES / "generated__tf2.21cpu__ps_chief.xplane.pb")
     assert got["code"] == 0 and got["steps"] == 58
     assert got["blas"] == "1"
+    assert got["gc"]  # paused while reducing only
     assert not set(GPU_MODULES) & set(got["loaded"])
     assert "tfobs.analysis.steps" in got["loaded"]  # it did reduce the capture
 

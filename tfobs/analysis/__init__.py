@@ -193,8 +193,14 @@ def _steps(
 ) -> tuple[Steps, dict[str, float], dict[int, int]]:
     items = []
     totals: dict[int, int] = {}
-    host_cands = _host_candidates([g for g, _ in kept], top_n, names, found)
-    for (group, types_ps), cands in zip(kept, host_cands, strict=True):
+    groups = [g for g, _ in kept]
+    if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
+        host_cands = _host_candidates(groups, top_n, names, found)
+        tops = [_top_events(g, c, top_n, devices, base_ns)
+                for g, c in zip(groups, host_cands, strict=True)]
+    else:  # host events only: every step's top events ranked at once
+        tops = _host_top_events(groups, top_n, names, found, base_ns)
+    for (group, types_ps), top in zip(kept, tops, strict=True):
         for k, v in types_ps.items():
             totals[k] = totals.get(k, 0) + v
         items.append(
@@ -203,7 +209,7 @@ def _steps(
                 start_ns=base_ns + group.begin_ps // 1000,
                 duration_s=group.duration_ps / 1e12,
                 breakdown_s=bd.categories_of(types_ps),
-                top_events=_top_events(group, cands, top_n, devices, base_ns),
+                top_events=top,
             )
         )
     n = len(items)
@@ -315,19 +321,17 @@ def _event_kind(name: str) -> str:
 Candidate = tuple[int, str, str, int, str]  # (ps, name, kind, start ns, device)
 
 
-def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
-                     found: FoundSteps | None = None) -> list[list[Candidate]]:
-    """Each step's ops and tf.data stages that can make its top n: those at least as long
-    as its n-th longest (ties kept), in member order (lines, then time), as Python
-    tuples. All steps at once: a few numpy passes over every member, not a dozen per
-    step and line.
-    """
-    out: list[list[Candidate]] = [[] for _ in groups]
+def _candidate_columns(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                       found: FoundSteps | None) -> tuple[np.ndarray, ...] | None:
+    """(step, absolute start ps, duration ps, metadata id) of each step's ops and tf.data
+    stages that can make its top n: those at least as long as its n-th longest (ties
+    kept), in member order (lines, then time). All steps at once: a few numpy passes over
+    every member, not a dozen per step and line."""
     if top_n <= 0:
-        return out
+        return None
     lds, step, line, flat = members_of(found, groups) if found else member_events(groups)
     if not lds:
-        return out
+        return None
     cols = lds[0].columns  # the member lines are all the host plane's
     mids = cols.mid[flat]
     op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
@@ -342,16 +346,53 @@ def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
     floor = np.full(len(groups), np.iinfo(np.int64).min, np.int64)
     floor[full] = ranked[first[full] + top_n - 1]
     keep = np.flatnonzero(dur >= floor[step])
-    line_start = [ld.start_ps for ld in lds]
+    line_start = np.array([ld.start_ps for ld in lds], np.int64)
+    return (step[keep], line_start[line[keep]] + start[keep], dur[keep], mids[keep])
+
+
+def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                     found: FoundSteps | None = None) -> list[list[Candidate]]:
+    """`_candidate_columns` as Python tuples per step."""
+    out: list[list[Candidate]] = [[] for _ in groups]
+    found_cols = _candidate_columns(groups, top_n, names, found)
+    if found_cols is None:
+        return out
+    step, start, dur, mids = found_cols
     kinds: dict[int, tuple[str, str]] = {}
-    for k, li, s, d, mid in zip(step[keep].tolist(), line[keep].tolist(),
-                                start[keep].tolist(), dur[keep].tolist(), mids[keep].tolist(),
-                                strict=True):
+    for k, s, d, mid in zip(step.tolist(), start.tolist(), dur.tolist(), mids.tolist(),
+                            strict=True):
         named = kinds.get(mid)
         if named is None:
             named = kinds[mid] = (names[mid], _event_kind(names[mid]))
-        out[k].append((d, named[0], named[1], (line_start[li] + s) // 1000, ""))
+        out[k].append((d, named[0], named[1], s // 1000, ""))
     return out
+
+
+def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                     found: FoundSteps, base_ns: int) -> list[tuple[TimedEvent, ...]]:
+    """Each step's top n host events where the capture has no device events: the
+    candidates of all steps ranked at once (step, longest first, then name, then member
+    order, as `_top_events` sorts each step's)."""
+    out: list[list[TimedEvent]] = [[] for _ in groups]
+    found_cols = _candidate_columns(groups, top_n, names, found)
+    if found_cols is not None and found_cols[0].size:
+        step, start, dur, mids = found_cols
+        distinct = np.unique(mids)
+        by_name = sorted(range(distinct.size), key=lambda j: names[int(distinct[j])])
+        name_rank = np.empty(distinct.size, np.int64)
+        name_rank[by_name] = np.arange(distinct.size)
+        order = np.lexsort((name_rank[np.searchsorted(distinct, mids)], -dur, step))
+        step, start, dur, mids = step[order], start[order], dur[order], mids[order]
+        first = np.searchsorted(step, step)  # each row's step's first row
+        top = np.flatnonzero(np.arange(step.size) - first < top_n)
+        kinds: dict[int, tuple[str, str]] = {}
+        for k, s, d, mid in zip(step[top].tolist(), start[top].tolist(), dur[top].tolist(),
+                                mids[top].tolist(), strict=True):
+            named = kinds.get(mid)
+            if named is None:
+                named = kinds[mid] = (names[mid], _event_kind(names[mid]))
+            out[k].append(TimedEvent(named[0], named[1], base_ns + s // 1000, d / 1e12, ""))
+    return [tuple(events) for events in out]
 
 
 def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:
