@@ -201,3 +201,13 @@ def test_parameter_server_chief_times_the_coordinators_steps() -> None:
     calls = s.steps.calls[0]
     assert (calls.name, calls.source, calls.count) == ("step_fn", "python", 60)
     assert "all_others_bound" not in _codes(s)
+
+
+def test_a_jax_inference_window_reports_its_jitted_calls() -> None:
+    # openxla/xprof's TPU inference capture: no step markers, JAX's PjitFunction(f) calls
+    s = tfobs.analyze(CAPTURES / "xprof__tpu_inference_2.xplane.pb")
+    assert s.steps.count == 0
+    top = s.steps.calls[0]
+    assert top.name == "PjitFunction(f)" and top.source == "python" and top.count == 100
+    assert top.mean_s == pytest.approx(top.total_s / top.count)
+    assert "holds 100 calls of 'PjitFunction(f)'" in s.steps.note

@@ -5,6 +5,7 @@ XProf then says "No step time measured". Each call of a `tf.function` (or concre
 signature) from Python is one event named for the function carrying a `tf_function_call`
 stat; the outermost ones on each thread are the calls the program made (inner ones run only
 while a function is traced). Their count, rate and time per call say what the window held.
+JAX's jitted calls are `PjitFunction(<name>)` events, counted the same way.
 A parameter-server worker runs the functions its coordinator sends (`schedule`): each is an
 `EagerLocalExecute: __inference_<function>_<n>` inside an `EagerService:Enqueue` request,
 reported as that function's remote calls (the per-worker `step_fn` time).
@@ -20,6 +21,7 @@ from tfobs.analysis.timeline import Timeline, id_array, member
 from tfobs.summary import FunctionCalls
 
 CALL_STAT = "tf_function_call"
+JAX_CALL = "PjitFunction("
 MAX_CALL_ROWS = 10
 REMOTE_REQUEST = "EagerService:Enqueue"
 _REMOTE_RUN = re.compile(r"EagerLocalExecute: __inference_(.+?)(?:_\d+)?$")
@@ -27,10 +29,12 @@ _REMOTE_RUN = re.compile(r"EagerLocalExecute: __inference_(.+?)(?:_\d+)?$")
 
 def _call_mids(host: Timeline) -> np.ndarray:
     """Metadata ids of the function-call events: names without ':' (ops, executor and
-    eager events have one) whose first event carries the `tf_function_call` stat."""
+    eager events have one) whose first event carries the `tf_function_call` stat, and
+    JAX's jitted calls (`PjitFunction(<name>)`)."""
+    jitted = [m for m, n in host.names.items() if n.startswith(JAX_CALL)]
     stat_id = host.stat_ids.get(CALL_STAT)
     if stat_id is None:
-        return np.zeros(0, np.int64)
+        return np.array(sorted(jitted), np.int64)
     wanted = {stat_id: CALL_STAT}
     plain = id_array(host.mids_where(lambda n: ":" not in n and not n.startswith("$")))
     found: list[int] = []
@@ -48,7 +52,7 @@ def _call_mids(host: Timeline) -> np.ndarray:
             left.discard(mid)
             if CALL_STAT in host.stat_values(ld, i, wanted):
                 found.append(mid)
-    return np.array(sorted(found), np.int64)
+    return np.array(sorted(found + jitted), np.int64)
 
 
 def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
