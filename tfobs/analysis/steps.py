@@ -478,28 +478,28 @@ def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
                          m_pos: np.ndarray) -> tuple[list[StepGroup], Members]:
     """The steps of a compiled walk and their members (`member_events`' columns), each
     step's own root left out, straight from the walk's columns."""
-    groups: list[StepGroup] = []
     step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
-    root_line: list[int] = []
-    root_pos: list[int] = []
-    starts = [ld.start_ps for ld in host.lines]
-    for (li, i, num, name), g in zip(roots, root_group.tolist(), strict=True):
-        if g < 0 or name in REMOTE_CALL_ROOTS:
-            continue
-        ld = host.lines[li]
-        begin = starts[li] + int(ld.start_arr[i])
-        groups.append(StepGroup(num, f"{name} {num}", begin,
-                                begin + int(ld.end_arr[i] - ld.start_arr[i])))
-        step_of_group[g] = len(groups) - 1
-        root_line.append(li)
-        root_pos.append(i)
+    picked = [k for k, (g, root) in enumerate(zip(root_group.tolist(), roots, strict=True))
+              if g >= 0 and root[3] not in REMOTE_CALL_ROOTS]
+    chosen = [roots[k] for k in picked]
+    root_line = np.array([r[0] for r in chosen], np.int64)
+    root_pos = np.array([r[1] for r in chosen], np.int64)
+    # Each step's marker span, gathered line by line (absolute ps).
+    begin = np.zeros(root_pos.size, np.int64)
+    length = np.zeros(root_pos.size, np.int64)
+    for li in unique(root_line).tolist():
+        ld, on = host.lines[li], np.flatnonzero(root_line == li)
+        begin[on] = ld.start_arr[root_pos[on]] + ld.start_ps
+        length[on] = ld.end_arr[root_pos[on]] - ld.start_arr[root_pos[on]]
+    groups = [StepGroup(num, f"{name} {num}", b, b + n) for (_, _, num, name), b, n
+              in zip(chosen, begin.tolist(), length.tolist(), strict=True)]
+    step_of_group[root_group[np.array(picked, np.int64)]] = np.arange(len(groups))
     if not groups or not m_group.size:
         return groups, ([], _NONE, _NONE, _NONE)
     k = step_of_group[m_group]
     keep = np.flatnonzero(k >= 0)
     k, m_line, m_pos = k[keep], m_line[keep], m_pos[keep]
-    own = (m_line == np.array(root_line, np.int64)[k]) & (
-        m_pos == np.array(root_pos, np.int64)[k])
+    own = (m_line == root_line[k]) & (m_pos == root_pos[k])
     if own.any():
         k, m_line, m_pos = k[~own], m_line[~own], m_pos[~own]
     order = np.argsort(k, kind="stable")  # by step, walk order within one
