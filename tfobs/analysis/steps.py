@@ -553,8 +553,8 @@ def members_of(found: FoundSteps, kept: list[StepGroup]) -> Members:
         rank[k] = r
     new = rank[group]
     sel = np.flatnonzero(new >= 0)
-    if sel.size and (np.diff(new[sel]) < 0).any():  # kept out of order: read them anew
-        return member_events(kept)
+    if sel.size and (np.diff(new[sel]) < 0).any():  # kept in another order: follow it
+        sel = sel[np.argsort(new[sel], kind="stable")]
     return lds, new[sel], line[sel], flat[sel]
 
 
