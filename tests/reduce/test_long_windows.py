@@ -44,3 +44,19 @@ def test_top_events_ranked_at_once_equal_step_by_step(
     assert [s.top_events for s in at_once.steps.items] == [
         s.top_events for s in step_by_step.steps.items]
     assert at_once == step_by_step
+
+
+@pytest.mark.parametrize("capture", [p for p in capture_paths() if "cpu" in p.name],
+                         ids=lambda p: p.name.split(".")[0])
+def test_breakdown_from_the_typed_columns_equals_the_per_step_chunks(
+        capture: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = capture.read_bytes()
+    from_columns = reduction.reduce_xspace(data)
+    chunks = reduction.bd.step_breakdowns
+
+    def from_chunks(groups: list, has_device: bool, *args: object, typed: object = None,
+                    **kw: object) -> object:
+        return chunks(groups, has_device, *args, typed=None, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reduction.bd, "step_breakdowns", from_chunks)
+    assert reduction.reduce_xspace(data) == from_columns

@@ -85,11 +85,13 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     found = find_steps(host, has_device=has_device)
     if has_device and found.groups:
         _add_device_events(found.groups, devices)
-    kept, dropped = bd.step_breakdowns(found.groups, has_device)
+    typed = None if has_device else found.typed  # device events join the groups on GPUs
+    kept, dropped = bd.step_breakdowns(found.groups, has_device, typed=typed)
     if not kept and found.groups and not has_device and found.method == "markers":
         # Marked steps that run no op here: a coordinator's (ParameterServerStrategy), whose
         # step functions run on the workers. XProf finds no step; tfobs times the markers.
-        kept, dropped = bd.step_breakdowns(found.groups, has_device, require_compute=False)
+        kept, dropped = bd.step_breakdowns(found.groups, has_device, require_compute=False,
+                                           typed=typed)
         if kept:
             found = dataclasses.replace(found, method=REMOTE_STEPS, note=REMOTE_STEPS_NOTE)
     names = host.names if host is not None else {}

@@ -82,6 +82,9 @@ class FoundSteps:
     unrooted_name: str = ""
     # `member_events(groups)`, read once for the breakdown and the steps' top events.
     members: tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray] | None = None
+    # The groups' typed host events as columns (type, begin, end, group number), the
+    # chunks `events` holds before any device event joins them.
+    typed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def _absolute(times: np.ndarray, ld: LineData) -> np.ndarray:
@@ -514,17 +517,20 @@ def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
     return groups, (lds, k, line, plane_indices(lds, line, m_pos))
 
 
-def _add_typed_events(host: Timeline, groups: list[StepGroup],
-                      mids_type: dict[int, int], members: Members | None = None) -> Members:
+Typed = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[int, int],
+                      members: Members | None = None) -> tuple[Members, Typed | None]:
     """Each group's members with a CPU event type (`mids_type`), as one chunk (type,
     absolute begin, absolute end) in member order: every group in one pass over the
     members of all, read from the plane's columns. Returns `member_events(groups)` (or the
-    `members` given)."""
+    `members` given) and the chunks as one set of columns (type, begin, end, group)."""
     if members is None:
         members = member_events(groups)
     lds, group, line, flat = members
     if not lds:
-        return members
+        return members, None
     cols = host.columns
     etype = lookup(cols.mid[flat], mids_type, -1)  # -1: not a CPU event type
     typed = np.flatnonzero(etype >= 0)
@@ -535,7 +541,9 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup],
     for k, g in enumerate(groups):
         lo, hi = bounds[k], bounds[k + 1]
         g.events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
-    return members
+    typed_cols = (etype.astype(np.int64), begin.astype(np.int64), end.astype(np.int64),
+                  group.astype(np.int64))
+    return members, typed_cols
 
 
 def members_of(found: FoundSteps, kept: list[StepGroup]) -> Members:
@@ -704,7 +712,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     flat_walk = grouper.walk_flat(pairs)
     if flat_walk is not None:  # compiled: members as columns, no per-step lists
         groups, read = _groups_from_columns(host, roots, *flat_walk)
-        _add_typed_events(host, groups, mids_type, read)
+        _, typed = _add_typed_events(host, groups, mids_type, read)
     else:
         walked = grouper.group_roots(pairs)
         for (li, i, num, name), members in zip(roots, walked, strict=True):
@@ -719,7 +727,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
                     idx = idx[idx != i]
                 step.members.append((host.lines[mli], idx))
             groups.append(step)
-        read = _add_typed_events(host, groups, mids_type)
+        read, typed = _add_typed_events(host, groups, mids_type)
     note = ""
     if method == "inferred":
         note = (
@@ -735,4 +743,4 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
-    return FoundSteps(method, groups, note, step_of=step_of, members=read)
+    return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed)
