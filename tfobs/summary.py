@@ -99,6 +99,21 @@ class Step:
 
 
 @dataclass(frozen=True)
+class FunctionCalls:
+    """The calls of one `tf.function` (or SavedModel signature) made from Python in the
+    window: what an inference, serving or evaluation window holds instead of steps."""
+
+    name: str
+    count: int
+    per_s: float  # calls per second, from the first call's start to the last call's end
+    mean_s: float  # time per call
+    total_s: float
+    # "python": called from Python on this host; "remote": a function another task sent
+    # (a parameter-server worker running the coordinator's `schedule`d step function).
+    source: str = "python"
+
+
+@dataclass(frozen=True)
 class Steps:
     count: int = 0
     method: str = "none"  # markers | markers_tf_loop | inferred | none
@@ -112,6 +127,14 @@ class Steps:
     # Mean input wait (IteratorGetNext) per gap between consecutive steps: a batch fetched
     # outside the step markers, which no step's breakdown counts.
     input_between_s: float = 0.0
+    # The window's tf.function / signature calls from Python, most time first (bounded):
+    # inference (`predict`, serving) and evaluation windows have calls, not training steps.
+    calls: tuple[FunctionCalls, ...] = ()
+    # Would-be step markers that no tool takes: events with `step_num` but no `_r` stat.
+    unrooted_markers: int = 0
+    # Self time per step of the ops that call Python (py_function, numpy_function) outside
+    # tf.data: Python run by the step's own graph.
+    python_op_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -154,6 +177,11 @@ class InputPipeline:
     # tf.distribute's per-replica input ran (MultiDeviceIterator ops): its iterators are
     # `::Generator` stages that run no Python, unlike `from_generator`'s.
     per_replica_input: bool = False
+    # Window self time of ops XProf counts as host input by their type alone and tfobs
+    # does not (`EagerService:Enqueue`, a parameter-server worker's queue of eager requests
+    # from its coordinator: type "Enqueue"), and their names.
+    xprof_only_input_s: float = 0.0
+    xprof_only_input_ops: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,6 +214,9 @@ class KernelStat:
     uses_tensor_cores: bool = False
     op_tensor_core_eligible: bool = False
     tensor_core_rule: str = ""  # which name rule matched, "" if none
+    # True where no name rule can say whether the kernel used Tensor Cores.
+    tensor_core_unknown: bool = False
+    width_bits: int = 0  # 16 or 32: its arithmetic width (`precision.py`)
 
     @property
     def avg_s(self) -> float:
@@ -199,6 +230,12 @@ class Kernels:
     eligible_op_s: float = 0.0
     eligible_op_tensor_core_s: float = 0.0
     items: tuple[KernelStat, ...] = ()
+    # Kernel time in 16-bit (or narrower) arithmetic, by the types each kernel's name or
+    # HLO instruction states (`precision.py`).
+    compute_16bit_s: float = 0.0
+    # Kernel time whose Tensor Core use no name rule can judge (Pallas/Triton `kernel`,
+    # custom calls, unknown kernels of matrix ops): neither on nor off Tensor Cores.
+    tensor_core_unknown_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -272,7 +309,10 @@ class WindowSummary:
     duration_s: float = 0.0
     steps: Steps = field(default_factory=Steps)
     breakdown_s: dict[str, float] = field(default_factory=dict)  # mean per step
-    device_compute_16bit_ratio: float = 0.0  # 16-bit share of device compute
+    # 16-bit share of device compute: on GPUs of kernel time, by the types each kernel's
+    # name or HLO instruction states; XProf's figure (names saying "half"/"fp16") beside it.
+    device_compute_16bit_ratio: float = 0.0
+    device_compute_16bit_ratio_xprof: float = 0.0
     input_bound: InputBound = field(default_factory=InputBound)
     input_pipeline: InputPipeline = field(default_factory=InputPipeline)
     ops: Ops = field(default_factory=Ops)

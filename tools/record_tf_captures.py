@@ -177,6 +177,40 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 GAN trained by hand: per iteration the generator's predict_on_batch (not a "
         "step), the discriminator's train_on_batch, then the stacked model's; each "
         "train_on_batch call marked by tfobs's train_on_batch wrapper (no code changes)", {}),
+    "named_markers_loop": (
+        "custom loop marking each step `tf.profiler.experimental.Trace(\"batch\", step_num=i, "
+        "_r=1)` (a step name of the user's own) with nested Traces (`load`, `forward`) inside; "
+        "an unprefetched tf.data map sleeping 2 ms per batch (input wait in the step); no "
+        "tfobs markers", {}),
+    "markers_without_root": (
+        "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", step_num=i)` "
+        "without `_r=1` (as older guides write it): markers that neither XProf nor tfobs take "
+        "for steps; no tfobs markers", {}),
+    "predict_only": (
+        "Keras 3 `model.predict` over a tf.data dataset (inference only, no training steps, no "
+        "callbacks, no markers)", {}),
+    "evaluate_only": (
+        "Keras 3 `model.evaluate` over a tf.data dataset (evaluation only, no training steps, "
+        "no callbacks, no markers)", {}),
+    "serving_signature": (
+        "a SavedModel's `serving_default` signature loaded with tf.saved_model.load and called "
+        "once per request batch (serving: no markers, no Keras)", {}),
+    "python_in_step": (
+        "custom loop whose marked step runs numpy preprocessing in Python, then a tf.function "
+        "holding a `tf.numpy_function` (numpy inside the graph) before the gradient step; "
+        "tfobs.step markers", {}),
+    "tiny_steps_long": (
+        "custom loop of 4,000 tiny tf.function steps (a 16x16 matmul update) in one trace: a "
+        "long window of small steps, as high-throughput jobs make; tfobs.step markers", {}),
+    "ps_chief": (
+        "ParameterServerStrategy on loopback (2 workers, 1 ps, each its own process running "
+        "tf.distribute.Server): the chief's ClusterCoordinator schedules a tf.function "
+        "step_fn per step and joins, each step marked by tfobs.step; the chief profiled "
+        "locally", {}),
+    "ps_worker": (
+        "the same ParameterServerStrategy job, worker 0 traced through its server's profiler "
+        "service (tf.profiler.experimental.client.trace to the worker's gRPC port): the "
+        "remote step_fn runs, no step markers", {}),
 }
 
 
@@ -946,6 +980,190 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return loss
 
         warm_then_profile(lambda i: scaled_step(x, y, i), params["steps"])
+    elif case in ("named_markers_loop", "markers_without_root"):
+        params = {"batch": 64, "steps": 20, "map_sleep_s": 0.002,
+                  "marker": "batch" if case == "named_markers_loop" else "train",
+                  "root_stat": case == "named_markers_loop"}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+
+        def slow(xb: Any) -> Any:
+            time.sleep(params["map_sleep_s"])
+            return xb
+
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().map(
+            lambda xb, yb: (tf.ensure_shape(tf.py_function(slow, [xb], tf.float32),
+                                            (64, 128)), yb))
+        it = iter(ds)
+        trace = tf.profiler.experimental.Trace
+        root = {"_r": 1} if params["root_stat"] else {}
+
+        def own_markers(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with trace(params["marker"], step_num=i, **root):
+                    with trace("load"):
+                        xb, yb = next(it)
+                    with trace("forward"):
+                        step(xb, yb)
+
+        own_markers(0, 3)
+        profile(lambda: own_markers(3, params["steps"]))
+
+    elif case in ("predict_only", "evaluate_only"):
+        params = {"batch": 64, "steps": 30}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(256, "relu"), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        ds = random_batches(64 * 32, 128, 64)
+        if case == "predict_only":
+            model.predict(ds, steps=3, verbose=0)
+            profile(lambda: model.predict(ds, steps=params["steps"], verbose=0))
+        else:
+            model.evaluate(ds, steps=3, verbose=0)
+            profile(lambda: model.evaluate(ds, steps=params["steps"], verbose=0))
+
+    elif case == "serving_signature":
+        params = {"batch": 32, "calls": 40}
+        saved = tempfile.mkdtemp(prefix="tfobs-saved-")
+
+        class Scorer(tf.Module):
+            def __init__(self) -> None:
+                self.w1 = tf.Variable(tf.random.normal((128, 256)))
+                self.w2 = tf.Variable(tf.random.normal((256, 1)))
+
+            @tf.function(input_signature=[tf.TensorSpec((None, 128), tf.float32)])
+            def serve(self, x: Any) -> Any:
+                return {"score": tf.matmul(tf.nn.relu(tf.matmul(x, self.w1)), self.w2)}
+
+        scorer = Scorer()
+        tf.saved_model.save(scorer, saved, signatures={"serving_default": scorer.serve})
+        serving = tf.saved_model.load(saved).signatures["serving_default"]
+        requests = [tf.constant(rng.random((32, 128), np.float32)) for _ in range(4)]
+
+        def serve_calls(n: int) -> None:
+            for i in range(n):
+                serving(x=requests[i % 4])
+
+        serve_calls(3)
+        profile(lambda: serve_calls(params["calls"]))
+        shutil.rmtree(saved, ignore_errors=True)
+
+    elif case == "python_in_step":
+        params = {"batch": 128, "steps": 12}
+        model = mlp(256, 256)
+        opt = keras.optimizers.SGD(0.01)
+        raw = rng.random((128 * 8, 256)).astype(np.float32)
+
+        def rank_features(z: Any) -> Any:  # numpy inside the graph
+            return np.argsort(np.argsort(z, axis=1), axis=1).astype(np.float32) / z.shape[1]
+
+        @tf.function
+        def numpy_then_step(xb: Any, yb: Any) -> Any:
+            ranked = tf.numpy_function(rank_features, [xb], tf.float32)
+            ranked = tf.ensure_shape(ranked, (128, 256))
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(ranked, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        def preprocess_then_step(i: int) -> None:
+            block = raw[(i % 8) * 128:(i % 8 + 1) * 128]
+            z = np.clip((block - block.mean(0)) / (block.std(0) + 1e-6), -3, 3)
+            for _ in range(10):  # numpy in Python, inside the marked step
+                np.sort(z, axis=1)
+            numpy_then_step(tf.constant(z), tf.constant(z[:, :1]))
+
+        warm_then_profile(preprocess_then_step, params["steps"])
+
+    elif case == "tiny_steps_long":
+        params = {"steps": 4000, "size": 16}
+        w = tf.Variable(tf.random.normal((16, 16)))
+        xs = tf.random.normal((16, 16))
+
+        @tf.function
+        def tiny(xb: Any) -> Any:
+            w.assign_sub(0.001 * tf.matmul(xb, w))
+            return w[0, 0]
+
+        warm_then_profile(lambda i: tiny(xs), params["steps"], warm=20)
+    elif case in ("ps_chief", "ps_worker"):
+        import socket
+        import threading
+
+        params = {"workers": 2, "ps": 1, "steps": 60, "width": 256, "batch": 64}
+
+        def port() -> int:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                return int(sock.getsockname()[1])
+
+        cluster = {"worker": [f"127.0.0.1:{port()}" for _ in range(2)],
+                   "ps": [f"127.0.0.1:{port()}"], "chief": [f"127.0.0.1:{port()}"]}
+        stop = os.path.join(logdir, "stop")
+        serve = ("import os, sys, time, json, tensorflow as tf\n"
+                 "c = json.loads(sys.argv[1])\n"
+                 "s = tf.distribute.Server(tf.train.ClusterSpec(c), job_name=sys.argv[2], "
+                 "task_index=int(sys.argv[3]), protocol='grpc', start=True)\n"
+                 "t = time.monotonic()\n"
+                 "while not os.path.exists(sys.argv[4]) and time.monotonic() - t < 300:\n"
+                 "    time.sleep(0.1)\n"
+                 "os._exit(0)\n")
+        servers = [subprocess.Popen([sys.executable, "-c", serve, json.dumps(cluster), job,
+                                     str(i), stop], env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                   for job in ("worker", "ps") for i in range(len(cluster[job]))]
+        try:
+            resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
+            strategy = tf.distribute.ParameterServerStrategy(resolver)
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            with strategy.scope():
+                model = mlp(params["width"], params["width"])
+                opt = keras.optimizers.SGD(0.01)
+                model.build((None, params["width"]))
+
+            def dataset_fn() -> Any:
+                x = tf.random.uniform((64 * 8, params["width"]))
+                return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(64)
+
+            per_worker = coordinator.create_per_worker_dataset(dataset_fn)
+            it = iter(per_worker)
+
+            @tf.function
+            def step_fn(iterator: Any) -> Any:
+                def replica(xb: Any, yb: Any) -> Any:
+                    with tf.GradientTape() as tape:
+                        loss = mse(yb, model(xb, training=True))
+                    g = tape.gradient(loss, model.trainable_variables)
+                    opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+                    return loss
+                return strategy.run(replica, args=next(iterator))
+
+            def steps(first: int, n: int) -> None:
+                for i in range(first, first + n):
+                    with tfobs.step(i):
+                        coordinator.schedule(step_fn, args=(it,))
+                        coordinator.join()
+
+            steps(0, 4)
+            if case == "ps_chief":
+                profile(lambda: steps(4, params["steps"]))
+            else:
+                worker = cluster["worker"][0].split(":")[1]
+                tracer = threading.Thread(target=tf.profiler.experimental.client.trace,
+                                          args=(f"grpc://localhost:{worker}", logdir, 2500))
+                tracer.start()
+                time.sleep(0.3)
+                steps(4, params["steps"])
+                tracer.join()
+        finally:
+            open(stop, "w").close()
+            for proc in servers:
+                proc.wait(timeout=30)
+        os.remove(stop)
+
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

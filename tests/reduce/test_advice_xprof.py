@@ -48,6 +48,15 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
             assert s.input_bound.advice == p["statement"]
             assert not {"input_bound", *STATEMENTS.values()} & set(by_code)
         return
+    calls = s.steps.calls
+    if not s.steps.count and calls and calls[0].source == "remote":
+        # Named difference (README): XProf's statement judges a parameter-server worker's
+        # `KernelAndDeviceFunc::RunAsync` dispatches as steps; tfobs has no step there and
+        # states no bottleneck, only the remote calls.
+        assert s.input_bound.advice.startswith(NO_STEPS)
+        assert not {"input_bound", *STATEMENTS.values()} & set(by_code)
+        assert "calls_without_steps" in by_code
+        return
     if GPU_STEP_NOTE in s.steps.note:
         # Named difference (README): on a GPU XProf 2.24.2 classifies no host time, so its
         # statement can only be 'All Others' or NOT input-bound (test_fidelity_xprof checks
@@ -62,7 +71,21 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
     else:
         assert "input_bound" not in by_code
     for key, code in STATEMENTS.items():
+        if code == "all_others_bound" and s.input_bound.verdict == "potentially":
+            # Named difference (README): XProf leaves its 'All Others' statement out when
+            # its verdict is POTENTIALLY input-bound, a verdict resting on 'All Others'
+            # alone; tfobs states it there with XProf's sentence, so the fix it names
+            # (Python out of the step) is not hidden behind an input verdict.
+            assert not p.get(key)
+            assert by_code[code] == _all_others_sentence(s)
+            continue
         assert by_code.get(code, "") == p.get(key, ""), code
+
+
+def _all_others_sentence(s: tfobs.WindowSummary) -> str:
+    a = next(a for a in s.advice if a.code == "all_others_bound")
+    return (f"{a.evidence['other_pct']:.1f} % of the total step time sampled is spent on "
+            "'All Others' time. This could be due to Python execution overhead.")
 
 
 def test_the_captures_cover_xprofs_statements() -> None:

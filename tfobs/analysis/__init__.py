@@ -16,18 +16,27 @@ from tfobs.analysis import breakdown as bd
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
+from tfobs.analysis.calls import calls_note, function_calls
+from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import eager_ops, graph_building
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
-from tfobs.analysis.steps import FoundSteps, StepGroup, find_steps, member_events
+from tfobs.analysis.steps import (
+    FoundSteps,
+    StepGroup,
+    find_steps,
+    member_events,
+    members_of,
+)
 from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
     InputBound,
     InputPipeline,
+    Kernels,
     Step,
     Steps,
     TimedEvent,
@@ -64,7 +73,6 @@ def reduce_xspace(
 
 def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     from tfobs.analysis.gpu_idle import reduce_devices
-    from tfobs.analysis.kernels import hlo_op_names, reduce_kernels
 
     host_view = space.plane(HOST_PLANE)
     kind, accel = accelerator_planes(space)
@@ -77,7 +85,15 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     found = find_steps(host, has_device=has_device)
     if has_device and found.groups:
         _add_device_events(found.groups, devices)
-    kept, dropped = bd.step_breakdowns(found.groups, has_device)
+    typed = None if has_device else found.typed  # device events join the groups on GPUs
+    kept, dropped = bd.step_breakdowns(found.groups, has_device, typed=typed)
+    if not kept and found.groups and not has_device and found.method == "markers":
+        # Marked steps that run no op here: a coordinator's (ParameterServerStrategy), whose
+        # step functions run on the workers. XProf finds no step; tfobs times the markers.
+        kept, dropped = bd.step_breakdowns(found.groups, has_device, require_compute=False,
+                                           typed=typed)
+        if kept:
+            found = dataclasses.replace(found, method=REMOTE_STEPS, note=REMOTE_STEPS_NOTE)
     names = host.names if host is not None else {}
     start_ns, duration_s = window_span(space)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
@@ -93,7 +109,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     other_s = types_total.get(et.UNKNOWN_TIME, 0) / 1e12
     input_pct = 100.0 * input_s / total_step_s if total_step_s > 0 else 0.0
     other_pct = 100.0 * other_s / total_step_s if total_step_s > 0 else 0.0
-    verdict = bd.verdict(input_pct, other_pct, total_step_s > 0)
+    # A coordinator's steps hold no local work to judge: XProf's "no step" verdict stays.
+    verdict = bd.verdict(input_pct, other_pct, total_step_s > 0 and found.method != REMOTE_STEPS)
     statement = bd.input_statement(verdict, input_pct, other_pct)
 
     dc16 = types_total.get(et.DEVICE_COMPUTE_16, 0)
@@ -101,19 +118,34 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     ratio16 = dc16 / (dc16 + dc32) if dc16 + dc32 > 0 else 0.0
 
     host_ops = ops.host_op_metrics(host)
-    hlo = hlo_op_names(space) if has_device else {}
+    hlo: dict[tuple[int, str], str] = {}
+    hlo_bits: dict[tuple[int, str], int] = {}
+    if has_device:  # the GPU modules (kernel names, HLO protos) load only for GPU captures
+        from tfobs.analysis.kernels import hlo_programs
+
+        hlo, hlo_bits = hlo_programs(space)
     device_ops = ops.device_op_metrics(devices, hlo, gpu_events.table)
     stages = tfdata.stages(host_ops)
     h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
              ) / 1e12 / steps.count if steps.count else 0.0
     h2d_ratio = h2d_s / steps.mean_s if steps.mean_s > 0 else 0.0
     totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
+    xprof_input = input_pipeline.xprof_only_input(host_ops)
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
+    python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
     spans = sorted((g.begin_ps, g.end_ps) for g, _ in kept)
-    steps = dataclasses.replace(
-        steps, input_between_s=input_pipeline.input_between_steps(host, spans))
+    steps = _with_calls(dataclasses.replace(
+        steps, input_between_s=input_pipeline.input_between_steps(host, spans),
+        unrooted_markers=found.unrooted_markers,
+        python_op_s=_per_step(input_pipeline.python_op_seconds(host_ops) - python_tfdata_s,
+                              steps.count)), host)
     memory = reduce_memory(host, top_n, found.step_of)
+    kernels = Kernels()
+    if any(is_gpu_plane(p) for p in space.planes):
+        from tfobs.analysis.kernels import reduce_kernels
+
+        kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
     eager_s, eager_top = eager_ops(host, top_n)
     building_s, builds = graph_building(host, spans)
     return with_advice(WindowSummary(
@@ -121,7 +153,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         duration_s=duration_s,
         steps=steps,
         breakdown_s=mean_breakdown,
-        device_compute_16bit_ratio=ratio16,
+        device_compute_16bit_ratio=(kernels.compute_16bit_s / kernels.total_s
+                                    if kernels.total_s > 0 else ratio16),
+        device_compute_16bit_ratio_xprof=ratio16,
         input_bound=InputBound(
             ratio=min(1.0, input_pct / 100.0), verdict=verdict, advice=statement
         ),
@@ -131,13 +165,15 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
             stages=stages[: max(top_n, 10)],
             top_input_ops=input_pipeline.top_input_ops(host_ops, top_n),
             host_input_total_s=totals,
-            python_op_s=input_pipeline.python_op_seconds(host_ops, host),
+            python_op_s=python_tfdata_s,
             per_replica_input=input_pipeline.per_replica_input(host_ops),
+            xprof_only_input_s=xprof_input[0],
+            xprof_only_input_ops=xprof_input[1],
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,
                                 graph_building_s=building_s, graph_builds=builds),
-        kernels=reduce_kernels(space, hlo, gpu_events.table),
+        kernels=kernels,
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
                                steps_in_window=len(found.groups) if steps.count else 0,
                                events=gpu_events,
@@ -159,8 +195,14 @@ def _steps(
 ) -> tuple[Steps, dict[str, float], dict[int, int]]:
     items = []
     totals: dict[int, int] = {}
-    host_cands = _host_candidates([g for g, _ in kept], top_n, names)
-    for (group, types_ps), cands in zip(kept, host_cands, strict=True):
+    groups = [g for g, _ in kept]
+    if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
+        host_cands = _host_candidates(groups, top_n, names, found)
+        tops = [_top_events(g, c, top_n, devices, base_ns)
+                for g, c in zip(groups, host_cands, strict=True)]
+    else:  # host events only: every step's top events ranked at once
+        tops = _host_top_events(groups, top_n, names, found, base_ns)
+    for (group, types_ps), top in zip(kept, tops, strict=True):
         for k, v in types_ps.items():
             totals[k] = totals.get(k, 0) + v
         items.append(
@@ -169,7 +211,7 @@ def _steps(
                 start_ns=base_ns + group.begin_ps // 1000,
                 duration_s=group.duration_ps / 1e12,
                 breakdown_s=bd.categories_of(types_ps),
-                top_events=_top_events(group, cands, top_n, devices, base_ns),
+                top_events=top,
             )
         )
     n = len(items)
@@ -193,6 +235,21 @@ def _steps(
     return steps, mean, totals
 
 
+def _per_step(seconds: float, count: int) -> float:
+    return max(0.0, seconds) / count if count else 0.0
+
+
+def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
+    """The window's function calls; where no step was found, the note says what it held."""
+    found = function_calls(host)
+    if steps.count or not found:
+        return dataclasses.replace(steps, calls=found)
+    note = calls_note(found)
+    if steps.unrooted_markers:
+        note = steps.note + "; " + note
+    return dataclasses.replace(steps, calls=found, note=note)
+
+
 def _input_spans(groups: list[StepGroup]) -> list[tuple[int, int]]:
     """The host's input waits in the steps (ps on the time base, merged): what the GPU idles on
     when a job is input-bound, told apart from slow kernel launches."""
@@ -206,6 +263,12 @@ def _input_spans(groups: list[StepGroup]) -> list[tuple[int, int]]:
 
 
 _HOST_INPUT_TYPES = np.array([et.HOST_WAIT_INPUT, et.HOST_TO_DEVICE], np.int64)
+
+REMOTE_STEPS = "markers_remote"
+REMOTE_STEPS_NOTE = (
+    "the marked steps run no op on this host: a parameter-server coordinator, whose step "
+    "functions run on the workers (their captures hold the step_fn time); timed by the "
+    "markers, no input verdict; XProf reports no step")
 
 GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
                  "(steps[].device_span_s) and counts their host time as 'All Others'; "
@@ -260,19 +323,17 @@ def _event_kind(name: str) -> str:
 Candidate = tuple[int, str, str, int, str]  # (ps, name, kind, start ns, device)
 
 
-def _host_candidates(groups: list[StepGroup], top_n: int,
-                     names: dict[int, str]) -> list[list[Candidate]]:
-    """Each step's ops and tf.data stages that can make its top n: those at least as long
-    as its n-th longest (ties kept), in member order (lines, then time), as Python
-    tuples. All steps at once: a few numpy passes over every member, not a dozen per
-    step and line.
-    """
-    out: list[list[Candidate]] = [[] for _ in groups]
+def _candidate_columns(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                       found: FoundSteps | None) -> tuple[np.ndarray, ...] | None:
+    """(step, absolute start ps, duration ps, metadata id) of each step's ops and tf.data
+    stages that can make its top n: those at least as long as its n-th longest (ties
+    kept), in member order (lines, then time). All steps at once: a few numpy passes over
+    every member, not a dozen per step and line."""
     if top_n <= 0:
-        return out
-    lds, step, line, flat = member_events(groups)
+        return None
+    lds, step, line, flat = members_of(found, groups) if found else member_events(groups)
     if not lds:
-        return out
+        return None
     cols = lds[0].columns  # the member lines are all the host plane's
     mids = cols.mid[flat]
     op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
@@ -287,13 +348,53 @@ def _host_candidates(groups: list[StepGroup], top_n: int,
     floor = np.full(len(groups), np.iinfo(np.int64).min, np.int64)
     floor[full] = ranked[first[full] + top_n - 1]
     keep = np.flatnonzero(dur >= floor[step])
-    line_start = [ld.start_ps for ld in lds]
-    for k, li, s, d, mid in zip(step[keep].tolist(), line[keep].tolist(),
-                                start[keep].tolist(), dur[keep].tolist(), mids[keep].tolist(),
-                                strict=True):
-        name = names[mid]
-        out[k].append((d, name, _event_kind(name), (line_start[li] + s) // 1000, ""))
+    line_start = np.array([ld.start_ps for ld in lds], np.int64)
+    return (step[keep], line_start[line[keep]] + start[keep], dur[keep], mids[keep])
+
+
+def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                     found: FoundSteps | None = None) -> list[list[Candidate]]:
+    """`_candidate_columns` as Python tuples per step."""
+    out: list[list[Candidate]] = [[] for _ in groups]
+    found_cols = _candidate_columns(groups, top_n, names, found)
+    if found_cols is None:
+        return out
+    step, start, dur, mids = found_cols
+    kinds: dict[int, tuple[str, str]] = {}
+    for k, s, d, mid in zip(step.tolist(), start.tolist(), dur.tolist(), mids.tolist(),
+                            strict=True):
+        named = kinds.get(mid)
+        if named is None:
+            named = kinds[mid] = (names[mid], _event_kind(names[mid]))
+        out[k].append((d, named[0], named[1], s // 1000, ""))
     return out
+
+
+def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                     found: FoundSteps, base_ns: int) -> list[tuple[TimedEvent, ...]]:
+    """Each step's top n host events where the capture has no device events: the
+    candidates of all steps ranked at once (step, longest first, then name, then member
+    order, as `_top_events` sorts each step's)."""
+    out: list[list[TimedEvent]] = [[] for _ in groups]
+    found_cols = _candidate_columns(groups, top_n, names, found)
+    if found_cols is not None and found_cols[0].size:
+        step, start, dur, mids = found_cols
+        distinct = np.unique(mids)
+        by_name = sorted(range(distinct.size), key=lambda j: names[int(distinct[j])])
+        name_rank = np.empty(distinct.size, np.int64)
+        name_rank[by_name] = np.arange(distinct.size)
+        order = np.lexsort((name_rank[np.searchsorted(distinct, mids)], -dur, step))
+        step, start, dur, mids = step[order], start[order], dur[order], mids[order]
+        first = np.searchsorted(step, step)  # each row's step's first row
+        top = np.flatnonzero(np.arange(step.size) - first < top_n)
+        kinds: dict[int, tuple[str, str]] = {}
+        for k, s, d, mid in zip(step[top].tolist(), start[top].tolist(), dur[top].tolist(),
+                                mids[top].tolist(), strict=True):
+            named = kinds.get(mid)
+            if named is None:
+                named = kinds[mid] = (names[mid], _event_kind(names[mid]))
+            out[k].append(TimedEvent(named[0], named[1], base_ns + s // 1000, d / 1e12, ""))
+    return [tuple(events) for events in out]
 
 
 def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:

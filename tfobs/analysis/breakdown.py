@@ -78,7 +78,8 @@ def _columns(groups: list[StepGroup]) -> tuple[np.ndarray, ...] | None:
     return etype, begin, end, group
 
 
-def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
+def all_type_times(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | None = None
+                   ) -> list[dict[int, int]]:
     """`type_times` of every group, swept together with numpy.
 
     Each event gives a start and an end bound; sorted as the reference sweep sorts them
@@ -87,8 +88,8 @@ def all_type_times(groups: list[StepGroup]) -> list[dict[int, int]]:
     running sum, which returns to zero at each group's last bound). Each gap between
     bounds of one group, clipped to the step, goes to that type.
     """
-    cols = _columns(groups)
-    if cols is None:
+    cols = _columns(groups) if columns is None else columns
+    if cols is None or (columns is not None and (columns[2] < columns[1]).any()):
         return [_reference(g) for g in groups]
     etype, begin, end, group = _without_nested(*cols)
     n = etype.size
@@ -310,14 +311,22 @@ def _per_group(groups: list[StepGroup], g: np.ndarray, current: np.ndarray,
 def _from_sums(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray
                ) -> list[dict[int, int]]:
     """`_per_group` from the compiled gaps: each group's (groups x 256) time per type and
-    first gap per type (-1: none)."""
-    out: list[dict[int, int]] = []
-    for k, grp in enumerate(groups):
-        seen = np.flatnonzero(first[k] >= 0)
-        seen = seen[np.argsort(first[k][seen], kind="stable")]
-        d = dict(zip(seen.tolist(), sums[k][seen].tolist(), strict=True))
-        _add_unknown(d, grp)
-        out.append(d)
+    first gap per type (-1: none). Every group at once: the (group, type) cells in order
+    of group, then first gap; one Python pass fills the dicts."""
+    rows, cols = np.nonzero(first >= 0)
+    order = np.lexsort((first[rows, cols], rows))
+    rows, cols = rows[order], cols[order]
+    values = sums[rows, cols].astype(np.int64)
+    covered = np.zeros(len(groups), np.int64)
+    np.add.at(covered, rows, values)
+    total = np.array([g.end_ps - g.begin_ps for g in groups], np.int64)
+    out: list[dict[int, int]] = [{} for _ in groups]
+    for r, c, v in zip(rows.tolist(), cols.tolist(), values.tolist(), strict=True):
+        out[r][c] = v
+    # The step's time no gap covered goes to unknown time, as in XProf.
+    for k in np.flatnonzero(covered < total).tolist():
+        d = out[k]
+        d[et.UNKNOWN_TIME] = d.get(et.UNKNOWN_TIME, 0) + int(total[k] - covered[k])
     return out
 
 
@@ -343,13 +352,26 @@ def well_formed(types_ps: dict[int, int], has_device: bool) -> bool:
 
 
 def step_breakdowns(
-    groups: list[StepGroup], has_device: bool, drop_incomplete: bool = True
+    groups: list[StepGroup], has_device: bool, drop_incomplete: bool = True,
+    require_compute: bool = True, typed: tuple[np.ndarray, ...] | None = None,
 ) -> tuple[list[tuple[StepGroup, dict[int, int]]], int]:
-    """Well-formed steps with their type times, XProf's first/last step dropped."""
+    """Well-formed steps with their type times, XProf's first/last step dropped; with
+    `require_compute` off, every timed step (a coordinator's, whose work runs elsewhere).
+    `typed`: the groups' events as columns (type, begin, end, group number) when they are
+    all of each group's `events` (`FoundSteps.typed`: no device event added)."""
     kept = []
-    timed = [g for g in groups if g.duration_ps > 0]
-    for g, types_ps in zip(timed, all_type_times(timed), strict=True):
-        if well_formed(types_ps, has_device):
+    at = [k for k, g in enumerate(groups) if g.duration_ps > 0]
+    timed = [groups[k] for k in at]
+    columns = None
+    if typed is not None:  # the timed groups' rows, renumbered
+        rank = np.full(len(groups), -1, np.int64)
+        rank[np.array(at, np.int64)] = np.arange(len(at))
+        etype, begin, end, group = typed
+        new = rank[group]
+        sel = new >= 0
+        columns = (etype[sel], begin[sel], end[sel], new[sel])
+    for g, types_ps in zip(timed, all_type_times(timed, columns), strict=True):
+        if not require_compute or well_formed(types_ps, has_device):
             kept.append((g, types_ps))
     dropped = 0
     if drop_incomplete and len(kept) > DROP_INCOMPLETE_THRESHOLD:

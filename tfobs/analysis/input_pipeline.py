@@ -36,6 +36,21 @@ def kind_of(op: OpAgg) -> str | None:
     return "preprocessing"
 
 
+# XProf 2.24.2 (`IsInputOpNew`) also takes any op whose type is one of these as input:
+# "Enqueue" makes a parameter-server worker's `EagerService:Enqueue` (the RPC that queues
+# the coordinator's requests, not data) input wait.
+_XPROF_INPUT_TYPES = ("enqueue", "read", "preprocessing", "unknown")
+
+
+def xprof_only_input(host_ops: dict[str, OpAgg]) -> tuple[float, tuple[str, ...]]:
+    """(window self seconds, names) of the ops XProf counts as input by type alone."""
+    rows = [op for op in host_ops.values()
+            if kind_of(op) is None and op.op_type.lower() in _XPROF_INPUT_TYPES]
+    rows.sort(key=lambda op: (-op.self_ps, op.name))
+    return (sum(op.self_ps for op in rows) / 1e12,
+            tuple(f"{op.name}:{op.op_type}" for op in rows))
+
+
 def host_input_totals(host_ops: dict[str, OpAgg], h2d_ratio: float = 0.0) -> dict[str, float]:
     """Seconds per kind over the whole window (XProf's `input_time_breakdown`).
 

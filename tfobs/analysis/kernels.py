@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tfobs.analysis import hlo_ops, tensor_cores
+from tfobs.analysis import hlo_ops, precision, tensor_cores
 from tfobs.analysis.device_events import PlaneTable, is_gpu_plane
 from tfobs.analysis.timeline import summable, time_base_ps
 from tfobs.summary import Kernels, KernelStat
@@ -35,6 +35,8 @@ class _Row:
     max_ns: int = 0
     rule: str = ""
     occupancy: float = 0.0
+    unknown: bool = False  # Tensor Core use no name rule can judge
+    width: int = 32  # arithmetic width in bits (16 or 32)
 
     def add(self, count: int, total_ns: int, min_ns: int, max_ns: int) -> None:
         if self.count == 0:
@@ -112,28 +114,37 @@ _WANTED = ("kernel_details", "tf_op", "hlo_op", "program_id", "equation")
 
 def hlo_op_names(space: SpaceView) -> dict[tuple[int, str], str]:
     """`hlo_ops.op_names_by_instruction`, read only when GPU events name HLO ops."""
+    return hlo_programs(space)[0]
+
+
+def hlo_programs(space: SpaceView) -> tuple[dict[tuple[int, str], str],
+                                             dict[tuple[int, str], int]]:
+    """`hlo_ops.programs` (op names, float widths), read only when GPU events name HLO ops."""
     if any("hlo_op" in p.stat_ids for p in space.planes if is_gpu_plane(p)):
-        return hlo_ops.op_names_by_instruction(space)
-    return {}
+        return hlo_ops.programs(space)
+    return {}, {}
 
 
 def reduce_kernels(space: SpaceView, hlo: dict[tuple[int, str], str] | None = None,
-                   table: Callable[[PlaneView], PlaneTable] | None = None) -> Kernels:
+                   table: Callable[[PlaneView], PlaneTable] | None = None,
+                   hlo_bits: dict[tuple[int, str], int] | None = None) -> Kernels:
     """Kernel table and Tensor Core aggregates over every GPU plane; empty on CPU/TPU.
 
-    `hlo`: `hlo_op_names(space)` when the caller has it already; `table`: the plane's
-    `PlaneTable` when the caller has one (`GpuEvents.table`).
+    `hlo`, `hlo_bits`: `hlo_programs(space)` when the caller has it already; `table`: the
+    plane's `PlaneTable` when the caller has one (`GpuEvents.table`).
     """
     rows: dict[tuple, _Row] = {}
     launches: dict[str, _Launch] = {}
-    totals = [0, 0, 0, 0]  # all, tensor core, eligible op, eligible op on tensor cores
+    # all, tensor core, eligible op, eligible op on tensor cores, 16-bit, Tensor Core use
+    # unknown
+    totals = [0, 0, 0, 0, 0, 0]
     gpu_planes = [p for p in space.planes if is_gpu_plane(p)]
-    if hlo is None:
-        hlo = hlo_op_names(space)
+    if hlo is None or hlo_bits is None:
+        hlo, hlo_bits = hlo_programs(space)
     for plane in gpu_planes:
         if any(n in plane.stat_ids for n in _WANTED):
             _scan_plane(plane, table(plane) if table else PlaneTable(plane, time_base_ps([plane])),
-                        hlo, rows, launches, totals)
+                        (hlo, hlo_bits), rows, launches, totals)
     items = sorted(rows.items(), key=lambda kv: (-kv[1].total_ns, kv[0]))[:MAX_ROWS]
     return Kernels(
         total_s=totals[0] * 1e-9,
@@ -141,13 +152,15 @@ def reduce_kernels(space: SpaceView, hlo: dict[tuple[int, str], str] | None = No
         eligible_op_s=totals[2] * 1e-9,
         eligible_op_tensor_core_s=totals[3] * 1e-9,
         items=tuple(_stat(key, row) for key, row in items),
+        compute_16bit_s=totals[4] * 1e-9,
+        tensor_core_unknown_s=totals[5] * 1e-9,
     )
 
 
 def _scan_plane(
     plane: PlaneView,
     table: PlaneTable,
-    hlo: dict[tuple[int, str], str],
+    programs: tuple[dict[tuple[int, str], str], dict[tuple[int, str], int]],
     rows: dict[tuple, _Row],
     launches: dict[str, _Launch],
     totals: list[int],
@@ -158,6 +171,7 @@ def _scan_plane(
     signature, in the order their first kernel comes (a row keeps its first occupancy).
     """
     vendor = plane_vendor(plane)
+    hlo, hlo_bits = programs
     ns = table.duration // 1000
     timed = np.flatnonzero(ns > 0)
     if not timed.size:
@@ -204,14 +218,29 @@ def _scan_plane(
         row = rows.get(key)
         if row is None:
             row = rows[key] = _Row(rule=rule, occupancy=launch.occupancy)
+            row.unknown = precision.tensor_core_unknown(name, bool(rule), eligible)
+            row.width = precision.kernel_width(name, hlo_bits.get(_instruction(stats), 0))
         row.add(c, t, lo, hi)
         totals[0] += t
+        if row.width == 16:
+            totals[4] += t
+        if row.unknown:
+            totals[5] += t
         if rule:
             totals[1] += t
         if eligible:
             totals[2] += t
             if rule:
                 totals[3] += t
+
+
+def _instruction(stats: dict[str, str]) -> tuple[int, str]:
+    """(program id, HLO instruction) a kernel names, as `hlo_ops.programs` keys them."""
+    try:
+        program_id = int(stats.get("program_id", ""))
+    except ValueError:
+        program_id = -1
+    return program_id, stats.get("hlo_op", "").split("::")[-1]
 
 
 def _as_text(value: object) -> str:
@@ -273,4 +302,6 @@ def _stat(key: tuple, row: _Row) -> KernelStat:
         uses_tensor_cores=uses_tc,
         op_tensor_core_eligible=eligible,
         tensor_core_rule=row.rule,
+        tensor_core_unknown=row.unknown,
+        width_bits=row.width,
     )

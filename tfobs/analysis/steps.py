@@ -77,6 +77,14 @@ class FoundSteps:
     # Each host event's group (plane-wide event index -> group number, -1: none), numbered
     # as XProf numbers its step groups; None where XProf groups nothing (no markers).
     step_of: np.ndarray | None = None
+    # Would-be step markers without `_r` (a `step_num` stat): how many, the commonest name.
+    unrooted_markers: int = 0
+    unrooted_name: str = ""
+    # `member_events(groups)`, read once for the breakdown and the steps' top events.
+    members: tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray] | None = None
+    # The groups' typed host events as columns (type, begin, end, group number), the
+    # chunks `events` holds before any device event joins them.
+    typed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 def _absolute(times: np.ndarray, ld: LineData) -> np.ndarray:
@@ -360,6 +368,26 @@ class _Grouper:
             per_group[g].append((li, member[a:b]))
         return [per_group[g] if g >= 0 else None for g in root_group.tolist()]
 
+    def walk_flat(self, roots: list[tuple[int, int]]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """`group_roots` as columns: each root's group (-1: an earlier group took it) and,
+        for every member in walk order, its group, line and sorted position; None where
+        the compiled walk is missing."""
+        if not compiled() or not roots:
+            return None
+        lines = self.host.lines
+        start = np.concatenate([ld.start_arr for ld in lines]) if lines else _NONE
+        end = np.concatenate([ld.end_arr for ld in lines]) if lines else _NONE
+        root_line, root_idx = (np.array(col, np.int64) for col in zip(*roots, strict=True))
+        walked = group_walk(self.first, start, end, self._gid, self._prod_code,
+                            self.cons_ptr, self.cons_line, self.cons_idx, root_line, root_idx)
+        if walked is None:
+            return None
+        root_group, member, chunk_line, chunk_group, chunk_end = walked
+        sizes = np.diff(np.r_[0, chunk_end])
+        return (root_group, np.repeat(chunk_group, sizes).astype(np.int64),
+                np.repeat(chunk_line, sizes).astype(np.int64), member.astype(np.int64))
+
     def group(self, g: int, li: int, i: int) -> list[tuple[int, np.ndarray]]:
         """Propagate group g from root (li, i); returns the members it took, per line.
 
@@ -445,14 +473,64 @@ def member_events(groups: list[StepGroup]) -> tuple[list[LineData], np.ndarray, 
     return lds, group, line, flat
 
 
-def _add_typed_events(host: Timeline, groups: list[StepGroup],
-                      mids_type: dict[int, int]) -> None:
+Members = tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray]
+
+
+def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
+                         root_group: np.ndarray, m_group: np.ndarray, m_line: np.ndarray,
+                         m_pos: np.ndarray) -> tuple[list[StepGroup], Members]:
+    """The steps of a compiled walk and their members (`member_events`' columns), each
+    step's own root left out, straight from the walk's columns."""
+    step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
+    picked = [k for k, (g, root) in enumerate(zip(root_group.tolist(), roots, strict=True))
+              if g >= 0 and root[3] not in REMOTE_CALL_ROOTS]
+    chosen = [roots[k] for k in picked]
+    root_line = np.array([r[0] for r in chosen], np.int64)
+    root_pos = np.array([r[1] for r in chosen], np.int64)
+    # Each step's marker span, gathered line by line (absolute ps).
+    begin = np.zeros(root_pos.size, np.int64)
+    length = np.zeros(root_pos.size, np.int64)
+    for li in unique(root_line).tolist():
+        ld, on = host.lines[li], np.flatnonzero(root_line == li)
+        begin[on] = ld.start_arr[root_pos[on]] + ld.start_ps
+        length[on] = ld.end_arr[root_pos[on]] - ld.start_arr[root_pos[on]]
+    groups = [StepGroup(num, f"{name} {num}", b, b + n) for (_, _, num, name), b, n
+              in zip(chosen, begin.tolist(), length.tolist(), strict=True)]
+    step_of_group[root_group[np.array(picked, np.int64)]] = np.arange(len(groups))
+    if not groups or not m_group.size:
+        return groups, ([], _NONE, _NONE, _NONE)
+    k = step_of_group[m_group]
+    keep = np.flatnonzero(k >= 0)
+    k, m_line, m_pos = k[keep], m_line[keep], m_pos[keep]
+    own = (m_line == root_line[k]) & (m_pos == root_pos[k])
+    if own.any():
+        k, m_line, m_pos = k[~own], m_line[~own], m_pos[~own]
+    order = np.argsort(k, kind="stable")  # by step, walk order within one
+    k, m_line, m_pos = k[order], m_line[order], m_pos[order]
+    # Lines numbered in first-seen order, as `member_events` numbers them.
+    used, first = np.unique(m_line, return_index=True)
+    used = used[np.argsort(first, kind="stable")]
+    number = np.full(len(host.lines), -1, np.int64)
+    number[used] = np.arange(used.size)
+    lds = [host.lines[li] for li in used.tolist()]
+    line = number[m_line]
+    return groups, (lds, k, line, plane_indices(lds, line, m_pos))
+
+
+Typed = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[int, int],
+                      members: Members | None = None) -> tuple[Members, Typed | None]:
     """Each group's members with a CPU event type (`mids_type`), as one chunk (type,
     absolute begin, absolute end) in member order: every group in one pass over the
-    members of all, read from the plane's columns."""
-    lds, group, line, flat = member_events(groups)
+    members of all, read from the plane's columns. Returns `member_events(groups)` (or the
+    `members` given) and the chunks as one set of columns (type, begin, end, group)."""
+    if members is None:
+        members = member_events(groups)
+    lds, group, line, flat = members
     if not lds:
-        return
+        return members, None
     cols = host.columns
     etype = lookup(cols.mid[flat], mids_type, -1)  # -1: not a CPU event type
     typed = np.flatnonzero(etype >= 0)
@@ -463,26 +541,127 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup],
     for k, g in enumerate(groups):
         lo, hi = bounds[k], bounds[k + 1]
         g.events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
+    typed_cols = (etype.astype(np.int64), begin.astype(np.int64), end.astype(np.int64),
+                  group.astype(np.int64))
+    return members, typed_cols
+
+
+def members_of(found: FoundSteps, kept: list[StepGroup]) -> Members:
+    """`member_events(kept)` for groups among `found.groups`, from the members `find_steps`
+    read already (one pass over thousands of steps' member lists, not two)."""
+    if found.members is None:
+        return member_events(kept)
+    lds, group, line, flat = found.members
+    rank = np.full(len(found.groups), -1, np.int64)
+    at = {id(g): k for k, g in enumerate(found.groups)}
+    for r, g in enumerate(kept):
+        k = at.get(id(g))
+        if k is None:
+            return member_events(kept)
+        rank[k] = r
+    new = rank[group]
+    sel = np.flatnonzero(new >= 0)
+    if sel.size and (np.diff(new[sel]) < 0).any():  # kept in another order: follow it
+        sel = sel[np.argsort(new[sel], kind="stable")]
+    return lds, new[sel], line[sel], flat[sel]
+
+
+# XProf's implicit roots (`IsImplicitRootEvent`): TensorFlow marks them `_r` itself; they
+# group their work but name no step.
+IMPLICIT_ROOTS = ("FunctionRun", "SessionRun", "RunGraph", "ExecutorState::Process")
+# The legacy root event: a root (level 1) with or without `_r`.
+LEGACY_ROOT = "TraceContext"
+# Roots TensorFlow marks itself that XProf takes for steps and tfobs does not: a
+# parameter-server worker's (or chief's) run of a function another task sent
+# (`ClusterCoordinator.schedule`), 0.03-1 ms of dispatch around the real work. The window's
+# function calls (`calls.py`) report those runs instead.
+REMOTE_CALL_ROOTS = ("KernelAndDeviceFunc::RunAsync",)
+
+
+@dataclass
+class _Unrooted:
+    """Events that look like step markers (a `step_num` stat) but carry no `_r`."""
+
+    count: int = 0
+    name: str = ""
+
+
+def _positions(host: Timeline, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(line index, sorted position) of each plane-wide event index (stored order)."""
+    firsts = np.array([ld.first for ld in host.lines], np.int64)
+    line_of = np.searchsorted(firsts, flat, side="right") - 1
+    pos = flat - firsts[line_of]
+    for li in unique(line_of).tolist():
+        ld = host.lines[li]
+        if ld.order is not None:
+            inverse = np.empty(len(ld), np.int64)
+            inverse[np.asarray(ld.order, np.int64)] = np.arange(len(ld))
+            sel = line_of == li
+            pos[sel] = inverse[pos[sel]]
+    return line_of, pos
+
+
+def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int, str]],
+                                             _Unrooted]:
+    """XProf's step roots (`ProcessRootEvent`): every event with an `_r` stat, whatever
+    its name, and every `TraceContext`, except the implicit roots TensorFlow marks itself;
+    as (-root level, absolute start, line, position, step number or -1, name). Also the
+    would-be markers without `_r` (a `step_num` stat, not an op), which no tool takes."""
+    ids, names = host.stat_ids, host.names
+    n = len(host.columns)
+    legacy = id_array(host.mids_where(lambda m: m == LEGACY_ROOT))
+    if not n or ("_r" not in ids and not legacy.size and "step_num" not in ids):
+        return [], _Unrooted()
+    implicit = id_array(host.mids_where(lambda m: m in IMPLICIT_ROOTS))
+    mids = host.columns.mid
+    wanted = {ids[k]: k for k in ("_r", "step_num") if k in ids}
+    scan = int_stats_at(host, np.arange(n, dtype=np.int64), wanted, raw=True)
+    none = np.zeros(n, bool)
+    has_r = scan["_r"][1] if "_r" in scan else none
+    is_root = (has_r | member(mids, legacy)) & ~member(mids, implicit)
+    unrooted = _Unrooted()
+    if "step_num" in scan:
+        loose = np.flatnonzero(scan["step_num"][1] & ~is_root & ~member(mids, implicit))
+        loose = loose[[":" not in names[m] for m in mids[loose].tolist()]]
+        if loose.size:
+            counts = np.bincount(mids[loose])
+            unrooted = _Unrooted(int(loose.size), names[int(counts.argmax())])
+    flat = np.flatnonzero(is_root)
+    if not flat.size:
+        return [], unrooted
+    level = np.ones(flat.size, np.int64)
+    if "_r" in scan:
+        level = np.where(has_r[flat], scan["_r"][0][flat].view(np.int64), 1)
+    line_of, pos = _positions(host, flat)
+    stat_ids = {ids[k]: k for k in ("step_num", "iter_num") if k in ids}
+    nums = int_stats_at(host, flat, stat_ids)
+    num = np.full(flat.size, -1, object)
+    for key in ("step_num", "iter_num"):  # iter_num wins, as XProf's group name reads it
+        if key in nums:
+            values, has = nums[key]
+            num[has] = values[has]
+    starts = np.array([host.lines[li].start_ps for li in range(len(host.lines))],
+                      np.int64)
+    roots = []
+    for lv, li, i, k in zip((-level).tolist(), line_of.tolist(), pos.tolist(),
+                            num.tolist(), strict=True):
+        ld = host.lines[li]
+        roots.append((lv, int(starts[li]) + int(ld.start_arr[i]), li, i,
+                      k if isinstance(k, int) and k >= 0 else -1, names[int(ld.mid_arr[i])]))
+    return roots, unrooted
 
 
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
-    """(method, [(line index, event index, step number, name)]) in time order."""
-    names, ids = host.names, host.stat_ids
-    marker_mids = id_array(host.mids_where(et.is_explicit_step_marker))
-    wanted = {ids[k]: k for k in ("_r", "step_num", "iter_num") if k in ids}
-    roots: list[tuple[int, int, int, int, str]] = []
-    if "_r" in ids:
-        for li, ld in enumerate(host.lines):
-            picked = ld.where(marker_mids)
-            # Only these events' times and ids as Python ints (not the whole line's).
-            starts, mids = ld.start_arr[picked].tolist(), ld.mid_arr[picked].tolist()
-            for i, st, start, mid in zip(picked, host.stat_values_many(ld, picked, wanted),
-                                         starts, mids, strict=True):
-                if "_r" not in st:
-                    continue
-                num = _int(st.get("iter_num", st.get("step_num")))
-                roots.append((ld.start_ps + start, li, i, num if num is not None else -1,
-                              names[mid]))
+    """(method, [(line index, event index, step number, name)]) in XProf's root order."""
+    method, roots, _ = _find_roots(host)
+    return method, roots
+
+
+def _find_roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]], _Unrooted]:
+    names = host.names
+    explicit, unrooted = _explicit_roots(host)
+    # XProf's order: higher root levels first, then by time.
+    roots: list[tuple[int, int, int, int, int, str]] = sorted(explicit)
     method = "markers"
     if not roots:
         fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
@@ -495,42 +674,60 @@ def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
                 if last_end is not None and start < last_end:
                     continue  # nested or overlapping: not a top-level execution
                 last_end = end
-                roots.append((ld.start_ps + start, li, i, -1, names[mid]))
+                roots.append((0, ld.start_ps + start, li, i, -1, names[mid]))
+        roots.sort()
         method = "inferred"
-    roots.sort()
     if len(roots) > MAX_STEPS:
         roots = roots[:MAX_STEPS]
     out = []
-    for k, (_, li, i, num, name) in enumerate(roots):
+    for k, (_, _, li, i, num, name) in enumerate(roots):
         out.append((li, i, num if num >= 0 else k, name))
-    return method, out
+    return method, out, unrooted
+
+
+def unrooted_note(unrooted: _Unrooted) -> str:
+    return (f"{unrooted.count} '{unrooted.name}' events carry step_num but no _r stat, so "
+            "neither XProf nor tfobs takes them for steps: mark each step as a root, "
+            f"tf.profiler.experimental.Trace({unrooted.name!r}, step_num=i, _r=1), or use "
+            "tfobs.step(i)")
 
 
 def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     if host is None:
         return FoundSteps("none", [], "no host plane")
-    method, roots = _roots(host)
+    method, roots, unrooted = _find_roots(host)
     if not roots:
-        return FoundSteps("none", [], "no step markers and no repeating training function")
+        note = (unrooted_note(unrooted) if unrooted.count
+                else "no step markers and no repeating training function")
+        return FoundSteps("none", [], note, unrooted_markers=unrooted.count,
+                          unrooted_name=unrooted.name)
     grouper = _Grouper(host)
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
     groups: list[StepGroup] = []
     # XProf numbers only the roots that start a group (None: an earlier group took it).
-    walked = grouper.group_roots([(li, i) for li, i, _, _ in roots])
-    for (li, i, num, name), members in zip(roots, walked, strict=True):
-        if members is None:
-            continue
-        ld = host.lines[li]
-        start, end = int(ld.start_arr[i]), int(ld.end_arr[i])
-        begin = ld.start_ps + start
-        step = StepGroup(num, f"{name} {num}", begin, begin + end - start)
-        for mli, idx in members:
-            if mli == li:
-                idx = idx[idx != i]
-            step.members.append((host.lines[mli], idx))
-        groups.append(step)
-    _add_typed_events(host, groups, mids_type)
+    # Remote-call roots group their work as XProf's do (the group numbers stay XProf's)
+    # but make no step.
+    pairs = [(li, i) for li, i, _, _ in roots]
+    flat_walk = grouper.walk_flat(pairs)
+    if flat_walk is not None:  # compiled: members as columns, no per-step lists
+        groups, read = _groups_from_columns(host, roots, *flat_walk)
+        _, typed = _add_typed_events(host, groups, mids_type, read)
+    else:
+        walked = grouper.group_roots(pairs)
+        for (li, i, num, name), members in zip(roots, walked, strict=True):
+            if members is None or name in REMOTE_CALL_ROOTS:
+                continue
+            ld = host.lines[li]
+            start, end = int(ld.start_arr[i]), int(ld.end_arr[i])
+            begin = ld.start_ps + start
+            step = StepGroup(num, f"{name} {num}", begin, begin + end - start)
+            for mli, idx in members:
+                if mli == li:
+                    idx = idx[idx != i]
+                step.members.append((host.lines[mli], idx))
+            groups.append(step)
+        read, typed = _add_typed_events(host, groups, mids_type)
     note = ""
     if method == "inferred":
         note = (
@@ -546,4 +743,4 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
-    return FoundSteps(method, groups, note, step_of=step_of)
+    return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed)

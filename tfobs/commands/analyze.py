@@ -10,6 +10,7 @@ line on stderr. Never imports TensorFlow.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -50,6 +51,10 @@ _CHUNK = 1 << 16
 
 
 def run(args: argparse.Namespace) -> int:
+    if "numpy" not in sys.modules:
+        # The reduction does no linear algebra: OpenBLAS starting a thread per core when
+        # numpy loads is about a third of this command's start-up on a small capture.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from tfobs.analysis import analyze
 
     if args.top < 0 or args.top > 1000:
@@ -58,15 +63,24 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--serve must be a port between 0 and 65535, got {args.serve}")
     summaries = []
     labels: list[str] = []
-    for path in args.paths:
-        try:
-            for source in _sources(path, args.run):
-                summaries.append(analyze(source, run=args.run, top_n=args.top))
-                labels.append(str(source))
-        except CaptureError as exc:
-            return _fail(" ".join(str(exc).split()))
-        except Exception as exc:  # never a traceback on bad input
-            return _fail(f"cannot analyze {path}: {type(exc).__name__}: {exc}")
+    # This process is the command's own: the cycle collector waits while the captures are
+    # reduced (their per-step objects made it run over and over: a fifth of a long
+    # window's reduction) and resumes before anything long-running (--serve).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for path in args.paths:
+            try:
+                for source in _sources(path, args.run):
+                    summaries.append(analyze(source, run=args.run, top_n=args.top))
+                    labels.append(str(source))
+            except CaptureError as exc:
+                return _fail(" ".join(str(exc).split()))
+            except Exception as exc:  # never a traceback on bad input
+                return _fail(f"cannot analyze {path}: {type(exc).__name__}: {exc}")
+    finally:
+        if collecting:
+            gc.enable()
     if args.format == "json":
         docs = [_no_nan(s.to_dict()) for s in summaries]
         # Rendered once (json.dump to a stream writes every token separately), written in
@@ -164,6 +178,11 @@ def render(s: WindowSummary, label: str = "") -> str:
             v = s.breakdown_s.get(cat, 0.0)
             add(f"  {cat:<19} {_ms(v)}  {_bar(ratios.get(cat, 0.0))} "
                 f"{100 * ratios.get(cat, 0.0):5.1f} %")
+    if not st.count and st.calls:
+        add("  function calls (no training step):")
+        for c in st.calls[:5]:
+            add(f"    x{c.count:<6} {c.per_s:9.1f} per s  {_ms(c.mean_s)} per call  "
+                f"{c.source:<6}  {_short(c.name, 70)}")
     add("")
     add(f"Input-bound: {s.input_bound.verdict} ({100 * s.input_bound.ratio:.1f} % of step time)")
     add(f"  {s.input_bound.advice}")
@@ -171,6 +190,9 @@ def render(s: WindowSummary, label: str = "") -> str:
     if ip.slowest_stage is not None:
         add(f"  slowest tf.data stage: {ip.slowest_stage.name} "
             f"({ip.slowest_stage.self_s * 1e3:.2f} ms self time)")
+    if ip.xprof_only_input_s > 0:
+        add(f"  not input, though XProf counts it as input by its op type: "
+            f"{_ms(ip.xprof_only_input_s).strip()} in {', '.join(ip.xprof_only_input_ops[:3])}")
     if ip.top_input_ops:
         add("  host input ops (self time in the window):")
         for op in ip.top_input_ops:
@@ -186,6 +208,10 @@ def render(s: WindowSummary, label: str = "") -> str:
         add("")
         add(f"Kernels: total {_ms(k.total_s)}, Tensor Cores {_ms(k.tensor_core_s)}, "
             f"eligible ops {_ms(k.eligible_op_s)}")
+        add(f"  16-bit kernel time {100 * s.device_compute_16bit_ratio:.1f} % (XProf's "
+            f"name rule: {100 * s.device_compute_16bit_ratio_xprof:.1f} %)"
+            + (f"; Tensor Core use unknown for {_ms(k.tensor_core_unknown_s).strip()}"
+               if k.tensor_core_unknown_s > 0 else ""))
         for item in k.items[:5]:
             add(f"  {_ms(item.total_s)}  x{item.count:<6} {_short(item.name)}")
     for d in s.devices:

@@ -19,13 +19,14 @@ from tfobs.analysis.advice import (
     multi_device,
     placement,
     precision,
+    steps,
 )
 from tfobs.analysis.advice.rule import SEVERITIES, Rule
 from tfobs.summary import Advice, WindowSummary
 
 __all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "markdown_table", "with_advice"]
 
-_FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device)
+_FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device, steps)
 RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
 RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
 

@@ -1,7 +1,9 @@
 """Time outside the device's work: XProf's 'All Others' and host time between steps.
 
-'All Others' is XProf's statement and thresholds (3 % moderate, 15 % high of step time;
-not reported when the input verdict already blamed it: POTENTIALLY input-bound). The gap
+'All Others' is XProf's statement and thresholds (3 % moderate, 15 % high of step time).
+XProf leaves it out when its input verdict is POTENTIALLY input-bound (a verdict that rests
+on 'All Others' alone); tfobs states it there too, since its fix (Python out of the step),
+not the input pipeline's, is the one that verdict calls for. The gap
 between one step's end marker and the next one's start (Keras callbacks, metrics, Python
 between steps) is tfobs's figure: a gap in every step (per-batch work) is `step_gap`; a few
 long pauses among steps that otherwise run back to back (an epoch's end, evaluation, a
@@ -19,8 +21,9 @@ from tfobs.summary import Advice, WindowSummary
 ALL_OTHERS = Rule(
     "all_others_bound", "gaps between steps",
     "'All Others' >= 3 % of step time (XProf: moderate >= 3 %, high >= 15 %)",
-    "move Python work out of the step: wrap it in tf.function, run several steps per call "
-    "(Model.compile(steps_per_execution=N))",
+    "move Python work out of the step: numpy preprocessing into tf.data (Dataset.map) or "
+    "into the tf.function as TensorFlow ops, eager ops into tf.function, and run several "
+    "steps per call (Model.compile(steps_per_execution=N))",
     f"{PROFILER}: Overview page (step-time graph); {GPU}: 2. Debug the performance of one GPU")
 STEP_GAP = Rule(
     "step_gap", "gaps between steps",
@@ -57,7 +60,8 @@ ALL_OTHERS_TEXT = (" % of the total step time sampled is spent on 'All Others' t
 
 def check(s: WindowSummary) -> list[Advice]:
     out: list[Advice] = []
-    if s.input_bound.verdict != "potentially":  # the verdict already says it
+    # A coordinator's steps are all 'other' (waiting for its workers): no Python to move.
+    if s.steps.method != "markers_remote":
         found = category_advice(ALL_OTHERS, s, "other", "'All Others'", ALL_OTHERS_TEXT)
         out += [found] if found else []
     gap = _gap(s)

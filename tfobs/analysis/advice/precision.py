@@ -10,8 +10,9 @@ from tfobs.summary import Advice, WindowSummary
 
 LOW_16BIT = Rule(
     "low_16bit_compute", "tensor cores and precision",
-    "device compute is < 10 % 16-bit (XProf's precision statement), unless Tensor Core "
-    "kernels hold >= 50 % of kernel time",
+    "device compute is < 10 % 16-bit (XProf's precision statement, on tfobs's 16-bit "
+    "share: kernel types from names and HLO), unless Tensor Core kernels hold >= 50 % of "
+    "kernel time",
     "use mixed precision: keras.mixed_precision.set_global_policy('mixed_float16') "
     "(or 'mixed_bfloat16')",
     f"{GPU}: 3. Enable mixed precision and XLA; {PROFILER}: Overview page")
@@ -42,9 +43,9 @@ def check(s: WindowSummary) -> list[Advice]:
     out: list[Advice] = []
     if s.breakdown_s.get("device_compute", 0.0) > 0:
         pct = 100.0 * s.device_compute_16bit_ratio
-        # XProf's 16-bit share counts only kernels named "half"/"fp16" (or half tensor
-        # shapes): a bf16 job whose GEMMs run on Tensor Cores reads 0 % (H100 captures).
-        # Where Tensor Cores already hold most kernel time, the advice is not the remedy.
+        # tfobs's 16-bit share (kernel types from names and HLO); XProf's, which counts only
+        # kernels named "half"/"fp16", reads 0 % for bf16 jobs (H100 captures). Where Tensor
+        # Cores already hold most kernel time, the advice is not the remedy.
         k = s.kernels
         tensor_core_share = k.tensor_core_s / k.total_s if k.total_s > 0 else 0.0
         if pct < LOW_16BIT_PCT and tensor_core_share < TC_HELD:
@@ -58,17 +59,22 @@ def check(s: WindowSummary) -> list[Advice]:
     k = s.kernels
     if not on_gpu(s) or k.total_s <= 0:
         return out
-    off = max(0.0, k.eligible_op_s - k.eligible_op_tensor_core_s)
+    # Kernels whose Tensor Core use no name rule can judge are not counted as off them.
+    unknown = sum(i.total_s for i in k.items
+                  if i.op_tensor_core_eligible and i.tensor_core_unknown)
+    off = max(0.0, k.eligible_op_s - k.eligible_op_tensor_core_s - unknown)
     if off / k.total_s >= TC_SHARE:
         top = sorted((i for i in k.items if i.op_tensor_core_eligible
-                      and not i.uses_tensor_cores), key=lambda i: -i.total_s)[:3]
+                      and not i.uses_tensor_cores and not i.tensor_core_unknown),
+                     key=lambda i: -i.total_s)[:3]
         names = ", ".join(i.op_name or i.name for i in top) or "(not among the top kernels)"
         out.append(TC_UNUSED.advice(
             "warning", f"Ops eligible for Tensor Cores ran {1e3 * off:.2f} ms "
                        f"({100 * off / k.total_s:.0f} % of kernel time) without them "
                        f"(top: {names}).",
             {"eligible_off_tc_s": off, "eligible_op_s": k.eligible_op_s,
-             "kernel_s": k.total_s, "share": off / k.total_s},
+             "kernel_s": k.total_s, "share": off / k.total_s,
+             "tensor_core_unknown_s": unknown},
             f"eligible op time off Tensor Cores >= {100 * TC_SHARE:g} % of kernel time "
             "(tfobs; eligibility and use are XProf's rules)"))
     layout = [i for i in k.items if _LAYOUT.search(i.name)]

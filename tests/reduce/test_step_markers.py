@@ -1,0 +1,213 @@
+"""Steps as jobs mark them, on TF 2.21 CPU captures recorded for these cases
+(tools/record_tf_captures.py; XProf 2.24.2 run again at test time on a fresh copy).
+
+- A step marker of the user's own name with `_r=1` is a step, as XProf's ProcessRootEvent
+  makes every `_r` root one, except the implicit roots TensorFlow marks itself
+  (FunctionRun, SessionRun, RunGraph, ExecutorState::Process).
+- A marker without `_r` is no step for either tool; tfobs says what is missing.
+- Windows of `predict`, serving-signature or `evaluate` calls: the calls, their rate and
+  time per call.
+- Python in the step: 'All Others' beside a POTENTIALLY verdict and py_function /
+  numpy_function ops in the step's graph are named, not blamed on the input pipeline.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import tfobs
+from tests.conftest import CAPTURES
+from tests.support.xprof_reference import xprof_steps
+from tfobs.analysis.steps import IMPLICIT_ROOTS
+from tfobs.summary import WindowSummary
+
+pytest.importorskip("xprof")
+
+NAMED = CAPTURES / "generated__tf2.21cpu__named_markers_loop.xplane.pb"
+NO_ROOT = CAPTURES / "generated__tf2.21cpu__markers_without_root.xplane.pb"
+PREDICT = CAPTURES / "generated__tf2.21cpu__predict_only.xplane.pb"
+SERVING = CAPTURES / "generated__tf2.21cpu__serving_signature.xplane.pb"
+EVALUATE = CAPTURES / "generated__tf2.21cpu__evaluate_only.xplane.pb"
+PYTHON_STEP = CAPTURES / "generated__tf2.21cpu__python_in_step.xplane.pb"
+
+
+def _codes(s: WindowSummary) -> dict[str, tfobs.Advice]:
+    return {a.code: a for a in s.advice}
+
+
+def test_markers_of_any_name_with_root_stat_are_xprofs_steps() -> None:
+    s = tfobs.analyze(NAMED)
+    steps, props = xprof_steps(NAMED)
+    assert len(steps) == s.steps.count == 18  # 20 marked, first and last dropped
+    assert s.steps.method == "markers"
+    # XProf names each step for its marker, as tfobs numbers it
+    assert [x["name"] for x in steps] == [f"batch {x.step_num}" for x in s.steps.items]
+    for want, got in zip(steps, s.steps.items, strict=True):
+        assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)
+    assert "HIGHLY input-bound" in props["input_conclusion"]
+    assert s.input_bound.verdict == "highly"
+    assert s.input_bound.advice == props["input_conclusion"]
+
+
+def test_implicit_roots_never_become_steps() -> None:
+    # TF marks every FunctionRun `_r=1`: 20 of them beside the 20 `batch` markers here;
+    # the steps are the markers', none a function run's.
+    from tfobs.analysis.load import read_source
+    from tfobs.analysis.steps import _roots
+    from tfobs.analysis.timeline import Timeline
+    from tfobs.xspace.reader import parse
+    from tfobs.xspace.schema import HOST_PLANE
+
+    data, _ = read_source(str(NAMED), None)
+    host = Timeline(parse(data).plane(HOST_PLANE), 0)
+    assert "FunctionRun" in host.names.values() and "FunctionRun" in IMPLICIT_ROOTS
+    method, roots = _roots(host)
+    assert method == "markers" and {name for *_, name in roots} == {"batch"}
+    assert [num for _, _, num, _ in roots] == list(range(3, 23))
+
+
+def test_markers_without_root_stat_say_what_is_missing() -> None:
+    s = tfobs.analyze(NO_ROOT)
+    steps, props = xprof_steps(NO_ROOT)
+    assert not steps and props["input_conclusion"].startswith("No step time measured")
+    assert s.steps.count == 0 and s.steps.unrooted_markers == 20
+    assert "20 'train' events carry step_num but no _r stat" in s.steps.note
+    advice = _codes(s)["markers_without_root"]
+    assert advice.severity == "warning" and advice.evidence["unrooted_markers"] == 20
+    assert "_r=1" in advice.fix and "tfobs.step" in advice.fix
+    # the window still says what ran: the train_step calls inside the markers
+    assert s.steps.calls[0].name == "train_step" and s.steps.calls[0].count == 20
+
+
+@pytest.mark.parametrize(("capture", "function", "count"), [
+    (PREDICT, "one_step_on_data_distributed", 30),
+    (SERVING, "signature_wrapper_serve", 40),
+])
+def test_inference_windows_report_calls_per_second_and_time_per_call(
+        capture: object, function: str, count: int) -> None:
+    s = tfobs.analyze(capture)
+    assert s.steps.count == 0 and s.input_bound.verdict == "unknown"
+    top = s.steps.calls[0]
+    assert top.name == function and top.count == count
+    assert 0 < top.mean_s < 0.05 and top.total_s == pytest.approx(top.mean_s * count)
+    # the rate spans the calls: at most one call per call time, and not slower than the window
+    assert count / s.duration_s <= top.per_s <= 1.0 / top.mean_s * 1.0001
+    assert f"holds {count} calls of '{function}'" in s.steps.note
+    advice = _codes(s)["calls_without_steps"]
+    assert advice.severity == "info" and advice.evidence["calls"] == count
+    assert advice.evidence["calls_per_s"] == pytest.approx(top.per_s)
+
+
+def test_evaluation_window_keeps_its_inferred_steps_and_its_calls() -> None:
+    # Keras 3 `evaluate` runs `multi_step_on_iterator` as `fit` does: tfobs times those as
+    # inferred steps (XProf: none, the named NO_MARKERS difference), and lists the calls.
+    s = tfobs.analyze(EVALUATE)
+    assert s.steps.method == "inferred" and s.steps.count == 28
+    assert s.steps.calls[0].name == "multi_step_on_iterator"
+    assert s.steps.calls[0].count == 30
+    assert "calls_without_steps" not in _codes(s)
+
+
+def test_python_in_the_step_is_named_not_blamed_on_input() -> None:
+    s = tfobs.analyze(PYTHON_STEP)
+    _, props = xprof_steps(PYTHON_STEP)
+    assert "POTENTIALLY input-bound" in props["input_conclusion"]
+    assert s.input_bound.verdict == "potentially"
+    codes = _codes(s)
+    # XProf's verdict rests on 'All Others': its fix is named beside it, the input
+    # rule's fix does not say to fix the input pipeline.
+    assert "fix the input pipeline first" not in codes["input_bound"].fix
+    assert "all_others_bound" in codes["input_bound"].fix
+    others = codes["all_others_bound"]
+    assert others.evidence["other_pct"] >= 15 and "numpy" in others.fix
+    py = codes["python_in_step"]
+    # the tf.numpy_function in the step's graph, and the numpy in Python around it
+    assert py.evidence["python_op_pct"] >= 10 and py.evidence["other_pct"] >= 10
+    assert py.evidence["python_op_s_per_step"] == pytest.approx(s.steps.python_op_s)
+    assert s.input_pipeline.python_op_s == 0  # none of it is tf.data's
+    assert "numpy_function" in py.fix and py.severity == "warning"
+
+
+def test_python_ops_in_tfdata_are_not_python_in_the_step() -> None:
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__numpy_function_input.xplane.pb")
+    assert s.input_pipeline.python_op_s > 0
+    assert s.steps.python_op_s == pytest.approx(0.0, abs=1e-4)
+    assert "python_in_step" not in _codes(s)
+
+
+def test_analyze_prints_the_calls_of_a_window_without_steps() -> None:
+    from tfobs.commands.analyze import render
+
+    page = render(tfobs.analyze(SERVING))
+    assert "function calls (no training step):" in page
+    line = next(x for x in page.splitlines() if x.strip().startswith("x40"))
+    assert line.split()[-2:] == ["python", "signature_wrapper_serve"] and "per call" in line
+
+
+# --- ParameterServerStrategy: chief and worker captures of one loopback cluster ---------
+
+PS_CHIEF = CAPTURES / "generated__tf2.21cpu__ps_chief.xplane.pb"
+PS_WORKER = CAPTURES / "generated__tf2.21cpu__ps_worker.xplane.pb"
+
+
+def _xprof_input_breakdown(capture: object) -> dict[str, float]:
+    from tests.support.xprof_reference import reference
+
+    for table in reference(str(capture), "input_pipeline_analyzer"):
+        p = table.get("p", {})
+        if "enqueue_us" in p:
+            return {k: float(v) / 1e6 for k, v in p.items() if k.endswith("_us")}
+    raise AssertionError("no input time breakdown")
+
+
+def test_parameter_server_worker_reports_its_step_fn_runs_not_dispatches() -> None:
+    s = tfobs.analyze(PS_WORKER)
+    steps, props = xprof_steps(PS_WORKER)
+    # XProf: every KernelAndDeviceFunc::RunAsync (TF marks it _r=1) is a "step"
+    assert steps and all(r["name"].startswith("KernelAndDeviceFunc::RunAsync") for r in steps)
+    assert "input-bound" in props["input_conclusion"]
+    # tfobs: no step; the coordinator's step_fn runs on this worker, with their time
+    assert s.steps.count == 0 and s.input_bound.verdict == "unknown"
+    top = s.steps.calls[0]
+    assert (top.name, top.source) == ("step_fn", "remote") and top.count >= 20
+    xprof_mean = sum(r["duration_s"] for r in steps) / len(steps)
+    assert top.mean_s > 5 * xprof_mean and top.mean_s > max(r["duration_s"] for r in steps)
+    assert "sent by another task" in s.steps.note
+
+
+def test_parameter_server_worker_enqueue_is_named_not_counted_as_input() -> None:
+    s = tfobs.analyze(PS_WORKER)
+    xprof = _xprof_input_breakdown(PS_WORKER)
+    ip = s.input_pipeline
+    # XProf counts EagerService:Enqueue (op type "Enqueue") as input; tfobs names it
+    assert xprof["enqueue_us"] > 0.9 * sum(xprof.values())
+    assert ip.xprof_only_input_s == pytest.approx(xprof["enqueue_us"], rel=0.005)
+    assert ip.xprof_only_input_ops == ("EagerService:Enqueue",)
+    assert ip.host_input_total_s["enqueue"] == 0.0
+    # the tf.data preprocessing both count alike
+    assert ip.host_input_total_s["preprocessing"] == pytest.approx(
+        xprof["preprocessing_us"], rel=0.005)
+
+
+def test_parameter_server_chief_times_the_coordinators_steps() -> None:
+    s = tfobs.analyze(PS_CHIEF)
+    steps, props = xprof_steps(PS_CHIEF)
+    assert not steps and props["input_conclusion"].startswith("No step time measured")
+    assert s.steps.method == "markers_remote" and s.steps.count == 58  # 60, ends dropped
+    assert [x.step_num for x in s.steps.items] == list(range(5, 63))
+    assert s.input_bound.verdict == "unknown" and "parameter-server" in s.steps.note
+    for x in s.steps.items:  # the whole step waits on the workers: no local op
+        assert x.breakdown_s["other"] == pytest.approx(x.duration_s)
+    calls = s.steps.calls[0]
+    assert (calls.name, calls.source, calls.count) == ("step_fn", "python", 60)
+    assert "all_others_bound" not in _codes(s)
+
+
+def test_a_jax_inference_window_reports_its_jitted_calls() -> None:
+    # openxla/xprof's TPU inference capture: no step markers, JAX's PjitFunction(f) calls
+    s = tfobs.analyze(CAPTURES / "xprof__tpu_inference_2.xplane.pb")
+    assert s.steps.count == 0
+    top = s.steps.calls[0]
+    assert top.name == "PjitFunction(f)" and top.source == "python" and top.count == 100
+    assert top.mean_s == pytest.approx(top.total_s / top.count)
+    assert "holds 100 calls of 'PjitFunction(f)'" in s.steps.note

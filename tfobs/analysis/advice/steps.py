@@ -1,0 +1,83 @@
+"""What the window's steps are: markers no tool takes, windows of calls, Python in the step.
+
+A step marker without `_r` (`Trace("train", step_num=i)`, as older guides write it) is no
+root: XProf and tfobs find no step. A window of `predict`, serving or `evaluate` calls has
+no training step: its figures are per call. Host Python inside the marked step (numpy
+preprocessing, `tf.numpy_function` / `tf.py_function` in the step's graph) shows as
+'All Others' (time no TensorFlow op covers) and as Python ops on the step's threads.
+"""
+
+from __future__ import annotations
+
+from tfobs.analysis.advice.rule import (
+    GPU,
+    HIGH_PCT,
+    MODERATE_PCT,
+    PROFILER,
+    TFDATA,
+    Rule,
+    step_pct,
+)
+from tfobs.summary import Advice, WindowSummary
+
+MARKERS_WITHOUT_ROOT = Rule(
+    "markers_without_root", "steps",
+    "no step found, and events carry `step_num` without the `_r` stat that makes a step "
+    "marker a root (XProf and tfobs both ignore them)",
+    "add `_r=1` to the marker: tf.profiler.experimental.Trace('train', step_num=i, _r=1) "
+    "(any name works once `_r=1` is there), or mark steps with `with tfobs.step(i):`",
+    f"{PROFILER}: Profiling custom training loops (tf.profiler.experimental.Trace)")
+CALLS_ONLY = Rule(
+    "calls_without_steps", "steps",
+    "no training step in the window, but tf.function or signature calls from Python "
+    "(Model.predict, a serving signature, Model.evaluate)",
+    "read the figures per call (tfobs: steps.calls); to time each request or batch as a "
+    "step, wrap it in tf.profiler.experimental.Trace('serve', step_num=i, _r=1)",
+    f"{PROFILER}: Profiling custom training loops (tf.profiler.experimental.Trace)")
+PYTHON_IN_STEP = Rule(
+    "python_in_step", "steps",
+    "py_function / numpy_function ops run by the step's own graph (outside tf.data) >= 3 % "
+    "of step time; the message adds the step's 'All Others' (Python between the ops)",
+    "replace tf.numpy_function / tf.py_function in the step with TensorFlow ops, or move "
+    "that work into tf.data (Dataset.map with num_parallel_calls=tf.data.AUTOTUNE, "
+    "prefetch) so it runs ahead of the step; keep numpy preprocessing out of the marked "
+    "step the same way",
+    f"{TFDATA}: Vectorizing mapping; {GPU}: 2. Debug the performance of one GPU")
+RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP)
+
+PYTHON_OP_PCT = MODERATE_PCT
+
+
+def check(s: WindowSummary) -> list[Advice]:
+    st = s.steps
+    out: list[Advice] = []
+    if not st.count and st.unrooted_markers:
+        out.append(MARKERS_WITHOUT_ROOT.advice(
+            "warning",
+            f"{st.unrooted_markers} events carry step_num but no _r stat, so no step was "
+            "found: a step marker must be a root (_r=1).",
+            {"unrooted_markers": float(st.unrooted_markers)},
+            "no step found and markers without _r (XProf: ProcessRootEvent takes only roots)"))
+    if not st.count and st.calls:
+        c = st.calls[0]
+        out.append(CALLS_ONLY.advice(
+            "info",
+            f"No training step: the window holds {c.count} calls of {c.name!r}, "
+            f"{c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call.",
+            {"calls": float(c.count), "calls_per_s": c.per_s, "call_s": c.mean_s},
+            "no step found, function calls present"))
+    if st.count and st.mean_s > 0:
+        other_pct = step_pct(s, "other")
+        op_pct = 100.0 * st.python_op_s / st.mean_s
+        if op_pct >= PYTHON_OP_PCT:
+            out.append(PYTHON_IN_STEP.advice(
+                "warning" if op_pct + other_pct >= HIGH_PCT else "info",
+                f"{op_pct + other_pct:.1f} % of step time is host Python inside the step: "
+                f"{op_pct:.1f} % in py_function / numpy_function ops of the step's graph, "
+                f"{other_pct:.1f} % with no TensorFlow op running ('All Others': numpy or "
+                "Python between the calls).",
+                {"python_op_pct": op_pct, "other_pct": other_pct,
+                 "python_op_s_per_step": st.python_op_s},
+                f"Python ops in the step >= {PYTHON_OP_PCT:g} % of step time (tfobs); "
+                f"warning from {HIGH_PCT:g} % with 'All Others'"))
+    return out
