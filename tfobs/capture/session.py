@@ -168,6 +168,7 @@ class ProfilerSlot:
         self._collected: bytes | None = None  # the XSpace `end_tracing()` collected
         self._written = False  # ... or the framework wrote it into the session's folder
         self._end_error = ""
+        self._cut_open = False  # the open window was cut (ends at the next step boundary)
         self.last_end: WindowEnd | None = None
         self.bytes_per_s = 0.0  # capture bytes per second of tracing, from earlier windows
         self.windows_cut = 0  # windows closed early because of their expected cost
@@ -217,8 +218,10 @@ class ProfilerSlot:
                 return CaptureResult(SKIPPED_BUSY, f"tfobs window still {self._state}")
             try:
                 if backend.user_session_active():
-                    return CaptureResult(SKIPPED_BUSY, f"the job's own {backend.name} "
-                                         "profiler session is active")
+                    public = ("tf.profiler.experimental" if backend.name == "tensorflow"
+                              else "jax.profiler")
+                    return CaptureResult(SKIPPED_BUSY, f"{public} session active (the job's "
+                                         "own profiling)")
                 # A configured folder may not exist yet (fresh pod) or may have been
                 # removed by a tmp cleaner: make it, as TF's own profiler does for logdirs.
                 os.makedirs(self.capture_dir, exist_ok=True)
@@ -236,6 +239,7 @@ class ProfilerSlot:
                 return CaptureResult(FAILED, f"profiler start failed: {exc}")
             self._session, self._logdir, self._state = session, logdir, "active"
             self._collected, self._written, self._end_error = None, False, ""
+            self._cut_open = False
             self._wake = wake
             self._started = time.perf_counter()
             self._rss_at_start = rss_bytes()
@@ -343,6 +347,7 @@ class ProfilerSlot:
     def _cut(self, cause: CutCause) -> None:
         self.windows_cut += 1
         self.cut_cause = cause
+        self._cut_open = True  # this window is being cut: never cut it twice
 
     def step_ended(self) -> str:
         """Training thread, at a traced step's end (every LIVE_EVERY_S at most): why the
@@ -351,7 +356,7 @@ class ProfilerSlot:
         out the step's own tensors, which come and go within it."""
         live0 = self._live_at_start
         now = time.monotonic()
-        if live0 is None or now - self._live_checked < LIVE_EVERY_S:
+        if live0 is None or self._cut_open or now - self._live_checked < LIVE_EVERY_S:
             return ""
         self._live_checked = now
         live = live_bytes()
@@ -392,6 +397,9 @@ class ProfilerSlot:
                 handed = bool(result.path)
                 return result
             if data is None:
+                if "No space left on device" in error:  # TF's own error type, no errno
+                    return CaptureResult(FAILED, self._folder_full(logdir), active_s=active_s,
+                                         export_s=time.perf_counter() - t0)
                 if error.startswith("busy: "):
                     return CaptureResult(SKIPPED_BUSY, "another profiler session is active "
                                          "(profiler server or another tool)",
