@@ -5,116 +5,16 @@ structures and metric ids, so a wrong field or id name fails here as it would on
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import math
-from types import SimpleNamespace
 
-import pynvml
 import pytest
 
+from tests.support.fake_gpm import BF16, FP32, MEMORY, FakeGpmNvml
 from tfobs.health import HealthLedger
 from tfobs.sources import gpm as gpm_source
 from tfobs.sources.gpm import GpmReader, figures_from
 from tfobs.sources.nvml import NvmlSampler
-
-# Per interval, the workload the stand-in GPU runs: GPM percentages by metric id.
-BF16 = {5: 74.8, 7: 74.8, 9: 0.0, 8: 0.0, 2: 76.3, 3: 11.3, 10: 14.3, 12: 0.0, 13: 0.0,
-        11: 0.0, 4: 2.0}
-FP32 = {5: 0.0, 7: 0.0, 9: 0.0, 8: 0.0, 2: 96.0, 3: 12.0, 10: 3.5, 12: 75.2, 13: 0.0,
-        11: 0.0, 4: 5.0}
-MEMORY = {5: 0.0, 7: 0.0, 9: 0.0, 8: 0.0, 2: 48.2, 3: 39.3, 10: 43.7, 12: 1.6, 13: 0.0,
-          11: 0.0, 4: 8.0}
-
-
-class _FakeGpmNvml:
-    """pynvml as far as the sampler and GPM use it. Each GPU runs one workload per interval
-    (`schedule`); a GPM sample records how many intervals had passed, and the metrics of a
-    pair are the workload between them, as the hardware's counters would give. DFMA is not
-    reported (per-metric NOT_SUPPORTED), as on a GPU without it."""
-
-    NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
-    c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
-
-    class NVMLError_NotSupported(Exception):
-        pass
-
-    class NVMLError_FunctionNotFound(Exception):
-        pass
-
-    def __init__(self, supported=(True,), schedule=None, mig=False) -> None:
-        self.supported = supported
-        self.schedule = schedule or {0: [BF16, FP32, MEMORY]}
-        self.mig = mig
-        self.ticks = {h: 0 for h in range(len(supported))}
-        self.samples: dict[int, tuple[int, int]] = {}  # address -> (handle, tick)
-        self.allocated: set[int] = set()
-        self.freed: set[int] = set()
-        self.metric_calls = 0
-        self.fail_sample = False
-        self.mig_calls: list[tuple[int, int]] = []
-        self.shutdown = False
-
-    # ordinary NVML
-    def nvmlInit(self) -> None: ...
-    def nvmlShutdown(self) -> None: self.shutdown = True
-    def nvmlDeviceGetCount(self) -> int: return len(self.supported)
-    def nvmlDeviceGetHandleByIndex(self, i): return i
-    def nvmlDeviceGetIndex(self, h): return h
-    def nvmlDeviceGetUUID(self, h): return f"GPU-{h}"
-    def nvmlDeviceGetName(self, h): return b"NVIDIA H200" if self.supported[h] else b"Tesla T4"
-    def nvmlDeviceGetUtilizationRates(self, h): return SimpleNamespace(gpu=83)
-    def nvmlDeviceGetMemoryInfo(self, h): return SimpleNamespace(used=1 << 30, total=1 << 37)
-    def nvmlDeviceGetPowerUsage(self, h): return 500_000
-    def nvmlDeviceGetTemperature(self, h, sensor): return 50
-    def nvmlDeviceGetClockInfo(self, h, kind): return 1980
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h): return 0
-    def nvmlDeviceIsMigDeviceHandle(self, h): return self.mig
-    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h): return 10 + h
-    def nvmlDeviceGetGpuInstanceId(self, h): return 7
-
-    # GPM
-    def nvmlGpmQueryDeviceSupport(self, h):
-        parent = h - 10 if self.mig else h
-        return SimpleNamespace(version=1, isSupportedDevice=int(self.supported[parent]))
-
-    def nvmlGpmSampleAlloc(self):
-        sample = pynvml.c_nvmlGpmSample_t(pynvml.struct_c_nvmlGpmSample_t())
-        self.allocated.add(ctypes.addressof(sample.contents))
-        self._keep = [*getattr(self, "_keep", []), sample]  # the "driver" owns the memory
-        return sample
-
-    def nvmlGpmSampleFree(self, sample) -> None:
-        self.freed.add(ctypes.addressof(sample.contents))
-
-    def nvmlGpmSampleGet(self, handle, sample):
-        if self.fail_sample:
-            raise RuntimeError("GPU is lost")
-        address = ctypes.addressof(sample.contents)
-        assert address in self.allocated and address not in self.freed
-        self.samples[address] = (handle, self.ticks[handle])
-        self.ticks[handle] += 1  # the next interval's workload starts now
-        return sample
-
-    def nvmlGpmMigSampleGet(self, parent, instance, sample):
-        self.mig_calls.append((parent, instance))
-        return self.nvmlGpmSampleGet(parent - 10, sample)
-
-    def nvmlGpmMetricsGet(self, req):
-        self.metric_calls += 1
-        assert req.version == pynvml.NVML_GPM_METRICS_GET_VERSION
-        h1, t1 = self.samples[ctypes.addressof(req.sample1.contents)]
-        h2, t2 = self.samples[ctypes.addressof(req.sample2.contents)]
-        assert h1 == h2 and t2 == t1 + 1, "a pair is this tick's sample and the previous one"
-        plan = self.schedule[h1]
-        workload = plan[min(t1, len(plan) - 1)]
-        for i in range(req.numMetrics):
-            m = req.metrics[i]
-            if m.metricId == pynvml.NVML_GPM_METRIC_DFMA_TENSOR_UTIL:
-                m.nvmlReturn, m.value = pynvml.NVML_ERROR_NOT_SUPPORTED, 0.0
-            else:
-                m.nvmlReturn, m.value = pynvml.NVML_SUCCESS, workload[m.metricId]
-        return req
 
 
 def _reader(fake, handles=((0, "/device:GPU:0", 0),)):
@@ -125,7 +25,7 @@ def _reader(fake, handles=((0, "/device:GPU:0", 0),)):
 
 
 def test_figures_come_from_consecutive_sample_pairs_mock_gpu() -> None:
-    fake = _FakeGpmNvml()
+    fake = FakeGpmNvml()
     reader, errors = _reader(fake)
     assert reader.available and reader.unavailable_reason == ""
     assert reader.read("/device:GPU:0") is None  # one sample: no interval yet
@@ -152,7 +52,7 @@ def test_figures_come_from_consecutive_sample_pairs_mock_gpu() -> None:
 
 
 def test_failed_sample_is_counted_and_the_next_pair_skips_it_mock_gpu() -> None:
-    fake = _FakeGpmNvml(schedule={0: [BF16, BF16, FP32, FP32, MEMORY]})
+    fake = FakeGpmNvml(schedule={0: [BF16, BF16, FP32, FP32, MEMORY]})
     reader, errors = _reader(fake)
     reader.read("/device:GPU:0")
     assert reader.read("/device:GPU:0") is not None
@@ -168,7 +68,7 @@ def test_failed_sample_is_counted_and_the_next_pair_skips_it_mock_gpu() -> None:
 
 def test_pre_hopper_gpu_is_left_out_and_said_once_mock_gpu(caplog) -> None:
     gpm_source._logged.clear()
-    fake = _FakeGpmNvml(supported=(True, False), schedule={0: [BF16], 1: [BF16]})
+    fake = FakeGpmNvml(supported=(True, False), schedule={0: [BF16], 1: [BF16]})
     handles = ((0, "/device:GPU:0", 0), (1, "/device:GPU:1", 1))
     with caplog.at_level(logging.INFO, logger="tfobs.sources.gpm"):
         reader, _ = _reader(fake, handles)
@@ -185,17 +85,17 @@ def test_pre_hopper_gpu_is_left_out_and_said_once_mock_gpu(caplog) -> None:
 
 
 def test_no_gpm_anywhere_reasons_mock_gpu() -> None:
-    none, _ = _reader(_FakeGpmNvml(supported=(False,)))
+    none, _ = _reader(FakeGpmNvml(supported=(False,)))
     assert not none.available and "has no GPM" in none.unavailable_reason
 
-    class OldDriver(_FakeGpmNvml):
+    class OldDriver(FakeGpmNvml):
         def nvmlGpmQueryDeviceSupport(self, h):
             raise self.NVMLError_FunctionNotFound("Function Not Found")
 
     old, _ = _reader(OldDriver())
     assert not old.available and "older driver" in old.unavailable_reason
 
-    class OldBindings(_FakeGpmNvml):
+    class OldBindings(FakeGpmNvml):
         def __getattribute__(self, name: str):
             if name.startswith("nvmlGpm"):  # an nvidia-ml-py from before GPM
                 raise AttributeError(name)
@@ -206,7 +106,7 @@ def test_no_gpm_anywhere_reasons_mock_gpu() -> None:
 
 
 def test_mig_instance_is_sampled_through_its_parent_mock_gpu() -> None:
-    fake = _FakeGpmNvml(mig=True)
+    fake = FakeGpmNvml(mig=True)
     reader, errors = _reader(fake)
     reader.read("/device:GPU:0")
     got = reader.read("/device:GPU:0")
@@ -222,7 +122,7 @@ def test_figures_clamp_and_mark_missing() -> None:
 
 
 def test_sampler_attaches_gpm_and_frees_at_stop_mock_gpu() -> None:
-    fake = _FakeGpmNvml(schedule={0: [BF16] * 1000})
+    fake = FakeGpmNvml(schedule={0: [BF16] * 1000})
     health = HealthLedger()
     sampler = NvmlSampler(interval_s=0.05, health=health, nvml=fake, cuda_visible_devices="0")
     sampler.start()
@@ -240,7 +140,7 @@ def test_sampler_attaches_gpm_and_frees_at_stop_mock_gpu() -> None:
 
 
 def test_sampler_counts_gpm_failures_in_health_mock_gpu() -> None:
-    fake = _FakeGpmNvml()
+    fake = FakeGpmNvml()
     health = HealthLedger()
     sampler = NvmlSampler(interval_s=3600, health=health, nvml=fake, cuda_visible_devices="0")
     sampler.start()
@@ -252,13 +152,13 @@ def test_sampler_counts_gpm_failures_in_health_mock_gpu() -> None:
 
 
 def test_sampler_without_gpm_says_why_mock_gpu(monkeypatch) -> None:
-    sampler = NvmlSampler(interval_s=3600, nvml=_FakeGpmNvml(supported=(False,)),
+    sampler = NvmlSampler(interval_s=3600, nvml=FakeGpmNvml(supported=(False,)),
                           cuda_visible_devices="0")
     sampler.start()
     sampler.stop(1.0)
     assert sampler.available and not sampler.gpm_available
     assert "Tesla T4 has no GPM" in sampler.gpm_unavailable_reason
-    off = NvmlSampler(interval_s=3600, nvml=_FakeGpmNvml(), gpm=False,
+    off = NvmlSampler(interval_s=3600, nvml=FakeGpmNvml(), gpm=False,
                       cuda_visible_devices="0")
     off.start()
     off.stop(1.0)
