@@ -192,9 +192,14 @@ def gpm_of(worker: WorkerState) -> dict[str, Any] | None:
     nvml = worker.nvml
     if nvml is None:
         return None
-    gpus = [g for g in (nvml.latest() if nvml.available else ()) if g.gpm is not None]
-    return {"gpus": [(g.device, g.name, g.gpm) for g in gpus],
-            "reason": str(getattr(nvml, "gpm_unavailable_reason", "") or "")}
+    try:
+        gpus = [g for g in (nvml.latest() if nvml.available else ())
+                if getattr(g, "gpm", None) is not None]
+        return {"gpus": [(g.device, g.name, g.gpm) for g in gpus],
+                "reason": str(getattr(nvml, "gpm_unavailable_reason", "") or "")}
+    except Exception:  # the page must render whatever a sampler returns
+        worker.health.count_error("export_prometheus")
+        return None
 
 
 def render_overview(summary: WindowSummary | None, health: dict[str, Any],
