@@ -168,3 +168,22 @@ def test_sampler_without_gpm_says_why_mock_gpu(monkeypatch) -> None:
     missing.start()
     assert not missing.gpm_available
     assert "pip install nvidia-ml-py" in missing.gpm_unavailable_reason
+
+
+def test_gpu_refusing_reads_is_dropped_said_once_not_counted_mock_gpu(caplog) -> None:
+    gpm_source._logged.clear()
+    fake = FakeGpmNvml()  # says it has GPM, then refuses samples (a GPU in MIG mode)
+    health = HealthLedger()
+    sampler = NvmlSampler(interval_s=3600, health=health, nvml=fake, cuda_visible_devices="0")
+    with caplog.at_level(logging.INFO, logger="tfobs.sources.gpm"):
+        fake.fail_sample = "mig"
+        sampler.start()
+        for _ in range(3):
+            sampler._sample_once()
+    sampler.stop(1.0)
+    assert not sampler.gpm_available
+    assert "GPM not supported here" in sampler.gpm_unavailable_reason
+    assert health.errors == {}  # a refusal is a reason, not an error per tick
+    assert fake.freed == fake.allocated
+    said = [r for r in caplog.records if "GPM metrics" in r.getMessage()]
+    assert len(said) == 1

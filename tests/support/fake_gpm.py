@@ -81,7 +81,8 @@ class FakeGpmNvml:
 
     def nvmlGpmSampleGet(self, handle, sample):
         if self.fail_sample:
-            raise RuntimeError("GPU is lost")
+            raise (self.NVMLError_NotSupported("Not Supported") if self.fail_sample == "mig"
+                   else RuntimeError("GPU is lost"))
         address = ctypes.addressof(sample.contents)
         assert address in self.allocated and address not in self.freed
         self.samples[address] = (handle, self.ticks[handle])

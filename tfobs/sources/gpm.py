@@ -146,9 +146,12 @@ class GpmReader:
                 nvml.nvmlGpmMigSampleGet(dev.mig[0], dev.mig[1], dev.samples[current])
             else:
                 nvml.nvmlGpmSampleGet(dev.handle, dev.samples[current])
-        except Exception:
+        except Exception as exc:
             dev.previous = -1  # the next pair must not span the failed read
-            self._count_error()
+            if _unsupported(exc):  # e.g. a GPU in MIG mode: no use asking every tick
+                self._drop(device, dev, f"{device}: {_reason(exc)}")
+            else:
+                self._count_error()
             return None
         now = time.monotonic()
         previous, previous_t = dev.previous, dev.previous_t
@@ -166,12 +169,25 @@ class GpmReader:
         """Free every sample (before nvmlShutdown); failures counted."""
         devices, self._devices = self._devices, {}
         for dev in devices.values():
-            for sample in dev.samples:
-                try:
-                    self._nvml.nvmlGpmSampleFree(sample)
-                except Exception:
-                    self._count_error()
+            self._free(dev)
         self.available = False
+
+    def _free(self, dev: _Device) -> None:
+        for sample in dev.samples:
+            try:
+                self._nvml.nvmlGpmSampleFree(sample)
+            except Exception:
+                self._count_error()
+        dev.samples = []
+
+    def _drop(self, device: str, dev: _Device, reason: str) -> None:
+        """Stop reading a GPU whose reads the driver refuses; say why once."""
+        self._devices.pop(device, None)
+        self._free(dev)
+        self._say(reason)
+        if not self._devices:
+            self.available = False
+            self.unavailable_reason = reason
 
     def _metrics(self, dev: _Device, first: Any, second: Any) -> dict[str, float]:
         req = dev.request
@@ -217,6 +233,12 @@ def _name(nvml: Any, handle: Any) -> str:
     except Exception:
         return "this GPU"
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+
+
+def _unsupported(exc: BaseException) -> bool:
+    name, text = type(exc).__name__, str(exc)
+    return ("NotSupported" in name or "Not Supported" in text or "FunctionNotFound" in name
+            or "Function Not Found" in text)
 
 
 def _reason(exc: BaseException) -> str:

@@ -121,6 +121,8 @@ class NvmlSampler:
     def stop(self, timeout_s: float = 1.0) -> None:
         self._thread.stop(timeout_s)
         gpm, self._gpm = self._gpm, None
+        if gpm is not None:
+            self._gpm_reason = gpm.unavailable_reason or "NVML sampler stopped"
         # A tick still running past the join keeps its samples: freeing them under it would
         # be a use after free in the driver; a few bytes left once is the lesser harm.
         if gpm is not None and self._tick_lock.acquire(timeout=max(timeout_s, 0.0)):
@@ -158,7 +160,9 @@ class NvmlSampler:
         """Why no GPM figures ("" when there are): NVML's own reason when NVML is off."""
         if not self.available:
             return self.unavailable_reason
-        return "" if self.gpm_available else self._gpm_reason
+        if self.gpm_available:
+            return ""
+        return self._gpm.unavailable_reason if self._gpm is not None else self._gpm_reason
 
     # internals -------------------------------------------------------------------------
     def _open(self) -> None:
