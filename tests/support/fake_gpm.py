@@ -61,7 +61,7 @@ class FakeGpmNvml:
     def nvmlDeviceGetTemperature(self, h, sensor): return 50
     def nvmlDeviceGetClockInfo(self, h, kind): return 1980
     def nvmlDeviceGetCurrentClocksEventReasons(self, h): return 0
-    def nvmlDeviceIsMigDeviceHandle(self, h): return self.mig
+    def nvmlDeviceIsMigDeviceHandle(self, h): return ctypes.c_uint(int(self.mig))
     def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h): return 10 + h
     def nvmlDeviceGetGpuInstanceId(self, h): return 7
 

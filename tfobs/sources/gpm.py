@@ -221,7 +221,11 @@ class GpmReader:
 def _mig_parent(nvml: Any, handle: Any) -> tuple[Any, int] | None:
     """(parent GPU, GPU instance id) when `handle` is a MIG instance, else None."""
     is_mig = getattr(nvml, "nvmlDeviceIsMigDeviceHandle", None)
-    if is_mig is None or not is_mig(handle):
+    try:
+        flag = is_mig(handle) if is_mig is not None else 0
+    except Exception:  # a GPU without MIG may not answer: it is not a MIG instance
+        return None
+    if not int(getattr(flag, "value", flag)):  # pynvml returns a c_uint
         return None
     parent = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
     return parent, int(nvml.nvmlDeviceGetGpuInstanceId(handle))
