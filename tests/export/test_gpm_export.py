@@ -84,3 +84,24 @@ def test_gpu_without_gpm_series_and_page_mock_gpu() -> None:
     assert "tfobs_gpu_tensor_active_ratio" not in fams or not fams[
         "tfobs_gpu_tensor_active_ratio"].samples
     assert 'id="gpm"' in page and "Tesla T4 has no GPM" in page
+
+
+def test_no_driver_page_says_nothing_of_gpm_mock_gpu() -> None:
+    class NoDriver(FakeGpmNvml):
+        class NVMLError_LibraryNotFound(Exception):
+            pass
+
+        def nvmlInit(self) -> None:
+            raise self.NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+
+    exporter, sampler = _serve(NoDriver())
+    try:
+        text = _get(exporter.url)
+        page = _get(exporter.url.removesuffix("metrics"))
+    finally:
+        exporter.shutdown(2.0)
+        sampler.stop(1.0)
+    assert "NVML library not found" in sampler.gpm_unavailable_reason
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert fams["tfobs_gpm_available"].samples[0].value == 0
+    assert 'id="gpm"' not in page and 'id="overview"' in page  # a CPU job's page: no noise

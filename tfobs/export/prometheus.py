@@ -188,13 +188,12 @@ def health_of(worker: WorkerState, url: str = "") -> dict[str, Any]:
 
 def gpm_of(worker: WorkerState) -> dict[str, Any] | None:
     """The page's hardware activity rows (NVML GPM): latest figures per GPU, or why none;
-    None without an NVML sampler."""
+    None where NVML reads no GPU (a CPU job's page says nothing of GPM)."""
     nvml = worker.nvml
-    if nvml is None:
+    if nvml is None or not nvml.available:
         return None
     try:
-        gpus = [g for g in (nvml.latest() if nvml.available else ())
-                if getattr(g, "gpm", None) is not None]
+        gpus = [g for g in nvml.latest() if getattr(g, "gpm", None) is not None]
         return {"gpus": [(g.device, g.name, g.gpm) for g in gpus],
                 "reason": str(getattr(nvml, "gpm_unavailable_reason", "") or "")}
     except Exception:  # the page must render whatever a sampler returns
