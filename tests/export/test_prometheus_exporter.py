@@ -106,6 +106,7 @@ def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecor
     health.count_cut("live_bytes")
     health.observe_capture(0.3, 123_456)
     health.observe_reduce(0.05)
+    health.observe_window_end("step_boundary", 0.002, 0.05)
     health.set_cost(0.008, 0.0021)
     health.set_window_length(1.3, 10)
     health.set_info({"tensorflow_version": "2.21.0", "devices": "/device:GPU:0"})

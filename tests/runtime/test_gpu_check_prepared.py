@@ -38,3 +38,11 @@ def test_gpu_check_runs_every_part_on_cpu(tmp_path):
     assert cost["windows"] and all(w["end_at"] == "step_boundary" for w in cost["windows"]
                                    if w["outcome"] == "captured")
     assert isinstance(verdict["cost_ratio"], float)
+    # GPM: no NVIDIA driver here, so the part says why and the run goes on.
+    gpm = results["gpm"]
+    assert gpm["died"] is False and gpm["status"].startswith("GPM unavailable: "), gpm
+    assert verdict["gpm"] == gpm["status"]
+    assert [p["workload"] for p in gpm["phases"]] == ["bf16_matmul", "fp32_highest",
+                                                       "elementwise"]
+    assert all(p["steps"] > 0 and p["scrapes"] > 0 for p in gpm["phases"]), gpm["phases"]
+    assert gpm["windows"].get("captured", 0) >= 3

@@ -107,6 +107,10 @@ GPU_SOURCE_METRICS = frozenset({
     "tfobs_gpu_power_watts", "tfobs_gpu_temperature_celsius", "tfobs_gpu_sm_clock_hertz",
     "tfobs_gpu_memory_clock_hertz", "tfobs_gpu_throttle_active", "tfobs_device_memory_bytes",
     "tfobs_device_memory_peak_bytes",
+    # NVML GPM, Hopper and newer
+    "tfobs_gpu_tensor_active_ratio", "tfobs_gpu_tensor_pipe_active_ratio",
+    "tfobs_gpu_sm_active_ratio", "tfobs_gpu_sm_occupancy_ratio",
+    "tfobs_gpu_dram_bandwidth_ratio", "tfobs_gpu_math_pipe_active_ratio",
 })
 
 
@@ -114,15 +118,23 @@ class _SyntheticNvml:
     """Stands in for NvmlSampler on machines without a GPU: fixed, plausible H100 samples."""
 
     available = True
+    gpm_available = True
 
     def latest(self):
+        from tfobs.sources.gpm import GpmFigures
         from tfobs.sources.nvml import GpuSample
+
+        gpm = GpmFigures(tensor_active_ratio=0.748, tensor_pipe_ratio=(("hmma", 0.748),),
+                         sm_active_ratio=0.763, sm_occupancy_ratio=0.113,
+                         dram_bandwidth_ratio=0.143, math_pipe_ratio=(("fp32", 0.0),),
+                         interval_s=1.0)
 
         return (GpuSample(index=0, uuid="GPU-00000000-synthetic", name="synthetic H100",
                           device="/device:GPU:0", utilization_ratio=0.42,
                           memory_used_bytes=30 << 30, memory_total_bytes=80 << 30,
                           power_watts=350.0, temperature_celsius=61.0, sm_clock_hertz=1.98e9,
-                          memory_clock_hertz=2.6e9, throttle_reasons=("sw_power_cap",)),)
+                          memory_clock_hertz=2.6e9, throttle_reasons=("sw_power_cap",),
+                          gpm=gpm),)
 
 
 class _SyntheticTfMemory:

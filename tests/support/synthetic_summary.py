@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tfobs.sources.gpm import GpmFigures
 from tfobs.summary import (
     DeviceActivity,
     Environment,
@@ -78,6 +79,10 @@ class SyntheticGpuSample:
     sm_clock_hertz: float = 1.41e9
     memory_clock_hertz: float = 1.215e9
     throttle_reasons: tuple[str, ...] = ("sw_power_cap",)
+    gpm: GpmFigures | None = GpmFigures(  # a bf16 matmul on an H200, as GPM read it
+        tensor_active_ratio=0.748, tensor_pipe_ratio=(("hmma", 0.748), ("imma", 0.0)),
+        sm_active_ratio=0.763, sm_occupancy_ratio=0.113, dram_bandwidth_ratio=0.143,
+        math_pipe_ratio=(("fp16", 0.0), ("fp32", 0.0)), interval_s=1.0)
 
 
 @dataclass(frozen=True)

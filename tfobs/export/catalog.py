@@ -184,6 +184,33 @@ METRICS: tuple[MetricDef, ...] = (
     _m("tfobs_gpu_memory_clock_hertz", "gauge", _NVML, "GPU memory clock in hertz (NVML)."),
     _m("tfobs_gpu_throttle_active", "gauge", (*_NVML, "reason"),
        "1 for each clock throttle reason NVML reports active."),
+    # NVML GPU Performance Monitoring (Hopper and newer), over the last sampling interval.
+    _m("tfobs_gpm_available", "gauge", (),
+       "1 when NVML's GPU Performance Monitoring (GPM) counters are read for at least one "
+       "GPU, 0 where none has them (pre-Hopper, a MIG instance without GPM, an older driver "
+       "or nvidia-ml-py; the log says why once)."),
+    _m("tfobs_gpu_tensor_active_ratio", "gauge", _NVML,
+       "Share of time the GPU's SMs ran any Tensor Core instruction (0..1), counted by the "
+       "hardware (NVML GPM) over the last sampling interval; beside it "
+       "tfobs_tensor_core_kernel_ratio is the share by kernel names. GPM counts every "
+       "process on the GPU, not only this job."),
+    _m("tfobs_gpu_tensor_pipe_active_ratio", "gauge", (*_NVML, "pipe"),
+       "Share of time the GPU's SMs ran Tensor Core instructions of one kind (0..1), NVML "
+       "GPM over the last sampling interval: hmma (fp16, bf16, tf32, fp8), imma (integer), "
+       "dfma and dmma (fp64), those the GPU reports. Counts every process on the GPU."),
+    _m("tfobs_gpu_sm_active_ratio", "gauge", _NVML,
+       "Share of SMs busy (0..1), NVML GPM over the last sampling interval; counts every "
+       "process on the GPU."),
+    _m("tfobs_gpu_sm_occupancy_ratio", "gauge", _NVML,
+       "Active warps against the SMs' maximum (0..1), NVML GPM over the last sampling "
+       "interval; counts every process on the GPU."),
+    _m("tfobs_gpu_dram_bandwidth_ratio", "gauge", _NVML,
+       "DRAM bandwidth used against its maximum (0..1), NVML GPM over the last sampling "
+       "interval; counts every process on the GPU."),
+    _m("tfobs_gpu_math_pipe_active_ratio", "gauge", (*_NVML, "pipe"),
+       "Share of time the GPU's SMs ran non-tensor math of one kind (0..1), NVML GPM over "
+       "the last sampling interval: fp16, fp32, fp64, integer. Counts every process on the "
+       "GPU."),
     # tfobs's own health.
     _m("tfobs_windows_total", "counter", ("outcome",),
        "Profile windows by outcome (captured, skipped_busy, skipped_budget, empty, "

@@ -35,6 +35,7 @@ from tfobs.export.catalog import (
     identity_values,
 )
 from tfobs.health import WORK_BUCKETS, Durations, HealthLedger, HealthSnapshot
+from tfobs.sources.gpm import GpmFigures
 from tfobs.sources.nvml import GpuSample
 from tfobs.sources.tfmemory import DeviceMemorySample
 from tfobs.summary import CATEGORIES, VERDICTS, DeviceActivity, WindowSummary
@@ -221,6 +222,8 @@ def _health(fams: _Families, st: WorkerState) -> None:
         fams.add("tfobs_kept_bytes", ident, (), h.kept_bytes)
     available = st.nvml is not None and st.nvml.available
     fams.add("tfobs_nvml_available", ident, (), 1.0 if available else 0.0)
+    gpm = available and bool(getattr(st.nvml, "gpm_available", False))
+    fams.add("tfobs_gpm_available", ident, (), 1.0 if gpm else 0.0)
     fams.info(ident, {k: str(h.info.get(k, ""))[:_MAX_INFO_VALUE] for k in _INFO_KEYS})
 
 
@@ -324,7 +327,25 @@ def _sources(fams: _Families, st: WorkerState) -> None:
             fams.add("tfobs_gpu_memory_clock_hertz", ident, lab, g.memory_clock_hertz)
             for reason in g.throttle_reasons:
                 fams.add("tfobs_gpu_throttle_active", ident, (*lab, reason), 1.0)
+            if g.gpm is not None:
+                _gpm(fams, ident, lab, g.gpm)
     if st.tfmemory is not None:
         for m in st.tfmemory.latest():
             fams.add("tfobs_device_memory_bytes", ident, (m.device,), m.current_bytes)
             fams.add("tfobs_device_memory_peak_bytes", ident, (m.device,), m.peak_bytes)
+
+
+def _gpm(fams: _Families, ident: tuple[str, ...], lab: tuple[str, str], g: GpmFigures) -> None:
+    """The GPU's own counters; a figure the GPU did not report (NaN) is left out."""
+    def add(name: str, labels: tuple[str, ...], value: float) -> None:
+        if value == value:  # not NaN
+            fams.add(name, ident, labels, value)
+
+    add("tfobs_gpu_tensor_active_ratio", lab, g.tensor_active_ratio)
+    for pipe, value in g.tensor_pipe_ratio:
+        add("tfobs_gpu_tensor_pipe_active_ratio", (*lab, pipe), value)
+    add("tfobs_gpu_sm_active_ratio", lab, g.sm_active_ratio)
+    add("tfobs_gpu_sm_occupancy_ratio", lab, g.sm_occupancy_ratio)
+    add("tfobs_gpu_dram_bandwidth_ratio", lab, g.dram_bandwidth_ratio)
+    for pipe, value in g.math_pipe_ratio:
+        add("tfobs_gpu_math_pipe_active_ratio", (*lab, pipe), value)

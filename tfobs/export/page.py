@@ -15,6 +15,7 @@ from typing import Any
 from tfobs.summary import CATEGORIES, WindowSummary
 
 REFRESH_S = 15  # the live page reloads itself this often
+_NAN = float("nan")
 
 # One colour per step-time category, in XProf's order.
 _COLOURS = {
@@ -81,7 +82,7 @@ def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = N
         heading = f"Capture {source}" if source else "Latest profile window"
         parts += [_overview(summary, heading), _breakdown(summary), _verdict(summary),
                   _input_pipeline(summary), _top_ops(summary), _kernels(summary),
-                  _devices(summary), _memory(summary)]
+                  _devices(summary), _gpm(summary, health.get("gpm")), _memory(summary)]
     if health:
         parts.append(_health(health))
     parts.append("</main>")
@@ -303,6 +304,40 @@ def _devices(s: WindowSummary) -> str:
                     "Idle: other", "Kernels", "Launch delay mean", "p95"], rows,
                    {1, 2, 3, 4, 5, 6, 7, 8})
     return f'<section class="wide" id="devices"><h2>GPU busy and idle</h2>{table}</section>'
+
+
+def _gpm(s: WindowSummary, gpm: dict[str, Any] | None) -> str:
+    """The GPU's own counters (NVML GPM, latest sampling interval) beside the name-based
+    Tensor Core share of the window; or why there are none."""
+    if not gpm:
+        return ""
+    by_name = (_pct(s.kernels.tensor_core_s / s.kernels.total_s)
+               if s.kernels.total_s > 0 else "–")
+
+    def pct(x: float) -> str:
+        return _pct(x) if x == x else "–"  # NaN: the GPU did not report it
+
+    rows = []
+    for device, name, g in gpm.get("gpus") or ():
+        pipes = dict(g.tensor_pipe_ratio)
+        other = dict(g.math_pipe_ratio)
+        rows.append([f"{_e(device)} <span class=\"muted\">{_e(name)}</span>",
+                     _e(pct(g.tensor_active_ratio)), _e(pct(pipes.get("hmma", _NAN))),
+                     _e(pct(pipes.get("imma", _NAN))), _e(by_name),
+                     _e(pct(g.sm_active_ratio)), _e(pct(g.sm_occupancy_ratio)),
+                     _e(pct(g.dram_bandwidth_ratio)), _e(pct(other.get("fp32", _NAN))),
+                     _e(pct(other.get("fp16", _NAN)))])
+    if not rows:
+        reason = gpm.get("reason") or "no GPM figures yet"
+        return (f'<section id="gpm"><h2>Hardware activity (NVML GPM)</h2>'
+                f'<p class="muted">Not read: {_e(reason)}</p></section>')
+    table = _table(["GPU", "Tensor active", "HMMA", "IMMA", "Tensor Core kernels (names)",
+                    "SM active", "SM occupancy", "DRAM bandwidth", "FP32 pipe", "FP16 pipe"],
+                   rows, set(range(1, 10)))
+    return ('<section class="wide" id="gpm"><h2>Hardware activity (NVML GPM)</h2>' + table
+            + '<p class="muted">Counted by the GPU over the last sampling interval, for every '
+            "process on it; the names column is this window's share of kernel time in "
+            "kernels whose names say they use Tensor Cores.</p></section>")
 
 
 def _memory(s: WindowSummary) -> str:

@@ -182,7 +182,23 @@ def health_of(worker: WorkerState, url: str = "") -> dict[str, Any]:
         "kept_last": h.kept_last,
         "window_ends": h.window_ends,
         "window_end_s": h.window_end_s,
+        "gpm": gpm_of(worker),
     }
+
+
+def gpm_of(worker: WorkerState) -> dict[str, Any] | None:
+    """The page's hardware activity rows (NVML GPM): latest figures per GPU, or why none;
+    None where NVML reads no GPU (a CPU job's page says nothing of GPM)."""
+    nvml = worker.nvml
+    if nvml is None or not nvml.available:
+        return None
+    try:
+        gpus = [g for g in nvml.latest() if getattr(g, "gpm", None) is not None]
+        return {"gpus": [(g.device, g.name, g.gpm) for g in gpus],
+                "reason": str(getattr(nvml, "gpm_unavailable_reason", "") or "")}
+    except Exception:  # the page must render whatever a sampler returns
+        worker.health.count_error("export_prometheus")
+        return None
 
 
 def render_overview(summary: WindowSummary | None, health: dict[str, Any],

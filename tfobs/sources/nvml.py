@@ -2,9 +2,11 @@
 
 A daemon thread samples the GPUs this process uses (CUDA_VISIBLE_DEVICES) once per
 `interval_s` through `pynvml` (package `nvidia-ml-py`). Only NVML's ordinary device queries
-are used: never profiling counters, so tfobs runs beside dcgm-exporter. Without the library,
-a driver or a GPU the sampler says so once (`available=False`, `unavailable_reason`) and
-stays quiet; a failed query while running is counted in `errors`, never raised.
+are used, plus NVML's GPU Performance Monitoring counters where the GPU has them
+(`tfobs.sources.gpm`, Hopper and newer: hardware Tensor Core, SM and DRAM activity). Without
+the library, a driver or a GPU the sampler says so once (`available=False`,
+`unavailable_reason`) and stays quiet; a failed query while running is counted in `errors`,
+never raised.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tfobs.health import HealthLedger
 
+from tfobs.sources.gpm import GpmFigures, GpmReader
 from tfobs.sources.periodic import Periodic
 
 logger = logging.getLogger(__name__)
@@ -54,6 +57,7 @@ class GpuSample:
     sm_clock_hertz: float
     memory_clock_hertz: float
     throttle_reasons: tuple[str, ...]
+    gpm: GpmFigures | None = None  # hardware activity since the previous sample (GPM GPUs)
 
 
 def throttle_reason_names(mask: int) -> tuple[str, ...]:
@@ -77,7 +81,8 @@ class NvmlSampler:
     """Samples NVML at `interval_s`; `latest()` returns the newest samples (maybe empty)."""
 
     def __init__(self, interval_s: float, *, health: HealthLedger | None = None,
-                 nvml: Any = None, cuda_visible_devices: str | None = None) -> None:
+                 nvml: Any = None, cuda_visible_devices: str | None = None,
+                 gpm: bool = True) -> None:
         self.interval_s = max(float(interval_s), 0.05)
         self.available = False
         self.unavailable_reason = "not started"
@@ -91,6 +96,10 @@ class NvmlSampler:
         self._thread = Periodic("tfobs-nvml", self.interval_s, self._sample_once)
         self._lock = threading.Lock()
         self._initialised = False
+        self._want_gpm = gpm
+        self._gpm: GpmReader | None = None
+        self._gpm_reason = "NVML not started"
+        self._tick_lock = threading.Lock()  # GPM samples are freed only between ticks
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -105,11 +114,22 @@ class NvmlSampler:
                 return
             self.available = True
             self.unavailable_reason = ""
+            self._open_gpm()
             self._sample_once()
             self._thread.start()
 
     def stop(self, timeout_s: float = 1.0) -> None:
         self._thread.stop(timeout_s)
+        gpm, self._gpm = self._gpm, None
+        if gpm is not None:
+            self._gpm_reason = gpm.unavailable_reason or "NVML sampler stopped"
+        # A tick still running past the join keeps its samples: freeing them under it would
+        # be a use after free in the driver; a few bytes left once is the lesser harm.
+        if gpm is not None and self._tick_lock.acquire(timeout=max(timeout_s, 0.0)):
+            try:
+                gpm.close()
+            finally:
+                self._tick_lock.release()
         if self._initialised:
             self._initialised = False
             try:
@@ -122,8 +142,27 @@ class NvmlSampler:
         if self._health is not None:
             self._health.count_error("nvml")
 
+    def _count_gpm_error(self) -> None:
+        self.errors += 1
+        if self._health is not None:
+            self._health.count_error("gpm")
+
     def latest(self) -> tuple[GpuSample, ...]:
         return self._latest
+
+    @property
+    def gpm_available(self) -> bool:
+        """True when at least one sampled GPU gives GPM figures."""
+        return self._gpm is not None and self._gpm.available
+
+    @property
+    def gpm_unavailable_reason(self) -> str:
+        """Why no GPM figures ("" when there are): NVML's own reason when NVML is off."""
+        if not self.available:
+            return self.unavailable_reason
+        if self.gpm_available:
+            return ""
+        return self._gpm.unavailable_reason if self._gpm is not None else self._gpm_reason
 
     # internals -------------------------------------------------------------------------
     def _open(self) -> None:
@@ -165,16 +204,35 @@ class NvmlSampler:
                 _logged_unavailable = True
                 logger.info("tfobs: NVML metrics off: %s", reason)
 
+    def _open_gpm(self) -> None:
+        if not self._want_gpm:
+            self._gpm_reason = "GPM sampling turned off"
+            return
+        reader = GpmReader(self._nvml, self._count_gpm_error)
+        try:
+            reader.open(self._handles)
+        except Exception as exc:  # never let GPM cost the ordinary NVML figures
+            self._count_gpm_error()
+            self._gpm_reason = f"GPM unavailable: {exc}"
+            return
+        self._gpm_reason = reader.unavailable_reason
+        if reader.available:
+            self._gpm = reader
+
     def _sample_once(self) -> None:
         samples = []
-        for index, device, handle in self._handles:
-            try:
-                samples.append(self._sample(index, device, handle))
-            except Exception:
-                self._count_error()
+        with self._tick_lock:
+            gpm = self._gpm
+            for index, device, handle in self._handles:
+                figures = gpm.read(device) if gpm is not None else None
+                try:
+                    samples.append(self._sample(index, device, handle, figures))
+                except Exception:
+                    self._count_error()
         self._latest = tuple(samples)
 
-    def _sample(self, index: int, device: str, handle: Any) -> GpuSample:
+    def _sample(self, index: int, device: str, handle: Any,
+                gpm: GpmFigures | None = None) -> GpuSample:
         nvml = self._nvml
         util = nvml.nvmlDeviceGetUtilizationRates(handle)
         mem = nvml.nvmlDeviceGetMemoryInfo(handle)
@@ -198,6 +256,7 @@ class NvmlSampler:
             sm_clock_hertz=sm_mhz * 1e6,
             memory_clock_hertz=mem_mhz * 1e6,
             throttle_reasons=() if math.isnan(mask) else throttle_reason_names(int(mask)),
+            gpm=gpm,
         )
 
     def _optional(self, fn: Any, *args: Any) -> float:
