@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import socket
 import tempfile
 import urllib.parse
 import warnings
@@ -412,6 +413,12 @@ class Config:
                 values.pop(drop)
         else:  # pragma: no cover - every round removes a value
             config = cls(**{k: v for k, v in values.items() if k in kwargs})
+        bind = values.get("metrics_bind")
+        if bind and "metrics_bind" not in kwargs and values.get("metrics_port", 0) != -1:
+            problem = _bind_problem(bind)
+            if problem:  # a typo (`locahost`) fails only at bind: checked now, so enable() goes on
+                refused.append(f"TFOBS_METRICS_BIND={bind!r} cannot be bound ({problem}); use "
+                               "an address of this host, e.g. 127.0.0.1 or 0.0.0.0")
         if refused:
             _log.error("tfobs: metrics server OFF, a security setting cannot be honoured: %s "
                        "(fix it to serve metrics; training goes on)", "; ".join(refused))
@@ -494,6 +501,20 @@ def _say(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
     except Exception:
         _log.warning(message)
+
+
+def _bind_problem(bind: str) -> str:
+    """Why a server could not listen on `bind` ("" when it can): a name that does not resolve
+    or an address that is not this host's. Binds port 0, so no port is held."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((bind, 0))
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    except (TypeError, ValueError, UnicodeError) as exc:
+        return type(exc).__name__
+    return ""
 
 
 def _tls_problem(cert: str, key: str) -> str:
