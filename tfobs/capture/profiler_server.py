@@ -18,10 +18,11 @@ The front must never make the job easier to hurt than TensorFlow's server alone.
 gRPC's asyncio server in one thread of its own: a call opened with no message holds no
 thread. A request is at most 4 MiB (`MAX_REQUEST_BYTES`, TensorFlow's own limit, also after
 gzip), calls in progress are bounded (`MAX_CALLS`, `MAX_PROFILES`) and each source address
-has a rate (`ADDRESS_RATE` calls/s): past any of these a call gets RESOURCE_EXHAUSTED at once,
-nothing is queued. Only a well-formed capture request (`ProfileRequest` with a duration and
-a folder, as TensorFlow's client and TensorBoard send) pre-empts tfobs's window; anything
-else is passed on and fails at TensorFlow's server as it would without tfobs.
+has a rate (`ADDRESS_RATE` calls/s): past any of these a call gets RESOURCE_EXHAUSTED after
+`REFUSE_DELAY_S` (so a flood slows itself down), and nothing is queued. Only a well-formed
+capture request (`ProfileRequest` with a duration and a folder, as TensorFlow's client and
+TensorBoard send) pre-empts tfobs's window; anything else is passed on and fails at
+TensorFlow's server as it would without tfobs.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ MAX_STREAMS = 32  # calls open at once on one connection (HTTP/2 streams)
 ADDRESS_RATE = 20.0  # calls per second from one source address, ...
 ADDRESS_BURST = 40.0  # ... after a burst of this many
 MAX_ADDRESSES = 4096  # rate buckets kept (the least recently seen forgotten first)
+REFUSE_DELAY_S = 0.25  # a refused call is answered this late: a flood that waits for its
+MAX_DELAYED = 256  # answers slows down (at most this many wait; beyond, refused at once)
 MAX_CAPTURE_MS = 3_600_000  # a capture request's duration_ms: at most an hour
 _BACKEND_OPTIONS = [("grpc.max_send_message_length", MAX_REQUEST_BYTES),
                     ("grpc.max_receive_message_length", -1)]  # a capture's response is big
@@ -189,6 +192,7 @@ class _Front:
         self._rates = _AddressRates(ADDRESS_RATE, ADDRESS_BURST, MAX_ADDRESSES)
         # Pre-empting waits on tfobs's window (up to seconds): one thread, off the loop.
         self._preempter = futures.ThreadPoolExecutor(1, thread_name_prefix="tfobs-prof-preempt")
+        self._delayed = 0
         self._calls: asyncio.Semaphore | None = None
         self._profiles: asyncio.Semaphore | None = None
 
@@ -244,13 +248,12 @@ class _Front:
         return self._grpc.unary_unary_rpc_method_handler(handle)
 
     async def _handle(self, call: Any, profile: bool, request: bytes, context: Any) -> bytes:
-        busy = self._grpc.StatusCode.RESOURCE_EXHAUSTED
         if not self._rates.admit(_address(context.peer()), time.monotonic()):
-            await context.abort(busy, "too many calls from this address; try again shortly")
+            await self._refuse(context, "too many calls from this address")
         slots = self._profiles if profile else self._calls
         assert slots is not None
         if slots.locked():
-            await context.abort(busy, "too many calls in progress; try again shortly")
+            await self._refuse(context, "too many calls in progress")
         async with slots:
             if profile and _capture_request(request):
                 await self._loop.run_in_executor(self._preempter, _before_profile)
@@ -259,6 +262,20 @@ class _Front:
             except self._aio.AioRpcError as exc:
                 await context.abort(exc.code(), exc.details() or "")
                 raise  # not reached: abort raises
+
+
+    async def _refuse(self, context: Any, why: str) -> None:
+        """RESOURCE_EXHAUSTED, answered late: each refused call costs the loop one wake-up,
+        and a flood that waits for its answers is slowed to its own count of callers over
+        `REFUSE_DELAY_S`, instead of costing the job a refusal per round trip."""
+        if self._delayed < MAX_DELAYED:
+            self._delayed += 1
+            try:
+                await asyncio.sleep(REFUSE_DELAY_S)
+            finally:
+                self._delayed -= 1
+        await context.abort(self._grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"{why}; try again shortly")
 
 
 class _AddressRates:
