@@ -40,6 +40,14 @@ SECURITY.md "Limits of the HTTP server"):
   stream of oversized heads costs one accept and one close per connection, not a parse;
   a burst of them pauses accepting for `refused_pause_s`, so a client that reconnects at
   once waits in the listen queue instead of spinning the loop;
+* an address whose request passed auth (any request, with auth off) is trusted for
+  `trusted_s`: making room evicts connections of addresses not trusted first, and its
+  requests go before theirs for a request token, so connections from many addresses (a
+  spray over 127.0.0.0/8, a pod network) cannot crowd out a scraper that proved itself;
+* new connections are taken at most `accepts_per_s` a second (the rest wait in the listen
+  queue), and TLS handshakes for addresses not trusted at most `handshakes_per_s` a second
+  (beyond, closed unread): a connection or handshake flood costs a bounded share of a core;
+* a connection that sends no request before its first deadline counts as a strike;
 * EMFILE on accept pauses accepting instead of spinning.
 """
 
@@ -101,6 +109,12 @@ class Limits:
     blocked_addresses: int = 4096  # addresses remembered (oldest forgotten first)
     accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
     refused_pause_s: float = 0.25  # after a burst of connections from refused addresses
+    trusted_s: float = 600.0  # an address whose request passed auth is preferred this long
+    accepts_per_s: float = 500.0  # new connections taken from the listen queue (bucket)
+    accept_burst: int = 100
+    handshakes_per_s: float = 20.0  # TLS handshakes begun for addresses not trusted (bucket)
+    handshake_burst: int = 10
+    error_drain_bytes: int = 8192  # read and dropped after a refused request, before closing
 
 
 def fd_bounded_connections(limit: int) -> int:
@@ -358,7 +372,7 @@ class _Request:
 class _Conn:
     __slots__ = ("sock", "fd", "ip", "opened", "deadline", "inbuf", "out", "close_after", "served",
                  "handshaken", "request", "wait_until", "events", "in_request", "queued",
-                 "eof", "closed", "draining", "rendering")
+                 "eof", "closed", "draining", "rendering", "refused")
 
     def __init__(self, sock: socket.socket, ip: str, now: float, first_s: float,
                  tls: bool) -> None:
@@ -381,6 +395,7 @@ class _Conn:
         self.closed = False
         self.draining = 0  # bytes still to discard after a final response (lingering close)
         self.rendering = False  # waiting for the next shared rendering of its page
+        self.refused = False  # answered with an error: drain little before closing
 
 
 class _BadRequest(Exception):
@@ -493,6 +508,12 @@ class _Loop:
         # both bounded so a spray of addresses cannot grow them without end.
         self.strikes: dict[str, deque[float]] = {}
         self.blocked: dict[str, float] = {}
+        # Addresses whose request passed auth, with when (oldest first, bounded the same way).
+        self.trusted: dict[str, float] = {}
+        self.accepted = 0  # connections taken from the listen queue (for tests, benchmarks)
+        lim = self.limits
+        self.buckets = {"accept": [float(lim.accept_burst), time.monotonic()],
+                        "handshake": [float(lim.handshake_burst), time.monotonic()]}
         self.stop = False
         self._closed = False
         self.mismatch_logged_at = -1e9  # one warning a minute about clients of the wrong protocol
@@ -556,6 +577,8 @@ class _Loop:
             if conn.closed:
                 continue
             if now >= conn.deadline:
+                if not conn.served and not conn.in_request:
+                    self._strike(conn.ip, now)  # connected (a handshake perhaps), asked nothing
                 self._close(conn)  # slow or idle client: its time is up
             elif conn.wait_until and now >= conn.wait_until:
                 conn.wait_until = 0.0
@@ -566,7 +589,11 @@ class _Loop:
         # At most 32 new connections a round, so a flood cannot starve the clients already
         # here; refused addresses cost only an accept and a close, so the queue is drained
         # of them (up to 1,024) and a client queued behind them is not kept waiting.
+        lim = self.limits
         while accepted < 32 and refused < 1024:
+            if not self._bucket("accept", now, lim.accepts_per_s, lim.accept_burst):
+                self._pause_accepting(now, 1.0 / max(lim.accepts_per_s, 1e-3))
+                break
             try:
                 sock, addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -578,11 +605,17 @@ class _Loop:
                     self._pause_accepting(now, self.limits.accept_pause_s)
                     self._evict_oldest()
                 return
+            self.accepted += 1
             ip = str(addr[0]) if isinstance(addr, tuple) else ""
             if self._refused(ip, now):
                 self.app.on_error("http_refused")
                 _close_unread(sock)
                 refused += 1
+                continue
+            if self.ctx is not None and not self._is_trusted(ip, now) and not self._bucket(
+                    "handshake", now, lim.handshakes_per_s, lim.handshake_burst):
+                self.app.on_error("http_refused")  # TLS handshakes are costly: rationed
+                _close_unread(sock)
                 continue
             accepted += 1
             mine = self.by_ip.get(ip)
@@ -644,11 +677,40 @@ class _Loop:
             del self.strikes[next(iter(self.strikes))]
 
     def _evict_oldest(self) -> None:
-        """Make room: the oldest connection of the address holding the most goes, so a
-        flood from one address evicts its own connections, not another client's."""
-        if self.by_ip:
-            busiest = max(self.by_ip.values(), key=len)
-            self._close(next(iter(busiest.values())))
+        """Make room. Goes first: a connection of an address not trusted, then one with no
+        request being answered (idle, trickling, or not reading its answers), then one of
+        the address holding the most, then the oldest. So a flood from one address evicts
+        its own connections, and a flood from many addresses evicts its own too, not a
+        scraper that proved itself nor a request waiting for its turn."""
+        if not self.conns:
+            return
+        now = time.monotonic()
+
+        def worth(c: _Conn) -> tuple[bool, bool, int, float]:
+            return (self._is_trusted(c.ip, now), c.queued or c.rendering,
+                    -len(self.by_ip.get(c.ip, ())), c.opened)
+
+        self._close(min(self.conns.values(), key=worth))
+
+    def _trust(self, ip: str, now: float) -> None:
+        self.trusted.pop(ip, None)
+        self.trusted[ip] = now  # re-inserted last: dict order is recency
+        while len(self.trusted) > self.limits.blocked_addresses:
+            del self.trusted[next(iter(self.trusted))]
+
+    def _is_trusted(self, ip: str, now: float) -> bool:
+        at = self.trusted.get(ip)
+        return at is not None and now - at < self.limits.trusted_s
+
+    def _bucket(self, name: str, now: float, rate: float, burst: int) -> bool:
+        """Take a token from the bucket `name` (refilled at `rate` a second up to `burst`)."""
+        bucket = self.buckets[name]
+        bucket[0] = min(float(burst), bucket[0] + (now - bucket[1]) * rate)
+        bucket[1] = now
+        if bucket[0] >= 1.0:
+            bucket[0] -= 1.0
+            return True
+        return False
 
     def _next_waiting(self) -> _Conn | None:
         ip = self.turns.popleft()
@@ -795,7 +857,7 @@ class _Loop:
             self._close(conn)
             return
         conn.inbuf.clear()
-        conn.draining = 65536
+        conn.draining = self.limits.error_drain_bytes if conn.refused else 65536
         conn.deadline = min(conn.deadline, now + 1.0)
         self._drain(conn)
 
@@ -870,12 +932,16 @@ class _Loop:
         request = conn.request
         if len(conn.inbuf) < request.body_len:
             return False
-        if not have_token and (self.turns or not self._take_token(now)):
+        trusted = self._is_trusted(conn.ip, now)
+        if not have_token and ((self.turns and not trusted) or not self._take_token(now)):
             conn.queued = True  # served in turn as the request rate allows
             queue = self.waiting.get(conn.ip)
             if queue is None:
                 queue = self.waiting[conn.ip] = deque()
-                self.turns.append(conn.ip)
+                if trusted:
+                    self.turns.appendleft(conn.ip)  # a proven client before the others
+                else:
+                    self.turns.append(conn.ip)
             queue.append(conn)
             self._want(conn, 0)
             return False
@@ -953,6 +1019,7 @@ class _Loop:
         """Answer a malformed request and close: what follows it cannot be trusted."""
         self._strike(conn.ip, time.monotonic())
         conn.close_after = True
+        conn.refused = True
         conn.inbuf.clear()
         conn.request = None
         self._queue(conn, status, "text/plain; charset=utf-8", (message + "\n").encode())
@@ -989,6 +1056,7 @@ class _Loop:
             self._auth_failed(conn, now, ("WWW-Authenticate", 'Basic realm="tfobs"'),
                               "text/plain; charset=utf-8", b"unauthorized\n")
             return
+        self._trust(conn.ip, now)
         # Answered by the next rendering of this page begun after it (this round's
         # `_serve_render_waiters`); requests already waiting go first.
         conn.rendering = True
@@ -1096,6 +1164,7 @@ class _Loop:
             self._auth_failed(conn, now, ("WWW-Authenticate", 'Bearer realm="tfobs"'),
                               "application/json", b'{"error": "bearer token required"}\n')
             return
+        self._trust(conn.ip, now)
         handler = app.capture_handler
         if handler is None:
             self._queue(conn, 503, "application/json", b'{"error": "capture not available"}\n')
