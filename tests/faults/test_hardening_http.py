@@ -493,6 +493,27 @@ def test_bad_content_length_gets_a_400(servers: Any, value: bytes) -> None:
     assert out.startswith(b"HTTP/1.1 400 ") and b"Content-Length" in out
 
 
+@pytest.mark.parametrize("head", [
+    b"GET /metrics HTTP/1.1\r\nHost: x\rGET /api/windows HTTP/1.1\r\n\r\n",  # bare CR
+    b"GET /metrics HTTP/1.1\r\nHost: x\x00y\r\n\r\n",  # NUL
+    b"GET /metrics\x00 HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /capture HTTP/1.1\r\nContent-Length:\x0b5\r\n\r\nhello",  # not SP or HTAB
+    b"POST /capture HTTP/1.1\r\nContent-Length: 5\x0c\r\n\r\nhello",
+], ids=["bare-cr", "nul-in-header", "nul-in-target", "vt-before-length", "ff-after-length"])
+def test_control_characters_in_a_head_get_a_400_and_nothing_else(servers: Any,
+                                                                  head: bytes) -> None:
+    # Where parsers disagree (h11 refuses each), tfobs refuses too: no lenient reading.
+    srv = servers()
+    out = raw(srv.port, head + b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400 ") and out.count(b"HTTP/1.1 ") == 1, out[:200]
+
+
+def test_spaces_and_tabs_around_a_value_are_allowed(servers: Any) -> None:
+    srv = servers()  # RFC 9110's optional whitespace: read as h11 reads it
+    out = raw(srv.port, b"POST /capture HTTP/1.1\r\nContent-Length: \t5 \r\n\r\nhello")
+    assert out.startswith(b"HTTP/1.1 404 ")  # read, body and all (capture is off)
+
+
 def test_oversized_body_gets_413_and_odd_methods_405(servers: Any) -> None:
     srv = servers()
     out = raw(srv.port, b"POST /capture HTTP/1.1\r\nContent-Length: 100000\r\n\r\n")

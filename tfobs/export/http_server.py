@@ -59,6 +59,7 @@ import gzip
 import hmac
 import logging
 import os
+import re
 import selectors
 import socket
 import ssl
@@ -84,6 +85,9 @@ Rendered = tuple[int, str, bytes, tuple[tuple[str, str], ...]]  # status, type, 
 CaptureFn = Callable[..., Any]  # (keep=False) -> truthy when a window was granted
 
 _MAX_BODY = 4096
+# Control characters a request head may not carry (HTAB aside): a bare CR, NUL, ... are where
+# parsers disagree (request smuggling), so such a head is refused, not read leniently.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -975,6 +979,8 @@ class _Loop:
         lines = [line.removesuffix("\r") for line in text.split("\n")]
         if not lines or not lines[0]:
             raise _BadRequest(400, "empty request")
+        if any(_CONTROL.search(line) for line in lines):
+            raise _BadRequest(400, "a control character (bare CR, NUL, ...) in the request head")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             raise _BadRequest(400, "bad request line")
@@ -987,7 +993,7 @@ class _Loop:
             if not sep or not name or name != name.strip() or line[0] in " \t":
                 raise _BadRequest(400, "bad header line")
             key = name.lower()
-            value = value.strip()
+            value = value.strip(" \t")  # RFC 9110's optional whitespace: SP and HTAB only
             if key in headers:
                 if key in ("content-length", "authorization", "host", "transfer-encoding"):
                     raise _BadRequest(400, f"repeated {name} header")
