@@ -553,9 +553,19 @@ STEPLESS_TASK_TYPES: frozenset[str] = frozenset({"ps", "evaluator"})
 
 
 def label_value(raw: object, default: str) -> str:
-    """`raw` as a bounded label value: odd characters become `_`, at most 32 characters."""
-    text = _NOT_LABEL_TEXT.sub("_", str(raw).strip())[:MAX_IDENTITY_VALUE]
-    return text or default
+    """`raw` as a bounded label value: odd characters become `_`, at most 32 characters. A
+    value changed so ends in `-` and 8 hex digits of the original, so two identities that
+    clean alike (`a}b`, `a_b`; two long names with one start) stay two label values."""
+    text = str(raw).strip()
+    clean = _NOT_LABEL_TEXT.sub("_", text)
+    if clean != text or len(clean) > MAX_IDENTITY_VALUE:
+        clean = f"{clean[:MAX_IDENTITY_VALUE - 9]}-{distinct_suffix(text)}"
+    return clean or default
+
+
+def distinct_suffix(text: str) -> str:
+    """8 hex digits of `text`: what keeps a cleaned name apart from another's."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def worker_identity(

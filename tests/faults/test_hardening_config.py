@@ -240,3 +240,21 @@ def test_no_hostile_environment_makes_enable_raise(tmp_path: Any) -> None:
     for i in (7, 8, 9, 10):  # harmless: served on the loopback as configured
         assert results[i]["status"] == 200, (i, results[i])
     assert "Sup3rS3cret" not in proc.stderr + proc.stdout
+
+
+def test_identities_that_clean_alike_stay_distinct() -> None:
+    """`a}b` and `a_b` (or two long names with one start) were one label value and one
+    kept-file name: two workers' series and captures mixed."""
+    from tfobs.config import label_value
+    from tfobs.runtime.keep import host_name
+
+    pairs = [("a}b", "a_b"), ("a b", "a_b"), ("x" * 40 + "1", "x" * 40 + "2"), ("α", "_")]
+    for one, other in pairs:
+        assert label_value(one, "d") != label_value(other, "d"), (one, other)
+        for value in (label_value(one, "d"), label_value(other, "d")):
+            assert len(value) <= MAX_IDENTITY_VALUE and all(
+                c.isascii() and (c.isalnum() or c in "_.:-") for c in value)
+    assert label_value("worker", "d") == "worker"  # a plain value is kept as it is
+    assert host_name({"tf_job": "a:b", "tf_task": "0"}) != host_name(
+        {"tf_job": "a-b", "tf_task": "0"})
+    assert host_name({"tf_job": "worker", "tf_task": "1"}).endswith("_worker_1")

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tfobs.config import Config
+from tfobs.config import Config, distinct_suffix
 from tfobs.health import HealthLedger, KeptCapture
 from tfobs.runtime.failures import Failures
 from tfobs.summary import WindowSummary
@@ -360,7 +360,9 @@ def host_name(identity: dict[str, str]) -> str:
     """`<hostname>_<tf_job>_<tf_task>`: the file name XProf shows as the host; each worker of
     a job, also several on one machine, writes its own."""
     raw = f"{socket.gethostname()}_{identity.get('tf_job', 'local')}_{identity.get('tf_task', '0')}"
-    return _UNSAFE.sub("-", raw)
+    clean = _UNSAFE.sub("-", raw)
+    # Changed (a `:` in a label): the original's digits keep `a:b` and `a-b` two files.
+    return clean if clean == raw else f"{clean}-{distinct_suffix(raw)}"
 
 
 def run_name(record: WindowRecord, summary: WindowSummary) -> str:
