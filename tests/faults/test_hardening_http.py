@@ -958,3 +958,28 @@ def _self_signed(folder: Any) -> tuple[str, str]:
     cert, key = folder / "cert.pem", folder / "key.pem"
     _with_cryptography(cert, key)
     return str(cert), str(key)
+
+
+def test_a_network_spraying_failed_auth_is_refused_but_its_trusted_scraper_is_not(
+        servers: Any) -> None:
+    """Failed auth from 249 addresses of 127.0.1.0/24, a few each (no address near its own
+    strike limit): the network is blocked at accept after network_strike_limit strikes, save
+    the address that passed auth before (a Prometheus in the same pod range)."""
+    srv = servers(basic_auth="u:p", limits=Limits(auth_fail_delay_s=0.0))
+
+    def get(source: str, headers: dict[str, str]) -> bytes:
+        head = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"".join(
+            f"{k}: {v}\r\n".encode() for k, v in headers.items()) + b"\r\n"
+        try:
+            return raw(srv.port, head, source=source)
+        except ConnectionResetError:  # reset before connect() returned: refused as well
+            return b""
+
+    assert get("127.0.1.250", PASSWORD).startswith(b"HTTP/1.1 200 ")  # trusted from now
+    bad = {"Authorization": "Basic " + base64.b64encode(b"u:guess").decode()}
+    answers = [get(ip, bad)[:12] for ip in SPRAY[:120]]
+    assert answers[:90] == [b"HTTP/1.1 401"] * 90  # one strike each: no address blocked
+    assert b"" in answers[100:]  # ... but the network is: refused unread
+    assert get("127.0.1.251", bad) == b""  # a new address of it too
+    assert get("127.0.1.250", PASSWORD).startswith(b"HTTP/1.1 200 ")  # the trusted one not
+    assert get("127.0.2.1", bad).startswith(b"HTTP/1.1 401")  # another network not

@@ -47,7 +47,10 @@ SECURITY.md "Limits of the HTTP server"):
 * new connections are taken at most `accepts_per_s` a second (the rest wait in the listen
   queue), and TLS handshakes for addresses not trusted at most `handshakes_per_s` a second
   (beyond, closed unread): a connection or handshake flood costs a bounded share of a core;
-* a connection that sends no request before its first deadline counts as a strike;
+* a connection that sends no request before its first deadline counts as a strike, and a
+  network (/24, /64) with `network_strike_limit` strikes from addresses not trusted within
+  `strike_block_s` is refused at accept as one address would be (its trusted addresses
+  apart), so a spray over many addresses is blocked too;
 * EMFILE on accept pauses accepting instead of spinning.
 """
 
@@ -57,6 +60,7 @@ import base64
 import errno
 import gzip
 import hmac
+import ipaddress
 import logging
 import os
 import re
@@ -110,9 +114,10 @@ class Limits:
     auth_fail_delay_s: float = 1.0
     strike_limit: int = 30  # failed auth or malformed requests of one address within ...
     strike_block_s: float = 30.0  # ... this long: refuse the address at accept this long
+    network_strike_limit: int = 100  # the same for a network (/24, /64), trusted addresses apart
     blocked_addresses: int = 4096  # addresses remembered (oldest forgotten first)
     accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
-    refused_pause_s: float = 0.25  # after a burst of connections from refused addresses
+    refused_pause_s: float = 0.05  # after a burst of connections from refused addresses
     trusted_s: float = 600.0  # an address whose request passed auth is preferred this long
     accepts_per_s: float = 500.0  # new connections taken from the listen queue (bucket)
     accept_burst: int = 100
@@ -309,6 +314,16 @@ def _head_end(buf: bytearray) -> tuple[int, int]:
         # "\n\n" may close a "...\r\n\n" head: the head is everything before the first LF
         return lf, 2
     return crlf, 4 if crlf >= 0 else 0
+
+
+def _network(ip: str) -> str:
+    """The network an address is counted with for strikes: its /24 (IPv4), /64 (IPv6)."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    prefix = 24 if addr.version == 4 else 64
+    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
 
 
 def _close_unread(sock: socket.socket) -> None:
@@ -595,7 +610,7 @@ class _Loop:
         # of them (up to 1,024) and a client queued behind them is not kept waiting.
         lim = self.limits
         while accepted < 32 and refused < 1024:
-            if not self._bucket("accept", now, lim.accepts_per_s, lim.accept_burst):
+            if not self._bucket("accept", now, lim.accepts_per_s, lim.accept_burst, take=False):
                 self._pause_accepting(now, 1.0 / max(lim.accepts_per_s, 1e-3))
                 break
             try:
@@ -611,11 +626,13 @@ class _Loop:
                 return
             self.accepted += 1
             ip = str(addr[0]) if isinstance(addr, tuple) else ""
-            if self._refused(ip, now):
+            if self._refused(ip, now) or (self._refused(_network(ip), now)
+                                          and not self._is_trusted(ip, now)):
                 self.app.on_error("http_refused")
                 _close_unread(sock)
                 refused += 1
-                continue
+                continue  # refused unread: cheap, so not counted against accepts_per_s
+            self.buckets["accept"][0] -= 1.0
             if self.ctx is not None and not self._is_trusted(ip, now) and not self._bucket(
                     "handshake", now, lim.handshakes_per_s, lim.handshake_burst):
                 self.app.on_error("http_refused")  # TLS handshakes are costly: rationed
@@ -661,13 +678,20 @@ class _Loop:
         return False
 
     def _strike(self, ip: str, now: float) -> None:
-        """A failed auth check or a refused request; block the address after too many."""
+        """A failed auth check or a refused request; block the address after too many, and
+        its network (every address of it not trusted) after many more: a spray over many
+        addresses of one network (127.0.0.0/8, a node's pod range) is blocked as one."""
+        if not self._is_trusted(ip, now):
+            self._count_strike(_network(ip), now, self.limits.network_strike_limit)
+        self._count_strike(ip, now, self.limits.strike_limit)
+
+    def _count_strike(self, ip: str, now: float, limit: int) -> None:
         lim = self.limits
         times = self.strikes.pop(ip, None) or deque()
         times.append(now)
         while times and times[0] <= now - lim.strike_block_s:
             times.popleft()
-        if len(times) >= lim.strike_limit:
+        if len(times) >= limit:
             self.blocked.pop(ip, None)
             self.blocked[ip] = now + lim.strike_block_s
             while len(self.blocked) > lim.blocked_addresses:
@@ -706,13 +730,15 @@ class _Loop:
         at = self.trusted.get(ip)
         return at is not None and now - at < self.limits.trusted_s
 
-    def _bucket(self, name: str, now: float, rate: float, burst: int) -> bool:
-        """Take a token from the bucket `name` (refilled at `rate` a second up to `burst`)."""
+    def _bucket(self, name: str, now: float, rate: float, burst: int,
+                take: bool = True) -> bool:
+        """Whether the bucket `name` (refilled at `rate` a second up to `burst`) has a
+        token; taken unless `take` is False."""
         bucket = self.buckets[name]
         bucket[0] = min(float(burst), bucket[0] + (now - bucket[1]) * rate)
         bucket[1] = now
         if bucket[0] >= 1.0:
-            bucket[0] -= 1.0
+            bucket[0] -= take
             return True
         return False
 
