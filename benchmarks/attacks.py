@@ -585,7 +585,8 @@ def run_all(attack_s: float, only: list[str], grpc_control: bool = False) -> Non
                     reader.join(0.25)
                 proc.wait(10)
                 result_line = next((x for x in out if x.startswith("RESULT ")), "RESULT {}")
-                legit_line = scraper.communicate(timeout=15)[0].strip().splitlines()[-1]
+                legit_out = scraper.communicate(timeout=15)[0].strip().splitlines()
+                legit_line = legit_out[-1] if legit_out else ""  # "": the scraper died
                 legit_result = json.loads(legit_line[7:]) if legit_line.startswith(
                     "RESULT ") else {}
                 time.sleep(REST_S)
