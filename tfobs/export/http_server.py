@@ -44,9 +44,10 @@ SECURITY.md "Limits of the HTTP server"):
   `trusted_s`: making room evicts connections of addresses not trusted first, and its
   requests go before theirs for a request token, so connections from many addresses (a
   spray over 127.0.0.0/8, a pod network) cannot crowd out a scraper that proved itself;
-* new connections are taken at most `accepts_per_s` a second (the rest wait in the listen
-  queue), and TLS handshakes for addresses not trusted at most `handshakes_per_s` a second
-  (beyond, closed unread): a connection or handshake flood costs a bounded share of a core;
+* connections from addresses not trusted are taken in at most `accepts_per_s` a second, and
+  TLS handshakes for them at most `handshakes_per_s` a second; beyond, closed unread (left in
+  the listen queue, a flood would keep a scraper's SYN out): a connection or handshake flood
+  costs a bounded share of a core;
 * a connection that sends no request before its first deadline counts as a strike, and a
   network (/24, /64) with `network_strike_limit` strikes from addresses not trusted within
   `strike_block_s` is refused at accept as one address would be (its trusted addresses
@@ -529,7 +530,7 @@ class _Loop:
         self.blocked: dict[str, float] = {}
         # Addresses whose request passed auth, with when (oldest first, bounded the same way).
         self.trusted: dict[str, float] = {}
-        self.accepted = 0  # connections taken from the listen queue (for tests, benchmarks)
+        self.accepted = 0  # connections taken in to be served (for tests, benchmarks)
         lim = self.limits
         self.buckets = {"accept": [float(lim.accept_burst), time.monotonic()],
                         "handshake": [float(lim.handshake_burst), time.monotonic()]}
@@ -610,9 +611,6 @@ class _Loop:
         # of them (up to 1,024) and a client queued behind them is not kept waiting.
         lim = self.limits
         while accepted < 32 and refused < 1024:
-            if not self._bucket("accept", now, lim.accepts_per_s, lim.accept_burst, take=False):
-                self._pause_accepting(now, 1.0 / max(lim.accepts_per_s, 1e-3))
-                break
             try:
                 sock, addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -624,20 +622,26 @@ class _Loop:
                     self._pause_accepting(now, self.limits.accept_pause_s)
                     self._evict_oldest()
                 return
-            self.accepted += 1
             ip = str(addr[0]) if isinstance(addr, tuple) else ""
             if self._refused(ip, now) or (self._refused(_network(ip), now)
                                           and not self._is_trusted(ip, now)):
                 self.app.on_error("http_refused")
                 _close_unread(sock)
                 refused += 1
-                continue  # refused unread: cheap, so not counted against accepts_per_s
-            self.buckets["accept"][0] -= 1.0
-            if self.ctx is not None and not self._is_trusted(ip, now) and not self._bucket(
-                    "handshake", now, lim.handshakes_per_s, lim.handshake_burst):
-                self.app.on_error("http_refused")  # TLS handshakes are costly: rationed
-                _close_unread(sock)
                 continue
+            trusted = self._is_trusted(ip, now)
+            # Rationed for addresses not trusted: closed unread beyond the ration (not left in
+            # the listen queue, where a flood would keep a scraper's SYN out), TLS handshakes
+            # (about a millisecond of CPU each) more tightly.
+            if not trusted and (
+                    not self._bucket("accept", now, lim.accepts_per_s, lim.accept_burst)
+                    or (self.ctx is not None and not self._bucket(
+                        "handshake", now, lim.handshakes_per_s, lim.handshake_burst))):
+                self.app.on_error("http_refused")
+                _close_unread(sock)
+                refused += 1
+                continue
+            self.accepted += 1
             accepted += 1
             mine = self.by_ip.get(ip)
             if mine is not None and len(mine) >= max(1, self.max_conns // 2):
@@ -730,15 +734,13 @@ class _Loop:
         at = self.trusted.get(ip)
         return at is not None and now - at < self.limits.trusted_s
 
-    def _bucket(self, name: str, now: float, rate: float, burst: int,
-                take: bool = True) -> bool:
-        """Whether the bucket `name` (refilled at `rate` a second up to `burst`) has a
-        token; taken unless `take` is False."""
+    def _bucket(self, name: str, now: float, rate: float, burst: int) -> bool:
+        """Take a token from the bucket `name` (refilled at `rate` a second up to `burst`)."""
         bucket = self.buckets[name]
         bucket[0] = min(float(burst), bucket[0] + (now - bucket[1]) * rate)
         bucket[1] = now
         if bucket[0] >= 1.0:
-            bucket[0] -= take
+            bucket[0] -= 1.0
             return True
         return False
 
