@@ -836,7 +836,7 @@ def test_connections_from_many_addresses_cannot_crowd_out_a_scraper(servers: Any
 
 def test_accepts_are_rationed_and_a_scraper_still_gets_in(servers: Any) -> None:
     """Connect-and-close from many addresses as fast as four threads go: taken in at most
-    accepts_per_s a second (the rest closed unread), every scrape answered."""
+    accepts_per_s a second (the rest wait in the listen queue), every scrape answered."""
     srv = servers(basic_auth="u:p", limits=Limits(accepts_per_s=200.0, accept_burst=20))
     assert scrape(srv.port, headers=PASSWORD)[0] == 200
     stop = threading.Event()

@@ -44,10 +44,10 @@ SECURITY.md "Limits of the HTTP server"):
   `trusted_s`: making room evicts connections of addresses not trusted first, and its
   requests go before theirs for a request token, so connections from many addresses (a
   spray over 127.0.0.0/8, a pod network) cannot crowd out a scraper that proved itself;
-* connections from addresses not trusted are taken in at most `accepts_per_s` a second, and
-  TLS handshakes for them at most `handshakes_per_s` a second; beyond, closed unread (left in
-  the listen queue, a flood would keep a scraper's SYN out): a connection or handshake flood
-  costs a bounded share of a core;
+* new connections are taken in at most `accepts_per_s` a second (the rest wait in the
+  listen queue, 1,024 deep so a scraper's SYN still finds room), and TLS handshakes for
+  addresses not trusted at most `handshakes_per_s` a second (beyond, closed unread): a
+  connection or handshake flood costs a bounded share of a core;
 * a connection that sends no request before its first deadline counts as a strike, and a
   network (/24, /64) with `network_strike_limit` strikes from addresses not trusted within
   `strike_block_s` is refused at accept as one address would be (its trusted addresses
@@ -357,8 +357,9 @@ def _listen(bind: str, port: int, fixes: tuple[str, str]) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((bind, port))
-        # A backlog of 128: many scrapers connecting at once must not lose SYNs (1 s retries).
-        sock.listen(128)
+        # A backlog of 1,024: a spray of connections (closed unread past the accept ration)
+        # must not fill it and drop a scraper's SYN (1 s retries); many scrapers at once neither.
+        sock.listen(1024)
         sock.setblocking(False)
     except OSError as e:
         sock.close()
@@ -611,6 +612,12 @@ class _Loop:
         # of them (up to 1,024) and a client queued behind them is not kept waiting.
         lim = self.limits
         while accepted < 32 and refused < 1024:
+            if self.buckets["accept"][0] < 1.0 and not self._bucket(
+                    "accept", now, lim.accepts_per_s, lim.accept_burst, take=False):
+                # Out of the ration: the rest wait in the listen queue (1,024 deep, so a
+                # scraper's SYN still finds room) until a token is due.
+                self._pause_accepting(now, 1.0 / max(lim.accepts_per_s, 1e-3))
+                break
             try:
                 sock, addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -629,17 +636,12 @@ class _Loop:
                 _close_unread(sock)
                 refused += 1
                 continue
-            trusted = self._is_trusted(ip, now)
-            # Rationed for addresses not trusted: closed unread beyond the ration (not left in
-            # the listen queue, where a flood would keep a scraper's SYN out), TLS handshakes
-            # (about a millisecond of CPU each) more tightly.
-            if not trusted and (
-                    not self._bucket("accept", now, lim.accepts_per_s, lim.accept_burst)
-                    or (self.ctx is not None and not self._bucket(
-                        "handshake", now, lim.handshakes_per_s, lim.handshake_burst))):
-                self.app.on_error("http_refused")
+            # Refused connections (above) cost an accept and a close: not counted in the ration.
+            self.buckets["accept"][0] = max(0.0, self.buckets["accept"][0] - 1.0)
+            if self.ctx is not None and not self._is_trusted(ip, now) and not self._bucket(
+                    "handshake", now, lim.handshakes_per_s, lim.handshake_burst):
+                self.app.on_error("http_refused")  # a handshake is about 1 ms of CPU: rationed
                 _close_unread(sock)
-                refused += 1
                 continue
             self.accepted += 1
             accepted += 1
@@ -734,13 +736,15 @@ class _Loop:
         at = self.trusted.get(ip)
         return at is not None and now - at < self.limits.trusted_s
 
-    def _bucket(self, name: str, now: float, rate: float, burst: int) -> bool:
-        """Take a token from the bucket `name` (refilled at `rate` a second up to `burst`)."""
+    def _bucket(self, name: str, now: float, rate: float, burst: int,
+                take: bool = True) -> bool:
+        """Whether the bucket `name` (refilled at `rate` a second up to `burst`) has a
+        token; taken unless `take` is False."""
         bucket = self.buckets[name]
         bucket[0] = min(float(burst), bucket[0] + (now - bucket[1]) * rate)
         bucket[1] = now
         if bucket[0] >= 1.0:
-            bucket[0] -= 1.0
+            bucket[0] -= 1.0 if take else 0.0
             return True
         return False
 
