@@ -120,8 +120,8 @@ class Limits:
     accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
     refused_pause_s: float = 0.05  # after a burst of connections from refused addresses
     trusted_s: float = 600.0  # an address whose request passed auth is preferred this long
-    accepts_per_s: float = 2000.0  # new connections taken from the listen queue (bucket)
-    accept_burst: int = 200
+    accepts_per_s: float = 500.0  # new connections taken from the listen queue (bucket)
+    accept_burst: int = 100
     handshakes_per_s: float = 20.0  # TLS handshakes begun for addresses not trusted (bucket)
     handshake_burst: int = 10
     error_drain_bytes: int = 8192  # read and dropped after a refused request, before closing
