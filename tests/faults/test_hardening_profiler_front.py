@@ -72,11 +72,15 @@ JOB = textwrap.dedent("""
 class Job:
     def __init__(self, folder: pathlib.Path) -> None:
         self.status_path = folder / "status.json"
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
+        # Run in `folder`: TensorFlow writes a Profile call without a folder to the working
+        # directory. This checkout's tfobs is found through PYTHONPATH.
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1",
+               "PYTHONPATH": path}
         self.log = folder / "job.log"  # a file, not a pipe: a full pipe would stop the job
         with open(self.log, "w") as log:
             self.proc = subprocess.Popen([sys.executable, "-c", JOB, str(self.status_path)],
-                                         env=env, cwd=ROOT, stderr=log)
+                                         env=env, cwd=folder, stderr=log)
         deadline = time.monotonic() + 120
         while not self.status_path.exists():
             assert self.proc.poll() is None, self.log.read_text()[-3000:]
