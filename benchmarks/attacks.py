@@ -13,7 +13,15 @@ open() hit EMFILE, the legitimate scrapes answered, and the share of a core tfob
 thread used in quiet and attack phases (what the server itself costs, apart from the kernel's
 and the attacker's own work on the same cores).
 
-Usage: python benchmarks/attacks.py [--attack-s 8] [--only NAME,...]
+The grpc_* attacks go to the profiler port instead (TensorFlow's profiler server, started in
+the training process, which tfobs fronts): requests of 256 MiB and gzip-compressed 512 MiB of
+zeros, 64 calls opened with no message, a 16-thread call flood, 20 malformed Profile calls a
+second. A legitimate gRPC client (another source address, [::1]) calls every 0.5 s there as
+well; "preempted" is how many of tfobs's windows gave way to a Profile call. `--grpc-control`
+runs the same attacks against TensorFlow's server alone (started before tfobs, so not
+fronted): the job's figures without tfobs's front.
+
+Usage: python benchmarks/attacks.py [--attack-s 8] [--only NAME,...] [--grpc-control]
        python benchmarks/attacks.py --attacker NAME --port P --seconds S [--auth user:pw]
 """
 
@@ -36,6 +44,12 @@ from typing import Any
 # floor of this machine (two quiet periods compared the same way).
 ATTACKS = ("none", "pipeline_noread", "pipeline_read", "one_conn_flood", "idle_conns", "slowloris",
            "big_headers", "conn_churn", "wrong_auth")
+# From 249 loopback addresses (127.0.1.1-...): what the per-address share does not bind.
+SPRAY_ATTACKS = ("spray_noread", "spray_churn", "spray_big_headers")
+SPRAY = [f"127.0.{i // 250 + 1}.{i % 250 + 1}" for i in range(249)]
+TLS_ATTACKS = ("tls_none", "tls_handshakes")  # a third pass: auth on, over TLS
+GRPC_ATTACKS = ("grpc_none", "grpc_big", "grpc_half_open", "grpc_flood", "grpc_bogus_profile")
+PROFILER = "/tensorflow.ProfilerService/"
 PASSWORD = "bench:correct-horse"
 BEFORE_S = 4.0
 REST_S = 2.0
@@ -69,9 +83,10 @@ def _send_some(s: socket.socket, data: bytes) -> bool:
         return False
 
 
-def attacker(name: str, port: int, seconds: float, auth: str) -> None:
+def attacker(name: str, port: int, seconds: float, auth: str, prof_port: int = 0,
+             tls: bool = False) -> None:
     if name == "legit":
-        legit_scraper(port, seconds, auth)
+        legit_scraper(port, seconds, auth, prof_port, tls)
         return
     os.nice(19)
     try:
@@ -137,6 +152,11 @@ def attacker(name: str, port: int, seconds: float, auth: str) -> None:
                     for _ in range(64)]
     elif name == "conn_churn":
         workers += [threading.Thread(target=churn_loop, daemon=True) for _ in range(4)]
+    elif name.startswith("grpc_"):
+        workers += _grpc_workers(name, prof_port, stop, active, bump)
+    elif name in SPRAY_ATTACKS or name == "tls_handshakes":
+        workers += [threading.Thread(target=_spray_loop, args=(
+            name, port, SPRAY[k::3], stop, active, bump, req), daemon=True) for k in range(3)]
     print("started", flush=True)
     for w in workers:
         w.start()
@@ -219,16 +239,169 @@ def attacker(name: str, port: int, seconds: float, auth: str) -> None:
     print("RESULT " + json.dumps(stats), flush=True)
 
 
-def legit_scraper(port: int, seconds: float, auth: str) -> None:
-    """A Prometheus-like client: one scrape every 0.5 s, 5 s timeout, the right password."""
+def _spray_loop(name: str, port: int, addresses: list[str], stop: float,
+                active: threading.Event, bump: Any, req: bytes) -> None:
+    """One third of the spray: from each address in turn, a connection that holds 200
+    pipelined requests unread (spray_noread), connects and closes (spray_churn), sends a
+    64 KiB head (spray_big_headers) or completes a TLS handshake and asks nothing."""
+    import ssl
+
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
+    payload = {"spray_noread": req * 200,
+               "spray_big_headers": b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 65536 + b"\r\n"}
+    held: dict[str, socket.socket] = {}
+    while time.monotonic() < stop:
+        if not active.wait(0.05):
+            for s in held.values():
+                s.close()
+            held.clear()
+            continue
+        for ip in addresses:
+            if not active.is_set():
+                break
+            s = held.get(ip)
+            if s is not None:
+                try:
+                    if s.recv(65536) != b"":
+                        continue  # still open: an answer it does not read
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    pass
+                s.close()
+                del held[ip]
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=2,
+                                             source_address=(ip, 0))
+            except OSError:
+                time.sleep(0.01)
+                continue
+            bump("sent")
+            if name == "spray_churn":
+                s.close()
+            elif name == "tls_handshakes":
+                try:
+                    tls.wrap_socket(s).close()  # the handshake done, nothing asked
+                    bump("answers")
+                except (OSError, ssl.SSLError):
+                    s.close()
+            else:
+                s.setblocking(False)
+                _send_some(s, payload[name])
+                held[ip] = s
+        time.sleep(0.01)
+    for s in held.values():
+        s.close()
+
+
+def _grpc_channel(host: str, port: int) -> Any:
+    import grpc
+
+    return grpc.insecure_channel(f"{host}:{port}", options=[
+        ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
+        ("grpc.use_local_subchannel_pool", 1)])  # a connection per channel, as per client
+
+
+def _grpc_workers(name: str, port: int, stop: float, active: threading.Event,
+                  bump: Any) -> list[threading.Thread]:
+    """The gRPC attacks on the profiler port, each worker acting only in attack phases."""
+    import grpc
+
+    def calls(method: str, body: bytes, compression: Any = None, pause: float = 0.0) -> None:
+        ch = _grpc_channel("127.0.0.1", port)
+        call = ch.unary_unary(PROFILER + method)
+        while time.monotonic() < stop:
+            if not active.wait(0.05):
+                continue
+            try:
+                call(body, timeout=10, compression=compression)
+                bump("answers")
+            except grpc.RpcError as exc:
+                bump(exc.code().name)
+            bump("sent")
+            time.sleep(pause)
+        ch.close()
+
+    def half_open() -> None:
+        """64 calls opened with headers and no message, held through each attack phase."""
+        while time.monotonic() < stop:
+            if not active.wait(0.05):
+                continue
+            channels = [_grpc_channel("127.0.0.1", port) for _ in range(4)]
+            futures = [ch.stream_unary(PROFILER + "Terminate").future(
+                _until_quiet(active), timeout=30) for ch in channels for _ in range(16)]
+            bump("sent", len(futures))
+            while active.is_set() and time.monotonic() < stop:
+                time.sleep(0.05)
+            for f in futures:
+                f.cancel()
+            for ch in channels:
+                ch.close()
+
+    if name == "grpc_big":
+        plain, zipped = b"\0" * (256 << 20), b"\0" * (512 << 20)
+        return [threading.Thread(target=calls, args=("Monitor", body, comp), daemon=True)
+                for body, comp in ((plain, None), (plain, None),
+                                   (zipped, grpc.Compression.Gzip),
+                                   (zipped, grpc.Compression.Gzip))]
+    if name == "grpc_half_open":
+        return [threading.Thread(target=half_open, daemon=True)]
+    if name == "grpc_flood":
+        return [threading.Thread(target=calls, args=("Terminate", b""), daemon=True)
+                for _ in range(16)]
+    if name == "grpc_bogus_profile":  # 20 a second: garbage, no duration, no folder
+        bogus = b"\xff" * 40 + b"\x08\x90\x03"
+        return [threading.Thread(target=calls, args=("Profile", bogus, None, 0.05),
+                                 daemon=True)]
+    return []  # grpc_none: the legitimate clients only
+
+
+def _until_quiet(active: threading.Event) -> Any:
+    """A request stream that sends nothing until the attack phase ends."""
+    while active.is_set():
+        time.sleep(0.05)
+    return
+    yield b""
+
+
+def _legit_grpc(port: int, stop: float, out: list[float | None]) -> None:
+    """A legitimate gRPC client from another address ([::1]): a call every 0.5 s."""
+    import grpc
+
+    ch = _grpc_channel("[::1]", port)
+    call = ch.unary_unary(PROFILER + "Terminate")
+    while time.monotonic() < stop:
+        t0 = time.monotonic()
+        try:
+            call(b"\x0a\x01x", timeout=5)
+            out.append(time.monotonic() - t0)
+        except grpc.RpcError:
+            out.append(None)
+        time.sleep(max(0.0, 0.5 - (time.monotonic() - t0)))
+    ch.close()
+
+
+def legit_scraper(port: int, seconds: float, auth: str, prof_port: int = 0,
+                  tls: bool = False) -> None:
+    """A Prometheus-like client: one scrape every 0.5 s, 5 s timeout, the right password
+    (and with `prof_port`, a gRPC client calling the profiler port as often)."""
     stop = time.monotonic() + seconds
+    grpc_calls: list[float | None] = []
+    caller = None
+    if prof_port:
+        caller = threading.Thread(target=_legit_grpc, args=(prof_port, stop, grpc_calls),
+                                  daemon=True)
+        caller.start()
     good = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
     legit: list[float | None] = []
     print("started", flush=True)
     while time.monotonic() < stop:
         t0 = time.monotonic()
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn = http.client.HTTPSConnection(
+                "127.0.0.1", port, timeout=5, context=_unverified()) if tls else \
+                http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             conn.request("GET", "/metrics", headers=good)
             ok = conn.getresponse().status == 200
             conn.close()
@@ -237,9 +410,48 @@ def legit_scraper(port: int, seconds: float, auth: str) -> None:
             legit.append(None)
         time.sleep(max(0.0, 0.5 - (time.monotonic() - t0)))
     answered = [x for x in legit if x is not None]
-    print("RESULT " + json.dumps({"tried": len(legit), "answered": len(answered),
-                                  "max_s": round(max(answered), 3) if answered else None}),
-          flush=True)
+    doc: dict[str, Any] = {"tried": len(legit), "answered": len(answered),
+                           "max_s": round(max(answered), 3) if answered else None}
+    if caller is not None:
+        caller.join(10)
+        ok = [x for x in grpc_calls if x is not None]
+        doc["grpc"] = {"tried": len(grpc_calls), "answered": len(ok),
+                       "max_s": round(max(ok), 3) if ok else None}
+    print("RESULT " + json.dumps(doc), flush=True)
+
+
+def _unverified() -> Any:
+    import ssl
+
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    return ctx
+
+
+def _self_signed(folder: str) -> tuple[str, str]:
+    """A throwaway certificate and key for the TLS pass (the cryptography package)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+    with open(cert_path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return cert_path, key_path
 
 
 # -- training process ------------------------------------------------------------------------
@@ -252,15 +464,16 @@ def _proc_state() -> tuple[int, int, float]:
     return threading.active_count(), fds, rss
 
 
-def _server_cpu_s() -> float:
-    """CPU seconds of tfobs's serving thread (0 when it is not running)."""
+def _server_cpu_s(prefix: str = "tfobs-http") -> float:
+    """CPU seconds of tfobs's serving threads named `prefix...` (0 when none runs)."""
+    total = 0.0
     for t in threading.enumerate():
-        if t.name.startswith("tfobs-http") and t.ident is not None:
+        if t.name.startswith(prefix) and t.ident is not None:
             try:
-                return time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+                total += time.clock_gettime(time.pthread_getcpuclockid(t.ident))
             except (OSError, ProcessLookupError):
-                return 0.0  # the thread ended between enumerate() and the clock read
-    return 0.0
+                pass  # the thread ended between enumerate() and the clock read
+    return total
 
 
 def _phase_share(samples: list[tuple[float, float]], phases: list[Any], on: bool) -> float:
@@ -274,7 +487,7 @@ def _phase_share(samples: list[tuple[float, float]], phases: list[Any], on: bool
     return used / span if span else 0.0
 
 
-def run_all(attack_s: float, only: list[str]) -> None:
+def run_all(attack_s: float, only: list[str], grpc_control: bool = False) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -295,33 +508,55 @@ def run_all(attack_s: float, only: list[str]) -> None:
                                 model.trainable_variables, strict=True))
         return loss
 
-    for auth in ("", PASSWORD):
+    prof_port = 0
+    if any(a.startswith("grpc_") for a in only or GRPC_ATTACKS):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            prof_port = s.getsockname()[1]
+        if grpc_control:  # before tfobs: TensorFlow's own server, no front
+            tf.profiler.experimental.server.start(prof_port)
+    import tempfile
+
+    cert, key = _self_signed(tempfile.mkdtemp(prefix="tfobs-bench-"))
+    all_results: list[dict[str, Any]] = []
+    for auth, tls in (("", False), (PASSWORD, False), (PASSWORD, True)):
+        tls_files = {"metrics_tls_cert": cert, "metrics_tls_key": key} if tls else {}
         rt = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", nvml=False,
-                          metrics_basic_auth=auth)
+                          metrics_basic_auth=auth, **tls_files)
         assert rt is not None and rt.metrics_port > 0
         port = rt.metrics_port
+        if prof_port and not grpc_control and not auth:
+            tf.profiler.experimental.server.start(prof_port)  # fronted by tfobs
+        # The profiler port's attacks once, with auth on (they do not touch the metrics port).
+        attacks = [a for a in (TLS_ATTACKS if tls else ATTACKS + SPRAY_ATTACKS + (
+                   GRPC_ATTACKS if auth else ()))
+                   if (not only or a in only) and not (grpc_control and a[:5] != "grpc_")]
         stamps: list[float] = []
         done = threading.Event()
         results: list[dict[str, Any]] = []
 
         def controller(port: int = port, auth: str = auth, stamps: list[float] = stamps,
                        done: threading.Event = done,
-                       results: list[dict[str, Any]] = results) -> None:
+                       results: list[dict[str, Any]] = results, rt: Any = rt,
+                       attacks: list[str] = attacks, tls: bool = tls) -> None:
             time.sleep(3.0)  # warm-up: first window, tracing compiled
-            for name in ATTACKS:
-                if only and name not in only:
-                    continue
+            for name in attacks:
                 if name == "wrong_auth" and not auth:
                     continue
+                on_grpc = name.startswith("grpc_")
+                server_cpu = (lambda: _server_cpu_s("tfobs-prof")) if on_grpc else _server_cpu_s
+                slot0 = (rt.slot.preemptions, rt.health.windows.get("captured", 0))
                 time.sleep(BEFORE_S)
                 threads0, fds0, rss0 = _proc_state()
                 scraper = subprocess.Popen(
                     [sys.executable, __file__, "--attacker", "legit", "--port", str(port),
-                     "--seconds", str(attack_s), "--auth", auth],
+                     "--seconds", str(attack_s), "--auth", auth,
+                     "--prof-port", str(prof_port if on_grpc else 0)] + (["--tls"] if tls else []),
                     stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__))
                 proc = subprocess.Popen(
                     [sys.executable, __file__, "--attacker", name, "--port", str(port),
-                     "--seconds", str(attack_s), "--auth", auth],
+                     "--seconds", str(attack_s), "--auth", auth, "--prof-port", str(prof_port)]
+                    + (["--tls"] if tls else []),
                     stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__))
                 assert proc.stdout is not None and scraper.stdout is not None
                 proc.stdout.readline()  # "started"
@@ -338,7 +573,7 @@ def run_all(attack_s: float, only: list[str]) -> None:
                 reader.start()
                 cpu_samples: list[tuple[float, float]] = []
                 while reader.is_alive():
-                    cpu_samples.append((time.monotonic(), _server_cpu_s()))
+                    cpu_samples.append((time.monotonic(), server_cpu()))
                     state = _proc_state()
                     peak = [max(a, b) for a, b in zip(peak, state, strict=True)]
                     try:  # the user's own files must still open
@@ -350,7 +585,8 @@ def run_all(attack_s: float, only: list[str]) -> None:
                     reader.join(0.25)
                 proc.wait(10)
                 result_line = next((x for x in out if x.startswith("RESULT ")), "RESULT {}")
-                legit_line = scraper.communicate(timeout=15)[0].strip().splitlines()[-1]
+                legit_out = scraper.communicate(timeout=15)[0].strip().splitlines()
+                legit_line = legit_out[-1] if legit_out else ""  # "": the scraper died
                 legit_result = json.loads(legit_line[7:]) if legit_line.startswith(
                     "RESULT ") else {}
                 time.sleep(REST_S)
@@ -367,7 +603,7 @@ def run_all(attack_s: float, only: list[str]) -> None:
                 on_rate = rates[True][0] / max(rates[True][1], 1e-3)
                 off_rate = rates[False][0] / max(rates[False][1], 1e-3)
                 results.append({
-                    "attack": name, "auth": bool(auth),
+                    "attack": name, "auth": ("on+TLS" if tls else "on") if auth else "off",
                     "steps_s_before": round(before_rate, 1),
                     "steps_s_quiet": round(off_rate, 1),
                     "steps_s_attack": round(on_rate, 1),
@@ -381,6 +617,10 @@ def run_all(attack_s: float, only: list[str]) -> None:
                         for on in (False, True)],
                     "attacker": {k: v for k, v in attack.items() if k != "phases"},
                     "legit": legit_result,
+                    "windows_preempted_captured": [rt.slot.preemptions - slot0[0],
+                                                   rt.health.windows.get("captured", 0)
+                                                   - slot0[1]],
+                    "grpc_front": not grpc_control,
                 })
                 print(json.dumps(results[-1]), flush=True)
             done.set()
@@ -395,6 +635,9 @@ def run_all(attack_s: float, only: list[str]) -> None:
             i += 1
         tfobs.disable()
         _summary(results)
+        all_results += results
+    if prof_port:
+        _grpc_summary(all_results)
 
 
 def _summary(results: list[dict[str, Any]]) -> None:
@@ -404,12 +647,29 @@ def _summary(results: list[dict[str, Any]]) -> None:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         legit = r["legit"]
-        print(f"| {r['attack']} | {'on' if r['auth'] else 'off'} | {r['steps_s_quiet']} | "
+        print(f"| {r['attack']} | {r['auth']} | {r['steps_s_quiet']} | "
               f"{r['steps_s_attack']} | {r['ratio']} | "
               f"{'/'.join(map(str, r['server_cpu_pct']))} | {'/'.join(map(str, r['threads']))} | "
               f"{'/'.join(map(str, r['fds']))} | {'/'.join(map(str, r['rss_mb']))} | "
               f"{legit.get('answered')}/{legit.get('tried')} ({legit.get('max_s')}) |",
               flush=True)
+
+
+def _grpc_summary(results: list[dict[str, Any]]) -> None:
+    print("| attack (profiler port) | tfobs front | steps/s quiet | attack | ratio | front CPU %"
+          " quiet/attack | RSS MB b/peak/after | legit gRPC calls answered (max s) | legit "
+          "scrapes | windows pre-empted/captured |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        if not r["attack"].startswith("grpc_"):
+            continue
+        g, legit = r["legit"].get("grpc", {}), r["legit"]
+        print(f"| {r['attack']} | {'yes' if r['grpc_front'] else 'no'} | {r['steps_s_quiet']} "
+              f"| {r['steps_s_attack']} | {r['ratio']} | "
+              f"{'/'.join(map(str, r['server_cpu_pct']))} | {'/'.join(map(str, r['rss_mb']))} | "
+              f"{g.get('answered')}/{g.get('tried')} ({g.get('max_s')}) | "
+              f"{legit.get('answered')}/{legit.get('tried')} | "
+              f"{'/'.join(map(str, r['windows_preempted_captured']))} |", flush=True)
 
 
 def main() -> None:
@@ -420,11 +680,15 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--auth", default="")
+    ap.add_argument("--prof-port", type=int, default=0)
+    ap.add_argument("--tls", action="store_true", help="(attacker) the server speaks HTTPS")
+    ap.add_argument("--grpc-control", action="store_true",
+                    help="the grpc_* attacks against TensorFlow's server alone (no front)")
     args = ap.parse_args()
     if args.attacker:
-        attacker(args.attacker, args.port, args.seconds, args.auth)
+        attacker(args.attacker, args.port, args.seconds, args.auth, args.prof_port, args.tls)
     else:
-        run_all(args.attack_s, [x for x in args.only.split(",") if x])
+        run_all(args.attack_s, [x for x in args.only.split(",") if x], args.grpc_control)
 
 
 if __name__ == "__main__":

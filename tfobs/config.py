@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import socket
 import tempfile
 import urllib.parse
 import warnings
@@ -444,6 +445,12 @@ class Config:
                 values.pop(drop)
         else:  # pragma: no cover - every round removes a value
             config = cls(**{k: v for k, v in values.items() if k in kwargs})
+        bind = values.get("metrics_bind")
+        if bind and "metrics_bind" not in kwargs and values.get("metrics_port", 0) != -1:
+            problem = _bind_problem(bind)
+            if problem:  # a typo (`locahost`) fails only at bind: checked now, so enable() goes on
+                refused.append(f"TFOBS_METRICS_BIND={bind!r} cannot be bound ({problem}); use "
+                               "an address of this host, e.g. 127.0.0.1 or 0.0.0.0")
         if refused:
             _log.error("tfobs: metrics server OFF, a security setting cannot be honoured: %s "
                        "(fix it to serve metrics; training goes on)", "; ".join(refused))
@@ -528,6 +535,20 @@ def _say(message: str) -> None:
         _log.warning(message)
 
 
+def _bind_problem(bind: str) -> str:
+    """Why a server could not listen on `bind` ("" when it can): a name that does not resolve
+    or an address that is not this host's. Binds port 0, so no port is held."""
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((bind, 0))
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    except (TypeError, ValueError, UnicodeError) as exc:
+        return type(exc).__name__
+    return ""
+
+
 def _tls_problem(cert: str, key: str) -> str:
     """'' when the PEM pair loads, else why not (no file contents in the text)."""
     import ssl
@@ -564,9 +585,19 @@ STEPLESS_TASK_TYPES: frozenset[str] = frozenset({"ps", "evaluator"})
 
 
 def label_value(raw: object, default: str) -> str:
-    """`raw` as a bounded label value: odd characters become `_`, at most 32 characters."""
-    text = _NOT_LABEL_TEXT.sub("_", str(raw).strip())[:MAX_IDENTITY_VALUE]
-    return text or default
+    """`raw` as a bounded label value: odd characters become `_`, at most 32 characters. A
+    value changed so ends in `-` and 8 hex digits of the original, so two identities that
+    clean alike (`a}b`, `a_b`; two long names with one start) stay two label values."""
+    text = str(raw).strip()
+    clean = _NOT_LABEL_TEXT.sub("_", text)
+    if clean != text or len(clean) > MAX_IDENTITY_VALUE:
+        clean = f"{clean[:MAX_IDENTITY_VALUE - 9]}-{distinct_suffix(text)}"
+    return clean or default
+
+
+def distinct_suffix(text: str) -> str:
+    """8 hex digits of `text`: what keeps a cleaned name apart from another's."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
 def worker_identity(

@@ -99,3 +99,40 @@ def test_a_pathological_capture_is_bounded(plane: str, line: str, empty: bool) -
     assert elapsed < 10, elapsed  # was 39 s
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
     assert grown_mib < 400, grown_mib  # was 909 MB
+
+
+# Retitle the window, clear the screen, ring the bell, CSI in its one-byte C1 form, a
+# right-to-left override: what a crafted capture's names could carry to a terminal.
+_ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31m\x9b1m\u202e\r\x00\x7f"
+
+
+def _capture_with_escape_codes(path: pathlib.Path) -> None:
+    space = schema.XSpace()
+    space.ParseFromString(SMALL_CAPTURE.read_bytes())
+    for plane in space.planes:
+        for meta in plane.event_metadata.values():
+            meta.name = _ESCAPES + meta.name
+            meta.display_name = _ESCAPES + meta.display_name
+    path.write_bytes(space.SerializeToString())
+
+
+SMALL_CAPTURE = (pathlib.Path(__file__).parents[1] / "data" / "captures"
+                 / "tracelens__mi300_jax08_gemm__tw003.xplane.pb")
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_no_control_byte_from_a_capture_reaches_the_terminal(tmp_path: pathlib.Path,
+                                                             fmt: str) -> None:
+    capture = tmp_path / "host\x1b]0;x\x07.xplane.pb"  # the file's name is printed too
+    _capture_with_escape_codes(capture)
+    proc = subprocess.run([sys.executable, "-c", "import sys; from tfobs.cli import main; "
+                           "sys.exit(main(sys.argv[1:]))", "analyze", "--format", fmt,
+                           str(capture)], capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout.decode("utf-8")
+    assert "owned" in out  # the names are shown ...
+    unsafe = [c for c in out if (ord(c) < 0x20 and c != "\n") or 0x7f <= ord(c) < 0xa0
+              or 0x202a <= ord(c) <= 0x202e]
+    assert unsafe == []  # ... with no control character left
+    if fmt == "table":
+        assert "\\x1b]0;owned\\x07" in out  # escaped where it was, visibly

@@ -50,8 +50,10 @@ def test_one_conflicting_variable_drops_only_itself() -> None:
     {"TFOBS_REMOTE_CAPTURE": "true"},
     {"TFOBS_METRICS_BIND": "\u202e"},
     {"TFOBS_METRICS_BIND": "not an address"},
+    {"TFOBS_METRICS_BIND": "locahost"},
+    {"TFOBS_METRICS_BIND": "192.0.2.1"},
 ], ids=["auth-no-colon", "auth-no-user", "cert-no-key", "unreadable-tls", "capture-no-token",
-        "bind-rtl-mark", "bind-spaces"])
+        "bind-rtl-mark", "bind-spaces", "bind-typo", "bind-not-this-host"])
 def test_a_security_setting_that_cannot_be_honoured_turns_the_server_off(
         env: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
     env = {**env, "TFOBS_METRICS_PORT": "19496", "TFOBS_WINDOW_STEPS": "7"}
@@ -64,6 +66,26 @@ def test_a_security_setting_that_cannot_be_honoured_turns_the_server_off(
     assert any(name in errors[0] for name in env if name.startswith("TFOBS_METRICS")
                or name.startswith("TFOBS_REMOTE"))
     assert "Sup3rS3cret" not in " ".join(errors + said + [caplog.text])
+
+
+@pytest.mark.parametrize("bind", ["locahost", "192.0.2.1", "no-such-host.invalid"])
+def test_a_bind_address_typo_names_the_fix_in_one_line(
+        bind: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Such names pass the address syntax and failed only at bind, where enable() raised.
+    with caplog.at_level(logging.WARNING, logger="tfobs"):
+        cfg, said = load_quietly({"TFOBS_METRICS_BIND": bind})
+    assert cfg.metrics_port == -1 and not said
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert f"TFOBS_METRICS_BIND={bind!r} cannot be bound" in lines[0]
+    assert "use an address of this host, e.g. 127.0.0.1" in lines[0]
+    # The same names as explicit arguments are the caller's code: not refused here (the
+    # server's bind names them), and an address of this host is never refused.
+    assert Config.load(environ={}, metrics_bind=bind).metrics_bind == bind
+    assert Config.load(environ={"TFOBS_METRICS_BIND": "localhost"}).metrics_port == 9464
+    # A server switched off anyway does not look the name up.
+    assert Config.load(environ={"TFOBS_METRICS_BIND": bind,
+                                "TFOBS_METRICS_PORT": "-1"}).metrics_bind == bind
 
 
 def test_a_capture_dir_that_is_a_file_or_not_writable_is_refused_at_enable(tmp_path) -> None:
@@ -200,6 +222,8 @@ def test_no_hostile_environment_makes_enable_raise(tmp_path: Any) -> None:
         {"TF_CONFIG": "[" * 100_000},
         {"TFOBS_WINDOW_MAX_S": "inf", "TFOBS_NVML_INTERVAL_S": "1e10"},
         {"TFOBS_METRICS_BASIC_AUTH": "Sup3rS3cret"},
+        {"TFOBS_METRICS_BIND": "locahost"},
+        {"TFOBS_METRICS_BIND": "192.0.2.1"},
     ]
     cases = [{**base, **c} for c in cases]
     env = {**os.environ, "PYTHONWARNINGS": "error", "CUDA_VISIBLE_DEVICES": ""}
@@ -211,7 +235,7 @@ def test_no_hostile_environment_makes_enable_raise(tmp_path: Any) -> None:
     assert not [r for r in results if "raised" in r], results
     auth, *_rest = results
     assert auth["url"].startswith("http://127.0.0.1:") and auth["status"] == 401  # auth kept
-    for i in (1, 2, 3, 4, 5, 6, 11):  # security setting not honourable: no server at all
+    for i in (1, 2, 3, 4, 5, 6, 11, 12, 13):  # security setting not honourable: no server at all
         assert results[i]["url"] == "", (i, results[i])
     for i in (7, 8, 9, 10):  # harmless: served on the loopback as configured
         assert results[i]["status"] == 200, (i, results[i])
@@ -242,3 +266,21 @@ def test_a_keep_dir_that_is_a_file_or_under_one_is_refused_at_enable(tmp_path) -
         locked.mkdir(mode=0o500)
         with pytest.raises(ConfigError, match="keep_dir=.*not writable"):
             Config.load(environ={}, keep_dir=str(locked / "sub"))
+
+
+def test_identities_that_clean_alike_stay_distinct() -> None:
+    """`a}b` and `a_b` (or two long names with one start) were one label value and one
+    kept-file name: two workers' series and captures mixed."""
+    from tfobs.config import label_value
+    from tfobs.runtime.keep import host_name
+
+    pairs = [("a}b", "a_b"), ("a b", "a_b"), ("x" * 40 + "1", "x" * 40 + "2"), ("α", "_")]
+    for one, other in pairs:
+        assert label_value(one, "d") != label_value(other, "d"), (one, other)
+        for value in (label_value(one, "d"), label_value(other, "d")):
+            assert len(value) <= MAX_IDENTITY_VALUE and all(
+                c.isascii() and (c.isalnum() or c in "_.:-") for c in value)
+    assert label_value("worker", "d") == "worker"  # a plain value is kept as it is
+    assert host_name({"tf_job": "a:b", "tf_task": "0"}) != host_name(
+        {"tf_job": "a-b", "tf_task": "0"})
+    assert host_name({"tf_job": "worker", "tf_task": "1"}).endswith("_worker_1")

@@ -493,6 +493,27 @@ def test_bad_content_length_gets_a_400(servers: Any, value: bytes) -> None:
     assert out.startswith(b"HTTP/1.1 400 ") and b"Content-Length" in out
 
 
+@pytest.mark.parametrize("head", [
+    b"GET /metrics HTTP/1.1\r\nHost: x\rGET /api/windows HTTP/1.1\r\n\r\n",  # bare CR
+    b"GET /metrics HTTP/1.1\r\nHost: x\x00y\r\n\r\n",  # NUL
+    b"GET /metrics\x00 HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /capture HTTP/1.1\r\nContent-Length:\x0b5\r\n\r\nhello",  # not SP or HTAB
+    b"POST /capture HTTP/1.1\r\nContent-Length: 5\x0c\r\n\r\nhello",
+], ids=["bare-cr", "nul-in-header", "nul-in-target", "vt-before-length", "ff-after-length"])
+def test_control_characters_in_a_head_get_a_400_and_nothing_else(servers: Any,
+                                                                  head: bytes) -> None:
+    # Where parsers disagree (h11 refuses each), tfobs refuses too: no lenient reading.
+    srv = servers()
+    out = raw(srv.port, head + b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 400 ") and out.count(b"HTTP/1.1 ") == 1, out[:200]
+
+
+def test_spaces_and_tabs_around_a_value_are_allowed(servers: Any) -> None:
+    srv = servers()  # RFC 9110's optional whitespace: read as h11 reads it
+    out = raw(srv.port, b"POST /capture HTTP/1.1\r\nContent-Length: \t5 \r\n\r\nhello")
+    assert out.startswith(b"HTTP/1.1 404 ")  # read, body and all (capture is off)
+
+
 def test_oversized_body_gets_413_and_odd_methods_405(servers: Any) -> None:
     srv = servers()
     out = raw(srv.port, b"POST /capture HTTP/1.1\r\nContent-Length: 100000\r\n\r\n")
@@ -742,3 +763,223 @@ def test_late_renderings_are_counted_as_dropped_by_the_exporter(no_automatic_gc:
         assert status == 200 and len(lines) == 1 and lines[0].endswith(" 1.0"), lines
     finally:
         exp.shutdown(2.0)
+
+
+# -- many source addresses, connection churn, TLS handshakes --------------------------------
+
+# Every 127.0.0.0/8 address is loopback: a spray over 249 of them, as a pod network has.
+SPRAY = [f"127.0.{i // 250 + 1}.{i % 250 + 1}" for i in range(249)]
+PASSWORD = {"Authorization": "Basic " + base64.b64encode(b"u:p").decode()}
+
+
+def _spray(port: int, payload: bytes, stop: threading.Event) -> list[int]:
+    """Connections from every SPRAY address, each sending `payload` and never reading,
+    reconnecting what the server closes, until `stop`. Returns [connects]."""
+    connects = [0]
+
+    def run() -> None:
+        held: dict[str, socket.socket] = {}
+        while not stop.is_set():
+            for ip in SPRAY:
+                if stop.is_set():
+                    break
+                s = held.get(ip)
+                if s is not None:
+                    try:
+                        if s.recv(65536) != b"":
+                            continue  # still open (an answer it will not read)
+                    except BlockingIOError:
+                        continue
+                    except OSError:
+                        pass
+                    s.close()
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=1,
+                                                 source_address=(ip, 0))
+                    connects[0] += 1
+                    s.setblocking(False)
+                    s.send(payload)
+                except (OSError, ValueError):
+                    held.pop(ip, None)
+                    continue
+                held[ip] = s
+            time.sleep(0.01)
+        for s in held.values():
+            s.close()
+
+    threading.Thread(target=run, daemon=True).start()  # ends within a round of `stop`
+    return connects
+
+
+@pytest.mark.parametrize("auth", [True, False], ids=["auth", "no-auth"])
+def test_connections_from_many_addresses_cannot_crowd_out_a_scraper(servers: Any,
+                                                                    auth: bool) -> None:
+    """249 addresses, each holding a connection with 200 pipelined requests it never reads
+    answers of: the per-address share does not bind them, so eviction must prefer them (not
+    trusted, or not reading) to the scraper."""
+    srv = servers(basic_auth="u:p") if auth else servers()
+    headers = PASSWORD if auth else {}
+    assert scrape(srv.port, headers=headers)[0] == 200  # the scraper, known before
+    stop = threading.Event()
+    connects = _spray(srv.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 200, stop)
+    try:
+        time.sleep(1.0)
+        assert connects[0] > srv._loop.max_conns  # the table was full and churning
+        statuses = []
+        for _ in range(10):
+            statuses.append(scrape(srv.port, headers=headers, timeout=5)[0])
+            time.sleep(0.1)
+    finally:
+        stop.set()
+    assert statuses == [200] * 10
+
+
+def test_accepts_are_rationed_and_a_scraper_still_gets_in(servers: Any) -> None:
+    """Connect-and-close from many addresses as fast as four threads go: taken in at most
+    accepts_per_s a second (the rest wait in the listen queue), every scrape answered."""
+    srv = servers(basic_auth="u:p", limits=Limits(accepts_per_s=200.0, accept_burst=20))
+    assert scrape(srv.port, headers=PASSWORD)[0] == 200
+    stop = threading.Event()
+    tried = [0]
+
+    def churn(k: int) -> None:
+        while not stop.is_set():
+            for ip in SPRAY[k::4]:
+                try:
+                    socket.create_connection(("127.0.0.1", srv.port), timeout=2,
+                                             source_address=(ip, 0)).close()
+                    tried[0] += 1
+                except OSError:
+                    pass
+                if stop.is_set():
+                    return
+
+    threads = [threading.Thread(target=churn, args=(k,), daemon=True) for k in range(4)]
+    accepted0 = srv._loop.accepted
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        statuses = []
+        for _ in range(6):
+            statuses.append(scrape(srv.port, headers=PASSWORD, timeout=8)[0])
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(5)
+    elapsed = time.monotonic() - t0
+    accepted = srv._loop.accepted - accepted0
+    assert statuses == [200] * 6
+    assert accepted <= 20 + 200 * elapsed * 1.1 + 10, (accepted, elapsed, tried[0])
+
+
+def test_big_heads_from_many_addresses_are_read_only_so_far(servers: Any) -> None:
+    """64 KiB heads from 249 addresses: each refused with 431 after max_head_bytes, little
+    drained before closing; scrapes answered, memory bounded."""
+    srv = servers(basic_auth="u:p")
+    assert scrape(srv.port, headers=PASSWORD)[0] == 200
+    rss0 = _rss_kib()
+    stop = threading.Event()
+    connects = _spray(srv.port, b"GET / HTTP/1.1\r\n" + b"X-Big: " + b"a" * 65536 + b"\r\n",
+                      stop)
+    try:
+        time.sleep(1.0)
+        statuses = [scrape(srv.port, headers=PASSWORD, timeout=5)[0] for _ in range(8)]
+    finally:
+        stop.set()
+    assert statuses == [200] * 8 and connects[0] > 100
+    assert _rss_kib() - rss0 < 40_000
+    assert srv.errors.count("http_auth") == 0  # refused before any auth check
+
+
+def test_tls_handshakes_from_addresses_not_trusted_are_rationed(
+        servers: Any, tmp_path: Any) -> None:
+    """A handshake flood (many addresses, no request after it): handshakes for addresses
+    that never passed auth are begun at most handshakes_per_s a second, the rest closed
+    unread; the scraper, trusted once its scrape passed auth, still gets in every time."""
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    srv = servers(basic_auth="u:p", tls_cert=cert, tls_key=key,
+                  limits=Limits(handshakes_per_s=10.0, handshake_burst=5))
+    ctx = ssl.create_default_context(cafile=cert)
+    insecure = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+
+    def tls_scrape() -> int:
+        conn = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=5, context=ctx)
+        try:
+            conn.request("GET", "/metrics", headers={**PASSWORD, "Host": "localhost"})
+            return conn.getresponse().status
+        finally:
+            conn.close()
+
+    ctx.check_hostname = False
+    assert tls_scrape() == 200
+    stop = threading.Event()
+    handshakes = [0]
+
+    def flood(k: int) -> None:
+        while not stop.is_set():
+            for ip in SPRAY[k::3]:
+                try:
+                    with socket.create_connection(("127.0.0.1", srv.port), timeout=2,
+                                                  source_address=(ip, 0)) as raw_sock:
+                        with insecure.wrap_socket(raw_sock):
+                            handshakes[0] += 1  # done, and no request
+                except (OSError, ssl.SSLError):
+                    pass
+                if stop.is_set():
+                    return
+
+    threads = [threading.Thread(target=flood, args=(k,), daemon=True) for k in range(3)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    try:
+        statuses = []
+        for _ in range(6):
+            statuses.append(tls_scrape())
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(5)
+    elapsed = time.monotonic() - t0
+    assert statuses == [200] * 6
+    assert handshakes[0] <= 5 + 10 * elapsed * 1.2 + 3, (handshakes[0], elapsed)
+    assert srv.errors.count("http_refused") > 0  # the rest closed unread, counted
+
+
+def _self_signed(folder: Any) -> tuple[str, str]:
+    from tests.export.test_http_security import _with_cryptography
+
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    _with_cryptography(cert, key)
+    return str(cert), str(key)
+
+
+def test_a_network_spraying_failed_auth_is_refused_but_its_trusted_scraper_is_not(
+        servers: Any) -> None:
+    """Failed auth from 249 addresses of 127.0.1.0/24, a few each (no address near its own
+    strike limit): the network is blocked at accept after network_strike_limit strikes, save
+    the address that passed auth before (a Prometheus in the same pod range)."""
+    srv = servers(basic_auth="u:p", limits=Limits(auth_fail_delay_s=0.0))
+
+    def get(source: str, headers: dict[str, str]) -> bytes:
+        head = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"".join(
+            f"{k}: {v}\r\n".encode() for k, v in headers.items()) + b"\r\n"
+        try:
+            return raw(srv.port, head, source=source)
+        except ConnectionResetError:  # reset before connect() returned: refused as well
+            return b""
+
+    assert get("127.0.1.250", PASSWORD).startswith(b"HTTP/1.1 200 ")  # trusted from now
+    bad = {"Authorization": "Basic " + base64.b64encode(b"u:guess").decode()}
+    answers = [get(ip, bad)[:12] for ip in SPRAY[:120]]
+    assert answers[:90] == [b"HTTP/1.1 401"] * 90  # one strike each: no address blocked
+    assert b"" in answers[100:]  # ... but the network is: refused unread
+    assert get("127.0.1.251", bad) == b""  # a new address of it too
+    assert get("127.0.1.250", PASSWORD).startswith(b"HTTP/1.1 200 ")  # the trusted one not
+    assert get("127.0.2.1", bad).startswith(b"HTTP/1.1 401")  # another network not

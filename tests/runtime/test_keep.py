@@ -217,23 +217,13 @@ def test_unknown_file_system_is_counted_not_raised(tmp_path):
     assert health.snapshot().kept == 0
 
 
-def test_failed_write_leaves_nothing_half_written(tmp_path):
+def test_failed_write_leaves_nothing_half_written(tmp_path, monkeypatch):
     keeper, health = make_keeper(str(tmp_path))
 
-    class BrokenRename(GfileStore):
-        def _gfile(self):  # the real tf.io.gfile, whose rename fails as on a full store
-            real = super()._gfile()
+    def no_space(*a, **k):  # the rename fails as on a full disk
+        raise OSError(28, "No space left on device")
 
-            class G:
-                def __getattr__(self, name):
-                    return getattr(real, name)
-
-                def rename(self, *a, **k):
-                    raise OSError(28, "No space left on device")
-
-            return G()
-
-    keeper.store = BrokenRename(str(tmp_path), keeper.store.host)
+    monkeypatch.setattr(keep_mod.os, "replace", no_space)
     rec = record(0, keep=True)
     keeper.keep(window(), rec, SMALL.read_bytes())
     assert rec.kept_path == "" and health.errors == {"keep": 1}

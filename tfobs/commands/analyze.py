@@ -4,7 +4,9 @@ PATH is an `.xplane.pb` file or a TensorBoard log folder (the newest run under
 `plugins/profile/`, or `--run NAME`; a run of several hosts, one capture each, gives one
 summary per host); several may be given. `--html FILE` writes the overview
 page, `--serve PORT` replays the figures as the live exporter would. Bad input exits 2 with one
-line on stderr. Never imports TensorFlow.
+line on stderr. Never imports TensorFlow. Names come from the capture (any bytes a program
+put there): every control character (C0, DEL, C1) and bidirectional override is shown escaped
+(`\\x1b`), so a crafted capture cannot retitle, clear or reorder the terminal.
 """
 
 from __future__ import annotations
@@ -21,6 +23,16 @@ from tfobs.errors import CaptureError
 from tfobs.summary import CATEGORIES, WindowSummary
 
 BAR_WIDTH = 30
+# Control characters but the newline, and the bidirectional overrides: shown as escapes.
+_UNPRINTABLE = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7f, 0xa0))
+                if c != 0x0a}
+_UNPRINTABLE.update({c: f"\\u{c:04x}" for c in (*range(0x202a, 0x202f),
+                                                 *range(0x2066, 0x206a))})
+
+
+def printable(text: str) -> str:
+    """`text` with every control character escaped but the newline (for a terminal)."""
+    return text.translate(_UNPRINTABLE)
 
 
 def register(sub: Any) -> None:
@@ -43,7 +55,7 @@ def register(sub: Any) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"tfobs analyze: {message}", file=sys.stderr)
+    print(printable(f"tfobs analyze: {message}".replace("\n", " ")), file=sys.stderr)
     return 2
 
 
@@ -91,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text[i:i + _CHUNK])
     else:
         pages = (render(s, p) for s, p in zip(summaries, labels, strict=True))
-        sys.stdout.write("\n".join(pages))
+        sys.stdout.write(printable("\n".join(pages)))
     if args.html:
         from tfobs.export.page import render_page
 

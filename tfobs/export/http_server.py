@@ -40,6 +40,18 @@ SECURITY.md "Limits of the HTTP server"):
   stream of oversized heads costs one accept and one close per connection, not a parse;
   a burst of them pauses accepting for `refused_pause_s`, so a client that reconnects at
   once waits in the listen queue instead of spinning the loop;
+* an address whose request passed auth (any request, with auth off) is trusted for
+  `trusted_s`: making room evicts connections of addresses not trusted first, and its
+  requests go before theirs for a request token, so connections from many addresses (a
+  spray over 127.0.0.0/8, a pod network) cannot crowd out a scraper that proved itself;
+* new connections are taken in at most `accepts_per_s` a second (the rest wait in the
+  listen queue, 1,024 deep so a scraper's SYN still finds room), and TLS handshakes for
+  addresses not trusted at most `handshakes_per_s` a second (beyond, closed unread): a
+  connection or handshake flood costs a bounded share of a core;
+* a connection that sends no request before its first deadline counts as a strike, and a
+  network (/24, /64) with `network_strike_limit` strikes from addresses not trusted within
+  `strike_block_s` is refused at accept as one address would be (its trusted addresses
+  apart), so a spray over many addresses is blocked too;
 * EMFILE on accept pauses accepting instead of spinning.
 """
 
@@ -49,8 +61,10 @@ import base64
 import errno
 import gzip
 import hmac
+import ipaddress
 import logging
 import os
+import re
 import selectors
 import socket
 import ssl
@@ -76,6 +90,9 @@ Rendered = tuple[int, str, bytes, tuple[tuple[str, str], ...]]  # status, type, 
 CaptureFn = Callable[..., Any]  # (keep=False) -> truthy when a window was granted
 
 _MAX_BODY = 4096
+# Control characters a request head may not carry (HTAB aside): a bare CR, NUL, ... are where
+# parsers disagree (request smuggling), so such a head is refused, not read leniently.
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -98,9 +115,16 @@ class Limits:
     auth_fail_delay_s: float = 1.0
     strike_limit: int = 30  # failed auth or malformed requests of one address within ...
     strike_block_s: float = 30.0  # ... this long: refuse the address at accept this long
+    network_strike_limit: int = 100  # the same for a network (/24, /64), trusted addresses apart
     blocked_addresses: int = 4096  # addresses remembered (oldest forgotten first)
     accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
-    refused_pause_s: float = 0.25  # after a burst of connections from refused addresses
+    refused_pause_s: float = 0.05  # after a burst of connections from refused addresses
+    trusted_s: float = 600.0  # an address whose request passed auth is preferred this long
+    accepts_per_s: float = 500.0  # new connections taken from the listen queue (bucket)
+    accept_burst: int = 100
+    handshakes_per_s: float = 20.0  # TLS handshakes begun for addresses not trusted (bucket)
+    handshake_burst: int = 10
+    error_drain_bytes: int = 8192  # read and dropped after a refused request, before closing
 
 
 def fd_bounded_connections(limit: int) -> int:
@@ -293,6 +317,16 @@ def _head_end(buf: bytearray) -> tuple[int, int]:
     return crlf, 4 if crlf >= 0 else 0
 
 
+def _network(ip: str) -> str:
+    """The network an address is counted with for strikes: its /24 (IPv4), /64 (IPv6)."""
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    prefix = 24 if addr.version == 4 else 64
+    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
+
+
 def _close_unread(sock: socket.socket) -> None:
     """Close a refused connection at once (RST, no TIME_WAIT left on our side)."""
     try:
@@ -331,8 +365,9 @@ def _listen(bind: str, port: int, fixes: tuple[str, str]) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((bind, port))
-        # A backlog of 128: many scrapers connecting at once must not lose SYNs (1 s retries).
-        sock.listen(128)
+        # A backlog of 1,024: a spray of connections (closed unread past the accept ration)
+        # must not fill it and drop a scraper's SYN (1 s retries); many scrapers at once neither.
+        sock.listen(1024)
         sock.setblocking(False)
     except OSError as e:
         sock.close()
@@ -365,7 +400,7 @@ class _Request:
 class _Conn:
     __slots__ = ("sock", "fd", "ip", "opened", "deadline", "inbuf", "out", "close_after", "served",
                  "handshaken", "request", "wait_until", "events", "in_request", "queued",
-                 "eof", "closed", "draining", "rendering")
+                 "eof", "closed", "draining", "rendering", "refused")
 
     def __init__(self, sock: socket.socket, ip: str, now: float, first_s: float,
                  tls: bool) -> None:
@@ -388,6 +423,7 @@ class _Conn:
         self.closed = False
         self.draining = 0  # bytes still to discard after a final response (lingering close)
         self.rendering = False  # waiting for the next shared rendering of its page
+        self.refused = False  # answered with an error: drain little before closing
 
 
 class _BadRequest(Exception):
@@ -500,6 +536,12 @@ class _Loop:
         # both bounded so a spray of addresses cannot grow them without end.
         self.strikes: dict[str, deque[float]] = {}
         self.blocked: dict[str, float] = {}
+        # Addresses whose request passed auth, with when (oldest first, bounded the same way).
+        self.trusted: dict[str, float] = {}
+        self.accepted = 0  # connections taken in to be served (for tests, benchmarks)
+        lim = self.limits
+        self.buckets = {"accept": [float(lim.accept_burst), time.monotonic()],
+                        "handshake": [float(lim.handshake_burst), time.monotonic()]}
         self.stop = False
         self._closed = False
         self.mismatch_logged_at = -1e9  # one warning a minute about clients of the wrong protocol
@@ -563,6 +605,8 @@ class _Loop:
             if conn.closed:
                 continue
             if now >= conn.deadline:
+                if not conn.served and not conn.in_request:
+                    self._strike(conn.ip, now)  # connected (a handshake perhaps), asked nothing
                 self._close(conn)  # slow or idle client: its time is up
             elif conn.wait_until and now >= conn.wait_until:
                 conn.wait_until = 0.0
@@ -573,7 +617,14 @@ class _Loop:
         # At most 32 new connections a round, so a flood cannot starve the clients already
         # here; refused addresses cost only an accept and a close, so the queue is drained
         # of them (up to 1,024) and a client queued behind them is not kept waiting.
+        lim = self.limits
         while accepted < 32 and refused < 1024:
+            if self.buckets["accept"][0] < 1.0 and not self._bucket(
+                    "accept", now, lim.accepts_per_s, lim.accept_burst, take=False):
+                # Out of the ration: the rest wait in the listen queue (1,024 deep, so a
+                # scraper's SYN still finds room) until a token is due.
+                self._pause_accepting(now, 1.0 / max(lim.accepts_per_s, 1e-3))
+                break
             try:
                 sock, addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -586,11 +637,20 @@ class _Loop:
                     self._evict_oldest()
                 return
             ip = str(addr[0]) if isinstance(addr, tuple) else ""
-            if self._refused(ip, now):
+            if self._refused(ip, now) or (self._refused(_network(ip), now)
+                                          and not self._is_trusted(ip, now)):
                 self.app.on_error("http_refused")
                 _close_unread(sock)
                 refused += 1
                 continue
+            # Refused connections (above) cost an accept and a close: not counted in the ration.
+            self.buckets["accept"][0] = max(0.0, self.buckets["accept"][0] - 1.0)
+            if self.ctx is not None and not self._is_trusted(ip, now) and not self._bucket(
+                    "handshake", now, lim.handshakes_per_s, lim.handshake_burst):
+                self.app.on_error("http_refused")  # a handshake is about 1 ms of CPU: rationed
+                _close_unread(sock)
+                continue
+            self.accepted += 1
             accepted += 1
             mine = self.by_ip.get(ip)
             if mine is not None and len(mine) >= max(1, self.max_conns // 2):
@@ -631,13 +691,20 @@ class _Loop:
         return False
 
     def _strike(self, ip: str, now: float) -> None:
-        """A failed auth check or a refused request; block the address after too many."""
+        """A failed auth check or a refused request; block the address after too many, and
+        its network (every address of it not trusted) after many more: a spray over many
+        addresses of one network (127.0.0.0/8, a node's pod range) is blocked as one."""
+        if not self._is_trusted(ip, now):
+            self._count_strike(_network(ip), now, self.limits.network_strike_limit)
+        self._count_strike(ip, now, self.limits.strike_limit)
+
+    def _count_strike(self, ip: str, now: float, limit: int) -> None:
         lim = self.limits
         times = self.strikes.pop(ip, None) or deque()
         times.append(now)
         while times and times[0] <= now - lim.strike_block_s:
             times.popleft()
-        if len(times) >= lim.strike_limit:
+        if len(times) >= limit:
             self.blocked.pop(ip, None)
             self.blocked[ip] = now + lim.strike_block_s
             while len(self.blocked) > lim.blocked_addresses:
@@ -651,11 +718,42 @@ class _Loop:
             del self.strikes[next(iter(self.strikes))]
 
     def _evict_oldest(self) -> None:
-        """Make room: the oldest connection of the address holding the most goes, so a
-        flood from one address evicts its own connections, not another client's."""
-        if self.by_ip:
-            busiest = max(self.by_ip.values(), key=len)
-            self._close(next(iter(busiest.values())))
+        """Make room. Goes first: a connection of an address not trusted, then one with no
+        request being answered (idle, trickling, or not reading its answers), then one of
+        the address holding the most, then the oldest. So a flood from one address evicts
+        its own connections, and a flood from many addresses evicts its own too, not a
+        scraper that proved itself nor a request waiting for its turn."""
+        if not self.conns:
+            return
+        now = time.monotonic()
+
+        def worth(c: _Conn) -> tuple[bool, bool, int, float]:
+            return (self._is_trusted(c.ip, now), c.queued or c.rendering,
+                    -len(self.by_ip.get(c.ip, ())), c.opened)
+
+        self._close(min(self.conns.values(), key=worth))
+
+    def _trust(self, ip: str, now: float) -> None:
+        self.trusted.pop(ip, None)
+        self.trusted[ip] = now  # re-inserted last: dict order is recency
+        while len(self.trusted) > self.limits.blocked_addresses:
+            del self.trusted[next(iter(self.trusted))]
+
+    def _is_trusted(self, ip: str, now: float) -> bool:
+        at = self.trusted.get(ip)
+        return at is not None and now - at < self.limits.trusted_s
+
+    def _bucket(self, name: str, now: float, rate: float, burst: int,
+                take: bool = True) -> bool:
+        """Whether the bucket `name` (refilled at `rate` a second up to `burst`) has a
+        token; taken unless `take` is False."""
+        bucket = self.buckets[name]
+        bucket[0] = min(float(burst), bucket[0] + (now - bucket[1]) * rate)
+        bucket[1] = now
+        if bucket[0] >= 1.0:
+            bucket[0] -= 1.0 if take else 0.0
+            return True
+        return False
 
     def _next_waiting(self) -> _Conn | None:
         ip = self.turns.popleft()
@@ -802,7 +900,7 @@ class _Loop:
             self._close(conn)
             return
         conn.inbuf.clear()
-        conn.draining = 65536
+        conn.draining = self.limits.error_drain_bytes if conn.refused else 65536
         conn.deadline = min(conn.deadline, now + 1.0)
         self._drain(conn)
 
@@ -877,12 +975,16 @@ class _Loop:
         request = conn.request
         if len(conn.inbuf) < request.body_len:
             return False
-        if not have_token and (self.turns or not self._take_token(now)):
+        trusted = self._is_trusted(conn.ip, now)
+        if not have_token and ((self.turns and not trusted) or not self._take_token(now)):
             conn.queued = True  # served in turn as the request rate allows
             queue = self.waiting.get(conn.ip)
             if queue is None:
                 queue = self.waiting[conn.ip] = deque()
-                self.turns.append(conn.ip)
+                if trusted:
+                    self.turns.appendleft(conn.ip)  # a proven client before the others
+                else:
+                    self.turns.append(conn.ip)
             queue.append(conn)
             self._want(conn, 0)
             return False
@@ -916,6 +1018,8 @@ class _Loop:
         lines = [line.removesuffix("\r") for line in text.split("\n")]
         if not lines or not lines[0]:
             raise _BadRequest(400, "empty request")
+        if any(_CONTROL.search(line) for line in lines):
+            raise _BadRequest(400, "a control character (bare CR, NUL, ...) in the request head")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             raise _BadRequest(400, "bad request line")
@@ -928,7 +1032,7 @@ class _Loop:
             if not sep or not name or name != name.strip() or line[0] in " \t":
                 raise _BadRequest(400, "bad header line")
             key = name.lower()
-            value = value.strip()
+            value = value.strip(" \t")  # RFC 9110's optional whitespace: SP and HTAB only
             if key in headers:
                 if key in ("content-length", "authorization", "host", "transfer-encoding"):
                     raise _BadRequest(400, f"repeated {name} header")
@@ -960,6 +1064,7 @@ class _Loop:
         """Answer a malformed request and close: what follows it cannot be trusted."""
         self._strike(conn.ip, time.monotonic())
         conn.close_after = True
+        conn.refused = True
         conn.inbuf.clear()
         conn.request = None
         self._queue(conn, status, "text/plain; charset=utf-8", (message + "\n").encode())
@@ -996,6 +1101,7 @@ class _Loop:
             self._auth_failed(conn, now, ("WWW-Authenticate", 'Basic realm="tfobs"'),
                               "text/plain; charset=utf-8", b"unauthorized\n")
             return
+        self._trust(conn.ip, now)
         # Answered by the next rendering of this page begun after it (this round's
         # `_serve_render_waiters`); requests already waiting go first.
         conn.rendering = True
@@ -1103,6 +1209,7 @@ class _Loop:
             self._auth_failed(conn, now, ("WWW-Authenticate", 'Bearer realm="tfobs"'),
                               "application/json", b'{"error": "bearer token required"}\n')
             return
+        self._trust(conn.ip, now)
         handler = app.capture_handler
         if handler is None:
             self._queue(conn, 503, "application/json", b'{"error": "capture not available"}\n')

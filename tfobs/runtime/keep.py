@@ -5,7 +5,9 @@ changed the picture (or that was asked for) is written to
 `<keep_dir>/plugins/profile/<run>/<host>.xplane.pb`, where `tensorboard --logdir`,
 `xprof --logdir` and `tfobs analyze` open it. The write goes through `tf.io.gfile` (gs://,
 s3://, hdfs:// wherever TensorFlow's file systems reach), to a hidden temporary name renamed
-into place, so nothing is ever seen half-written.
+into place, so nothing is ever seen half-written. A folder on this host may be shared with
+other users: there it is written with calls that never follow a symbolic link (a link planted
+at a name tfobs writes is refused and the window counted as not kept).
 
 `Keeper.keep()` is the one call the reduce path makes once a summary exists. It runs on a
 tfobs thread, never a training step; the write's CPU time is returned so the caller charges
@@ -22,10 +24,14 @@ a nearly full disk gets the room back first.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
+import secrets
+import shutil
 import socket
+import stat
 import statistics
 import threading
 import time
@@ -34,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tfobs.config import Config
+from tfobs.config import Config, distinct_suffix
 from tfobs.health import HealthLedger, KeptCapture
 from tfobs.runtime.failures import Failures
 from tfobs.summary import WindowSummary
@@ -134,9 +140,11 @@ class GfileStore:
     def put(self, run: str, data: bytes) -> str:
         """Write to a hidden temporary name, then rename into place; on failure remove what
         this call made (the temporary file, a run folder it created)."""
+        if self.local:
+            return self._put_local(run, data)
         gfile = self._gfile()
         run_dir, final = self.run_dir(run), self.path(run)
-        tmp = f"{run_dir}/.{self.host}.xplane.pb.tmp"
+        tmp = f"{run_dir}/.{self.host}.xplane.pb.{secrets.token_hex(8)}.tmp"
         created = not gfile.exists(run_dir)
         try:
             gfile.makedirs(run_dir)
@@ -150,11 +158,56 @@ class GfileStore:
             raise
         return final
 
+    @property
+    def local(self) -> bool:
+        return "://" not in self.root
+
+    def _put_local(self, run: str, data: bytes) -> str:
+        """A folder on this host, which other users may share (a keep folder on a team
+        disk): every folder below the root is opened without following a link, the
+        temporary file is made new (O_EXCL) under a random name, and a link planted at the
+        final name is refused, so nothing is ever written through a link another user put
+        there. A link raises PlantedLink: the window is counted as not kept."""
+        os.makedirs(self.root, exist_ok=True)
+        fds: list[int] = []
+        tmp, created = "", False
+        try:
+            fds.append(os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+            for name in ("plugins", "profile", run):
+                try:
+                    os.mkdir(name, 0o777, dir_fd=fds[-1])
+                    created = name == run
+                except FileExistsError:
+                    pass
+                fds.append(_open_dir(name, fds[-1], f"{self.root}/plugins/profile"))
+            run_fd, final = fds[-1], f"{self.host}.xplane.pb"
+            tmp = f".{self.host}.xplane.pb.{secrets.token_hex(8)}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o666, dir_fd=run_fd)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            if _is_link(final, run_fd):
+                raise PlantedLink(f"{self.path(run)} is a symbolic link; not written through it")
+            os.replace(tmp, final, src_dir_fd=run_fd, dst_dir_fd=run_fd)
+            tmp = ""
+        except BaseException:
+            if tmp and len(fds) == 4:
+                _quietly(lambda n: os.unlink(n, dir_fd=fds[3]), tmp)
+            if created and len(fds) >= 3:
+                _quietly(lambda n: os.rmdir(n, dir_fd=fds[2]), run)
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return self.path(run)
+
     def held(self) -> list[tuple[str, int]]:
         """(path, bytes) of this host's kept captures, oldest run first (runs are named by
-        UTC time)."""
+        UTC time). On a local folder, a link (another user's) is never counted as ours."""
         gfile = self._gfile()
         paths = sorted(gfile.glob(self.path("*")))
+        if self.local:
+            paths = [p for p in paths if not _linked(p, self.root)]
         return [(p, int(gfile.stat(p).length)) for p in paths]
 
     def remove(self, path: str) -> None:
@@ -162,12 +215,17 @@ class GfileStore:
         writes its caches there (`.cached_tools.json`, `*.hlo_proto.pb`, ...) when a tool
         opens the run, and they mean nothing without the capture."""
         gfile = self._gfile()
-        gfile.remove(path)
         run_dir = path.rsplit("/", 1)[0]
+        if self.local and _linked(path, self.root):
+            raise PlantedLink(f"{path} is reached through a symbolic link; not deleted")
+        gfile.remove(path)
         try:
             names = gfile.listdir(run_dir)
             if not any(n.endswith(".xplane.pb") for n in names):
-                gfile.rmtree(run_dir)
+                if self.local:
+                    shutil.rmtree(run_dir)  # never follows a link (refuses one at the top)
+                else:
+                    gfile.rmtree(run_dir)
         except Exception:
             _log.debug("tfobs keep: could not remove %s", run_dir, exc_info=True)
 
@@ -308,7 +366,9 @@ def host_name(identity: dict[str, str]) -> str:
     """`<hostname>_<tf_job>_<tf_task>`: the file name XProf shows as the host; each worker of
     a job, also several on one machine, writes its own."""
     raw = f"{socket.gethostname()}_{identity.get('tf_job', 'local')}_{identity.get('tf_task', '0')}"
-    return _UNSAFE.sub("-", raw)
+    clean = _UNSAFE.sub("-", raw)
+    # Changed (a `:` in a label): the original's digits keep `a:b` and `a-b` two files.
+    return clean if clean == raw else f"{clean}-{distinct_suffix(raw)}"
 
 
 def run_name(record: WindowRecord, summary: WindowSummary) -> str:
@@ -319,6 +379,39 @@ def run_name(record: WindowRecord, summary: WindowSummary) -> str:
     return f"{stamp}_w{record.index:04d}_step{max(record.first_step, 0)}"
 
 
+class PlantedLink(OSError):
+    """A symbolic link where the keep folder's own file or folder belongs."""
+
+
+def _open_dir(name: str, parent_fd: int, where: str) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise PlantedLink(f"{where}: {name!r} is a symbolic link or a file, not a folder; "
+                              "not written through it") from None
+        raise
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _linked(path: str, root: str) -> bool:
+    """Whether any part of `path` below `root` is a symbolic link."""
+    rel = os.path.relpath(path, root)
+    here = root
+    for part in rel.split(os.sep):
+        here = os.path.join(here, part)
+        if os.path.islink(here):
+            return True
+    return False
+
+
 def _quietly(fn: Callable[[str], object], path: str) -> None:
     try:
         fn(path)
@@ -326,5 +419,5 @@ def _quietly(fn: Callable[[str], object], path: str) -> None:
         pass  # nothing was there
 
 
-__all__ = ["STAGE", "WRITE_TIMEOUT_S", "GfileStore", "Keeper", "Triggers", "host_name",
-           "run_name"]
+__all__ = ["STAGE", "WRITE_TIMEOUT_S", "GfileStore", "Keeper", "PlantedLink", "Triggers",
+           "host_name", "run_name"]
