@@ -110,11 +110,11 @@ def decided_at_enable(option: str) -> Framework | None:
     step or window (`choose`)."""
     if option in FRAMEWORKS:
         return "jax" if option == "jax" else "tensorflow"
+    if imported("tensorflow") and (tensorflow_running() or not jax_running()):
+        return "tensorflow"  # imported before enable(): a TensorFlow job
     chosen = choose()
     if chosen is not None:
         return chosen
-    if imported("tensorflow"):
-        return "tensorflow"
     tf, jax = _installed("tensorflow"), _installed("jax")
     if tf and not jax:
         return "tensorflow"
