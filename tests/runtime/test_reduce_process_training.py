@@ -106,8 +106,11 @@ def _ticker_stalls_once() -> None:
     # reduction began (the export is over by then).
     growth = {}
     for name, rec in zip(("process", "thread"), big, strict=True):
-        exported = rec["export_at"] + rec["capture_s"]
-        during = [mb for at, mb in phases[name]["rss"] if exported <= at <= rec["done_at"]]
+        # From the reduction's start (a few steps after the window ended: the training
+        # steps right after a window end re-grow what the end freed, which is not the
+        # reduction's memory).
+        began = rec["done_at"] - rec["reduce_s"]
+        during = [mb for at, mb in phases[name]["rss"] if began <= at <= rec["done_at"]]
         growth[name] = max(during) - during[0] if during else 0.0
     print(f"job RSS growth during the reduction: process {growth['process']:.0f} MB, "
           f"thread {growth['thread']:.0f} MB")
