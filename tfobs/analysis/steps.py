@@ -346,17 +346,22 @@ class _Grouper:
             g += 1
         return out
 
-    def _walk_compiled(self, roots: list[tuple[int, int]]
-                       ) -> list[list[tuple[int, np.ndarray]] | None] | None:
-        """`group_roots` by the compiled walk (see _wire.c); None where it is missing."""
+    def _walk(self, roots: list[tuple[int, int]]) -> tuple[np.ndarray, ...] | None:
+        """The compiled group walk from `roots` (see _wire.c); None where it is missing or
+        refuses the arrays."""
         if not compiled() or not roots:
             return None
         lines = self.host.lines
         start = np.concatenate([ld.start_arr for ld in lines]) if lines else _NONE
         end = np.concatenate([ld.end_arr for ld in lines]) if lines else _NONE
         root_line, root_idx = (np.array(col, np.int64) for col in zip(*roots, strict=True))
-        walked = group_walk(self.first, start, end, self._gid, self._prod_code,
-                            self.cons_ptr, self.cons_line, self.cons_idx, root_line, root_idx)
+        return group_walk(self.first, start, end, self._gid, self._prod_code,
+                          self.cons_ptr, self.cons_line, self.cons_idx, root_line, root_idx)
+
+    def _walk_compiled(self, roots: list[tuple[int, int]]
+                       ) -> list[list[tuple[int, np.ndarray]] | None] | None:
+        """`group_roots` by the compiled walk (see _wire.c); None where it is missing."""
+        walked = self._walk(roots)
         if walked is None:
             return None
         root_group, member, chunk_line, chunk_group, chunk_end = walked
@@ -373,14 +378,7 @@ class _Grouper:
         """`group_roots` as columns: each root's group (-1: an earlier group took it) and,
         for every member in walk order, its group, line and sorted position; None where
         the compiled walk is missing."""
-        if not compiled() or not roots:
-            return None
-        lines = self.host.lines
-        start = np.concatenate([ld.start_arr for ld in lines]) if lines else _NONE
-        end = np.concatenate([ld.end_arr for ld in lines]) if lines else _NONE
-        root_line, root_idx = (np.array(col, np.int64) for col in zip(*roots, strict=True))
-        walked = group_walk(self.first, start, end, self._gid, self._prod_code,
-                            self.cons_ptr, self.cons_line, self.cons_idx, root_line, root_idx)
+        walked = self._walk(roots)
         if walked is None:
             return None
         root_group, member, chunk_line, chunk_group, chunk_end = walked

@@ -53,7 +53,7 @@ class Backend(Protocol):
         None. The object has `Stop()`."""
 
 
-def _installed(name: str) -> bool:
+def installed(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
@@ -96,9 +96,9 @@ def choose(marked_by: str | None = None) -> Framework | None:
 
 def installed_default() -> Framework | None:
     """The only framework installed, or TensorFlow where both are (None: neither)."""
-    if _installed("tensorflow"):
+    if installed("tensorflow"):
         return "tensorflow"
-    if _installed("jax"):
+    if installed("jax"):
         return "jax"
     return None
 
@@ -115,7 +115,7 @@ def decided_at_enable(option: str) -> Framework | None:
     chosen = choose()
     if chosen is not None:
         return chosen
-    tf, jax = _installed("tensorflow"), _installed("jax")
+    tf, jax = installed("tensorflow"), installed("jax")
     if tf and not jax:
         return "tensorflow"
     if jax and not tf:

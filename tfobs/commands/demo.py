@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     if args.framework == "jax":
         from tfobs.commands import demo_jax
 
-        return demo_jax.run(args, _options(args), format_window)
+        return demo_jax.run(args, _options(args))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # quiet TF's per-session INFO lines
     from tfobs.runtime.lifecycle import framework_missing
 
@@ -217,7 +217,6 @@ def run(args: argparse.Namespace) -> int:
     import tensorflow as tf
 
     import tfobs
-    from tfobs.runtime import progress
 
     keras = tf.keras
     try:
@@ -244,12 +243,7 @@ def run(args: argparse.Namespace) -> int:
               + (" (the demo's; a job's default is 1%)" if cfg.overhead_budget == DEMO_BUDGET
                  else ""), flush=True)
 
-        def show(rec: Any, summ: Any) -> None:
-            step_s = summ.steps.mean_s if summ is not None and summ.steps.count else 0.0
-            print(f"{format_window(rec, summ)} | "
-                  f"{progress.next_window(runtime, rec.last_step, step_s)}", flush=True)
-
-        runtime.add_listener(show)
+        print_windows(runtime)
     stop = threading.Event()
     model = build_model(keras, healthy=not args.input_bound)
     ds = build_dataset(tf, args.batch_size, args.input_bound, args.sleep_ms)
@@ -265,18 +259,38 @@ def run(args: argparse.Namespace) -> int:
     # garbage collection at interpreter exit, the --input-bound map's py_function hangs.
     del ds
     gc.collect()
+    return finish(runtime, stopper.steps, elapsed, args.linger)
+
+
+def print_windows(runtime: Any) -> None:
+    """After each window: its line and when the next one comes (the demo's own log)."""
+    from tfobs.runtime import progress
+
+    def show(rec: Any, summ: Any) -> None:
+        step_s = summ.steps.mean_s if summ is not None and summ.steps.count else 0.0
+        print(f"{format_window(rec, summ)} | "
+              f"{progress.next_window(runtime, rec.last_step, step_s)}", flush=True)
+
+    runtime.add_listener(show)
+
+
+def finish(runtime: Any, steps: int, elapsed: float, linger: float) -> int:
+    """Training is over: end the open window, wait for its figures (served before exit),
+    print the closing line, serve `linger` seconds more, stop tfobs."""
+    import tfobs
+
     if runtime is not None:
         runtime.train_end()
         runtime.wait_idle(30.0)  # the last window's figures get served before exit
     health = runtime.health if runtime is not None else None
     windows = dict(health.windows) if health else {}
     errors = sum(health.errors.values()) if health else 0
-    print(f"tfobs demo done: steps={stopper.steps} seconds={elapsed:.1f} "
+    print(f"tfobs demo done: steps={steps} seconds={elapsed:.1f} "
           f"windows={sum(windows.values())} "
           + " ".join(f"{k}={v}" for k, v in sorted(windows.items()))
           + f" errors={errors}", flush=True)
-    if args.linger > 0 and runtime is not None:
-        time.sleep(args.linger)
+    if linger > 0 and runtime is not None:
+        time.sleep(linger)
     tfobs.disable()
     return 0
 

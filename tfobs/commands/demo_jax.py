@@ -31,8 +31,9 @@ def _step_fn(jax: Any) -> Any:
     return train_step
 
 
-def run(args: argparse.Namespace, options: dict[str, Any], format_window: Any) -> int:
+def run(args: argparse.Namespace, options: dict[str, Any]) -> int:
     import tfobs
+    from tfobs.commands.demo import finish, print_windows
 
     try:
         # The demo prints its own, longer line per window instead of tfobs's log lines.
@@ -48,8 +49,6 @@ def run(args: argparse.Namespace, options: dict[str, Any], format_window: Any) -
               file=sys.stderr, flush=True)
         return 2
     if runtime is not None:
-        from tfobs.runtime import progress
-
         cfg = runtime.config
         url = runtime.metrics_url
         where = (f"page {url.removesuffix('metrics')} , metrics {url}" if url
@@ -60,12 +59,7 @@ def run(args: argparse.Namespace, options: dict[str, Any], format_window: Any) -
               f"({cfg.window_steps} steps each) while the {cfg.overhead_budget:.0%} budget "
               "allows", flush=True)
 
-        def show(rec: Any, summ: Any) -> None:
-            step_s = summ.steps.mean_s if summ is not None and summ.steps.count else 0.0
-            print(f"{format_window(rec, summ)} | "
-                  f"{progress.next_window(runtime, rec.last_step, step_s)}", flush=True)
-
-        runtime.add_listener(show)
+        print_windows(runtime)
     key1, key2 = jax.random.split(jax.random.PRNGKey(0))
     params = {"w1": jax.random.normal(key1, (WIDTH, HIDDEN)) * 0.03,
               "w2": jax.random.normal(key2, (HIDDEN, 1)) * 0.03}
@@ -89,17 +83,4 @@ def run(args: argparse.Namespace, options: dict[str, Any], format_window: Any) -
     elapsed = time.monotonic() - t0
     if loss is not None:
         loss.block_until_ready()
-    if runtime is not None:
-        runtime.train_end()
-        runtime.wait_idle(30.0)
-    health = runtime.health if runtime is not None else None
-    windows = dict(health.windows) if health else {}
-    errors = sum(health.errors.values()) if health else 0
-    print(f"tfobs demo done: steps={steps} seconds={elapsed:.1f} "
-          f"windows={sum(windows.values())} "
-          + " ".join(f"{k}={v}" for k, v in sorted(windows.items()))
-          + f" errors={errors}", flush=True)
-    if args.linger > 0 and runtime is not None:
-        time.sleep(args.linger)
-    tfobs.disable()
-    return 0
+    return finish(runtime, steps, elapsed, args.linger)

@@ -8,13 +8,13 @@ of the data: health ledger -> samplers -> exporters -> runtime.
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import logging
 import os
 import sys
 import threading
 from typing import TYPE_CHECKING
 
+from tfobs.capture.framework import installed
 from tfobs.config import Config
 from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
@@ -65,19 +65,12 @@ def enable_config(config: Config, explicit: bool = True) -> Runtime | None:
         return runtime
 
 
-def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def framework_missing(framework: str = "auto") -> str:
     """'' when the framework tfobs would profile (the `framework` option; "auto": TensorFlow
     or JAX) can be imported here, else the one line that says how to fix it (found without
     importing it: `enable()` initialises nothing in either)."""
     wanted = ("tensorflow", "jax") if framework == "auto" else (framework,)
-    if any(_installed(name) for name in wanted):
+    if any(installed(name) for name in wanted):
         return ""
     if framework == "jax":
         return (f"tfobs: JAX is not installed for this Python ({sys.executable}); tfobs "
