@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 import textwrap
@@ -37,10 +38,22 @@ JOB = textwrap.dedent("""
     status_path = sys.argv[1]
     rt = tfobs.enable(metrics_port=-1, interval_steps=40, window_steps=20,
                       first_window_step=5, overhead_budget=0.5, window_max_s=5.0)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    tf.profiler.experimental.server.start(port)
+    import logging
+    logging.basicConfig()
+    logging.getLogger("tfobs").setLevel(logging.DEBUG)  # the front's reasons land in job.log
+    for attempt in range(3):
+        # A port free a moment ago can be taken as another connection's local port before
+        # the server binds it (a race of this test's port choice, not of the front): the
+        # job then tries another one, and job.log says so.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        tf.profiler.experimental.server.start(port)
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            break
+        except OSError as exc:
+            print("port", port, "does not answer:", exc, file=sys.stderr, flush=True)
     v = tf.Variable(tf.zeros((32, 32)))
 
     @tf.function
@@ -60,7 +73,8 @@ JOB = textwrap.dedent("""
         i += 1
         if time.monotonic() - last > 0.2:
             last = time.monotonic()
-            doc = {"port": port, "steps": i, "preemptions": rt.slot.preemptions,
+            doc = {"port": port, "port_attempts": attempt + 1, "steps": i,
+                   "preemptions": rt.slot.preemptions,
                    "windows": dict(rt.health.windows), **rss_kb()}
             with open(status_path + ".tmp", "w") as f:
                 json.dump(doc, f)
@@ -87,6 +101,11 @@ class Job:
             assert time.monotonic() < deadline, "the job did not start"
             time.sleep(0.1)
         self.port = self.status()["port"]
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=5).close()
+        except OSError as exc:
+            raise AssertionError(f"the job's profiler port does not answer ({exc}):\n"
+                                 + self.log.read_text()[-3000:]) from None
 
     def status(self) -> dict[str, Any]:
         return json.loads(self.status_path.read_text())

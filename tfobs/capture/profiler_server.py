@@ -44,7 +44,8 @@ _lock = threading.Lock()
 _slot: ProfilerSlot | None = None
 _original: Any = None
 _fronts: dict[int, _Front] = {}  # user's port -> its gRPC front (kept for the process's life)
-_BACKEND_START_S = 5.0  # how long TensorFlow's server may take to listen
+_BACKEND_START_S = 30.0  # how long TensorFlow's server may take to listen (a busy host)
+_FRONT_CALL_S = 15.0  # how long the front's own loop may take to bind, start or stop
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # TensorFlow's server's own receive limit
 MAX_CALLS = 16  # calls passed on at once, Profile apart
 MAX_PROFILES = 2  # Profile calls at once (TensorFlow runs one capture at a time anyway)
@@ -125,16 +126,31 @@ def _start_front(port: int, original: Any) -> bool:
         if not front.bind(port):
             front.close()
             return False  # taken: TensorFlow's own start reports it as it would
-        with _reserved_port() as backend:  # held until TensorFlow listens: no one else's
-            original(backend)  # TensorFlow listens on every interface, as on the user's port
-            _wait_listening(backend)
-        front.serve(backend)
+        backend_port = _reserved_port()
+        backend = backend_port.__enter__()
     except Exception:
         _log.debug("profiler server front failed; starting TensorFlow's directly",
                    exc_info=True)
         if front is not None:
             front.close()
         return False
+    # From here TensorFlow's server is started (once: a second start would be a second
+    # server), so the front must answer on the user's port whatever else goes wrong: falling
+    # back to TensorFlow's start on `port` would find it held by the front's socket.
+    try:
+        original(backend)  # TensorFlow listens on every interface, as on the user's port
+        if not _wait_listening(backend):  # the reservation is held until it listens
+            _log.warning("tfobs: TensorFlow's profiler server was not listening after %.0f s; "
+                         "the front on port %d passes calls on once it does", _BACKEND_START_S,
+                         port)
+    finally:
+        backend_port.__exit__(None, None, None)
+    try:
+        front.serve(backend)
+    except Exception as exc:
+        _log.warning("tfobs: the profiler front on port %d did not start (%s); on-demand "
+                     "captures go to TensorFlow's server on port %d instead", port, exc, backend)
+        return True
     _fronts[port] = front
     _log.info("tfobs: TensorFlow's profiler server answers on port %d (through tfobs, so "
               "an on-demand capture pre-empts tfobs's window)", port)
@@ -166,15 +182,15 @@ class _reserved_port:
         self._sock.close()
 
 
-def _wait_listening(port: int) -> None:
+def _wait_listening(port: int) -> bool:
     deadline = time.monotonic() + _BACKEND_START_S
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
+            return True
         except OSError:
             if time.monotonic() > deadline:
-                raise
+                return False
             time.sleep(0.02)
 
 
@@ -201,7 +217,7 @@ class _Front:
         self._loop.run_forever()
 
     def _do(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(_BACKEND_START_S * 2)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(_FRONT_CALL_S)
 
     def bind(self, port: int) -> bool:
         return bool(self._do(self._bind(port)))
