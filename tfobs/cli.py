@@ -1,4 +1,4 @@
-"""Command line: `tfobs demo`, `tfobs analyze`, `tfobs doctor`.
+"""Command line: `tfobs demo`, `tfobs analyze`, `tfobs doctor`, `tfobs options`.
 
 Each command lives in `tfobs/commands/<name>.py` with `register(subparsers)` and
 `run(args) -> int`; this module only dispatches, so `tfobs analyze` never imports TensorFlow.
@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-COMMANDS = ("demo", "analyze", "doctor")
+COMMANDS = ("demo", "analyze", "doctor", "options")
 
 
 def build_parser() -> argparse.ArgumentParser:

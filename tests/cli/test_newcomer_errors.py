@@ -71,11 +71,11 @@ def test_doctor_reports_the_misspelled_variable() -> None:
 
 def test_doctor_names_the_fix_for_a_small_capture_folder(tmp_path, monkeypatch) -> None:
     # Docker's /dev/shm is 64 MiB, under the 256 MiB a capture may take.
-    import tfobs.config
+    import tfobs.scratch
     from tfobs.commands import doctor
 
     monkeypatch.setattr(doctor.os, "statvfs", statvfs_with_free(64 << 20))
-    monkeypatch.setattr(tfobs.config, "SHM_DIR", str(tmp_path))  # tfobs's own choice
+    monkeypatch.setattr(tfobs.scratch, "SHM_DIR", str(tmp_path))  # tfobs's own choice
     verdict, detail = doctor.check_capture_dir({"config": Config()})
     assert verdict == "warn" and "64 MiB free" in detail and "--shm-size" in detail
     verdict, detail = doctor.check_capture_dir({"config": Config(capture_dir=str(tmp_path))})

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from tfobs.config import MAX_IDENTITY_VALUE, Config, local_rank, worker_identity
+from tfobs.config import Config
 from tfobs.errors import ConfigError
+from tfobs.identity import MAX_IDENTITY_VALUE, local_rank, worker_identity
 
 
 def load_quietly(env: dict[str, str], **kwargs: Any) -> tuple[Config, list[str]]:
@@ -163,8 +164,23 @@ def test_deep_or_huge_tf_config_gives_bounded_labels() -> None:
     big = json.dumps({"task": {"type": "t" * 120_000, "index": 1}})
     ident = worker_identity(environ={"TF_CONFIG": big})
     assert len(ident["tf_job"]) == MAX_IDENTITY_VALUE and ident["tf_task"] == "1"
-    with pytest.raises(ConfigError, match="tf_job"):
-        Config.load(environ={}, tf_job="x" * 1000)
+
+
+@pytest.mark.parametrize("name", ["tf_job", "tf_task"])
+@pytest.mark.parametrize("value", ["x" * (MAX_IDENTITY_VALUE + 1), "my worker", "wörker"])
+def test_identity_option_that_is_no_label_value_is_refused_naming_the_limit(
+        name: str, value: str) -> None:
+    # One rule for the label, from the option as from TF_CONFIG: an explicit value is used as
+    # given or refused, never cut or rewritten silently.
+    with pytest.raises(ConfigError) as err:
+        Config.load(environ={}, **{name: value})
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"tfobs option {name}=")
+    assert f"use at most {MAX_IDENTITY_VALUE} characters of A-Z a-z 0-9 _ . : -" in message
+    cfg, warned = load_quietly({f"TFOBS_{name.upper()}": value})
+    assert getattr(cfg, name) == "" and any(f"TFOBS_{name.upper()}" in w for w in warned)
+    fitting = "w-1.a:b_" + "x" * (MAX_IDENTITY_VALUE - 8)  # the most the rule lets through
+    assert Config.load(environ={}, **{name: fitting}).identity({})[name] == fitting
 
 
 def test_python_warnings_error_does_not_turn_a_bad_variable_into_an_exception(
@@ -271,7 +287,7 @@ def test_a_keep_dir_that_is_a_file_or_under_one_is_refused_at_enable(tmp_path) -
 def test_identities_that_clean_alike_stay_distinct() -> None:
     """`a}b` and `a_b` (or two long names with one start) were one label value and one
     kept-file name: two workers' series and captures mixed."""
-    from tfobs.config import label_value
+    from tfobs.identity import label_value
     from tfobs.runtime.keep import host_name
 
     pairs = [("a}b", "a_b"), ("a b", "a_b"), ("x" * 40 + "1", "x" * 40 + "2"), ("α", "_")]

@@ -1,58 +1,91 @@
 """The public entry point: `tfobs.enable()` takes every option as a typed keyword, and the
-options table (docs/options.md) repeats `OPTIONS` (name, variable, default, meaning) exactly."""
+keywords and the options table (docs/options.md) are what `Config`'s fields generate."""
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 import typing
 
+import pytest
+
 import tfobs
+from tfobs.commands.options import enable_keywords_module, markdown_table
 from tfobs.config import OPTIONS, Config
-from tfobs.runtime import api
+from tfobs.runtime import enable_options
 
-OPTIONS_PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "options.md"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+OPTIONS_PAGE = ROOT / "docs" / "options.md"
+FIX = "run `python tools/write_options.py`"
 
 
-def test_enable_takes_every_option_as_a_typed_keyword() -> None:
+def test_enable_keywords_are_the_config_fields_typed_as_they_are() -> None:
     params = inspect.signature(tfobs.enable).parameters
-    assert list(params) == [o.name for o in OPTIONS]
-    hints = typing.get_type_hints(api.enable)
-    fields = {f.name: typing.get_type_hints(Config)[f.name] for f in dataclasses.fields(Config)}
-    for name, p in params.items():
-        assert p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is None, name
-        given = [a for a in typing.get_args(hints[name]) if a is not type(None)]
-        if typing.get_origin(given[0]) is typing.Literal:  # otlp_protocol's allowed values
-            assert fields[name] is str
-            continue
-        assert given == [fields[name]], name
-    assert typing.get_type_hints(api.enable)["return"] == tfobs.Runtime | None
+    assert [p.kind for p in params.values()] == [inspect.Parameter.VAR_KEYWORD]
+    keywords = typing.get_type_hints(enable_options.EnableOptions)
+    fields = typing.get_type_hints(Config)
+    assert list(keywords) == [f.name for f in dataclasses.fields(Config)]
+    for name, hint in keywords.items():
+        assert hint == fields[name] | None, name  # None: not given
+    assert not enable_options.EnableOptions.__required_keys__
+
+
+def test_enable_keywords_module_is_generated_from_config() -> None:
+    text = pathlib.Path(enable_options.__file__).read_text()
+    assert text == enable_keywords_module(), f"enable_options.py is stale: {FIX}"
+
+
+def test_options_page_table_is_generated_from_config() -> None:
+    text = OPTIONS_PAGE.read_text()
+    section = re.search(r"<!-- section: options.*?-->(.*?)<!-- /section: options -->", text,
+                        re.S)
+    assert section is not None, "docs/options.md has no options section"
+    table = section.group(1)[section.group(1).index("| Option |"):]
+    assert table == markdown_table(), f"docs/options.md's table is stale: {FIX}"
+    rows = [r for r in table.splitlines() if r.startswith("| `")]
+    assert [r.split(" | ")[1] for r in rows] == [f"`{o.env}`" for o in OPTIONS]
+
+
+def test_options_command_prints_the_table() -> None:
+    out = subprocess.run([sys.executable, "-m", "tfobs.cli", "options"], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    assert out == markdown_table()
+    assert "| `tf_job` | `TFOBS_TF_JOB` | `\"\"` |" in out
+    assert "| `max_capture_bytes` | `TFOBS_MAX_CAPTURE_BYTES` | `268435456` (256 MiB) |" in out
+
+
+def test_write_options_check_passes_on_this_checkout() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "write_options.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+
+
+@pytest.mark.slow
+def test_a_type_checker_sees_each_keyword_and_its_type(tmp_path: pathlib.Path) -> None:
+    script = tmp_path / "job.py"
+    script.write_text("import tfobs\n"
+                      "tfobs.enable(interval_steps=5, framework='jax', metrics_port=None)\n"
+                      "tfobs.enable(interval_steps='5')\n"
+                      "tfobs.enable(framework='pytorch')\n"
+                      "tfobs.enable(intervl_steps=5)\n")
+    env = {**os.environ, "MYPYPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--cache-dir",
+                           str(tmp_path / "cache"), str(script)], capture_output=True,
+                          text=True, timeout=300, env=env, cwd=tmp_path)
+    errors = [line for line in done.stdout.splitlines() if ": error:" in line]
+    assert [int(line.split(":")[1]) for line in errors] == [3, 4, 5], done.stdout
+    assert 'did you mean "interval_steps"' in errors[2]
 
 
 def test_enable_false_starts_nothing() -> None:
     assert tfobs.enable(enabled=False) is None
 
 
-def _cell_default(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value)
-    return repr(value)
-
-
-def test_options_page_table_is_options() -> None:
-    text = OPTIONS_PAGE.read_text()
-    section = re.search(r"<!-- section: options.*?-->(.*?)<!-- /section: options -->", text,
-                        re.S)
-    assert section is not None
-    rows = [r for r in section.group(1).splitlines() if r.startswith("| `")]
-    assert len(rows) == len(OPTIONS)
-    for row, opt in zip(rows, OPTIONS, strict=True):
-        name, env, default, meaning = (c.strip() for c in row.strip("|").split(" | "))
-        assert name == f"`{opt.name}`" and env == f"`{opt.env}`"
-        assert re.match(r"`([^`]*)`", default).group(1) == _cell_default(opt.default), opt.name
-        assert meaning == opt.help, opt.name
+def test_unknown_keyword_is_refused_naming_it() -> None:
+    with pytest.raises(tfobs.ConfigError, match="unknown tfobs option 'intervl_steps'"):
+        tfobs.enable(intervl_steps=5)  # type: ignore[call-arg]

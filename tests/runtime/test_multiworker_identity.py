@@ -11,9 +11,10 @@ import re
 import prometheus_client
 import pytest
 
-from tfobs.config import Config, runs_steps, worker_identity
+from tfobs.config import Config
 from tfobs.export.catalog import IDENTITY_LABELS
 from tfobs.health import HealthLedger
+from tfobs.identity import runs_steps, worker_identity
 
 CLUSTER = {"chief": ["127.0.0.1:2000"], "worker": ["127.0.0.1:2001", "127.0.0.1:2002"]}
 
@@ -51,10 +52,9 @@ def test_huge_or_odd_task_types_become_bounded_label_values():
     assert re.fullmatch(r"my_worker_-[0-9a-f]{8}", ident["tf_job"])
     ident = worker_identity(environ=_tf_config("worker", "9" * 100))
     assert re.fullmatch(r"9{23}-[0-9a-f]{8}", ident["tf_task"])
-    cfg = Config.load(environ={}, tf_job="x" * 100, tf_task="a b")
-    ident = worker_identity(cfg, environ={})
-    assert re.fullmatch(r"x{23}-[0-9a-f]{8}", ident["tf_job"])
-    assert re.fullmatch(r"a_b-[0-9a-f]{8}", ident["tf_task"])
+    cfg = Config.load(environ={}, tf_job="x" * 32, tf_task="a.b:c-d_e")
+    ident = worker_identity(cfg, environ=_tf_config("worker", 1))
+    assert ident["tf_job"] == "x" * 32 and ident["tf_task"] == "a.b:c-d_e"  # options: as given
     assert worker_identity(environ=_tf_config("worker", 3))["tf_job"] == "worker"  # plain: as is
 
 

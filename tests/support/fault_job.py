@@ -330,9 +330,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.shm:  # stands in for /dev/shm (a test cannot resize the real one)
         import tempfile
 
-        import tfobs.config
+        import tfobs.scratch
 
-        tfobs.config.SHM_DIR, tempfile.tempdir = args.shm.split(":", 1)
+        tfobs.scratch.SHM_DIR, tempfile.tempdir = args.shm.split(":", 1)
     if args.tfobs:
         import tfobs
 

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from tfobs.capture import framework, markers
 from tfobs.capture.schedule import Budget, Policy
 from tfobs.capture.session import DIR_PREFIX, ProfilerSlot
-from tfobs.config import Config, runs_steps
+from tfobs.config import Config
 from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
+from tfobs.identity import runs_steps
 from tfobs.runtime import progress
 from tfobs.runtime.capture_thread import QUEUE_SIZE, CaptureThread, ReduceQueue
 from tfobs.runtime.failures import Failures

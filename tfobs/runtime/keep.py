@@ -40,8 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tfobs.config import Config, distinct_suffix
+from tfobs.config import Config
 from tfobs.health import HealthLedger, KeptCapture
+from tfobs.identity import distinct_suffix
 from tfobs.runtime.failures import Failures
 from tfobs.summary import WindowSummary
 from tfobs.window import WindowRecord
