@@ -333,7 +333,8 @@ class WindowSummary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WindowSummary:
-        return _from_dict(cls, data)
+        summary: WindowSummary = _from_dict(cls, data)
+        return summary
 
 
 @functools.cache

@@ -70,7 +70,8 @@ class _Loader(importlib.abc.Loader):
         self._loader, self._name = loader, name
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
+        module: ModuleType | None = self._loader.create_module(spec)
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
@@ -93,7 +94,8 @@ class _Finder(importlib.abc.MetaPathFinder):
             if finder is self:
                 continue
             find = getattr(finder, "find_spec", None)
-            spec = find(fullname, path, target) if find is not None else None
+            spec: importlib.machinery.ModuleSpec | None = (
+                find(fullname, path, target) if find is not None else None)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
                     spec.loader = _Loader(spec.loader, fullname)

@@ -294,7 +294,8 @@ def _callback_class(base: Any, *, emit_markers: bool) -> type:
     cls = _classes.get(base)
     if cls is None:
 
-        class KerasCallback(_MarkerMixin, base):
+        # Keras's class is Any to a type checker (Keras ships no types).
+        class KerasCallback(_MarkerMixin, base):  # type: ignore[misc, unused-ignore]
             """Marks each training step of `Model.fit` for tfobs and XProf."""
 
             _emit_markers = emit_markers
@@ -329,7 +330,7 @@ def tf_keras_callback_class() -> type:
 if TYPE_CHECKING:
     from keras.callbacks import Callback as _KerasCallbackBase
 
-    class KerasCallbackType(_KerasCallbackBase):
+    class KerasCallbackType(_KerasCallbackBase):  # type: ignore[misc, unused-ignore]
         """`tfobs.KerasCallback` as a type checker sees it: a Keras 3 callback that marks each
         training step of `Model.fit` for tfobs and XProf. `enable()` adds one to every fit;
         pass one in `callbacks=[...]` to place it yourself."""
@@ -404,7 +405,8 @@ def _wrap_train_on_batch(original: Any) -> Any:
     return train_on_batch
 
 
-def _with_callback(args: tuple, kwargs: dict, position: int, make: Any, cls: type):
+def _with_callback(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, make: Any,
+                   cls: type) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if len(args) > position:
         callbacks = args[position]
     else:

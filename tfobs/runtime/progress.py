@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from tfobs.capture.schedule import next_window_start
 from tfobs.summary import WindowSummary
@@ -23,6 +23,10 @@ from tfobs.window import WindowRecord
 if TYPE_CHECKING:
     from tfobs.runtime.core import Runtime
 
+    _StreamHandler = logging.StreamHandler[TextIO]
+else:
+    _StreamHandler = logging.StreamHandler  # subscriptable at run time from Python 3.11 only
+
 LOGGER = logging.getLogger("tfobs.progress")
 
 # Outcomes said once per job: a budget or a busy profiler may skip every due window, and a
@@ -30,7 +34,7 @@ LOGGER = logging.getLogger("tfobs.progress")
 _ONCE = {"skipped_budget", "skipped_busy"}
 
 
-class _WhenUnconfigured(logging.StreamHandler):
+class _WhenUnconfigured(_StreamHandler):
     """Writes to the current sys.stderr only while no other handler would take the record."""
 
     def __init__(self) -> None:

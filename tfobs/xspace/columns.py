@@ -69,7 +69,8 @@ def _bad(what: str) -> CaptureError:
 
 def _words(buf: np.ndarray) -> np.ndarray:
     """The eight bytes starting at each position of buf, as little-endian uint64 (a view)."""
-    return np.ndarray((buf.size - 7,), "<u8", buffer=buf, strides=(1,))
+    words: np.ndarray = np.ndarray((buf.size - 7,), "<u8", buffer=buf, strides=(1,))
+    return words
 
 
 def _count_continuations(cont: np.ndarray) -> np.ndarray:
@@ -77,9 +78,12 @@ def _count_continuations(cont: np.ndarray) -> np.ndarray:
     2, one pass) where there is one; else move them to bit 0 of each byte, and one
     multiply sums the eight bytes into the top one (uint64 products wrap, as the trick
     needs)."""
+    counts: np.ndarray
     if _BITWISE_COUNT is not None:
-        return _BITWISE_COUNT(cont).astype(np.int64)
-    return (((cont >> _U64(7)) * _BYTE_ONES) >> _U64(56)).astype(np.int64)
+        counts = _BITWISE_COUNT(cont).astype(np.int64)
+    else:
+        counts = (((cont >> _U64(7)) * _BYTE_ONES) >> _U64(56)).astype(np.int64)
+    return counts
 
 
 _BITWISE_COUNT = getattr(np, "bitwise_count", None)
@@ -295,7 +299,8 @@ def _py_varint(data: bytes, i: int, what: str) -> tuple[int, int]:
 
 
 def _fixed64(buf: np.ndarray, p: np.ndarray) -> np.ndarray:
-    return buf[p[:, None] + np.arange(8)].copy().view("<u8").ravel()
+    values: np.ndarray = buf[p[:, None] + np.arange(8)].copy().view("<u8").ravel()
+    return values
 
 
 class Fields:

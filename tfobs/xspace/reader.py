@@ -47,11 +47,11 @@ class PlaneView:
 
     @property
     def id(self) -> int:
-        return self._lite.id
+        return int(self._lite.id)
 
     @property
     def name(self) -> str:
-        return self._lite.name
+        return str(self._lite.name)
 
     @property
     def lite(self) -> Any:
@@ -136,24 +136,24 @@ class LineView:
 
     @property
     def id(self) -> int:
-        return self._line.id
+        return int(self._line.id)
 
     @property
     def name(self) -> str:
-        return self._line.name
+        return str(self._line.name)
 
     @property
     def display_name(self) -> str:
-        return self._line.display_name or self._line.name
+        return str(self._line.display_name or self._line.name)
 
     @property
     def timestamp_ns(self) -> int:
-        return self._line.timestamp_ns
+        return int(self._line.timestamp_ns)
 
     @property
     def start_ps(self) -> int:
         """Absolute start of the line; event times are `start_ps + event.offset_ps`."""
-        return self._line.timestamp_ns * 1000
+        return int(self._line.timestamp_ns) * 1000
 
     @property
     def events(self) -> Any:

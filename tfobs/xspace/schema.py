@@ -21,7 +21,7 @@ _REPEATED, _OPTIONAL = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
 _INT64, _UINT64, _DOUBLE = _F.TYPE_INT64, _F.TYPE_UINT64, _F.TYPE_DOUBLE
 _STRING, _BYTES, _MSG = _F.TYPE_STRING, _F.TYPE_BYTES, _F.TYPE_MESSAGE
 
-_MESSAGES: dict[str, list[tuple]] = {
+_MESSAGES: dict[str, list[tuple[Any, ...]]] = {
     "XSpace": [
         ("planes", 1, _MSG, _REPEATED, "XPlane", None),
         ("errors", 2, _STRING, _REPEATED, "", None),
@@ -96,7 +96,7 @@ _MAP_ENTRIES = {
 }
 
 
-def _add_field(msg: descriptor_pb2.DescriptorProto, spec: tuple) -> None:
+def _add_field(msg: descriptor_pb2.DescriptorProto, spec: tuple[Any, ...]) -> None:
     name, number, ftype, label, type_name, oneof = spec
     f = msg.field.add(name=name, number=number, type=ftype, label=label)
     if type_name:
