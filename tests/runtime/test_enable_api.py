@@ -4,6 +4,7 @@ keywords and the options table (docs/options.md) are what `Config`'s fields gene
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import inspect
 import os
 import pathlib
@@ -90,3 +91,20 @@ def test_enable_false_starts_nothing() -> None:
 def test_unknown_keyword_is_refused_naming_it() -> None:
     with pytest.raises(tfobs.ConfigError, match="unknown tfobs option 'intervl_steps'"):
         tfobs.enable(intervl_steps=5)  # type: ignore[call-arg]
+
+
+def test_write_options_replaces_only_the_table() -> None:
+    spec = importlib.util.spec_from_file_location("write_options",
+                                                  ROOT / "tools" / "write_options.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    stale = ("# Options\n\n<!-- section: options (runtime) -->\nProse kept.\n\n"
+             "| Option | Environment variable | Default | Meaning |\n|---|---|---|---|\n"
+             "| `gone` | `TFOBS_GONE` | `1` | An option no longer there. |\n"
+             "<!-- /section: options -->\nAfter.\n")
+    fresh = tool.page_with_table(stale, markdown_table())
+    assert "TFOBS_GONE" not in fresh and "Prose kept.\n\n| Option |" in fresh
+    assert fresh.endswith(markdown_table() + "<!-- /section: options -->\nAfter.\n")
+    with pytest.raises(ValueError, match="section"):
+        tool.page_with_table("# Options\nno section\n", markdown_table())
