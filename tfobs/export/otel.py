@@ -24,11 +24,11 @@ import socket
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tfobs import forks
 from tfobs.summary import CATEGORIES, Step, TimedEvent, WindowSummary
 from tfobs.window import WindowRecord
 
@@ -467,9 +467,7 @@ class OtelExporter:
         # The SDK refuses a batch larger than the queue; a small queue must not break us.
         batch = min(self._room.capacity, _env_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
                                                     _DEFAULT_BATCH))
-        if hasattr(os, "register_at_fork"):  # weakly: a closed exporter must not live on
-            reset = weakref.WeakMethod(self._room.reset_after_fork)
-            os.register_at_fork(after_in_child=lambda: (r := reset()) and r())
+        forks.after_fork_in_child(self._room.reset_after_fork)  # weakly held
 
         try:
             from opentelemetry import trace

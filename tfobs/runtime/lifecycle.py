@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from tfobs import forks
 from tfobs.capture.framework import installed
 from tfobs.config import Config
 from tfobs.export.sinks import StepSink, WindowSink
@@ -194,8 +195,7 @@ def _register_process_hooks() -> None:
         return
     _registered = True
     atexit.register(_at_exit)
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_child)
+    forks.after_fork_in_child(_after_fork_child)
 
 
 def _at_exit() -> None:
