@@ -23,6 +23,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tfobs.once import Once
+
 _log = logging.getLogger("tfobs")
 _perf = time.perf_counter
 
@@ -81,13 +83,11 @@ def _trace_begin(step_num: int) -> Any:
 # threads only; a lost update between two of them would only undercount a few microseconds.
 _own_s = 0.0
 _last_step = -1  # the latest step number: a step given no usable number takes the next one
-_said_unnumbered = False
+_said_unnumbered = Once()
 
 
 def _say_unnumbered(given: object, used: int) -> None:
-    global _said_unnumbered
-    if not _said_unnumbered:
-        _said_unnumbered = True
+    if _said_unnumbered.first():
         _log.warning("tfobs.step(%.40r): not a step number; tfobs numbers such steps itself "
                      "(this one %d). Pass the global step as an int (e.g. "
                      "int(optimizer.iterations)) so all workers profile the same steps.",

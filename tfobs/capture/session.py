@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from tfobs.capture import framework, markers
 from tfobs.capture.framework import Backend
 from tfobs.capture.heap import live_bytes, rss_bytes
+from tfobs.once import Once
 from tfobs.summary import CutCause, Outcome
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ class ProfilerSlot:
         # Where captures go once `capture_dir` fills up: set only where tfobs chose the
         # folder itself (/dev/shm), never over a folder the user named.
         self._fallback_dir = fallback_dir if fallback_dir != capture_dir else ""
-        self._room_warned = False
+        self._room_warned = Once()
         self.max_capture_bytes = max_capture_bytes
         self._options = (host_tracer_level, device_tracer_level, python_tracer_level)
         # The framework's profiler; None until the runtime knows which (framework.py).
@@ -487,8 +488,7 @@ class ProfilerSlot:
         if self._use_fallback():
             _log.warning("%s; windows now go to %s. To keep captures in memory, %s", short,
                          self.capture_dir, SHM_FIX)
-        elif not self._room_warned:
-            self._room_warned = True
+        elif self._room_warned.first():
             _log.warning("%s: %s", short, DIR_FIX)
 
     def _use_fallback(self) -> bool:

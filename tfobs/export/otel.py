@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfobs import forks
+from tfobs.once import Once
 from tfobs.summary import CATEGORIES, Step, TimedEvent, WindowSummary
 from tfobs.window import WindowRecord
 
@@ -338,7 +339,7 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
 
         def __init__(self) -> None:
             self.inner = inner
-            self._warned = False
+            self._warned = Once()  # one line, not one per batch
 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             try:
@@ -348,8 +349,7 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
                 result = SpanExportResult.FAILURE
             ok = result is SpanExportResult.SUCCESS
             room.exported(len(spans), ok)
-            if not ok and not self._warned:
-                self._warned = True  # one line, not one per batch
+            if not ok and self._warned.first():
                 _log.warning(
                     "tfobs could not export %d window spans over OTLP; further failures are "
                     "only counted (tfobs_dropped_total{what=\"spans\"})",

@@ -25,6 +25,7 @@ from tfobs.capture.session import DIR_PREFIX, ProfilerSlot
 from tfobs.config import Config, runs_steps
 from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
+from tfobs.once import Once, OncePer
 from tfobs.runtime import progress
 from tfobs.runtime.capture_thread import QUEUE_SIZE, CaptureThread, ReduceQueue
 from tfobs.runtime.failures import Failures
@@ -92,9 +93,9 @@ class Runtime:
         self._windows = Windows(self.policy, self.budget, self.slot, self.health,
                                 self._failures, step_sink, self._finish,
                                 runs_steps=runs_steps(self.identity))
-        self._warned_no_keep_dir = False
-        self._said: set[str] = set()  # outcomes the job's log has had a line for
-        self._refusal_said = False  # capture_now() said no, and the log said why
+        self._no_keep_dir_said = Once()  # a script may ask again and again
+        self._said = OncePer()  # outcomes the job's log has had a line for
+        self._refusal_said = Once()  # capture_now() said no, and the log said why
         self.keeper = (Keeper(config, self.health, self._failures, self.identity)
                        if config.keep_dir else None)
         reduce_queue: ReduceQueue = queue.Queue(maxsize=QUEUE_SIZE)
@@ -115,7 +116,7 @@ class Runtime:
         self._stopped = False
         self.framework: framework.Framework | None = None  # whose profiler, once known
         self._framework_lock = threading.Lock()
-        self._framework_said = False
+        self._framework_said = Once()
         self._hooked: list[Callable[[], None]] = []  # how to undo each framework hook
         self.slot.resolve = self.resolve_framework
         # The training thread's hooks (markers.StepHooks), bound once.
@@ -141,15 +142,13 @@ class Runtime:
     def capture_now(self, keep: bool = False) -> bool:
         """Ask for a window at the next step; False when the budget or a window says no.
         `keep`: also keep its capture in `keep_dir` (logged and ignored when it is unset)."""
-        if keep and self.keeper is None and not self._warned_no_keep_dir:
-            self._warned_no_keep_dir = True  # once: a script may ask again and again
+        if keep and self.keeper is None and self._no_keep_dir_said.first():
             _log.warning("tfobs: capture_now(keep=True) but keep_dir (TFOBS_KEEP_DIR) is not "
                          "set; the window is captured, not kept")
         granted = self.running and self._windows.request(keep and self.keeper is not None)
         if granted:
-            self._refusal_said = False
-        elif not self._refusal_said:  # once until granted: a script may ask every step
-            self._refusal_said = True
+            self._refusal_said.reset()
+        elif self._refusal_said.first():  # once until granted: a script may ask every step
             progress.say(progress.refused(self))  # a notebook user sees why, and when
         return granted
 
@@ -238,8 +237,7 @@ class Runtime:
             try:
                 backend = framework.backend(name)
             except Exception as exc:  # not installed, or broken: no windows, training goes on
-                if not self._framework_said:
-                    self._framework_said = True
+                if self._framework_said.first():
                     _log.warning("tfobs: no windows: %s profiler unavailable (%s); fix: %s",
                                  name, exc, framework.MISSING_FIX[name])
                 self._failures.report("capture", exc)

@@ -42,6 +42,7 @@ from typing import Any
 
 from tfobs.config import Config, distinct_suffix
 from tfobs.health import HealthLedger, KeptCapture
+from tfobs.once import Once
 from tfobs.runtime.failures import Failures
 from tfobs.summary import WindowSummary
 from tfobs.window import WindowRecord
@@ -258,7 +259,7 @@ class Keeper:
         self._auto_times: deque[float] = deque()
         self._held: deque[tuple[str, int]] | None = None  # read from the store on first use
         self._writer: threading.Thread | None = None
-        self._warned = False
+        self._warned = Once()
 
     def keep(self, summary: WindowSummary, record: WindowRecord, data: bytes,
              path: str = "") -> float:
@@ -357,8 +358,7 @@ class Keeper:
         self._health.set_kept_bytes(total)
 
     def _warn_once(self, message: str) -> None:
-        if not self._warned:
-            self._warned = True
+        if self._warned.first():
             _log.warning("tfobs keep: %s", message)
 
 

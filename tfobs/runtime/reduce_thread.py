@@ -30,6 +30,7 @@ from tfobs.capture.session import CaptureResult
 from tfobs.config import Config
 from tfobs.export.sinks import WindowSink
 from tfobs.health import HealthLedger
+from tfobs.once import Once
 from tfobs.runtime.capture_thread import ReduceQueue
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.keep import Keeper
@@ -70,7 +71,7 @@ class ReduceThread:
         self._step_work = step_work
         self._reducer = reducer
         self.worker = worker  # None: reduce in this thread
-        self._said_fallback = False
+        self._said_fallback = Once()
         self._keeper = keeper
         self.last_summary: WindowSummary | None = None
         self.thread = threading.Thread(target=self._run, name="tfobs-reduce", daemon=True)
@@ -186,8 +187,7 @@ class ReduceThread:
         return self._reduce_bytes(data)
 
     def _fallback(self, exc: Exception) -> None:
-        if not self._said_fallback:
-            self._said_fallback = True
+        if self._said_fallback.first():
             _log.warning("tfobs: %s; reducing captures in the training process instead "
                          "(reduce_in='thread')", exc)
 

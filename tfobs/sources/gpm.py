@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from tfobs.once import OncePer
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,7 @@ METRICS: dict[str, tuple[str, int]] = {
     "pipe_integer": ("NVML_GPM_METRIC_INTEGER_UTIL", 4),
 }
 
-_logged: set[str] = set()  # reasons already logged in this process (a few at most)
-_log_lock = threading.Lock()
+_logged = OncePer()  # reasons already logged in this process (a few at most)
 
 
 @dataclass(frozen=True)
@@ -211,11 +211,8 @@ class GpmReader:
 
     @staticmethod
     def _say(reason: str) -> None:
-        with _log_lock:
-            if reason in _logged:
-                return
-            _logged.add(reason)
-        logger.info("tfobs: GPM metrics (hardware Tensor Core activity) off for %s", reason)
+        if _logged.first(reason):
+            logger.info("tfobs: GPM metrics (hardware Tensor Core activity) off for %s", reason)
 
 
 def _mig_parent(nvml: Any, handle: Any) -> tuple[Any, int] | None:
