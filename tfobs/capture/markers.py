@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tfobs.once import Once
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 _perf = time.perf_counter
 
 

@@ -57,7 +57,7 @@ from tfobs.summary import CutCause, Outcome
 if TYPE_CHECKING:
     from tfobs.config import Config
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 CAPTURED: Outcome = "captured"
 SKIPPED_BUSY: Outcome = "skipped_busy"

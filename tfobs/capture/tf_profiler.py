@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from tfobs.capture import quiet_log
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 
 class _Level:

@@ -30,14 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from tfobs import forks
 from tfobs.once import Once
-from tfobs.summary import CATEGORIES, Step, TimedEvent, WindowSummary
+from tfobs.summary import CATEGORIES, ErrorStage, Step, TimedEvent, WindowSummary
 from tfobs.window import WindowRecord
 
 if TYPE_CHECKING:
     from tfobs.config import Config
     from tfobs.health import HealthLedger
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 SCOPE_NAME = "tfobs"
 MISSING_OTLP = "OTLP tracing needs OpenTelemetry's exporter: pip install 'tfobs[otlp]'"
@@ -436,7 +436,7 @@ class OtelExporter:
     spans are counted in `health` as they are lost.
     """
 
-    stage = "export_otel"
+    stage: ErrorStage = "export_otel"
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ from tfobs.once import Once
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 TIDY_S = 1.0  # how often the step sink is folded while no window runs
 # A job that has initialised TensorFlow but marked no step this long after `enable()` gets

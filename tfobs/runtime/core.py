@@ -39,7 +39,7 @@ from tfobs.sources.tfmemory import TfMemorySampler
 from tfobs.summary import Outcome, WindowSummary
 from tfobs.window import WindowRecord
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 # Called after each window with its record, and its summary when it was reduced.
 Listener = Callable[[WindowRecord, "WindowSummary | None"], None]

@@ -10,8 +10,9 @@ import logging
 
 from tfobs.health import HealthLedger
 from tfobs.once import OncePer
+from tfobs.summary import ErrorStage
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 
 class Failures:
@@ -19,7 +20,7 @@ class Failures:
         self._health = health
         self._logged = OncePer()
 
-    def report(self, stage: str, exc: object) -> None:
+    def report(self, stage: ErrorStage, exc: object) -> None:
         self._health.count_error(stage)
         if self._logged.first(stage):
             _log.warning("tfobs %s error (counted in tfobs_errors_total): %s", stage, exc)

@@ -44,12 +44,12 @@ from tfobs.config import Config, distinct_suffix
 from tfobs.health import HealthLedger, KeptCapture
 from tfobs.once import Once
 from tfobs.runtime.failures import Failures
-from tfobs.summary import WindowSummary
+from tfobs.summary import ErrorStage, WindowSummary
 from tfobs.window import WindowRecord
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
-STAGE = "keep"  # tfobs_errors_total{stage}
+STAGE: ErrorStage = "keep"  # tfobs_errors_total{stage}
 RECENT = 5  # windows a trigger compares against
 WRITE_TIMEOUT_S = 30.0  # the reduce path waits this long for a write, then goes on
 HOUR_S = 3600.0

@@ -26,7 +26,7 @@ from tfobs.runtime.info import info_labels, worker_resource
 if TYPE_CHECKING:
     from tfobs.export.prometheus import PrometheusExporter
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 _instance: Runtime | None = None
 _instance_lock = threading.Lock()

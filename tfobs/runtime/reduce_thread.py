@@ -36,9 +36,9 @@ from tfobs.runtime.failures import Failures
 from tfobs.runtime.keep import Keeper
 from tfobs.runtime.reducer_process import CannotStart, ReduceWorker, WorkerFailed
 from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
-from tfobs.summary import WindowSummary
+from tfobs.summary import ErrorStage, WindowSummary
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 # Capture bytes -> summary; `top_n` and `short_gap_s` come from the config.
 Reducer = Callable[..., WindowSummary]
@@ -121,7 +121,7 @@ class ReduceThread:
             # The helper's own faults (died, hung, out of memory) vs a capture that does not
             # reduce (counted as before, wherever it ran).
             helper = isinstance(exc, WorkerFailed) and exc.kind != "error"
-            stage = "reduce_helper" if helper else "reduce"
+            stage: ErrorStage = "reduce_helper" if helper else "reduce"
             self._failures.report(stage, exc)
             self._finish(record, "failed", f"reduction failed: {exc}")
             return

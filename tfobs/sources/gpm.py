@@ -23,7 +23,7 @@ from typing import Any
 
 from tfobs.once import OncePer
 
-logger = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 TENSOR_PIPES: tuple[str, ...] = ("hmma", "imma", "dfma", "dmma")
 MATH_PIPES: tuple[str, ...] = ("fp16", "fp32", "fp64", "integer")
@@ -212,7 +212,7 @@ class GpmReader:
     @staticmethod
     def _say(reason: str) -> None:
         if _logged.first(reason):
-            logger.info("tfobs: GPM metrics (hardware Tensor Core activity) off for %s", reason)
+            _log.info("tfobs: GPM metrics (hardware Tensor Core activity) off for %s", reason)
 
 
 def _mig_parent(nvml: Any, handle: Any) -> tuple[Any, int] | None:

@@ -25,7 +25,7 @@ from tfobs.once import Once
 from tfobs.sources.gpm import GpmFigures, GpmReader
 from tfobs.sources.periodic import Periodic
 
-logger = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 # NVML clock-event (throttle) reason bits, as nvml.h defines them.
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -199,7 +199,7 @@ class NvmlSampler:
             except Exception:
                 pass
         if _logged_unavailable.first():
-            logger.info("tfobs: NVML metrics off: %s", reason)
+            _log.info("tfobs: NVML metrics off: %s", reason)
 
     def _open_gpm(self) -> None:
         if not self._want_gpm:
