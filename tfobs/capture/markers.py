@@ -150,7 +150,8 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             hooks.step_begin(self.step_num)  # may start the profiler: before the marker
         try:
             self._trace = _trace_begin(self.step_num)
-        except Exception:  # never let a marker break training
+        except Exception:  # never let a marker break training: the step is timed, not traced
+            _log.debug("tfobs: step trace marker failed", exc_info=True)
             self._trace = None
         self._t0 = _perf()
         self._own = self._t0 - t
@@ -275,7 +276,8 @@ def _initial_step(model: Any) -> int:
     try:
         iterations = model.optimizer.iterations
         return int(iterations.numpy() if hasattr(iterations, "numpy") else iterations)
-    except Exception:
+    except Exception:  # no readable counter: number on from earlier fits
+        _log.debug("tfobs: optimizer.iterations unreadable", exc_info=True)
         return _fallback_next
 
 

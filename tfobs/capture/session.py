@@ -623,6 +623,7 @@ def forget_after_fork(slot: ProfilerSlot) -> None:
     try:
         threading.Thread(target=drop, name="tfobs-fork-untrace", daemon=True).start()
     except Exception:  # cannot start a thread in this child: keep it, as before
+        _log.debug("tfobs: no thread to drop the copied profiler session", exc_info=True)
         _after_fork_keep.extend(holder)
 
 

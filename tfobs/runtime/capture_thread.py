@@ -196,6 +196,7 @@ def _tf_runtime_initialised() -> bool:
 
         return bool(context.context()._initialized)
     except Exception:  # a TensorFlow without this private flag: wait for a step instead
+        _log.debug("tfobs: TensorFlow's initialised flag unreadable", exc_info=True)
         return False
 
 

@@ -415,8 +415,8 @@ def _linked(path: str, root: str) -> bool:
 def _quietly(fn: Callable[[str], object], path: str) -> None:
     try:
         fn(path)
-    except Exception:
-        pass  # nothing was there
+    except Exception:  # mostly: nothing was there; either way the next tidy tries again
+        _log.debug("tfobs keep: could not remove %s", path, exc_info=True)
 
 
 __all__ = ["STAGE", "WRITE_TIMEOUT_S", "GfileStore", "Keeper", "PlantedLink", "Triggers",

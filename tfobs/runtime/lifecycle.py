@@ -201,8 +201,8 @@ def _register_process_hooks() -> None:
 def _at_exit() -> None:
     try:
         disable(timeout_s=2.0)
-    except Exception:  # interpreter is going down: say nothing, leave nothing
-        pass
+    except Exception:  # interpreter is going down: nothing to tell the job at exit
+        _log.debug("tfobs: disable at exit failed", exc_info=True)
 
 
 def _after_fork_child() -> None:

@@ -221,6 +221,7 @@ def _mig_parent(nvml: Any, handle: Any) -> tuple[Any, int] | None:
     try:
         flag = is_mig(handle) if is_mig is not None else 0
     except Exception:  # a GPU without MIG may not answer: it is not a MIG instance
+        _log.debug("tfobs: MIG query failed", exc_info=True)
         return None
     if not int(getattr(flag, "value", flag)):  # pynvml returns a c_uint
         return None
@@ -231,7 +232,8 @@ def _mig_parent(nvml: Any, handle: Any) -> tuple[Any, int] | None:
 def _name(nvml: Any, handle: Any) -> str:
     try:
         name = nvml.nvmlDeviceGetName(handle)
-    except Exception:
+    except Exception:  # only a name in a message
+        _log.debug("tfobs: GPU name unreadable", exc_info=True)
         return "this GPU"
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
 

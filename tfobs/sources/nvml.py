@@ -196,8 +196,8 @@ class NvmlSampler:
             self._initialised = False
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:
-                pass
+            except Exception:  # already off: what matters is said below
+                _log.debug("tfobs: nvmlShutdown failed", exc_info=True)
         if _logged_unavailable.first():
             _log.info("tfobs: NVML metrics off: %s", reason)
 
