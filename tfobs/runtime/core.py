@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tfobs.capture import framework, markers
+from tfobs.capture.folder_cleanup import DIR_PREFIX
 from tfobs.capture.schedule import Budget, Policy
-from tfobs.capture.session import DIR_PREFIX, ProfilerSlot
+from tfobs.capture.session import ProfilerSlot
 from tfobs.config import Config, runs_steps
 from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
@@ -168,7 +169,7 @@ class Runtime:
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> Runtime:
-        from tfobs.capture.session import start_kill_cleaner, sweep_stale_dirs
+        from tfobs.capture.folder_cleanup import start_kill_cleaner, sweep_stale_dirs
 
         sweep_stale_dirs(self.slot.capture_dir)
         start_kill_cleaner(self.slot.capture_dir)  # removes our folders even after kill -9
@@ -255,7 +256,7 @@ class Runtime:
 
     def _hook_tensorflow(self) -> None:
         from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
-        from tfobs.capture.session import install_yield_hook, uninstall_yield_hook
+        from tfobs.capture.tf_profiler import install_yield_hook, uninstall_yield_hook
 
         install_yield_hook(self.slot)
         self._hooked.append(uninstall_yield_hook)
@@ -315,13 +316,11 @@ class Runtime:
 
     def after_fork_in_child(self) -> None:
         """The child has none of these threads or sessions: go quiet without touching them."""
-        from tfobs.capture.session import forget_after_fork
-
         self.running = False
         self._stopped = True
         self._windows.stopping = True
         markers.clear_hooks(self)
-        forget_after_fork(self.slot)
+        self.slot.forget_after_fork()
         if self._reduce.worker is not None:
             self._reduce.worker.forget_after_fork()
 
