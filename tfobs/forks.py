@@ -29,7 +29,8 @@ _hooked = False
 
 
 def after_fork_in_child(fn: Callable[[], object]) -> None:
-    """Run `fn()` in every child forked from now on (a bound method is held weakly)."""
+    """Run `fn()` in every child forked from now on (a bound method is held weakly).
+    Registering the same duty again (an enable after a disable) keeps one entry."""
     ref: _Ref
     if inspect.ismethod(fn):
         ref = weakref.WeakMethod(fn)
@@ -38,6 +39,8 @@ def after_fork_in_child(fn: Callable[[], object]) -> None:
     global _hooked
     with _lock:
         _entries[:] = [e for e in _entries if e() is not None]  # a long job creates many exporters
+        if any(e() == fn for e in _entries):
+            return
         _entries.append(ref)
         if not _hooked and hasattr(os, "register_at_fork"):
             _hooked = True

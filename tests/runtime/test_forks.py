@@ -1,5 +1,6 @@
 """The fork registry: every part's after-fork duty runs in the child, in the order registered,
-past one that fails; a collected object's duty is skipped; the parent runs none of them."""
+once however often registered, past one that fails; a collected object's duty is skipped;
+the parent runs none of them."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ SCRIPT = textwrap.dedent("""
     forks.after_fork_in_child(gone.forget)
     forks.after_fork_in_child(fails)
     forks.after_fork_in_child(kept.forget)
+    forks.after_fork_in_child(kept.forget)  # again (an enable after a disable): runs once
     del gone
     gc.collect()
     r, w = os.pipe()
