@@ -48,7 +48,7 @@ def main() -> int:
     import tensorflow as tf
     from tensorflow.python.profiler.internal import _pywrap_profiler
 
-    from tfobs.capture.session import profiler_options
+    from tfobs.capture.tf_profiler import profiler_options
     from tfobs.commands.demo import build_dataset, build_model, build_train_step
 
     if args.tf_threads:

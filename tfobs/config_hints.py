@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from types import FrameType
 
+_log = logging.getLogger(__name__)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -66,4 +67,4 @@ def warn_unknown_env(environ: Mapping[str, str], known: Iterable[str]) -> None:
         try:
             warnings.warn(message, RuntimeWarning, stacklevel=user_stacklevel())
         except Exception:  # PYTHONWARNINGS=error: a hint must not stop training
-            logging.getLogger("tfobs").warning(message)
+            _log.warning(message)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tfobs.summary import OUTCOMES, CutCause, DropWhat, Outcome
+from tfobs.summary import OUTCOMES, CutCause, DropWhat, ErrorStage, Outcome
 
 # Capture export + read back, and reduction: tens of milliseconds to tens of seconds.
 WORK_BUCKETS: tuple[float, ...] = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -114,7 +114,7 @@ class HealthLedger:
             if reason:
                 self._last_reason = reason
 
-    def count_error(self, stage: str, n: int = 1) -> None:
+    def count_error(self, stage: ErrorStage, n: int = 1) -> None:
         with self._lock:
             self._errors[stage] = self._errors.get(stage, 0) + n
 

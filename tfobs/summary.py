@@ -66,6 +66,28 @@ OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
 # a scrape answered with the page's previous rendering, the fresh one being held
 # (http_server.Limits.render_late_s).
 DropWhat = Literal["window", "spans", "keep", "late_rendering"]
+# Where an error inside tfobs happened (tfobs_errors_total{stage}).
+ErrorStage = Literal[
+    "schedule",  # deciding or opening a window on the training thread
+    "capture",  # the profiler: start, stop, export, or no profiler for the framework
+    "reduce",  # a capture that does not reduce (wherever it ran)
+    "reduce_helper",  # the reduce helper process died, hung or ran out of memory
+    "keep",  # keeping a capture in keep_dir
+    "listener",  # a window listener (on_window) raised
+    "source",  # stopping a figure source
+    "nvml",  # an NVML read
+    "gpm",  # a GPM (Tensor Core activity) read
+    "tfmemory",  # TensorFlow's device memory read
+    "export_prometheus",  # rendering or publishing the Prometheus figures
+    "export_otel",  # publishing over OTLP
+    "remote_capture",  # a capture asked for over HTTP
+    "http_server",  # the metrics server's loop
+    "http_accept",  # accepting a connection
+    "http_refused",  # a connection refused unread (over the limits)
+    "http_protocol",  # a malformed request
+    "http_auth",  # a failed authentication
+]
+ERROR_STAGES: tuple[ErrorStage, ...] = typing.get_args(ErrorStage)
 # Why a window traced fewer steps than planned (tfobs_windows_cut_total{cause}).
 CutCause = Literal[
     "time",  # the time cap learned from earlier windows' capture bytes per second

@@ -4,12 +4,11 @@ page beside the window's name-based Tensor Core share; and the unsupported GPU's
 
 from __future__ import annotations
 
-import urllib.request
-
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.fake_gpm import BF16, FakeGpmNvml
+from tests.support.scrape import scrape
 from tfobs.config import Config
 from tfobs.export.prometheus import PrometheusExporter
 from tfobs.health import HealthLedger
@@ -34,8 +33,9 @@ def _serve(fake: FakeGpmNvml) -> tuple[PrometheusExporter, NvmlSampler]:
 
 
 def _get(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read().decode()
+    r = scrape(url)
+    assert r.status == 200, r
+    return r.text
 
 
 def test_gpm_series_and_page_mock_gpu() -> None:

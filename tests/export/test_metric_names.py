@@ -8,10 +8,8 @@ they are checked on the same exporter fed synthetic GPU samples (see the test's 
 from __future__ import annotations
 
 import pathlib
-import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 import tfobs
 from tests.support.dashboards import (
@@ -22,6 +20,7 @@ from tests.support.dashboards import (
     recorded_names,
 )
 from tests.support.prometheus_server import free_port
+from tests.support.scrape import scrape
 from tfobs.export import replay
 
 pytestmark = pytest.mark.slow  # starts the replay HTTP server
@@ -29,11 +28,9 @@ pytestmark = pytest.mark.slow  # starts the replay HTTP server
 CAPTURES = sorted((pathlib.Path(__file__).parents[1] / "data" / "captures").glob("*.xplane.pb"))
 
 
-def scrape(url: str) -> set[str]:
+def sample_names(url: str) -> set[str]:
     """Sample names on a live /metrics page (histograms as _bucket/_sum/_count)."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {s.name for fam in text_string_to_metric_families(text) for s in fam.samples}
+    return scrape(url).names()
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +43,7 @@ def replay_names(summaries) -> set[str]:
     port = free_port()
     server = replay.start(summaries, port)
     try:
-        return scrape(f"http://127.0.0.1:{port}/metrics")
+        return sample_names(f"http://127.0.0.1:{port}/metrics")
     finally:
         server.shutdown(2.0)
 
@@ -56,7 +53,7 @@ def live_names(summaries, replay_names) -> set[str]:
     port = free_port()
     exporter = live_exporter(next(s for s in summaries if s.memory), port)
     try:
-        return replay_names | scrape(f"http://127.0.0.1:{port}/metrics")
+        return replay_names | sample_names(f"http://127.0.0.1:{port}/metrics")
     finally:
         exporter.shutdown(2.0)
 
@@ -83,7 +80,7 @@ def test_nvml_and_gpu_memory_metric_names_synthetic_gpu_samples(summaries) -> No
     port = free_port()
     exporter = live_exporter(gpu, port, gpu_sources=True)
     try:
-        names = scrape(f"http://127.0.0.1:{port}/metrics")
+        names = sample_names(f"http://127.0.0.1:{port}/metrics")
     finally:
         exporter.shutdown(2.0)
     used = set(named())

@@ -3,7 +3,6 @@ a real HTTP scrape and parsed with prometheus_client's own parsers."""
 
 from __future__ import annotations
 
-import gzip
 import pathlib
 import platform
 import socket
@@ -14,9 +13,9 @@ from collections.abc import Iterator
 import prometheus_client
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
-from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 import tfobs
+from tests.support.scrape import scrape
 from tests.support.synthetic_summary import (
     SyntheticGpuSample,
     SyntheticMemorySample,
@@ -63,26 +62,11 @@ def bare_exporter() -> Iterator[PrometheusExporter]:
     exp.shutdown(2.0)
 
 
-def scrape(url: str, accept: str = "", encoding: str = "") -> tuple[str, str]:
-    headers = {"Accept": accept} if accept else {}
-    if encoding:
-        headers["Accept-Encoding"] = encoding
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
-        body = r.read()
-        if r.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        return r.headers["Content-Type"], body.decode()
-
-
 def om_samples(url: str) -> dict[str, list]:
     """name -> samples, from the OpenMetrics exposition."""
-    ctype, text = scrape(url, OPENMETRICS)
-    assert ctype.startswith("application/openmetrics-text")
-    out: dict[str, list] = {}
-    for fam in parse_om(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
-    return out
+    r = scrape(url, OPENMETRICS)
+    assert r.content_type.startswith("application/openmetrics-text")
+    return r.samples()
 
 
 def value(samples: dict[str, list], name: str, **labels: str) -> float:
@@ -121,8 +105,7 @@ def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthe
     exporter: PrometheusExporter,
 ) -> None:
     feed_everything(exporter)
-    _, text = scrape(exporter.url, OPENMETRICS)
-    families = {f.name: f for f in parse_om(text)}
+    families = {f.name: f for f in parse_om(scrape(exporter.url, OPENMETRICS).text)}
     for d in catalog.METRICS:
         fam = families.get(d.family)
         assert fam is not None, f"{d.name} missing from /metrics"
@@ -142,8 +125,7 @@ def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthe
     # Nothing is exported that the catalog (and so docs/metrics.md's table) does not list.
     assert set(families) == {d.family for d in catalog.METRICS}
     # Same names in the classic text format Prometheus falls back to.
-    _, plain = scrape(exporter.url)
-    plain_names = {s.name for f in parse_text(plain) for s in f.samples}
+    plain_names = scrape(exporter.url).names()
     for d in catalog.METRICS:
         base = d.name + ("_count" if d.type == "histogram" else "")
         assert base in plain_names, d.name
@@ -172,8 +154,7 @@ def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
     samples = om_samples(exporter.url)
     top = [s for s in samples["tfobs_step_duration_seconds_bucket"] if s.labels["le"] == "60.0"]
     assert top[0].exemplar is None
-    _, plain = scrape(exporter.url, "text/plain;version=0.0.4")
-    assert 'trace_id="' not in plain
+    assert 'trace_id="' not in scrape(exporter.url, "text/plain;version=0.0.4").text
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
@@ -356,11 +337,12 @@ def test_observe_step_is_cheap(exporter: PrometheusExporter) -> None:
 @pytest.mark.slow  # starts the metrics HTTP server
 def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
     exporter.step_sink.append(0.02)
-    ctype, text = scrape(exporter.url, OPENMETRICS)
-    assert ctype.startswith("application/openmetrics-text") and text.endswith("# EOF\n")
-    ctype, text = scrape(exporter.url)
-    assert ctype.startswith("text/plain") and "# EOF" not in text
-    ctype, text = scrape(exporter.url, OPENMETRICS, encoding="gzip")
+    r = scrape(exporter.url, OPENMETRICS)
+    assert r.content_type.startswith("application/openmetrics-text")
+    assert r.text.endswith("# EOF\n")
+    r = scrape(exporter.url)
+    assert r.content_type.startswith("text/plain") and "# EOF" not in r.text
+    text = scrape(exporter.url, OPENMETRICS, encoding="gzip").text
     assert "tfobs_step_duration_seconds_count" in text
 
 

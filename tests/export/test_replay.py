@@ -6,11 +6,10 @@ from __future__ import annotations
 import pathlib
 import re
 import socket
-import urllib.request
 
 import pytest
-from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
+from tests.support.scrape import OPENMETRICS, scrape
 from tfobs.analysis import analyze
 from tfobs.export import catalog, replay
 
@@ -19,18 +18,10 @@ pytestmark = pytest.mark.slow  # starts the replay HTTP server
 CAPTURES = pathlib.Path(__file__).parents[1] / "data" / "captures"
 GPU_CAPTURE = CAPTURES / "tracelens__mi300_jax08_gemm__tw003.xplane.pb"  # AMD MI300, real
 CPU_CAPTURE = CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb"
-OPENMETRICS = "application/openmetrics-text;version=1.0.0"
 
 
-def scrape(url: str) -> dict[str, list]:
-    req = urllib.request.Request(url, headers={"Accept": OPENMETRICS})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        text = r.read().decode()
-    out: dict[str, list] = {}
-    for fam in parse_om(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append(s)
-    return out
+def om_samples(url: str) -> dict[str, list]:
+    return scrape(url, OPENMETRICS).samples()
 
 
 def one(samples: dict[str, list], name: str, **labels: str) -> float:
@@ -45,7 +36,7 @@ def test_replay_serves_real_gpu_and_cpu_captures_as_the_live_exporter_would() ->
     assert gpu.devices and cpu.steps.items  # the test data holds what this test checks
     server = replay.start([gpu, cpu], port=0, bind="127.0.0.1")
     try:
-        s = scrape(server.url)
+        s = om_samples(server.url)
     finally:
         server.shutdown(2.0)
     g, c = {"tf_job": "replay", "tf_task": "0"}, {"tf_job": "replay", "tf_task": "1"}
@@ -99,10 +90,10 @@ def test_metrics_name_filter_serves_only_the_series_asked_for() -> None:
     # `/metrics?name[]=...` as prometheus_client's own server takes it (federation, curl).
     server = replay.start([analyze(str(CPU_CAPTURE))], port=0, bind="127.0.0.1")
     try:
-        whole = scrape(server.url)
-        some = scrape(server.url + "?name[]=tfobs_input_bound_ratio"
+        whole = om_samples(server.url)
+        some = om_samples(server.url + "?name[]=tfobs_input_bound_ratio"
                       "&name[]=tfobs_windows_total&name[]=no_such_series")
-        again = scrape(server.url)
+        again = om_samples(server.url)
     finally:
         server.shutdown(2.0)
     assert len(whole) > 10 and again.keys() == whole.keys()  # a filtered ask is not cached

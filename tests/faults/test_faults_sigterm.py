@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tests.support.fault_job import finish_job, start_job, wait_line
-from tfobs.capture.session import sweep_stale_dirs
+from tfobs.capture.folder_cleanup import sweep_stale_dirs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
 

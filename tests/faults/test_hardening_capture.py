@@ -19,8 +19,9 @@ import time
 
 import pytest
 
+from tfobs.capture.folder_cleanup import DIR_PREFIX
 from tfobs.capture.heap import live_bytes, rss_bytes
-from tfobs.capture.session import DIR_PREFIX, LIVE_EVERY_S, MIN_GROWTH_BYTES, ProfilerSlot
+from tfobs.capture.session import LIVE_EVERY_S, MIN_GROWTH_BYTES, ProfilerSlot
 from tfobs.config import option
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
+from tests.support.scrape import scrape as scrape_url
 from tfobs.export.http_server import Limits, MetricsServer, fd_bounded_connections
 
 pytestmark = pytest.mark.slow
@@ -61,13 +62,8 @@ def servers() -> Iterator[Any]:
 
 def scrape(port: int, path: str = "/metrics", headers: dict[str, str] | None = None,
            timeout: float = 5.0) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request("GET", path, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+    r = scrape_url(f"http://127.0.0.1:{port}{path}", headers=headers, timeout_s=timeout)
+    return r.status, r.body
 
 
 def timed_scrapes(port: int, n: int, timeout: float, pause: float = 0.0) -> list[float]:

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.fake_gpm import BF16, FP32, MEMORY, FakeGpmNvml
 from tfobs.health import HealthLedger
+from tfobs.once import OncePer
 from tfobs.sources import gpm as gpm_source
 from tfobs.sources.gpm import GpmReader, figures_from
 from tfobs.sources.nvml import NvmlSampler
@@ -66,8 +67,8 @@ def test_failed_sample_is_counted_and_the_next_pair_skips_it_mock_gpu() -> None:
     assert errors == [1]
 
 
-def test_pre_hopper_gpu_is_left_out_and_said_once_mock_gpu(caplog) -> None:
-    gpm_source._logged.clear()
+def test_pre_hopper_gpu_is_left_out_and_said_once_mock_gpu(caplog, monkeypatch) -> None:
+    monkeypatch.setattr(gpm_source, "_logged", OncePer())
     fake = FakeGpmNvml(supported=(True, False), schedule={0: [BF16], 1: [BF16]})
     handles = ((0, "/device:GPU:0", 0), (1, "/device:GPU:1", 1))
     with caplog.at_level(logging.INFO, logger="tfobs.sources.gpm"):
@@ -170,8 +171,8 @@ def test_sampler_without_gpm_says_why_mock_gpu(monkeypatch) -> None:
     assert "pip install nvidia-ml-py" in missing.gpm_unavailable_reason
 
 
-def test_gpu_refusing_reads_is_dropped_said_once_not_counted_mock_gpu(caplog) -> None:
-    gpm_source._logged.clear()
+def test_gpu_refusing_reads_is_dropped_said_once_not_counted_mock_gpu(caplog, monkeypatch) -> None:
+    monkeypatch.setattr(gpm_source, "_logged", OncePer())
     fake = FakeGpmNvml()  # says it has GPM, then refuses samples (a GPU in MIG mode)
     health = HealthLedger()
     sampler = NvmlSampler(interval_s=3600, health=health, nvml=fake, cuda_visible_devices="0")

@@ -13,6 +13,7 @@ import tfobs  # noqa: E402
 from tests.support.memory_exporter import MemoryExporter  # noqa: E402
 from tfobs.capture import markers  # noqa: E402
 from tfobs.config import Config  # noqa: E402
+from tfobs.once import Once  # noqa: E402
 from tfobs.runtime import Runtime  # noqa: E402
 
 
@@ -227,7 +228,7 @@ def test_a_step_given_no_usable_number_is_numbered_not_raised(runtime, monkeypat
     # `tfobs.step(None)` (a loop that does not count), a string, NaN: the step still runs and
     # is timed, numbered one past the last step; one warning says what to pass.
     exporter = runtime.sinks[0]
-    monkeypatch.setattr(markers, "_said_unnumbered", False)
+    monkeypatch.setattr(markers, "_said_unnumbered", Once())
     with tfobs.step(tf.constant(7)):
         pass
     nums = []

@@ -31,7 +31,7 @@ HAS_GPU = _real_nvml_works()
 
 @pytest.mark.skipif(HAS_GPU, reason="this machine has an NVIDIA driver: see the GPU test")
 def test_unavailable_with_real_pynvml_and_no_driver(caplog) -> None:
-    nvml_source._logged_unavailable = False
+    nvml_source._logged_unavailable.reset()
     threads_before = threading.active_count()
     with caplog.at_level(logging.INFO, logger="tfobs.sources.nvml"):
         sampler = NvmlSampler(interval_s=0.05)

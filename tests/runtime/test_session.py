@@ -15,7 +15,8 @@ from tensorflow.python.profiler.internal import _pywrap_profiler  # noqa: E402
 import tfobs  # noqa: E402
 from tests.support.memory_exporter import MemoryExporter  # noqa: E402
 from tests.support.mute_servers import statvfs_with_free  # noqa: E402
-from tfobs.capture.session import ProfilerSlot, sweep_stale_dirs  # noqa: E402
+from tfobs.capture.folder_cleanup import sweep_stale_dirs  # noqa: E402
+from tfobs.capture.session import ProfilerSlot  # noqa: E402
 from tfobs.config import Config  # noqa: E402
 from tfobs.runtime import Runtime  # noqa: E402
 from tfobs.xspace.reader import parse  # noqa: E402

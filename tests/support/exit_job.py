@@ -1,6 +1,6 @@
 """A custom loop that ends the way a user's script does: no `train_end`, no `disable`, just
 the end of the script, with a profile window open and traces going to OTLP. Run by
-tests/faults/test_newcomer_exit.py, which times from the `last step` line to the process's exit.
+tests/faults/test_exit_deadline.py, which times from the `last step` line to the process's exit.
 
     python tests/support/exit_job.py --steps 40 --otlp http://127.0.0.1:PORT [--reduce-open]
 

@@ -13,10 +13,13 @@ one.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 from typing import Any, Literal, Protocol
 
 from tfobs.capture.import_watch import imported
+
+_log = logging.getLogger(__name__)
 
 Framework = Literal["tensorflow", "jax"]
 FRAMEWORKS: tuple[Framework, ...] = ("tensorflow", "jax")
@@ -76,6 +79,7 @@ def tensorflow_running() -> bool:
 
         return bool(context.context()._initialized)
     except Exception:  # a TensorFlow without this private flag: judge by the import
+        _log.debug("tfobs: TensorFlow's initialised flag unreadable", exc_info=True)
         return True
 
 

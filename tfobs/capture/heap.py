@@ -12,7 +12,10 @@ the trace's own growth from the allocator's.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
+
+_log = logging.getLogger(__name__)
 
 
 def rss_bytes() -> int:
@@ -53,5 +56,6 @@ def live_bytes() -> int | None:
     try:
         info = fn()  # type: ignore[operator]
         return int(info.uordblks + info.hblkhd)
-    except Exception:  # never into the caller
+    except Exception:  # never into the caller: the bound falls back to RSS
+        _log.debug("tfobs: mallinfo2 failed", exc_info=True)
         return None

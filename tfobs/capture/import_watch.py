@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _waiting: dict[str, list[Callable[[], None]]] = {}
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Final
 
+from tfobs import forks
+
 
 class JaxBackend:
     name: Final = "jax"
@@ -115,6 +117,12 @@ def install_yield_hook(slot: Any) -> None:
         _original = original
         profiler.start_trace = start_trace  # jax.profiler.trace looks it up here
         jax.profiler.start_trace = start_trace
+        forks.after_fork_in_child(_forget_slot)  # a child's slot is not the parent's
+
+
+def _forget_slot() -> None:
+    global _yield_to
+    _yield_to = None
 
 
 def uninstall_yield_hook() -> None:

@@ -9,10 +9,13 @@ marker of its own. The class itself is wrapped, so an annotation imported before
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from tfobs.capture import markers
+
+_log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _saved: tuple[Any, Any, Any, Any] | None = None  # (class, __init__, __enter__, __exit__)
@@ -37,7 +40,8 @@ def install() -> bool:
             try:  # before the annotation begins: a window opened here records it
                 self._tfobs_marker = markers.begin_marked(
                     getattr(self, "_tfobs_step_num", None), "jax")
-            except Exception:  # never into the training loop
+            except Exception:  # never into the training loop: this step goes unmarked
+                _log.debug("tfobs: JAX step marker failed", exc_info=True)
                 self._tfobs_marker = None
             return enter(self)
 
@@ -48,8 +52,8 @@ def install() -> bool:
                 self._tfobs_marker = None
                 try:
                     marker.__exit__(None, None, None)
-                except Exception:  # never into the training loop
-                    pass
+                except Exception:  # never into the training loop: this step goes untimed
+                    _log.debug("tfobs: JAX step marker end failed", exc_info=True)
             return result
 
         for name, fn in (("__init__", __init__), ("__enter__", __enter__),

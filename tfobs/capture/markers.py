@@ -23,7 +23,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
-_log = logging.getLogger("tfobs")
+from tfobs.once import Once
+
+_log = logging.getLogger(__name__)
 _perf = time.perf_counter
 
 
@@ -81,13 +83,11 @@ def _trace_begin(step_num: int) -> Any:
 # threads only; a lost update between two of them would only undercount a few microseconds.
 _own_s = 0.0
 _last_step = -1  # the latest step number: a step given no usable number takes the next one
-_said_unnumbered = False
+_said_unnumbered = Once()
 
 
 def _say_unnumbered(given: object, used: int) -> None:
-    global _said_unnumbered
-    if not _said_unnumbered:
-        _said_unnumbered = True
+    if _said_unnumbered.first():
         _log.warning("tfobs.step(%.40r): not a step number; tfobs numbers such steps itself "
                      "(this one %d). Pass the global step as an int (e.g. "
                      "int(optimizer.iterations)) so all workers profile the same steps.",
@@ -150,7 +150,8 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             hooks.step_begin(self.step_num)  # may start the profiler: before the marker
         try:
             self._trace = _trace_begin(self.step_num)
-        except Exception:  # never let a marker break training
+        except Exception:  # never let a marker break training: the step is timed, not traced
+            _log.debug("tfobs: step trace marker failed", exc_info=True)
             self._trace = None
         self._t0 = _perf()
         self._own = self._t0 - t
@@ -275,7 +276,8 @@ def _initial_step(model: Any) -> int:
     try:
         iterations = model.optimizer.iterations
         return int(iterations.numpy() if hasattr(iterations, "numpy") else iterations)
-    except Exception:
+    except Exception:  # no readable counter: number on from earlier fits
+        _log.debug("tfobs: optimizer.iterations unreadable", exc_info=True)
         return _fallback_next
 
 

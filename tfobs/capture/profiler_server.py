@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tfobs.capture.session import ProfilerSlot
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _slot: ProfilerSlot | None = None
 _original: Any = None

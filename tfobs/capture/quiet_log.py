@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 WARNING = 1  # absl::LogSeverityAtLeast::kWarning
 _SET = re.compile(rb"_ZN4absl(?:\d+lts_\d+)?14SetMinLogLevelENS(?:0_|_)18LogSeverityAtLeastE\0")

@@ -24,11 +24,12 @@ One `ProfilerSlot` per process owns tfobs's use of the process's single profiler
   steps by `step_ended()`) at most a quarter of `max_capture_bytes` (16 MiB at least: memory
   is noisy), and RSS, which also holds the freed tensors glibc's heap keeps while trace
   buffers pin it, at most all of it (a quarter where live bytes are unknown).
-* `preempt()` gives the profiler up at once. `install_yield_hook()` wraps
-  `tf.profiler.experimental.start` so the user's own profiling (a manual start, Keras's
-  TensorBoard callback with `profile_batch`, `tf.profiler.experimental.Profile`) always wins:
-  tfobs drops its window (counted as skipped_busy) instead of making the user's start fail,
-  and TF's stale-state bug after a failed public start is repaired.
+* `preempt()` gives the profiler up at once: the user's own profiling always wins
+  (`tf_profiler.install_yield_hook`, `jax_profiler.install_yield_hook`).
+
+Beside it in this package: `folder_cleanup.py` (capture folders of dead processes swept at
+start, this process's removed even after kill -9) and `forked_session.py` (a session copied
+into a forked child, dropped there).
 
 Every call returns a `CaptureResult`; nothing here raises into the caller.
 """
@@ -48,21 +49,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from tfobs.capture import framework, markers
+from tfobs.capture import forked_session, framework, markers
+from tfobs.capture.folder_cleanup import DIR_PREFIX, start_kill_cleaner, sweep_stale_dirs
 from tfobs.capture.framework import Backend
 from tfobs.capture.heap import live_bytes, rss_bytes
+from tfobs.once import Once
 from tfobs.summary import CutCause, Outcome
 
 if TYPE_CHECKING:
     from tfobs.config import Config
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 CAPTURED: Outcome = "captured"
 SKIPPED_BUSY: Outcome = "skipped_busy"
 FAILED: Outcome = "failed"
 TOO_LARGE: Outcome = "dropped_too_large"
-DIR_PREFIX = "tfobs-"
 MIN_GROWTH_BYTES = 16 * 1024 * 1024  # RSS moves this much on its own: never cut below it
 WATCH_S = 0.05  # how often a window's memory growth is checked
 LIVE_EVERY_S = 0.25  # malloc's live bytes (0.1-0.3 ms, arena locks) at most this often
@@ -145,7 +147,7 @@ class ProfilerSlot:
         # Where captures go once `capture_dir` fills up: set only where tfobs chose the
         # folder itself (/dev/shm), never over a folder the user named.
         self._fallback_dir = fallback_dir if fallback_dir != capture_dir else ""
-        self._room_warned = False
+        self._room_warned = Once()
         self.max_capture_bytes = max_capture_bytes
         self._options = (host_tracer_level, device_tracer_level, python_tracer_level)
         # The framework's profiler; None until the runtime knows which (framework.py).
@@ -487,8 +489,7 @@ class ProfilerSlot:
         if self._use_fallback():
             _log.warning("%s; windows now go to %s. To keep captures in memory, %s", short,
                          self.capture_dir, SHM_FIX)
-        elif not self._room_warned:
-            self._room_warned = True
+        elif self._room_warned.first():
             _log.warning("%s: %s", short, DIR_FIX)
 
     def _use_fallback(self) -> bool:
@@ -534,147 +535,10 @@ class ProfilerSlot:
     def close(self, timeout_s: float = 5.0) -> None:
         self.preempt("tfobs is shutting down", timeout_s)
 
-
-# -- yielding to the user's own profiling ------------------------------------------------
-
-_hook_lock = threading.Lock()
-_hook_slot: ProfilerSlot | None = None
-_hook_original: Any = None
-
-
-def install_yield_hook(slot: ProfilerSlot) -> None:
-    """Make `tf.profiler.experimental.start` pre-empt tfobs's window (idempotent)."""
-    global _hook_slot, _hook_original
-    with _hook_lock:
-        _hook_slot = slot
-        if _hook_original is not None:
-            return
-        import tensorflow as tf
-        from tensorflow.python.profiler import profiler_v2
-
-        original = profiler_v2.start
-
-        def start(logdir: str, options: Any = None) -> None:
-            slot_now = _hook_slot
-            if slot_now is not None:
-                slot_now.preempt("the user's tf.profiler.experimental.start took the profiler")
-            was_free = profiler_v2._profiler is None
-            try:
-                original(logdir, options)
-            except Exception:
-                # TF leaves `_profiler` set after a failed start, breaking every later start
-                # (see module doc); undo that when this call created it.
-                if was_free and profiler_v2._profiler is not None:
-                    profiler_v2._profiler = None
-                raise
-
-        start.__doc__ = original.__doc__
-        start.__wrapped__ = original  # type: ignore[attr-defined]
-        _hook_original = original
-        profiler_v2.start = start
-        _set_api_start(tf, start)
-
-
-def _set_api_start(tf: Any, fn: Any) -> None:
-    try:
-        tf.profiler.experimental.start = fn
-    except Exception:  # an API module we cannot write: the hook still covers Profile()
-        _log.debug("cannot patch tf.profiler.experimental.start", exc_info=True)
-
-
-def uninstall_yield_hook() -> None:
-    global _hook_slot, _hook_original
-    with _hook_lock:
-        _hook_slot = None
-        if _hook_original is None:
-            return
-        import tensorflow as tf
-        from tensorflow.python.profiler import profiler_v2
-
-        profiler_v2.start = _hook_original
-        _set_api_start(tf, _hook_original)
-        _hook_original = None
-
-
-_after_fork_keep: list[Any] = []
-
-
-def forget_after_fork(slot: ProfilerSlot) -> None:
-    """In a forked child: drop tfobs's hold, and stop the tracing a copied session left on.
-
-    A fork during a window copies an active profiler session: left alone, the child keeps
-    tracing (its memory grows with every op) and its own profiler cannot start. The copy is
-    destroyed (which stops tracing without writing) on a short-lived thread, so that if the
-    fork caught a profiler lock held by another thread, only that thread waits, never the
-    child. The parent's capture folder is left to the parent.
-    """
-    global _hook_slot
-    _hook_slot = None
-    session = slot._session
-    slot._session, slot._state, slot._logdir = None, "idle", ""
-    if session is None:
-        return
-    holder = [session]
-    del session
-
-    def drop() -> None:
-        holder.clear()  # the last reference: the C++ destructor stops the tracers
-
-    try:
-        threading.Thread(target=drop, name="tfobs-fork-untrace", daemon=True).start()
-    except Exception:  # cannot start a thread in this child: keep it, as before
-        _after_fork_keep.extend(holder)
-
-
-_reapers: dict[tuple[int, str], Any] = {}  # (pid, folder) -> Popen of a kill -9 cleaner
-
-
-def start_kill_cleaner(capture_dir: str) -> bool:
-    """Remove this process's capture folders even when it is killed with -9.
-
-    A tiny `sh` waits on a pipe whose only writer is this process: when the process ends in
-    any way, the pipe closes and `sh` deletes `capture_dir/tfobs-<pid>-*` (a partial capture
-    otherwise stays in RAM-backed /dev/shm until the next tfobs start on the host). One per
-    process; True when running."""
-    import subprocess
-
-    key = (os.getpid(), os.path.abspath(capture_dir))
-    running = _reapers.get(key)
-    if running is not None and running.poll() is None:
-        return True
-    sh = shutil.which("sh")
-    if sh is None:
-        return False
-    try:
-        proc = subprocess.Popen(
-            [sh, "-c", 'read _ ; rm -rf -- "$0"/' + DIR_PREFIX + '"$1"-*', key[1], str(key[0])],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=True, start_new_session=True,
-        )
-    except OSError:
-        return False
-    _reapers[key] = proc  # the pipe's write end stays open for the process's lifetime
-    return True
-
-
-def sweep_stale_dirs(capture_dir: str) -> int:
-    """Delete capture folders left by tfobs processes that no longer exist."""
-    removed = 0
-    for path in glob.glob(os.path.join(capture_dir, DIR_PREFIX + "*-*")):
-        pid_text = os.path.basename(path)[len(DIR_PREFIX):].split("-", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid():
-            continue
-        if not _pid_alive(int(pid_text)):
-            shutil.rmtree(path, ignore_errors=True)
-            removed += 1
-    return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop tfobs's hold, and stop the tracing a copied session left
+        on (`forked_session.py`). The parent's capture folder is left to the parent."""
+        session = self._session
+        self._session, self._state, self._logdir = None, "idle", ""
+        if session is not None:
+            forked_session.drop(session)

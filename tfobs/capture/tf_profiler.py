@@ -11,11 +11,16 @@ tracer is torn down while no kernel or collective of the job is in flight (`sess
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+import threading
+from typing import TYPE_CHECKING, Any, Final
 
+from tfobs import forks
 from tfobs.capture import quiet_log
 
-_log = logging.getLogger("tfobs")
+if TYPE_CHECKING:
+    from tfobs.capture.session import ProfilerSlot
+
+_log = logging.getLogger(__name__)
 
 
 class _Level:
@@ -119,3 +124,74 @@ def _local_gpus() -> list[str]:
     here = ctx.host_address_space()
     names = [d.name for d in ctx.list_logical_devices("GPU")]
     return [n for n in names if "/job:" not in n or (here and n.startswith(here))]
+
+
+# -- yielding to the user's own profiling ------------------------------------------------
+# `tf.profiler.experimental.start` is wrapped so the user's own profiling (a manual start,
+# Keras's TensorBoard callback with `profile_batch`, `tf.profiler.experimental.Profile`)
+# always wins: tfobs drops its window (counted as skipped_busy) instead of making the user's
+# start fail, and TF's stale state after a failed public start is repaired.
+
+_hook_lock = threading.Lock()
+_hook_slot: ProfilerSlot | None = None
+_hook_original: Any = None
+
+
+def install_yield_hook(slot: ProfilerSlot) -> None:
+    """Make `tf.profiler.experimental.start` pre-empt tfobs's window (idempotent)."""
+    global _hook_slot, _hook_original
+    with _hook_lock:
+        _hook_slot = slot
+        if _hook_original is not None:
+            return
+        import tensorflow as tf
+        from tensorflow.python.profiler import profiler_v2
+
+        original = profiler_v2.start
+
+        def start(logdir: str, options: Any = None) -> None:
+            slot_now = _hook_slot
+            if slot_now is not None:
+                slot_now.preempt("the user's tf.profiler.experimental.start took the profiler")
+            was_free = profiler_v2._profiler is None
+            try:
+                original(logdir, options)
+            except Exception:
+                # TF leaves `_profiler` set after a failed start, breaking every later start
+                # (tfobs's own sessions never touch it); undo that when this call created it.
+                if was_free and profiler_v2._profiler is not None:
+                    profiler_v2._profiler = None
+                raise
+
+        start.__doc__ = original.__doc__
+        start.__wrapped__ = original  # type: ignore[attr-defined]
+        _hook_original = original
+        profiler_v2.start = start
+        _set_api_start(tf, start)
+        forks.after_fork_in_child(_forget_slot)  # a child's slot is not the parent's
+
+
+def _set_api_start(tf: Any, fn: Any) -> None:
+    try:
+        tf.profiler.experimental.start = fn
+    except Exception:  # an API module we cannot write: the hook still covers Profile()
+        _log.debug("cannot patch tf.profiler.experimental.start", exc_info=True)
+
+
+def _forget_slot() -> None:
+    global _hook_slot
+    _hook_slot = None
+
+
+def uninstall_yield_hook() -> None:
+    global _hook_slot, _hook_original
+    with _hook_lock:
+        _hook_slot = None
+        if _hook_original is None:
+            return
+        import tensorflow as tf
+        from tensorflow.python.profiler import profiler_v2
+
+        profiler_v2.start = _hook_original
+        _set_api_start(tf, _hook_original)
+        _hook_original = None

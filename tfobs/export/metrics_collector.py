@@ -41,7 +41,7 @@ from tfobs.sources.tfmemory import DeviceMemorySample
 from tfobs.summary import CATEGORIES, VERDICTS, DeviceActivity, WindowSummary
 from tfobs.window import WindowRecord
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 _ORDER = {d.family: i for i, d in enumerate(METRICS)}
 
@@ -182,7 +182,7 @@ class SummaryCollector:
                 try:
                     part(fams, state)
                 except Exception:  # one bad figure must not fail the whole scrape
-                    log.debug("tfobs: building %s failed", part.__name__, exc_info=True)
+                    _log.debug("tfobs: building %s failed", part.__name__, exc_info=True)
                     state.health.count_error("export_prometheus")
         yield from fams
 

@@ -24,19 +24,20 @@ import socket
 import sys
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tfobs.summary import CATEGORIES, Step, TimedEvent, WindowSummary
+from tfobs import forks
+from tfobs.once import Once
+from tfobs.summary import CATEGORIES, ErrorStage, Step, TimedEvent, WindowSummary
 from tfobs.window import WindowRecord
 
 if TYPE_CHECKING:
     from tfobs.config import Config
     from tfobs.health import HealthLedger
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 SCOPE_NAME = "tfobs"
 MISSING_OTLP = "OTLP tracing needs OpenTelemetry's exporter: pip install 'tfobs[otlp]'"
@@ -338,7 +339,7 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
 
         def __init__(self) -> None:
             self.inner = inner
-            self._warned = False
+            self._warned = Once()  # one line, not one per batch
 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             try:
@@ -348,8 +349,7 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
                 result = SpanExportResult.FAILURE
             ok = result is SpanExportResult.SUCCESS
             room.exported(len(spans), ok)
-            if not ok and not self._warned:
-                self._warned = True  # one line, not one per batch
+            if not ok and self._warned.first():
                 _log.warning(
                     "tfobs could not export %d window spans over OTLP; further failures are "
                     "only counted (tfobs_dropped_total{what=\"spans\"})",
@@ -436,7 +436,7 @@ class OtelExporter:
     spans are counted in `health` as they are lost.
     """
 
-    stage = "export_otel"
+    stage: ErrorStage = "export_otel"
 
     def __init__(
         self,
@@ -467,9 +467,7 @@ class OtelExporter:
         # The SDK refuses a batch larger than the queue; a small queue must not break us.
         batch = min(self._room.capacity, _env_int(env, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
                                                     _DEFAULT_BATCH))
-        if hasattr(os, "register_at_fork"):  # weakly: a closed exporter must not live on
-            reset = weakref.WeakMethod(self._room.reset_after_fork)
-            os.register_at_fork(after_in_child=lambda: (r := reset()) and r())
+        forks.after_fork_in_child(self._room.reset_after_fork)  # weakly held
 
         try:
             from opentelemetry import trace

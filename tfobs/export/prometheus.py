@@ -33,10 +33,10 @@ from tfobs.export.metrics_collector import (
 from tfobs.export.recent import RecentWindows
 from tfobs.export.step_histogram import STEP_BUCKETS, StepHistogram, StepSeries
 from tfobs.health import HealthLedger
-from tfobs.summary import WindowSummary
+from tfobs.summary import ERROR_STAGES, ErrorStage, WindowSummary
 from tfobs.window import WindowRecord
 
-log = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 
 class MetricsState:
@@ -65,7 +65,7 @@ class MetricsState:
 class PrometheusExporter:
     """`tfobs_*` metrics for one worker, served at `/metrics` (see docs/metrics.md)."""
 
-    stage = "export_prometheus"
+    stage: ErrorStage = "export_prometheus"
 
     def __init__(
         self,
@@ -108,13 +108,17 @@ class PrometheusExporter:
             page=self._page,
             remote_capture=cfg.remote_capture,
             capture_token=cfg.remote_capture_token,
-            on_error=self.health.count_error,
+            on_error=self._count_server_error,
             on_late=lambda: self.health.count_dropped("late_rendering"),
         )
         server.capture_handler = self._capture_request
         server.api = self._api
         server.start()
         self._server = server
+
+    def _count_server_error(self, stage: str) -> None:
+        # The server names its stages as plain strings: one it has newly made up still counts.
+        self.health.count_error(stage if stage in ERROR_STAGES else "http_server")
 
     def shutdown(self, timeout_s: float) -> None:
         server, self._server = self._server, None

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from tfobs.summary import WindowSummary
+from tfobs.summary import ErrorStage, WindowSummary
 from tfobs.window import WindowRecord
 
 
@@ -20,7 +20,7 @@ class WindowSink(Protocol):
     """Takes each captured window (reduction thread) and shuts down by a deadline."""
 
     #: the `tfobs_errors_total{stage}` its failures are counted under
-    stage: str
+    stage: ErrorStage
 
     def publish(self, summary: WindowSummary, record: WindowRecord) -> object:
         """Take one window's figures (what it returns is ignored); must not block on the
@@ -34,7 +34,7 @@ class StepSink(Protocol):
     """Takes every training step's duration (training thread: cheap, never blocks)."""
 
     #: the `tfobs_errors_total{stage}` its failures are counted under
-    stage: str
+    stage: ErrorStage
 
     def append(self, seconds: float) -> None:
         """The hot path: a step without an exemplar."""

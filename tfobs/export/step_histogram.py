@@ -24,6 +24,8 @@ from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.samples import Exemplar
 from prometheus_client.utils import floatToGoString
 
+from tfobs.summary import ErrorStage
+
 MAX_PENDING = 100_000  # about 3 MB of floats
 MAX_EXEMPLAR_RUNES = 128  # OpenMetrics: label names and values together
 # Steps from about a millisecond (small models) to a minute (huge batches).
@@ -55,7 +57,7 @@ class StepSeries:
 
     __slots__ = ("_bounds", "_counts", "_exemplars", "_lock", "_pending", "_sum", "append",
                  "labels")
-    stage = "export_prometheus"
+    stage: ErrorStage = "export_prometheus"
 
     def __init__(self, bounds: Sequence[float], labels: tuple[str, ...]) -> None:
         self.labels = labels

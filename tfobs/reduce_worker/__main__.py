@@ -25,7 +25,7 @@ def die_with_parent(parent: int) -> None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-    except Exception:  # not Linux: the watchdog and stdin EOF still stop us
+    except (OSError, AttributeError):  # not Linux: the watchdog and stdin EOF still stop us
         pass
     if os.getppid() != parent:
         os._exit(0)

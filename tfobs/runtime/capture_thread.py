@@ -21,10 +21,11 @@ from tfobs.capture import import_watch, markers
 from tfobs.capture.session import CaptureResult
 from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
+from tfobs.once import Once
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 TIDY_S = 1.0  # how often the step sink is folded while no window runs
 # A job that has initialised TensorFlow but marked no step this long after `enable()` gets
@@ -58,7 +59,7 @@ class CaptureThread:
         self._read = not hand_over_file  # False: the reduce helper reads the capture
         self._after_first_step: Callable[[], None] | None = after_first_step
         self._tick = tick  # once a second (the runtime watches what the job imported)
-        self._warned_cut = False
+        self._cut_said = Once()  # later cuts are on each window's record
         # When to say that no step was seen (None: said, a step came, or no steps are run
         # here: parameter servers and evaluators).
         self._no_steps_at: float | None = (
@@ -118,8 +119,7 @@ class CaptureThread:
         window.record.cut = cut
         if cut:
             self._health.count_cut(w.slot.cut_cause)
-        if cut and w.slot.cut_cause != "time" and not self._warned_cut:
-            self._warned_cut = True  # once: later cuts are on each window's record
+        if cut and w.slot.cut_cause != "time" and self._cut_said.first():
             _log.warning("tfobs window %d %s", window.record.index, cut)
         if not window.close.is_set():
             self._await_end(window)
@@ -196,6 +196,7 @@ def _tf_runtime_initialised() -> bool:
 
         return bool(context.context()._initialized)
     except Exception:  # a TensorFlow without this private flag: wait for a step instead
+        _log.debug("tfobs: TensorFlow's initialised flag unreadable", exc_info=True)
         return False
 
 

@@ -20,12 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tfobs.capture import framework, markers
+from tfobs.capture.folder_cleanup import DIR_PREFIX
 from tfobs.capture.schedule import Budget, Policy
-from tfobs.capture.session import DIR_PREFIX, ProfilerSlot
+from tfobs.capture.session import ProfilerSlot
 from tfobs.config import Config
 from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
 from tfobs.identity import runs_steps
+from tfobs.once import Once, OncePer
 from tfobs.runtime import progress
 from tfobs.runtime.capture_thread import QUEUE_SIZE, CaptureThread, ReduceQueue
 from tfobs.runtime.failures import Failures
@@ -39,7 +41,7 @@ from tfobs.sources.tfmemory import TfMemorySampler
 from tfobs.summary import Outcome, WindowSummary
 from tfobs.window import WindowRecord
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 # Called after each window with its record, and its summary when it was reduced.
 Listener = Callable[[WindowRecord, "WindowSummary | None"], None]
@@ -93,9 +95,9 @@ class Runtime:
         self._windows = Windows(self.policy, self.budget, self.slot, self.health,
                                 self._failures, step_sink, self._finish,
                                 runs_steps=runs_steps(self.identity))
-        self._warned_no_keep_dir = False
-        self._said: set[str] = set()  # outcomes the job's log has had a line for
-        self._refusal_said = False  # capture_now() said no, and the log said why
+        self._no_keep_dir_said = Once()  # a script may ask again and again
+        self._said = OncePer()  # outcomes the job's log has had a line for
+        self._refusal_said = Once()  # capture_now() said no, and the log said why
         self.keeper = (Keeper(config, self.health, self._failures, self.identity)
                        if config.keep_dir else None)
         reduce_queue: ReduceQueue = queue.Queue(maxsize=QUEUE_SIZE)
@@ -116,7 +118,7 @@ class Runtime:
         self._stopped = False
         self.framework: framework.Framework | None = None  # whose profiler, once known
         self._framework_lock = threading.Lock()
-        self._framework_said = False
+        self._framework_said = Once()
         self._hooked: list[Callable[[], None]] = []  # how to undo each framework hook
         self.slot.resolve = self.resolve_framework
         # The training thread's hooks (markers.StepHooks), bound once.
@@ -142,15 +144,13 @@ class Runtime:
     def capture_now(self, keep: bool = False) -> bool:
         """Ask for a window at the next step; False when the budget or a window says no.
         `keep`: also keep its capture in `keep_dir` (logged and ignored when it is unset)."""
-        if keep and self.keeper is None and not self._warned_no_keep_dir:
-            self._warned_no_keep_dir = True  # once: a script may ask again and again
+        if keep and self.keeper is None and self._no_keep_dir_said.first():
             _log.warning("tfobs: capture_now(keep=True) but keep_dir (TFOBS_KEEP_DIR) is not "
                          "set; the window is captured, not kept")
         granted = self.running and self._windows.request(keep and self.keeper is not None)
         if granted:
-            self._refusal_said = False
-        elif not self._refusal_said:  # once until granted: a script may ask every step
-            self._refusal_said = True
+            self._refusal_said.reset()
+        elif self._refusal_said.first():  # once until granted: a script may ask every step
             progress.say(progress.refused(self))  # a notebook user sees why, and when
         return granted
 
@@ -170,7 +170,7 @@ class Runtime:
     # -- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> Runtime:
-        from tfobs.capture.session import start_kill_cleaner, sweep_stale_dirs
+        from tfobs.capture.folder_cleanup import start_kill_cleaner, sweep_stale_dirs
 
         sweep_stale_dirs(self.slot.capture_dir)
         start_kill_cleaner(self.slot.capture_dir)  # removes our folders even after kill -9
@@ -239,8 +239,7 @@ class Runtime:
             try:
                 backend = framework.backend(name)
             except Exception as exc:  # not installed, or broken: no windows, training goes on
-                if not self._framework_said:
-                    self._framework_said = True
+                if self._framework_said.first():
                     _log.warning("tfobs: no windows: %s profiler unavailable (%s); fix: %s",
                                  name, exc, framework.MISSING_FIX[name])
                 self._failures.report("capture", exc)
@@ -258,7 +257,7 @@ class Runtime:
 
     def _hook_tensorflow(self) -> None:
         from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
-        from tfobs.capture.session import install_yield_hook, uninstall_yield_hook
+        from tfobs.capture.tf_profiler import install_yield_hook, uninstall_yield_hook
 
         install_yield_hook(self.slot)
         self._hooked.append(uninstall_yield_hook)
@@ -318,13 +317,11 @@ class Runtime:
 
     def after_fork_in_child(self) -> None:
         """The child has none of these threads or sessions: go quiet without touching them."""
-        from tfobs.capture.session import forget_after_fork
-
         self.running = False
         self._stopped = True
         self._windows.stopping = True
         markers.clear_hooks(self)
-        forget_after_fork(self.slot)
+        self.slot.forget_after_fork()
         if self._reduce.worker is not None:
             self._reduce.worker.forget_after_fork()
 

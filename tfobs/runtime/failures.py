@@ -7,23 +7,20 @@ a broken exporter cannot flood the job's logs.
 from __future__ import annotations
 
 import logging
-import threading
 
 from tfobs.health import HealthLedger
+from tfobs.once import OncePer
+from tfobs.summary import ErrorStage
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 
 class Failures:
     def __init__(self, health: HealthLedger) -> None:
         self._health = health
-        self._logged: set[str] = set()
-        self._lock = threading.Lock()
+        self._logged = OncePer()
 
-    def report(self, stage: str, exc: object) -> None:
+    def report(self, stage: ErrorStage, exc: object) -> None:
         self._health.count_error(stage)
-        with self._lock:
-            first = stage not in self._logged
-            self._logged.add(stage)
-        if first:
+        if self._logged.first(stage):
             _log.warning("tfobs %s error (counted in tfobs_errors_total): %s", stage, exc)

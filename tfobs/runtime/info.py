@@ -6,10 +6,13 @@ initialise TensorFlow's runtime before the job configures it); before that they 
 
 from __future__ import annotations
 
+import logging
 import os
 import platform
 import sys
 from typing import Any
+
+_log = logging.getLogger(__name__)
 
 
 def info_labels(query_devices: bool) -> dict[str, str]:
@@ -42,14 +45,16 @@ def _done(name: str) -> Any:
 def _jax_devices(jax: Any) -> list[str]:
     try:
         return sorted(f"/device:{d.platform.upper()}:{d.id}" for d in jax.local_devices())
-    except Exception:
+    except Exception:  # a label left empty, not a failed enable()
+        _log.debug("tfobs: JAX devices unreadable", exc_info=True)
         return []
 
 
 def _devices(tf: Any) -> list[str]:
     try:
         found = tf.config.list_physical_devices()
-    except Exception:
+    except Exception:  # a label left empty, not a failed enable()
+        _log.debug("tfobs: TensorFlow devices unreadable", exc_info=True)
         return []
     return sorted(d.name.replace("/physical_device:", "/device:") for d in found)
 

@@ -43,13 +43,14 @@ from typing import Any
 from tfobs.config import Config
 from tfobs.health import HealthLedger, KeptCapture
 from tfobs.identity import distinct_suffix
+from tfobs.once import Once
 from tfobs.runtime.failures import Failures
-from tfobs.summary import WindowSummary
+from tfobs.summary import ErrorStage, WindowSummary
 from tfobs.window import WindowRecord
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
-STAGE = "keep"  # tfobs_errors_total{stage}
+STAGE: ErrorStage = "keep"  # tfobs_errors_total{stage}
 RECENT = 5  # windows a trigger compares against
 WRITE_TIMEOUT_S = 30.0  # the reduce path waits this long for a write, then goes on
 HOUR_S = 3600.0
@@ -259,7 +260,7 @@ class Keeper:
         self._auto_times: deque[float] = deque()
         self._held: deque[tuple[str, int]] | None = None  # read from the store on first use
         self._writer: threading.Thread | None = None
-        self._warned = False
+        self._warned = Once()
 
     def keep(self, summary: WindowSummary, record: WindowRecord, data: bytes,
              path: str = "") -> float:
@@ -358,8 +359,7 @@ class Keeper:
         self._health.set_kept_bytes(total)
 
     def _warn_once(self, message: str) -> None:
-        if not self._warned:
-            self._warned = True
+        if self._warned.first():
             _log.warning("tfobs keep: %s", message)
 
 
@@ -416,8 +416,8 @@ def _linked(path: str, root: str) -> bool:
 def _quietly(fn: Callable[[str], object], path: str) -> None:
     try:
         fn(path)
-    except Exception:
-        pass  # nothing was there
+    except Exception:  # mostly: nothing was there; either way the next tidy tries again
+        _log.debug("tfobs keep: could not remove %s", path, exc_info=True)
 
 
 __all__ = ["STAGE", "WRITE_TIMEOUT_S", "GfileStore", "Keeper", "PlantedLink", "Triggers",

@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
+from tfobs import forks
 from tfobs.capture.framework import installed
 from tfobs.config import Config
 from tfobs.export.sinks import StepSink, WindowSink
@@ -25,7 +26,7 @@ from tfobs.runtime.info import info_labels, worker_resource
 if TYPE_CHECKING:
     from tfobs.export.prometheus import PrometheusExporter
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 _instance: Runtime | None = None
 _instance_lock = threading.Lock()
@@ -194,15 +195,14 @@ def _register_process_hooks() -> None:
         return
     _registered = True
     atexit.register(_at_exit)
-    if hasattr(os, "register_at_fork"):
-        os.register_at_fork(after_in_child=_after_fork_child)
+    forks.after_fork_in_child(_after_fork_child)
 
 
 def _at_exit() -> None:
     try:
         disable(timeout_s=2.0)
-    except Exception:  # interpreter is going down: say nothing, leave nothing
-        pass
+    except Exception:  # interpreter is going down: nothing to tell the job at exit
+        _log.debug("tfobs: disable at exit failed", exc_info=True)
 
 
 def _after_fork_child() -> None:

@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from tfobs.capture.schedule import next_window_start
+from tfobs.once import OncePer
 from tfobs.summary import WindowSummary
 from tfobs.window import WindowRecord
 
@@ -142,12 +143,11 @@ def top_advice(summary: WindowSummary) -> str:
 
 
 def window_line(runtime: Runtime, record: WindowRecord, summary: WindowSummary | None,
-                seen: set[str]) -> str:
+                seen: OncePer) -> str:
     """The line for one window's end ('' when it is not worth a line: a repeated skip)."""
     if record.outcome in _ONCE:
-        if record.outcome in seen:
+        if not seen.first(record.outcome):
             return ""
-        seen.add(record.outcome)
         return (f"tfobs: a due window was skipped ({record.outcome}: {record.reason}); later "
                 "skips are counted in tfobs_windows_total, not logged")
     head = f"tfobs: window {record.index}"

@@ -30,14 +30,15 @@ from tfobs.capture.session import CaptureResult
 from tfobs.config import Config
 from tfobs.export.sinks import WindowSink
 from tfobs.health import HealthLedger
+from tfobs.once import Once
 from tfobs.runtime.capture_thread import ReduceQueue
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.keep import Keeper
 from tfobs.runtime.reducer_process import CannotStart, ReduceWorker, WorkerFailed
 from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
-from tfobs.summary import WindowSummary
+from tfobs.summary import ErrorStage, WindowSummary
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 # Capture bytes -> summary; `top_n` and `short_gap_s` come from the config.
 Reducer = Callable[..., WindowSummary]
@@ -70,7 +71,7 @@ class ReduceThread:
         self._step_work = step_work
         self._reducer = reducer
         self.worker = worker  # None: reduce in this thread
-        self._said_fallback = False
+        self._said_fallback = Once()
         self._keeper = keeper
         self.last_summary: WindowSummary | None = None
         self.thread = threading.Thread(target=self._run, name="tfobs-reduce", daemon=True)
@@ -120,7 +121,7 @@ class ReduceThread:
             # The helper's own faults (died, hung, out of memory) vs a capture that does not
             # reduce (counted as before, wherever it ran).
             helper = isinstance(exc, WorkerFailed) and exc.kind != "error"
-            stage = "reduce_helper" if helper else "reduce"
+            stage: ErrorStage = "reduce_helper" if helper else "reduce"
             self._failures.report(stage, exc)
             self._finish(record, "failed", f"reduction failed: {exc}")
             return
@@ -186,8 +187,7 @@ class ReduceThread:
         return self._reduce_bytes(data)
 
     def _fallback(self, exc: Exception) -> None:
-        if not self._said_fallback:
-            self._said_fallback = True
+        if self._said_fallback.first():
             _log.warning("tfobs: %s; reducing captures in the training process instead "
                          "(reduce_in='thread')", exc)
 

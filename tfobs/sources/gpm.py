@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-logger = logging.getLogger(__name__)
+from tfobs.once import OncePer
+
+_log = logging.getLogger(__name__)
 
 TENSOR_PIPES: tuple[str, ...] = ("hmma", "imma", "dfma", "dmma")
 MATH_PIPES: tuple[str, ...] = ("fp16", "fp32", "fp64", "integer")
@@ -43,8 +44,7 @@ METRICS: dict[str, tuple[str, int]] = {
     "pipe_integer": ("NVML_GPM_METRIC_INTEGER_UTIL", 4),
 }
 
-_logged: set[str] = set()  # reasons already logged in this process (a few at most)
-_log_lock = threading.Lock()
+_logged = OncePer()  # reasons already logged in this process (a few at most)
 
 
 @dataclass(frozen=True)
@@ -211,11 +211,8 @@ class GpmReader:
 
     @staticmethod
     def _say(reason: str) -> None:
-        with _log_lock:
-            if reason in _logged:
-                return
-            _logged.add(reason)
-        logger.info("tfobs: GPM metrics (hardware Tensor Core activity) off for %s", reason)
+        if _logged.first(reason):
+            _log.info("tfobs: GPM metrics (hardware Tensor Core activity) off for %s", reason)
 
 
 def _mig_parent(nvml: Any, handle: Any) -> tuple[Any, int] | None:
@@ -224,6 +221,7 @@ def _mig_parent(nvml: Any, handle: Any) -> tuple[Any, int] | None:
     try:
         flag = is_mig(handle) if is_mig is not None else 0
     except Exception:  # a GPU without MIG may not answer: it is not a MIG instance
+        _log.debug("tfobs: MIG query failed", exc_info=True)
         return None
     if not int(getattr(flag, "value", flag)):  # pynvml returns a c_uint
         return None
@@ -234,7 +232,8 @@ def _mig_parent(nvml: Any, handle: Any) -> tuple[Any, int] | None:
 def _name(nvml: Any, handle: Any) -> str:
     try:
         name = nvml.nvmlDeviceGetName(handle)
-    except Exception:
+    except Exception:  # only a name in a message
+        _log.debug("tfobs: GPU name unreadable", exc_info=True)
         return "this GPU"
     return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
 

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tfobs.health import HealthLedger
 
+from tfobs.once import Once
 from tfobs.sources.gpm import GpmFigures, GpmReader
 from tfobs.sources.periodic import Periodic
 
-logger = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 # NVML clock-event (throttle) reason bits, as nvml.h defines them.
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -39,8 +40,7 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
     (0x100, "display_clock_setting"),
 )
 
-_logged_unavailable = False
-_log_lock = threading.Lock()
+_logged_unavailable = Once()  # per process: each sampler retried would say it again
 
 
 @dataclass(frozen=True)
@@ -190,19 +190,16 @@ class NvmlSampler:
         self._handles = handles
 
     def _unavailable(self, reason: str) -> None:
-        global _logged_unavailable
         self.available = False
         self.unavailable_reason = reason
         if self._initialised:
             self._initialised = False
             try:
                 self._nvml.nvmlShutdown()
-            except Exception:
-                pass
-        with _log_lock:
-            if not _logged_unavailable:
-                _logged_unavailable = True
-                logger.info("tfobs: NVML metrics off: %s", reason)
+            except Exception:  # already off: what matters is said below
+                _log.debug("tfobs: nvmlShutdown failed", exc_info=True)
+        if _logged_unavailable.first():
+            _log.info("tfobs: NVML metrics off: %s", reason)
 
     def _open_gpm(self) -> None:
         if not self._want_gpm:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from tfobs.sources.periodic import Periodic
 
-logger = logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class TfMemorySampler:
     def _off(self, reason: str) -> None:
         self.available = False
         self.unavailable_reason = reason
-        logger.info("tfobs: TensorFlow memory metrics off: %s", reason)
+        _log.info("tfobs: TensorFlow memory metrics off: %s", reason)
 
     def _sample_once(self) -> None:
         samples = []

@@ -1,4 +1,4 @@
-"""Issue 18 item 5: the demo's default run shows what a healthy job looks like."""
+"""The demo's default run shows what a healthy job looks like."""
 
 from __future__ import annotations
 

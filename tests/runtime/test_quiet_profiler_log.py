@@ -1,4 +1,4 @@
-"""Issue 18 item 3: TF's profiler writes no INFO lines into the job's log, window after window,
+"""TF's profiler writes no INFO lines into the job's log, window after window,
 while the job's own log lines (TF's C++ INFO lines outside windows, Python warnings) still show."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 18 item 8: `promtool check metrics` (Prometheus's own linter) is clean on the live
+"""`promtool check metrics` (Prometheus's own linter) is clean on the live
 exposition of a training job and on the replay of every test capture."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 18 item 9: a job exits promptly after its last step whatever tfobs is doing then.
+"""A job exits promptly after its last step whatever tfobs is doing then.
 
 The job (tests/support/exit_job.py) ends as a user's script does, without `disable()`, with
 traces going to a collector that never answers (a socket that accepts and stays silent, the

@@ -1,4 +1,4 @@
-"""Issue 18 item 6: the chart is scraped and rule-loaded beside kube-prometheus-stack, and
+"""The chart is scraped and rule-loaded beside kube-prometheus-stack, and
 the Grafana and Kubernetes pages (docs/grafana.md, docs/kubernetes.md) work as written
 (rendered by Helm's own engine, validated against the Kubernetes schemas; nothing here
 needs a cluster or Docker)."""

@@ -1,4 +1,4 @@
-"""Issue 18 item 4: bad input is one line naming the fix (exit 2), and a misspelled TFOBS_*
+"""Bad input is one line naming the fix (exit 2), and a misspelled TFOBS_*
 variable warns with the closest option name, at the user's enable() call."""
 
 from __future__ import annotations

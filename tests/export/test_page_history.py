@@ -1,4 +1,4 @@
-"""Issue 18 item 7: the live page shows the recent windows (step time and breakdown over time,
+"""The live page shows the recent windows (step time and breakdown over time,
 verdict changes) and refreshes itself; `/api/windows` serves the same summaries as JSON with
 the same auth as /metrics; `tfobs analyze --html` with several captures is a before/after
 page. Loaded in headless Chromium (Debian's chromium + chromedriver through Selenium)."""
