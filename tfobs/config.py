@@ -36,7 +36,7 @@ from tfobs.identity import LABEL_CHARS, MAX_IDENTITY_VALUE, is_label_value, loca
 from tfobs.identity import worker_identity as _worker_identity
 from tfobs.scratch import resolve_capture_dir, scratch_folder_problem
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 ENV_PREFIX = "TFOBS_"

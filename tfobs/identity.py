@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Protocol
 
-_log = logging.getLogger("tfobs")
+_log = logging.getLogger(__name__)
 
 # Environment variables that carry a process's rank on its host (torchrun/Horovod/MPI/Slurm).
 LOCAL_RANK_VARS: tuple[str, ...] = (

@@ -14,8 +14,6 @@ PACKAGE = Path(__file__).resolve().parents[2] / "tfobs"
 
 # The documented logger of the job-log lines (docs/usage.md), named for what it carries.
 NAMED_LOGGERS = {"tfobs/runtime/progress.py": "tfobs.progress"}
-# Modules still on the older `getLogger("tfobs")`, being restructured elsewhere.
-LOGGERS_TO_RENAME = {"tfobs/config.py"}
 
 
 # `except Exception` handlers that may drop an error unsaid, by (file, enclosing function).
@@ -112,7 +110,7 @@ def test_module_loggers_are_named_after_their_module() -> None:
             if isinstance(arg, ast.Name) and arg.id == "__name__":
                 continue
             named = isinstance(arg, ast.Constant) and NAMED_LOGGERS.get(rel) == arg.value
-            if not named and rel not in LOGGERS_TO_RENAME:
+            if not named:
                 wrong.append(f"{rel}:{call.lineno}")
     assert wrong == [], f"use logging.getLogger(__name__): {wrong}"
 
