@@ -52,6 +52,46 @@ IDLE_CAUSES: tuple[str, ...] = typing.get_args(IdleCause)
 CopyDirection = Literal["h2d", "d2h", "d2d"]
 COPY_DIRECTIONS: tuple[str, ...] = typing.get_args(CopyDirection)
 
+# The advice rules' stable ids (tfobs_advice_active{rule}, alert annotations, docs/advice.md),
+# in the advice table's order; each rule of `analysis.advice` carries one (a test holds the
+# two equal). Here, not in the analysis, so the exporters in the training process read the
+# set without loading the reduction.
+RuleId = Literal[
+    "input_bound",
+    "tfdata_py_function",
+    "tfdata_map_serial",
+    "tfdata_no_prefetch",
+    "tfdata_file_read",
+    "tfdata_from_generator",
+    "tfdata_per_replica_input",
+    "tfdata_slowest_stage",
+    "output_bound",
+    "all_others_bound",
+    "step_gap",
+    "step_pause",
+    "input_outside_steps",
+    "kernel_launch_bound",
+    "small_kernels",
+    "gpu_thread_contention",
+    "eager_ops",
+    "tf_function_retracing",
+    "host_ops_on_gpu_job",
+    "extra_copies",
+    "low_16bit_compute",
+    "tensor_core_unused",
+    "layout_transposes",
+    "memory_near_capacity",
+    "memory_fragmentation",
+    "device_collectives_bound",
+    "uneven_replicas",
+    "markers_without_root",
+    "calls_without_steps",
+    "python_in_step",
+]
+RULE_IDS: tuple[str, ...] = typing.get_args(RuleId)
+Severity = Literal["info", "warning", "critical"]  # least severe first
+SEVERITIES: tuple[str, ...] = typing.get_args(Severity)
+
 # What became of a profile window (tfobs_windows_total{outcome}).
 Outcome = Literal[
     "captured",  # profiled, reduced and published
@@ -293,8 +333,8 @@ class Environment:
 
 @dataclass(frozen=True)
 class Advice:
-    code: str  # stable rule id, e.g. "input_bound", "kernel_launch_bound"
-    severity: str  # "info" | "warning" | "critical"
+    code: str  # stable rule id (RULE_IDS), e.g. "input_bound", "kernel_launch_bound"
+    severity: str  # SEVERITIES: "info" | "warning" | "critical"
     message: str
     # The figures the rule read, with their values (ratios 0..1, seconds, counts).
     evidence: dict[str, float] = field(default_factory=dict)
@@ -333,7 +373,8 @@ class WindowSummary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WindowSummary:
-        return _from_dict(cls, data)
+        summary: WindowSummary = _from_dict(cls, data)
+        return summary
 
 
 @functools.cache
