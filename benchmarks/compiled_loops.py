@@ -20,7 +20,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tfobs.analysis import reduce_xspace  # noqa: E402
+from tfobs.analysis.pipeline import reduce_xspace  # noqa: E402
 from tfobs.xspace import columns, schema  # noqa: E402
 
 DEFAULT = ROOT / "tests/data/captures/generated__tf2.21cpu__gru_fit.xplane.pb"

@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
-from tfobs.analysis import analyze
+from tfobs.analysis.pipeline import analyze
 from tfobs.export import catalog, replay
 
 pytestmark = pytest.mark.slow  # starts the replay HTTP server

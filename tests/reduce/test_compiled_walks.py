@@ -14,7 +14,8 @@ import pytest
 
 from tests.conftest import capture_paths, fidelity_capture_paths
 from tests.reduce.test_fast_paths import _random_stats_space, _varint
-from tfobs.analysis import breakdown, ops, reduce_xspace, steps
+from tfobs.analysis import breakdown, ops, steps
+from tfobs.analysis.pipeline import reduce_xspace
 from tfobs.analysis.timeline import Timeline, int_stats_at
 from tfobs.errors import CaptureError
 from tfobs.xspace import columns, schema
