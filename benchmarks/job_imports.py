@@ -103,9 +103,9 @@ def _tree(spec: str, tmp: pathlib.Path, label: str) -> pathlib.Path:
 def _run(tree: pathlib.Path, pycache: pathlib.Path) -> dict[str, Any]:
     # Bytecode in a folder of the run's own: a read-only checkout would otherwise compile
     # its modules in every run (hundreds of ms), which no installed package does.
-    env = {**os.environ, "PYTHONPATH": str(tree), "TF_CPP_MIN_LOG_LEVEL": "3",
-           "CUDA_VISIBLE_DEVICES": "-1", "TFOBS_QUIET": "1",
-           "PYTHONPYCACHEPREFIX": str(pycache)}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="-1",
+               TFOBS_QUIET="1", PYTHONPYCACHEPREFIX=str(pycache))
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", _CHILD], cwd=tree,
                           env=env, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
