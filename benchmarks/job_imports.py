@@ -1,5 +1,6 @@
 """What `import tfobs` and `tfobs.enable()` import into a TensorFlow job: two source trees
-side by side, interleaved in one run, each side's bytecode compiled once beforehand.
+side by side, interleaved in one run, each side's bytecode compiled once beforehand
+(`--no-bytecode`: compiled in every run, as a source tree under PYTHONDONTWRITEBYTECODE=1).
 
     python benchmarks/job_imports.py --before /work/main            # a checkout
     python benchmarks/job_imports.py --before HEAD~2 --runs 9       # a git revision
@@ -100,12 +101,18 @@ def _tree(spec: str, tmp: pathlib.Path, label: str) -> pathlib.Path:
     return out
 
 
-def _run(tree: pathlib.Path, pycache: pathlib.Path) -> dict[str, Any]:
+def _run(tree: pathlib.Path, pycache: pathlib.Path | None) -> dict[str, Any]:
     # Bytecode in a folder of the run's own: a read-only checkout would otherwise compile
-    # its modules in every run (hundreds of ms), which no installed package does.
+    # its modules in every run (hundreds of ms), which no installed package does. With
+    # `--no-bytecode` every run compiles them, as a source tree under
+    # PYTHONDONTWRITEBYTECODE=1 does.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="-1",
-               TFOBS_QUIET="1", PYTHONPYCACHEPREFIX=str(pycache))
+               TFOBS_QUIET="1")
+    if pycache is None:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    else:
+        env["PYTHONPYCACHEPREFIX"] = str(pycache)
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", _CHILD], cwd=tree,
                           env=env, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
@@ -122,13 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--before", required=True, help="folder or git revision")
     p.add_argument("--after", default=str(ROOT), help="folder or git revision")
     p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--no-bytecode", action="store_true",
+                   help="compile tfobs's modules in every run (no .pyc written or read)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)
         trees = {"before": _tree(args.before, tmp, "before"),
                  "after": _tree(args.after, tmp, "after")}
         runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
-        caches = {side: tmp / f"pycache-{side}" for side in trees}
+        caches: dict[str, pathlib.Path | None] = {
+            side: None if args.no_bytecode else tmp / f"pycache-{side}" for side in trees}
         for side in trees:  # warm the page cache and write the bytecode
             _run(trees[side], caches[side])
         for _ in range(args.runs):
@@ -138,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     med = {side: {k: statistics.median(r[k] for r in runs[side]) for k in keys}
            for side in runs}
     print(f"before: {args.before} ({trees['before']}); after: {args.after}; "
-          f"{args.runs} runs each, medians")
+          f"{args.runs} runs each, medians, "
+          f"{'no bytecode' if args.no_bytecode else 'bytecode compiled beforehand'}")
     print(f"{'':32}{'before':>10}{'after':>10}{'after/before':>14}")
     labels = {"wall_s": "import tfobs + enable(), wall s", "cpu_s": "  the same, CPU s",
               "import_s": "  Python's import time, s",
