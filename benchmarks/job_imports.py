@@ -13,8 +13,10 @@ fresh process, as a job starts: it imports TensorFlow (untimed: the job's own), 
 server on a free port, reduction in the helper process). Per side, medians over the runs:
 the wall-clock and CPU time of `import tfobs` + `enable()`, the import time Python reports
 for everything imported by them (sum of self times), and of it the reduction's modules
-(`tfobs.analysis*`, `tfobs.xspace*`) and how many of those were loaded. Prints the ratios
-after/before.
+(`tfobs.analysis*`, `tfobs.xspace*`) and how many of those were loaded; the full garbage
+collections that fell in that time (after TensorFlow's import one takes 100-200 ms; the
+more a side allocates, the likelier it pays one there rather than later in training) and
+the job's resident memory after `enable()`. Prints the ratios after/before.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ import json, os, sys, time
 import tensorflow  # the job's own import, not timed
 sys.stderr.write({MARK!r} + "\\n")
 sys.stderr.flush()
+import gc
+full0 = gc.get_stats()[2]["collections"]
 t0, c0 = time.perf_counter(), time.process_time()
 import tfobs
 rt = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1")
@@ -48,8 +52,11 @@ sys.stderr.write("--- enable returned ---\\n")
 sys.stderr.flush()
 loaded = [m for m in sys.modules if m.split(".")[:2] in (["tfobs", "analysis"],
                                                           ["tfobs", "xspace"])]
+with open("/proc/self/statm") as fh:
+    rss = int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 print(json.dumps({{"wall_s": wall, "cpu_s": cpu, "reduction_modules": len(loaded),
-                  "tfobs": tfobs.__file__}}))
+                  "tfobs": tfobs.__file__, "rss_mb": rss / 2**20,
+                  "gc_full": gc.get_stats()[2]["collections"] - full0}}))
 tfobs.disable()
 """
 
@@ -144,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.runs):
             for side in ("before", "after"):  # interleaved: load hits both alike
                 runs[side].append(_run(trees[side], caches[side]))
-    keys = ("wall_s", "cpu_s", "import_s", "reduction_import_s", "reduction_modules")
+    keys = ("wall_s", "cpu_s", "import_s", "reduction_import_s", "reduction_modules",
+            "gc_full", "rss_mb")
     med = {side: {k: statistics.median(r[k] for r in runs[side]) for k in keys}
            for side in runs}
     print(f"before: {args.before} ({trees['before']}); after: {args.after}; "
@@ -154,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     labels = {"wall_s": "import tfobs + enable(), wall s", "cpu_s": "  the same, CPU s",
               "import_s": "  Python's import time, s",
               "reduction_import_s": "  of it analysis+xspace, s",
-              "reduction_modules": "analysis+xspace modules loaded"}
+              "reduction_modules": "analysis+xspace modules loaded",
+              "gc_full": "full collections meanwhile",
+              "rss_mb": "job's RSS after enable(), MiB"}
     for k in keys:
         b, a = med["before"][k], med["after"][k]
         ratio = f"{a / b:.2f}x" if b else "-"
