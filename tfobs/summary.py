@@ -38,7 +38,10 @@ CATEGORIES: tuple[str, ...] = typing.get_args(Category)
 
 Verdict = Literal["highly", "moderately", "potentially", "not", "unknown"]
 VERDICTS: tuple[str, ...] = typing.get_args(Verdict)
-StepMethod = Literal["markers", "inferred", "none"]
+# How a window's steps were found: step markers; markers grouped by XProf's per-iteration
+# rule (a Keras loop run inside a tf.function); markers timed without local work (a
+# parameter-server coordinator); inferred from Keras's step functions; none found.
+StepMethod = Literal["markers", "markers_tf_loop", "markers_remote", "inferred", "none"]
 STEP_METHODS: tuple[str, ...] = typing.get_args(StepMethod)
 
 # Host input time by kind (XProf's input-pipeline analysis).
@@ -156,7 +159,7 @@ class FunctionCalls:
 @dataclass(frozen=True)
 class Steps:
     count: int = 0
-    method: str = "none"  # markers | markers_tf_loop | inferred | none
+    method: str = "none"  # one of STEP_METHODS
     mean_s: float = 0.0
     items: tuple[Step, ...] = ()
     note: str = ""  # e.g. why steps were inferred or dropped

@@ -14,7 +14,7 @@ from tfobs.analysis.advice import RULES
 from tfobs.summary import WindowSummary
 
 # Captures whose summaries hold GPU idle causes and copies, advice of every severity, steps
-# by markers and inferred, input by kind.
+# found every way, input by kind.
 NAMES = (
     "advice__tfdata_py_function",
     "advice__callback_between_steps",
@@ -26,6 +26,9 @@ NAMES = (
     "recorded__h100_jax0.11.2__input_bound_host_wait",
     "recorded__h100_jax0.11.2__launch_bound_tiny_ops",
     "tracelens__mi300_jax08_gemm__tw003",
+    "generated__tf2.21cpu__gru_fit",  # steps by XProf's per-iteration rule
+    "generated__tf2.21cpu__ps_chief",  # a coordinator's steps, timed by the markers
+    "generated__tf2.20cpu__keras3_fit",  # inferred steps
 )
 
 
@@ -49,6 +52,7 @@ def test_every_label_a_reduction_emits_is_in_its_fixed_set(name: str) -> None:
     for step in s.steps.items:
         assert set(step.breakdown_s) <= set(labels.CATEGORIES)
     assert s.input_bound.verdict in labels.VERDICTS
+    assert s.steps.method in labels.STEP_METHODS
     assert set(s.input_pipeline.host_input_s) <= set(labels.INPUT_KINDS)
     assert set(s.input_pipeline.host_input_total_s) <= set(labels.INPUT_KINDS)
     for d in s.devices:
@@ -64,6 +68,7 @@ def test_the_captures_cover_the_label_sets() -> None:
     causes = {c for s in summaries for d in s.devices for c, v in d.idle_s.items() if v > 0}
     copies = {c for s in summaries for d in s.devices for c, v in d.copy_s.items() if v > 0}
     assert severities == set(labels.SEVERITIES)
+    assert {s.steps.method for s in summaries} == set(labels.STEP_METHODS)
     assert len({a.code for s in summaries for a in s.advice}) >= 8
     assert {"kernel_launch", "input"} <= causes
     assert {"h2d", "d2h"} <= copies
