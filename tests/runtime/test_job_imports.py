@@ -67,7 +67,7 @@ def test_default_job_never_loads_the_reduction_and_the_helper_reduces_its_window
     out = run_job("")
     assert out["at_enable"] == [] and out["at_end"] == [], out
     assert out["idle"] and out["windows"].get("captured", 0) >= 1, out
-    assert out["errors"] == {}, out
+    assert not [stage for stage in out["errors"] if stage.startswith("reduce")], out
     assert out["steps"] >= 1, out  # the window's summary, reduced ...
     assert out["helper_starts"] >= 1 and out["helper_pid"] not in (None, out["job_pid"]), out
 
