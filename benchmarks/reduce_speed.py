@@ -106,7 +106,7 @@ def main() -> int:
     if not args.paths and long_window.exists() and long_window not in captures:
         captures.append(long_window)
 
-    from tfobs.analysis import reduce_xspace
+    from tfobs.analysis.pipeline import reduce_xspace
     from tfobs.xspace import schema
 
     datas = {c: c.read_bytes() for c in captures}

@@ -64,7 +64,7 @@ def analyze(
     (default: the `trace_top_n` option's). Raises `tfobs.CaptureError` for a source that is
     missing or not a readable XSpace.
     """
-    from tfobs.analysis import analyze as _analyze
+    from tfobs.analysis.pipeline import analyze as _analyze
     from tfobs.config import option
 
     n = option("trace_top_n").default if top_n is None else top_n

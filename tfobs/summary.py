@@ -38,7 +38,10 @@ CATEGORIES: tuple[str, ...] = typing.get_args(Category)
 
 Verdict = Literal["highly", "moderately", "potentially", "not", "unknown"]
 VERDICTS: tuple[str, ...] = typing.get_args(Verdict)
-StepMethod = Literal["markers", "inferred", "none"]
+# How a window's steps were found: step markers; markers grouped by XProf's per-iteration
+# rule (a Keras loop run inside a tf.function); markers timed without local work (a
+# parameter-server coordinator); inferred from Keras's step functions; none found.
+StepMethod = Literal["markers", "markers_tf_loop", "markers_remote", "inferred", "none"]
 STEP_METHODS: tuple[str, ...] = typing.get_args(StepMethod)
 
 # Host input time by kind (XProf's input-pipeline analysis).
@@ -51,6 +54,46 @@ IdleCause = Literal["kernel_launch", "input", "short_gap", "other"]
 IDLE_CAUSES: tuple[str, ...] = typing.get_args(IdleCause)
 CopyDirection = Literal["h2d", "d2h", "d2d"]
 COPY_DIRECTIONS: tuple[str, ...] = typing.get_args(CopyDirection)
+
+# The advice rules' stable ids (tfobs_advice_active{rule}, alert annotations, docs/advice.md),
+# in the advice table's order; each rule of `analysis.advice` carries one (a test holds the
+# two equal). Here, not in the analysis, so the exporters in the training process read the
+# set without loading the reduction.
+RuleId = Literal[
+    "input_bound",
+    "tfdata_py_function",
+    "tfdata_map_serial",
+    "tfdata_no_prefetch",
+    "tfdata_file_read",
+    "tfdata_from_generator",
+    "tfdata_per_replica_input",
+    "tfdata_slowest_stage",
+    "output_bound",
+    "all_others_bound",
+    "step_gap",
+    "step_pause",
+    "input_outside_steps",
+    "kernel_launch_bound",
+    "small_kernels",
+    "gpu_thread_contention",
+    "eager_ops",
+    "tf_function_retracing",
+    "host_ops_on_gpu_job",
+    "extra_copies",
+    "low_16bit_compute",
+    "tensor_core_unused",
+    "layout_transposes",
+    "memory_near_capacity",
+    "memory_fragmentation",
+    "device_collectives_bound",
+    "uneven_replicas",
+    "markers_without_root",
+    "calls_without_steps",
+    "python_in_step",
+]
+RULE_IDS: tuple[str, ...] = typing.get_args(RuleId)
+Severity = Literal["info", "warning", "critical"]  # least severe first
+SEVERITIES: tuple[str, ...] = typing.get_args(Severity)
 
 # What became of a profile window (tfobs_windows_total{outcome}).
 Outcome = Literal[
@@ -138,7 +181,7 @@ class FunctionCalls:
 @dataclass(frozen=True)
 class Steps:
     count: int = 0
-    method: str = "none"  # markers | markers_tf_loop | inferred | none
+    method: str = "none"  # one of STEP_METHODS
     mean_s: float = 0.0
     items: tuple[Step, ...] = ()
     note: str = ""  # e.g. why steps were inferred or dropped
@@ -315,8 +358,8 @@ class Environment:
 
 @dataclass(frozen=True)
 class Advice:
-    code: str  # stable rule id, e.g. "input_bound", "kernel_launch_bound"
-    severity: str  # "info" | "warning" | "critical"
+    code: str  # stable rule id (RULE_IDS), e.g. "input_bound", "kernel_launch_bound"
+    severity: str  # SEVERITIES: "info" | "warning" | "critical"
     message: str
     # The figures the rule read, with their values (ratios 0..1, seconds, counts).
     evidence: dict[str, float] = field(default_factory=dict)

@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tfobs.analysis import analyze
+from tfobs.analysis.pipeline import analyze
 from tfobs.sources.nvml import GpuSample, NvmlSampler
 
 LOAD = """

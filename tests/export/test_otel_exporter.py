@@ -188,7 +188,7 @@ CAPTURE_NAMES = [
 
 @pytest.mark.parametrize("name", CAPTURE_NAMES)
 def test_capture_window_becomes_one_trace(receiver, name):
-    from tfobs.analysis import analyze
+    from tfobs.analysis.pipeline import analyze
 
     summary = analyze(CAPTURES / f"{name}.xplane.pb")
     window = record_for(summary, index=7)

@@ -243,7 +243,7 @@ def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
 
 def published(exporter: PrometheusExporter, capture: str) -> tuple[WindowSummary, dict]:
     """A real capture's summary, published as the first window, and the scrape after it."""
-    from tfobs.analysis import analyze
+    from tfobs.analysis.pipeline import analyze
 
     summary = analyze(str(CAPTURES / f"{capture}.xplane.pb"))
     exporter.publish(summary, WindowRecord(index=0))

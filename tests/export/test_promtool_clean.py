@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from tfobs.analysis import analyze
+from tfobs.analysis.pipeline import analyze
 from tfobs.export import replay
 
 pytestmark = pytest.mark.slow  # starts servers and a training process

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from tests.support.scrape import OPENMETRICS, scrape
-from tfobs.analysis import analyze
+from tfobs.analysis.pipeline import analyze
 from tfobs.export import catalog, replay
 
 pytestmark = pytest.mark.slow  # starts the replay HTTP server

@@ -19,7 +19,7 @@ import pytest
 import tfobs
 from tests.conftest import capture_paths
 from tests.support.xprof_reference import reference
-from tfobs.analysis import GPU_STEP_NOTE
+from tfobs.analysis.pipeline import GPU_STEP_NOTE
 
 pytest.importorskip("xprof")
 

@@ -1,7 +1,8 @@
 """The compiled walks (`tfobs/xspace/_wire.c`) equal the numpy code they stand in for.
 
-Each compiled loop has a numpy twin in `columns.py` (used where no C compiler was at
-install). Held equal on every test capture (the whole reduction), on seeded random and
+Each compiled loop has a numpy twin (used where no C compiler was at install): the wire
+walks' in `columns.py`, the analyses' loops' in the analysis that calls them (`breakdown`,
+`steps`, `ops`). Held equal on every test capture (the whole reduction), on seeded random and
 damaged bytes (same values, or the same one-line error), and loop by loop.
 """
 
@@ -14,7 +15,8 @@ import pytest
 
 from tests.conftest import capture_paths, fidelity_capture_paths
 from tests.reduce.test_fast_paths import _random_stats_space, _varint
-from tfobs.analysis import breakdown, ops, reduce_xspace, steps
+from tfobs.analysis import breakdown, ops, steps
+from tfobs.analysis.pipeline import reduce_xspace
 from tfobs.analysis.timeline import Timeline, int_stats_at
 from tfobs.errors import CaptureError
 from tfobs.xspace import columns, schema
@@ -307,7 +309,7 @@ def test_link_codes_name_equal_keys_alike(seed: int) -> None:
         high = rng.integers(0, 3, n).astype(np.uint64) << np.uint64(32)
         low = rng.integers(0, 2000, n).astype(np.uint64)
     consumer = rng.random(n) < 0.4
-    hashed = columns.link_codes(high, low, consumer)
+    hashed = steps.link_codes(high, low, consumer)
     assert hashed is not None
     code, count, order = hashed
     keys = list(zip(high.tolist(), low.tolist(), strict=True))
@@ -322,9 +324,9 @@ def test_link_codes_name_equal_keys_alike(seed: int) -> None:
 
 def test_gap_sums_refuse_groups_and_types_out_of_range() -> None:
     one = np.zeros(2, np.int64)
-    assert columns.gap_sums(one, np.array([3, 3]), one, np.zeros(1), np.ones(1)) is None
-    assert columns.gap_sums(one, one, np.array([256, 0]), np.zeros(1), np.ones(1)) is None
-    sums, first = columns.gap_sums(np.array([0, 5]), one, one, np.zeros(1), np.full(1, 9))
+    assert breakdown.gap_sums(one, np.array([3, 3]), one, np.zeros(1), np.ones(1)) is None
+    assert breakdown.gap_sums(one, one, np.array([256, 0]), np.zeros(1), np.ones(1)) is None
+    sums, first = breakdown.gap_sums(np.array([0, 5]), one, one, np.zeros(1), np.full(1, 9))
     assert sums[0, 0] == 5 and first[0, 0] == 0
 
 
@@ -338,7 +340,7 @@ def test_op_nesting_equals_the_stack_walk(seed: int) -> None:
     ends = starts + np.where(rng.random(n) < 0.15, 0, rng.integers(0, 800, n))
     order = np.lexsort((-ends, starts))
     starts, ends = starts[order].astype(np.int64), ends[order].astype(np.int64)
-    got = columns.op_nesting(starts, ends)
+    got = ops.op_nesting(starts, ends)
     assert got is not None
     done, child = ops._nesting(starts.tolist(), ends.tolist())
     assert got[0].tolist() == done
@@ -349,5 +351,5 @@ def test_op_nesting_leaves_overflowing_sums_to_python() -> None:
     far = 3 * 2**61  # two children of 3 * 2**61 ps each: their sum is past int64
     starts = np.array([-far, -far, 1], np.int64)
     ends = np.array([far, 0, far], np.int64)
-    assert columns.op_nesting(starts, ends) is None
+    assert ops.op_nesting(starts, ends) is None
     assert ops._nesting(starts.tolist(), ends.tolist())[1][0] == 2 * far - 1

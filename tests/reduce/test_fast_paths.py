@@ -289,7 +289,7 @@ def test_step_top_events_equal_per_line_selection(seed: int) -> None:
     """All steps' top-event candidates at once (`_host_candidates`, one n-th-longest
     floor per step) give each step the same top n as the per-line selection they
     replaced (each line's n longest, ties kept, then one sort by duration and name)."""
-    from tfobs.analysis import _event_kind, _host_candidates, _top_events
+    from tfobs.analysis.pipeline import _event_kind, _host_candidates, _top_events
 
     rng = np.random.default_rng(seed)
     names = {0: "a/b:MatMul", 1: "Iterator::Map", 2: "not an op", 3: "c:Add", 4: "d:Add",
@@ -451,16 +451,16 @@ def test_times_normalised_once_far_timestamps() -> None:
     """A capture shifted to line timestamps of 9e15 ns (9e18 ps: line start + offset is past
     int64) reduces to the same figures in int64 (no exact-integer fallback); step starts
     move by the shift."""
-    import tfobs
+    import tfobs.analysis.pipeline
 
     path = next(p for p in capture_paths() if "custom_loop_compute_bfc" in p.name)
     space = schema.XSpace.FromString(path.read_bytes())
-    before = tfobs.analysis.reduce_xspace(space.SerializeToString()).to_dict()
+    before = tfobs.analysis.pipeline.reduce_xspace(space.SerializeToString()).to_dict()
     shift = 9 * 10**15
     for plane in space.planes:
         for line in plane.lines:
             line.timestamp_ns += shift
-    after = tfobs.analysis.reduce_xspace(space.SerializeToString()).to_dict()
+    after = tfobs.analysis.pipeline.reduce_xspace(space.SerializeToString()).to_dict()
     moved = {b["start_ns"] - a["start_ns"] for a, b in
              zip(before["steps"]["items"], after["steps"]["items"], strict=True)}
     assert len(moved) == 1 and before["steps"]["count"] > 0
@@ -471,7 +471,7 @@ def test_times_normalised_once_far_timestamps() -> None:
 
 
 def test_times_past_the_span_are_one_clear_error() -> None:
-    from tfobs.analysis import reduce_xspace
+    from tfobs.analysis.pipeline import reduce_xspace
     from tfobs.errors import CaptureError
 
     path = next(p for p in capture_paths() if "numpy_preprocess" in p.name)

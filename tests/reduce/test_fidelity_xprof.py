@@ -48,8 +48,8 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES, capture_paths, fidelity_capture_paths
 from tests.support.xprof_reference import reference, xprof_memory, xprof_steps
-from tfobs.analysis import GPU_STEP_NOTE
 from tfobs.analysis import breakdown as bd
+from tfobs.analysis.pipeline import GPU_STEP_NOTE
 
 pytest.importorskip("xprof")
 

@@ -17,9 +17,9 @@ import pytest
 from tests.conftest import capture_paths
 from tests.support import synthetic_gpu
 from tests.support.synthetic_gpu import Kernel
-from tfobs.analysis import analyze
 from tfobs.analysis.gpu_idle import reduce_devices
 from tfobs.analysis.kernels import reduce_kernels
+from tfobs.analysis.pipeline import analyze
 from tfobs.summary import Steps
 from tfobs.xspace import schema
 from tfobs.xspace.reader import parse

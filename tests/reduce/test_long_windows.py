@@ -9,7 +9,7 @@ import pathlib
 
 import pytest
 
-import tfobs.analysis as reduction
+import tfobs.analysis.pipeline as reduction
 from tests.conftest import CAPTURES, capture_paths
 from tests.support.xprof_reference import xprof_steps
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import tfobs
+import tfobs.analysis.pipeline
 from tests.conftest import CAPTURES
 from tfobs.xspace import schema
 
@@ -78,7 +79,7 @@ def _with_nan_fragmentation(path: pathlib.Path) -> bytes:
 
 def test_nan_fragmentation_is_unknown(tmp_path: pathlib.Path) -> None:
     data = _with_nan_fragmentation(_capture("xla_jit"))
-    s = tfobs.analysis.reduce_xspace(data)
+    s = tfobs.analysis.pipeline.reduce_xspace(data)
     assert s.memory and all(not m.fragmentation_known for m in s.memory)
     assert all(math.isnan(m.fragmentation_ratio) for m in s.memory)
     path = tmp_path / "nan.xplane.pb"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.processes import alive, gone_within
-from tfobs.analysis import analyze
+from tfobs.analysis.pipeline import analyze
 from tfobs.runtime import reducer_process
 from tfobs.runtime.reducer_process import (
     CannotStart,

@@ -17,7 +17,7 @@ from tfobs.analysis import eventtypes as et
 from tfobs.analysis.steps import DROP_INCOMPLETE_THRESHOLD, StepGroup
 from tfobs.analysis.timeline import unique
 from tfobs.summary import CATEGORIES
-from tfobs.xspace.columns import gap_sums, type_sweep
+from tfobs.xspace.columns import wire
 
 HIGHLY_INPUT_PCT = 20.0
 MODERATELY_INPUT_PCT = 5.0
@@ -133,6 +133,35 @@ def _sweep(typ: np.ndarray, start: np.ndarray, types: np.ndarray | None
         current = np.maximum(current, np.where(count > 0, t, et.UNKNOWN_TIME))
         own = np.where(typ == t, count, own)
     return current, own
+
+
+def type_sweep(typ: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The compiled sweep of all_type_times (see _wire.c): (the highest open
+    type, the bound's own type's running count) after each bound; None where `_wire` is
+    missing or a type is outside 0..255."""
+    lib = wire()
+    if lib is None:
+        return None
+    current, own = np.empty(typ.size, np.int64), np.empty(typ.size, np.int64)
+    ok = lib.type_sweep(np.ascontiguousarray(typ, np.int64),
+                        np.ascontiguousarray(start, np.bool_), current, own)
+    return (current, own) if ok else None
+
+
+def gap_sums(time: np.ndarray, grp: np.ndarray, current: np.ndarray, g_begin: np.ndarray,
+             g_end: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The compiled gaps of all_type_times (see _wire.c): (time per group and
+    type, first gap per group and type, -1 if none), each groups x 256; None where
+    `_wire` is missing or a group or type is out of range."""
+    lib = wire()
+    if lib is None:
+        return None
+    sums = np.zeros((g_begin.size, 256), np.int64)
+    first = np.full((g_begin.size, 256), -1, np.int64)
+    time, grp, current, g_begin, g_end = (np.ascontiguousarray(x, np.int64)
+                                          for x in (time, grp, current, g_begin, g_end))
+    ok = lib.gap_sums(time, grp, current, g_begin, g_end, sums, first)
+    return (sums, first) if ok else None
 
 
 # Leaving nested events out pays where most events are nested (call trees); elsewhere the

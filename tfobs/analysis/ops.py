@@ -22,7 +22,7 @@ from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
 from tfobs.analysis.timeline import LineData, Timeline, id_array, member, summable, sums_fit
 from tfobs.errors import CaptureError
 from tfobs.summary import Ops, OpStat
-from tfobs.xspace.columns import op_nesting
+from tfobs.xspace.columns import wire
 from tfobs.xspace.reader import PlaneView
 
 
@@ -56,7 +56,10 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         if not pos.size:
             continue
         starts, ends = ld.start_arr[pos], ld.end_arr[pos]
-        found = op_nesting(starts, ends)  # compiled; else numpy where ops nest cleanly
+        # Compiled; else numpy where ops nest cleanly; else (ops that overlap without
+        # nesting, no compiled walk) the stack walk, which numpy cannot do: each op's
+        # parent depends on the stack the ops before it left.
+        found = op_nesting(starts, ends)
         if found is None:
             found = _nesting_laminar(starts, ends)
         done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
@@ -77,6 +80,18 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         for thread in closed:
             _add(out, host.names, *thread)
     return out
+
+
+def op_nesting(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The compiled stack walk of host_op_metrics (see _wire.c): (ops in close order,
+    their direct children's time); None where `_wire` is missing or a sum overflows."""
+    lib = wire()
+    if lib is None:
+        return None
+    done, child = np.empty(starts.size, np.int64), np.empty(starts.size, np.int64)
+    ok = lib.op_nesting(np.ascontiguousarray(starts, np.int64),
+                        np.ascontiguousarray(ends, np.int64), done, child)
+    return (done, child) if ok else None
 
 
 def _nesting(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:

@@ -26,7 +26,7 @@ from tfobs.analysis.timeline import (
     plane_indices,
     unique,
 )
-from tfobs.xspace.columns import compiled, group_walk, link_codes
+from tfobs.xspace.columns import compiled, wire
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
@@ -742,3 +742,46 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed)
+
+
+def link_codes(high: np.ndarray, low: np.ndarray, consumer: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The compiled link index of _Grouper._index_links (see _wire.c): (a code per row, equal
+    for equal (high, low) keys; consumers per code; the consumer rows by code), each cut
+    to its length; None where `_wire` is missing."""
+    lib = wire()
+    if lib is None:
+        return None
+    n = high.size
+    code, count, order = (np.empty(n, np.int64) for _ in range(3))
+    codes = lib.link_codes(np.ascontiguousarray(high, np.uint64),
+                           np.ascontiguousarray(low, np.uint64),
+                           np.ascontiguousarray(consumer, np.bool_), code, count, order)
+    return code, count[:codes], order[:int(count[:codes].sum())]
+
+
+def group_walk(first: np.ndarray, start: np.ndarray, end: np.ndarray, gid: np.ndarray,
+               prod: np.ndarray, cons_ptr: np.ndarray, cons_line: np.ndarray,
+               cons_idx: np.ndarray, root_line: np.ndarray, root_idx: np.ndarray
+               ) -> tuple[np.ndarray, ...] | None:
+    """The compiled group walk of _Grouper._walk (see _wire.c); `gid` (int64) is updated
+    in place. (each root's group or -1, members, each chunk's line, group and end in
+    members), cut to their lengths; None where `_wire` is missing or the arrays do not
+    hold together."""
+    lib = wire()
+    if lib is None:
+        return None
+    n = start.size
+    member, chunk_line, chunk_group, chunk_end = (np.empty(n, np.int64) for _ in range(4))
+    root_group = np.empty(root_line.size, np.int64)
+    first, start, end, prod, cons_ptr, cons_line, cons_idx, root_line, root_idx = (
+        np.ascontiguousarray(x, np.int64) for x in (
+            first, start, end, prod, cons_ptr, cons_line, cons_idx, root_line, root_idx))
+    chunks = lib.group_walk(first, start, end, gid, prod, cons_ptr, cons_line, cons_idx,
+                            root_line, root_idx, root_group, member, chunk_line,
+                            chunk_group, chunk_end)
+    if chunks < 0:
+        return None
+    used = int(chunk_end[chunks - 1]) if chunks else 0
+    return (root_group, member[:used], chunk_line[:chunks], chunk_group[:chunks],
+            chunk_end[:chunks])

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         # The reduction does no linear algebra: OpenBLAS starting a thread per core when
         # numpy loads is about a third of this command's start-up on a small capture.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from tfobs.analysis import analyze
+    from tfobs.analysis.pipeline import analyze
 
     if args.top < 0 or args.top > 1000:
         return _fail(f"--top must be between 0 and 1000, got {args.top}")

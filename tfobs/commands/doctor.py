@@ -121,7 +121,7 @@ def check_profiler(ctx: dict[str, Any]) -> tuple[str, str]:
         return FAIL, f"capture {result.outcome}: {result.reason}"
     detail = f"captured {result.nbytes} bytes, export {result.export_s * 1000:.0f} ms"
     try:
-        from tfobs.analysis import reduce_xspace
+        from tfobs.analysis.pipeline import reduce_xspace
 
         summary = reduce_xspace(result.data)
     except Exception as exc:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tfobs.analysis.advice import RULE_IDS
-from tfobs.summary import COPY_DIRECTIONS, IDLE_CAUSES, INPUT_KINDS
+from tfobs.summary import COPY_DIRECTIONS, IDLE_CAUSES, INPUT_KINDS, RULE_IDS
 
 __all__ = [
     "ADVICE_RULES", "BY_NAME", "COPY_DIRECTIONS", "IDENTITY_LABELS", "IDLE_CAUSES",

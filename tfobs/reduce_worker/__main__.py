@@ -78,7 +78,7 @@ def answer(out: TextIO, reply: dict[str, Any]) -> None:
 
 
 def reduce_one(req: dict[str, Any]) -> dict[str, Any]:
-    from tfobs.analysis import reduce_xspace
+    from tfobs.analysis.pipeline import reduce_xspace
     from tfobs.xspace.reader import parse
 
     with open(req["path"], "rb") as fh:
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    import tfobs.analysis
+    import tfobs.analysis.pipeline
     import tfobs.xspace.reader  # noqa: F401  (imported before "ready": the first window is not slower)
 
     answer(out, {"ready": True, "pid": os.getpid()})

@@ -199,7 +199,7 @@ class ReduceThread:
         cfg = self._config
         if self._reducer is not None:
             return self._reducer(data, top_n=cfg.trace_top_n, short_gap_s=cfg.short_gap_s)
-        from tfobs.analysis import reduce_xspace
+        from tfobs.analysis.pipeline import reduce_xspace
         from tfobs.xspace.reader import parse
 
         space = parse(data)
@@ -214,7 +214,7 @@ def _warm_reducer() -> None:
     """Import the reduction now, while the job starts, so the first window costs what
     later ones do (the imports take about 0.25 s of CPU)."""
     try:
-        import tfobs.analysis
+        import tfobs.analysis.pipeline
         import tfobs.xspace.reader  # noqa: F401
     except Exception:  # reported by the first reduction that needs them
         _log.debug("tfobs could not import its reduction", exc_info=True)

@@ -8,10 +8,12 @@
  *
  * The same holds for the analyses' loops at the end (step grouping's link index and walk,
  * the breakdown's sweep and gaps, the op table's nesting): per-event work that numpy does
- * in many small passes, each loop equal to the numpy code its analysis keeps.
+ * in many small passes, each loop equal to the numpy code its analysis keeps (its wrapper
+ * is in that analysis: breakdown.py, steps.py, ops.py). Each is kept because it pays on
+ * some capture (benchmarks/compiled_loops.py --each).
  *
  * Arrays come in through the buffer protocol (numpy arrays, C-contiguous, dtypes fixed by
- * the caller in columns.py), so this module needs no numpy headers and no numpy ABI.
+ * the Python wrapper), so this module needs no numpy headers and no numpy ABI.
  * Every read is bounds-checked against the buffer; nothing here trusts the capture.
  */
 #define PY_SSIZE_T_CLEAN

@@ -15,13 +15,14 @@ Where the compiled module `_wire` was built (setup.py; it needs a C compiler at 
 the same walks run as one loop each in C: the numpy code below is then used only for what
 those loops hand back (layouts they do not take), and everywhere `_wire` is missing.
 The module also holds the analyses' own per-event loops (step grouping, the breakdown's
-sweep, the op table's nesting); their wrappers below return None without `_wire`, and the
-analysis then runs its numpy code.
+sweep and gaps, the op table's nesting); each analysis calls its loop through `wire()` and
+runs its numpy code where that is None.
 """
 
 from __future__ import annotations
 
 import itertools
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -94,83 +95,10 @@ def compiled() -> bool:
     return _wire is not None
 
 
-def type_sweep(typ: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The compiled sweep of breakdown.all_type_times (see _wire.c): (the highest open
-    type, the bound's own type's running count) after each bound; None where `_wire` is
-    missing or a type is outside 0..255."""
-    if _wire is None:
-        return None
-    current, own = np.empty(typ.size, np.int64), np.empty(typ.size, np.int64)
-    ok = _wire.type_sweep(np.ascontiguousarray(typ, np.int64),
-                          np.ascontiguousarray(start, np.bool_), current, own)
-    return (current, own) if ok else None
-
-
-def gap_sums(time: np.ndarray, grp: np.ndarray, current: np.ndarray, g_begin: np.ndarray,
-             g_end: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The compiled gaps of breakdown.all_type_times (see _wire.c): (time per group and
-    type, first gap per group and type, -1 if none), each groups x 256; None where
-    `_wire` is missing or a group or type is out of range."""
-    if _wire is None:
-        return None
-    sums = np.zeros((g_begin.size, 256), np.int64)
-    first = np.full((g_begin.size, 256), -1, np.int64)
-    time, grp, current, g_begin, g_end = (np.ascontiguousarray(x, np.int64)
-                                          for x in (time, grp, current, g_begin, g_end))
-    ok = _wire.gap_sums(time, grp, current, g_begin, g_end, sums, first)
-    return (sums, first) if ok else None
-
-
-def link_codes(high: np.ndarray, low: np.ndarray, consumer: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """The compiled link index of steps' grouping (see _wire.c): (a code per row, equal
-    for equal (high, low) keys; consumers per code; the consumer rows by code), each cut
-    to its length; None where `_wire` is missing."""
-    if _wire is None:
-        return None
-    n = high.size
-    code, count, order = (np.empty(n, np.int64) for _ in range(3))
-    codes = _wire.link_codes(np.ascontiguousarray(high, np.uint64),
-                             np.ascontiguousarray(low, np.uint64),
-                             np.ascontiguousarray(consumer, np.bool_), code, count, order)
-    return code, count[:codes], order[:int(count[:codes].sum())]
-
-
-def group_walk(first: np.ndarray, start: np.ndarray, end: np.ndarray, gid: np.ndarray,
-               prod: np.ndarray, cons_ptr: np.ndarray, cons_line: np.ndarray,
-               cons_idx: np.ndarray, root_line: np.ndarray, root_idx: np.ndarray
-               ) -> tuple[np.ndarray, ...] | None:
-    """The compiled group walk of steps' grouping (see _wire.c); `gid` (int64) is updated
-    in place. (each root's group or -1, members, each chunk's line, group and end in
-    members), cut to their lengths; None where `_wire` is missing or the arrays do not
-    hold together."""
-    if _wire is None:
-        return None
-    n = start.size
-    member, chunk_line, chunk_group, chunk_end = (np.empty(n, np.int64) for _ in range(4))
-    root_group = np.empty(root_line.size, np.int64)
-    first, start, end, prod, cons_ptr, cons_line, cons_idx, root_line, root_idx = (
-        np.ascontiguousarray(x, np.int64) for x in (
-            first, start, end, prod, cons_ptr, cons_line, cons_idx, root_line, root_idx))
-    chunks = _wire.group_walk(first, start, end, gid, prod, cons_ptr, cons_line, cons_idx,
-                              root_line, root_idx, root_group, member, chunk_line,
-                              chunk_group, chunk_end)
-    if chunks < 0:
-        return None
-    used = int(chunk_end[chunks - 1]) if chunks else 0
-    return (root_group, member[:used], chunk_line[:chunks], chunk_group[:chunks],
-            chunk_end[:chunks])
-
-
-def op_nesting(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The compiled stack walk of the host op table (see _wire.c): (ops in close order,
-    their direct children's time); None where `_wire` is missing or a sum overflows."""
-    if _wire is None:
-        return None
-    done, child = np.empty(starts.size, np.int64), np.empty(starts.size, np.int64)
-    ok = _wire.op_nesting(np.ascontiguousarray(starts, np.int64),
-                          np.ascontiguousarray(ends, np.int64), done, child)
-    return (done, child) if ok else None
+def wire() -> ModuleType | None:
+    """The compiled module (`_wire.c`: the wire walks here, and the analyses' per-event
+    loops, whose wrappers live with each analysis); None where it was not built."""
+    return _wire
 
 
 def _varint(buf: np.ndarray, p: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:

@@ -3,8 +3,9 @@
 Each family module holds a table of `Rule`s (id, when it fires, the fix, the guide section)
 and a `check(summary)` that returns the rules that fire, with the figures they read as
 evidence and the threshold they used (XProf's where XProf has one, and then XProf's own
-sentence as the message). `advise` runs every family; `RULE_IDS` is the bounded set of ids
-the `tfobs_advice_active{rule}` metric and the alert annotations use.
+sentence as the message). `advise` runs every family; `RULE_IDS` (`tfobs.summary`'s) is the
+bounded set of ids the `tfobs_advice_active{rule}` metric and the alert annotations use:
+the rules' ids, in this table's order.
 """
 
 from __future__ import annotations
@@ -21,14 +22,13 @@ from tfobs.analysis.advice import (
     precision,
     steps,
 )
-from tfobs.analysis.advice.rule import SEVERITIES, Rule
-from tfobs.summary import Advice, WindowSummary
+from tfobs.analysis.advice.rule import Rule
+from tfobs.summary import RULE_IDS, SEVERITIES, Advice, WindowSummary
 
 __all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "markdown_table", "with_advice"]
 
 _FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device, steps)
 RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
-RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
 
 
 def advise(summary: WindowSummary) -> tuple[Advice, ...]:

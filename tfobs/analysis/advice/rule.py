@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tfobs.summary import Advice, Step, WindowSummary
+from tfobs.summary import Advice, RuleId, Step, WindowSummary
 
 # The three guides the fixes come from, as "<guide>: <section>".
 PROFILER = "TensorFlow Profiler guide (tensorflow.org/guide/profiler)"
@@ -13,14 +13,11 @@ GPU = ("Optimize TensorFlow GPU performance with the TensorFlow Profiler "
        "(tensorflow.org/guide/gpu_performance_analysis)")
 TFDATA = "tf.data performance guide (tensorflow.org/guide/data_performance)"
 
-SEVERITIES = ("info", "warning", "critical")
-
-
 @dataclass(frozen=True)
 class Rule:
     """One recommendation: its stable id, when it fires, the fix and where the fix is from."""
 
-    id: str
+    id: RuleId  # one of tfobs.summary.RULE_IDS
     family: str
     fires_when: str  # the README's sentence
     fix: str

@@ -1,0 +1,471 @@
+"""The reduction pipeline: one XSpace capture -> one `WindowSummary`.
+
+`reduce_xspace` runs every analysis over one parse of the capture: each line of each plane
+is visited once into flat lists (`timeline.py`); steps, breakdown, ops, tf.data and memory
+read those lists and decode stats only for the events they need.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from tfobs.analysis import breakdown as bd
+from tfobs.analysis import eventtypes as et
+from tfobs.analysis import input_pipeline, ops, tfdata
+from tfobs.analysis.advice import with_advice
+from tfobs.analysis.calls import calls_note, function_calls
+from tfobs.analysis.device_events import is_gpu_plane
+from tfobs.analysis.eager import eager_ops, graph_building
+from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
+from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
+from tfobs.analysis.load import read_source
+from tfobs.analysis.memory import reduce_memory
+from tfobs.analysis.steps import (
+    FoundSteps,
+    StepGroup,
+    find_steps,
+    member_events,
+    members_of,
+)
+from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
+from tfobs.errors import CaptureError
+from tfobs.summary import (
+    CATEGORIES,
+    InputBound,
+    InputPipeline,
+    Kernels,
+    Step,
+    Steps,
+    TimedEvent,
+    WindowSummary,
+)
+from tfobs.xspace.reader import SpaceView, parse
+from tfobs.xspace.schema import HOST_PLANE
+
+__all__ = ["analyze", "reduce_xspace"]
+
+
+def analyze(source: Any, *, run: str | None = None, top_n: int = 5) -> WindowSummary:
+    """Reduce a capture file, a TensorBoard log folder (newest run or `run`) or bytes."""
+    data, _ = read_source(source, run)
+    return reduce_xspace(data, top_n=top_n)
+
+
+def reduce_xspace(
+    data: bytes | SpaceView, *, top_n: int = 5, short_gap_s: float = 30e-6
+) -> WindowSummary:
+    """The figures of XProf's Profile tab for one capture; raises only CaptureError."""
+    space = data if isinstance(data, SpaceView) else parse(data)
+    try:
+        return _reduce(space, max(0, int(top_n)), short_gap_s)
+    except CaptureError:
+        raise
+    except RecursionError:
+        raise CaptureError("capture is nested too deeply to reduce") from None
+    except Exception as exc:  # corrupt values must surface as one clear error, never a crash
+        raise CaptureError(
+            f"capture could not be reduced ({type(exc).__name__}: {str(exc)[:160]})"
+        ) from None
+
+
+def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
+    from tfobs.analysis.gpu_idle import reduce_devices
+
+    host_view = space.plane(HOST_PLANE)
+    kind, accel = accelerator_planes(space)
+    # One time base for the planes compared with one another; outputs add it back.
+    base_ps = time_base_ps(([host_view] if host_view is not None else []) + accel)
+    host = Timeline(host_view, base_ps) if host_view is not None else None
+    devices = [Timeline(p, base_ps) for p in accel]
+    has_device = kind == "GPU"
+
+    found = find_steps(host, has_device=has_device)
+    if has_device and found.groups:
+        _add_device_events(found.groups, devices)
+    typed = None if has_device else found.typed  # device events join the groups on GPUs
+    kept, dropped = bd.step_breakdowns(found.groups, has_device, typed=typed)
+    if not kept and found.groups and not has_device and found.method == "markers":
+        # Marked steps that run no op here: a coordinator's (ParameterServerStrategy), whose
+        # step functions run on the workers. XProf finds no step; tfobs times the markers.
+        kept, dropped = bd.step_breakdowns(found.groups, has_device, require_compute=False,
+                                           typed=typed)
+        if kept:
+            found = dataclasses.replace(found, method=REMOTE_STEPS, note=REMOTE_STEPS_NOTE)
+    names = host.names if host is not None else {}
+    start_ns, duration_s = window_span(space)
+    base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
+    steps, mean_breakdown, types_total = _steps(
+        found, kept, dropped, top_n, devices, names, base_ns
+    )
+    gpu_events = GpuEvents(space, base_ps)
+    if has_device and found.method == "markers" and found.step_of is not None and steps.items:
+        steps = _with_device_spans(gpu_events, found, steps)
+
+    total_step_s = sum(s.duration_s for s in steps.items)
+    input_s = sum(s.breakdown_s.get("input", 0.0) for s in steps.items)
+    other_s = types_total.get(et.UNKNOWN_TIME, 0) / 1e12
+    input_pct = 100.0 * input_s / total_step_s if total_step_s > 0 else 0.0
+    other_pct = 100.0 * other_s / total_step_s if total_step_s > 0 else 0.0
+    # A coordinator's steps hold no local work to judge: XProf's "no step" verdict stays.
+    verdict = bd.verdict(input_pct, other_pct, total_step_s > 0 and found.method != REMOTE_STEPS)
+    statement = bd.input_statement(verdict, input_pct, other_pct)
+
+    dc16 = types_total.get(et.DEVICE_COMPUTE_16, 0)
+    dc32 = types_total.get(et.DEVICE_COMPUTE_32, 0)
+    ratio16 = dc16 / (dc16 + dc32) if dc16 + dc32 > 0 else 0.0
+
+    host_ops = ops.host_op_metrics(host)
+    hlo: dict[tuple[int, str], str] = {}
+    hlo_bits: dict[tuple[int, str], int] = {}
+    if has_device:  # the GPU modules (kernel names, HLO protos) load only for GPU captures
+        from tfobs.analysis.kernels import hlo_programs
+
+        hlo, hlo_bits = hlo_programs(space)
+    device_ops = ops.device_op_metrics(devices, hlo, gpu_events.table)
+    stages = tfdata.stages(host_ops)
+    h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
+             ) / 1e12 / steps.count if steps.count else 0.0
+    h2d_ratio = h2d_s / steps.mean_s if steps.mean_s > 0 else 0.0
+    totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
+    xprof_input = input_pipeline.xprof_only_input(host_ops)
+    per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
+
+    python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
+    spans = sorted((g.begin_ps, g.end_ps) for g, _ in kept)
+    steps = _with_calls(dataclasses.replace(
+        steps, input_between_s=input_pipeline.input_between_steps(host, spans),
+        unrooted_markers=found.unrooted_markers,
+        python_op_s=_per_step(input_pipeline.python_op_seconds(host_ops) - python_tfdata_s,
+                              steps.count)), host)
+    memory = reduce_memory(host, top_n, found.step_of)
+    kernels = Kernels()
+    if any(is_gpu_plane(p) for p in space.planes):
+        from tfobs.analysis.kernels import reduce_kernels
+
+        kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
+    eager_s, eager_top = eager_ops(host, top_n)
+    building_s, builds = graph_building(host, spans)
+    return with_advice(WindowSummary(
+        start_ns=start_ns,
+        duration_s=duration_s,
+        steps=steps,
+        breakdown_s=mean_breakdown,
+        device_compute_16bit_ratio=(kernels.compute_16bit_s / kernels.total_s
+                                    if kernels.total_s > 0 else ratio16),
+        device_compute_16bit_ratio_xprof=ratio16,
+        input_bound=InputBound(
+            ratio=min(1.0, input_pct / 100.0), verdict=verdict, advice=statement
+        ),
+        input_pipeline=InputPipeline(
+            host_input_s=per_step,
+            slowest_stage=tfdata.slowest_stage(stages),
+            stages=stages[: max(top_n, 10)],
+            top_input_ops=input_pipeline.top_input_ops(host_ops, top_n),
+            host_input_total_s=totals,
+            python_op_s=python_tfdata_s,
+            per_replica_input=input_pipeline.per_replica_input(host_ops),
+            xprof_only_input_s=xprof_input[0],
+            xprof_only_input_ops=xprof_input[1],
+        ),
+        ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
+                                eager_s=eager_s, eager_top=eager_top,
+                                graph_building_s=building_s, graph_builds=builds),
+        kernels=kernels,
+        devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
+                               steps_in_window=len(found.groups) if steps.count else 0,
+                               events=gpu_events,
+                               input_spans=(_input_spans(found.groups)
+                                            if has_device else None)),
+        memory=memory,
+        environment=reduce_environment(space),
+    ))  # advice reads the finished figures
+
+
+def _steps(
+    found: FoundSteps,
+    kept: list[tuple[StepGroup, dict[int, int]]],
+    dropped: int,
+    top_n: int,
+    devices: list[Timeline],
+    names: dict[int, str],
+    base_ns: int,
+) -> tuple[Steps, dict[str, float], dict[int, int]]:
+    items = []
+    totals: dict[int, int] = {}
+    groups = [g for g, _ in kept]
+    if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
+        host_cands = _host_candidates(groups, top_n, names, found)
+        tops = [_top_events(g, c, top_n, devices, base_ns)
+                for g, c in zip(groups, host_cands, strict=True)]
+    else:  # host events only: every step's top events ranked at once
+        tops = _host_top_events(groups, top_n, names, found, base_ns)
+    for (group, types_ps), top in zip(kept, tops, strict=True):
+        for k, v in types_ps.items():
+            totals[k] = totals.get(k, 0) + v
+        items.append(
+            Step(
+                step_num=group.step_num,
+                start_ns=base_ns + group.begin_ps // 1000,
+                duration_s=group.duration_ps / 1e12,
+                breakdown_s=bd.categories_of(types_ps),
+                top_events=top,
+            )
+        )
+    n = len(items)
+    mean = {c: (sum(s.breakdown_s[c] for s in items) / n if n else 0.0) for c in CATEGORIES}
+    note = found.note
+    if dropped:
+        note = (note + "; " if note else "") + "first and last step dropped as XProf does"
+    if found.groups and not items:
+        note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
+    method = found.method if items else "none"
+    interval_s, outside = _between_steps(items)
+    steps = Steps(
+        count=n,
+        method=method,
+        mean_s=(sum(s.duration_s for s in items) / n) if n else 0.0,
+        items=tuple(items),
+        note=note,
+        interval_s=interval_s,
+        outside_ratio=outside,
+    )
+    return steps, mean, totals
+
+
+def _per_step(seconds: float, count: int) -> float:
+    return max(0.0, seconds) / count if count else 0.0
+
+
+def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
+    """The window's function calls; where no step was found, the note says what it held."""
+    found = function_calls(host)
+    if steps.count or not found:
+        return dataclasses.replace(steps, calls=found)
+    note = calls_note(found)
+    if steps.unrooted_markers:
+        note = steps.note + "; " + note
+    return dataclasses.replace(steps, calls=found, note=note)
+
+
+def _input_spans(groups: list[StepGroup]) -> list[tuple[int, int]]:
+    """The host's input waits in the steps (ps on the time base, merged): what the GPU idles on
+    when a job is input-bound, told apart from slow kernel launches."""
+    spans: list[tuple[int, int]] = []
+    for g in groups:
+        for types, begins, ends in g.events:
+            mask = np.isin(types, _HOST_INPUT_TYPES)
+            spans.extend(zip(begins[mask].tolist(), ends[mask].tolist(),
+                             strict=True))
+    return merge(spans)
+
+
+_HOST_INPUT_TYPES = np.array([et.HOST_WAIT_INPUT, et.HOST_TO_DEVICE], np.int64)
+
+REMOTE_STEPS = "markers_remote"
+REMOTE_STEPS_NOTE = (
+    "the marked steps run no op on this host: a parameter-server coordinator, whose step "
+    "functions run on the workers (their captures hold the step_fn time); timed by the "
+    "markers, no input verdict; XProf reports no step")
+
+GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
+                 "(steps[].device_span_s) and counts their host time as 'All Others'; "
+                 "tfobs times the step marker and classifies its host time")
+
+
+def _with_device_spans(events: GpuEvents, found: FoundSteps, steps: Steps) -> Steps:
+    assert found.step_of is not None
+    spans = device_step_spans(events, found.step_of, [g.step_num for g in found.groups])
+    if not spans:
+        return steps
+    items = tuple(dataclasses.replace(s, device_span_s=spans.get(s.step_num, 0) / 1e12)
+                  for s in steps.items)
+    note = (steps.note + "; " if steps.note else "") + GPU_STEP_NOTE
+    return dataclasses.replace(steps, items=items, note=note)
+
+
+def _between_steps(items: list[Step]) -> tuple[float, float]:
+    """(mean start-to-start interval of consecutive steps, share of it in no step).
+
+    Over pairs of steps that follow one another (step numbers one apart or, under
+    `steps_per_execution`, the usual stride), so a dropped step does not count as a gap.
+    """
+    pairs = [(a, b) for a, b in zip(items, items[1:], strict=False) if b.start_ns > a.start_ns]
+    if not pairs:
+        return 0.0, 0.0
+    strides = sorted(b.step_num - a.step_num for a, b in pairs)
+    usual = strides[len(strides) // 2]
+    pairs = [(a, b) for a, b in pairs if b.step_num - a.step_num == usual] or pairs
+    interval = sum(b.start_ns - a.start_ns for a, b in pairs) / len(pairs) / 1e9
+    busy = sum(min(a.duration_s, (b.start_ns - a.start_ns) / 1e9) for a, b in pairs)
+    busy /= len(pairs)
+    return interval, (max(0.0, min(1.0, 1.0 - busy / interval)) if interval > 0 else 0.0)
+
+
+# Line timestamps below this (about 1973) are relative to the profile's start, as
+# TensorFlow and JAX write them; tfobs places them on the wall clock with the start time.
+_RELATIVE_BEFORE_NS = 10**17
+
+
+def _wall_clock_base(host: Timeline | None, devices: list[Timeline], start_ns: int) -> int:
+    lines = (host.lines if host is not None else []) + [ld for t in devices for ld in t.lines]
+    if lines and all(ld.ts_ns < _RELATIVE_BEFORE_NS for ld in lines):
+        return start_ns
+    return 0
+
+
+def _event_kind(name: str) -> str:
+    return "tfdata" if name.startswith("Iterator::") else "op"
+
+
+Candidate = tuple[int, str, str, int, str]  # (ps, name, kind, start ns, device)
+
+
+def _candidate_columns(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                       found: FoundSteps | None) -> tuple[np.ndarray, ...] | None:
+    """(step, absolute start ps, duration ps, metadata id) of each step's ops and tf.data
+    stages that can make its top n: those at least as long as its n-th longest (ties
+    kept), in member order (lines, then time). All steps at once: a few numpy passes over
+    every member, not a dozen per step and line."""
+    if top_n <= 0:
+        return None
+    lds, step, line, flat = members_of(found, groups) if found else member_events(groups)
+    if not lds:
+        return None
+    cols = lds[0].columns  # the member lines are all the host plane's
+    mids = cols.mid[flat]
+    op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
+    ops = np.flatnonzero(lookup(mids, op_table, 0))
+    step, line, flat, mids = step[ops], line[ops], flat[ops], mids[ops]
+    start, dur = cols.offset[flat], cols.duration[flat]
+    # Each step's n-th longest: its ops by step, longest first.
+    count = np.bincount(step, minlength=len(groups))
+    first = np.cumsum(count) - count
+    ranked = _longest_first(step, dur)
+    full = np.flatnonzero(count > top_n)
+    floor = np.full(len(groups), np.iinfo(np.int64).min, np.int64)
+    floor[full] = ranked[first[full] + top_n - 1]
+    keep = np.flatnonzero(dur >= floor[step])
+    line_start = np.array([ld.start_ps for ld in lds], np.int64)
+    return (step[keep], line_start[line[keep]] + start[keep], dur[keep], mids[keep])
+
+
+def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                     found: FoundSteps | None = None) -> list[list[Candidate]]:
+    """`_candidate_columns` as Python tuples per step."""
+    out: list[list[Candidate]] = [[] for _ in groups]
+    found_cols = _candidate_columns(groups, top_n, names, found)
+    if found_cols is None:
+        return out
+    step, start, dur, mids = found_cols
+    kinds: dict[int, tuple[str, str]] = {}
+    for k, s, d, mid in zip(step.tolist(), start.tolist(), dur.tolist(), mids.tolist(),
+                            strict=True):
+        named = kinds.get(mid)
+        if named is None:
+            named = kinds[mid] = (names[mid], _event_kind(names[mid]))
+        out[k].append((d, named[0], named[1], s // 1000, ""))
+    return out
+
+
+def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
+                     found: FoundSteps, base_ns: int) -> list[tuple[TimedEvent, ...]]:
+    """Each step's top n host events where the capture has no device events: the
+    candidates of all steps ranked at once (step, longest first, then name, then member
+    order, as `_top_events` sorts each step's)."""
+    out: list[list[TimedEvent]] = [[] for _ in groups]
+    found_cols = _candidate_columns(groups, top_n, names, found)
+    if found_cols is not None and found_cols[0].size:
+        step, start, dur, mids = found_cols
+        distinct = np.unique(mids)
+        by_name = sorted(range(distinct.size), key=lambda j: names[int(distinct[j])])
+        name_rank = np.empty(distinct.size, np.int64)
+        name_rank[by_name] = np.arange(distinct.size)
+        order = np.lexsort((name_rank[np.searchsorted(distinct, mids)], -dur, step))
+        step, start, dur, mids = step[order], start[order], dur[order], mids[order]
+        first = np.searchsorted(step, step)  # each row's step's first row
+        top = np.flatnonzero(np.arange(step.size) - first < top_n)
+        kinds: dict[int, tuple[str, str]] = {}
+        for k, s, d, mid in zip(step[top].tolist(), start[top].tolist(), dur[top].tolist(),
+                                mids[top].tolist(), strict=True):
+            named = kinds.get(mid)
+            if named is None:
+                named = kinds[mid] = (names[mid], _event_kind(names[mid]))
+            out[k].append(TimedEvent(named[0], named[1], base_ns + s // 1000, d / 1e12, ""))
+    return [tuple(events) for events in out]
+
+
+def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """`dur[np.lexsort((-dur, step))]`: durations by step, longest first. Only the values
+    are needed, so where step and duration fit one int64 they are sorted as one key
+    (a plain sort of distinct-enough keys, several times faster than the lexsort)."""
+    if not dur.size:
+        return dur
+    low = int(dur.min())
+    span = int(dur.max()) - low
+    bits = max(1, span.bit_length())
+    if int(step.min()) < 0 or int(step.max()).bit_length() + bits > 62:
+        return dur[np.lexsort((-dur, step))]
+    key = np.left_shift(step, bits)
+    key |= (low + span) - dur  # longest first: 0 for the longest
+    key.sort()
+    key &= (1 << bits) - 1
+    return (low + span) - key
+
+
+def _top_events(
+    group: StepGroup, host_cands: list[Candidate], top_n: int, devices: list[Timeline],
+    base_ns: int,
+) -> tuple[TimedEvent, ...]:
+    """The step's longest ops, tf.data stages and device kernels, on the wall clock.
+
+    `host_cands`: its ops that can make the top n (`_host_candidates`).
+    """
+    if top_n <= 0:
+        return ()
+    cands = list(host_cands)
+    for tl in devices:
+        device = tl.plane.name
+        for ld in tl.lines:
+            if not ld.name.startswith("Stream"):
+                continue
+            at = _overlapping(ld, group.begin_ps, group.end_ps)
+            dur = ld.end_arr[at] - ld.start_arr[at]
+            if at.size > top_n:  # only those as long as the n-th longest can make it
+                at = at[dur >= np.partition(dur, at.size - top_n)[at.size - top_n]]
+            for i in at.tolist():
+                cands.append((ld.ends[i] - ld.starts[i], tl.names.get(ld.mids[i], ""),
+                              "kernel", (ld.start_ps + ld.starts[i]) // 1000, device))
+    cands.sort(key=lambda c: (-c[0], c[1]))
+    return tuple(TimedEvent(name, kind, base_ns + start, dur / 1e12, device)
+                 for dur, name, kind, start, device in cands[:top_n])
+
+
+def _overlapping(ld: LineData, begin: int, end: int) -> np.ndarray:
+    """Sorted positions of the line's events that overlap [begin, end] (absolute ps)."""
+    base = ld.start_ps
+    return np.flatnonzero((ld.start_arr < end - base) & (ld.end_arr > begin - base))
+
+
+def _add_device_events(groups: list[StepGroup], devices: list[Timeline]) -> None:
+    """Device events inside each step's span, classified as XProf's ClassifyGpuEvent.
+
+    XProf ties kernels to steps through correlation ids; tfobs uses time containment,
+    which gives the same steps when the host waits for the device at each step's end.
+    """
+    for tl in devices:
+        types = {mid: et.classify_gpu(name) for mid, name in tl.names.items()}
+        for ld in tl.lines:
+            if not ld.name.startswith("Stream"):
+                continue
+            base = ld.start_ps
+            kinds = ld.lookup(types, et.DEVICE_COMPUTE_32).astype(np.int64)
+            for g in groups:
+                inside = _overlapping(ld, g.begin_ps, g.end_ps)
+                g.events.append((
+                    kinds[inside],
+                    ld.start_arr[inside].astype(np.int64) + base,
+                    ld.end_arr[inside].astype(np.int64) + base,
+                ))
