@@ -55,6 +55,7 @@ def test_reducer_only_raises_capture_error(bases: list[bytes]) -> None:
     assert outcomes["summary"] > CASES // 2 and outcomes["capture_error"] > 0, outcomes
 
 
+@pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
 def test_command_exits_0_or_2_with_one_line(bases: list[bytes], tmp_path: pathlib.Path) -> None:
     rng = random.Random(SEED + 1)
     path = tmp_path / "fuzz.xplane.pb"

@@ -121,6 +121,7 @@ def test_helper_killed_mid_reduction_fails_that_window_and_comes_back(worker, fa
     assert not alive(first)
 
 
+@pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
 def test_hanging_helper_is_killed_at_its_timeout_and_comes_back(worker, fast_backoff,
                                                                 monkeypatch):
     monkeypatch.setattr(reducer_process, "TIMEOUT_PER_MB_S", 0.1)
@@ -140,6 +141,7 @@ def test_hanging_helper_is_killed_at_its_timeout_and_comes_back(worker, fast_bac
     assert worker.starts == 2
 
 
+@pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
 def test_helper_starved_at_idle_priority_comes_back_at_nice_19(fast_backoff):
     # Every core the helper may use is kept busy by a normal-priority process: at
     # SCHED_IDLE it gets no CPU, so each window would only time out. The starved helper

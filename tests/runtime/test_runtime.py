@@ -198,6 +198,7 @@ def test_empty_window_and_too_many_events(make_runtime):
     assert rt2.health.windows == {"dropped_too_large": 1}, rt2.health
 
 
+@pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
 def test_window_time_cap_closes_a_window_without_steps(make_runtime):
     rt = make_runtime(window_max_s=0.3)
     assert rt.capture_now()
