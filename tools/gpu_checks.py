@@ -105,7 +105,7 @@ def figures(path: str) -> dict[str, object]:
 
 
 def time_reduction(path: str, repeat: int) -> None:
-    from tfobs.runtime.reducer_process import ReduceWorker
+    from tfobs.reduce.helper import ReduceHelper
     from tfobs.xspace.schema import XSpace
 
     size = os.path.getsize(path)
@@ -124,7 +124,7 @@ def time_reduction(path: str, repeat: int) -> None:
 
     parse = median_s(lambda: XSpace.FromString(data))
     inproc = median_s(lambda: analyze(path))
-    worker = ReduceWorker(data_limit=4 * 2**30)
+    worker = ReduceHelper(data_limit=4 * 2**30)
     try:
         worker.ensure_started()
         helper = median_s(lambda: worker.reduce(path, top_n=5, short_gap_s=1e-5,

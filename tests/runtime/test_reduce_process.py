@@ -1,4 +1,4 @@
-"""The reduce helper process (issue 17) on its own: real `python -m tfobs.reduce_worker`
+"""The reduce helper process (issue 17) on its own: real `python -m tfobs.reduce`
 children reducing real captures, with the faults the runtime must survive.
 
 The runtime's side in a training job (ticker stalls, faults mid-window, orphans after
@@ -19,11 +19,11 @@ import pytest
 
 from tests.support.processes import alive, gone_within
 from tfobs.analysis.pipeline import analyze
-from tfobs.runtime import reducer_process
-from tfobs.runtime.reducer_process import (
+from tfobs.reduce import helper as reduce_helper
+from tfobs.reduce.helper import (
     CannotStart,
-    ReduceWorker,
-    WorkerFailed,
+    HelperFailed,
+    ReduceHelper,
     data_limit_bytes,
 )
 from tfobs.summary import WindowSummary
@@ -38,7 +38,7 @@ ARGS = {"top_n": 5, "short_gap_s": 30e-6, "max_events": 5_000_000}
 
 @pytest.fixture
 def worker():
-    w = ReduceWorker(data_limit=data_limit_bytes(256 << 20))
+    w = ReduceHelper(data_limit=data_limit_bytes(256 << 20))
     yield w
     pid = w.pid
     w.stop(1.0)
@@ -48,7 +48,7 @@ def worker():
 
 @pytest.fixture
 def fast_backoff(monkeypatch):
-    monkeypatch.setattr(reducer_process, "BACKOFF_S", (0.05, 0.2))
+    monkeypatch.setattr(reduce_helper, "BACKOFF_S", (0.05, 0.2))
 
 
 def test_helper_summary_equals_in_process_reduction(worker):
@@ -63,12 +63,12 @@ def test_helper_is_plain_python_at_low_priority_with_its_own_limit(worker):
     assert pid is not None
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     assert int(stat[1]) == os.getpid()  # our child: spawned, not a fork of a fork
-    assert int(stat[16]) >= reducer_process.NICE + os.nice(0)  # nice value
+    assert int(stat[16]) >= reduce_helper.NICE + os.nice(0)  # nice value
     limits = Path(f"/proc/{pid}/limits").read_text()
     data = next(line for line in limits.splitlines() if line.startswith("Max data size"))
     assert int(data.split()[3]) == data_limit_bytes(256 << 20)
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    assert cmdline[1:3] == [b"-m", b"tfobs.reduce_worker"]
+    assert cmdline[1:3] == [b"-m", b"tfobs.reduce"]
     maps = Path(f"/proc/{pid}/maps").read_text()
     assert "tensorflow" not in maps and "libtensorflow" not in maps
 
@@ -83,10 +83,10 @@ def test_helper_cpu_is_read_for_the_budget(worker):
 
 
 def test_too_many_events_and_a_bad_file_fail_only_that_reduction(worker):
-    with pytest.raises(WorkerFailed) as exc:
+    with pytest.raises(HelperFailed) as exc:
         worker.reduce(str(CAPTURE), top_n=5, short_gap_s=30e-6, max_events=10)
     assert exc.value.kind == "too_large"
-    with pytest.raises(WorkerFailed) as exc:
+    with pytest.raises(HelperFailed) as exc:
         worker.reduce("/nonexistent/capture.xplane.pb", **ARGS)
     assert exc.value.kind == "error"
     pid = worker.pid
@@ -94,15 +94,15 @@ def test_too_many_events_and_a_bad_file_fail_only_that_reduction(worker):
     assert worker.pid == pid and worker.starts == 1  # the same helper all along
 
 
-def _kill_when_busy(worker: ReduceWorker, sig: int) -> None:
+def _kill_when_busy(worker: ReduceHelper, sig: int) -> None:
     """Send `sig` to the helper once it is reducing (its CPU climbs)."""
     import threading
 
     def run() -> None:
         pid = worker.pid
         assert pid is not None
-        cpu0 = reducer_process._proc_cpu_s(pid) or 0.0
-        while (reducer_process._proc_cpu_s(pid) or 0.0) - cpu0 < 0.02:
+        cpu0 = reduce_helper._proc_cpu_s(pid) or 0.0
+        while (reduce_helper._proc_cpu_s(pid) or 0.0) - cpu0 < 0.02:
             time.sleep(0.005)
         os.kill(pid, sig)
 
@@ -113,7 +113,7 @@ def test_helper_killed_mid_reduction_fails_that_window_and_comes_back(worker, fa
     worker.ensure_started()
     first = worker.pid
     _kill_when_busy(worker, signal.SIGKILL)
-    with pytest.raises(WorkerFailed) as exc:
+    with pytest.raises(HelperFailed) as exc:
         worker.reduce(str(LONG_CAPTURE), **ARGS)
     assert exc.value.kind == "died"
     assert worker.reduce(str(CAPTURE), **ARGS)["steps"]["count"] > 0
@@ -124,13 +124,13 @@ def test_helper_killed_mid_reduction_fails_that_window_and_comes_back(worker, fa
 @pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
 def test_hanging_helper_is_killed_at_its_timeout_and_comes_back(worker, fast_backoff,
                                                                 monkeypatch):
-    monkeypatch.setattr(reducer_process, "TIMEOUT_PER_MB_S", 0.1)
+    monkeypatch.setattr(reduce_helper, "TIMEOUT_PER_MB_S", 0.1)
     worker.ensure_started()
     first = worker.pid
     worker.timeout_s = 1.0
     _kill_when_busy(worker, signal.SIGSTOP)
     t0 = time.monotonic()
-    with pytest.raises(WorkerFailed) as exc:
+    with pytest.raises(HelperFailed) as exc:
         worker.reduce(str(LONG_CAPTURE), **ARGS)
     assert exc.value.kind == "timeout"
     size_mb = LONG_CAPTURE.stat().st_size / 1e6
@@ -149,7 +149,7 @@ def test_helper_starved_at_idle_priority_comes_back_at_nice_19(fast_backoff):
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         pytest.skip("needs two CPUs: one kept busy, one for the restarted helper")
-    worker = ReduceWorker(data_limit=data_limit_bytes(256 << 20), starved_after_s=1.0)
+    worker = ReduceHelper(data_limit=data_limit_bytes(256 << 20), starved_after_s=1.0)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         os.sched_setaffinity(busy.pid, {cpus[0]})
@@ -159,7 +159,7 @@ def test_helper_starved_at_idle_priority_comes_back_at_nice_19(fast_backoff):
         os.sched_setaffinity(first, {cpus[0]})  # beside the busy loop only
         time.sleep(0.3)  # the busy loop owns that core now
         t0 = time.monotonic()
-        with pytest.raises(WorkerFailed) as exc:
+        with pytest.raises(HelperFailed) as exc:
             worker.reduce(str(LONG_CAPTURE), **ARGS)
         assert exc.value.kind == "starved"
         assert "nice 19" in str(exc.value)
@@ -182,11 +182,11 @@ def test_helper_starved_at_idle_priority_comes_back_at_nice_19(fast_backoff):
 def test_out_of_memory_fails_that_window_and_a_fresh_helper_reduces_the_next(fast_backoff):
     # 80 MB of data: the imports fit (about 65 MB), this capture's reduction does not (the
     # 14.7 MB one: the compiled reader brought a 2.7 MB capture's reduction under it).
-    worker = ReduceWorker(data_limit=80 << 20)
+    worker = ReduceHelper(data_limit=80 << 20)
     try:
         worker.ensure_started()
         first = worker.pid
-        with pytest.raises(WorkerFailed) as exc:
+        with pytest.raises(HelperFailed) as exc:
             worker.reduce(str(BIG_CAPTURE), **ARGS)
         assert exc.value.kind == "memory"
         assert gone_within(first, 5)  # it exits: the next window gets a fresh heap
@@ -202,18 +202,18 @@ def test_running_out_of_memory_anywhere_is_the_memory_kind(limit_mb, fast_backof
     """Whichever allocation fails first under the helper's limit (protobuf's parse, its
     serializing of lines for the compiled reader, a numpy array), the answer is "memory"
     (a fresh helper next), never a broken capture; or the capture fits and reduces."""
-    worker = ReduceWorker(data_limit=limit_mb << 20)
+    worker = ReduceHelper(data_limit=limit_mb << 20)
     try:
         try:
             assert worker.reduce(str(BIG_CAPTURE), **ARGS)["steps"]["count"] > 0
-        except WorkerFailed as exc:
+        except HelperFailed as exc:
             assert exc.kind == "memory", exc
     finally:
         worker.stop(1.0)
 
 
 def test_missing_executable_cannot_start_then_comes_back(fast_backoff):
-    worker = ReduceWorker(data_limit=256 << 20, python="/nonexistent/python3")
+    worker = ReduceHelper(data_limit=256 << 20, python="/nonexistent/python3")
     try:
         with pytest.raises(CannotStart, match="/nonexistent/python3"):
             worker.reduce(str(CAPTURE), **ARGS)
@@ -234,7 +234,7 @@ def test_stop_while_reducing_leaves_no_helper(worker):
     def reduce() -> None:
         try:
             worker.reduce(str(CAPTURE), **ARGS)
-        except WorkerFailed as exc:
+        except HelperFailed as exc:
             errors.append(exc)
 
     thread = threading.Thread(target=reduce)
@@ -244,7 +244,7 @@ def test_stop_while_reducing_leaves_no_helper(worker):
     thread.join(10)
     assert not thread.is_alive()
     assert gone_within(pid, 5)
-    with pytest.raises(WorkerFailed):  # stopped for good: no helper comes back
+    with pytest.raises(HelperFailed):  # stopped for good: no helper comes back
         worker.reduce(str(CAPTURE), **ARGS)
     assert worker.pid is None
 
@@ -263,8 +263,8 @@ def test_disable_right_after_enable_is_no_error(caplog):
 
 PARENT = textwrap.dedent("""
     import sys, time
-    from tfobs.runtime.reducer_process import ReduceWorker
-    w = ReduceWorker(data_limit=256 << 20)
+    from tfobs.reduce.helper import ReduceHelper
+    w = ReduceHelper(data_limit=256 << 20)
     w.ensure_started()
     print(w.pid, flush=True)
     if sys.argv[1] == "busy":  # die while the helper reduces

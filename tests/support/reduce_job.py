@@ -222,10 +222,10 @@ def main(argv: list[str] | None = None) -> int:
             rt.add_listener(on_window)
             worker = rt._reduce.worker
             if worker is not None and args.fault == "hang":
-                import tfobs.runtime.reducer_process as reducer_process
+                import tfobs.reduce.helper as reduce_helper
 
                 worker.timeout_s = 2.0
-                reducer_process.TIMEOUT_PER_MB_S = 0.0
+                reduce_helper.TIMEOUT_PER_MB_S = 0.0
             threading.Thread(target=watch_helper, daemon=True).start()
         acc.assign(tf.zeros((8,)))
         ticker.reset()

@@ -28,13 +28,13 @@ from tfobs.export.sinks import StepSink, WindowSink
 from tfobs.health import HealthLedger
 from tfobs.identity import runs_steps
 from tfobs.once import Once, OncePer
+from tfobs.reduce.helper import ReduceHelper, data_limit_bytes
 from tfobs.runtime import progress
 from tfobs.runtime.capture_thread import QUEUE_SIZE, CaptureThread, ReduceQueue
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.info import info_labels
 from tfobs.runtime.keep import Keeper
 from tfobs.runtime.reduce_thread import Reducer, ReduceThread
-from tfobs.runtime.reducer_process import ReduceWorker, data_limit_bytes
 from tfobs.runtime.windows import StepWorkMeter, Windows
 from tfobs.sources.nvml import NvmlSampler
 from tfobs.sources.tfmemory import TfMemorySampler
@@ -105,7 +105,7 @@ class Runtime:
         # An injected reducer (tests) runs in-process; else the helper process reduces.
         worker = None
         if reducer is None and config.reduce_in == "process":
-            worker = ReduceWorker(data_limit=data_limit_bytes(config.max_capture_bytes))
+            worker = ReduceHelper(data_limit=data_limit_bytes(config.max_capture_bytes))
         self._capture = CaptureThread(self._windows, reduce_queue, self.health, self._failures,
                                       step_sink, work, self._finish, self._start_tf_parts,
                                       hand_over_file=worker is not None,

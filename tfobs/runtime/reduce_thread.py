@@ -2,7 +2,7 @@
 and charges the window's cost to the duty-cycle budget.
 
 With `reduce_in="process"` (the default) the reduction runs in the reduce helper, a child
-process (`reducer_process.py`): this thread only sends the capture's path and waits for the
+process (`tfobs/reduce/helper.py`): this thread only sends the capture's path and waits for the
 small summary, so the job's GIL and memory never carry a reduction (in-process, the
 reduction held the GIL for 150-230 ms at a time: issue 17). The helper's CPU is charged to
 the budget like this thread's. A helper that dies, hangs or runs out of memory fails that
@@ -31,10 +31,10 @@ from tfobs.config import Config
 from tfobs.export.sinks import WindowSink
 from tfobs.health import HealthLedger
 from tfobs.once import Once
+from tfobs.reduce.helper import CannotStart, HelperFailed, ReduceHelper
 from tfobs.runtime.capture_thread import ReduceQueue
 from tfobs.runtime.failures import Failures
 from tfobs.runtime.keep import Keeper
-from tfobs.runtime.reducer_process import CannotStart, ReduceWorker, WorkerFailed
 from tfobs.runtime.windows import Finish, OpenWindow, StepWorkMeter, Windows
 from tfobs.summary import ErrorStage, WindowSummary
 
@@ -61,7 +61,7 @@ class ReduceThread:
     def __init__(self, config: Config, windows: Windows, reduce_queue: ReduceQueue,
                  sinks: Sequence[WindowSink], health: HealthLedger, failures: Failures,
                  step_work: StepWorkMeter, finish: Finish, reducer: Reducer | None,
-                 worker: ReduceWorker | None = None,
+                 worker: ReduceHelper | None = None,
                  keeper: Keeper | None = None) -> None:
         self._config = config
         self._w = windows
@@ -82,7 +82,7 @@ class ReduceThread:
                 self.worker.ensure_started()  # at enable(): the first window waits for none
             except CannotStart as exc:
                 self._fallback(exc)
-            except WorkerFailed as exc:
+            except HelperFailed as exc:
                 if not self._w.stopping:  # disable() during the helper's start is no fault
                     self._failures.report("reduce_helper", exc)
         if self._reducer is None and self.worker is None:
@@ -120,7 +120,7 @@ class ReduceThread:
                 return
             # The helper's own faults (died, hung, out of memory) vs a capture that does not
             # reduce (counted as before, wherever it ran).
-            helper = isinstance(exc, WorkerFailed) and exc.kind != "error"
+            helper = isinstance(exc, HelperFailed) and exc.kind != "error"
             stage: ErrorStage = "reduce_helper" if helper else "reduce"
             self._failures.report(stage, exc)
             self._finish(record, "failed", f"reduction failed: {exc}")
@@ -176,7 +176,7 @@ class ReduceThread:
                 return WindowSummary.from_dict(summary)
             except CannotStart as exc:
                 self._fallback(exc)
-            except WorkerFailed as exc:
+            except HelperFailed as exc:
                 if exc.kind == "too_large":
                     raise TooLarge(str(exc)) from exc
                 raise

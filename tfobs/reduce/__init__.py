@@ -1,6 +1,6 @@
-"""The reduce helper: a plain `python -m tfobs.reduce_worker` child of the training process.
+"""The reduce helper: a plain `python -m tfobs.reduce` child of the training process.
 
-The training process (`tfobs/runtime/reducer_process.py`) starts it at `enable()` and sends
+The training process (`tfobs/reduce/helper.py`) starts it at `enable()` and sends
 it, one JSON line per window on its stdin, the path of a capture in the scratch folder; it
 reads, parses and reduces the capture and answers one JSON line: the `WindowSummary` as a
 dict, or why not. So the reduction's CPU, memory and GIL are the helper's, never the job's.
@@ -22,7 +22,7 @@ writes is `{"ready": true, "pid": N}` once its imports are done.
 
 from __future__ import annotations
 
-MODULE = "tfobs.reduce_worker"
+MODULE = "tfobs.reduce"
 KINDS = ("too_large", "memory", "error")
 
 __all__ = ["KINDS", "MODULE"]

@@ -1,6 +1,6 @@
-"""Entry point of the reduce helper (see `tfobs/reduce_worker/__init__.py` for the protocol).
+"""Entry point of the reduce helper (see `tfobs/reduce/__init__.py` for the protocol).
 
-    python -m tfobs.reduce_worker --parent PID --data-limit BYTES --nice N [--idle-policy 0|1]
+    python -m tfobs.reduce --parent PID --data-limit BYTES --nice N [--idle-policy 0|1]
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def out_of_memory(exc: BaseException | None) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tfobs.reduce_worker")
+    p = argparse.ArgumentParser(prog="python -m tfobs.reduce")
     p.add_argument("--parent", type=int, required=True)
     p.add_argument("--data-limit", type=int, default=0)
     p.add_argument("--nice", type=int, default=10)

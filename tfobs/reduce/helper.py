@@ -1,13 +1,13 @@
-"""The training process's side of the reduce helper (`python -m tfobs.reduce_worker`).
+"""The training process's side of the reduce helper (`python -m tfobs.reduce`).
 
-`ReduceWorker.reduce(path, ...)` sends a capture's path to the helper and waits (in
+`ReduceHelper.reduce(path, ...)` sends a capture's path to the helper and waits (in
 `tfobs-reduce`, never the training thread) for its summary. The helper is started with
 `subprocess.Popen` (exec of `sys.executable`, `close_fds`: never a fork that runs Python
 code of the training process), restarted with backoff after it dies, killed when a
 reduction runs past its timeout, and stopped by `stop()`. Its CPU is read from
 `/proc/<pid>/stat` so the runtime can charge it to the overhead budget.
 
-Errors come back as `WorkerFailed(kind, message)`; `CannotStart` when no child process can
+Errors come back as `HelperFailed(kind, message)`; `CannotStart` when no child process can
 be started at all (the runtime then reduces in-process).
 """
 
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tfobs.reduce_worker import MODULE
+from tfobs.reduce import MODULE
 
 NICE = 10
 START_TIMEOUT_S = 60.0  # imports on a loaded machine
@@ -38,7 +38,7 @@ STARVED_CPU_S = 0.05
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-class WorkerFailed(Exception):
+class HelperFailed(Exception):
     """A reduction the helper did not finish: kind is died | timeout | starved | memory |
     too_large | error."""
 
@@ -57,7 +57,7 @@ def data_limit_bytes(max_capture_bytes: int) -> int:
     return 512 * 1024 * 1024 + 12 * max_capture_bytes
 
 
-class ReduceWorker:
+class ReduceHelper:
     def __init__(self, *, data_limit: int, python: str | None = None, nice: int = NICE,
                  timeout_s: float = TIMEOUT_S, starved_after_s: float = STARVED_AFTER_S
                  ) -> None:
@@ -93,9 +93,9 @@ class ReduceWorker:
         self._reap()
         wait = self._next_start - time.monotonic()
         if wait > 0 and self._stop.wait(wait):
-            raise WorkerFailed("died", "tfobs is shutting down")
+            raise HelperFailed("died", "tfobs is shutting down")
         if self._stop.is_set():
-            raise WorkerFailed("died", "tfobs is shutting down")
+            raise HelperFailed("died", "tfobs is shutting down")
         env = dict(os.environ)
         # One thread for numpy's BLAS: its pools reserve memory under our own limit and
         # would compete with training for cores.
@@ -117,16 +117,16 @@ class ReduceWorker:
         if stopped:
             proc.kill()
             self._wait(proc, 2.0)
-            raise WorkerFailed("died", "tfobs is shutting down")
+            raise HelperFailed("died", "tfobs is shutting down")
         self.starts += 1
         try:
             ready = self._read_line(time.monotonic() + START_TIMEOUT_S, "before it was ready")
-        except WorkerFailed:
+        except HelperFailed:
             self._kill()
             raise
         if not ready.get("ready"):
             self._kill()
-            raise WorkerFailed("error", f"reduce helper said {ready!r} at start")
+            raise HelperFailed("error", f"reduce helper said {ready!r} at start")
         # Its start (interpreter and imports, at idle priority before any window) is not a
         # window's cost, as the in-process reduction's warm-up imports never were.
         with self._lock:
@@ -165,7 +165,7 @@ class ReduceWorker:
 
     def reduce(self, path: str, *, top_n: int, short_gap_s: float,
                max_events: int) -> dict[str, Any]:
-        """The summary dict of the capture at `path`; raises WorkerFailed or CannotStart."""
+        """The summary dict of the capture at `path`; raises HelperFailed or CannotStart."""
         self.ensure_started()
         proc = self._proc
         assert proc is not None and proc.stdin is not None
@@ -185,7 +185,7 @@ class ReduceWorker:
             if (_proc_cpu_s(proc.pid) or 0.0) - cpu_at_start >= STARVED_CPU_S:
                 return
             self.idle_policy = False
-            raise WorkerFailed("starved", f"reduce helper had no CPU for "
+            raise HelperFailed("starved", f"reduce helper had no CPU for "
                                f"{self.starved_after_s:.0f} s at idle priority (other work "
                                "keeps every core busy); restarted at nice 19 without "
                                "SCHED_IDLE")
@@ -197,8 +197,8 @@ class ReduceWorker:
             reply = self._read_line(deadline, "mid-reduction", starved)
         except (OSError, ValueError) as exc:
             self._kill()
-            raise WorkerFailed("died", f"reduce helper gone: {exc}") from exc
-        except WorkerFailed:
+            raise HelperFailed("died", f"reduce helper gone: {exc}") from exc
+        except HelperFailed:
             self._kill()
             raise
         finally:
@@ -207,12 +207,12 @@ class ReduceWorker:
             self._backoff = BACKOFF_S[0]
             summary = reply.get("summary")
             if not isinstance(summary, dict):
-                raise WorkerFailed("error", "reduce helper answered without a summary")
+                raise HelperFailed("error", "reduce helper answered without a summary")
             return summary
         kind = str(reply.get("kind", "error"))
         if kind == "memory":
             self._kill()  # it exits by itself; make sure, and back off
-        raise WorkerFailed(kind, str(reply.get("message", "reduction failed")))
+        raise HelperFailed(kind, str(reply.get("message", "reduction failed")))
 
     def take_cpu(self) -> float:
         """CPU seconds the helpers used since the last call (their starts left out)."""
@@ -247,11 +247,11 @@ class ReduceWorker:
             while b"\n" not in self._buf:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise WorkerFailed("timeout", "reduce helper ran past its timeout "
+                    raise HelperFailed("timeout", "reduce helper ran past its timeout "
                                        "(killed; restarted for the next window)")
                 if not sel.select(min(left, 0.5)):
                     if self._stop.is_set():
-                        raise WorkerFailed("died", "tfobs is shutting down")
+                        raise HelperFailed("died", "tfobs is shutting down")
                     if check is not None:
                         check()
                     continue
@@ -259,16 +259,16 @@ class ReduceWorker:
                 if not chunk:
                     self._wait(proc, 1.0)
                     code = proc.returncode
-                    raise WorkerFailed("died", f"reduce helper exited (status {code}) {when}; "
+                    raise HelperFailed("died", f"reduce helper exited (status {code}) {when}; "
                                        "restarted for the next window")
                 self._buf += chunk
         line, _, self._buf = self._buf.partition(b"\n")
         try:
             reply = json.loads(line)
         except ValueError as exc:
-            raise WorkerFailed("error", f"reduce helper answered garbage: {exc}") from exc
+            raise HelperFailed("error", f"reduce helper answered garbage: {exc}") from exc
         if not isinstance(reply, dict):
-            raise WorkerFailed("error", "reduce helper answered garbage")
+            raise HelperFailed("error", "reduce helper answered garbage")
         return reply
 
     def _kill(self) -> None:
@@ -345,9 +345,9 @@ def _proc_cpu_s(pid: int) -> float | None:
 
 
 def _package_parent() -> str:
-    """The folder holding the `tfobs` package, so `-m tfobs.reduce_worker` finds this copy."""
+    """The folder holding the `tfobs` package, so `-m tfobs.reduce` finds this copy."""
     here = os.path.dirname(os.path.abspath(__file__))
     return os.path.dirname(os.path.dirname(here))
 
 
-__all__ = ["CannotStart", "ReduceWorker", "WorkerFailed", "data_limit_bytes"]
+__all__ = ["CannotStart", "ReduceHelper", "HelperFailed", "data_limit_bytes"]
