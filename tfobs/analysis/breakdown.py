@@ -297,7 +297,7 @@ def _bound_order(time: np.ndarray, start: np.ndarray, typ: np.ndarray, grp: np.n
             rank = np.zeros(256, np.int64)  # 0 for the highest type: higher types first
             rank[types] = np.arange(types.size)[::-1]
             # Field by field through one scratch array (fresh large arrays cost page faults).
-            key = np.left_shift(grp, time_bits + 1 + type_bits + idx_bits)
+            key: np.ndarray = np.left_shift(grp, time_bits + 1 + type_bits + idx_bits)
             part = np.subtract(time, t_lo)
             part <<= 1 + type_bits + idx_bits
             key |= part

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from tfobs.summary import Environment
-from tfobs.xspace.reader import SpaceView
+from tfobs.xspace.reader import PlaneView, SpaceView
 
 _VERSION_STATS = ("framework_version", "tf_version", "jax_version", "build_version")
 
 
-def accelerator_planes(space: SpaceView) -> tuple[str, list]:
+def accelerator_planes(space: SpaceView) -> tuple[str, list[PlaneView]]:
     """("GPU" | "TPU" | "CPU", planes of that kind that recorded events)."""
     for kind in ("GPU", "TPU"):
         planes = [p for p in space.planes_with_prefix(f"/device:{kind}:")

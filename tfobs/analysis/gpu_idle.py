@@ -22,6 +22,7 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def _line_kind(line_name: str) -> str:
     return ""
 
 
-def _kind(name: str, stats: dict, line_kind: str, has_correlation: bool) -> str:
+def _kind(name: str, stats: dict[str, Any], line_kind: str, has_correlation: bool) -> str:
     if stats.get("kernel_details"):
         return "kernel"
     if stats.get("memcpy_details"):
@@ -239,9 +240,11 @@ def _covered(spans: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray) -> np
 
     def upto(t: np.ndarray) -> np.ndarray:  # span time before t
         k = np.searchsorted(begin, t, side="right")
-        return before[k] - np.maximum(end[np.maximum(k - 1, 0)] - t, 0) * (k > 0)
+        spent: np.ndarray = before[k] - np.maximum(end[np.maximum(k - 1, 0)] - t, 0) * (k > 0)
+        return spent
 
-    return upto(hi) - upto(lo)
+    covered: np.ndarray = upto(hi) - upto(lo)
+    return covered
 
 
 def _device(

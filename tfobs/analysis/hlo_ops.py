@@ -61,7 +61,8 @@ def _build() -> type:
                 f.type = _F.TYPE_STRING
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fp)
-    return message_class(pool.FindMessageTypeByName(f"{_PACKAGE}.HloProto"))
+    cls: type = message_class(pool.FindMessageTypeByName(f"{_PACKAGE}.HloProto"))
+    return cls
 
 
 _HloProto = _build()

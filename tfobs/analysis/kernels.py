@@ -25,6 +25,8 @@ MAX_ROWS = 1000  # XProf's kMaxNumOfKernels
 _UINT32_MAX = 2**32 - 1
 _TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
 _JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?")
+# A kernel row: (name, grid, block, registers, shared memory, op, uses Tensor Cores, eligible op)
+_RowKey = tuple[str, str, str, int, int, str, bool, bool]
 
 
 @dataclass
@@ -133,7 +135,7 @@ def reduce_kernels(space: SpaceView, hlo: dict[tuple[int, str], str] | None = No
     `hlo`, `hlo_bits`: `hlo_programs(space)` when the caller has it already; `table`: the
     plane's `PlaneTable` when the caller has one (`GpuEvents.table`).
     """
-    rows: dict[tuple, _Row] = {}
+    rows: dict[_RowKey, _Row] = {}
     launches: dict[str, _Launch] = {}
     # all, tensor core, eligible op, eligible op on tensor cores, 16-bit, Tensor Core use
     # unknown
@@ -161,7 +163,7 @@ def _scan_plane(
     plane: PlaneView,
     table: PlaneTable,
     programs: tuple[dict[tuple[int, str], str], dict[tuple[int, str], int]],
-    rows: dict[tuple, _Row],
+    rows: dict[_RowKey, _Row],
     launches: dict[str, _Launch],
     totals: list[int],
 ) -> None:
@@ -185,7 +187,8 @@ def _scan_plane(
     low, high = np.minimum.reduceat(ns, first), np.maximum.reduceat(ns, first)
     seen = np.argsort(order[first], kind="stable")  # signatures by first kernel
     md_cache: dict[int, dict[str, str]] = {}
-    ops_cache: dict[tuple, tuple[str, bool]] = {}  # the same few ops repeat per kernel
+    ops_cache: dict[tuple[str | None, str | None, str | None, str | None, bool],
+                    tuple[str, bool]] = {}  # the same few ops repeat per kernel
     for s, c, t, lo, hi in zip(sig[first][seen].tolist(), count[seen].tolist(),
                                total[seen].tolist(), low[seen].tolist(), high[seen].tolist(),
                                strict=True):
@@ -285,7 +288,7 @@ def _op_and_eligibility(
     return op, eligible
 
 
-def _stat(key: tuple, row: _Row) -> KernelStat:
+def _stat(key: _RowKey, row: _Row) -> KernelStat:
     name, grid, block, registers, shared, op, uses_tc, eligible = key
     return KernelStat(
         name=name,

@@ -219,6 +219,8 @@ def _rows(device_ops: Any) -> dict[str, OpAgg]:
 _TPU_OP_LINES = ("XLA Ops",)
 _TPU_TIME_STATS = ("device_offset_ps", "device_duration_ps")
 _TPU_MD_STATS = ("program_id", "symbol_id", "tf_op")
+# A TPU device op: ((program id, symbol id), display name, framework op)
+_TpuOp = tuple[tuple[int, int], str, str]
 
 
 def tpu_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
@@ -232,12 +234,13 @@ def tpu_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
     planes; the framework op is the metadata's `tf_op` (none: the device op's name,
     type "Unknown").
     """
-    device_ops: dict[tuple[int, int], list] = {}
+    device_ops: dict[tuple[int, int], list[Any]] = {}  # [name, type, count, total, self]
     for tl in devices:
         ids = {tl.stat_ids[k]: k for k in _TPU_TIME_STATS if k in tl.stat_ids}
-        md_cache: dict[int, tuple | None] = {}
+        md_cache: dict[int, _TpuOp | None] = {}
 
-        def key_of(mid: int, tl: Timeline = tl, md_cache: dict = md_cache) -> tuple | None:
+        def key_of(mid: int, tl: Timeline = tl,
+                   md_cache: dict[int, _TpuOp | None] = md_cache) -> _TpuOp | None:
             if mid not in md_cache:
                 md = tl.plane.metadata_stats(mid)
                 program, symbol = md.get("program_id"), md.get("symbol_id")
@@ -256,9 +259,9 @@ def tpu_op_metrics(devices: list[Timeline]) -> dict[str, OpAgg]:
             positions = _stored_positions(ld)
             stats = tl.stat_values_many(ld, positions, ids) if ids else [{}] * len(ld)
             starts, ends, mids = ld.starts, ld.ends, ld.mids
-            stack: list[list] = []  # [mid, begin, duration, children]
+            stack: list[list[int]] = []  # [mid, begin, duration, children]
 
-            def close(top: list) -> None:
+            def close(top: list[int]) -> None:
                 found = key_of(top[0])
                 if found is None:
                     return
@@ -310,7 +313,7 @@ def gpu_op_metrics(devices: list[Timeline], hlo: dict[tuple[int, str], str],
     minus op time) is not listed.
     """
     # key -> [row name, type, count, total ps, self ps]
-    device_ops: dict[tuple[int, str], list] = {}
+    device_ops: dict[tuple[int, str], list[Any]] = {}
     for tl in devices:
         plane = tl.plane
         events = table(plane) if table else PlaneTable(plane, tl.base_ps)

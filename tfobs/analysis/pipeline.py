@@ -412,7 +412,8 @@ def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:
     key |= (low + span) - dur  # longest first: 0 for the longest
     key.sort()
     key &= (1 << bits) - 1
-    return (low + span) - key
+    longest: np.ndarray = (low + span) - key
+    return longest
 
 
 def _top_events(

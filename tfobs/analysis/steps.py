@@ -442,7 +442,8 @@ def _by_key_then_time(key: np.ndarray, time: np.ndarray) -> np.ndarray:
     packed[by_time] |= np.arange(n)
     packed.sort()
     packed &= (1 << bits) - 1
-    return by_time[packed]
+    order: np.ndarray = by_time[packed]
+    return order
 
 
 def member_events(groups: list[StepGroup]) -> tuple[list[LineData], np.ndarray, np.ndarray,

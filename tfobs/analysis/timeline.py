@@ -98,7 +98,8 @@ class LineData:
 
     def where(self, mids: np.ndarray) -> list[int]:
         """Sorted positions of the events whose metadata id is in `mids` (an array)."""
-        return np.flatnonzero(member(self.mid_arr, mids, self.dense_top)).tolist()
+        found: list[int] = np.flatnonzero(member(self.mid_arr, mids, self.dense_top)).tolist()
+        return found
 
     def lookup(self, table: dict[int, int], default: int) -> np.ndarray:
         """`table[mid]` for each event (sorted order), `default` for ids not in it."""
@@ -214,7 +215,8 @@ def lookup(mids: np.ndarray, table: dict[int, int], default: int,
         dense = np.full(top + 1, default, np.int64)
         fit = (keys >= 0) & (keys <= top)
         dense[keys[fit]] = values[fit]
-        return dense[mids]
+        looked_up: np.ndarray = dense[mids]
+        return looked_up
     unique, inverse = np.unique(mids, return_inverse=True)
     out = np.fromiter((table.get(m, default) for m in unique.tolist()), np.int64,
                       unique.size)
@@ -226,7 +228,8 @@ def plane_indices(lines: list[LineData], line: np.ndarray, positions: np.ndarray
     `lines[line[k]]`: one addition where every line is stored in time order (the usual
     case), so callers read the plane's columns instead of each line's."""
     if all(ld.order is None for ld in lines):
-        return positions + np.array([ld.first for ld in lines], np.int64)[line]
+        shifted: np.ndarray = positions + np.array([ld.first for ld in lines], np.int64)[line]
+        return shifted
     out = np.empty(positions.size, np.int64)
     for li in unique(line).tolist():
         sel = line == li
@@ -247,7 +250,8 @@ def member(mids: np.ndarray, ids: np.ndarray, top: int | None | bool = False) ->
         return np.isin(mids, ids)
     table = np.zeros(top + 1, bool)
     table[ids[(ids >= 0) & (ids <= top)]] = True
-    return table[mids]
+    hit: np.ndarray = table[mids]
+    return hit
 
 
 def int_stats(
@@ -371,7 +375,8 @@ def unique(values: np.ndarray) -> np.ndarray:
     """`np.unique(values)` (sorted distinct values) by one sort: NumPy 2's hash-based
     `unique` is many times slower on the int arrays the analyses pass it."""
     if values.size < 2:
-        return values.copy()
+        copied: np.ndarray = values.copy()
+        return copied
     ranked = np.sort(values)
     return ranked[np.concatenate(([True], ranked[1:] != ranked[:-1]))]
 
