@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Counter
 
-from tfobs.export.http_server import Limits, MetricsServer, fd_bounded_connections
+from tfobs.export.http_limits import Limits, fd_bounded_connections
+from tfobs.export.http_server import MetricsServer
 
 pytestmark = pytest.mark.slow
 
