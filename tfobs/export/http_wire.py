@@ -21,7 +21,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _SINGLE = ("content-length", "authorization", "host", "transfer-encoding")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs more to make, per request
 class Request:
     """One request whose head and body have arrived; the body itself is not kept."""
 
@@ -180,7 +180,10 @@ class RequestReader:
             return Refusal(431, "request head too large")
         head = bytes(buf[:end])
         del buf[:end + sep]
-        return parse_head(head, self.max_headers)
+        try:
+            return _parse(head, self.max_headers)
+        except _Refused as e:
+            return e.refusal
 
 
 def response(status: int, content_type: str, body: bytes,
