@@ -86,9 +86,16 @@ from tfobs.export.http_render import (
     Renderer,
     RenderQueue,
     Waiter,
-    render_key,
     render_metrics,
     render_page,
+)
+from tfobs.export.http_routes import (
+    Capture,
+    Denied,
+    RenderPage,
+    Reply,
+    capture_reply,
+    route,
 )
 from tfobs.export.http_wire import Refusal, Request, RequestReader, response
 
@@ -748,31 +755,26 @@ class _Loop:
                             head_only=head_only)
 
     def _dispatch(self, conn: _Conn, req: Request, now: float) -> None:
-        app = self.app
-        path = req.route
-        if req.method == "POST":
-            self._post(conn, req, path, now)
-            return
-        if req.method not in ("GET", "HEAD"):
+        got = route(req, self.app)
+        if isinstance(got, Reply):
+            self._reply(conn, got)
+        elif isinstance(got, Denied):
+            self._auth_failed(conn, now, got)
+        elif isinstance(got, RenderPage):
+            self.admission.trust(conn.ip, now)
+            # Answered by the next rendering of this page begun after it (this round's
+            # `_serve_render_waiters`); requests already waiting go first.
+            conn.rendering = True
+            self.renders.add(got.key, Waiter(conn, got.path, req, got.head_only))
+        else:
+            self.admission.trust(conn.ip, now)
+            self._reply(conn, self._capture(got))
+
+    def _reply(self, conn: _Conn, reply: Reply) -> None:
+        if reply.close:
             conn.close_after = True
-            self._queue(conn, 405, "text/plain; charset=utf-8", b"method not allowed\n",
-                        (("Allow", "GET, HEAD, POST"),))
-            return
-        head_only = req.method == "HEAD"
-        api = app.api if path == "/api/windows" else None
-        if path not in ("/metrics", "/") and api is None:
-            self._queue(conn, 404, "text/plain; charset=utf-8", b"not found\n",
-                        head_only=head_only)
-            return
-        if not app.basic_ok(req.headers.get("authorization")):
-            self._auth_failed(conn, now, ("WWW-Authenticate", 'Basic realm="tfobs"'),
-                              "text/plain; charset=utf-8", b"unauthorized\n")
-            return
-        self.admission.trust(conn.ip, now)
-        # Answered by the next rendering of this page begun after it (this round's
-        # `_serve_render_waiters`); requests already waiting go first.
-        conn.rendering = True
-        self.renders.add(render_key(req), Waiter(conn, path, req, head_only))
+        self._queue(conn, reply.status, reply.content_type, reply.body, reply.headers,
+                    reply.head_only)
 
     def _answer(self, waiters: list[Waiter[_Conn]], rendered: Rendered, now: float,
                 headers: Headers = ()) -> None:
@@ -814,45 +816,27 @@ class _Loop:
         self.renders.requeue()
         return True
 
-    def _auth_failed(self, conn: _Conn, now: float, challenge: tuple[str, str],
-                     content_type: str, body: bytes) -> None:
+    def _auth_failed(self, conn: _Conn, now: float, denied: Denied) -> None:
         """Counted, answered late and the connection closed: guessing is slow."""
         self.app.on_error("http_auth")
         self.admission.strike(conn.ip, now)
         conn.close_after = True
-        self._queue(conn, 401, content_type, body, (challenge,))
+        self._queue(conn, 401, denied.content_type, denied.body, (denied.challenge,))
         conn.wait_until = now + self.limits.auth_fail_delay_s
         conn.deadline = max(conn.deadline, conn.wait_until + self.limits.request_timeout_s)
 
-    def _post(self, conn: _Conn, req: Request, path: str, now: float) -> None:
-        app = self.app
-        if path != "/capture" or not app.remote_capture:
-            # Off by default: the endpoint does not exist unless remote_capture is on.
-            self._queue(conn, 404, "text/plain; charset=utf-8", b"not found\n")
-            return
-        if not app.token_ok(req.headers.get("authorization")):
-            self._auth_failed(conn, now, ("WWW-Authenticate", 'Bearer realm="tfobs"'),
-                              "application/json", b'{"error": "bearer token required"}\n')
-            return
-        self.admission.trust(conn.ip, now)
-        handler = app.capture_handler
+    def _capture(self, ask: Capture) -> Reply:
+        """Ask the job for a profiling window; its handler's failure is counted, not raised."""
+        handler = self.app.capture_handler
         if handler is None:
-            self._queue(conn, 503, "application/json", b'{"error": "capture not available"}\n')
-            return
+            return capture_reply(None)
         try:
-            # ?keep=1: also keep the window's capture in keep_dir (tfobs/runtime/keep.py).
-            keep = "keep=1" in req.path.partition("?")[2].split("&")
-            granted = bool(handler(keep=True) if keep else handler())
+            granted = bool(handler(keep=True) if ask.keep else handler())
         except Exception:
             log.debug("tfobs: capture request handler failed", exc_info=True)
-            app.on_error("remote_capture")
-            self._queue(conn, 500, "application/json", b'{"error": "capture request failed"}\n')
-            return
-        if granted:
-            self._queue(conn, 202, "application/json", b'{"accepted": true}\n')
-        else:  # the duty-cycle budget, an open window or a pending request said no
-            self._queue(conn, 429, "application/json", b'{"accepted": false}\n',
-                        (("Retry-After", "10"),))
+            self.app.on_error("remote_capture")
+            return Reply(500, "application/json", b'{"error": "capture request failed"}\n')
+        return capture_reply(granted)
 
     def _render(self, path: str, req: Request) -> Rendered:
         """The render thread's work; its CPU cost, smoothed by `RenderQueue` (one slow
