@@ -26,7 +26,7 @@ class Site(Protocol):
     def token_ok(self, header: str | None) -> bool: ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made per request: a frozen dataclass costs more
 class Reply:
     """Answer at once."""
 
@@ -38,7 +38,7 @@ class Reply:
     head_only: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Denied:
     """A failed auth check: counted, a strike, answered late with `challenge`, closed."""
 
@@ -47,7 +47,7 @@ class Denied:
     body: bytes
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RenderPage:
     """Auth passed: wait for the next rendering of `key` begun after now."""
 
@@ -56,7 +56,7 @@ class RenderPage:
     head_only: bool
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Capture:
     """Auth passed: ask for a profiling window (`keep`: also keep its capture)."""
 

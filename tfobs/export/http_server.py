@@ -54,9 +54,10 @@ SECURITY.md "Limits of the HTTP server"):
   apart), so a spray over many addresses is blocked too;
 * EMFILE on accept pauses accepting instead of spinning.
 
-This module is the I/O: sockets, TLS, deadlines, routes, fork. The rules it applies live in
+This module is the I/O: sockets, TLS, deadlines, fork. The rules it applies live in
 socket-free modules that take `now`: `http_wire` (framing and parsing), `http_admission`
-(buckets, turns, strikes, trust) and `http_render` (shared and late renderings).
+(buckets, turns, strikes, trust), `http_routes` (what a request gets) and `http_render`
+(shared and late renderings).
 """
 
 from __future__ import annotations
