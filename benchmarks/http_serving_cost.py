@@ -4,10 +4,11 @@ trees in one run (a change to the server against the code before it).
 Each tree is imported in a process of its own (PYTHONPATH) and serves a real
 prometheus_client registry on loopback with limits raised out of the way; a client in the same
 process sends (1) 20,000 pipelined GETs of a path that does not exist (framing, parsing,
-admission, routing and the 404 answer: no rendering) and (2) 6,000 connections each sending an
-oversized head (refused with 431 and closed). The figure is the serving thread's own CPU
-(/proc/self/task/<tid>/stat) over the requests, best of 3; the trees run alternately, 3 rounds,
-and the ratio is second tree / first, best figure against best figure.
+admission, routing and the 404 answer: no rendering), (2) 6,000 connections each sending an
+oversized head (refused with 431 and closed) and (3) 6,000 connections closed at once. The
+figure is the serving thread's own CPU (/proc/self/task/<tid>/stat) over the requests, best
+of 3; the trees run alternately, 3 rounds, and the ratio is second tree / first, best figure
+against best figure.
 
 Usage: python benchmarks/http_serving_cost.py BEFORE_TREE AFTER_TREE
 """
@@ -58,6 +59,11 @@ def _oversized_heads(port: int, n: int) -> None:
                 pass
 
 
+def _connect_close(port: int, n: int) -> None:
+    for _ in range(n):
+        socket.create_connection(("127.0.0.1", port)).close()
+
+
 def measure() -> dict[str, float]:
     """In this process: microseconds of serving-thread CPU per request, per workload."""
     from prometheus_client import CollectorRegistry, Counter
@@ -79,7 +85,8 @@ def measure() -> dict[str, float]:
     out: dict[str, float] = {}
     try:
         for name, fn, n in (("pipelined_404", _pipelined_404s, PIPELINED),
-                            ("oversized_head_431", _oversized_heads, BIG_HEADS)):
+                            ("oversized_head_431", _oversized_heads, BIG_HEADS),
+                            ("connect_close", _connect_close, BIG_HEADS)):
             c0 = _thread_cpu_s("tfobs-http")
             fn(srv.port, n)
             out[name] = (_thread_cpu_s("tfobs-http") - c0) / n * 1e6

@@ -45,10 +45,13 @@ class TokenBucket:
         return self.tokens >= 1.0
 
     def take(self, now: float) -> bool:
-        """Take a token if one is there."""
-        if self.has(now):
-            self.tokens -= 1.0
+        """Take a token if one is there (once per request: refilled inline)."""
+        tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if tokens >= 1.0:
+            self.tokens = tokens - 1.0
             return True
+        self.tokens = tokens
         return False
 
     def spend(self) -> None:
@@ -168,9 +171,14 @@ class Admission(Generic[T]):
     def admit(self, ip: str, item: T, now: float) -> bool:
         """True: a token was taken, serve `item` now. False: it waits in its address's
         turn (`next_admitted`); a trusted address skips the queue and waits first."""
-        trusted = self.is_trusted(ip, now)
-        if not ((self.turns and not trusted) or not self.requests.take(now)):
-            return True
+        if not self.turns:
+            if self.requests.take(now):
+                return True
+            trusted = self.is_trusted(ip, now)
+        else:
+            trusted = self.is_trusted(ip, now)
+            if trusted and self.requests.take(now):
+                return True
         queue = self.waiting.get(ip)
         if queue is None:
             queue = self.waiting[ip] = deque()

@@ -26,7 +26,7 @@ class Site(Protocol):
     def token_ok(self, header: str | None) -> bool: ...
 
 
-@dataclass(slots=True)  # made per request: a frozen dataclass costs more
+@dataclass(frozen=True)
 class Reply:
     """Answer at once."""
 
@@ -38,7 +38,7 @@ class Reply:
     head_only: bool = False
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True)
 class Denied:
     """A failed auth check: counted, a strike, answered late with `challenge`, closed."""
 
@@ -47,7 +47,7 @@ class Denied:
     body: bytes
 
 
-@dataclass(slots=True)
+@dataclass(slots=True)  # made per request: a frozen dataclass costs more to make
 class RenderPage:
     """Auth passed: wait for the next rendering of `key` begun after now."""
 
@@ -65,7 +65,17 @@ class Capture:
 
 Route = Reply | Denied | RenderPage | Capture
 
-NOT_FOUND = b"not found\n"
+# The fixed answers, made once (routing runs for every request).
+NOT_FOUND = Reply(404, TEXT, b"not found\n")
+NOT_FOUND_HEAD = Reply(404, TEXT, b"not found\n", head_only=True)
+NOT_ALLOWED = Reply(405, TEXT, b"method not allowed\n", (("Allow", "GET, HEAD, POST"),),
+                    close=True)
+BASIC_DENIED = Denied(("WWW-Authenticate", 'Basic realm="tfobs"'), TEXT, b"unauthorized\n")
+BEARER_DENIED = Denied(("WWW-Authenticate", 'Bearer realm="tfobs"'), JSON,
+                       b'{"error": "bearer token required"}\n')
+CAPTURE_GRANTED = Reply(202, JSON, b'{"accepted": true}\n')
+CAPTURE_REFUSED = Reply(429, JSON, b'{"accepted": false}\n', (("Retry-After", "10"),))
+CAPTURE_UNAVAILABLE = Reply(503, JSON, b'{"error": "capture not available"}\n')
 
 
 def route(req: Request, site: Site) -> Route:
@@ -73,23 +83,21 @@ def route(req: Request, site: Site) -> Route:
     if req.method == "POST":
         return _post(req, path, site)
     if req.method not in ("GET", "HEAD"):
-        return Reply(405, TEXT, b"method not allowed\n", (("Allow", "GET, HEAD, POST"),),
-                     close=True)
+        return NOT_ALLOWED
     head_only = req.method == "HEAD"
     if path not in ("/metrics", "/") and not (path == "/api/windows" and site.api is not None):
-        return Reply(404, TEXT, NOT_FOUND, head_only=head_only)
+        return NOT_FOUND_HEAD if head_only else NOT_FOUND
     if not site.basic_ok(req.headers.get("authorization")):
-        return Denied(("WWW-Authenticate", 'Basic realm="tfobs"'), TEXT, b"unauthorized\n")
+        return BASIC_DENIED
     return RenderPage(path, render_key(req), head_only)
 
 
 def _post(req: Request, path: str, site: Site) -> Route:
     if path != "/capture" or not site.remote_capture:
         # Off by default: the endpoint does not exist unless remote_capture is on.
-        return Reply(404, TEXT, NOT_FOUND)
+        return NOT_FOUND
     if not site.token_ok(req.headers.get("authorization")):
-        return Denied(("WWW-Authenticate", 'Bearer realm="tfobs"'), JSON,
-                      b'{"error": "bearer token required"}\n')
+        return BEARER_DENIED
     # ?keep=1: also keep the window's capture in keep_dir (tfobs/runtime/keep.py).
     return Capture(keep="keep=1" in req.path.partition("?")[2].split("&"))
 
@@ -98,7 +106,5 @@ def capture_reply(granted: bool | None) -> Reply:
     """The answer to a capture request: granted, refused (budget, an open window, a request
     pending), or None when no handler is there."""
     if granted is None:
-        return Reply(503, JSON, b'{"error": "capture not available"}\n')
-    if granted:
-        return Reply(202, JSON, b'{"accepted": true}\n')
-    return Reply(429, JSON, b'{"accepted": false}\n', (("Retry-After", "10"),))
+        return CAPTURE_UNAVAILABLE
+    return CAPTURE_GRANTED if granted else CAPTURE_REFUSED
