@@ -32,7 +32,10 @@ from tests.support.cluster import launch  # noqa: E402
 NATIVE = re.compile(r"double free|munmap_chunk|free\(\): invalid|corrupted|Segmentation fault"
                     r"|Fatal Python error|Aborted")
 LOG_DIR = os.environ.get("SAFETY_LOG_DIR", "")
-MODES = {"new": {}, "old": {"TFOBS_UNSAFE_WINDOW_END": "capture_thread"}}
+MODES = {"new": {}, "old": {"TFOBS_UNSAFE_WINDOW_END": "capture_thread"},
+         # the new end with the host tracer at level 1 (TraceMe of level 1 only: no TF op
+         # or collective RPC events), to tell whether those events are what the abort needs
+         "new_host1": {"TFOBS_HOST_TRACER_LEVEL": "1"}}
 
 
 def one_run(mode: str, steps: int, timeout_s: float) -> tuple[str, float, int]:

@@ -107,7 +107,7 @@ Outcome = Literal[
 OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
 # What tfobs dropped to bound its memory or time (tfobs_dropped_total{what}); late_rendering:
 # a scrape answered with the page's previous rendering, the fresh one being held
-# (http_server.Limits.render_late_s).
+# (http_limits.Limits.render_late_s).
 DropWhat = Literal["window", "spans", "keep", "late_rendering"]
 # Where an error inside tfobs happened (tfobs_errors_total{stage}).
 ErrorStage = Literal[

@@ -24,7 +24,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from tests.support.scrape import scrape as scrape_url
-from tfobs.export.http_server import Limits, MetricsServer, fd_bounded_connections
+from tfobs.export.http_limits import Limits, fd_bounded_connections
+from tfobs.export.http_server import MetricsServer
 
 pytestmark = pytest.mark.slow
 

@@ -9,6 +9,7 @@ most time, as XProf does.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ _TF_OP_TYPE = re.compile(r"[A-Z_][a-zA-Z0-9_]*")
 _JAX_OP_TYPE = re.compile(r"[a-z_][a-z0-9_]*(\[.*\])?")
 # A kernel row: (name, grid, block, registers, shared memory, op, uses Tensor Cores, eligible op)
 _RowKey = tuple[str, str, str, int, int, str, bool, bool]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -108,6 +111,7 @@ def plane_vendor(plane: PlaneView) -> str:
     try:
         return tensor_cores.vendor_of(plane.plane_stats().get("device_vendor", ""))
     except Exception:  # odd plane stats must not stop the reduction
+        _log.debug("a plane's stats could not be read: its vendor is unknown", exc_info=True)
         return ""
 
 

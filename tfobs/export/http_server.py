@@ -53,91 +53,56 @@ SECURITY.md "Limits of the HTTP server"):
   `strike_block_s` is refused at accept as one address would be (its trusted addresses
   apart), so a spray over many addresses is blocked too;
 * EMFILE on accept pauses accepting instead of spinning.
+
+This module is the I/O: sockets, TLS, deadlines, fork. The rules it applies live in
+socket-free modules that take `now`: `http_wire` (framing and parsing), `http_admission`
+(buckets, turns, strikes, trust), `http_routes` (what a request gets) and `http_render`
+(shared and late renderings).
 """
 
 from __future__ import annotations
 
 import base64
 import errno
-import gzip
 import hmac
-import ipaddress
 import logging
-import os
-import re
 import selectors
 import socket
 import ssl
 import struct
 import threading
 import time
-import urllib.parse
 import weakref
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from http import HTTPStatus
 from typing import Any
 
-from prometheus_client.exposition import choose_encoder, gzip_accepted
-
+from tfobs import forks
 from tfobs.errors import ConfigError
+from tfobs.export.http_admission import Admission
+from tfobs.export.http_limits import Limits, fd_bounded_connections
+from tfobs.export.http_render import (
+    Headers,
+    PageFn,
+    Rendered,
+    Renderer,
+    RenderQueue,
+    Waiter,
+    render_metrics,
+    render_page,
+)
+from tfobs.export.http_routes import (
+    Capture,
+    Denied,
+    RenderPage,
+    Reply,
+    capture_reply,
+    route,
+)
+from tfobs.export.http_wire import Refusal, Request, RequestReader, response
 
 log = logging.getLogger(__name__)
 
-PageFn = Callable[[], tuple[str, str]]  # () -> (content type, body)
-Rendered = tuple[int, str, bytes, tuple[tuple[str, str], ...]]  # status, type, body, headers
 CaptureFn = Callable[..., Any]  # (keep=False) -> truthy when a window was granted
-
-_MAX_BODY = 4096
-# Control characters a request head may not carry (HTAB aside): a bare CR, NUL, ... are where
-# parsers disagree (request smuggling), so such a head is refused, not read leniently.
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one metrics server may cost; the defaults are documented in SECURITY.md."""
-
-    max_connections: int = 64
-    max_head_bytes: int = 8192
-    max_headers: int = 64
-    request_timeout_s: float = 10.0  # first byte of a request -> last byte of its response
-    idle_timeout_s: float = 30.0  # a keep-alive connection waiting for its next request
-    first_request_s: float = 5.0  # a new connection (TLS handshake included) -> first byte
-    max_requests_per_connection: int = 100
-    requests_per_s: float = 100.0  # global, token bucket
-    burst: int = 20
-    renders_per_s: float = 4.0  # renderings; beyond this, waiting scrapes share the next one
-    render_cpu_share: float = 0.05  # ... and rendering takes at most this share of a CPU
-    render_late_s: float = 2.0  # a rendering held this long: its scrapes get the previous one
-    render_replace_s: float = 6.0  # ... and held this long: a new thread renders from then on
-    auth_fail_delay_s: float = 1.0
-    strike_limit: int = 30  # failed auth or malformed requests of one address within ...
-    strike_block_s: float = 30.0  # ... this long: refuse the address at accept this long
-    network_strike_limit: int = 100  # the same for a network (/24, /64), trusted addresses apart
-    blocked_addresses: int = 4096  # addresses remembered (oldest forgotten first)
-    accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
-    refused_pause_s: float = 0.05  # after a burst of connections from refused addresses
-    trusted_s: float = 600.0  # an address whose request passed auth is preferred this long
-    accepts_per_s: float = 500.0  # new connections taken from the listen queue (bucket)
-    accept_burst: int = 100
-    handshakes_per_s: float = 20.0  # TLS handshakes begun for addresses not trusted (bucket)
-    handshake_burst: int = 10
-    error_drain_bytes: int = 8192  # read and dropped after a refused request, before closing
-
-
-def fd_bounded_connections(limit: int) -> int:
-    """`limit`, lowered so tfobs holds at most 1/16 of the process's fd soft limit."""
-    try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    except (ImportError, OSError, ValueError):
-        return limit
-    if soft == resource.RLIM_INFINITY or soft <= 0:
-        return limit
-    return max(2, min(limit, soft // 16))
 
 
 class MetricsServer:
@@ -288,14 +253,10 @@ class MetricsServer:
 # -- fork: a child must not keep the parent's port open ----------------------------------------
 
 _live_servers: weakref.WeakSet[MetricsServer] = weakref.WeakSet()
-_fork_hook_registered = False
 
 
 def _register_fork_hook() -> None:
-    global _fork_hook_registered
-    if not _fork_hook_registered and hasattr(os, "register_at_fork"):
-        _fork_hook_registered = True
-        os.register_at_fork(after_in_child=_close_in_child)
+    forks.after_fork_in_child(_close_in_child)  # registering again keeps one entry
 
 
 def _close_in_child() -> None:
@@ -303,28 +264,9 @@ def _close_in_child() -> None:
         try:
             server._forget_after_fork()
         except Exception:  # never into the child's own code
-            pass
+            log.debug("tfobs: closing the metrics server in a forked child failed",
+                      exc_info=True)
     _live_servers.clear()
-
-
-def _head_end(buf: bytearray) -> tuple[int, int]:
-    """(where the request head ends, the blank line's length), or (-1, 0): the first empty
-    line, ended by CRLF or by a bare LF (RFC 9112 lets a server accept both)."""
-    crlf, lf = buf.find(b"\r\n\r\n"), buf.find(b"\n\n")
-    if lf >= 0 and (crlf < 0 or lf < crlf):
-        # "\n\n" may close a "...\r\n\n" head: the head is everything before the first LF
-        return lf, 2
-    return crlf, 4 if crlf >= 0 else 0
-
-
-def _network(ip: str) -> str:
-    """The network an address is counted with for strikes: its /24 (IPv4), /64 (IPv6)."""
-    try:
-        addr = ipaddress.ip_address(ip)
-    except ValueError:
-        return ip
-    prefix = 24 if addr.version == 4 else 64
-    return str(ipaddress.ip_network(f"{ip}/{prefix}", strict=False))
 
 
 def _close_unread(sock: socket.socket) -> None:
@@ -334,20 +276,6 @@ def _close_unread(sock: socket.socket) -> None:
     except OSError:
         pass
     sock.close()
-
-
-def _filtered(render_key: str) -> bool:
-    """Whether a rendering key (`_Loop._render_key`) carries a `name[]` filter."""
-    return render_key.startswith("m|") and not render_key.endswith("|")
-
-
-def _wanted_names(path: str) -> list[str]:
-    """`/metrics?name[]=a&name[]=b`: the series names asked for, as prometheus_client's own
-    server takes them (sorted and distinct: equal asks share one rendering)."""
-    query = path.partition("?")[2]
-    if "name" not in query:
-        return []
-    return sorted(set(urllib.parse.parse_qs(query).get("name[]", [])))
 
 
 class PortInUseError(ConfigError):
@@ -388,33 +316,24 @@ def _listen(bind: str, port: int, fixes: tuple[str, str]) -> socket.socket:
 # -- the serving loop ---------------------------------------------------------------------------
 
 
-class _Request:
-    __slots__ = ("method", "path", "version", "headers", "body_len")
-
-    def __init__(self, method: str, path: str, version: str, headers: dict[str, str],
-                 body_len: int) -> None:
-        self.method, self.path, self.version = method, path, version
-        self.headers, self.body_len = headers, body_len
-
-
 class _Conn:
-    __slots__ = ("sock", "fd", "ip", "opened", "deadline", "inbuf", "out", "close_after", "served",
-                 "handshaken", "request", "wait_until", "events", "in_request", "queued",
-                 "eof", "closed", "draining", "rendering", "refused")
+    __slots__ = ("sock", "fd", "ip", "opened", "deadline", "reader", "ready", "out",
+                 "close_after", "served", "handshaken", "wait_until", "events", "in_request",
+                 "queued", "eof", "closed", "draining", "rendering", "refused")
 
-    def __init__(self, sock: socket.socket, ip: str, now: float, first_s: float,
+    def __init__(self, sock: socket.socket, ip: str, now: float, limits: Limits,
                  tls: bool) -> None:
         self.sock = sock
         self.ip = ip
         self.fd = sock.fileno()
         self.opened = now
-        self.deadline = now + first_s
-        self.inbuf = bytearray()
+        self.deadline = now + limits.first_request_s
+        self.reader = RequestReader(limits.max_head_bytes, limits.max_headers)
+        self.ready: Request | None = None  # read whole, waiting for a request token
         self.out = b""
         self.close_after = False
         self.served = 0
         self.handshaken = not tls
-        self.request: _Request | None = None  # head parsed, body still arriving
         self.wait_until = 0.0  # parked (failed auth) until then
         self.events = 0
         self.in_request = False
@@ -426,78 +345,13 @@ class _Conn:
         self.refused = False  # answered with an error: drain little before closing
 
 
-class _BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class _Job:
-    """One rendering for the render thread, and the requests waiting for it."""
-
-    __slots__ = ("key", "path", "req", "waiters", "started", "result", "cost")
-
-    def __init__(self, key: str, path: str, req: _Request,
-                 waiters: list[tuple[_Conn, str, _Request, bool]], started: float) -> None:
-        self.key, self.path, self.req, self.waiters = key, path, req, waiters
-        self.started = started
-        self.result: Rendered | None = None  # set by the render thread, then the loop woken
-        self.cost = 0.0  # the render thread's CPU seconds
-
-
-class _Renderer:
-    """The `tfobs-render` thread: renders one job at a time and wakes the loop with a byte.
-
-    Whatever holds it (a garbage collection it triggered, with the job's finalizers) holds
-    no socket: the loop goes on serving, and answers late renderings' scrapes itself."""
-
-    def __init__(self, render: Callable[[str, _Request], Rendered], wake: socket.socket) -> None:
-        self._render = render
-        self.wake = wake
-        self._cond = threading.Condition()
-        self._job: _Job | None = None
-        self._stop = False
-        self.thread = threading.Thread(target=self._run, name="tfobs-render", daemon=True)
-
-    def submit(self, job: _Job) -> None:
-        with self._cond:
-            self._job = job
-            self._cond.notify()
-
-    def stop(self) -> None:
-        """Ends the thread once it is idle, or when its rendering ends (a held one is left
-        to finish: what holds it is not tfobs's to cut short)."""
-        with self._cond:
-            self._stop = True
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._job is None and not self._stop:
-                    self._cond.wait()
-                job, self._job = self._job, None
-                if self._stop or job is None:
-                    return
-            cpu0 = time.thread_time()
-            try:
-                result = self._render(job.path, job.req)
-            except Exception:  # `_render` answers its own failures: this would be a bug
-                log.debug("tfobs: rendering failed", exc_info=True)
-                result = (500, "text/plain; charset=utf-8", b"rendering failed\n", ())
-            job.cost = time.thread_time() - cpu0
-            job.result = result
-            try:
-                self.wake.send(b"\0")
-            except OSError:  # full (a byte is waiting already) or closed at shutdown
-                pass
-
-
 _WAKE = "wake"  # the selector's data for the render thread's wake socket
-_LAST_KEPT = 8  # page variants whose last rendering is kept for late renderings
 
 
 class _Loop:
+    """The `tfobs-http` thread: sockets, TLS and deadlines; what to admit, parse and render
+    is asked of `Admission`, `RequestReader` and `RenderQueue`."""
+
     def __init__(self, app: MetricsServer, listener: socket.socket,
                  ctx: ssl.SSLContext | None) -> None:
         self.app = app
@@ -509,39 +363,17 @@ class _Loop:
         self.accept_paused_until = 0.0
         self.conns: dict[int, _Conn] = {}  # by fd, in accept order
         self.max_conns = fd_bounded_connections(self.limits.max_connections)
-        self.tokens = float(self.limits.burst)
-        self.tokens_at = time.monotonic()
         self.by_ip: dict[str, dict[int, _Conn]] = {}  # address -> its connections, oldest first
-        # Requests ready and waiting for a token: a FIFO per client address, and the
-        # addresses in turn (round-robin), so one address cannot starve another.
-        self.waiting: dict[str, deque[_Conn]] = {}
-        self.turns: deque[str] = deque()
-        # Requests waiting for the next rendering of their page, by page variant: one
-        # rendering answers all of them, and is never older than the request.
-        self.render_waiters: dict[str, list[tuple[_Conn, str, _Request, bool]]] = {}
-        self.render_tokens = self.limits.renders_per_s
-        self.render_tokens_at = time.monotonic()
-        self.render_cost = 0.0
-        # The rendering in the render thread (one at a time), and each page variant's last
-        # finished rendering with the time it was begun: what a late rendering's scrapes get.
-        self.job: _Job | None = None
-        self.last: dict[str, tuple[Rendered, float]] = {}
-        self.wake_r, wake_w = socket.socketpair()
+        now = time.monotonic()
+        self.admission: Admission[_Conn] = Admission(self.limits, now)
+        self.renders: RenderQueue[_Conn] = RenderQueue(self.limits, now)
+        self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
-        wake_w.setblocking(False)
+        self.wake_w.setblocking(False)
         self.sel.register(self.wake_r, selectors.EVENT_READ, _WAKE)
-        self.renderer = _Renderer(self._render, wake_w)
-        self.left: _Renderer | None = None  # a held render thread replaced, until it ends
-        # Strikes per address (times, oldest first) and addresses refused until a time;
-        # both bounded so a spray of addresses cannot grow them without end.
-        self.strikes: dict[str, deque[float]] = {}
-        self.blocked: dict[str, float] = {}
-        # Addresses whose request passed auth, with when (oldest first, bounded the same way).
-        self.trusted: dict[str, float] = {}
+        self.renderer = Renderer(self._render, self._wake)
+        self.left: Renderer | None = None  # a held render thread replaced, until it ends
         self.accepted = 0  # connections taken in to be served (for tests, benchmarks)
-        lim = self.limits
-        self.buckets = {"accept": [float(lim.accept_burst), time.monotonic()],
-                        "handshake": [float(lim.handshake_burst), time.monotonic()]}
         self.stop = False
         self._closed = False
         self.mismatch_logged_at = -1e9  # one warning a minute about clients of the wrong protocol
@@ -569,16 +401,9 @@ class _Loop:
             timeout = min(timeout, conn.deadline - now)
             if conn.wait_until:
                 timeout = min(timeout, conn.wait_until - now)
-        if self.turns:
-            timeout = min(timeout, (1.0 - self.tokens) / max(self.limits.requests_per_s, 1e-3))
-        if self.job is not None:
-            # Wake when it turns late (its end wakes the loop by itself); once late, arrivals
-            # are answered as they come, so the loop sleeps as usual.
-            late_at = self.job.started + self.limits.render_late_s
-            if now < late_at:
-                timeout = min(timeout, late_at - now)
-        elif self.render_waiters:
-            timeout = min(timeout, (1.0 - self.render_tokens) / self._render_rate())
+        for due in (self.admission.next_token_s(), self.renders.wake_in(now)):
+            if due is not None:
+                timeout = min(timeout, due)
         if self.accept_paused_until:
             timeout = min(timeout, self.accept_paused_until - now)
         events = self.sel.select(max(0.0, timeout))
@@ -596,34 +421,40 @@ class _Loop:
                     pass
             elif not key.data.closed:
                 self._pump(key.data, now)
-        while self.turns and self._take_token(now):
-            waiting = self._next_waiting()
-            if waiting is not None:
-                self._pump(waiting, now, have_token=True)
+        while (waiting := self.admission.next_admitted(now)) is not None:
+            waiting.queued = False
+            self._pump(waiting, now, have_token=True)
         self._serve_render_waiters(now)
         for conn in list(self.conns.values()):
             if conn.closed:
                 continue
             if now >= conn.deadline:
                 if not conn.served and not conn.in_request:
-                    self._strike(conn.ip, now)  # connected (a handshake perhaps), asked nothing
+                    # connected (a handshake perhaps), asked nothing
+                    self.admission.strike(conn.ip, now)
                 self._close(conn)  # slow or idle client: its time is up
             elif conn.wait_until and now >= conn.wait_until:
                 conn.wait_until = 0.0
                 self._pump(conn, now)
 
+    def _wake(self) -> None:
+        """Called by the render thread: a rendering ended."""
+        try:
+            self.wake_w.send(b"\0")
+        except OSError:  # full (a byte is waiting already) or closed at shutdown
+            pass
+
     def _accept(self, now: float) -> None:
         accepted = refused = 0
+        adm = self.admission
         # At most 32 new connections a round, so a flood cannot starve the clients already
         # here; refused addresses cost only an accept and a close, so the queue is drained
         # of them (up to 1,024) and a client queued behind them is not kept waiting.
-        lim = self.limits
         while accepted < 32 and refused < 1024:
-            if self.buckets["accept"][0] < 1.0 and not self._bucket(
-                    "accept", now, lim.accepts_per_s, lim.accept_burst, take=False):
+            if not adm.may_accept(now):
                 # Out of the ration: the rest wait in the listen queue (1,024 deep, so a
                 # scraper's SYN still finds room) until a token is due.
-                self._pause_accepting(now, 1.0 / max(lim.accepts_per_s, 1e-3))
+                self._pause_accepting(now, 1.0 / max(self.limits.accepts_per_s, 1e-3))
                 break
             try:
                 sock, addr = self.listener.accept()
@@ -637,85 +468,50 @@ class _Loop:
                     self._evict_oldest()
                 return
             ip = str(addr[0]) if isinstance(addr, tuple) else ""
-            if self._refused(ip, now) or (self._refused(_network(ip), now)
-                                          and not self._is_trusted(ip, now)):
+            if adm.refused(ip, now):
                 self.app.on_error("http_refused")
                 _close_unread(sock)
                 refused += 1
                 continue
             # Refused connections (above) cost an accept and a close: not counted in the ration.
-            self.buckets["accept"][0] = max(0.0, self.buckets["accept"][0] - 1.0)
-            if self.ctx is not None and not self._is_trusted(ip, now) and not self._bucket(
-                    "handshake", now, lim.handshakes_per_s, lim.handshake_burst):
-                self.app.on_error("http_refused")  # a handshake is about 1 ms of CPU: rationed
+            adm.accepted()
+            if self.ctx is not None and not adm.may_handshake(ip, now):
+                self.app.on_error("http_refused")
                 _close_unread(sock)
                 continue
             self.accepted += 1
             accepted += 1
-            mine = self.by_ip.get(ip)
-            if mine is not None and len(mine) >= max(1, self.max_conns // 2):
-                self._close(next(iter(mine.values())))  # an address may hold half the slots
-            elif len(self.conns) >= self.max_conns:
-                self._evict_oldest()
-            try:
-                sock.setblocking(False)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                if self.ctx is not None:
-                    sock = self.ctx.wrap_socket(sock, server_side=True,
-                                                do_handshake_on_connect=False)
-            except (OSError, ValueError):
-                sock.close()
-                continue
-            conn = _Conn(sock, ip, now, self.limits.first_request_s, self.ctx is not None)
-            self.conns[conn.fd] = conn
-            self.by_ip.setdefault(ip, {})[conn.fd] = conn
-            self._pump(conn, now)
+            self._take_in(sock, ip, now)
         if refused >= 16:
             # A burst from refused addresses: leave the listen queue alone a while, so a
             # refused client that reconnects at once waits there instead of costing an
             # accept and a close each time (others get in at the next round).
             self._pause_accepting(now, self.limits.refused_pause_s)
 
+    def _take_in(self, sock: socket.socket, ip: str, now: float) -> None:
+        mine = self.by_ip.get(ip)
+        if mine is not None and len(mine) >= max(1, self.max_conns // 2):
+            self._close(next(iter(mine.values())))  # an address may hold half the slots
+        elif len(self.conns) >= self.max_conns:
+            self._evict_oldest()
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.ctx is not None:
+                sock = self.ctx.wrap_socket(sock, server_side=True,
+                                            do_handshake_on_connect=False)
+        except (OSError, ValueError):
+            sock.close()
+            return
+        conn = _Conn(sock, ip, now, self.limits, self.ctx is not None)
+        self.conns[conn.fd] = conn
+        self.by_ip.setdefault(ip, {})[conn.fd] = conn
+        self._pump(conn, now)
+
     def _pause_accepting(self, now: float, seconds: float) -> None:
         if not self.accept_paused_until:
             self.sel.unregister(self.listener)
         self.accept_paused_until = now + seconds
-
-    def _refused(self, ip: str, now: float) -> bool:
-        until = self.blocked.get(ip)
-        if until is None:
-            return False
-        if now < until:
-            return True
-        del self.blocked[ip]
-        return False
-
-    def _strike(self, ip: str, now: float) -> None:
-        """A failed auth check or a refused request; block the address after too many, and
-        its network (every address of it not trusted) after many more: a spray over many
-        addresses of one network (127.0.0.0/8, a node's pod range) is blocked as one."""
-        if not self._is_trusted(ip, now):
-            self._count_strike(_network(ip), now, self.limits.network_strike_limit)
-        self._count_strike(ip, now, self.limits.strike_limit)
-
-    def _count_strike(self, ip: str, now: float, limit: int) -> None:
-        lim = self.limits
-        times = self.strikes.pop(ip, None) or deque()
-        times.append(now)
-        while times and times[0] <= now - lim.strike_block_s:
-            times.popleft()
-        if len(times) >= limit:
-            self.blocked.pop(ip, None)
-            self.blocked[ip] = now + lim.strike_block_s
-            while len(self.blocked) > lim.blocked_addresses:
-                del self.blocked[next(iter(self.blocked))]
-            log.warning("tfobs: %s sent %d failed-auth or malformed requests in %.0f s; "
-                        "refusing its connections for %.0f s", ip, len(times),
-                        lim.strike_block_s, lim.strike_block_s)
-            return
-        self.strikes[ip] = times  # re-inserted last: dict order is recency
-        while len(self.strikes) > lim.blocked_addresses:
-            del self.strikes[next(iter(self.strikes))]
 
     def _evict_oldest(self) -> None:
         """Make room. Goes first: a connection of an address not trusted, then one with no
@@ -728,46 +524,10 @@ class _Loop:
         now = time.monotonic()
 
         def worth(c: _Conn) -> tuple[bool, bool, int, float]:
-            return (self._is_trusted(c.ip, now), c.queued or c.rendering,
+            return (self.admission.is_trusted(c.ip, now), c.queued or c.rendering,
                     -len(self.by_ip.get(c.ip, ())), c.opened)
 
         self._close(min(self.conns.values(), key=worth))
-
-    def _trust(self, ip: str, now: float) -> None:
-        self.trusted.pop(ip, None)
-        self.trusted[ip] = now  # re-inserted last: dict order is recency
-        while len(self.trusted) > self.limits.blocked_addresses:
-            del self.trusted[next(iter(self.trusted))]
-
-    def _is_trusted(self, ip: str, now: float) -> bool:
-        at = self.trusted.get(ip)
-        return at is not None and now - at < self.limits.trusted_s
-
-    def _bucket(self, name: str, now: float, rate: float, burst: int,
-                take: bool = True) -> bool:
-        """Whether the bucket `name` (refilled at `rate` a second up to `burst`) has a
-        token; taken unless `take` is False."""
-        bucket = self.buckets[name]
-        bucket[0] = min(float(burst), bucket[0] + (now - bucket[1]) * rate)
-        bucket[1] = now
-        if bucket[0] >= 1.0:
-            bucket[0] -= 1.0 if take else 0.0
-            return True
-        return False
-
-    def _next_waiting(self) -> _Conn | None:
-        ip = self.turns.popleft()
-        queue = self.waiting.get(ip)
-        if not queue:
-            self.waiting.pop(ip, None)
-            return None
-        conn = queue.popleft()
-        if queue:
-            self.turns.append(ip)
-        else:
-            del self.waiting[ip]
-        conn.queued = False
-        return conn
 
     def _want(self, conn: _Conn, events: int) -> None:
         if events == conn.events:
@@ -796,18 +556,10 @@ class _Loop:
                 del self.by_ip[conn.ip]
         if conn.rendering:
             conn.rendering = False
-            for key, waiters in list(self.render_waiters.items()):
-                waiters[:] = [w for w in waiters if w[0] is not conn]
-                if not waiters:
-                    del self.render_waiters[key]
+            self.renders.drop(conn)
         if conn.queued:
             conn.queued = False
-            queue = self.waiting.get(conn.ip)
-            if queue is not None:
-                queue.remove(conn)
-                if not queue:
-                    del self.waiting[conn.ip]
-                    self.turns.remove(conn.ip)
+            self.admission.withdraw(conn.ip, conn)
         try:
             conn.sock.close()
         except OSError:
@@ -821,15 +573,15 @@ class _Loop:
             self.renderer.stop()
         for conn in list(self.conns.values()):
             self._close(conn)
-        for sock in (self.wake_r, self.renderer.wake):
+        for sock in (self.wake_r, self.wake_w):
             try:
                 sock.close()
             except OSError:
                 pass
         try:
             self.sel.close()
-        except Exception:
-            pass
+        except Exception:  # whatever a selector raises at close, the listener still closes
+            log.debug("tfobs: closing the HTTP selector failed", exc_info=True)
         try:
             self.listener.close()
         except OSError:
@@ -848,21 +600,8 @@ class _Loop:
         if conn.draining:
             self._drain(conn)
             return
-        if not conn.handshaken:
-            try:
-                conn.sock.do_handshake()  # type: ignore[attr-defined]
-            except ssl.SSLWantReadError:
-                self._want(conn, selectors.EVENT_READ)
-                return
-            except ssl.SSLWantWriteError:
-                self._want(conn, selectors.EVENT_WRITE)
-                return
-            except ssl.SSLError as e:
-                if e.reason == "HTTP_REQUEST":  # OpenSSL saw "GET /..." where a hello belongs
-                    self._wrong_protocol(conn, "plain HTTP on tfobs's TLS metrics port; "
-                                         "scrape it with scheme: https")
-                raise
-            conn.handshaken = True
+        if not conn.handshaken and not self._handshake(conn):
+            return
         while not conn.closed:
             if conn.wait_until or conn.queued or conn.rendering:
                 self._want(conn, 0)
@@ -882,10 +621,28 @@ class _Loop:
                 if conn.eof and not conn.queued:
                     self._close(conn)  # the client is gone and left no whole request
                 elif not conn.queued:
-                    full = len(conn.inbuf) >= self.limits.max_head_bytes + _MAX_BODY
+                    full = conn.reader.room == 0
                     self._want(conn, 0 if full or conn.eof else selectors.EVENT_READ)
                 return
             have_token = False
+
+    def _handshake(self, conn: _Conn) -> bool:
+        """Advance the TLS handshake; True once done."""
+        try:
+            conn.sock.do_handshake()  # type: ignore[attr-defined]
+        except ssl.SSLWantReadError:
+            self._want(conn, selectors.EVENT_READ)
+            return False
+        except ssl.SSLWantWriteError:
+            self._want(conn, selectors.EVENT_WRITE)
+            return False
+        except ssl.SSLError as e:
+            if e.reason == "HTTP_REQUEST":  # OpenSSL saw "GET /..." where a hello belongs
+                self._wrong_protocol(conn, "plain HTTP on tfobs's TLS metrics port; "
+                                     "scrape it with scheme: https")
+            raise
+        conn.handshaken = True
+        return True
 
     def _linger(self, conn: _Conn, now: float) -> None:
         """Close after a final response without losing it: closing with unread input would
@@ -899,7 +656,7 @@ class _Loop:
         except OSError:
             self._close(conn)
             return
-        conn.inbuf.clear()
+        conn.reader.clear()
         conn.draining = self.limits.error_drain_bytes if conn.refused else 65536
         conn.deadline = min(conn.deadline, now + 1.0)
         self._drain(conn)
@@ -918,10 +675,9 @@ class _Loop:
 
     def _read(self, conn: _Conn, now: float) -> None:
         """Read what is there, up to one head (+ body) and no more."""
-        limit = self.limits.max_head_bytes + _MAX_BODY
-        while len(conn.inbuf) < limit:
+        while conn.reader.room > 0:
             try:
-                chunk = conn.sock.recv(min(16384, limit - len(conn.inbuf)))
+                chunk = conn.sock.recv(min(16384, conn.reader.room))
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError,
                     ssl.SSLWantWriteError):
                 return
@@ -931,7 +687,7 @@ class _Loop:
             if not conn.in_request:
                 conn.in_request = True
                 conn.deadline = now + self.limits.request_timeout_s
-            conn.inbuf += chunk
+            conn.reader.feed(chunk)
 
     def _flush(self, conn: _Conn) -> bool:
         while conn.out:
@@ -944,111 +700,31 @@ class _Loop:
         return True
 
     def _respond_if_ready(self, conn: _Conn, now: float, have_token: bool) -> bool:
-        """Serve the next complete request in `conn.inbuf`; False when there is none yet."""
-        if conn.request is None:
-            if conn.inbuf[:1] in (b"\r", b"\n"):  # RFC 9112: empty lines before a request
-                del conn.inbuf[:len(conn.inbuf) - len(conn.inbuf.lstrip(b"\r\n"))]
-            first = bytes(conn.inbuf[:1])
-            if first and not first.isupper():  # no method: answer now, not at the deadline
-                if first == b"\x16" and self.ctx is None:
+        """Serve the next complete request `conn` has read; False when there is none yet
+        (or it waits for a request token)."""
+        if conn.ready is None:
+            got = conn.reader.next()
+            if got is None:
+                return False
+            if isinstance(got, Refusal):
+                if got.tls_hello and self.ctx is None:
                     self._wrong_protocol(conn, "a TLS handshake on tfobs's plain-HTTP metrics "
                                          "port; scrape it with scheme: http, or give tfobs "
                                          "metrics_tls_cert and metrics_tls_key")
-                self._error(conn, 400, "not an HTTP request")
+                self._error(conn, got.status, got.message)
                 return True
-            end, sep = _head_end(conn.inbuf)
-            if end < 0:
-                if len(conn.inbuf) >= self.limits.max_head_bytes:
-                    self._error(conn, 431, "request head too large")
-                    return True
-                return False
-            if end + sep > self.limits.max_head_bytes:
-                self._error(conn, 431, "request head too large")
-                return True
-            head = bytes(conn.inbuf[:end])
-            del conn.inbuf[:end + sep]
-            try:
-                conn.request = self._parse(head)
-            except _BadRequest as e:
-                self._error(conn, e.status, str(e))
-                return True
-        request = conn.request
-        if len(conn.inbuf) < request.body_len:
-            return False
-        trusted = self._is_trusted(conn.ip, now)
-        if not have_token and ((self.turns and not trusted) or not self._take_token(now)):
+            conn.ready = got
+        request = conn.ready
+        if not have_token and not self.admission.admit(conn.ip, conn, now):
             conn.queued = True  # served in turn as the request rate allows
-            queue = self.waiting.get(conn.ip)
-            if queue is None:
-                queue = self.waiting[conn.ip] = deque()
-                if trusted:
-                    self.turns.appendleft(conn.ip)  # a proven client before the others
-                else:
-                    self.turns.append(conn.ip)
-            queue.append(conn)
             self._want(conn, 0)
             return False
-        del conn.inbuf[:request.body_len]
-        conn.request = None
+        conn.ready = None
         conn.served += 1
-        if conn.served >= self.limits.max_requests_per_connection:
-            conn.close_after = True
-        if request.version != "HTTP/1.1" or request.headers.get("connection", "").lower() == (
-                "close"):
+        if conn.served >= self.limits.max_requests_per_connection or not request.keep_alive:
             conn.close_after = True
         self._dispatch(conn, request, now)
         return True
-
-    def _take_token(self, now: float) -> bool:
-        lim = self.limits
-        self.tokens = min(float(lim.burst),
-                          self.tokens + (now - self.tokens_at) * lim.requests_per_s)
-        self.tokens_at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
-
-    def _parse(self, head: bytes) -> _Request:
-        try:
-            text = head.decode("latin-1")
-        except UnicodeError:  # latin-1 decodes every byte; kept for clarity
-            raise _BadRequest(400, "bad request") from None
-        # CRLF or bare LF; empty lines before a request were dropped from the buffer already
-        lines = [line.removesuffix("\r") for line in text.split("\n")]
-        if not lines or not lines[0]:
-            raise _BadRequest(400, "empty request")
-        if any(_CONTROL.search(line) for line in lines):
-            raise _BadRequest(400, "a control character (bare CR, NUL, ...) in the request head")
-        parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            raise _BadRequest(400, "bad request line")
-        method, target, version = parts
-        if len(lines) - 1 > self.limits.max_headers:
-            raise _BadRequest(431, "too many header lines")
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not sep or not name or name != name.strip() or line[0] in " \t":
-                raise _BadRequest(400, "bad header line")
-            key = name.lower()
-            value = value.strip(" \t")  # RFC 9110's optional whitespace: SP and HTAB only
-            if key in headers:
-                if key in ("content-length", "authorization", "host", "transfer-encoding"):
-                    raise _BadRequest(400, f"repeated {name} header")
-                headers[key] += ", " + value
-            else:
-                headers[key] = value
-        if "transfer-encoding" in headers:
-            # Request bodies here are tiny: a chunked one is refused, not parsed as a request.
-            raise _BadRequest(411, "send a Content-Length, not Transfer-Encoding")
-        raw_len = headers.get("content-length", "0")
-        if not raw_len.isascii() or not raw_len.isdigit() or len(raw_len) > 12:
-            raise _BadRequest(400, "bad Content-Length")
-        body_len = int(raw_len)
-        if body_len > _MAX_BODY:
-            raise _BadRequest(413, "request body too large")
-        return _Request(method, target, version, headers, body_len)
 
     # -- responses -----------------------------------------------------------------------------
 
@@ -1062,229 +738,107 @@ class _Loop:
 
     def _error(self, conn: _Conn, status: int, message: str) -> None:
         """Answer a malformed request and close: what follows it cannot be trusted."""
-        self._strike(conn.ip, time.monotonic())
+        self.admission.strike(conn.ip, time.monotonic())
         conn.close_after = True
         conn.refused = True
-        conn.inbuf.clear()
-        conn.request = None
+        conn.reader.clear()
+        conn.ready = None
         self._queue(conn, status, "text/plain; charset=utf-8", (message + "\n").encode())
 
     def _queue(self, conn: _Conn, status: int, content_type: str, body: bytes,
-               headers: tuple[tuple[str, str], ...] = (), head_only: bool = False) -> None:
-        reason = HTTPStatus(status).phrase
-        lines = [f"HTTP/1.1 {status} {reason}", "Server: tfobs",
-                 f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
-        lines += [f"{k}: {v}" for k, v in headers]
-        if conn.close_after:
-            lines.append("Connection: close")
-        data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-        conn.out = data if head_only else data + body
+               headers: Headers = (), head_only: bool = False) -> None:
+        conn.out = response(status, content_type, body, headers, close=conn.close_after,
+                            head_only=head_only)
 
-    def _dispatch(self, conn: _Conn, req: _Request, now: float) -> None:
-        app = self.app
-        path = req.path.split("?", 1)[0]
-        if req.method == "POST":
-            self._post(conn, req, path, now)
-            return
-        if req.method not in ("GET", "HEAD"):
+    def _dispatch(self, conn: _Conn, req: Request, now: float) -> None:
+        got = route(req, self.app)
+        if isinstance(got, Reply):
+            self._reply(conn, got)
+        elif isinstance(got, Denied):
+            self._auth_failed(conn, now, got)
+        elif isinstance(got, RenderPage):
+            self.admission.trust(conn.ip, now)
+            # Answered by the next rendering of this page begun after it (this round's
+            # `_serve_render_waiters`); requests already waiting go first.
+            conn.rendering = True
+            self.renders.add(got.key, Waiter(conn, got.path, req, got.head_only))
+        else:
+            self.admission.trust(conn.ip, now)
+            self._reply(conn, self._capture(got))
+
+    def _reply(self, conn: _Conn, reply: Reply) -> None:
+        if reply.close:
             conn.close_after = True
-            self._queue(conn, 405, "text/plain; charset=utf-8", b"method not allowed\n",
-                        (("Allow", "GET, HEAD, POST"),))
-            return
-        head_only = req.method == "HEAD"
-        api = app.api if path == "/api/windows" else None
-        if path not in ("/metrics", "/") and api is None:
-            self._queue(conn, 404, "text/plain; charset=utf-8", b"not found\n",
-                        head_only=head_only)
-            return
-        if not app.basic_ok(req.headers.get("authorization")):
-            self._auth_failed(conn, now, ("WWW-Authenticate", 'Basic realm="tfobs"'),
-                              "text/plain; charset=utf-8", b"unauthorized\n")
-            return
-        self._trust(conn.ip, now)
-        # Answered by the next rendering of this page begun after it (this round's
-        # `_serve_render_waiters`); requests already waiting go first.
-        conn.rendering = True
-        self.render_waiters.setdefault(self._render_key(path, req), []).append(
-            (conn, path, req, head_only))
+        self._queue(conn, reply.status, reply.content_type, reply.body, reply.headers,
+                    reply.head_only)
 
-    def _answer(self, waiters: list[tuple[_Conn, str, _Request, bool]], rendered: Rendered,
-                now: float, headers: tuple[tuple[str, str], ...] = ()) -> None:
+    def _answer(self, waiters: list[Waiter[_Conn]], rendered: Rendered, now: float,
+                headers: Headers = ()) -> None:
         status, content_type, body, extra = rendered
-        for conn, _path, _req, head_only in waiters:
+        for w in waiters:
+            conn = w.conn
             if conn.closed:
                 continue
             conn.rendering = False
-            self._queue(conn, status, content_type, body, extra + headers, head_only)
+            self._queue(conn, status, content_type, body, extra + headers, w.head_only)
             self._pump(conn, now)
 
     def _serve_render_waiters(self, now: float) -> None:
-        job = self.job
-        if job is not None:
-            result = job.result
-            if result is None:  # still rendering: late, then replaced (and on below)
-                if now - job.started >= self.limits.render_late_s:
-                    self._answer_late(now)
-                if now - job.started < self.limits.render_replace_s or not self._replace():
+        renders = self.renders
+        if renders.job is not None:
+            done = renders.finish()
+            if done is not None:
+                self._answer(*done, now)
+            else:  # still rendering: late, then replaced (and on below)
+                if renders.is_late(now):
+                    for late in renders.late_answers(now):
+                        for _ in late.waiters:  # counted first: a client may look at once
+                            self.app.on_late()
+                        self._answer(late.waiters, late.rendered, now, late.headers)
+                if not renders.is_held(now) or not self._replace():
                     return
-            else:
-                self.job = None
-                self.render_cost = job.cost if not self.render_cost else \
-                    0.8 * self.render_cost + 0.2 * job.cost
-                self.last.pop(job.key, None)
-                self.last[job.key] = (result, job.started)
-                while len(self.last) > _LAST_KEPT:
-                    del self.last[next(iter(self.last))]
-                self._answer(job.waiters, result, now)
-        # Plain pages first: a name filter makes a rendering of its own per distinct set, so
-        # clients asking for a new set each time must wait among themselves, not before the
-        # scrapes every Prometheus sends (stable sort: arrival order otherwise).
-        for key in sorted(self.render_waiters, key=_filtered):
-            live = [w for w in self.render_waiters[key] if not w[0].closed]
-            if not live:
-                del self.render_waiters[key]
-                continue
-            if not self._render_token(now):
-                return
-            del self.render_waiters[key]
-            _conn, path, req, _head = live[0]
-            self.job = _Job(key, path, req, live, now)
-            self.renderer.submit(self.job)
-            return
+        job = renders.start_next(now)
+        if job is not None:
+            self.renderer.submit(job)
 
     def _replace(self) -> bool:
         """Leave the held render thread to finish alone and start a new one; False while
         an earlier one left so is still held (one at most: threads stay bounded)."""
         if self.left is not None and self.left.thread.is_alive():
             return False
-        job = self.job
-        assert job is not None
-        self.left, self.renderer = self.renderer, _Renderer(self._render, self.renderer.wake)
+        self.left, self.renderer = self.renderer, Renderer(self._render, self._wake)
         self.left.stop()  # it exits when its rendering ends; its result is not used
         self.renderer.thread.start()
-        self.job = None
-        # Its waiters without an earlier rendering are asked again, first in line.
-        waiting = [w for w in job.waiters if not w[0].closed]
-        if waiting:
-            self.render_waiters = {job.key: waiting + self.render_waiters.pop(job.key, []),
-                                   **self.render_waiters}
+        self.renders.requeue()
         return True
 
-    def _answer_late(self, now: float) -> None:
-        """The rendering thread is held: every request whose page was rendered before gets
-        that rendering (`Age` says how old), counted; the others wait for the held one."""
-        job = self.job
-        assert job is not None
-        groups = [(job.key, job.waiters)] + list(self.render_waiters.items())
-        for key, waiters in groups:
-            kept = self.last.get(key)
-            live = [w for w in waiters if not w[0].closed]
-            if kept is None or not live:
-                continue
-            rendered, at = kept
-            waiters.clear()
-            for _ in live:  # counted first: a client may look as soon as it is answered
-                self.app.on_late()
-            self._answer(live, rendered, now, (("Age", str(int(now - at))),))
-        for key in [k for k, waiters in self.render_waiters.items() if not waiters]:
-            del self.render_waiters[key]
-
-    def _auth_failed(self, conn: _Conn, now: float, challenge: tuple[str, str],
-                     content_type: str, body: bytes) -> None:
+    def _auth_failed(self, conn: _Conn, now: float, denied: Denied) -> None:
         """Counted, answered late and the connection closed: guessing is slow."""
         self.app.on_error("http_auth")
-        self._strike(conn.ip, now)
+        self.admission.strike(conn.ip, now)
         conn.close_after = True
-        self._queue(conn, 401, content_type, body, (challenge,))
+        self._queue(conn, 401, denied.content_type, denied.body, (denied.challenge,))
         conn.wait_until = now + self.limits.auth_fail_delay_s
         conn.deadline = max(conn.deadline, conn.wait_until + self.limits.request_timeout_s)
 
-    def _post(self, conn: _Conn, req: _Request, path: str, now: float) -> None:
-        app = self.app
-        if path != "/capture" or not app.remote_capture:
-            # Off by default: the endpoint does not exist unless remote_capture is on.
-            self._queue(conn, 404, "text/plain; charset=utf-8", b"not found\n")
-            return
-        if not app.token_ok(req.headers.get("authorization")):
-            self._auth_failed(conn, now, ("WWW-Authenticate", 'Bearer realm="tfobs"'),
-                              "application/json", b'{"error": "bearer token required"}\n')
-            return
-        self._trust(conn.ip, now)
-        handler = app.capture_handler
+    def _capture(self, ask: Capture) -> Reply:
+        """Ask the job for a profiling window; its handler's failure is counted, not raised."""
+        handler = self.app.capture_handler
         if handler is None:
-            self._queue(conn, 503, "application/json", b'{"error": "capture not available"}\n')
-            return
+            return capture_reply(None)
         try:
-            # ?keep=1: also keep the window's capture in keep_dir (tfobs/runtime/keep.py).
-            keep = "keep=1" in req.path.partition("?")[2].split("&")
-            granted = bool(handler(keep=True) if keep else handler())
+            granted = bool(handler(keep=True) if ask.keep else handler())
         except Exception:
             log.debug("tfobs: capture request handler failed", exc_info=True)
-            app.on_error("remote_capture")
-            self._queue(conn, 500, "application/json", b'{"error": "capture request failed"}\n')
-            return
-        if granted:
-            self._queue(conn, 202, "application/json", b'{"accepted": true}\n')
-        else:  # the duty-cycle budget, an open window or a pending request said no
-            self._queue(conn, 429, "application/json", b'{"accepted": false}\n',
-                        (("Retry-After", "10"),))
+            self.app.on_error("remote_capture")
+            return Reply(500, "application/json", b'{"error": "capture request failed"}\n')
+        return capture_reply(granted)
 
-    def _render_rate(self) -> float:
-        """Fresh renderings a second: renders_per_s, fewer when one costs much CPU."""
-        lim = self.limits
-        return max(1e-3, min(lim.renders_per_s,
-                             lim.render_cpu_share / max(self.render_cost, 1e-6)))
-
-    def _render_token(self, now: float) -> bool:
-        lim = self.limits
-        self.render_tokens = min(lim.renders_per_s, self.render_tokens
-                                 + (now - self.render_tokens_at) * self._render_rate())
-        self.render_tokens_at = now
-        if self.render_tokens >= 1.0:
-            self.render_tokens -= 1.0
-            return True
-        return False
-
-    @staticmethod
-    def _render_key(path: str, req: _Request) -> str:
-        if path != "/metrics":
-            return "api" if path == "/api/windows" else "page"
-        _encoder, content_type = choose_encoder(req.headers.get("accept", ""))
-        names = ",".join(_wanted_names(req.path))
-        return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}|{names}"
-
-    def _render(self, path: str, req: _Request) -> Rendered:
-        """The render thread's work; its CPU cost, smoothed by the loop (one slow rendering,
-        the first after a window is published or a page, must not hold every scrape for
-        seconds; a steady cost still sets the rate), bounds how often it runs."""
+    def _render(self, path: str, req: Request) -> Rendered:
+        """The render thread's work; its CPU cost, smoothed by `RenderQueue` (one slow
+        rendering, the first after a window is published or a page, must not hold every
+        scrape for seconds; a steady cost still sets the rate), bounds how often it runs."""
+        app = self.app
         if path == "/metrics":
-            return self._metrics(req)
-        return self._page(self.app.api if path == "/api/windows" else None)
-
-    def _metrics(self, req: _Request) -> Rendered:
-        try:
-            encoder, content_type = choose_encoder(req.headers.get("accept", ""))
-            registry = self.app.registry
-            names = _wanted_names(req.path)
-            if names and hasattr(registry, "restricted_registry"):
-                registry = registry.restricted_registry(names)
-            body = encoder(registry)
-        except Exception:
-            log.debug("tfobs: rendering /metrics failed", exc_info=True)
-            self.app.on_error("export_prometheus")
-            return 500, "text/plain; charset=utf-8", b"metrics failed\n", ()
-        if gzip_accepted(req.headers.get("accept-encoding", "")):
-            return 200, content_type, gzip.compress(body, compresslevel=1), (
-                ("Content-Encoding", "gzip"),)
-        return 200, content_type, body, ()
-
-    def _page(self, api: PageFn | None = None) -> Rendered:
-        page = api or self.app.page  # `/api/windows` (JSON) or the overview page
-        try:
-            if page is None:
-                raise LookupError("no page")
-            content_type, text = page()
-        except Exception:
-            log.debug("tfobs: rendering / failed", exc_info=True)
-            content_type, text = "text/plain; charset=utf-8", "tfobs: metrics at /metrics\n"
-        return 200, content_type, text.encode("utf-8"), ()
+            return render_metrics(app.registry, req, app.on_error)
+        return render_page((app.api if path == "/api/windows" else None) or app.page)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from prometheus_client import utils as _prom_utils
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -21,7 +22,6 @@ from prometheus_client.metrics_core import (
     Metric,
 )
 from prometheus_client.samples import Exemplar
-from prometheus_client.utils import floatToGoString
 
 from tfobs.export.catalog import (
     ADVICE_RULES,
@@ -41,6 +41,8 @@ from tfobs.sources.tfmemory import DeviceMemorySample
 from tfobs.summary import CATEGORIES, VERDICTS, DeviceActivity, WindowSummary
 from tfobs.window import WindowRecord
 
+# prometheus_client's own rendering of a bucket bound ("+Inf", "0.005"), untyped there.
+go_float: Callable[[float], str] = _prom_utils.floatToGoString
 _log = logging.getLogger(__name__)
 
 _ORDER = {d.family: i for i, d in enumerate(METRICS)}
@@ -124,7 +126,7 @@ class _Families:
         running = 0
         for le, n in zip([*WORK_BUCKETS, float("inf")], durations.counts, strict=True):
             running += n
-            buckets.append((floatToGoString(le), float(running)))
+            buckets.append((go_float(le), float(running)))
         fam.add_metric(list(ident), buckets, durations.sum_s)
 
     def info(self, ident: tuple[str, ...], value: dict[str, str]) -> None:

@@ -147,7 +147,8 @@ def _breakdown(prefix: str, seconds: Mapping[str, float]) -> dict[str, Any]:
     return out
 
 
-def window_attributes(summary: WindowSummary, window: WindowRecord, cut: int = 0) -> dict:
+def window_attributes(summary: WindowSummary, window: WindowRecord,
+                      cut: int = 0) -> dict[str, Any]:
     """The root span's attributes (names documented in docs/traces.md)."""
     steps = summary.steps
     items = steps.items
@@ -343,7 +344,7 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
             try:
-                result = inner.export(spans)
+                result: SpanExportResult = inner.export(spans)
             except Exception:  # a broken exporter must not kill the batch thread
                 _log.debug("OTLP span export raised", exc_info=True)
                 result = SpanExportResult.FAILURE
@@ -364,7 +365,7 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
                 inner.shutdown()
 
         def force_flush(self, timeout_millis: int = 30_000) -> bool:
-            return inner.force_flush(timeout_millis)
+            return bool(inner.force_flush(timeout_millis))
 
     return CountingSpanExporter()
 
@@ -561,7 +562,7 @@ class OtelExporter:
 
     def force_flush(self, timeout_s: float = 5.0) -> bool:
         """Export what is queued now (tests; the batch thread does this on its own)."""
-        return self._parts.provider.force_flush(int(timeout_s * 1000))
+        return bool(self._parts.provider.force_flush(int(timeout_s * 1000)))
 
     def shutdown(self, timeout_s: float) -> None:
         """Send what is queued, then stop; returns within about `timeout_s` whatever the

@@ -20,12 +20,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from prometheus_client import utils as _prom_utils
 from prometheus_client.metrics_core import HistogramMetricFamily, Metric
 from prometheus_client.samples import Exemplar
-from prometheus_client.utils import floatToGoString
 
 from tfobs.summary import ErrorStage
 
+# prometheus_client's own rendering of a bucket bound ("+Inf", "0.005"), untyped there.
+go_float: Callable[[float], str] = _prom_utils.floatToGoString
 MAX_PENDING = 100_000  # about 3 MB of floats
 MAX_EXEMPLAR_RUNES = 128  # OpenMetrics: label names and values together
 # Steps from about a millisecond (small models) to a minute (huge batches).
@@ -110,7 +112,7 @@ class StepSeries:
         running = 0
         for le, n, ex in zip(self._bounds, counts, exemplars, strict=True):
             running += n
-            bound = floatToGoString(le)
+            bound = go_float(le)
             buckets.append((bound, float(running)) if ex is None else (bound, float(running), ex))
         return buckets, total
 
