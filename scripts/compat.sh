@@ -6,7 +6,7 @@
 # exporter tests there (numpy 1.x, protobuf 4.x, OpenTelemetry 1.27, Keras 3.x of TF 2.16).
 # The venv is kept and reused while tfobs's dependencies and the install steps are unchanged.
 # Extra arguments go to pytest. TFOBS_COMPAT_TF picks another TensorFlow release,
-# TFOBS_COMPAT_VENV another venv folder, TFOBS_BUILD_ONLY=1 builds the venv and stops.
+# TFOBS_COMPAT_VENV another venv folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,7 +47,6 @@ if [ "$(cat "$venv/.tfobs-compat" 2>/dev/null)" != "$key" ]; then
   echo "$key" > "$venv/.tfobs-compat"
 fi
 
-[ "${TFOBS_BUILD_ONLY:-0}" = 1 ] && exit 0  # scripts/test.sh builds it while the main suite runs
 echo "compat: $(tr '\n' ' ' < "$venv/user-env.txt")"
 # The reduction (XProf 2.24.2 as reference), the profiler session and runtime, the markers
 # (Keras 3 and tf_keras), the exporters, and the demo. Two OTLP tests assert the newer

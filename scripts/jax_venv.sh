@@ -3,7 +3,7 @@
 # what the JAX tests need, and no TensorFlow; checks that none got in, then runs the tests
 # of the JAX live path there (real Prometheus, OTLP receiver, page, kept captures, analyze,
 # the prepared GPU check on CPU). Reused while the install steps are unchanged.
-# Extra arguments go to pytest. TFOBS_BUILD_ONLY=1 builds (or checks) the venv and stops.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +22,5 @@ if "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.fi
   echo "jax venv: TensorFlow is installed in $venv; the JAX path must run without it" >&2
   exit 1
 fi
-[ "${TFOBS_BUILD_ONLY:-0}" = 1 ] && exit 0  # scripts/test.sh builds it while the main suite runs
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
   tests/runtime/test_jax_training.py tests/runtime/test_gpu_check_prepared.py "$@"
