@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline, id_array, member
+from tfobs.analysis.timeline import Timeline, enclosed, id_array, member, outermost
 from tfobs.summary import FunctionCalls
 
 CALL_STAT = "tf_function_call"
@@ -65,15 +65,11 @@ def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
     names = host.names
     per: dict[tuple[str, str], list[int]] = {}  # (name, source) -> count, ps, first, last
     for ld in host.lines if mids.size else ():
-        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+        at = outermost(ld, mids)  # not inside an earlier call on this thread
         if not at.size:
             continue
-        start, end = ld.start_arr[at], ld.end_arr[at]
-        # Outermost: not inside an earlier call on this thread (running max of the ends).
-        reach = np.maximum.accumulate(end)
-        outer = np.r_[True, start[1:] >= reach[:-1]]
-        _add(per, "python", [names.get(m, "") for m in ld.mid_arr[at[outer]].tolist()],
-             start[outer] + ld.start_ps, end[outer] + ld.start_ps)
+        _add(per, "python", [names.get(m, "") for m in ld.mid_arr[at].tolist()],
+             ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps)
     _remote_calls(host, per)
     rows = []
     for (name, source), (count, total, first, last) in per.items():
@@ -110,12 +106,7 @@ def _remote_calls(host: Timeline, per: dict[tuple[str, str], list[int]]) -> None
         at = np.flatnonzero(member(ld.mid_arr, run_mids, ld.dense_top))
         if not at.size:
             continue
-        # A run lies in a request when the latest end among the requests that start at
-        # or before it reaches its end (events nest on a line).
-        reach = np.maximum.accumulate(ld.end_arr[req])
-        k = np.searchsorted(ld.start_arr[req], ld.start_arr[at], side="right") - 1
-        inside = (k >= 0) & (reach[np.maximum(k, 0)] >= ld.end_arr[at])
-        at = at[inside]
+        at = at[enclosed(ld, req, at)]  # the runs that lie in a request
         _add(per, "remote", [runs[m] for m in ld.mid_arr[at].tolist()],
              ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps)
 

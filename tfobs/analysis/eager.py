@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline, clip_to_spans, id_array, member
+from tfobs.analysis.timeline import Timeline, clip_to_spans, id_array, member, outermost
 from tfobs.summary import OpStat
 
 PREFIX = "EagerLocalExecute: "
@@ -42,14 +42,10 @@ def graph_building(host: Timeline | None, steps: list[tuple[int, int]]) -> tuple
     step_ends = np.array([e for _, e in steps], np.int64)
     total, count = 0, 0
     for ld in host.lines:
-        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+        at = outermost(ld, mids)
         if not at.size:
             continue
-        # A line's events are in start order; an outermost one ends after every earlier one.
-        start, end = ld.start_arr[at], ld.end_arr[at]
-        reach = np.maximum.accumulate(end)
-        outer = np.r_[True, start[1:] >= reach[:-1]]
-        start, end = clip_to_spans(start[outer] + ld.start_ps, end[outer] + ld.start_ps,
+        start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps,
                                    begins, step_ends)
         total += int((end - start).sum())
         count += start.size

@@ -15,7 +15,7 @@ import numpy as np
 from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.gpu_idle import merge
 from tfobs.analysis.ops import OpAgg
-from tfobs.analysis.timeline import Timeline, clip_to_spans, id_array, member
+from tfobs.analysis.timeline import Timeline, clip_to_spans, enclosed, id_array, member
 from tfobs.summary import INPUT_KINDS, OpStat
 
 _FILE_SOURCES = ("::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable",
@@ -124,12 +124,7 @@ def _inside_tfdata_share(host: Timeline) -> float:
         q = np.flatnonzero(member(ld.mid_arr, it, ld.dense_top)) if it.size else p[:0]
         if not q.size:
             continue
-        # Events nest on a line: the iterator events starting at or before a Python op
-        # cover it when the latest end among them reaches the op's end.
-        reach = np.maximum.accumulate(ld.end_arr[q])
-        k = np.searchsorted(ld.start_arr[q], ld.start_arr[p], side="right") - 1
-        covered = (k >= 0) & (reach[np.maximum(k, 0)] >= ld.end_arr[p])
-        inside += int(dur[covered].sum())
+        inside += int(dur[enclosed(ld, q, p)].sum())  # Python ops inside iterator events
     return inside / total if total > 0 else 1.0
 
 

@@ -254,6 +254,28 @@ def member(mids: np.ndarray, ids: np.ndarray, top: int | None | bool = False) ->
     return hit
 
 
+def outermost(ld: LineData, mids: np.ndarray) -> np.ndarray:
+    """Positions on `ld` of the events whose metadata id is in `mids` and that no earlier
+    such event encloses. A line's events are in start order and nest, so an outermost one
+    starts at or after the latest end before it."""
+    at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+    if not at.size:
+        return at
+    reach = np.maximum.accumulate(ld.end_arr[at])
+    kept: np.ndarray = at[np.r_[True, ld.start_arr[at][1:] >= reach[:-1]]]
+    return kept
+
+
+def enclosed(ld: LineData, outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """For each position in `inner`, whether one of the events at `outer` (positions in
+    start order, on the same line) covers it: the latest end among the outer events that
+    start at or before it reaches its end (events nest on a line)."""
+    reach = np.maximum.accumulate(ld.end_arr[outer])
+    k = np.searchsorted(ld.start_arr[outer], ld.start_arr[inner], side="right") - 1
+    covered: np.ndarray = (k >= 0) & (reach[np.maximum(k, 0)] >= ld.end_arr[inner])
+    return covered
+
+
 def int_stats(
     tl: Timeline, line: LineData, positions: list[int], wanted: Mapping[int, str],
     raw: bool = False,
