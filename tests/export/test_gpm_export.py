@@ -4,6 +4,8 @@ page beside the window's name-based Tensor Core share; and the unsupported GPU's
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -17,6 +19,19 @@ from tfobs.summary import Kernels, WindowSummary
 from tfobs.window import WindowRecord
 
 pytestmark = pytest.mark.slow  # starts the metrics HTTP server
+
+
+def _scraped(fake: Any) -> tuple[dict[str, Any], str, NvmlSampler]:
+    """The served metric families, the page and the (stopped) sampler, scraped once with
+    `fake` as NVML."""
+    exporter, sampler = _serve(fake)
+    try:
+        text = _get(exporter.url)
+        page = _get(exporter.url.removesuffix("metrics"))
+    finally:
+        exporter.shutdown(2.0)
+        sampler.stop(1.0)
+    return {f.name: f for f in text_string_to_metric_families(text)}, page, sampler
 
 
 def _serve(fake: FakeGpmNvml) -> tuple[PrometheusExporter, NvmlSampler]:
@@ -39,14 +54,7 @@ def _get(url: str) -> str:
 
 
 def test_gpm_series_and_page_mock_gpu() -> None:
-    exporter, sampler = _serve(FakeGpmNvml(schedule={0: [BF16] * 10}))
-    try:
-        text = _get(exporter.url)
-        page = _get(exporter.url.removesuffix("metrics"))
-    finally:
-        exporter.shutdown(2.0)
-        sampler.stop(1.0)
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    fams, page, _ = _scraped(FakeGpmNvml(schedule={0: [BF16] * 10}))
     gpu = {"device": "/device:GPU:0", "gpu_uuid": "GPU-0"}
 
     def value(name: str, **labels: str) -> float:
@@ -71,14 +79,7 @@ def test_gpm_series_and_page_mock_gpu() -> None:
 
 
 def test_gpu_without_gpm_series_and_page_mock_gpu() -> None:
-    exporter, sampler = _serve(FakeGpmNvml(supported=(False,)))
-    try:
-        text = _get(exporter.url)
-        page = _get(exporter.url.removesuffix("metrics"))
-    finally:
-        exporter.shutdown(2.0)
-        sampler.stop(1.0)
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    fams, page, _ = _scraped(FakeGpmNvml(supported=(False,)))
     assert fams["tfobs_gpm_available"].samples[0].value == 0
     assert fams["tfobs_nvml_available"].samples[0].value == 1
     assert "tfobs_gpu_tensor_active_ratio" not in fams or not fams[
@@ -94,14 +95,7 @@ def test_no_driver_page_says_nothing_of_gpm_mock_gpu() -> None:
         def nvmlInit(self) -> None:
             raise self.NVMLError_LibraryNotFound("NVML Shared Library Not Found")
 
-    exporter, sampler = _serve(NoDriver())
-    try:
-        text = _get(exporter.url)
-        page = _get(exporter.url.removesuffix("metrics"))
-    finally:
-        exporter.shutdown(2.0)
-        sampler.stop(1.0)
+    fams, page, sampler = _scraped(NoDriver())
     assert "NVML library not found" in sampler.gpm_unavailable_reason
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
     assert fams["tfobs_gpm_available"].samples[0].value == 0
     assert 'id="gpm"' not in page and 'id="overview"' in page  # a CPU job's page: no noise
