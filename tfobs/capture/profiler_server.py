@@ -126,8 +126,7 @@ def _start_front(port: int, original: Any) -> bool:
         if not front.bind(port):
             front.close()
             return False  # taken: TensorFlow's own start reports it as it would
-        backend_port = _reserved_port()
-        backend = backend_port.__enter__()
+        reservation = _reserved_port()
     except Exception:
         _log.debug("profiler server front failed; starting TensorFlow's directly",
                    exc_info=True)
@@ -137,6 +136,7 @@ def _start_front(port: int, original: Any) -> bool:
     # From here TensorFlow's server is started (once: a second start would be a second
     # server), so the front must answer on the user's port whatever else goes wrong: falling
     # back to TensorFlow's start on `port` would find it held by the front's socket.
+    backend = reservation.port
     try:
         original(backend)  # TensorFlow listens on every interface, as on the user's port
         if not _wait_listening(backend):  # the reservation is held until it listens
@@ -144,7 +144,7 @@ def _start_front(port: int, original: Any) -> bool:
                          "the front on port %d passes calls on once it does", _BACKEND_START_S,
                          port)
     finally:
-        backend_port.__exit__(None, None, None)
+        reservation.close()
     try:
         front.serve(backend)
     except Exception as exc:
@@ -160,9 +160,10 @@ def _start_front(port: int, original: Any) -> bool:
 class _reserved_port:
     """A free port, bound (not listening) with SO_REUSEPORT until the block ends: gRPC's
     server (TensorFlow's) binds it too, as only a process of this user may, so picking the
-    port and TensorFlow binding it is no race another program can win."""
+    port and TensorFlow binding it is no race another program can win. Bound when made;
+    `close()` (or the end of a `with` block) lets it go."""
 
-    def __enter__(self) -> int:
+    def __init__(self) -> None:
         try:
             sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
@@ -176,10 +177,16 @@ class _reserved_port:
             sock.close()
             raise
         self._sock = sock
-        return int(sock.getsockname()[1])
+        self.port = int(sock.getsockname()[1])
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> int:
+        return self.port
 
     def __exit__(self, *exc: object) -> None:
-        self._sock.close()
+        self.close()
 
 
 def _wait_listening(port: int) -> bool:
