@@ -7,9 +7,10 @@ and seeds), so a run with tfobs must end with exactly the weights of a run witho
 are injected through real seams while it trains:
 
 * `--plan`: actions at step boundaries (`{"step": 25, "do": "user_start", ...}`) or when
-  tfobs's window reaches a state (`{"after_step": 40, "when": "exporting", "do": ...}`, polled
-  by a watcher thread): the user's own profiling, remounting or filling the capture folder,
-  a profiler server and its client, printing a line the test waits for.
+  tfobs's window reaches a state (`{"after_step": 40, "when": "exporting", "do": ...}`, seen
+  by a watcher thread; a plan's actions keep their order): the user's own profiling,
+  remounting or filling the capture folder, a profiler server and its client, printing a
+  line the test waits for.
 * `--corrupt empty,truncated,...`: rewrites the capture file on disk after TensorFlow
   exported it and before tfobs reads it (one entry per window, `none` leaves it alone).
 * `--raise reduce:2,publish_prometheus:3,publish_otel:4`: the reducer or an exporter's
@@ -124,8 +125,65 @@ def _window_state(rt: Any) -> str:
     return "idle" if rt.idle else "reducing"
 
 
+class ExportGate:
+    """Holds tfobs's export open until a watcher waiting for "exporting" has fired into it.
+
+    Writing a small window's capture takes a few milliseconds, less than Python's 5 ms
+    thread switch interval, so a polling watcher can miss the whole export. The gate wraps
+    the slot's two export steps (`_hand_over`, `_read`): while a watcher waits, an export
+    signals it and waits for the watcher's action to begin (then 50 ms more, so a user's
+    `start` is inside its wait before the export ends)."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self.lock = threading.Lock()
+        self.exporting = threading.Event()
+        self.fired = threading.Event()
+
+    def install(self, rt: Any) -> None:
+        for name in ("_hand_over", "_read"):
+            inner = getattr(rt.slot, name)
+
+            def held(*args: Any, _inner: Any = inner, **kwargs: Any) -> Any:
+                with self.lock:
+                    wanted = self.waiting > 0
+                if wanted:
+                    self.exporting.set()
+                    if self.fired.wait(5.0):
+                        time.sleep(0.05)
+                return _inner(*args, **kwargs)
+
+            setattr(rt.slot, name, held)
+
+    def wait_export(self, timeout_s: float) -> bool:
+        with self.lock:
+            self.waiting += 1
+        return self.exporting.wait(timeout_s)
+
+    def release(self) -> None:
+        with self.lock:
+            self.waiting -= 1
+            if not self.waiting:
+                self.exporting.clear()
+        self.fired.set()
+
+
+export_gate = ExportGate()
+
+
 def watch(action: dict[str, Any], rt: Any) -> None:
-    """Fire `action` as soon as tfobs's window is in state `when` (polled every 0.2 ms)."""
+    """Fire `action` as soon as tfobs's window is in state `when` (polled every 0.2 ms;
+    "exporting" through `export_gate`, which holds the export until the action began)."""
+    if action["when"] == "exporting":
+        seen = export_gate.wait_export(action.get("timeout_s", 20.0))
+        state = _window_state(rt) if seen else "missed"
+        export_gate.release()  # the export goes on 50 ms later: the action lands inside it
+        if seen:
+            do_action(action, rt, state)
+        else:
+            note({"do": action["do"], "step": action.get("after_step"), "state": "missed",
+                  "ok": False, "error": "never saw exporting"})
+        return
     deadline = time.monotonic() + action.get("timeout_s", 20.0)
     while time.monotonic() < deadline:
         state = _window_state(rt)
@@ -354,9 +412,16 @@ def main(argv: list[str] | None = None) -> int:
                 key, n = item.split(":")
                 spec.setdefault(key, []).append(int(n))
             install_raises(rt, spec)
+        if any(a.get("when") == "exporting" for a in json.loads(args.plan)):
+            export_gate.install(rt)
         print(f"fault job: metrics at {rt.metrics_url}", flush=True)
 
     plan = json.loads(args.plan)
+
+    # A plan runs in its own order: a step action waits for every watched action before it
+    # (a user_start fired while tfobs exports blocks until the export ends, and on a busy
+    # host that can outlast the steps until the plan's user_stop).
+    watched: list[threading.Thread] = []
 
     class Actions(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch: int, logs: Any = None) -> None:
@@ -364,9 +429,13 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(args.step_sleep_s)
             for action in plan:
                 if action.get("step") == batch:
+                    for thread in watched:
+                        thread.join(timeout=60.0)
                     do_action(action, rt)
                 elif action.get("after_step") == batch:
-                    threading.Thread(target=watch, args=(action, rt), daemon=True).start()
+                    thread = threading.Thread(target=watch, args=(action, rt), daemon=True)
+                    thread.start()
+                    watched.append(thread)
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((args.steps * 32, 64)).astype("float32")
