@@ -7,6 +7,8 @@ import pathlib
 
 import pytest
 
+from tests.support.demo_run import DemoRun, run_demo
+
 # Windows of a fixed length in every test and in the jobs tests start: on a 2-core machine
 # a window's export may stretch a step past the limit and shorten later windows, which tests
 # of other things must not depend on. tests/runtime/test_window_length.py turns it on.
@@ -36,3 +38,9 @@ def fidelity_capture_paths() -> list[pathlib.Path]:
 @pytest.fixture(scope="session")
 def captures_dir() -> pathlib.Path:
     return CAPTURES
+
+
+@pytest.fixture(scope="session")
+def healthy_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """One default `tfobs demo` run, read by every test that asks something of it."""
+    return run_demo(tmp_path_factory.mktemp("healthy-demo"))

@@ -1,6 +1,6 @@
 """`tfobs demo` live: the default (healthy) run prints no warning or critical advice; the
 `--input-bound` run names its slowed stage (the Python `map`) and the fix, window by window.
-Real training subprocesses, no metrics server (`--port -1`)."""
+Real training subprocesses (the healthy one shared: tests/conftest.py's `healthy_demo`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.support.demo_run import DemoRun
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +28,11 @@ def _demo(*extra: str) -> list[str]:
     return captured
 
 
-def test_healthy_demo_prints_no_warning_or_critical_advice() -> None:
-    for line in _demo("--seconds", "15"):
+def test_healthy_demo_prints_no_warning_or_critical_advice(healthy_demo: DemoRun) -> None:
+    assert healthy_demo.returncode == 0, healthy_demo.stderr[-2000:]
+    lines = healthy_demo.window_lines()
+    assert lines, healthy_demo.stdout[-2000:]
+    for line in lines:
         assert "| advice:" not in line, line  # the line lists warning and critical rules only
 
 

@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import collections
-import os
-import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow  # trains in a subprocess
+from tests.support.demo_run import DemoRun
 
-ROOT = pathlib.Path(__file__).parents[2]
+pytestmark = pytest.mark.slow  # trains in a subprocess (one run, shared: tests/conftest.py)
 
 
-def test_default_demo_reads_healthy(tmp_path: pathlib.Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "tfobs.cli", "demo", "--seconds", "20", "--port", "-1",
-         "--interval-steps", "40", "--steps-per-window", "10", "--overhead-budget", "0.3"],
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TFOBS_CAPTURE_DIR": str(tmp_path)},
-        capture_output=True, text=True, timeout=240, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    verdicts = collections.Counter(re.findall(r"input-bound: (\w+) \(", proc.stdout))
-    assert sum(verdicts.values()) >= 3, proc.stdout
+def test_default_demo_reads_healthy(healthy_demo: DemoRun) -> None:
+    assert healthy_demo.returncode == 0, healthy_demo.stderr[-2000:]
+    verdicts = collections.Counter(re.findall(r"input-bound: (\w+) \(", healthy_demo.stdout))
+    assert sum(verdicts.values()) >= 3, healthy_demo.stdout
     # The machine is shared: a window may catch a stall, but the run as a whole reads healthy.
     assert verdicts.most_common(1)[0][0] == "not", verdicts
-    assert verdicts["highly"] == 0, proc.stdout
+    assert verdicts["highly"] == 0, healthy_demo.stdout

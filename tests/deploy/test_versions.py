@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import pathlib
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 import tfobs
+from tests.support.demo_run import DemoRun
 from tests.support.dists import REPO, built_dists, dry_run, each_at_once, fresh_venv
 
 # Newest patch release of each supported minor version; the first is the compat job's.
@@ -87,17 +86,12 @@ def test_supported_tensorflow_resolves_with_tfobs(minor: str,
 
 
 @pytest.mark.slow
-def test_demo_runs_clean_on_this_tensorflow(tmp_path: pathlib.Path) -> None:
+def test_demo_runs_clean_on_this_tensorflow(healthy_demo: DemoRun) -> None:
     """`tfobs demo` with whatever TensorFlow this venv has (2.21 in the main suite, 2.16 in
     the compatibility job): windows are captured and reduced, none fails."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "tfobs.cli", "demo", "--seconds", "15", "--port", "0"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    done = [line for line in proc.stdout.splitlines() if line.startswith("tfobs demo done")]
-    assert done, proc.stdout[-2000:]
-    fields = dict(kv.split("=", 1) for kv in done[0].split()[3:] if "=" in kv)
-    assert int(fields["captured"]) >= 1 and int(fields["errors"]) == 0, done[0]
-    assert "failed" not in fields or int(fields["failed"]) == 0, done[0]
-    assert "[captured]" in proc.stdout
+    assert healthy_demo.returncode == 0, healthy_demo.stderr[-3000:]
+    fields = healthy_demo.done_fields()
+    assert fields, healthy_demo.stdout[-2000:]
+    assert int(fields["captured"]) >= 1 and int(fields["errors"]) == 0, fields
+    assert "failed" not in fields or int(fields["failed"]) == 0, fields
+    assert healthy_demo.window_lines()
