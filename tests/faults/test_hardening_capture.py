@@ -128,6 +128,33 @@ def test_live_bytes_the_trace_holds_cut_at_a_quarter(tmp_path: pathlib.Path) -> 
     held.clear()
 
 
+def test_a_window_both_threads_see_outgrow_its_bound_is_cut_once(
+        tmp_path: pathlib.Path) -> None:
+    """The training thread's step-end check cuts a window for malloc's live bytes; while
+    that thread ends it, the capture thread's watch sees RSS past the bound too. One cut,
+    counted once, for the first cause (a CI run counted two with the watch's cause)."""
+    slot = _settled_slot(tmp_path, max_capture_bytes=64 * MIB)  # live limit 16 MiB
+    hog: list[mmap.mmap] = []
+    held = [b"\x01" * (96 * MIB)]  # malloc's live bytes and RSS: past both limits
+    try:
+        slot._live_checked = time.monotonic() - LIVE_EVERY_S
+        reason = slot.step_ended()
+        assert "malloc's live bytes" in reason, reason
+        _grow_rss(hog, 96 * MIB)
+        closed = threading.Event()
+        threading.Timer(0.5, closed.set).start()  # the training thread's end arrives
+        assert slot.wait_window(closed, 20.0) == ""  # the watch did not cut it again
+        assert closed.is_set()
+        assert slot.windows_cut == 1 and slot.cut_cause == "live_bytes"
+        slot._live_checked = time.monotonic() - LIVE_EVERY_S
+        assert slot.step_ended() == ""  # nor the next step's check
+        assert slot.windows_cut == 1
+    finally:
+        held.clear()
+        for block in hog:
+            block.close()
+
+
 LOOP_SCRIPT = textwrap.dedent("""
     import json, resource, sys
     import tensorflow as tf, tfobs

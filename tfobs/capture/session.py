@@ -171,6 +171,7 @@ class ProfilerSlot:
         self._written = False  # ... or the framework wrote it into the session's folder
         self._end_error = ""
         self._cut_open = False  # the open window was cut (ends at the next step boundary)
+        self._cut_lock = threading.Lock()  # both the training and the capture thread cut
         self.last_end: WindowEnd | None = None
         self.bytes_per_s = 0.0  # capture bytes per second of tracing, from earlier windows
         self.windows_cut = 0  # windows closed early because of their expected cost
@@ -314,18 +315,18 @@ class ProfilerSlot:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                if cap < seconds:
-                    self._cut("time")
+                if cap < seconds and self._cut("time"):
                     return f"cut at {cap:.2f} s: earlier windows captured " \
                            f"{self.bytes_per_s / 1e6:.1f} MB/s"
                 return ""
             if closed.wait(min(left, WATCH_S)):
                 return ""
+            if self._cut_open:  # the step-end check cut it: it ends at this step boundary
+                continue
             base = self._rss_at_start
             grown = rss_bytes() - base if base else 0
-            if grown <= rss_limit:
+            if grown <= rss_limit or not self._cut("rss"):
                 continue
-            self._cut("rss")
             live0, live = self._live_at_start, live_bytes()
             if live0 is None or live is None:  # no mallinfo2: RSS is all there is
                 return f"cut: memory grew {grown >> 20} MiB while tracing (limit {limit >> 20})"
@@ -346,10 +347,17 @@ class ProfilerSlot:
         bounds"), so tracing may grow memory by a quarter of max_capture_bytes at most."""
         return max(MIN_GROWTH_BYTES, self.max_capture_bytes // 4)
 
-    def _cut(self, cause: CutCause) -> None:
-        self.windows_cut += 1
-        self.cut_cause = cause
-        self._cut_open = True  # this window is being cut: never cut it twice
+    def _cut(self, cause: CutCause) -> bool:
+        """Count the open window's cut, once: False if it was cut already. The training
+        thread's memory check (`step_ended`) and the capture thread's watch (`wait_window`)
+        can both see one window outgrow its bound; the first says why."""
+        with self._cut_lock:
+            if self._cut_open:
+                return False
+            self.windows_cut += 1
+            self.cut_cause = cause
+            self._cut_open = True
+            return True
 
     def step_ended(self) -> str:
         """Training thread, at a traced step's end (every LIVE_EVERY_S at most): why the
@@ -363,9 +371,8 @@ class ProfilerSlot:
         self._live_checked = now
         live = live_bytes()
         limit = self._growth_limit()
-        if live is None or live - live0 <= limit:
+        if live is None or live - live0 <= limit or not self._cut("live_bytes"):
             return ""
-        self._cut("live_bytes")
         return (f"cut: memory grew {(live - live0) >> 20} MiB (malloc's live bytes) while "
                 f"tracing (limit {limit >> 20})")
 
