@@ -7,9 +7,11 @@ The read-only and full folders are a real 1 MiB tmpfs the test mounts (root, as 
 elsewhere those tests skip and say why): `remount,ro` fails writes with EROFS even for root,
 and the full one is filled with a file until ENOSPC before the job starts.
 
-Step times on this shared machine move by up to 2x from window to window, so the jobs set
-`keep_on_step_time_rise=2.0` (a tripled step time); the input-bound turn here doubles them, and
-the steady job's input share (about 2 %) stays far from XProf's 5 % threshold.
+Step times on this shared machine move by up to 2x from window to window, and the input-bound
+turn here triples them (0.05 s to 0.15 s): at `keep_on_step_time_rise=2.0` (a tripled step
+time) a window after the turn was kept for its step time in one CI run. So the jobs set 5.0 (a
+sixfold step time), far from both. The steady job's input share (about 2 %) stays far from
+XProf's 5 % threshold.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ STEPS, TURN = 140, 70
 OPTIONS = {
     "metrics_port": 0, "metrics_bind": "127.0.0.1", "nvml": False,
     "interval_steps": 20, "window_steps": 6, "first_window_step": 10, "overhead_budget": 0.5,
-    "keep_on_step_time_rise": 2.0,
+    "keep_on_step_time_rise": 5.0,
 }
 
 

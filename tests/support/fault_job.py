@@ -157,6 +157,8 @@ class ExportGate:
 
     def wait_export(self, timeout_s: float) -> bool:
         with self.lock:
+            if not self.waiting:
+                self.fired.clear()  # a later window's export waits for its own watcher
             self.waiting += 1
         return self.exporting.wait(timeout_s)
 
