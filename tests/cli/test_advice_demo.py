@@ -4,28 +4,15 @@ Real training subprocesses (the healthy one shared: tests/conftest.py's `healthy
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+import pathlib
 
 import pytest
 
-from tests.support.demo_run import DemoRun
+from tests.support.demo_run import DemoRun, run_demo
 
 pytestmark = pytest.mark.slow
 
-ARGS = ["--port", "-1", "--interval-steps", "20", "--steps-per-window", "8"]
-
-
-def _demo(*extra: str) -> list[str]:
-    cmd = [sys.executable, "-m", "tfobs.cli", "demo", *ARGS, *extra]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("window ")]
-    captured = [ln for ln in lines if "[captured]" in ln]
-    assert captured, done.stdout[-2000:]
-    return captured
+ARGS = ("--port", "-1", "--interval-steps", "20", "--steps-per-window", "8")
 
 
 def test_healthy_demo_prints_no_warning_or_critical_advice(healthy_demo: DemoRun) -> None:
@@ -36,10 +23,13 @@ def test_healthy_demo_prints_no_warning_or_critical_advice(healthy_demo: DemoRun
         assert "| advice:" not in line, line  # the line lists warning and critical rules only
 
 
-def test_input_bound_demo_names_the_slowed_stage_and_its_fix() -> None:
+def test_input_bound_demo_names_the_slowed_stage_and_its_fix(tmp_path: pathlib.Path) -> None:
     # 150 ms of Python per batch outweighs the step on any host: a 20 ms sleep read
     # "highly" where steps took 12 ms, "not" where the same steps took 50 ms (prefetch hid it).
-    lines = _demo("--input-bound", "--sleep-ms", "150", "--seconds", "15")
+    run = run_demo(tmp_path, "--input-bound", "--sleep-ms", "150", "--seconds", "15", args=ARGS)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    lines = run.window_lines()
+    assert lines, run.stdout[-2000:]
     for line in lines:
         assert "input-bound: highly" in line, line
         advice = line.split("| advice: ", 1)[1]

@@ -39,10 +39,10 @@ class DemoRun:
         return {}
 
 
-def run_demo(folder: pathlib.Path, *extra: str) -> DemoRun:
-    """`tfobs demo` in a subprocess, its captures under `folder`."""
+def run_demo(folder: pathlib.Path, *extra: str, args: tuple[str, ...] = ARGS) -> DemoRun:
+    """`tfobs demo` in a subprocess with `args` and `extra`, its captures under `folder`."""
     proc = subprocess.run(
-        [sys.executable, "-m", "tfobs.cli", "demo", *ARGS, *extra],
+        [sys.executable, "-m", "tfobs.cli", "demo", *args, *extra],
         env={**os.environ, "PYTHONPATH": str(ROOT), "TFOBS_CAPTURE_DIR": str(folder),
              "TF_CPP_MIN_LOG_LEVEL": "2"},
         capture_output=True, text=True, timeout=300, cwd=folder)
