@@ -47,6 +47,8 @@ if [ "$(cat "$venv/.tfobs-compat" 2>/dev/null)" != "$key" ]; then
   echo "$key" > "$venv/.tfobs-compat"
 fi
 
+# TFOBS_BUILD_ONLY=1: build (or keep) the venv and stop (scripts/test.sh builds it early).
+[ "${TFOBS_BUILD_ONLY:-0}" = 1 ] && exit 0
 echo "compat: $(tr '\n' ' ' < "$venv/user-env.txt")"
 # The reduction (XProf 2.24.2 as reference), the profiler session and runtime, the markers
 # (Keras 3 and tf_keras), the exporters, and the demo. Two OTLP tests assert the newer

@@ -22,5 +22,7 @@ if "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.fi
   echo "jax venv: TensorFlow is installed in $venv; the JAX path must run without it" >&2
   exit 1
 fi
+# TFOBS_BUILD_ONLY=1: build (or keep) the venv and stop (scripts/test.sh builds it early).
+[ "${TFOBS_BUILD_ONLY:-0}" = 1 ] && exit 0
 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
   tests/runtime/test_jax_training.py tests/runtime/test_gpu_check_prepared.py "$@"

@@ -35,6 +35,33 @@ def fidelity_capture_paths() -> list[pathlib.Path]:
     return found
 
 
+# CI runs the suite in lanes (scripts/test.sh): "busy" (most tests, at nice 19) side by side
+# with "waits" (tests that mostly wait on timeouts, servers or sleeping jobs: they leave the
+# two cores nearly idle), then "alone" (tests that time the job or need idle cores).
+# PYTEST_LANE picks one lane; unset, every test runs in one process as before.
+LANES = ("busy", "waits", "alone")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lane = os.environ.get("PYTEST_LANE", "")
+    if not lane:
+        return
+    if lane not in LANES:
+        raise pytest.UsageError(f"PYTEST_LANE={lane}: use one of {', '.join(LANES)}")
+
+    def lane_of(item: pytest.Item) -> str:
+        for marker in ("alone", "waits"):
+            if item.get_closest_marker(marker) is not None:
+                return marker
+        return "busy"
+
+    keep = [item for item in items if lane_of(item) == lane]
+    dropped = [item for item in items if lane_of(item) != lane]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def captures_dir() -> pathlib.Path:
     return CAPTURES

@@ -23,6 +23,7 @@ def test_healthy_demo_prints_no_warning_or_critical_advice(healthy_demo: DemoRun
         assert "| advice:" not in line, line  # the line lists warning and critical rules only
 
 
+@pytest.mark.waits
 def test_input_bound_demo_names_the_slowed_stage_and_its_fix(tmp_path: pathlib.Path) -> None:
     # 150 ms of Python per batch outweighs the step on any host: a 20 ms sleep read
     # "highly" where steps took 12 ms, "not" where the same steps took 50 ms (prefetch hid it).

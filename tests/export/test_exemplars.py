@@ -13,7 +13,7 @@ from tests.support.prometheus_server import PrometheusServer, free_port
 from tests.support.traced_training import finish_training, start_training
 from tfobs.export.otel import SPAN_STEP, SPAN_WINDOW
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(180)]
 
 
 def test_exemplar_trace_ids_are_the_received_traces(tmp_path):

@@ -28,7 +28,7 @@ from tfobs.errors import ConfigError
 from tfobs.export.prometheus import PrometheusExporter
 from tfobs.health import HealthLedger
 
-pytestmark = pytest.mark.slow  # starts the metrics HTTP server
+pytestmark = [pytest.mark.slow, pytest.mark.waits]  # starts the metrics HTTP server
 
 
 def make_exporter(capture_request: Callable[[], bool] | None = None,

@@ -36,7 +36,8 @@ from tfobs.summary import (
 )
 from tfobs.window import WindowRecord
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]  # an OTLP receiver (gRPC server)
+# An OTLP receiver (gRPC server).
+pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(60)]
 
 IDENTITY = {"tf_job": "worker", "tf_task": "3", "devices": ["/device:CPU:0"]}
 

@@ -101,6 +101,7 @@ def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecor
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthetic_gpu(
     exporter: PrometheusExporter,
 ) -> None:
@@ -132,6 +133,7 @@ def test_every_catalog_metric_is_exposed_with_type_help_unit_and_identity_synthe
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
     exporter: PrometheusExporter,
 ) -> None:
@@ -158,6 +160,7 @@ def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_summary_figures_map_to_their_series_synthetic_gpu(exporter: PrometheusExporter) -> None:
     summary, _ = feed_everything(exporter)
     s = om_samples(exporter.url)
@@ -223,6 +226,7 @@ def test_summary_figures_map_to_their_series_synthetic_gpu(exporter: PrometheusE
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
     bare_exporter: PrometheusExporter,
 ) -> None:
@@ -251,6 +255,7 @@ def published(exporter: PrometheusExporter, capture: str) -> tuple[WindowSummary
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter) -> None:
     summary, s = published(exporter, "generated__tf2.20cpu__keras3_fit")
     assert summary.steps.count > 0
@@ -267,6 +272,7 @@ def test_summary_from_a_real_capture_maps_to_series(exporter: PrometheusExporter
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_time_outside_steps_is_a_series_of_its_own(exporter: PrometheusExporter) -> None:
     # A Keras fit whose later callback spends 5 ms per batch after the step marker closed.
     summary, s = published(exporter, "generated__tf2.21cpu__slow_callback")
@@ -279,6 +285,7 @@ def test_time_outside_steps_is_a_series_of_its_own(exporter: PrometheusExporter)
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_input_between_steps_is_a_series_of_its_own(exporter: PrometheusExporter) -> None:
     # `for batch in dataset:` with the marker inside: the input wait lies between steps.
     summary, s = published(exporter, "generated__tf2.21cpu__for_loop_slow_input")
@@ -288,6 +295,7 @@ def test_input_between_steps_is_a_series_of_its_own(exporter: PrometheusExporter
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_a_broken_summary_never_breaks_the_scrape_and_is_counted(
     exporter: PrometheusExporter,
 ) -> None:
@@ -300,6 +308,7 @@ def test_a_broken_summary_never_breaks_the_scrape_and_is_counted(
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_step_sink_refuses_bad_exemplars_and_info_keeps_its_catalog_labels(
     exporter: PrometheusExporter,
 ) -> None:
@@ -321,6 +330,7 @@ def test_step_sink_refuses_bad_exemplars_and_info_keeps_its_catalog_labels(
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_observe_step_is_cheap(exporter: PrometheusExporter) -> None:
     window = WindowRecord(index=0)
     ex = window.exemplar(1)
@@ -335,6 +345,7 @@ def test_observe_step_is_cheap(exporter: PrometheusExporter) -> None:
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
     exporter.step_sink.append(0.02)
     r = scrape(exporter.url, OPENMETRICS)
@@ -347,6 +358,7 @@ def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_private_registry_leaves_the_default_one_alone(exporter: PrometheusExporter) -> None:
     exporter.step_sink.append(0.02)
     names = {m.name for m in prometheus_client.REGISTRY.collect()}
@@ -359,6 +371,7 @@ def test_private_registry_leaves_the_default_one_alone(exporter: PrometheusExpor
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_taken_port_raises_the_agreed_config_error() -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -388,6 +401,7 @@ def test_port_minus_one_serves_nothing_but_still_counts() -> None:
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_overview_page_is_served(exporter: PrometheusExporter) -> None:
     feed_everything(exporter)
     with urllib.request.urlopen(exporter.url.replace("/metrics", "/"), timeout=10) as r:
@@ -400,6 +414,7 @@ def test_overview_page_is_served(exporter: PrometheusExporter) -> None:
 
 
 @pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_shutdown_is_bounded_and_frees_the_port(exporter: PrometheusExporter) -> None:
     port = exporter.port
     # A client that connects and stalls must not hold shutdown past its deadline.

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.fault_job import assert_unharmed, baseline, run_job
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
+pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(300)]  # runs a training job
 
 MAX_BYTES = 32 << 20
 MAX_EVENTS = 20_000  # a real 8-step window here has a few thousand events

@@ -30,7 +30,7 @@ from tests.support.fault_job import (
 )
 from tests.support.mute_servers import HangingEndpoint
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
+pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(300)]  # runs a training job
 
 
 class Scrapers:

@@ -27,7 +27,7 @@ from tests.support.scrape import scrape as scrape_url
 from tfobs.export.http_limits import Limits, fd_bounded_connections
 from tfobs.export.http_server import MetricsServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
 
 class CountingRegistry(CollectorRegistry):

@@ -166,6 +166,7 @@ def answered(ch: Any, timeout: float = 10.0) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.waits
 def test_requests_over_4_mib_are_refused_without_the_job_holding_them(job: Job) -> None:
     ch = channel(job)
     assert answered(ch)
@@ -189,6 +190,7 @@ def test_requests_over_4_mib_are_refused_without_the_job_holding_them(job: Job) 
 
 
 @pytest.mark.slow
+@pytest.mark.waits
 def test_calls_opened_with_no_message_hold_no_slot(job: Job) -> None:
     release = threading.Event()
 
@@ -215,6 +217,7 @@ def test_calls_opened_with_no_message_hold_no_slot(job: Job) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.waits
 def test_a_call_flood_from_one_address_leaves_others_answered(job: Job) -> None:
     stop = threading.Event()
     outcomes: list[str] = []
@@ -255,6 +258,7 @@ def test_a_call_flood_from_one_address_leaves_others_answered(job: Job) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.waits
 def test_malformed_profile_calls_do_not_pre_empt_windows(job: Job) -> None:
     ch = channel(job, "[::1]")
     profile = ch.unary_unary(SERVICE + "Profile")

@@ -21,7 +21,7 @@ import pytest
 from tests.support.fault_job import finish_job, start_job, wait_line
 from tests.support.otlp_receiver import OtlpReceiver
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
+pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(300)]  # runs a training job
 
 ENV_CANARY = "canary-env-5f3a9e"
 HOST_CANARY = "canary-host-7c1d.example"

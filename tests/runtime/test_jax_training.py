@@ -23,7 +23,7 @@ from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.prometheus_server import PrometheusServer, free_port
 from tfobs.export.otel import SPAN_WINDOW
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(400)]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WINDOWS = {"TFOBS_FIRST_WINDOW_STEP": "10", "TFOBS_INTERVAL_STEPS": "25",

@@ -15,7 +15,8 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # trains in subprocesses
+# Trains in subprocesses.
+pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(300)]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

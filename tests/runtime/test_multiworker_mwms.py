@@ -21,7 +21,8 @@ from tests.support.dashboards import RULES, dashboard_queries, metric_names, sub
 from tests.support.prometheus_server import PrometheusServer
 
 pytest.importorskip("tensorflow")
-pytestmark = pytest.mark.slow
+# Alone: its workers abort more often with other work beside them (issue 36).
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORKERS_DASHBOARD = ROOT / "dashboards" / "workers.json"

@@ -147,6 +147,7 @@ def test_window_cost_is_the_span_beyond_the_median_step_around_it():
 
 
 @pytest.mark.slow  # runs a training process
+@pytest.mark.alone
 @pytest.mark.timeout(300)
 def test_short_run_prints_pairs_costs_and_the_last_line():
     proc = subprocess.run(

@@ -45,6 +45,7 @@ def worst_in(gaps: list[list[float]], lo: float, hi: float,
     return max((g for g, _ in inside), default=0.0), max((b for _, b in inside), default=0.0)
 
 
+@pytest.mark.alone  # times the job: nothing else may run beside it
 def test_ticker_stalls_with_the_helper_stay_within_twice_those_without_tfobs():
     """While a 15 MB+ capture is reduced, a 1 ms ticker thread in the job is held up no more
     than twice as long as in the same run without tfobs, plus 10 ms, and the job's memory
@@ -136,6 +137,7 @@ FAULT_ARGS = ("--phases", "process:n140,none:n140", "--iters", "1000",
               "--interval-steps", "40", "--step-sleep-s", "0.08")
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("fault", ["kill", "hang", "oom", "missing"])
 def test_helper_fault_costs_one_window_and_the_helper_comes_back(fault):
     extra = {"oom": ["--oom-limit", str(110 << 20)],

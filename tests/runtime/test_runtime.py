@@ -199,6 +199,7 @@ def test_empty_window_and_too_many_events(make_runtime):
 
 
 @pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
+@pytest.mark.waits
 def test_window_time_cap_closes_a_window_without_steps(make_runtime):
     rt = make_runtime(window_max_s=0.3)
     assert rt.capture_now()
@@ -383,6 +384,7 @@ NO_STEPS_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow  # runs a process
+@pytest.mark.waits
 @pytest.mark.parametrize("kind", ["unmarked", "long_first_step"])
 def test_a_job_that_marks_no_step_is_told_how_once(tmp_path, kind):
     """Without steps no window opens; a custom loop without `tfobs.step` must not leave

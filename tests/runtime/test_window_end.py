@@ -91,6 +91,7 @@ def ended_between_steps(calls: list[tuple[str, str, bool]]) -> list[str]:
 
 
 @pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
+@pytest.mark.waits
 @pytest.mark.parametrize("end", ["step_boundary", "capture_thread (old)"])
 def test_tracing_ends_on_the_training_thread_between_steps_after_the_device_drained(
         make_runtime, calls, monkeypatch, end):
@@ -140,6 +141,7 @@ def test_train_end_ends_the_window_on_the_calling_thread(make_runtime, calls):
 
 
 @pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
+@pytest.mark.waits
 def test_a_loop_that_stops_stepping_is_ended_by_the_capture_thread_and_counted(
         make_runtime, calls):
     rt = make_runtime(window_steps=50, window_max_s=0.2, first_window_step=2,
@@ -153,6 +155,7 @@ def test_a_loop_that_stops_stepping_is_ended_by_the_capture_thread_and_counted(
 
 
 @pytest.mark.slow  # seconds of training or waiting: the full suite, not the quick one
+@pytest.mark.waits
 def test_keras_fit_windows_end_on_the_training_thread(make_runtime, calls):
     import keras
 

@@ -195,6 +195,7 @@ def _run_job(kind: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_a_job_that_leaves_the_cores_idle_keeps_full_windows():
     got = _run_job("idle")
     assert got["lengths"] and got["lengths"][0] == 20, got
@@ -203,6 +204,7 @@ def test_a_job_that_leaves_the_cores_idle_keeps_full_windows():
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_a_job_that_keeps_every_core_busy_starts_short_and_stays_on_the_ladder():
     """Real TensorFlow on every core: the steps before the first window say no core is free,
     so it traces MIN_STEPS; later lengths follow the measured stretch on the same ladder."""

@@ -58,11 +58,34 @@ class PrometheusError(RuntimeError):
     pass
 
 
+# Ports handed to another process to bind later come from below Linux's ephemeral range
+# (32768-60999): a port the OS picked for bind(0) is also where it picks the source ports of
+# outgoing connections (Prometheus's scrapes, gRPC channels), and one of those took a
+# worker's port before TensorFlow bound it ("Could not start gRPC server"). Below the range
+# only an explicit bind takes a port. Each test process walks its own stretch (by pid and
+# lane), so two lanes running side by side do not pick the same ports.
+_PORTS_LOW, _PORTS_HIGH = 20000, 32000
+_LANE_SPAN = 3000
+_next_port: list[int] = []
+
+
 def free_port() -> int:
-    """A port free on 127.0.0.1 right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port nothing listens on (on any address) and no connection picks on its own."""
+    if not _next_port:
+        lane = int(os.environ.get("PYTEST_LANE_INDEX", "0"))
+        low = _PORTS_LOW + (lane * _LANE_SPAN) % (_PORTS_HIGH - _PORTS_LOW)
+        _next_port.append(low + (os.getpid() * 7) % _LANE_SPAN)
+    lane_low = _next_port[0] - (_next_port[0] - _PORTS_LOW) % _LANE_SPAN
+    for _ in range(_LANE_SPAN):
+        port = _next_port[0]
+        _next_port[0] = lane_low + (port + 1 - lane_low) % _LANE_SPAN
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 class PrometheusServer:
