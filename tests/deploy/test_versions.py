@@ -62,6 +62,7 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.waits  # pip's dry runs wait on the package index
 @pytest.mark.parametrize("minor", list(SUPPORTED))
 def test_supported_tensorflow_resolves_with_tfobs(minor: str,
                                                  resolutions: dict[str, Any]) -> None:

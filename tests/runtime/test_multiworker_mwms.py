@@ -39,8 +39,11 @@ def job(tmp_path_factory):
     # RESULTS.md "Window end safety"): glibc's heap check fires inside TensorFlow's own
     # host-tracer stop (TraceMeRecorder::Consume -> SplitEventTracker::FindStartAndMerge,
     # seen under gdb), also when tfobs stops tracing on the training thread between steps.
-    # Until that is fixed or avoided, up to two fresh attempts, each said in the output; any
-    # other failure fails at once. This retry hides a known defect: it must go with the fix.
+    # The recorder merges a cross-thread activity (each collective's CompleteParams) through
+    # a pointer into a list libstdc++ has copied and freed: TensorFlow's defect, out of
+    # tfobs's reach. Until TensorFlow fixes it, up to two fresh attempts, each said in the
+    # output; any other failure fails at once. This retry hides that defect: it goes with
+    # TensorFlow's fix.
     for attempt in (1, 2, 3):
         tmp = tmp_path_factory.mktemp("mwms")
         procs, info = launch("mwms", tasks, tmp,
