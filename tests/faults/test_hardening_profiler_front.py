@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.prometheus_server import free_port
 from tfobs.capture import profiler_server as front
 
 grpc = pytest.importorskip("grpc")
@@ -41,13 +42,11 @@ JOB = textwrap.dedent("""
     import logging
     logging.basicConfig()
     logging.getLogger("tfobs").setLevel(logging.DEBUG)  # the front's reasons land in job.log
-    for attempt in range(3):
-        # A port free a moment ago can be taken as another connection's local port before
-        # the server binds it (a race of this test's port choice, not of the front): the
-        # job then tries another one, and job.log says so.
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    # Ports from the test (below the ephemeral range: a port the OS picks for bind(0) can be
+    # held on another loopback address, by a connection or its TIME_WAIT, as the HTTP
+    # tests' many-address sprays leave them). Should one be taken anyway, the job tries the
+    # next, and job.log says so.
+    for attempt, port in enumerate(int(p) for p in sys.argv[2].split(",")):
         tf.profiler.experimental.server.start(port)
         try:
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
@@ -93,8 +92,9 @@ class Job:
                "PYTHONPATH": path}
         self.log = folder / "job.log"  # a file, not a pipe: a full pipe would stop the job
         with open(self.log, "w") as log:
-            self.proc = subprocess.Popen([sys.executable, "-c", JOB, str(self.status_path)],
-                                         env=env, cwd=folder, stderr=log)
+            ports = ",".join(str(free_port()) for _ in range(3))
+            self.proc = subprocess.Popen([sys.executable, "-c", JOB, str(self.status_path),
+                                          ports], env=env, cwd=folder, stderr=log)
         deadline = time.monotonic() + 120
         while not self.status_path.exists():
             assert self.proc.poll() is None, self.log.read_text()[-3000:]

@@ -17,6 +17,8 @@ import textwrap
 
 import pytest
 
+from tests.support.prometheus_server import free_port
+
 pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.slow
 
@@ -31,9 +33,7 @@ JOB = textwrap.dedent("""
     if hooked:  # one long window from step 2: any capture asked for meets it
         rt = tfobs.enable(metrics_port=-1, interval_steps=1000, window_steps=400,
                           first_window_step=2, overhead_budget=0.5, window_max_s=60.0)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = int(sys.argv[2])  # from the test: below the ephemeral range (free_port)
     tf.profiler.experimental.server.start(port)
     v = tf.Variable(tf.zeros((64, 64)))
 
@@ -75,8 +75,8 @@ JOB = textwrap.dedent("""
 
 def run_job(mode: str) -> dict:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
-    proc = subprocess.run([sys.executable, "-c", JOB, mode], capture_output=True, text=True,
-                          timeout=240, env=env, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", JOB, mode, str(free_port())],
+                          capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
