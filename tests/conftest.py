@@ -35,10 +35,10 @@ def fidelity_capture_paths() -> list[pathlib.Path]:
     return found
 
 
-# CI runs the suite in lanes (scripts/test.sh): "busy" (most tests, at nice 19) side by side
-# with "waits" (tests that mostly wait on timeouts, servers or sleeping jobs: they leave the
-# two cores nearly idle), then "alone" (tests that time the job or need idle cores).
-# PYTEST_LANE picks one lane; unset, every test runs in one process as before.
+# `TFOBS_LANES=1 bash scripts/test.sh` runs the suite in lanes: "busy" (most tests, at the
+# idle scheduling class) side by side with "waits" (tests that mostly wait on timeouts,
+# servers or sleeping jobs), then "alone" (tests that time the job or need idle cores).
+# PYTEST_LANE picks one lane; unset (CI's default run), every test runs in one process.
 LANES = ("busy", "waits", "alone")
 
 
@@ -55,8 +55,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 return marker
         return "busy"
 
-    keep = [item for item in items if lane_of(item) == lane]
-    dropped = [item for item in items if lane_of(item) != lane]
+    keep, dropped = [], []
+    for item in items:
+        (keep if lane_of(item) == lane else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
