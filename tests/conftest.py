@@ -35,10 +35,10 @@ def fidelity_capture_paths() -> list[pathlib.Path]:
     return found
 
 
-# `TFOBS_LANES=1 bash scripts/test.sh` runs the suite in lanes: "busy" (most tests, at the
+# `bash scripts/test.sh` runs the suite in lanes: "busy" (most tests, at the
 # idle scheduling class) side by side with "waits" (tests that mostly wait on timeouts,
 # servers or sleeping jobs), then "alone" (tests that time the job or need idle cores).
-# PYTEST_LANE picks one lane; unset (CI's default run), every test runs in one process.
+# PYTEST_LANE picks one lane; unset (a plain `pytest`, or TFOBS_LANES=0), every test runs.
 LANES = ("busy", "waits", "alone")
 
 

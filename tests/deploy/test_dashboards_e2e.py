@@ -32,7 +32,9 @@ from tests.support.dashboards import (
 )
 from tests.support.prometheus_server import PrometheusServer, free_port
 
-pytestmark = pytest.mark.slow
+# waits: two 30 s demos and a replay scraped in real time; the input-bound alert compares a
+# sleeping input pipeline with the job's compute, so it runs at normal priority in the lanes.
+pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GPU_CAPTURE = ROOT / "tests" / "data" / "captures" / "tracelens__mi300_jax08_gemm__tw003.xplane.pb"

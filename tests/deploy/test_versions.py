@@ -53,7 +53,7 @@ def _resolve(pip: pathlib.Path, minor: str, wheel: pathlib.Path,
 
 @pytest.fixture(scope="module")
 def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Every supported release resolved at once (pip waits on the network, not the CPU).
+    """Every supported release resolved at once (pip evaluating the index's links: CPU).
     A dry run changes nothing, so one empty venv stands for a fresh one per release."""
     out = tmp_path_factory.mktemp("resolve")
     pip = fresh_venv(out / "venv") / "pip"
@@ -61,8 +61,7 @@ def resolutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return each_at_once(SUPPORTED, lambda m: _resolve(pip, m, wheel, out))
 
 
-@pytest.mark.slow
-@pytest.mark.waits  # pip's dry runs wait on the package index
+@pytest.mark.slow  # busy lane: pip's twelve dry runs keep both cores busy (about 150 s of CPU)
 @pytest.mark.parametrize("minor", list(SUPPORTED))
 def test_supported_tensorflow_resolves_with_tfobs(minor: str,
                                                  resolutions: dict[str, Any]) -> None:

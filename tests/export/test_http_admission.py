@@ -71,6 +71,39 @@ def test_a_trusted_address_goes_before_the_others_and_does_not_queue_behind_them
     assert adm.admit("10.0.0.9", "scrape-2", T0 + 2.0)  # a token, others waiting or not
 
 
+def test_trusted_addresses_wait_in_arrival_order_so_new_ones_cannot_push_in() -> None:
+    """With auth off every address that asks is trusted, a spray's included: the scraper's
+    waiting request goes before the trusted addresses that came after it (it was last,
+    behind them all, when each newcomer went first)."""
+    adm = admission(requests_per_s=1.0, burst=1)
+    assert adm.admit("10.0.0.1", "first", T0)
+    adm.trust("10.0.0.9", T0)
+    assert not adm.admit("10.0.0.9", "scrape", T0)
+    for i in range(2, 50):  # a spray of addresses, each trusted before its request
+        adm.trust(f"10.0.1.{i}", T0)
+        assert not adm.admit(f"10.0.1.{i}", f"spray-{i}", T0 + 0.01 * i)
+    assert adm.next_admitted(T0 + 1.0) == "scrape"
+    assert adm.next_admitted(T0 + 2.0) == "spray-2"
+    # A trusted address with a token due still waits behind the trusted ones waiting.
+    adm.trust("10.0.0.8", T0)
+    assert not adm.admit("10.0.0.8", "late", T0 + 3.0)
+    assert adm.next_admitted(T0 + 3.0) == "spray-3"
+
+
+def test_an_address_trusted_while_it_waits_takes_its_next_turn_among_the_trusted() -> None:
+    adm = admission(requests_per_s=1.0, burst=1)
+    assert adm.admit("10.0.0.1", "a", T0)
+    assert not adm.admit("10.0.0.2", "b-1", T0)
+    assert not adm.admit("10.0.0.2", "b-2", T0)
+    assert not adm.admit("10.0.0.3", "c", T0)
+    adm.trust("10.0.0.2", T0)
+    assert adm.next_admitted(T0 + 1.0) == "b-1"  # its turn as it was: not trusted
+    assert list(adm.trusted_turns) == ["10.0.0.2"] and list(adm.turns) == ["10.0.0.3"]
+    assert adm.next_admitted(T0 + 2.0) == "b-2"
+    adm.withdraw("10.0.0.3", "c")
+    assert not adm.turns and not adm.waiting and adm.next_token_s() is None
+
+
 def test_a_withdrawn_request_leaves_the_queue_and_its_turn() -> None:
     adm = admission(requests_per_s=1.0, burst=1)
     adm.admit("10.0.0.1", "a", T0)

@@ -73,13 +73,26 @@ def files_under(folder: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file())
 
 
+class _Baseline(dict):
+    """The same job without tfobs, by step count, each run when first read: the lanes
+    (tests/conftest.py) run these tests in two processes, each needing one of them."""
+
+    ARGS = {STEPS: ("--turn-step", str(TURN)), 80: ()}
+
+    def __missing__(self, steps: int) -> dict:
+        self[steps] = run_job(None, *self.ARGS[steps], steps=steps)
+        return self[steps]
+
+
 @pytest.fixture(scope="module")
 def baseline() -> dict:
     """The same job without tfobs: the steps and weights every run must end with."""
-    return {s: run_job(None, *a, steps=s) for s, a in ((STEPS, ("--turn-step", str(TURN))),
-                                                       (80, ()))}
+    return _Baseline()
 
 
+# Its verdicts compare a sleeping input pipeline with the job's compute: run at normal
+# priority (a starved job's compute would hide the turn).
+@pytest.mark.waits
 def test_job_turning_input_bound_keeps_first_and_turned_window(tmp_path, baseline):
     keep_dir = tmp_path / "keep"
     report = run_job({"keep_dir": str(keep_dir)}, "--turn-step", str(TURN))

@@ -64,8 +64,8 @@ def _norm(name: str) -> str:
 
 
 def each_at_once(keys: Iterable[Any], job: Callable[[Any], Any]) -> dict[Any, Any]:
-    """`job(key)` for every key in threads at once (pip waits on the network and on
-    unpacking, not the CPU): {key: its result, or the exception it raised, which that key's
+    """`job(key)` for every key in threads at once (each is a pip process; together they
+    keep the cores busy): {key: its result, or the exception it raised, which that key's
     test re-raises}."""
     keys = list(keys)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(keys))) as pool:

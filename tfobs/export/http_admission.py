@@ -3,8 +3,9 @@ strikes, trust. No sockets and no clock: every call takes `now` (time.monotonic(
 loop), so the rules are tested by calling them (tests/export/test_http_admission.py).
 
 * requests: a global token bucket, shared round-robin between client addresses and in
-  arrival order within one; an address whose request passed auth (`trust`) goes before
-  the others for a token;
+  arrival order within one; addresses whose request passed auth (`trust`) take their turns
+  before the others, in arrival order among themselves (first come, so a spray of new
+  trusted addresses, as every asking address is with auth off, cannot push in ahead);
 * strikes: an address with `strike_limit` strikes within `strike_block_s` is refused for
   `strike_block_s`; its network (/24, /64) after `network_strike_limit` strikes from
   addresses not trusted (a spray over many addresses of one network), trusted ones apart;
@@ -97,8 +98,10 @@ class Admission(Generic[T]):
         self.blocked: dict[str, float] = {}
         self.trusted: dict[str, float] = {}
         # Requests ready and waiting for a token: a FIFO per client address, and the
-        # addresses in turn (round-robin), so one address cannot starve another.
+        # addresses in turn (round-robin), so one address cannot starve another: trusted
+        # addresses in `trusted_turns`, served before `turns` (the others).
         self.waiting: dict[str, deque[T]] = {}
+        self.trusted_turns: deque[str] = deque()
         self.turns: deque[str] = deque()
 
     # -- addresses ---------------------------------------------------------------------------
@@ -170,36 +173,35 @@ class Admission(Generic[T]):
 
     def admit(self, ip: str, item: T, now: float) -> bool:
         """True: a token was taken, serve `item` now. False: it waits in its address's
-        turn (`next_admitted`); a trusted address skips the queue and waits first."""
-        if not self.turns:
-            if self.requests.take(now):
-                return True
-            trusted = self.is_trusted(ip, now)
-        else:
-            trusted = self.is_trusted(ip, now)
-            if trusted and self.requests.take(now):
-                return True
+        turn (`next_admitted`); a trusted address skips the queue of the others and waits
+        behind the trusted addresses already waiting, in arrival order."""
+        trusted = self.is_trusted(ip, now)
+        waiting_before = self.trusted_turns if trusted else self._all_turns()
+        if not waiting_before and self.requests.take(now):
+            return True
         queue = self.waiting.get(ip)
         if queue is None:
             queue = self.waiting[ip] = deque()
-            if trusted:
-                self.turns.appendleft(ip)  # a proven client before the others
-            else:
-                self.turns.append(ip)
+            (self.trusted_turns if trusted else self.turns).append(ip)
         queue.append(item)
         return False
 
+    def _all_turns(self) -> bool:
+        return bool(self.trusted_turns or self.turns)
+
     def next_admitted(self, now: float) -> T | None:
         """The next waiting item whose token is there, taken; None when none."""
-        while self.turns and self.requests.take(now):
-            ip = self.turns.popleft()
+        while self._all_turns() and self.requests.take(now):
+            turns = self.trusted_turns or self.turns
+            ip = turns.popleft()
             queue = self.waiting.get(ip)
             if not queue:
                 self.waiting.pop(ip, None)
                 continue
             item = queue.popleft()
             if queue:
-                self.turns.append(ip)
+                # Its next request takes a new turn, trusted or not as the address is now.
+                (self.trusted_turns if self.is_trusted(ip, now) else self.turns).append(ip)
             else:
                 del self.waiting[ip]
             return item
@@ -216,8 +218,10 @@ class Admission(Generic[T]):
             return
         if not queue:
             del self.waiting[ip]
-            self.turns.remove(ip)
+            for turns in (self.trusted_turns, self.turns):
+                if ip in turns:
+                    turns.remove(ip)
 
     def next_token_s(self) -> float | None:
         """Seconds until a waiting request's token is due; None when none waits."""
-        return self.requests.wait_s() if self.turns else None
+        return self.requests.wait_s() if self._all_turns() else None
