@@ -90,18 +90,20 @@ def test_trusted_addresses_wait_in_arrival_order_so_new_ones_cannot_push_in() ->
     assert adm.next_admitted(T0 + 3.0) == "spray-3"
 
 
-def test_an_address_trusted_while_it_waits_takes_its_next_turn_among_the_trusted() -> None:
+def test_a_trusted_address_gets_one_turn_first_then_joins_the_round() -> None:
+    """A trusted flood (auth off: the flood asked, so it is trusted) cannot starve an address
+    not trusted yet: after its first turn it takes turns with the others."""
     adm = admission(requests_per_s=1.0, burst=1)
-    assert adm.admit("10.0.0.1", "a", T0)
-    assert not adm.admit("10.0.0.2", "b-1", T0)
-    assert not adm.admit("10.0.0.2", "b-2", T0)
-    assert not adm.admit("10.0.0.3", "c", T0)
     adm.trust("10.0.0.2", T0)
-    assert adm.next_admitted(T0 + 1.0) == "b-1"  # its turn as it was: not trusted
-    assert list(adm.trusted_turns) == ["10.0.0.2"] and list(adm.turns) == ["10.0.0.3"]
-    assert adm.next_admitted(T0 + 2.0) == "b-2"
-    adm.withdraw("10.0.0.3", "c")
-    assert not adm.turns and not adm.waiting and adm.next_token_s() is None
+    assert adm.admit("10.0.0.2", "flood-0", T0)
+    for i in range(1, 4):
+        assert not adm.admit("10.0.0.2", f"flood-{i}", T0)
+    assert not adm.admit("10.0.0.9", "first-scrape", T0)  # not trusted yet
+    served = [adm.next_admitted(T0 + s) for s in (1.0, 2.0, 3.0, 4.0)]
+    assert served == ["flood-1", "first-scrape", "flood-2", "flood-3"]
+    assert not adm.waiting and not adm.turns and not adm.trusted_turns
+    adm.withdraw("10.0.0.2", "gone")  # nothing waits: no error
+    assert adm.next_token_s() is None
 
 
 def test_a_withdrawn_request_leaves_the_queue_and_its_turn() -> None:

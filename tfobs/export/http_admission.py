@@ -3,9 +3,10 @@ strikes, trust. No sockets and no clock: every call takes `now` (time.monotonic(
 loop), so the rules are tested by calling them (tests/export/test_http_admission.py).
 
 * requests: a global token bucket, shared round-robin between client addresses and in
-  arrival order within one; addresses whose request passed auth (`trust`) take their turns
-  before the others, in arrival order among themselves (first come, so a spray of new
-  trusted addresses, as every asking address is with auth off, cannot push in ahead);
+  arrival order within one; an address whose request passed auth (`trust`) that begins to
+  wait takes its first turn before the round, behind the trusted addresses that began to
+  wait before it (first come: a spray of new trusted addresses, as every asking address is
+  with auth off, cannot push in ahead of a waiting scraper);
 * strikes: an address with `strike_limit` strikes within `strike_block_s` is refused for
   `strike_block_s`; its network (/24, /64) after `network_strike_limit` strikes from
   addresses not trusted (a spray over many addresses of one network), trusted ones apart;
@@ -98,8 +99,9 @@ class Admission(Generic[T]):
         self.blocked: dict[str, float] = {}
         self.trusted: dict[str, float] = {}
         # Requests ready and waiting for a token: a FIFO per client address, and the
-        # addresses in turn (round-robin), so one address cannot starve another: trusted
-        # addresses in `trusted_turns`, served before `turns` (the others).
+        # addresses in turn (round-robin), so one address cannot starve another. A trusted
+        # address that begins to wait goes to `trusted_turns` (served first, in arrival
+        # order), then joins the round with the others.
         self.waiting: dict[str, deque[T]] = {}
         self.trusted_turns: deque[str] = deque()
         self.turns: deque[str] = deque()
@@ -173,11 +175,10 @@ class Admission(Generic[T]):
 
     def admit(self, ip: str, item: T, now: float) -> bool:
         """True: a token was taken, serve `item` now. False: it waits in its address's
-        turn (`next_admitted`); a trusted address skips the queue of the others and waits
-        behind the trusted addresses already waiting, in arrival order."""
+        turn (`next_admitted`); a trusted address skips the round of the others and waits
+        only behind the trusted addresses that began to wait before it."""
         trusted = self.is_trusted(ip, now)
-        waiting_before = self.trusted_turns if trusted else self._all_turns()
-        if not waiting_before and self.requests.take(now):
+        if not (self.trusted_turns if trusted else self._all_turns()) and self.requests.take(now):
             return True
         queue = self.waiting.get(ip)
         if queue is None:
@@ -200,8 +201,7 @@ class Admission(Generic[T]):
                 continue
             item = queue.popleft()
             if queue:
-                # Its next request takes a new turn, trusted or not as the address is now.
-                (self.trusted_turns if self.is_trusted(ip, now) else self.turns).append(ip)
+                self.turns.append(ip)  # its next request in the round
             else:
                 del self.waiting[ip]
             return item
