@@ -21,7 +21,12 @@ well; "preempted" is how many of tfobs's windows gave way to a Profile call. `--
 runs the same attacks against TensorFlow's server alone (started before tfobs, so not
 fronted): the job's figures without tfobs's front.
 
-Usage: python benchmarks/attacks.py [--attack-s 8] [--only NAME,...] [--grpc-control]
+`--pin`: the training process (and tfobs in it) on the first CPU, the attacker and the
+legitimate scraper on the second, as a red team with its own machine would be: the ratio then
+shows what the attack costs the job through tfobs, not the attacker's own client-side CPU
+taking the job's core (on 2 shared cores a niced attacker still takes a share).
+
+Usage: python benchmarks/attacks.py [--attack-s 8] [--only NAME,...] [--grpc-control] [--pin]
        python benchmarks/attacks.py --attacker NAME --port P --seconds S [--auth user:pw]
 """
 
@@ -487,7 +492,21 @@ def _phase_share(samples: list[tuple[float, float]], phases: list[Any], on: bool
     return used / span if span else 0.0
 
 
-def run_all(attack_s: float, only: list[str], grpc_control: bool = False) -> None:
+def _pinned_to(cpu: int) -> Any:
+    """A preexec_fn that moves the child to `cpu` (after fork, before exec)."""
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def run_all(attack_s: float, only: list[str], grpc_control: bool = False,
+            pin: bool = False) -> None:
+    if pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            sys.exit("--pin needs two CPUs: one for the job, one for the attacker")
+        os.sched_setaffinity(0, {cpus[0]})  # before TensorFlow sizes its thread pools
+        child_cpu: Any = _pinned_to(cpus[1])
+    else:
+        child_cpu = None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -552,12 +571,14 @@ def run_all(attack_s: float, only: list[str], grpc_control: bool = False) -> Non
                     [sys.executable, __file__, "--attacker", "legit", "--port", str(port),
                      "--seconds", str(attack_s), "--auth", auth,
                      "--prof-port", str(prof_port if on_grpc else 0)] + (["--tls"] if tls else []),
-                    stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__))
+                    stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__),
+                    preexec_fn=child_cpu)
                 proc = subprocess.Popen(
                     [sys.executable, __file__, "--attacker", name, "--port", str(port),
                      "--seconds", str(attack_s), "--auth", auth, "--prof-port", str(prof_port)]
                     + (["--tls"] if tls else []),
-                    stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__))
+                    stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__),
+                    preexec_fn=child_cpu)
                 assert proc.stdout is not None and scraper.stdout is not None
                 proc.stdout.readline()  # "started"
                 scraper.stdout.readline()
@@ -684,11 +705,14 @@ def main() -> None:
     ap.add_argument("--tls", action="store_true", help="(attacker) the server speaks HTTPS")
     ap.add_argument("--grpc-control", action="store_true",
                     help="the grpc_* attacks against TensorFlow's server alone (no front)")
+    ap.add_argument("--pin", action="store_true",
+                    help="the job on the first CPU, the attacker and scraper on the second")
     args = ap.parse_args()
     if args.attacker:
         attacker(args.attacker, args.port, args.seconds, args.auth, args.prof_port, args.tls)
     else:
-        run_all(args.attack_s, [x for x in args.only.split(",") if x], args.grpc_control)
+        run_all(args.attack_s, [x for x in args.only.split(",") if x], args.grpc_control,
+                args.pin)
 
 
 if __name__ == "__main__":
