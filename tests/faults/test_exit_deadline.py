@@ -22,7 +22,8 @@ import pytest
 
 from tests.support.mute_servers import HangingEndpoint
 
-pytestmark = pytest.mark.slow  # trains in a subprocess
+# Trains in a subprocess and bounds its exit: at normal priority in the lanes (waits).
+pytestmark = [pytest.mark.slow, pytest.mark.waits]
 
 ROOT = pathlib.Path(__file__).parents[2]
 JOB = ROOT / "tests" / "support" / "exit_job.py"

@@ -19,7 +19,8 @@ import pytest
 from tests.support.fault_job import finish_job, start_job, wait_line
 from tfobs.capture.folder_cleanup import sweep_stale_dirs
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
+# Runs a training job and bounds how soon it exits: at normal priority in the lanes (waits).
+pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(300)]
 
 
 @pytest.mark.parametrize("handler", ["graceful", "exit", "none"])

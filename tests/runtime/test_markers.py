@@ -243,6 +243,7 @@ def test_a_step_given_no_usable_number_is_numbered_not_raised(runtime, monkeypat
         caplog.text
 
 
+@pytest.mark.waits  # times calls: at normal priority in the lanes
 def test_marker_is_cheap_without_a_window():
     markers.set_hooks(None)
     with tfobs.step(0):
@@ -271,6 +272,7 @@ class _SlowHooks:
         pass
 
 
+@pytest.mark.waits  # times sleeps: at normal priority in the lanes
 def test_markers_time_their_own_work_but_not_the_step():
     markers.set_hooks(_SlowHooks())
     try:
