@@ -425,6 +425,46 @@ def test_a_reconnect_flood_from_a_refused_address_waits_and_others_get_in(
             s.close()
 
 
+def test_a_refused_flood_that_goes_on_waits_longer_at_each_burst(servers: Any) -> None:
+    """A refused address reconnecting without end: each burst in a row doubles the pause
+    (50 ms up to 400 ms), so it costs fewer accepts and closes; others still get in."""
+    srv = servers(limits=Limits(strike_limit=2, strike_block_s=30.0))
+    bad = b"GET /metrics HTTP/1.1\r\nContent-Length: abc\r\n\r\n"
+    for _ in range(2):
+        assert raw(srv.port, bad, source="127.0.0.9").startswith(b"HTTP/1.1 400 ")
+    stop = threading.Event()
+    bursts: list[int] = []
+
+    def flood() -> None:
+        held: list[socket.socket] = []
+        while not stop.is_set():
+            for _ in range(40):  # more than a burst (16) queued at each round
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.bind(("127.0.0.9", 0))
+                s.setblocking(False)
+                s.connect_ex(("127.0.0.1", srv.port))
+                held.append(s)
+            while len(held) > 400:
+                held.pop(0).close()
+            bursts.append(srv._loop.refused_bursts)
+            time.sleep(0.01)
+        for s in held:
+            s.close()
+
+    attacker = threading.Thread(target=flood, daemon=True)
+    attacker.start()
+    try:
+        time.sleep(1.5)
+        t0 = time.monotonic()
+        ok = b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"
+        assert raw(srv.port, ok, source="127.0.0.8").startswith(b"HTTP/1.1 200 ")
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        stop.set()
+        attacker.join(5)
+    assert max(bursts) >= 4, max(bursts)  # paused 50, 100, 200, then 400 ms
+
+
 def test_failures_spread_over_more_than_the_block_time_do_not_block(servers: Any) -> None:
     limits = Limits(auth_fail_delay_s=0.01, strike_limit=3, strike_block_s=0.4)
     srv = servers(basic_auth="u:pw", limits=limits)

@@ -29,7 +29,8 @@ class Limits:
     network_strike_limit: int = 100  # the same for a network (/24, /64), trusted addresses apart
     blocked_addresses: int = 4096  # addresses remembered (oldest forgotten first)
     accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
-    refused_pause_s: float = 0.05  # after a burst of connections from refused addresses
+    refused_pause_s: float = 0.05  # after a burst of connections from refused addresses,
+    refused_pause_max_s: float = 0.4  # ... doubled at each burst in a row, up to this
     trusted_s: float = 600.0  # an address whose request passed auth is preferred this long
     accepts_per_s: float = 500.0  # new connections taken from the listen queue (bucket)
     accept_burst: int = 100
