@@ -35,7 +35,7 @@ if [ "${TFOBS_JAX:-1}" != 0 ]; then
   own=(--ignore=tests/runtime/test_jax_training.py --ignore=tests/runtime/test_gpu_check_prepared.py)
 fi
 
-# By default the suite runs in lanes (below: about 17 minutes for the whole CI run on 2
+# By default the suite runs in lanes (below: about 18 minutes for the whole CI run on 2
 # cores, benchmarks/RESULTS.md "CI time in lanes"). TFOBS_LANES=0 runs it in one process
 # (about 28 minutes): the plain order, for telling a lane problem from a test's own.
 if [ "${TFOBS_LANES:-1}" = 0 ]; then

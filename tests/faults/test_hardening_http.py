@@ -398,19 +398,31 @@ def test_an_address_sending_oversized_heads_is_refused_at_accept(servers: Any) -
     assert raw(srv.port, ok, source="127.0.0.6").startswith(b"HTTP/1.1 200 ")
 
 
+def _strike_out(srv: Any, source: str) -> None:
+    """Two malformed requests from `source`: refused from then on (strike_limit=2)."""
+    bad = b"GET /metrics HTTP/1.1\r\nContent-Length: abc\r\n\r\n"
+    for _ in range(2):
+        assert raw(srv.port, bad, source=source).startswith(b"HTTP/1.1 400 ")
+
+
+def _queued_connects(port: int, source: str, n: int) -> list[socket.socket]:
+    """`n` connections from `source` begun without waiting: they queue in the listen
+    backlog faster than one accept round takes them."""
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind((source, 0))
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        socks.append(s)
+    return socks
+
+
 def test_a_reconnect_flood_from_a_refused_address_waits_and_others_get_in(
         servers: Any) -> None:
     srv = servers(limits=Limits(strike_limit=2, strike_block_s=10.0, refused_pause_s=0.3))
-    bad = b"GET /metrics HTTP/1.1\r\nContent-Length: abc\r\n\r\n"
-    for _ in range(2):
-        assert raw(srv.port, bad, source="127.0.0.7").startswith(b"HTTP/1.1 400 ")
-    flood = []
-    for _ in range(60):  # queued in the listen backlog faster than one accept round takes
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.7", 0))
-        s.setblocking(False)
-        s.connect_ex(("127.0.0.1", srv.port))
-        flood.append(s)
+    _strike_out(srv, "127.0.0.7")
+    flood = _queued_connects(srv.port, "127.0.0.7", 60)
     try:
         t0 = time.monotonic()
         ok = b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"
@@ -429,21 +441,15 @@ def test_a_refused_flood_that_goes_on_waits_longer_at_each_burst(servers: Any) -
     """A refused address reconnecting without end: each burst in a row doubles the pause
     (50 ms up to 400 ms), so it costs fewer accepts and closes; others still get in."""
     srv = servers(limits=Limits(strike_limit=2, strike_block_s=30.0))
-    bad = b"GET /metrics HTTP/1.1\r\nContent-Length: abc\r\n\r\n"
-    for _ in range(2):
-        assert raw(srv.port, bad, source="127.0.0.9").startswith(b"HTTP/1.1 400 ")
+    _strike_out(srv, "127.0.0.9")
     stop = threading.Event()
     bursts: list[int] = []
 
     def flood() -> None:
         held: list[socket.socket] = []
         while not stop.is_set():
-            for _ in range(40):  # more than a burst (16) queued at each round
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                s.bind(("127.0.0.9", 0))
-                s.setblocking(False)
-                s.connect_ex(("127.0.0.1", srv.port))
-                held.append(s)
+            # More than a burst (16) queued at each round.
+            held += _queued_connects(srv.port, "127.0.0.9", 40)
             while len(held) > 400:
                 held.pop(0).close()
             bursts.append(srv._loop.refused_bursts)
