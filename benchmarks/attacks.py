@@ -49,9 +49,8 @@ from typing import Any
 # floor of this machine (two quiet periods compared the same way).
 ATTACKS = ("none", "pipeline_noread", "pipeline_read", "one_conn_flood", "idle_conns", "slowloris",
            "big_headers", "conn_churn", "wrong_auth")
-# From 249 loopback addresses (127.0.1.1-...): what the per-address share does not bind.
+# From 249 loopback addresses of one /24: what the per-address share does not bind.
 SPRAY_ATTACKS = ("spray_noread", "spray_churn", "spray_big_headers")
-SPRAY = [f"127.0.{i // 250 + 1}.{i % 250 + 1}" for i in range(249)]
 TLS_ATTACKS = ("tls_none", "tls_handshakes")  # a third pass: auth on, over TLS
 GRPC_ATTACKS = ("grpc_none", "grpc_big", "grpc_half_open", "grpc_flood", "grpc_bogus_profile")
 PROFILER = "/tensorflow.ProfilerService/"
@@ -59,9 +58,15 @@ PASSWORD = "bench:correct-horse"
 BEFORE_S = 4.0
 REST_S = 2.0
 PHASE_S = 2.0
-# The attacker connects from another loopback address, as another host would; the
-# legitimate scraper (its own process, not niced) from 127.0.0.1.
+# The attacker connects from other loopback addresses, as another host would: each attack
+# from a /24 of its own (127.0.N.2, or 127.0.N.1-249 for a spray; N from --net), so one
+# attack's blocks do not carry over to the next. The legitimate scraper (its own process,
+# not niced) connects from 127.0.0.1.
 ATTACKER_ADDR = ("127.0.0.2", 0)
+
+
+def _spray_addresses(net: int) -> list[str]:
+    return [f"127.0.{net}.{i + 1}" for i in range(249)]
 SETTLE_S = 0.3  # skipped at the start of each phase (sockets opening or closing)
 
 
@@ -69,8 +74,10 @@ SETTLE_S = 0.3  # skipped at the start of each phase (sockets opening or closing
 
 
 def _connect(port: int) -> socket.socket | None:
+    """A connection, or None; a blocked address's SYN is dropped (a firewall's drop), so
+    a short timeout keeps the phases on time."""
     try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=2,
+        s = socket.create_connection(("127.0.0.1", port), timeout=0.25,
                                      source_address=ATTACKER_ADDR)
         s.setblocking(False)
         return s
@@ -89,10 +96,12 @@ def _send_some(s: socket.socket, data: bytes) -> bool:
 
 
 def attacker(name: str, port: int, seconds: float, auth: str, prof_port: int = 0,
-             tls: bool = False) -> None:
+             tls: bool = False, net: int = 0) -> None:
+    global ATTACKER_ADDR
     if name == "legit":
         legit_scraper(port, seconds, auth, prof_port, tls)
         return
+    ATTACKER_ADDR = (f"127.0.{net}.2", 0)
     os.nice(19)
     try:
         hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -161,7 +170,8 @@ def attacker(name: str, port: int, seconds: float, auth: str, prof_port: int = 0
         workers += _grpc_workers(name, prof_port, stop, active, bump)
     elif name in SPRAY_ATTACKS or name == "tls_handshakes":
         workers += [threading.Thread(target=_spray_loop, args=(
-            name, port, SPRAY[k::3], stop, active, bump, req), daemon=True) for k in range(3)]
+            name, port, _spray_addresses(net)[k::3], stop, active, bump, req), daemon=True)
+            for k in range(3)]
     print("started", flush=True)
     for w in workers:
         w.start()
@@ -190,15 +200,17 @@ def attacker(name: str, port: int, seconds: float, auth: str, prof_port: int = 0
         if name == "pipeline_noread" and len(socks) < 100:
             for _ in range(100 - len(socks)):
                 s = _connect(port)
-                if s is not None:
-                    _send_some(s, req * 200)
-                    stats["sent"] += 200
-                    socks.append(s)
+                if s is None:
+                    break
+                _send_some(s, req * 200)
+                stats["sent"] += 200
+                socks.append(s)
         elif name == "idle_conns" and len(socks) < 1100:
             for _ in range(1100 - len(socks)):
                 s = _connect(port)
-                if s is not None:
-                    socks.append(s)
+                if s is None:
+                    break
+                socks.append(s)
         elif name == "slowloris" and time.monotonic() >= trickle_at:
             trickle_at = time.monotonic() + 1.0
             while len(socks) < 1300:
@@ -538,7 +550,7 @@ def run_all(attack_s: float, only: list[str], grpc_control: bool = False,
 
     cert, key = _self_signed(tempfile.mkdtemp(prefix="tfobs-bench-"))
     all_results: list[dict[str, Any]] = []
-    for auth, tls in (("", False), (PASSWORD, False), (PASSWORD, True)):
+    for pass_no, (auth, tls) in enumerate((("", False), (PASSWORD, False), (PASSWORD, True))):
         tls_files = {"metrics_tls_cert": cert, "metrics_tls_key": key} if tls else {}
         rt = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", nvml=False,
                           metrics_basic_auth=auth, **tls_files)
@@ -557,9 +569,11 @@ def run_all(attack_s: float, only: list[str], grpc_control: bool = False,
         def controller(port: int = port, auth: str = auth, stamps: list[float] = stamps,
                        done: threading.Event = done,
                        results: list[dict[str, Any]] = results, rt: Any = rt,
-                       attacks: list[str] = attacks, tls: bool = tls) -> None:
+                       attacks: list[str] = attacks, tls: bool = tls,
+                       pass_no: int = pass_no) -> None:
             time.sleep(3.0)  # warm-up: first window, tracing compiled
-            for name in attacks:
+            for index, name in enumerate(attacks):
+                net = 100 + 50 * pass_no + index  # this attack's own /24
                 if name == "wrong_auth" and not auth:
                     continue
                 on_grpc = name.startswith("grpc_")
@@ -575,8 +589,8 @@ def run_all(attack_s: float, only: list[str], grpc_control: bool = False,
                     preexec_fn=child_cpu)
                 proc = subprocess.Popen(
                     [sys.executable, __file__, "--attacker", name, "--port", str(port),
-                     "--seconds", str(attack_s), "--auth", auth, "--prof-port", str(prof_port)]
-                    + (["--tls"] if tls else []),
+                     "--seconds", str(attack_s), "--auth", auth, "--prof-port", str(prof_port),
+                     "--net", str(net)] + (["--tls"] if tls else []),
                     stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__),
                     preexec_fn=child_cpu)
                 assert proc.stdout is not None and scraper.stdout is not None
@@ -702,6 +716,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--auth", default="")
     ap.add_argument("--prof-port", type=int, default=0)
+    ap.add_argument("--net", type=int, default=0, help="(attacker) from 127.0.NET.0/24")
     ap.add_argument("--tls", action="store_true", help="(attacker) the server speaks HTTPS")
     ap.add_argument("--grpc-control", action="store_true",
                     help="the grpc_* attacks against TensorFlow's server alone (no front)")
@@ -709,7 +724,8 @@ def main() -> None:
                     help="the job on the first CPU, the attacker and scraper on the second")
     args = ap.parse_args()
     if args.attacker:
-        attacker(args.attacker, args.port, args.seconds, args.auth, args.prof_port, args.tls)
+        attacker(args.attacker, args.port, args.seconds, args.auth, args.prof_port, args.tls,
+                 args.net)
     else:
         run_all(args.attack_s, [x for x in args.only.split(",") if x], args.grpc_control,
                 args.pin)

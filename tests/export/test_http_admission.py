@@ -148,6 +148,23 @@ def test_a_network_spraying_strikes_is_blocked_apart_from_its_trusted_addresses(
     assert network("not-an-ip") == "not-an-ip"
 
 
+def test_blocks_list_what_the_kernel_filter_drops_and_when_it_changes() -> None:
+    adm = admission(strike_limit=2, network_strike_limit=4, strike_block_s=30.0)
+    adm.trust("10.0.0.200", T0)
+    assert adm.blocks(T0) == ([], [], [], None) and adm.changes == 0
+    for ip in ("10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.2"):
+        adm.strike(ip, T0 + 1)
+    addresses, networks, exempt, until = adm.blocks(T0 + 1)
+    assert addresses == ["10.0.0.2", "10.0.0.1"]  # newest first: the first kept when cut
+    assert networks == ["10.0.0.0/24"] and exempt == ["10.0.0.200"]
+    assert until == T0 + 31 and adm.changes == 3  # two addresses and their network
+    adm.strike("10.0.0.1", T0 + 2)  # a block extended: the filter's lists are the same
+    assert adm.changes == 3
+    adm.trust("10.0.0.7", T0 + 3)  # newly trusted inside a blocked network: to exempt
+    assert adm.changes == 4 and "10.0.0.7" in adm.blocks(T0 + 3)[2]
+    assert adm.blocks(T0 + 40) == ([], [], [], None)  # every block ended
+
+
 def test_strikes_of_a_trusted_address_do_not_count_for_its_network() -> None:
     adm = admission(strike_limit=30, network_strike_limit=3)
     adm.trust("10.1.1.1", T0)

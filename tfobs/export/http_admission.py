@@ -98,6 +98,7 @@ class Admission(Generic[T]):
         self.strikes: dict[str, deque[float]] = {}
         self.blocked: dict[str, float] = {}
         self.trusted: dict[str, float] = {}
+        self.changes = 0  # bumped when the blocks change (the loop's kernel filter follows)
         # Requests ready and waiting for a token: a FIFO per client address, and the
         # addresses in turn (round-robin), so one address cannot starve another. A trusted
         # address that begins to wait goes to `trusted_turns` (served first, in arrival
@@ -138,6 +139,8 @@ class Admission(Generic[T]):
         while times and times[0] <= now - lim.strike_block_s:
             times.popleft()
         if len(times) >= limit:
+            if key not in self.blocked:
+                self.changes += 1  # a new block (one extended changes no filter)
             _remember(self.blocked, key, now + lim.strike_block_s, lim.blocked_addresses)
             log.warning("tfobs: %s sent %d failed-auth or malformed requests in %.0f s; "
                         "refusing its connections for %.0f s", key, len(times),
@@ -148,8 +151,21 @@ class Admission(Generic[T]):
             del self.strikes[next(iter(self.strikes))]
         return False
 
+    def blocks(self, now: float) -> tuple[list[str], list[str], list[str], float | None]:
+        """What is refused now: addresses and networks (newest first), the trusted
+        addresses inside those networks (exempt), and when the first of these blocks ends."""
+        for key in [k for k, until in self.blocked.items() if now >= until]:
+            del self.blocked[key]
+        addresses = [k for k in reversed(self.blocked) if "/" not in k]
+        networks = [k for k in reversed(self.blocked) if "/" in k]
+        exempt = [ip for ip in reversed(self.trusted)
+                  if self.is_trusted(ip, now) and network(ip) in self.blocked] if networks else []
+        return addresses, networks, exempt, min(self.blocked.values(), default=None)
+
     def trust(self, ip: str, now: float) -> None:
         """`ip` sent a request that passed auth (any request, with auth off)."""
+        if self.blocked and not self.is_trusted(ip, now) and network(ip) in self.blocked:
+            self.changes += 1  # newly trusted inside a blocked network: exempt it
         _remember(self.trusted, ip, now, self.limits.blocked_addresses)
 
     def is_trusted(self, ip: str, now: float) -> bool:

@@ -31,6 +31,7 @@ class Limits:
     accept_pause_s: float = 0.5  # after EMFILE/ENFILE on accept
     refused_pause_s: float = 0.05  # after a burst of connections from refused addresses,
     refused_pause_max_s: float = 0.4  # ... doubled at each burst in a row, up to this
+    kernel_filter: bool = True  # Linux: blocked addresses' SYNs dropped by a socket filter
     trusted_s: float = 600.0  # an address whose request passed auth is preferred this long
     accepts_per_s: float = 500.0  # new connections taken from the listen queue (bucket)
     accept_burst: int = 100

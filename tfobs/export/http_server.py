@@ -35,11 +35,13 @@ SECURITY.md "Limits of the HTTP server"):
 * a failed auth is counted (`tfobs_errors_total{stage="http_auth"}`), answered only after
   `auth_fail_delay_s`, and closes its connection;
 * an address with `strike_limit` strikes (failed auth checks, requests refused as malformed
-  or oversized) within `strike_block_s` is refused at accept for `strike_block_s` (closed
-  unread, counted as `stage="http_refused"`), so a guesser, an unauthenticated flood or a
-  stream of oversized heads costs one accept and one close per connection, not a parse;
-  a burst of them pauses accepting for `refused_pause_s`, so a client that reconnects at
-  once waits in the listen queue instead of spinning the loop;
+  or oversized, a first request cut short by its own address's newer connection) within
+  `strike_block_s` is refused for `strike_block_s`: on Linux its SYNs are dropped by a
+  kernel filter on the listener (`http_sockfilter`), so a guesser, an unauthenticated flood
+  or a stream of oversized heads costs the job nothing; elsewhere, or beyond what the filter
+  holds, it is closed unread at accept (counted as `stage="http_refused"`), and a burst of
+  those pauses accepting for `refused_pause_s`, so a client that reconnects at once waits in
+  the listen queue instead of spinning the loop;
 * an address whose request passed auth (any request, with auth off) is trusted for
   `trusted_s`: making room evicts connections of addresses not trusted first, and its
   requests go before theirs for a request token, so connections from many addresses (a
@@ -98,6 +100,7 @@ from tfobs.export.http_routes import (
     capture_reply,
     route,
 )
+from tfobs.export.http_sockfilter import ListenerFilter
 from tfobs.export.http_wire import Refusal, Request, RequestReader, response
 
 log = logging.getLogger(__name__)
@@ -362,6 +365,11 @@ class _Loop:
         self.sel.register(listener, selectors.EVENT_READ, None)
         self.accept_paused_until = 0.0
         self.refused_bursts = 0  # rounds in a row that met a burst of refused connections
+        # Blocked addresses' SYNs dropped in the kernel (Linux); refused at accept as well.
+        self.kfilter = ListenerFilter(listener) if self.limits.kernel_filter else None
+        self.filter_seen = 0  # Admission.changes when the filter was last set
+        self.filter_until = 0.0  # when its first block ends: set again then
+        self.filter_next = 0.0  # not set again before then (a spray's blocks come in bursts)
         self.conns: dict[int, _Conn] = {}  # by fd, in accept order
         self.max_conns = fd_bounded_connections(self.limits.max_connections)
         self.by_ip: dict[str, dict[int, _Conn]] = {}  # address -> its connections, oldest first
@@ -407,6 +415,8 @@ class _Loop:
                 timeout = min(timeout, due)
         if self.accept_paused_until:
             timeout = min(timeout, self.accept_paused_until - now)
+        if self.filter_until:
+            timeout = min(timeout, self.filter_until - now)
         events = self.sel.select(max(0.0, timeout))
         now = time.monotonic()
         if self.accept_paused_until and now >= self.accept_paused_until:
@@ -437,6 +447,23 @@ class _Loop:
             elif conn.wait_until and now >= conn.wait_until:
                 conn.wait_until = 0.0
                 self._pump(conn, now)
+        if self.kfilter is not None and now >= self.filter_next and (
+                self.admission.changes != self.filter_seen
+                or (self.filter_until and now >= self.filter_until)):
+            self._refilter(now)
+
+    def _refilter(self, now: float) -> None:
+        """Set the listener's kernel filter to the blocks of now (none: detached)."""
+        assert self.kfilter is not None
+        self.filter_seen = self.admission.changes
+        self.filter_next = now + 0.05
+        addresses, networks, exempt, until = self.admission.blocks(now)
+        self.filter_until = until or 0.0
+        if not self.kfilter.set(addresses, networks, exempt):
+            log.debug("tfobs: no kernel filter on the metrics port; blocked addresses are "
+                      "refused at accept")
+            self.kfilter = None
+            self.filter_until = 0.0
 
     def _wake(self) -> None:
         """Called by the render thread: a rendering ended."""
@@ -469,6 +496,8 @@ class _Loop:
                     self._evict_oldest()
                 return
             ip = str(addr[0]) if isinstance(addr, tuple) else ""
+            if ip.startswith("::ffff:") and "." in ip:
+                ip = ip[7:]  # IPv4 on a dual-stack listener: counted with its own network
             if adm.refused(ip, now):
                 self.app.on_error("http_refused")
                 _close_unread(sock)
@@ -498,7 +527,13 @@ class _Loop:
     def _take_in(self, sock: socket.socket, ip: str, now: float) -> None:
         mine = self.by_ip.get(ip)
         if mine is not None and len(mine) >= max(1, self.max_conns // 2):
-            self._close(next(iter(mine.values())))  # an address may hold half the slots
+            oldest = next(iter(mine.values()))
+            if oldest.in_request and not oldest.served:
+                # Pushed out by its own address in the middle of its first request (a
+                # slowloris trickle): a strike, so it ends in a block. Connections that sent
+                # nothing strike at their first deadline instead.
+                self.admission.strike(ip, now)
+            self._close(oldest)  # an address may hold half the slots
         elif len(self.conns) >= self.max_conns:
             self._evict_oldest()
         try:
