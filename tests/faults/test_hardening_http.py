@@ -1086,6 +1086,39 @@ def test_tls_handshakes_from_addresses_not_trusted_are_rationed(
     assert srv.errors.count("http_refused") > 0  # the rest closed unread, counted
 
 
+def test_an_address_that_handshakes_and_asks_nothing_is_blocked(
+        servers: Any, tmp_path: Any) -> None:
+    """A TLS handshake and a close with no request is a strike at once (a scraper always
+    asks): an address repeating it is blocked, its SYNs dropped; a scraper is not."""
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    srv = servers(basic_auth="u:p", tls_cert=cert, tls_key=key,
+                  limits=Limits(strike_limit=5, handshakes_per_s=100.0, handshake_burst=50))
+    insecure = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+    done = 0
+    for _ in range(20):
+        try:
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=0.5,
+                                          source_address=("127.0.0.12", 0)) as raw_sock:
+                with insecure.wrap_socket(raw_sock):
+                    done += 1
+        except TimeoutError:
+            break  # dropped: blocked
+        except (OSError, ssl.SSLError):
+            pass
+        time.sleep(0.05)  # its close read before the next one
+    assert 5 <= done <= 8, done
+    assert "127.0.0.12" in srv._loop.admission.blocked
+    conn = http.client.HTTPSConnection("127.0.0.1", srv.port, timeout=5, context=insecure)
+    try:
+        conn.request("GET", "/metrics", headers=PASSWORD)
+        assert conn.getresponse().status == 200
+    finally:
+        conn.close()
+
+
 def _self_signed(folder: Any) -> tuple[str, str]:
     from tests.export.test_http_security import _with_cryptography
 

@@ -506,6 +506,9 @@ class _Loop:
             # Refused connections (above) cost an accept and a close: not counted in the ration.
             adm.accepted()
             if self.ctx is not None and not adm.may_handshake(ip, now):
+                # Over the handshake ration: a strike too, so a handshake flood from many
+                # addresses blocks its network within a hundred connections, not seconds.
+                adm.strike(ip, now)
                 self.app.on_error("http_refused")
                 _close_unread(sock)
                 continue
@@ -661,6 +664,10 @@ class _Loop:
                 self._read(conn, now)
             if not self._respond_if_ready(conn, now, have_token):
                 if conn.eof and not conn.queued:
+                    if self.ctx is not None and not conn.served and not conn.in_request:
+                        # A TLS handshake and gone, nothing asked: a scraper always asks,
+                        # so a strike now (a handshake flood) rather than never.
+                        self.admission.strike(conn.ip, now)
                     self._close(conn)  # the client is gone and left no whole request
                 elif not conn.queued:
                     full = conn.reader.room == 0
