@@ -127,6 +127,7 @@ ErrorStage = Literal[
     "http_server",  # the metrics server's loop
     "http_accept",  # accepting a connection
     "http_refused",  # a connection refused unread (over the limits)
+    "http_blocked",  # an address or network blocked for its strikes (a block begun)
     "http_protocol",  # a malformed request
     "http_auth",  # a failed authentication
 ]

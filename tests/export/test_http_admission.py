@@ -158,8 +158,9 @@ def test_blocks_list_what_the_kernel_filter_drops_and_when_it_changes() -> None:
     assert addresses == ["10.0.0.2", "10.0.0.1"]  # newest first: the first kept when cut
     assert networks == ["10.0.0.0/24"] and exempt == ["10.0.0.200"]
     assert until == T0 + 31 and adm.changes == 3  # two addresses and their network
+    assert adm.blocks_begun == 3
     adm.strike("10.0.0.1", T0 + 2)  # a block extended: the filter's lists are the same
-    assert adm.changes == 3
+    assert adm.changes == 3 and adm.blocks_begun == 3
     adm.trust("10.0.0.7", T0 + 3)  # newly trusted inside a blocked network: to exempt
     assert adm.changes == 4 and "10.0.0.7" in adm.blocks(T0 + 3)[2]
     assert adm.blocks(T0 + 40) == ([], [], [], None)  # every block ended

@@ -443,6 +443,7 @@ def test_an_address_that_keeps_failing_auth_is_refused_at_accept_for_a_while(
         assert raw(srv.port, good, source="127.0.0.3") == b""  # refused unread
         assert srv.errors.count("http_refused") == 1
     assert srv.errors.count("http_auth") == 4
+    assert srv.errors.count("http_blocked") == 1  # the block's beginning, either way
     # Another address (the real scraper) is not affected.
     assert raw(srv.port, good, source="127.0.0.2").startswith(b"HTTP/1.1 200 ")
     time.sleep(max(0.0, t_blocked + limits.strike_block_s + 0.1 - time.monotonic()))
@@ -1149,5 +1150,6 @@ def test_a_network_spraying_failed_auth_is_refused_but_its_trusted_scraper_is_no
     # ... but the network is: its SYNs dropped by the kernel filter, the trusted one apart
     assert None in answers[100:]
     assert get("127.0.1.251", bad) is None  # a new address of it too
+    assert srv.errors.count("http_blocked") == 1  # the network, not its addresses one by one
     assert get("127.0.1.250", trusted).startswith(b"HTTP/1.1 200 ")  # the trusted one not
     assert get("127.0.2.1", bad).startswith(b"HTTP/1.1 401")  # another network not

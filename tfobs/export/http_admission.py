@@ -99,6 +99,7 @@ class Admission(Generic[T]):
         self.blocked: dict[str, float] = {}
         self.trusted: dict[str, float] = {}
         self.changes = 0  # bumped when the blocks change (the loop's kernel filter follows)
+        self.blocks_begun = 0  # blocks begun, ever (tfobs_errors_total{stage="http_blocked"})
         # Requests ready and waiting for a token: a FIFO per client address, and the
         # addresses in turn (round-robin), so one address cannot starve another. A trusted
         # address that begins to wait goes to `trusted_turns` (served first, in arrival
@@ -141,6 +142,7 @@ class Admission(Generic[T]):
         if len(times) >= limit:
             if key not in self.blocked:
                 self.changes += 1  # a new block (one extended changes no filter)
+                self.blocks_begun += 1
             _remember(self.blocked, key, now + lim.strike_block_s, lim.blocked_addresses)
             log.warning("tfobs: %s sent %d failed-auth or malformed requests in %.0f s; "
                         "refusing its connections for %.0f s", key, len(times),

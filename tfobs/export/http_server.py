@@ -370,6 +370,7 @@ class _Loop:
         self.filter_seen = 0  # Admission.changes when the filter was last set
         self.filter_until = 0.0  # when its first block ends: set again then
         self.filter_next = 0.0  # not set again before then (a spray's blocks come in bursts)
+        self.blocks_counted = 0  # Admission.blocks_begun already counted as http_blocked
         self.conns: dict[int, _Conn] = {}  # by fd, in accept order
         self.max_conns = fd_bounded_connections(self.limits.max_connections)
         self.by_ip: dict[str, dict[int, _Conn]] = {}  # address -> its connections, oldest first
@@ -447,6 +448,11 @@ class _Loop:
             elif conn.wait_until and now >= conn.wait_until:
                 conn.wait_until = 0.0
                 self._pump(conn, now)
+        while self.blocks_counted < self.admission.blocks_begun:
+            # Counted here: once blocked, an address's SYNs are dropped where tfobs never
+            # sees them, so a block's beginning is what the metrics can show.
+            self.blocks_counted += 1
+            self.app.on_error("http_blocked")
         if self.kfilter is not None and now >= self.filter_next and (
                 self.admission.changes != self.filter_seen
                 or (self.filter_until and now >= self.filter_until)):
