@@ -50,7 +50,7 @@ from typing import Any
 ATTACKS = ("none", "pipeline_noread", "pipeline_read", "one_conn_flood", "idle_conns", "slowloris",
            "big_headers", "conn_churn", "wrong_auth")
 # From 249 loopback addresses of one /24: what the per-address share does not bind.
-SPRAY_ATTACKS = ("spray_noread", "spray_churn", "spray_big_headers")
+SPRAY_ATTACKS = ("spray_noread", "spray_churn", "spray_big_headers", "spray_slowloris")
 TLS_ATTACKS = ("tls_none", "tls_handshakes")  # a third pass: auth on, over TLS
 GRPC_ATTACKS = ("grpc_none", "grpc_big", "grpc_half_open", "grpc_flood", "grpc_bogus_profile")
 PROFILER = "/tensorflow.ProfilerService/"
@@ -260,13 +260,15 @@ def _spray_loop(name: str, port: int, addresses: list[str], stop: float,
                 active: threading.Event, bump: Any, req: bytes) -> None:
     """One third of the spray: from each address in turn, a connection that holds 200
     pipelined requests unread (spray_noread), connects and closes (spray_churn), sends a
-    64 KiB head (spray_big_headers) or completes a TLS handshake and asks nothing."""
+    64 KiB head (spray_big_headers), trickles a head a byte per pass (spray_slowloris) or
+    completes a TLS handshake and asks nothing."""
     import ssl
 
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE
     payload = {"spray_noread": req * 200,
-               "spray_big_headers": b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 65536 + b"\r\n"}
+               "spray_big_headers": b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 65536 + b"\r\n",
+               "spray_slowloris": b"GET /metrics HTTP/1.1\r\nX-Slow: a"}
     held: dict[str, socket.socket] = {}
     while time.monotonic() < stop:
         if not active.wait(0.05):
@@ -283,6 +285,8 @@ def _spray_loop(name: str, port: int, addresses: list[str], stop: float,
                     if s.recv(65536) != b"":
                         continue  # still open: an answer it does not read
                 except (BlockingIOError, InterruptedError):
+                    if name == "spray_slowloris":
+                        _send_some(s, b"a")  # one more byte of the head
                     continue
                 except OSError:
                     pass

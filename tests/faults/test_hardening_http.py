@@ -271,6 +271,45 @@ def test_a_trickling_address_pushed_out_by_its_own_connections_is_blocked(
             s.close()
 
 
+def test_trickles_from_many_addresses_strike_and_their_network_is_blocked(
+        servers: Any) -> None:
+    """Slowloris spread over addresses (one connection each): the server full, each new
+    connection pushes out the oldest in the middle of its head, a strike for its network,
+    so the network ends blocked; a trickle that reaches its deadline strikes too."""
+    srv = servers(limits=Limits(max_connections=8, network_strike_limit=6))
+    held = []
+    dropped_at = None
+    try:
+        for i in range(1, 40):
+            try:
+                s = socket.create_connection(("127.0.0.1", srv.port), timeout=0.5,
+                                             source_address=(f"127.0.9.{i}", 0))
+            except TimeoutError:
+                dropped_at = i
+                break
+            s.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: a")
+            held.append(s)
+            time.sleep(0.05)
+        assert dropped_at is not None and dropped_at <= 8 + 6 + 3, dropped_at
+        assert "127.0.9.0/24" in srv._loop.admission.blocked
+        assert raw(srv.port, b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n",
+                   source="127.0.10.1").startswith(b"HTTP/1.1 200 ")
+    finally:
+        for s in held:
+            s.close()
+
+
+def test_a_trickle_cut_at_its_deadline_is_a_strike(servers: Any) -> None:
+    srv = servers(limits=Limits(request_timeout_s=0.4, strike_limit=2))
+    for _ in range(2):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=5,
+                                     source_address=("127.0.0.15", 0))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nX-Slow: a")
+        assert s.recv(1) == b""  # closed at its deadline, unanswered
+        s.close()
+    assert "127.0.0.15" in srv._loop.admission.blocked
+
+
 def test_trickling_does_not_extend_the_request_deadline(servers: Any) -> None:
     srv = servers(limits=Limits(request_timeout_s=1.5, first_request_s=5))
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)

@@ -444,7 +444,7 @@ class _Loop:
                 if not conn.served and not conn.in_request:
                     # connected (a handshake perhaps), asked nothing
                     self.admission.strike(conn.ip, now)
-                self._close(conn)  # slow or idle client: its time is up
+                self._push_out(conn, now)  # slow or idle client: its time is up
             elif conn.wait_until and now >= conn.wait_until:
                 conn.wait_until = 0.0
                 self._pump(conn, now)
@@ -536,13 +536,7 @@ class _Loop:
     def _take_in(self, sock: socket.socket, ip: str, now: float) -> None:
         mine = self.by_ip.get(ip)
         if mine is not None and len(mine) >= max(1, self.max_conns // 2):
-            oldest = next(iter(mine.values()))
-            if oldest.in_request and not oldest.served:
-                # Pushed out by its own address in the middle of its first request (a
-                # slowloris trickle): a strike, so it ends in a block. Connections that sent
-                # nothing strike at their first deadline instead.
-                self.admission.strike(ip, now)
-            self._close(oldest)  # an address may hold half the slots
+            self._push_out(next(iter(mine.values())), now)  # an address may hold half the slots
         elif len(self.conns) >= self.max_conns:
             self._evict_oldest()
         try:
@@ -578,7 +572,18 @@ class _Loop:
             return (self.admission.is_trusted(c.ip, now), c.queued or c.rendering,
                     -len(self.by_ip.get(c.ip, ())), c.opened)
 
-        self._close(min(self.conns.values(), key=worth))
+        self._push_out(min(self.conns.values(), key=worth), now)
+
+    def _push_out(self, conn: _Conn, now: float) -> None:
+        """Close `conn` to make room or at its deadline; a strike when it was in the middle
+        of a request head (a slowloris trickle, from one address or many), so trickling ends
+        in a block. No scraper is caught so: its head comes in one packet, and a request
+        read whole and waiting for its answer is not a trickle. Connections that sent
+        nothing strike at their first deadline instead."""
+        if conn.in_request and conn.ready is None and not (
+                conn.queued or conn.rendering or conn.out or conn.draining or conn.wait_until):
+            self.admission.strike(conn.ip, now)
+        self._close(conn)
 
     def _want(self, conn: _Conn, events: int) -> None:
         if events == conn.events:
