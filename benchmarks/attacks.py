@@ -50,7 +50,8 @@ from typing import Any
 ATTACKS = ("none", "pipeline_noread", "pipeline_read", "one_conn_flood", "idle_conns", "slowloris",
            "big_headers", "conn_churn", "wrong_auth")
 # From 249 loopback addresses of one /24: what the per-address share does not bind.
-SPRAY_ATTACKS = ("spray_noread", "spray_churn", "spray_big_headers", "spray_slowloris")
+SPRAY_ATTACKS = ("spray_noread", "spray_churn", "spray_big_headers", "spray_slowloris",
+                 "spray_networks")
 TLS_ATTACKS = ("tls_none", "tls_handshakes")  # a third pass: auth on, over TLS
 GRPC_ATTACKS = ("grpc_none", "grpc_big", "grpc_half_open", "grpc_flood", "grpc_bogus_profile")
 PROFILER = "/tensorflow.ProfilerService/"
@@ -65,8 +66,12 @@ PHASE_S = 2.0
 ATTACKER_ADDR = ("127.0.0.2", 0)
 
 
-def _spray_addresses(net: int) -> list[str]:
-    return [f"127.0.{net}.{i + 1}" for i in range(249)]
+def _spray_addresses(net: int, networks: int = 1) -> list[str]:
+    """249 addresses of 127.0.NET.0/24; with `networks`, 249 of each of that many /24s
+    (127.NET.0.0/24, 127.NET.1.0/24, ...), the addresses interleaved across them."""
+    if networks == 1:
+        return [f"127.0.{net}.{i + 1}" for i in range(249)]
+    return [f"127.{net}.{j}.{i + 1}" for i in range(249) for j in range(networks)]
 SETTLE_S = 0.3  # skipped at the start of each phase (sockets opening or closing)
 
 
@@ -170,7 +175,8 @@ def attacker(name: str, port: int, seconds: float, auth: str, prof_port: int = 0
         workers += _grpc_workers(name, prof_port, stop, active, bump)
     elif name in SPRAY_ATTACKS or name == "tls_handshakes":
         workers += [threading.Thread(target=_spray_loop, args=(
-            name, port, _spray_addresses(net)[k::3], stop, active, bump, req), daemon=True)
+            name, port, _spray_addresses(net, 16 if name == "spray_networks" else 1)[k::3],
+            stop, active, bump, req), daemon=True)
             for k in range(3)]
     print("started", flush=True)
     for w in workers:
@@ -260,8 +266,9 @@ def _spray_loop(name: str, port: int, addresses: list[str], stop: float,
                 active: threading.Event, bump: Any, req: bytes) -> None:
     """One third of the spray: from each address in turn, a connection that holds 200
     pipelined requests unread (spray_noread), connects and closes (spray_churn), sends a
-    64 KiB head (spray_big_headers), trickles a head a byte per pass (spray_slowloris) or
-    completes a TLS handshake and asks nothing."""
+    64 KiB head (spray_big_headers; spray_networks from 3,984 addresses of 16 /24s),
+    trickles a head a byte per pass (spray_slowloris) or completes a TLS handshake and asks
+    nothing."""
     import ssl
 
     tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -269,6 +276,7 @@ def _spray_loop(name: str, port: int, addresses: list[str], stop: float,
     payload = {"spray_noread": req * 200,
                "spray_big_headers": b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 65536 + b"\r\n",
                "spray_slowloris": b"GET /metrics HTTP/1.1\r\nX-Slow: a"}
+    payload["spray_networks"] = payload["spray_big_headers"]  # 16 /24s: 16 network blocks
     held: dict[str, socket.socket] = {}
     while time.monotonic() < stop:
         if not active.wait(0.05):

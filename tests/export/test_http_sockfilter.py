@@ -134,3 +134,10 @@ def test_a_socket_that_refuses_the_program_turns_the_filter_off_for_good() -> No
     sock.close()  # setsockopt on a closed socket raises, as a seccomp refusal would
     assert not f.set(["127.0.0.2"], [], [])
     assert not f.works and not f.set(["127.0.0.2"], [], [])
+
+
+def test_mapped_and_unreadable_addresses() -> None:
+    """An IPv4-mapped address is matched as IPv4; what is not an address is left out."""
+    assert program(["::ffff:127.0.0.2"], [], []) == program(["127.0.0.2"], [], [])
+    assert program(["not-an-ip", "300.1.1.1"], ["x/24"], []) == []
+    assert program([], ["::ffff:10.0.0.0/64"], []) == []  # no IPv6 network of mapped ones

@@ -14,7 +14,7 @@ kernel copies it to the child socket), which never drops their own address.
 from __future__ import annotations
 
 import ctypes
-import ipaddress
+import functools
 import socket
 import struct
 import sys
@@ -39,29 +39,38 @@ DROP, ACCEPT = 0, 0xFFFFFFFF
 Insn = tuple[int, int, int, int]  # code, jt, jf, k
 
 
+@functools.lru_cache(maxsize=16384)
 def _v4(text: str) -> int | None:
+    """An IPv4 address (or an IPv4-mapped IPv6 one) as an int; None otherwise. Cached:
+    the same blocks are parsed at every rebuild (inet_pton, not ipaddress: 4,096 entries
+    took 24 ms through ipaddress)."""
     try:
-        addr = ipaddress.ip_address(text)
-    except ValueError:
+        return int.from_bytes(socket.inet_pton(socket.AF_INET, text), "big")
+    except OSError:
+        pass
+    raw = _v6_bytes(text)
+    if raw is not None and raw[:12] == _MAPPED:
+        return int.from_bytes(raw[12:], "big")
+    return None
+
+
+_MAPPED = b"\0" * 10 + b"\xff\xff"
+
+
+def _v6_bytes(text: str) -> bytes | None:
+    try:
+        return socket.inet_pton(socket.AF_INET6, text)
+    except (OSError, ValueError):
         return None
-    if addr.version == 6:
-        mapped = addr.ipv4_mapped
-        if mapped is None:
-            return None
-        addr = mapped
-    return int(addr)
 
 
+@functools.lru_cache(maxsize=16384)
 def _v6_words(text: str, words: int) -> tuple[int, ...] | None:
     """The first `words` 32-bit words of an IPv6 address or network (not IPv4-mapped)."""
-    try:
-        net = ipaddress.ip_network(text, strict=False)
-    except ValueError:
+    raw = _v6_bytes(text.split("/")[0])
+    if raw is None or raw[:12] == _MAPPED:
         return None
-    if net.version != 6 or net.network_address.ipv4_mapped is not None:
-        return None
-    value = int(net.network_address)
-    return tuple((value >> (96 - 32 * i)) & 0xFFFFFFFF for i in range(words))
+    return tuple(int.from_bytes(raw[4 * i:4 * i + 4], "big") for i in range(words))
 
 
 def _any_equal(values: Sequence[int], ret: int) -> list[Insn]:
