@@ -156,8 +156,8 @@ class Admission(Generic[T]):
     def blocks(self, now: float) -> tuple[list[str], list[str], list[str], float | None]:
         """What is refused now: addresses and networks (newest first), the trusted
         addresses inside those networks (exempt), and when the first of these blocks ends."""
-        for key in [k for k, until in self.blocked.items() if now >= until]:
-            del self.blocked[key]
+        for key in list(self.blocked):
+            self._blocked(key, now)  # forgets the blocks that have ended
         addresses = [k for k in reversed(self.blocked) if "/" not in k]
         networks = [k for k in reversed(self.blocked) if "/" in k]
         exempt = [ip for ip in reversed(self.trusted)
