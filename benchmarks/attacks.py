@@ -49,7 +49,8 @@ from typing import Any
 # floor of this machine (two quiet periods compared the same way).
 ATTACKS = ("none", "pipeline_noread", "pipeline_read", "one_conn_flood", "idle_conns", "slowloris",
            "big_headers", "conn_churn", "wrong_auth")
-# From 249 loopback addresses of one /24: what the per-address share does not bind.
+# From 249 loopback addresses of one /24 (spray_networks: of 16): what the per-address
+# share does not bind.
 SPRAY_ATTACKS = ("spray_noread", "spray_churn", "spray_big_headers", "spray_slowloris",
                  "spray_networks")
 TLS_ATTACKS = ("tls_none", "tls_handshakes")  # a third pass: auth on, over TLS
@@ -64,6 +65,7 @@ PHASE_S = 2.0
 # attack's blocks do not carry over to the next. The legitimate scraper (its own process,
 # not niced) connects from 127.0.0.1.
 ATTACKER_ADDR = ("127.0.0.2", 0)
+SETTLE_S = 0.3  # skipped at the start of each phase (sockets opening or closing)
 
 
 def _spray_addresses(net: int, networks: int = 1) -> list[str]:
@@ -72,7 +74,6 @@ def _spray_addresses(net: int, networks: int = 1) -> list[str]:
     if networks == 1:
         return [f"127.0.{net}.{i + 1}" for i in range(249)]
     return [f"127.{net}.{j}.{i + 1}" for i in range(249) for j in range(networks)]
-SETTLE_S = 0.3  # skipped at the start of each phase (sockets opening or closing)
 
 
 # -- attacker process ------------------------------------------------------------------------
