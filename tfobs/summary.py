@@ -175,7 +175,9 @@ class FunctionCalls:
     mean_s: float  # time per call
     total_s: float
     # "python": called from Python on this host; "remote": a function another task sent
-    # (a parameter-server worker running the coordinator's `schedule`d step function).
+    # (a parameter-server worker running the coordinator's `schedule`d step function);
+    # "dispatched": called from Python here and run on another task (the coordinator's
+    # `schedule`: its time is the round trip, the work is in the workers' captures).
     source: str = "python"
 
 

@@ -202,6 +202,36 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "tiny_steps_long": (
         "custom loop of 4,000 tiny tf.function steps (a 16x16 matmul update) in one trace: a "
         "long window of small steps, as high-throughput jobs make; tfobs.step markers", {}),
+    "root_without_step_num": (
+        "custom loop marking each step `Trace(\"train_step\", _r=1)` with no step number (XProf "
+        "numbers such steps by group); an iterator-fed tf.function step; no tfobs markers", {}),
+    "iter_num_markers": (
+        "custom loop marking each step `Trace(\"iteration\", iter_num=i, _r=1)` (an iteration "
+        "number instead of a step number), a tf.data map of 1 ms per batch; no tfobs markers",
+        {}),
+    "markers_without_root_named": (
+        "custom loop marking each step `Trace(\"step\", step_num=i)` without `_r`, the step "
+        "inside a `tf.function(jit_compile=True)`; no tfobs markers", {}),
+    "predict_on_batch_loop": (
+        "Keras 3 `model.predict_on_batch` called in a Python loop over numpy batches "
+        "(inference, no markers, no callbacks)", {}),
+    "eager_model_calls": (
+        "a Keras model called eagerly, `model(x, training=False)`, once per request batch "
+        "(inference without tf.function, no markers)", {}),
+    "evaluate_spe4": (
+        "Keras 3 `model.evaluate` with `steps_per_execution=4` over a tf.data dataset "
+        "(evaluation only, no markers)", {}),
+    "python_between_markers": (
+        "custom loop with `Trace(\"step\", step_num=i, _r=1)` markers whose marked step runs "
+        "pure-Python work (a list sort and a dict build per sample) before a small "
+        "tf.function step; no tfobs markers", {}),
+    "ps_chief_async": (
+        "the ParameterServerStrategy job of `ps_chief`, its chief scheduling every step "
+        "function without waiting (`schedule` 60 times, then one `join`) and marking no "
+        "steps; the chief profiled locally", {}),
+    "ps_worker_async": (
+        "worker 0 of the `ps_chief_async` job, traced through its server's profiler service: "
+        "step functions queued back to back, no step markers", {}),
     "ps_chief": (
         "ParameterServerStrategy on loopback (2 workers, 1 ps, each its own process running "
         "tf.distribute.Server): the chief's ClusterCoordinator schedules a tf.function "
@@ -1078,6 +1108,64 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(preprocess_then_step, params["steps"])
 
+    elif case in ("root_without_step_num", "iter_num_markers", "markers_without_root_named",
+                  "python_between_markers"):
+        params = {"batch": 64, "steps": 16}
+        model = mlp(128, 256)
+        jit = case == "markers_without_root_named"
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01), jit_compile=jit)
+        ds = random_batches(64 * 16, 128, 64)
+        if case == "iter_num_markers":
+            params["map_ms"] = 1
+
+            def one_ms(xb: Any, yb: Any) -> Any:
+                return tf.numpy_function(lambda a: (time.sleep(0.001), a)[1], [xb],
+                                         tf.float32, stateful=True), yb
+
+            ds = ds.map(one_ms)
+        it = iter(ds)
+        trace = tf.profiler.experimental.Trace
+        marker = {"root_without_step_num": lambda i: trace("train_step", _r=1),
+                  "iter_num_markers": lambda i: trace("iteration", iter_num=i, _r=1),
+                  "markers_without_root_named": lambda i: trace("step", step_num=i),
+                  "python_between_markers": lambda i: trace("step", step_num=i, _r=1)}[case]
+        samples = [list(rng.random(64)) for _ in range(256)]
+
+        def marked(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with marker(i):
+                    if case == "python_between_markers":
+                        for row in samples:  # Python work inside the marked step
+                            ranked = sorted(row)
+                            {k: v for k, v in enumerate(ranked)}
+                    xb, yb = next(it)
+                    step(tf.ensure_shape(xb, (64, 128)), yb)
+
+        marked(0, 3)
+        profile(lambda: marked(3, params["steps"]))
+
+    elif case in ("predict_on_batch_loop", "eager_model_calls", "evaluate_spe4"):
+        params = {"batch": 64, "calls": 30}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse",
+                      steps_per_execution=4 if case == "evaluate_spe4" else 1)
+        batches = [rng.random((64, 128), np.float32) for _ in range(4)]
+        if case == "evaluate_spe4":
+            ds = random_batches(64 * 32, 128, 64)
+            model.evaluate(ds, steps=8, verbose=0)
+            profile(lambda: model.evaluate(ds, steps=32, verbose=0))
+        else:
+            call = (model.predict_on_batch if case == "predict_on_batch_loop"
+                    else lambda b: model(tf.constant(b), training=False))
+
+            def requests(n: int) -> None:
+                for i in range(n):
+                    call(batches[i % 4])
+
+            requests(3)
+            profile(lambda: requests(params["calls"]))
+
     elif case == "tiny_steps_long":
         params = {"steps": 4000, "size": 16}
         w = tf.Variable(tf.random.normal((16, 16)))
@@ -1089,7 +1177,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return w[0, 0]
 
         warm_then_profile(lambda i: tiny(xs), params["steps"], warm=20)
-    elif case in ("ps_chief", "ps_worker"):
+    elif case in ("ps_chief", "ps_worker", "ps_chief_async", "ps_worker_async"):
         import socket
         import threading
 
@@ -1142,13 +1230,18 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                 return strategy.run(replica, args=next(iterator))
 
             def steps(first: int, n: int) -> None:
+                if case.endswith("_async"):  # the usual idiom: schedule many, join once
+                    for _ in range(n):
+                        coordinator.schedule(step_fn, args=(it,))
+                    coordinator.join()
+                    return
                 for i in range(first, first + n):
                     with tfobs.step(i):
                         coordinator.schedule(step_fn, args=(it,))
                         coordinator.join()
 
             steps(0, 4)
-            if case == "ps_chief":
+            if case.startswith("ps_chief"):
                 profile(lambda: steps(4, params["steps"]))
             else:
                 worker = cluster["worker"][0].split(":")[1]

@@ -29,6 +29,10 @@ PREDICT = CAPTURES / "generated__tf2.21cpu__predict_only.xplane.pb"
 SERVING = CAPTURES / "generated__tf2.21cpu__serving_signature.xplane.pb"
 EVALUATE = CAPTURES / "generated__tf2.21cpu__evaluate_only.xplane.pb"
 PYTHON_STEP = CAPTURES / "generated__tf2.21cpu__python_in_step.xplane.pb"
+SAME_NAME = CAPTURES / "generated__tf2.21cpu__root_without_step_num.xplane.pb"
+EAGER_ONLY = CAPTURES / "generated__tf2.21cpu__eager_model_calls.xplane.pb"
+CHIEF_ASYNC = CAPTURES / "generated__tf2.21cpu__ps_chief_async.xplane.pb"
+WORKER_ASYNC = CAPTURES / "generated__tf2.21cpu__ps_worker_async.xplane.pb"
 
 
 def _codes(s: WindowSummary) -> dict[str, tfobs.Advice]:
@@ -199,7 +203,8 @@ def test_parameter_server_chief_times_the_coordinators_steps() -> None:
     for x in s.steps.items:  # the whole step waits on the workers: no local op
         assert x.breakdown_s["other"] == pytest.approx(x.duration_s)
     calls = s.steps.calls[0]
-    assert (calls.name, calls.source, calls.count) == ("step_fn", "python", 60)
+    # each call's eager execution runs nothing here: the round trip to a worker
+    assert (calls.name, calls.source, calls.count) == ("step_fn", "dispatched", 60)
     assert "all_others_bound" not in _codes(s)
 
 
@@ -211,3 +216,52 @@ def test_a_jax_inference_window_reports_its_jitted_calls() -> None:
     assert top.name == "PjitFunction(f)" and top.source == "python" and top.count == 100
     assert top.mean_s == pytest.approx(top.total_s / top.count)
     assert "holds 100 calls of 'PjitFunction(f)'" in s.steps.note
+
+
+def test_a_marker_named_as_its_function_is_a_step_and_the_calls_still_count() -> None:
+    # `Trace("train_step", _r=1)` around `train_step(...)`: one event name for both. The
+    # markers (no step number: XProf numbers them by group) are the steps; the function
+    # calls are the events carrying `tf_function_call`, one inside each marker.
+    s = tfobs.analyze(SAME_NAME)
+    steps, _ = xprof_steps(SAME_NAME)
+    assert [r["name"] for r in steps] == [f"train_step {x.step_num}" for x in s.steps.items]
+    assert s.steps.count == 14
+    calls = s.steps.calls[0]
+    assert (calls.name, calls.source, calls.count) == ("train_step", "python", 16)
+    assert calls.mean_s < s.steps.mean_s  # the call, not the marker around it
+    # tfobs's own marker is named "train": a step function named `train` is counted too
+    s = tfobs.analyze(CAPTURES / "advice__eager_ops.xplane.pb")
+    assert s.steps.count > 0 and s.steps.calls
+    assert (s.steps.calls[0].name, s.steps.calls[0].count) == ("train", 8)
+    assert s.steps.calls[0].mean_s < max(x.duration_s for x in s.steps.items)
+
+
+def test_an_eager_only_window_says_it_ran_ops_eagerly() -> None:
+    s = tfobs.analyze(EAGER_ONLY)
+    steps, props = xprof_steps(EAGER_ONLY)
+    assert not steps and props["input_conclusion"].startswith("No step time measured")
+    assert s.steps.count == 0 and not s.steps.calls and s.ops.eager_s > 0
+    assert "the window ran ops eagerly, outside tf.function" in s.steps.note
+    assert f"{1e3 * s.ops.eager_s:.2f} ms" in s.steps.note
+    assert "MatMul 60x" in s.steps.note  # 30 calls of a two-layer model
+    assert "eager_ops" in _codes(s)
+
+
+def test_an_unmarked_coordinator_reports_its_dispatched_calls_and_how_to_mark_steps() -> None:
+    s = tfobs.analyze(CHIEF_ASYNC)
+    steps, _ = xprof_steps(CHIEF_ASYNC)
+    assert not steps and s.steps.count == 0 and s.input_bound.verdict == "unknown"
+    calls = s.steps.calls[0]
+    assert (calls.name, calls.source, calls.count) == ("step_fn", "dispatched", 60)
+    assert "run on other tasks" in s.steps.note
+    advice = _codes(s)["calls_without_steps"]
+    assert "another task" in advice.message and "tfobs.step" in advice.fix
+    # a local inference window keeps the inference fix
+    assert "Trace('serve'" in _codes(tfobs.analyze(PREDICT))["calls_without_steps"].fix
+    # its worker: XProf's RunAsync "steps", tfobs's remote step_fn runs
+    w = tfobs.analyze(WORKER_ASYNC)
+    w_steps, _ = xprof_steps(WORKER_ASYNC)
+    assert w_steps and all(r["name"].startswith("KernelAndDeviceFunc::RunAsync") for r in w_steps)
+    assert w.steps.count == 0
+    assert (w.steps.calls[0].name, w.steps.calls[0].source) == ("step_fn", "remote")
+    assert w.steps.calls[0].mean_s > max(r["duration_s"] for r in w_steps)

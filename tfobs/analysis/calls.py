@@ -8,7 +8,9 @@ while a function is traced). Their count, rate and time per call say what the wi
 JAX's jitted calls are `PjitFunction(<name>)` events, counted the same way.
 A parameter-server worker runs the functions its coordinator sends (`schedule`): each is an
 `EagerLocalExecute: __inference_<function>_<n>` inside an `EagerService:Enqueue` request,
-reported as that function's remote calls (the per-worker `step_fn` time).
+reported as that function's remote calls (the per-worker `step_fn` time). On the
+coordinator, a call whose eager execution runs nothing on this host is "dispatched": the
+round trip of a `schedule`d function, not its work.
 """
 
 from __future__ import annotations
@@ -17,27 +19,36 @@ import re
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline, enclosed, id_array, member, outermost
+from tfobs.analysis.timeline import LineData, Timeline, enclosed, id_array, member, outermost_of
 from tfobs.summary import FunctionCalls
 
 CALL_STAT = "tf_function_call"
 JAX_CALL = "PjitFunction("
 MAX_CALL_ROWS = 10
 REMOTE_REQUEST = "EagerService:Enqueue"
+# A call's eager execution, and the part of it run on this host: a parameter-server
+# coordinator's `schedule`d function executes (`EagerExecute`) with no local run inside.
+EXECUTE = "EagerExecute"
+LOCAL_EXECUTE = "EagerLocalExecute"
 _REMOTE_RUN = re.compile(r"EagerLocalExecute: __inference_(.+?)(?:_\d+)?$")
 
 
-def _call_mids(host: Timeline) -> np.ndarray:
-    """Metadata ids of the function-call events: names without ':' (ops, executor and
-    eager events have one) whose first event carries the `tf_function_call` stat, and
-    JAX's jitted calls (`PjitFunction(<name>)`)."""
+def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
+    """(metadata ids of the function-call events, those of them whose events are not all
+    calls). Calls: names without ':' (ops, executor and eager events have one) whose first
+    event carries the `tf_function_call` stat, and JAX's jitted calls
+    (`PjitFunction(<name>)`). A user's step marker named as the function it calls
+    (`Trace("train_step", _r=1)` around `train_step(...)`) shares its name, so where the
+    first event lacks the stat a few more are read: if one has it, the name is "mixed" and
+    only its events with the stat count."""
     jitted = [m for m, n in host.names.items() if n.startswith(JAX_CALL)]
     stat_id = host.stat_ids.get(CALL_STAT)
     if stat_id is None:
-        return np.array(sorted(jitted), np.int64)
+        return np.array(sorted(jitted), np.int64), set()
     wanted = {stat_id: CALL_STAT}
     plain = id_array(host.mids_where(lambda n: ":" not in n and not n.startswith("$")))
     found: list[int] = []
+    mixed: set[int] = set()
     left = set(plain.tolist())
     for ld in host.lines:
         if not left:
@@ -52,7 +63,30 @@ def _call_mids(host: Timeline) -> np.ndarray:
             left.discard(mid)
             if CALL_STAT in host.stat_values(ld, i, wanted):
                 found.append(mid)
-    return np.array(sorted(found + jitted), np.int64)
+                continue
+            more = at[ld.mid_arr[at] == mid][1:1 + _MIXED_PROBE].tolist()
+            if any(CALL_STAT in v for v in host.stat_values_many(ld, more, wanted)):
+                found.append(mid)
+                mixed.add(mid)
+    return np.array(sorted(found + jitted), np.int64), mixed
+
+
+# Events read after a name's first one to tell a step marker named as its function.
+_MIXED_PROBE = 8
+
+
+def _calls_at(host: Timeline, ld: LineData, mids: np.ndarray, mixed: set[int]) -> np.ndarray:
+    """Positions on `ld` of the outermost function calls: events of `mids`, those of a mixed
+    name only where they carry the call stat, not inside an earlier call on this thread."""
+    at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+    if mixed and at.size:
+        odd = np.flatnonzero(np.isin(ld.mid_arr[at], np.fromiter(mixed, np.int64)))
+        if odd.size:
+            wanted = {host.stat_ids[CALL_STAT]: CALL_STAT}
+            values = host.stat_values_many(ld, at[odd].tolist(), wanted)
+            drop = odd[[CALL_STAT not in v for v in values]]
+            at = np.delete(at, drop)
+    return outermost_of(ld, at)
 
 
 def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
@@ -61,18 +95,29 @@ def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
     to last call's end), time per call; most total time first, at most `top_n` rows."""
     if host is None:
         return ()
-    mids = _call_mids(host)
+    mids, mixed = _call_mids(host)
     names = host.names
     per: dict[tuple[str, str], list[int]] = {}  # (name, source) -> count, ps, first, last
+    runs: dict[str, list[int]] = {}  # name -> eager executions, local ones, inside its calls
+    executes = id_array(host.mids_where(lambda n: n == EXECUTE))
+    local = id_array(host.mids_where(lambda n: n.startswith(LOCAL_EXECUTE)))
     for ld in host.lines if mids.size else ():
-        at = outermost(ld, mids)  # not inside an earlier call on this thread
+        at = _calls_at(host, ld, mids, mixed)
         if not at.size:
             continue
-        _add(per, "python", [names.get(m, "") for m in ld.mid_arr[at].tolist()],
-             ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps)
+        called = [names.get(m, "") for m in ld.mid_arr[at].tolist()]
+        _add(per, "python", called, ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps)
+        for name, x, k in zip(called, _inside(ld, at, executes).tolist(),
+                              _inside(ld, at, local).tolist(), strict=True):
+            row = runs.setdefault(name, [0, 0])
+            row[0] += x
+            row[1] += k
     _remote_calls(host, per)
     rows = []
     for (name, source), (count, total, first, last) in per.items():
+        x, k = runs.get(name, (0, 0)) if source == "python" else (0, 0)
+        if x and not k:  # executed, never here: the function ran on another task
+            source = "dispatched"
         span = (last - first) / 1e12
         rows.append(FunctionCalls(
             name=name, count=count, per_s=count / span if span > 0 else 0.0,
@@ -89,6 +134,18 @@ def _add(per: dict[tuple[str, str], list[int]], source: str, names: list[str],
         row[1] += e - s
         row[2] = min(row[2], s)
         row[3] = max(row[3], e)
+
+
+def _inside(ld: LineData, at: np.ndarray, mids: np.ndarray) -> np.ndarray:
+    """How many events of `mids` start inside each call at `at` on this line (a line's
+    events are in start order and nest, so those are the call's own)."""
+    x = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+    if not x.size:
+        return np.zeros(at.size, np.int64)
+    starts = ld.start_arr[x]
+    inside: np.ndarray = (np.searchsorted(starts, ld.end_arr[at], side="right")
+                          - np.searchsorted(starts, ld.start_arr[at], side="left"))
+    return inside
 
 
 def _remote_calls(host: Timeline, per: dict[tuple[str, str], list[int]]) -> None:
@@ -116,7 +173,8 @@ def calls_note(calls: tuple[FunctionCalls, ...]) -> str:
     if not calls:
         return ""
     c = calls[0]
-    remote = " sent by another task (parameter-server coordinator)" if (
-        c.source == "remote") else ""
+    remote = {"remote": " sent by another task (parameter-server coordinator)",
+              "dispatched": " run on other tasks (a parameter-server coordinator's schedule: "
+                            "the workers' captures hold the function's time)"}.get(c.source, "")
     return (f"no training steps; the window holds {c.count} calls of {c.name!r}{remote} "
             f"({c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call)")

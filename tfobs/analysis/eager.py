@@ -74,3 +74,14 @@ def eager_ops(host: Timeline | None, top_n: int) -> tuple[float, tuple[OpStat, .
     rows = sorted(total.items(), key=lambda kv: (-kv[1][1], kv[0]))
     stats = tuple(OpStat(k, k, False, c, ps / 1e12, ps / 1e12) for k, (c, ps) in rows[:top_n])
     return sum(ps for _, (_, ps) in rows) / 1e12, stats
+
+
+def eager_note(seconds: float, top: tuple[OpStat, ...], window_s: float) -> str:
+    """One sentence for a window with no step and no function call that ran ops eagerly
+    (a model called outside `tf.function`: eager inference, an eager training loop)."""
+    if seconds <= 0:
+        return ""
+    share = f", {100.0 * seconds / window_s:.1f} % of the window" if window_s > 0 else ""
+    named = ", ".join(f"{o.name} {o.count}x" for o in top[:3])
+    return (f"the window ran ops eagerly, outside tf.function ({1e3 * seconds:.2f} ms{share}"
+            f"{'; top: ' + named if named else ''})")

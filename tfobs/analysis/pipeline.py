@@ -18,7 +18,7 @@ from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
 from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
-from tfobs.analysis.eager import eager_ops, graph_building
+from tfobs.analysis.eager import eager_note, eager_ops, graph_building
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
@@ -147,6 +147,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
 
         kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
     eager_s, eager_top = eager_ops(host, top_n)
+    if not steps.count and not steps.calls and eager_s > 0:  # say what the window held
+        steps = dataclasses.replace(steps, note="; ".join(
+            n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
     building_s, builds = graph_building(host, spans)
     return with_advice(WindowSummary(
         start_ns=start_ns,
@@ -375,26 +378,29 @@ def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
     """Each step's top n host events where the capture has no device events: the
     candidates of all steps ranked at once (step, longest first, then name, then member
     order, as `_top_events` sorts each step's)."""
-    out: list[list[TimedEvent]] = [[] for _ in groups]
     found_cols = _candidate_columns(groups, top_n, names, found)
-    if found_cols is not None and found_cols[0].size:
-        step, start, dur, mids = found_cols
-        distinct = np.unique(mids)
-        by_name = sorted(range(distinct.size), key=lambda j: names[int(distinct[j])])
-        name_rank = np.empty(distinct.size, np.int64)
-        name_rank[by_name] = np.arange(distinct.size)
-        order = np.lexsort((name_rank[np.searchsorted(distinct, mids)], -dur, step))
-        step, start, dur, mids = step[order], start[order], dur[order], mids[order]
-        first = np.searchsorted(step, step)  # each row's step's first row
-        top = np.flatnonzero(np.arange(step.size) - first < top_n)
-        kinds: dict[int, tuple[str, str]] = {}
-        for k, s, d, mid in zip(step[top].tolist(), start[top].tolist(), dur[top].tolist(),
-                                mids[top].tolist(), strict=True):
-            named = kinds.get(mid)
-            if named is None:
-                named = kinds[mid] = (names[mid], _event_kind(names[mid]))
-            out[k].append(TimedEvent(named[0], named[1], base_ns + s // 1000, d / 1e12, ""))
-    return [tuple(events) for events in out]
+    if found_cols is None or not found_cols[0].size:
+        return [() for _ in groups]
+    step, start, dur, mids = found_cols
+    distinct = np.unique(mids)
+    label = [names[m] for m in distinct.tolist()]
+    name_rank = np.empty(distinct.size, np.int64)
+    name_rank[sorted(range(distinct.size), key=label.__getitem__)] = np.arange(distinct.size)
+    at = np.searchsorted(distinct, mids)  # each row's name, as an index into `label`
+    order = np.lexsort((name_rank[at], -dur, step))
+    step, start, dur, at = step[order], start[order], dur[order], at[order]
+    first = np.searchsorted(step, step)  # each row's step's first row
+    top = np.flatnonzero(np.arange(step.size) - first < top_n)
+    step, start, dur, at = step[top], start[top], dur[top], at[top]
+    # One TimedEvent per row, its fields as whole columns (tens of thousands of rows in a
+    # long window of small steps), then cut into the steps' tuples.
+    kind = [_event_kind(n) for n in label]
+    rows = at.tolist()
+    events = list(map(TimedEvent, [label[j] for j in rows], [kind[j] for j in rows],
+                      [base_ns + ns for ns in (start // 1000).tolist()],
+                      (dur / 1e12).tolist(), [""] * len(rows)))
+    ends = np.cumsum(np.bincount(step, minlength=len(groups))).tolist()
+    return [tuple(events[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -258,7 +258,11 @@ def outermost(ld: LineData, mids: np.ndarray) -> np.ndarray:
     """Positions on `ld` of the events whose metadata id is in `mids` and that no earlier
     such event encloses. A line's events are in start order and nest, so an outermost one
     starts at or after the latest end before it."""
-    at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+    return outermost_of(ld, np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top)))
+
+
+def outermost_of(ld: LineData, at: np.ndarray) -> np.ndarray:
+    """The positions among `at` (in start order) that no earlier one of them encloses."""
     if not at.size:
         return at
     reach = np.maximum.accumulate(ld.end_arr[at])

@@ -194,7 +194,7 @@ def render(s: WindowSummary, label: str = "") -> str:
         add("  function calls (no training step):")
         for c in st.calls[:5]:
             add(f"    x{c.count:<6} {c.per_s:9.1f} per s  {_ms(c.mean_s)} per call  "
-                f"{c.source:<6}  {_short(c.name, 70)}")
+                f"{c.source:<10}  {_short(c.name, 66)}")
     add("")
     add(f"Input-bound: {s.input_bound.verdict} ({100 * s.input_bound.ratio:.1f} % of step time)")
     add(f"  {s.input_bound.advice}")

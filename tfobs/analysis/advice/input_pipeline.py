@@ -105,10 +105,10 @@ def check(s: WindowSummary) -> list[Advice]:
     if ib.verdict == "potentially":  # XProf's verdict rests on 'All Others', not on input
         fix = (f"the input wait is only {one_digit(input_pct)} % of step time; the verdict "
                f"rests on 'All Others' ({one_digit(other_pct)} %: host time no TensorFlow op "
-               "covers, usually Python in or around the step). Read all_others_bound and "
-               "python_in_step first; check the input by training the same step on "
-               "synthetic data (dataset.take(1).cache().repeat()): the step time should "
-               "not move")
+               "covers, usually Python in or around the step). Read all_others_bound first "
+               "(and python_in_step where it is listed); check the input by training the "
+               "same step on synthetic data (dataset.take(1).cache().repeat()): the step "
+               "time should not move")
     out.append(INPUT_BOUND.advice(
         _SEVERITY[ib.verdict], ib.advice,
         {"input_pct": input_pct, "other_pct": other_pct, "step_s": s.steps.mean_s,

@@ -34,6 +34,11 @@ CALLS_ONLY = Rule(
     "read the figures per call (tfobs: steps.calls); to time each request or batch as a "
     "step, wrap it in tf.profiler.experimental.Trace('serve', step_num=i, _r=1)",
     f"{PROFILER}: Profiling custom training loops (tf.profiler.experimental.Trace)")
+# A coordinator's calls are round trips to the workers: mark its steps, read the workers.
+DISPATCHED_FIX = (
+    "mark each step on the coordinator, `with tfobs.step(i):` around its schedule(...) and "
+    "join() (tfobs then times the coordinator's steps); each worker's capture reports the "
+    "step function's runs (steps.calls, source remote)")
 PYTHON_IN_STEP = Rule(
     "python_in_step", "steps",
     "py_function / numpy_function ops run by the step's own graph (outside tf.data) >= 3 % "
@@ -60,12 +65,16 @@ def check(s: WindowSummary) -> list[Advice]:
             "no step found and markers without _r (XProf: ProcessRootEvent takes only roots)"))
     if not st.count and st.calls:
         c = st.calls[0]
+        dispatched = c.source == "dispatched"
         out.append(CALLS_ONLY.advice(
             "info",
             f"No training step: the window holds {c.count} calls of {c.name!r}, "
-            f"{c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call.",
+            f"{c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call"
+            + (", each run on another task (a parameter-server coordinator)." if dispatched
+               else "."),
             {"calls": float(c.count), "calls_per_s": c.per_s, "call_s": c.mean_s},
-            "no step found, function calls present"))
+            "no step found, function calls present",
+            DISPATCHED_FIX if dispatched else ""))
     if st.count and st.mean_s > 0:
         other_pct = step_pct(s, "other")
         op_pct = 100.0 * st.python_op_s / st.mean_s
