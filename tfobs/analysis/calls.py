@@ -56,18 +56,22 @@ def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
         at = np.flatnonzero(member(ld.mid_arr, plain, ld.dense_top))
         if not at.size:
             continue
-        mids, first = np.unique(ld.mid_arr[at], return_index=True)
-        for mid, i in zip(mids.tolist(), at[first].tolist(), strict=True):
+        by_mid = at[np.argsort(ld.mid_arr[at], kind="stable")]  # each name's, in order
+        mids, first, count = np.unique(ld.mid_arr[by_mid], return_index=True,
+                                       return_counts=True)
+        for mid, k, n in zip(mids.tolist(), first.tolist(), count.tolist(), strict=True):
             if mid not in left:
                 continue
             left.discard(mid)
+            i = int(by_mid[k])
             if CALL_STAT in host.stat_values(ld, i, wanted):
                 found.append(mid)
-                continue
-            more = at[ld.mid_arr[at] == mid][1:1 + _MIXED_PROBE].tolist()
-            if any(CALL_STAT in v for v in host.stat_values_many(ld, more, wanted)):
-                found.append(mid)
-                mixed.add(mid)
+            elif n > 1 and ld.start_arr[by_mid[k + 1]] < ld.end_arr[i]:
+                # its next event lies inside it: a marker around a call of its own name?
+                probe = by_mid[k + 1:k + min(n, 1 + _MIXED_PROBE)].tolist()
+                if any(CALL_STAT in v for v in host.stat_values_many(ld, probe, wanted)):
+                    found.append(mid)
+                    mixed.add(mid)
     return np.array(sorted(found + jitted), np.int64), mixed
 
 
