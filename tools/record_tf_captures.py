@@ -225,6 +225,16 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop with `Trace(\"step\", step_num=i, _r=1)` markers whose marked step runs "
         "pure-Python work (a list sort and a dict build per sample) before a small "
         "tf.function step; no tfobs markers", {}),
+    "fit_run_eagerly": (
+        "Keras 3 `fit` with `run_eagerly=True` (every op of the step run eagerly), tfobs's "
+        "callback markers", {}),
+    "double_marked_loop": (
+        "custom loop marked twice per step: `tfobs.step(i)` around a user's own "
+        "`Trace(\"train\", step_num=i, _r=1)` (two roots per step, one inside the other)",
+        {}),
+    "onedevice_loop": (
+        "custom loop under `tf.distribute.OneDeviceStrategy('/cpu:0')`, `strategy.run` per "
+        "step over a distributed dataset; tfobs.step markers", {}),
     "ps_chief_async": (
         "the ParameterServerStrategy job of `ps_chief`, its chief scheduling every step "
         "function without waiting (`schedule` 60 times, then one `join`) and marking no "
@@ -1143,6 +1153,36 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         marked(0, 3)
         profile(lambda: marked(3, params["steps"]))
+
+    elif case == "fit_run_eagerly":
+        params = {"batch": 32, "steps": 12}
+        model = mlp(64, 128)
+        model.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+        fit_then_profile(model, random_batches(32 * 16, 64, 32), 3, params["steps"])
+
+    elif case == "double_marked_loop":
+        params = {"batch": 64, "steps": 16}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(random_batches(64 * 16, 128, 64))
+
+        def twice(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with tfobs.step(i), tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                    step(*next(it))
+
+        twice(0, 3)
+        profile(lambda: twice(3, params["steps"]))
+
+    elif case == "onedevice_loop":
+        params = {"batch": 64, "steps": 16}
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+        with strategy.scope():
+            model = mlp(128, 256)
+            opt = keras.optimizers.SGD(0.01)
+        step = distributed_step(strategy, model, opt, mse)
+        it = iter(strategy.experimental_distribute_dataset(random_batches(64 * 16, 128, 64)))
+        warm_then_profile(lambda i: step(next(it)), params["steps"])
 
     elif case in ("predict_on_batch_loop", "eager_model_calls", "evaluate_spe4"):
         params = {"batch": 64, "calls": 30}

@@ -167,3 +167,26 @@ def test_jax_job_publishes_to_prometheus_otlp_page_and_keeps_what_analyze_reads(
              "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=120,
             check=True)
         assert json.loads(done.stdout) == w["summary"]
+
+
+def test_jax_steps_are_marked_for_the_jobs_own_trace_without_tfobs_running(tmp_path):
+    # No enable(): `tfobs.step` in a JAX loop still writes the "train" markers XProf reads,
+    # inside the job's own `jax.profiler.trace`.
+    import jax
+    import jax.numpy as jnp
+
+    import tfobs
+    from tfobs.capture import markers
+
+    assert markers.current_backend() is None
+    f = jax.jit(lambda x: (x @ x).sum())
+    x = jnp.ones((64, 64))
+    f(x).block_until_ready()
+    with jax.profiler.trace(str(tmp_path)):
+        for i in range(40, 50):
+            with tfobs.step(i):
+                f(x).block_until_ready()
+    (capture,) = tmp_path.rglob("*.xplane.pb")
+    s = tfobs.analyze(capture)
+    assert s.steps.method == "markers"
+    assert [st.step_num for st in s.steps.items] == list(range(41, 49))  # ends dropped

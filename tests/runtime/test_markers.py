@@ -284,3 +284,45 @@ def test_markers_time_their_own_work_but_not_the_step():
     finally:
         markers.set_hooks(None)
     assert 5 * 0.005 <= spent < 5 * 0.005 + 0.05  # the hooks' 5 ms a step, not the 20 ms
+
+
+def _own_profile(tmp_path, run) -> tfobs.WindowSummary:
+    """`run()` under the job's own `tf.profiler.experimental.start/stop` (no tfobs running);
+    the capture it wrote, reduced."""
+    tf.profiler.experimental.start(str(tmp_path))
+    try:
+        run()
+    finally:
+        tf.profiler.experimental.stop()
+    (capture,) = tmp_path.rglob("*.xplane.pb")
+    return tfobs.analyze(capture)
+
+
+def test_steps_are_marked_for_the_jobs_own_profiling_without_tfobs_running(
+        tmp_path, monkeypatch):
+    # No enable(): `tfobs.step` and tfobs's Keras callback still write the "train" markers
+    # XProf (and tfobs) read, so TensorBoard's Profile tab shows the steps.
+    monkeypatch.setattr(markers, "_backend", None)
+    monkeypatch.setattr(markers, "_hooks", None)
+
+    @tf.function
+    def train(x):
+        return tf.reduce_sum(x * x)
+
+    x = tf.ones((64,))
+    train(x)
+
+    def loop():
+        for i in range(20, 30):
+            with tfobs.step(i):
+                train(x)
+
+    s = _own_profile(tmp_path / "loop", loop)
+    assert s.steps.method == "markers"
+    assert [st.step_num for st in s.steps.items] == list(range(21, 29))  # ends dropped
+    model = _keras3_model()
+    model.fit(_dataset(), steps_per_epoch=2, epochs=1, verbose=0)
+    callback = markers.keras3_callback_class()()
+    s = _own_profile(tmp_path / "fit", lambda: model.fit(
+        _dataset(), steps_per_epoch=10, epochs=1, verbose=0, callbacks=[callback]))
+    assert s.steps.method == "markers" and s.steps.count == 8

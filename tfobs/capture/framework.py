@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from tfobs.capture.import_watch import imported
@@ -125,6 +126,18 @@ def decided_at_enable(option: str) -> Framework | None:
     if jax and not tf:
         return "jax"
     return None
+
+
+def step_marker(name: Framework) -> Callable[[int], Any]:
+    """The framework's step marker alone: step number -> a marker while a session records
+    (None otherwise). What `tfobs.step` marks with while no tfobs runs."""
+    if name == "jax":
+        from tfobs.capture.jax_profiler import jax_marker
+
+        return jax_marker()
+    from tfobs.capture.tf_profiler import tf_marker
+
+    return tf_marker()
 
 
 def backend(name: Framework) -> Backend:

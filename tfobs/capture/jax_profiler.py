@@ -14,9 +14,25 @@ the profiler server) is seen at `stop()`: jaxlib answers ALREADY_EXISTS there.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, Final
 
 from tfobs import forks
+
+
+def jax_marker() -> Callable[[int], Any]:
+    """JAX's step marker: a "train" TraceMe with `step_num` and `_r=1` while a profiler
+    session records, else None (jaxlib's TraceMe binding only)."""
+    from jax._src.lib import _profiler
+
+    trace_me = _profiler.TraceMe
+
+    def marker(step_num: int) -> Any:
+        if trace_me.is_enabled():
+            return _Marker(trace_me("train", step_num=step_num, _r=1))
+        return None
+
+    return marker
 
 
 class JaxBackend:
@@ -28,7 +44,7 @@ class JaxBackend:
 
         self._jax = jax
         self._profiler = _profiler
-        self._trace_me = _profiler.TraceMe
+        self._marker = jax_marker()
         self._zeros: dict[Any, Any] = {}  # device -> a scalar kept on it for drain()
 
     def open(self, logdir: str, levels: tuple[int, int, int]) -> Any:
@@ -67,10 +83,7 @@ class JaxBackend:
         return profiler._profile_state.profile_session is not None
 
     def marker(self, step_num: int) -> Any:
-        trace_me = self._trace_me
-        if trace_me.is_enabled():
-            return _Marker(trace_me("train", step_num=step_num, _r=1))
-        return None
+        return self._marker(step_num)
 
 
 class _Marker:

@@ -38,7 +38,8 @@ class StepHooks(Protocol):
 # The running runtime's hooks (set by tfobs.runtime); None when tfobs is not enabled.
 _hooks: StepHooks | None = None
 # The framework's profiler (framework.Backend) that makes step markers; None until the
-# runtime knows which framework the job uses (no marker is made before: nothing records).
+# runtime knows which framework the job uses (until then, and without a runtime, steps are
+# marked by `_plain_marker` for the job's own profiling).
 _backend: Any = None
 # The framework whose own step annotation announced steps (a Keras callback,
 # jax.profiler.StepTraceAnnotation): tells the runtime which framework the job trains with.
@@ -72,9 +73,37 @@ def current_backend() -> Any:
     return _backend
 
 
+# Without a running tfobs (no enable(), or after it stopped) steps are still marked for the
+# job's own profiling (TensorBoard's Profile tab, tf.profiler.experimental.start,
+# jax.profiler.trace): the marker of the framework the job runs, bound once it runs one.
+_plain_marker: Any = None
+
+
 def _trace_begin(step_num: int) -> Any:
     backend = _backend
-    return backend.marker(step_num) if backend is not None else None
+    if backend is not None:
+        return backend.marker(step_num)
+    mark = _plain_marker or _bind_plain_marker()
+    return mark(step_num) if mark is not None else None
+
+
+def _bind_plain_marker() -> Any:
+    global _plain_marker
+    from tfobs.capture import framework
+
+    name = framework.choose(marked_by)
+    if name is None:
+        return None  # no framework runs yet: no session can record a step
+    try:
+        _plain_marker = framework.step_marker(name)
+    except Exception:  # a broken framework install: steps go unmarked, training goes on
+        _log.debug("tfobs: no step marker for %s", name, exc_info=True)
+        _plain_marker = _no_marker
+    return _plain_marker
+
+
+def _no_marker(step_num: int) -> None:
+    return None
 
 
 # Seconds tfobs's own per-step work (hooks, marker, histogram) has taken on the training

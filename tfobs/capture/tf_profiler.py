@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from tfobs import forks
@@ -50,17 +51,31 @@ def profiler_options(host: int, device: int, python: int) -> dict[str, Any]:
     }
 
 
+def tf_marker() -> Callable[[int], Any]:
+    """TensorFlow's step marker: a "train" TraceMe with `step_num` and `_r=1` while a
+    profiler session (tfobs's or the job's own) records, else None. Imports only TF's
+    TraceMe binding (no session, no log set-up)."""
+    from tensorflow.python.profiler.internal import _pywrap_traceme
+
+    traceme = _pywrap_traceme.TraceMe
+    # TF 2.16 has no `traceme_enabled`: a TraceMe is then made every step, and records
+    # nothing (its C++ side checks) while no session runs.
+    recording = getattr(_pywrap_traceme, "traceme_enabled", None) or (lambda: True)
+
+    def marker(step_num: int) -> Any:
+        return traceme("train", step_num=step_num, _r=1) if recording() else None
+
+    return marker
+
+
 class TfBackend:
     name: Final = "tensorflow"
 
     def __init__(self) -> None:
-        from tensorflow.python.profiler.internal import _pywrap_profiler, _pywrap_traceme
+        from tensorflow.python.profiler.internal import _pywrap_profiler
 
         self._pywrap = _pywrap_profiler
-        self._traceme = _pywrap_traceme.TraceMe
-        # TF 2.16 has no `traceme_enabled`: a TraceMe is then made every step, and records
-        # nothing (its C++ side checks) while no session runs.
-        self._recording = getattr(_pywrap_traceme, "traceme_enabled", None) or (lambda: True)
+        self._marker = tf_marker()
         self._gpus: list[str] | None = None  # this worker's GPUs, listed at the first drain
         quiet_log.prepare()  # once, here (not on the training thread at a window)
 
@@ -111,9 +126,7 @@ class TfBackend:
         return profiler_v2._profiler is not None
 
     def marker(self, step_num: int) -> Any:
-        if self._recording():  # a profiler session (tfobs's or the user's) is recording
-            return self._traceme("train", step_num=step_num, _r=1)
-        return None
+        return self._marker(step_num)
 
 
 def _local_gpus() -> list[str]:
