@@ -235,6 +235,18 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "onedevice_loop": (
         "custom loop under `tf.distribute.OneDeviceStrategy('/cpu:0')`, `strategy.run` per "
         "step over a distributed dataset; tfobs.step markers", {}),
+    "bfc_growing_loop": (
+        "custom loop whose step allocates a working set that grows with the step number and "
+        "keeps a few tensors alive across steps, `TF_CPU_ALLOCATOR_USE_BFC=true` (memory "
+        "peak and fragmentation of a growing heap); tfobs.step markers",
+        {"TF_CPU_ALLOCATOR_USE_BFC": "true"}),
+    "cache_shuffle_fit": (
+        "Keras 3 fit over `from_tensor_slices(...).map(parallel).cache().shuffle(256)"
+        ".batch(32).prefetch(AUTOTUNE)`, the map sleeping 1 ms per element before the cache "
+        "fills; tfobs's Keras callback", {}),
+    "parallel_map_slow_fit": (
+        "Keras 3 fit, a tf.data map of 3 ms per batch (a py_function) with "
+        "num_parallel_calls=2 after batch, no prefetch; tfobs's Keras callback", {}),
     "ps_chief_async": (
         "the ParameterServerStrategy job of `ps_chief`, its chief scheduling every step "
         "function without waiting (`schedule` 60 times, then one `join`) and marking no "
@@ -1153,6 +1165,49 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         marked(0, 3)
         profile(lambda: marked(3, params["steps"]))
+
+    elif case == "bfc_growing_loop":
+        params = {"steps": 14, "base": 64}
+        kept: list[Any] = []
+
+        @tf.function(reduce_retracing=True)
+        def grow(n: Any) -> Any:
+            a = tf.random.normal(tf.stack([n, 256]))
+            b = tf.random.normal(tf.stack([256, n]))
+            return tf.reduce_sum(tf.matmul(a, b))
+
+        def step_i(i: int) -> None:
+            n = params["base"] * (1 + i % 7)
+            kept.append(tf.random.normal((n, 128)))  # a few tensors live across steps
+            if len(kept) > 3:
+                kept.pop(0)
+            grow(tf.constant(n))
+
+        warm_then_profile(step_i, params["steps"])
+
+    elif case in ("cache_shuffle_fit", "parallel_map_slow_fit"):
+        params = {"batch": 32, "steps": 16}
+        x = rng.random((32 * 24, 64), np.float32)
+        y = rng.random((32 * 24, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        if case == "cache_shuffle_fit":
+            def slow_elem(xe: Any, ye: Any) -> Any:
+                xe = tf.numpy_function(lambda a: (time.sleep(0.001), a)[1], [xe],
+                                       tf.float32, stateful=True)
+                return tf.ensure_shape(xe, (64,)), ye
+
+            ds = (ds.map(slow_elem, num_parallel_calls=tf.data.AUTOTUNE).cache().repeat()
+                  .shuffle(256).batch(32).prefetch(tf.data.AUTOTUNE))
+        else:
+            def slow_batch(xb: Any, yb: Any) -> Any:
+                xb = tf.py_function(lambda a: (time.sleep(0.003), a)[1], [xb], tf.float32)
+                return tf.ensure_shape(xb, (32, 64)), yb
+
+            ds = ds.repeat().batch(32, drop_remainder=True).map(slow_batch,
+                                                                num_parallel_calls=2)
+        model = mlp(64, 128)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        fit_then_profile(model, ds, 30 if case == "cache_shuffle_fit" else 4, params["steps"])
 
     elif case == "fit_run_eagerly":
         params = {"batch": 32, "steps": 12}
