@@ -265,3 +265,20 @@ def test_an_unmarked_coordinator_reports_its_dispatched_calls_and_how_to_mark_st
     assert w.steps.count == 0
     assert (w.steps.calls[0].name, w.steps.calls[0].source) == ("step_fn", "remote")
     assert w.steps.calls[0].mean_s > max(r["duration_s"] for r in w_steps)
+
+
+@pytest.mark.parametrize("stem", ["generated__jax0.10cpu__step_annotation",
+                                  "generated__jax0.10cpu__trace_annotation_root"])
+def test_a_jax_cpu_step_reads_its_thread_pool_work_as_xprof_does(stem: str) -> None:
+    # XLA's CPU runtime runs the step's computation on its thread pool, linked to the
+    # Python thread by ThreadpoolListener::Record -> StartRegion. XProf follows that link;
+    # so does tfobs: host compute step by step as XProf's, not "other".
+    path = CAPTURES / f"{stem}.xplane.pb"
+    s = tfobs.analyze(path)
+    steps, _ = xprof_steps(path)
+    assert s.steps.count == len(steps) == 10
+    for want, got in zip(steps, s.steps.items, strict=True):
+        assert got.breakdown_s["host_compute"] == pytest.approx(
+            want["host_compute"], abs=0.01 * want["duration_s"]), want["name"]
+    ratios = s.breakdown_ratio
+    assert ratios["host_compute"] > ratios["other"]  # the computation, not Python

@@ -30,7 +30,10 @@ from tfobs.xspace.columns import compiled, wire
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
-_CONTEXT_PREFIXES = ("FunctionRun", "ExecutorState::", "ExecutorDoneCallback")
+_CONTEXT_PREFIXES = ("FunctionRun", "ExecutorState::", "ExecutorDoneCallback",
+                     # a thread pool's work linked to where it was scheduled (XLA's CPU
+                     # runtime in a JAX job runs each step's computation there)
+                     "ThreadpoolListener::Record", "ThreadpoolListener::StartRegion")
 # XProf's inter-thread link: an executor's `ExecutorState::Process` is the parent of the
 # `GetNext` call on the tf.data thread with the same step id (`id`) and `iter_num`.
 _GET_NEXT_OPS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")

@@ -1,0 +1,101 @@
+"""Record JAX CPU captures (XLA's CPU runtime, no GPU), with XProf 2.24.2's answers, for tests.
+
+    python tools/record_jax_cpu_captures.py             # every case, .venv-jax/bin/python
+    python tools/record_jax_cpu_captures.py --cases step_annotation --out /tmp/c
+
+Each case runs in its own process of the JAX venv (`scripts/jax_venv.sh`: JAX, no
+TensorFlow): a jitted training step, compiled and warmed up outside the trace, then 12 steps
+under `jax.profiler.trace`, each marked as the case says. XLA's CPU runtime runs each step's
+computation on its thread pool (`tf_XLAPjRtCpuClient`), linked to the Python thread by
+`ThreadpoolListener::Record` / `StartRegion`. This process (the project's venv, with
+XProf) then copies the `.xplane.pb` to `<out>/captures/generated__jax<ver>cpu__<case>.xplane.pb`,
+runs XProf's five tools into `<out>/xprof-2.24.2/` and writes `<out>/provenance/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+CASES = {
+    "step_annotation": "a jitted SGD step of a 64x128 by 128x128 least-squares model, each step "
+                       "marked `jax.profiler.StepTraceAnnotation(\"step\", step_num=i)`",
+    "trace_annotation_root": "the same step marked `jax.profiler.TraceAnnotation(\"batch\", "
+                             "step_num=i, _r=1)` (a marker of the user's own name)",
+}
+
+_CHILD = """
+import json, pathlib, sys
+import jax, jax.numpy as jnp
+
+case, logdir = sys.argv[1], sys.argv[2]
+step = jax.jit(lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w))
+w, x = jnp.ones((128, 128)), jnp.ones((64, 128))
+for _ in range(3):
+    w = step(w, x).block_until_ready()
+with jax.profiler.trace(logdir):
+    for i in range(12):
+        mark = (jax.profiler.StepTraceAnnotation("step", step_num=i) if case == "step_annotation"
+                else jax.profiler.TraceAnnotation("batch", step_num=i, _r=1))
+        with mark:
+            w = step(w, x).block_until_ready()
+print(json.dumps({"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}))
+"""
+
+
+def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
+    with tempfile.TemporaryDirectory(prefix="tfobs-jaxrec-") as logdir:
+        proc = subprocess.run([jax_python, "-c", _CHILD, case, logdir], capture_output=True,
+                              text=True, env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+        if proc.returncode != 0:
+            raise SystemExit(f"{case}: workload failed\n{proc.stderr[-3000:]}")
+        params = json.loads(proc.stdout.strip().splitlines()[-1])
+        (found,) = pathlib.Path(logdir).rglob("*.xplane.pb")
+        stem = f"generated__jax{'.'.join(params['jax'].split('.')[:2])}cpu__{case}"
+        (out / "captures").mkdir(parents=True, exist_ok=True)
+        dest = out / "captures" / f"{stem}.xplane.pb"
+        shutil.copyfile(found, dest)
+    sys.path.insert(0, str(ROOT))
+    from tests.support.xprof_reference import TOOLS, run_tool
+
+    (out / "xprof-2.24.2").mkdir(exist_ok=True)
+    for tool in TOOLS:
+        (out / "xprof-2.24.2" / f"{stem}.{tool}.json").write_text(
+            json.dumps(run_tool(dest, tool)) + "\n")
+    (out / "provenance").mkdir(exist_ok=True)
+    (out / "provenance" / f"{stem}.json").write_text(json.dumps({
+        "capture": dest.name, "case": case, "what_ran": CASES[case], "parameters": params,
+        "bytes": dest.stat().st_size, "platform": "cpu (JAX_PLATFORMS=cpu)",
+        "recorded_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"),
+        "host_python": platform.python_version(), "recorder": "tools/record_jax_cpu_captures.py",
+    }, indent=1) + "\n")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=str(ROOT / "tests" / "data"))
+    p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--jax-python", default=str(ROOT / ".venv-jax" / "bin" / "python"),
+                   help="a Python with JAX (scripts/jax_venv.sh builds .venv-jax)")
+    args = p.parse_args(argv)
+    for case in [c for c in args.cases.split(",") if c]:
+        if case not in CASES:
+            raise SystemExit(f"unknown case {case!r}; known: {', '.join(CASES)}")
+        dest = record(case, pathlib.Path(args.out), args.jax_python)
+        print(f"{case}: {dest} {dest.stat().st_size / 1e3:.0f} KB", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
