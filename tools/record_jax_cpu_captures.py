@@ -31,6 +31,9 @@ CASES = {
                        "marked `jax.profiler.StepTraceAnnotation(\"step\", step_num=i)`",
     "trace_annotation_root": "the same step marked `jax.profiler.TraceAnnotation(\"batch\", "
                              "step_num=i, _r=1)` (a marker of the user's own name)",
+    "tfobs_step": "the same step marked `with tfobs.step(i):` without `tfobs.enable()`; JAX's "
+                  "Python tracer on (its default), so the marker's own `__exit__` begins "
+                  "inside the step and runs past its end",
 }
 
 _CHILD = """
@@ -42,9 +45,12 @@ step = jax.jit(lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())
 w, x = jnp.ones((128, 128)), jnp.ones((64, 128))
 for _ in range(3):
     w = step(w, x).block_until_ready()
+if case == "tfobs_step":
+    import tfobs
 with jax.profiler.trace(logdir):
     for i in range(12):
         mark = (jax.profiler.StepTraceAnnotation("step", step_num=i) if case == "step_annotation"
+                else tfobs.step(i) if case == "tfobs_step"
                 else jax.profiler.TraceAnnotation("batch", step_num=i, _r=1))
         with mark:
             w = step(w, x).block_until_ready()

@@ -140,8 +140,10 @@ def test_laminar_nesting_equals_stack_walk(seed: int) -> None:
 
 
 def _reference_groups(grouper: _Grouper, roots: list[tuple[int, int, int, str]]) -> list:
-    """The event-by-event group walk: each event takes its ungrouped nested events, and
-    the consumers of every producer among them are walked next."""
+    """The event-by-event group walk: each event takes its ungrouped nested events (up to
+    the first event that begins inside it and runs past its end: what follows lies in that
+    one's subtree of XProf's nesting tree), and the consumers of every producer among them
+    are walked next."""
     host = grouper.host
     gid = [np.full(len(ld), -1, np.int64) for ld in host.lines]
     g = 0
@@ -157,7 +159,12 @@ def _reference_groups(grouper: _Grouper, roots: list[tuple[int, int, int, str]])
             gid[nli][ni] = g
             end = ld.ends[ni]
             k = bisect_right(ld.starts, end, ni + 1)
-            nested = [j for j in range(ni + 1, k) if ld.ends[j] <= end and gid[nli][j] < 0]
+            nested = []
+            for j in range(ni + 1, k):
+                if ld.ends[j] > end:
+                    break
+                if gid[nli][j] < 0:
+                    nested.append(j)
             for j in nested:
                 gid[nli][j] = g
             for j in [ni, *nested]:

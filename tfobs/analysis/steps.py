@@ -103,6 +103,26 @@ def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _cover_walk(rel: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                gid: np.ndarray) -> np.ndarray:
+    """`_Grouper._cover` one event at a time (positions relative to the first node), for
+    a line where an event begins inside the nodes' reach and runs past it: XProf's
+    nesting is a tree (an event's parent is the innermost event holding it), so the
+    events inside that overhanging one belong to its subtree, not to the nodes'."""
+    nodes = set(rel.tolist())
+    out = []
+    reach = _LOWEST
+    for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        if k in nodes:
+            out.append(k)
+            reach = max(reach, e)
+        elif reach >= e and reach >= s and gid[k] < 0:
+            out.append(k)
+        elif reach >= s and e > reach:
+            reach = _LOWEST
+    return np.array(out, np.int64)
+
+
 class _Grouper:
     """Assigns events to groups by nesting and context links."""
 
@@ -328,8 +348,13 @@ class _Grouper:
         reach = np.empty(hi - lo, np.int64)
         reach[0] = _LOWEST
         np.maximum.accumulate(node_end[:-1], out=reach[1:])
-        inside = (reach >= ends) & (reach >= ld.start_arr[lo:hi]) & (self.gid[li][lo:hi] < 0)
+        starts = ld.start_arr[lo:hi]
+        inside = (reach >= ends) & (reach >= starts) & (self.gid[li][lo:hi] < 0)
         inside[rel] = True
+        over = (reach >= starts) & (ends > reach)
+        over[rel] = False
+        if over.any():  # an event overhangs the nodes: what lies inside it is not theirs
+            return _cover_walk(nodes - lo, starts, ends, self.gid[li][lo:hi]) + lo
         return np.flatnonzero(inside) + lo
 
     def group_roots(self, roots: list[tuple[int, int]]

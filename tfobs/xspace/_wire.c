@@ -746,7 +746,10 @@ struct walk {
 
 /* One line's nodes of a wave (line-relative, sorted, distinct, all ungrouped) and the
  * ungrouped events nested in any of them take group g: appended to member as one chunk.
- * Event k is nested when it starts and ends by the latest end of the nodes before it. */
+ * Event k is nested when it starts and ends by the latest end of the nodes before it,
+ * and no event since the last node began inside that reach and ran past it: XProf's
+ * nesting is a tree (each event's parent the innermost event that holds it), so what
+ * lies inside such an overhanging event is its subtree, not the node's. */
 static void cover(struct walk *w, int64_t line, const int64_t *nodes, Py_ssize_t m, int64_t g)
 {
     const int64_t base = w->first[line], len = w->first[line + 1] - base;
@@ -763,6 +766,8 @@ static void cover(struct walk *w, int64_t line, const int64_t *nodes, Py_ssize_t
         if (is_node || (reach >= end[k] && reach >= start[k] && gid[k] < 0)) {
             gid[k] = g;
             w->member[w->members++] = k;
+        } else if (reach >= start[k] && end[k] > reach) {
+            reach = INT64_MIN; /* overhangs the nodes: what follows is inside it */
         }
         if (is_node) {
             reach = end[k] > reach ? end[k] : reach;
