@@ -247,6 +247,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "parallel_map_slow_fit": (
         "Keras 3 fit, a tf.data map of 3 ms per batch (a py_function) with "
         "num_parallel_calls=2 after batch, no prefetch; tfobs's Keras callback", {}),
+    "python_tracer_loop": (
+        "custom loop with tfobs.step markers profiled with the Python tracer on "
+        "(`python_tracer_level=1`): the marker's own `__exit__` begins inside each step and "
+        "runs past its end", {}),
     "ps_chief_async": (
         "the ParameterServerStrategy job of `ps_chief`, its chief scheduling every step "
         "function without waiting (`schedule` 60 times, then one `join`) and marking no "
@@ -306,6 +310,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             tracer.join()
             return
         levels = {"python_tracer_fit": {"python_tracer_level": 1},
+                  "python_tracer_loop": {"python_tracer_level": 1},
                   "host_tracer3_loop": {"host_tracer_level": 3}}.get(case, {})
         options = tf.profiler.experimental.ProfilerOptions(**levels) if levels else None
         tf.profiler.experimental.start(logdir, options=options)
@@ -1208,6 +1213,13 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model = mlp(64, 128)
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
         fit_then_profile(model, ds, 30 if case == "cache_shuffle_fit" else 4, params["steps"])
+
+    elif case == "python_tracer_loop":
+        params = {"batch": 64, "steps": 16}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(random_batches(64 * 16, 128, 64))
+        warm_then_profile(lambda i: step(*next(it)), params["steps"])
 
     elif case == "fit_run_eagerly":
         params = {"batch": 32, "steps": 12}
