@@ -286,6 +286,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     import tfobs
     from tfobs.capture.markers import keras3_callback_class
+    from tfobs.capture.tf_profiler import _Level  # TF 2.21 drops plain int levels
     from tfobs.commands.demo import build_train_step
 
     tf.random.set_seed(0)
@@ -309,9 +310,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             run_steps()
             tracer.join()
             return
-        levels = {"python_tracer_fit": {"python_tracer_level": 1},
-                  "python_tracer_loop": {"python_tracer_level": 1},
-                  "host_tracer3_loop": {"host_tracer_level": 3}}.get(case, {})
+        levels = {"python_tracer_fit": {"python_tracer_level": _Level(1)},
+                  "python_tracer_loop": {"python_tracer_level": _Level(1)},
+                  "host_tracer3_loop": {"host_tracer_level": _Level(3)}}.get(case, {})
         options = tf.profiler.experimental.ProfilerOptions(**levels) if levels else None
         tf.profiler.experimental.start(logdir, options=options)
         try:
