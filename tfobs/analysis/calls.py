@@ -31,6 +31,8 @@ REMOTE_REQUEST = "EagerService:Enqueue"
 EXECUTE = "EagerExecute"
 LOCAL_EXECUTE = "EagerLocalExecute"
 _REMOTE_RUN = re.compile(r"EagerLocalExecute: __inference_(.+?)(?:_\d+)?$")
+# Events read after a name's first one to tell a step marker named as its function.
+_MIXED_PROBE = 8
 
 
 def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
@@ -73,10 +75,6 @@ def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
                     found.append(mid)
                     mixed.add(mid)
     return np.array(sorted(found + jitted), np.int64), mixed
-
-
-# Events read after a name's first one to tell a step marker named as its function.
-_MIXED_PROBE = 8
 
 
 def _calls_at(host: Timeline, ld: LineData, mids: np.ndarray, mixed: set[int]) -> np.ndarray:
