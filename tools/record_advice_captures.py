@@ -306,12 +306,9 @@ def record(name: str, out_dir: pathlib.Path, answers: pathlib.Path) -> dict[str,
 
 
 def write_answers(name: str, out_dir: pathlib.Path, answers: pathlib.Path) -> None:
-    from tests.support.xprof_reference import run_tool  # XProf on a fresh copy
+    from tests.support.recorded import save_answers  # XProf on a fresh copy
 
-    capture = out_dir / f"advice__{name}.xplane.pb"
-    for tool in TOOLS:
-        data = run_tool(capture, tool)
-        (answers / f"advice__{name}.{tool}.json").write_text(json.dumps(data) + "\n")
+    save_answers(out_dir / f"advice__{name}.xplane.pb", answers, TOOLS)
 
 
 def main(argv: list[str] | None = None) -> int:

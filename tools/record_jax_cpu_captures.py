@@ -15,7 +15,6 @@ runs XProf's five tools into `<out>/xprof-2.24.2/` and writes `<out>/provenance/
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import pathlib
 import platform
@@ -71,20 +70,13 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
         dest = out / "captures" / f"{stem}.xplane.pb"
         shutil.copyfile(found, dest)
     sys.path.insert(0, str(ROOT))
-    from tests.support.xprof_reference import TOOLS, run_tool
+    from tests.support.recorded import save_answers, save_provenance
 
-    (out / "xprof-2.24.2").mkdir(exist_ok=True)
-    for tool in TOOLS:
-        (out / "xprof-2.24.2" / f"{stem}.{tool}.json").write_text(
-            json.dumps(run_tool(dest, tool)) + "\n")
-    (out / "provenance").mkdir(exist_ok=True)
-    (out / "provenance" / f"{stem}.json").write_text(json.dumps({
-        "capture": dest.name, "case": case, "what_ran": CASES[case], "parameters": params,
-        "bytes": dest.stat().st_size, "platform": "cpu (JAX_PLATFORMS=cpu)",
-        "recorded_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
-        "host_python": platform.python_version(), "recorder": "tools/record_jax_cpu_captures.py",
-    }, indent=1) + "\n")
+    save_answers(dest, out / "xprof-2.24.2")
+    save_provenance(out / "provenance", dest, {
+        "case": case, "what_ran": CASES[case], "parameters": params,
+        "platform": "cpu (JAX_PLATFORMS=cpu)", "host_python": platform.python_version(),
+        "recorder": "tools/record_jax_cpu_captures.py"})
     return dest
 
 

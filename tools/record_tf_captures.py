@@ -20,7 +20,6 @@ steps.
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
 import json
 import os
@@ -1417,20 +1416,13 @@ def record(case: str, out: pathlib.Path, tf_version: str) -> pathlib.Path:
     if size > MAX_BYTES:
         print(f"warning: {dest.name} is {size / 1e6:.1f} MB (over 20 MB)", file=sys.stderr)
     sys.path.insert(0, str(ROOT))
-    from tests.support.xprof_reference import TOOLS, run_tool
+    from tests.support.recorded import save_answers, save_provenance
 
-    (out / "xprof-2.24.2").mkdir(exist_ok=True)
-    for tool in TOOLS:
-        data = run_tool(dest, tool)
-        (out / "xprof-2.24.2" / f"{stem}.{tool}.json").write_text(json.dumps(data) + "\n")
-    (out / "provenance").mkdir(exist_ok=True)
-    (out / "provenance" / f"{stem}.json").write_text(json.dumps({
-        "capture": dest.name, "case": case, "what_ran": description, "environment": env,
-        "parameters": params, "bytes": size,
-        "recorded_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    save_answers(dest, out / "xprof-2.24.2")
+    save_provenance(out / "provenance", dest, {
+        "case": case, "what_ran": description, "environment": env, "parameters": params,
         "host_cpu": _cpu_model(), "python": platform.python_version(),
-        "recorder": "tools/record_tf_captures.py",
-    }, indent=1) + "\n")
+        "recorder": "tools/record_tf_captures.py"})
     return dest
 
 
