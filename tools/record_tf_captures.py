@@ -257,6 +257,20 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "ps_worker_async": (
         "worker 0 of the `ps_chief_async` job, traced through its server's profiler service: "
         "step functions queued back to back, no step markers", {}),
+    "epoch_and_batch_roots": (
+        "custom loop with two levels of step markers of the user's own: each epoch "
+        "`Trace(\"epoch\", step_num=e, _r=1)` around its batches' `Trace(\"batch\", "
+        "step_num=i, _r=1)` (a root inside a root, different names); no tfobs markers", {}),
+    "markers_with_stats": (
+        "custom loop marking each step `Trace(\"train\", step_num=i, _r=1, batch_size=64, "
+        "lr=0.01, phase=\"warm\")` (extra keyword stats on the step marker), an "
+        "unprefetched tf.data map of 1 ms per batch; no tfobs markers", {}),
+    "strided_step_nums": (
+        "custom loop marking its steps `tfobs.step(10 * i)` (step numbers ten apart, as "
+        "jobs that count optimizer updates by gradient-accumulation factor do)", {}),
+    "predict_spe4": (
+        "Keras 3 `model.predict` with `steps_per_execution=4` over a tf.data dataset "
+        "(inference only, no markers)", {}),
     "ps_chief": (
         "ParameterServerStrategy on loopback (2 workers, 1 ps, each its own process running "
         "tf.distribute.Server): the chief's ClusterCoordinator schedules a tf.function "
@@ -1272,6 +1286,72 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
             requests(3)
             profile(lambda: requests(params["calls"]))
+
+    elif case == "epoch_and_batch_roots":
+        params = {"batch": 64, "epochs": 2, "steps_per_epoch": 8}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(random_batches(64 * 16, 128, 64))
+        trace = tf.profiler.experimental.Trace
+
+        def epochs(first: int, n: int) -> None:
+            per = params["steps_per_epoch"]
+            for e in range(first, first + n):
+                with trace("epoch", step_num=e, _r=1):
+                    for i in range(e * per, (e + 1) * per):
+                        with trace("batch", step_num=i, _r=1):
+                            step(*next(it))
+
+        epochs(0, 1)
+        profile(lambda: epochs(1, params["epochs"]))
+
+    elif case == "markers_with_stats":
+        params = {"batch": 64, "steps": 16, "map_sleep_s": 0.001}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+
+        def slow_map(xb: Any) -> Any:
+            time.sleep(params["map_sleep_s"])
+            return xb
+
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().map(
+            lambda xb, yb: (tf.ensure_shape(tf.py_function(slow_map, [xb], tf.float32),
+                                            (64, 128)), yb))
+        it = iter(ds)
+
+        def with_stats(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with tf.profiler.experimental.Trace("train", step_num=i, _r=1, batch_size=64,
+                                                    lr=0.01, phase="warm"):
+                    step(*next(it))
+
+        with_stats(0, 3)
+        profile(lambda: with_stats(3, params["steps"]))
+
+    elif case == "strided_step_nums":
+        params = {"batch": 64, "steps": 16, "stride": 10}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(random_batches(64 * 16, 128, 64))
+
+        def strided(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with tfobs.step(params["stride"] * i):
+                    step(*next(it))
+
+        strided(0, 3)
+        profile(lambda: strided(3, params["steps"]))
+
+    elif case == "predict_spe4":
+        params = {"batch": 64, "steps": 32, "steps_per_execution": 4}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse", steps_per_execution=4)
+        ds = random_batches(64 * 32, 128, 64)
+        model.predict(ds, steps=8, verbose=0)
+        profile(lambda: model.predict(ds, steps=params["steps"], verbose=0))
 
     elif case == "tiny_steps_long":
         params = {"steps": 4000, "size": 16}

@@ -33,6 +33,11 @@ SAME_NAME = CAPTURES / "generated__tf2.21cpu__root_without_step_num.xplane.pb"
 EAGER_ONLY = CAPTURES / "generated__tf2.21cpu__eager_model_calls.xplane.pb"
 CHIEF_ASYNC = CAPTURES / "generated__tf2.21cpu__ps_chief_async.xplane.pb"
 WORKER_ASYNC = CAPTURES / "generated__tf2.21cpu__ps_worker_async.xplane.pb"
+EPOCH_ROOTS = CAPTURES / "generated__tf2.21cpu__epoch_and_batch_roots.xplane.pb"
+DOUBLE = CAPTURES / "generated__tf2.21cpu__double_marked_loop.xplane.pb"
+WITH_STATS = CAPTURES / "generated__tf2.21cpu__markers_with_stats.xplane.pb"
+STRIDED = CAPTURES / "generated__tf2.21cpu__strided_step_nums.xplane.pb"
+PREDICT_SPE = CAPTURES / "generated__tf2.21cpu__predict_spe4.xplane.pb"
 
 
 def _codes(s: WindowSummary) -> dict[str, tfobs.Advice]:
@@ -51,6 +56,37 @@ def test_markers_of_any_name_with_root_stat_are_xprofs_steps() -> None:
     assert "HIGHLY input-bound" in props["input_conclusion"]
     assert s.input_bound.verdict == "highly"
     assert s.input_bound.advice == props["input_conclusion"]
+
+
+def test_markers_inside_other_markers_are_part_of_the_outer_step_and_named() -> None:
+    # `epoch` roots around eight `batch` roots each: XProf's walk from the earlier (outer)
+    # root takes the inner ones, so the epochs are the steps; the note says how to time
+    # the batches.
+    s = tfobs.analyze(EPOCH_ROOTS)
+    steps, _ = xprof_steps(EPOCH_ROOTS)
+    assert [x["name"] for x in steps] == [f"epoch {x.step_num}" for x in s.steps.items]
+    assert s.steps.count == 2
+    for want, got in zip(steps, s.steps.items, strict=True):
+        assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)
+    assert ("16 step markers ('batch') lie inside the 2 'epoch' steps" in s.steps.note
+            and "give `_r=1` to it alone" in s.steps.note)
+    # one inner marker per step is the same step marked twice: nothing to say
+    double = tfobs.analyze(DOUBLE)
+    assert double.steps.count == 14 and "lie inside" not in double.steps.note
+
+
+def test_extra_stats_on_a_marker_and_strided_step_numbers_change_nothing() -> None:
+    for capture, first in ((WITH_STATS, 4), (STRIDED, 40)):
+        s = tfobs.analyze(capture)
+        steps, props = xprof_steps(capture)
+        assert [x["name"] for x in steps] == [f"train {x.step_num}" for x in s.steps.items]
+        assert s.steps.items[0].step_num == first and s.steps.count == 14
+        assert s.input_bound.advice == props["input_conclusion"]
+    # steps ten numbers apart are still consecutive: the interval is one step's, not ten
+    s = tfobs.analyze(STRIDED)
+    starts = [x.start_ns for x in s.steps.items]
+    assert s.steps.interval_s == pytest.approx((starts[-1] - starts[0]) / 13 / 1e9)
+    assert 0 <= s.steps.outside_ratio < 0.5
 
 
 def test_implicit_roots_never_become_steps() -> None:
@@ -86,6 +122,7 @@ def test_markers_without_root_stat_say_what_is_missing() -> None:
 @pytest.mark.parametrize(("capture", "function", "count"), [
     (PREDICT, "one_step_on_data_distributed", 30),
     (SERVING, "signature_wrapper_serve", 40),
+    (PREDICT_SPE, "multi_step_on_data", 8),  # steps_per_execution=4: 32 batches, 8 calls
 ])
 def test_inference_windows_report_calls_per_second_and_time_per_call(
         capture: object, function: str, count: int) -> None:

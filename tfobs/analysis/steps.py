@@ -719,6 +719,22 @@ def unrooted_note(unrooted: _Unrooted) -> str:
             "tfobs.step(i)")
 
 
+def nested_markers_note(taken: list[str], groups: list[StepGroup]) -> str:
+    """What to say where step markers lie inside other steps, several to a step (an
+    `epoch` root around its `batch` roots): the outer ones are the steps, in XProf and
+    here. One inner marker per step (a job's own marker inside `tfobs.step`) is the same
+    step marked twice and needs no word."""
+    taken = [n for n in taken if n not in REMOTE_CALL_ROOTS]
+    if not groups or len(taken) <= len(groups):
+        return ""
+    inner = max(set(taken), key=taken.count)
+    outer = max({g.name.rsplit(" ", 1)[0] for g in groups},
+                key=[g.name.rsplit(" ", 1)[0] for g in groups].count)
+    return (f"{len(taken)} step markers ('{inner}') lie inside the {len(groups)} "
+            f"'{outer}' steps and are timed as part of them, as XProf times them: to see "
+            f"each '{inner}' as a step, give `_r=1` to it alone, not to '{outer}'")
+
+
 def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     if host is None:
         return FoundSteps("none", [], "no host plane")
@@ -740,8 +756,10 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     if flat_walk is not None:  # compiled: members as columns, no per-step lists
         groups, read = _groups_from_columns(host, roots, *flat_walk)
         _, typed = _add_typed_events(host, groups, mids_type, read)
+        taken = [r[3] for r, g in zip(roots, flat_walk[0].tolist(), strict=True) if g < 0]
     else:
         walked = grouper.group_roots(pairs)
+        taken = [r[3] for r, m in zip(roots, walked, strict=True) if m is None]
         for (li, i, num, name), members in zip(roots, walked, strict=True):
             if members is None or name in REMOTE_CALL_ROOTS:
                 continue
@@ -763,6 +781,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         )
     elif grouper.has_tf_loop:
         method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
+    else:
+        note = nested_markers_note(taken, groups)
     step_of = None
     if grouper.has_tf_loop:  # XProf groups by loop iteration, markers or not
         step_of = grouper.loop_steps()
