@@ -203,6 +203,12 @@ class Steps:
     # Self time per step of the ops that call Python (py_function, numpy_function) outside
     # tf.data: Python run by the step's own graph.
     python_op_s: float = 0.0
+    # Host-only captures profiled with the Python tracer on (JAX's default): time per step
+    # whose innermost event is a Python function (XProf counts it as host compute), and
+    # the functions with the most of it. 0 / () without the tracer, or with a GPU (whose
+    # Python waits on the device there).
+    python_traced_s: float = 0.0
+    python_traced_top: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

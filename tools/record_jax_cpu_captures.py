@@ -33,6 +33,14 @@ CASES = {
     "tfobs_step": "the same step marked `with tfobs.step(i):` without `tfobs.enable()`; JAX's "
                   "Python tracer on (its default), so the marker's own `__exit__` begins "
                   "inside the step and runs past its end",
+    "jitted_calls_only": "the same jitted step called 12 times with no marker at all (an "
+                         "inference-like window: calls, no step)",
+    "python_wait_steps": "the same step marked `StepTraceAnnotation(\"train\", step_num=i)`, "
+                         "each step first waiting 2 ms in Python for its batch (a host data "
+                         "loader: no tf.data, so no input op; XProf: 'All Others')",
+    "epoch_step_annotations": "`StepTraceAnnotation(\"epoch\", step_num=e)` around six "
+                              "`StepTraceAnnotation(\"train\", step_num=i)` steps each, two "
+                              "epochs (a step marker inside a step marker)",
 }
 
 _CHILD = """
@@ -46,13 +54,32 @@ for _ in range(3):
     w = step(w, x).block_until_ready()
 if case == "tfobs_step":
     import tfobs
+import contextlib, time
+def mark(i):
+    if case == "step_annotation":
+        return jax.profiler.StepTraceAnnotation("step", step_num=i)
+    if case in ("python_wait_steps", "epoch_step_annotations"):
+        return jax.profiler.StepTraceAnnotation("train", step_num=i)
+    if case == "tfobs_step":
+        return tfobs.step(i)
+    if case == "jitted_calls_only":
+        return contextlib.nullcontext()
+    return jax.profiler.TraceAnnotation("batch", step_num=i, _r=1)
+def run(i):
+    global w
+    with mark(i):
+        if case == "python_wait_steps":
+            time.sleep(0.002)
+        w = step(w, x).block_until_ready()
 with jax.profiler.trace(logdir):
-    for i in range(12):
-        mark = (jax.profiler.StepTraceAnnotation("step", step_num=i) if case == "step_annotation"
-                else tfobs.step(i) if case == "tfobs_step"
-                else jax.profiler.TraceAnnotation("batch", step_num=i, _r=1))
-        with mark:
-            w = step(w, x).block_until_ready()
+    if case == "epoch_step_annotations":
+        for e in range(2):
+            with jax.profiler.StepTraceAnnotation("epoch", step_num=e):
+                for i in range(6 * e, 6 * e + 6):
+                    run(i)
+    else:
+        for i in range(12):
+            run(i)
 print(json.dumps({"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}))
 """
 

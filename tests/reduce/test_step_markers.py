@@ -69,7 +69,7 @@ def test_markers_inside_other_markers_are_part_of_the_outer_step_and_named() -> 
     for want, got in zip(steps, s.steps.items, strict=True):
         assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)
     assert ("16 step markers ('batch') lie inside the 2 'epoch' steps" in s.steps.note
-            and "give `_r=1` to it alone" in s.steps.note)
+            and "make it the only step marker (`_r=1`" in s.steps.note)
     # one inner marker per step is the same step marked twice: nothing to say
     double = tfobs.analyze(DOUBLE)
     assert double.steps.count == 14 and "lie inside" not in double.steps.note

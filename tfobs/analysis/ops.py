@@ -55,20 +55,8 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         pos = np.flatnonzero(member(ld.mid_arr, op_mids, ld.dense_top))
         if not pos.size:
             continue
-        starts, ends = ld.start_arr[pos], ld.end_arr[pos]
-        # Compiled; else numpy where ops nest cleanly; else (ops that overlap without
-        # nesting, no compiled walk) the stack walk, which numpy cannot do: each op's
-        # parent depends on the stack the ops before it left.
-        found = op_nesting(starts, ends)
-        if found is None:
-            found = _nesting_laminar(starts, ends)
-        done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
-        done_at = pos[done]
-        dur = ends[done] - starts[done]
-        if not sums_fit(dur):
-            raise CaptureError("op times too large to add up; the capture is corrupt")
-        self_ps = dur - np.asarray(child, np.int64)[done]
-        closed.append((ld.mid_arr[done_at], dur, np.where(self_ps > 0, self_ps, 0)))
+        done, dur, self_ps = self_times(ld.start_arr[pos], ld.end_arr[pos])
+        closed.append((ld.mid_arr[pos[done]], dur, self_ps))
     if not closed:
         return out
     # Every thread at once (names still in order of first appearance, thread by thread)
@@ -80,6 +68,25 @@ def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
         for thread in closed:
             _add(out, host.names, *thread)
     return out
+
+
+def self_times(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...]:
+    """One thread's events sorted by start: (their positions in the order they close, each
+    one's duration and self time in that order; ps). Self time is the duration less the
+    events nested directly inside (never below 0)."""
+    # Compiled; else numpy where events nest cleanly; else (events that overlap without
+    # nesting, no compiled walk) the stack walk, which numpy cannot do: each event's
+    # parent depends on the stack the events before it left.
+    found = op_nesting(starts, ends)
+    if found is None:
+        found = _nesting_laminar(starts, ends)
+    done, child = found if found is not None else _nesting(starts.tolist(), ends.tolist())
+    done = np.asarray(done, np.int64)
+    dur = ends[done] - starts[done]
+    if not sums_fit(dur):
+        raise CaptureError("op times too large to add up; the capture is corrupt")
+    own = dur - np.asarray(child, np.int64)[done]
+    return done, dur, np.where(own > 0, own, 0)
 
 
 def op_nesting(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

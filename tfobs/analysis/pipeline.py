@@ -23,6 +23,7 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
+from tfobs.analysis.python_time import python_in_steps
 from tfobs.analysis.steps import (
     FoundSteps,
     StepGroup,
@@ -135,11 +136,13 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
     spans = sorted((g.begin_ps, g.end_ps) for g, _ in kept)
+    traced_s, traced_top = (0.0, ()) if has_device else python_in_steps(host, spans)
     steps = _with_calls(dataclasses.replace(
         steps, input_between_s=input_pipeline.input_between_steps(host, spans),
         unrooted_markers=found.unrooted_markers,
         python_op_s=_per_step(input_pipeline.python_op_seconds(host_ops) - python_tfdata_s,
-                              steps.count)), host)
+                              steps.count),
+        python_traced_s=_per_step(traced_s, steps.count), python_traced_top=traced_top), host)
     memory = reduce_memory(host, top_n, found.step_of)
     kernels = Kernels()
     if any(is_gpu_plane(p) for p in space.planes):

@@ -731,8 +731,9 @@ def nested_markers_note(taken: list[str], groups: list[StepGroup]) -> str:
     outer = max({g.name.rsplit(" ", 1)[0] for g in groups},
                 key=[g.name.rsplit(" ", 1)[0] for g in groups].count)
     return (f"{len(taken)} step markers ('{inner}') lie inside the {len(groups)} "
-            f"'{outer}' steps and are timed as part of them, as XProf times them: to see "
-            f"each '{inner}' as a step, give `_r=1` to it alone, not to '{outer}'")
+            f"'{outer}' steps and are timed as part of them, as XProf times them: to time "
+            f"each '{inner}' as a step, make it the only step marker (`_r=1`; in JAX, "
+            f"StepTraceAnnotation) and '{outer}' a plain trace (no `_r`; TraceAnnotation)")
 
 
 def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:

@@ -183,6 +183,11 @@ def render(s: WindowSummary, label: str = "") -> str:
                 f"{100 * st.outside_ratio:.1f} % of that is in no step"
                 + (f", {100 * st.input_between_s / st.interval_s:.1f} % waiting for input"
                    if st.input_between_s > 0 else ""))
+        if st.python_traced_s > 0:
+            add(f"  Python functions inside the step (Python tracer): "
+                f"{_ms(st.python_traced_s)} per step, "
+                f"{100 * st.python_traced_s / st.mean_s:.1f} %; most in "
+                f"{_short(', '.join(st.python_traced_top), 60)}")
         add("")
         add("Step-time breakdown (mean per step)")
         ratios = s.breakdown_ratio

@@ -42,13 +42,23 @@ DISPATCHED_FIX = (
 PYTHON_IN_STEP = Rule(
     "python_in_step", "steps",
     "py_function / numpy_function ops run by the step's own graph (outside tf.data) >= 3 % "
-    "of step time; the message adds the step's 'All Others' (Python between the ops)",
+    "of step time; the message adds the step's 'All Others' (Python between the ops); or, "
+    "on a host-only capture with the Python tracer on (JAX's default), Python functions "
+    "innermost >= 3 % of step time (XProf counts them as host compute)",
     "replace tf.numpy_function / tf.py_function in the step with TensorFlow ops, or move "
     "that work into tf.data (Dataset.map with num_parallel_calls=tf.data.AUTOTUNE, "
     "prefetch) so it runs ahead of the step; keep numpy preprocessing out of the marked "
     "step the same way",
     f"{TFDATA}: Vectorizing mapping; {GPU}: 2. Debug the performance of one GPU")
 RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP)
+# Python functions the tracer saw inside the step (no TensorFlow op: a data loader, numpy).
+TRACED_FIX = (
+    "move that Python out of the step: load and preprocess the next batches ahead of it "
+    "(tf.data with prefetch; for a Python loader, a background thread or a prefetching "
+    "iterator that keeps a few batches ready), and vectorize per-sample Python; a "
+    "time.sleep or queue get among the functions is the step waiting for its data. "
+    "The Python tracer itself slows each Python call: profile once with it off to size "
+    "the rest")
 
 PYTHON_OP_PCT = MODERATE_PCT
 
@@ -78,6 +88,18 @@ def check(s: WindowSummary) -> list[Advice]:
     if st.count and st.mean_s > 0:
         other_pct = step_pct(s, "other")
         op_pct = 100.0 * st.python_op_s / st.mean_s
+        traced_pct = 100.0 * st.python_traced_s / st.mean_s
+        if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
+            out.append(PYTHON_IN_STEP.advice(
+                "warning" if traced_pct >= HIGH_PCT else "info",
+                f"{traced_pct:.1f} % of step time runs Python functions inside the step "
+                f"({1e3 * st.python_traced_s:.2f} ms per step; most in "
+                f"{', '.join(st.python_traced_top)}), which XProf counts as host compute "
+                "(the Python tracer's events).",
+                {"python_traced_pct": traced_pct,
+                 "python_traced_s_per_step": st.python_traced_s},
+                f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
+                f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %", TRACED_FIX))
         if op_pct >= PYTHON_OP_PCT:
             out.append(PYTHON_IN_STEP.advice(
                 "warning" if op_pct + other_pct >= HIGH_PCT else "info",

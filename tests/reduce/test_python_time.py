@@ -1,0 +1,112 @@
+"""Python inside the steps, from the Python tracer's events (`steps.python_traced_s`).
+
+On JAX CPU captures recorded for this (tools/record_jax_cpu_captures.py; JAX's
+`jax.profiler.trace` runs the Python tracer by default): a step that sleeps 2 ms in Python
+for its batch is host compute and NOT input-bound for XProf, as for tfobs's breakdown;
+tfobs also says how much of the step ran Python functions, and which.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import tfobs
+from tests.conftest import CAPTURES
+from tests.support.xprof_reference import xprof_steps
+from tfobs.analysis.python_time import _last_open
+
+WAIT = CAPTURES / "generated__jax0.10cpu__python_wait_steps.xplane.pb"
+PLAIN = CAPTURES / "generated__jax0.10cpu__step_annotation.xplane.pb"
+EPOCHS = CAPTURES / "generated__jax0.10cpu__epoch_step_annotations.xplane.pb"
+CALLS = CAPTURES / "generated__jax0.10cpu__jitted_calls_only.xplane.pb"
+TF_TRACER = CAPTURES / "generated__tf2.21cpu__python_tracer_loop.xplane.pb"
+TF_PLAIN = CAPTURES / "generated__tf2.21cpu__conv_bn_custom_loop.xplane.pb"
+GPU_WAIT = CAPTURES / "recorded__h100_jax0.11.2__input_bound_host_wait.xplane.pb"
+
+
+def _codes(s: tfobs.WindowSummary) -> dict[str, tfobs.Advice]:
+    return {a.code: a for a in s.advice}
+
+
+def test_a_python_wait_in_the_step_is_named_beside_xprofs_host_compute() -> None:
+    pytest.importorskip("xprof")
+    s = tfobs.analyze(WAIT)
+    steps, props = xprof_steps(WAIT)
+    # XProf's figures stand: the sleep is host compute, the job NOT input-bound
+    assert "NOT input-bound" in props["input_conclusion"]
+    assert s.input_bound.advice == props["input_conclusion"]
+    for want, got in zip(steps, s.steps.items, strict=True):
+        assert got.breakdown_s["host_compute"] == pytest.approx(want["host_compute"], abs=2e-6)
+    # ... and tfobs says the step ran Python, mostly the 2 ms sleep
+    st = s.steps
+    assert 0.0019 <= st.python_traced_s <= st.mean_s
+    assert st.python_traced_top[0] == "time sleep"
+    advice = _codes(s)["python_in_step"]
+    assert advice.severity == "warning"
+    assert advice.evidence["python_traced_pct"] == pytest.approx(
+        100 * st.python_traced_s / st.mean_s)
+    assert "time sleep" in advice.message and "XProf counts as host compute" in advice.message
+    assert "waiting for its data" in advice.fix
+
+
+def test_a_step_without_python_work_gets_no_python_advice() -> None:
+    s = tfobs.analyze(PLAIN)
+    assert s.steps.count == 10
+    assert s.steps.python_traced_s < 0.03 * s.steps.mean_s
+    assert "python_in_step" not in _codes(s)
+
+
+def test_the_outer_markers_python_counts_once_per_thread() -> None:
+    # Epoch steps of six train steps each: the Python inside them (marker set-up) is a
+    # sliver of each epoch, never more than the epoch; the note names the inner markers.
+    s = tfobs.analyze(EPOCHS)
+    assert s.steps.count == 2
+    assert 0 < s.steps.python_traced_s < 0.1 * s.steps.mean_s
+    assert "12 step markers ('train') lie inside the 2 'epoch' steps" in s.steps.note
+    assert "StepTraceAnnotation" in s.steps.note
+
+
+def test_tensorflows_python_tracer_is_read_and_captures_without_it_read_zero() -> None:
+    traced = tfobs.analyze(TF_TRACER)
+    assert 0 < traced.steps.python_traced_s < traced.steps.mean_s
+    assert len(traced.steps.python_traced_top) == 3
+    plain = tfobs.analyze(TF_PLAIN)
+    assert plain.steps.count and plain.steps.python_traced_s == 0.0
+    assert plain.steps.python_traced_top == ()
+
+
+def test_gpu_captures_leave_python_to_the_gpu_idle_figures() -> None:
+    # On a GPU the host's Python overlaps device work (or waits on it in
+    # block_until_ready): step time it is not, so the figure stays 0 there.
+    s = tfobs.analyze(GPU_WAIT)
+    assert s.steps.count and s.steps.python_traced_s == 0.0
+
+
+def test_a_window_of_calls_has_no_python_step_figure() -> None:
+    s = tfobs.analyze(CALLS)
+    assert s.steps.count == 0 and s.steps.python_traced_s == 0.0
+    assert (s.steps.calls[0].name, s.steps.calls[0].count) == ("PjitFunction(<lambda>)", 12)
+    assert "calls_without_steps" in _codes(s)
+
+
+def test_the_last_open_event_matches_a_plain_scan() -> None:
+    rng = random.Random(7)
+    for _ in range(400):
+        n = rng.randint(0, 50)
+        start = sorted(rng.randint(0, 100) for _ in range(n))
+        end = [x + rng.randint(0, 40) for x in start]
+        at = [rng.randint(-5, 150) for _ in range(25)]
+        got = _last_open(np.array(start, np.int64), np.array(end, np.int64),
+                         np.array(at, np.int64)).tolist()
+        want = [max((j for j in range(n) if start[j] <= t < end[j]), default=-1) for t in at]
+        assert got == want
+
+
+def test_summary_json_round_trips_the_python_figures() -> None:
+    s = tfobs.analyze(WAIT)
+    back = tfobs.WindowSummary.from_dict(s.to_dict())
+    assert back.steps.python_traced_s == s.steps.python_traced_s
+    assert back.steps.python_traced_top == s.steps.python_traced_top
