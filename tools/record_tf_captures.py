@@ -276,6 +276,14 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "tf.distribute.Server): the chief's ClusterCoordinator schedules a tf.function "
         "step_fn per step and joins, each step marked by tfobs.step; the chief profiled "
         "locally", {}),
+    "ps_tfkeras_fit": (
+        "the `ps_chief` cluster trained by tf_keras (Keras 2) `fit` under the "
+        "ParameterServerStrategy (a DatasetCreator, steps_per_epoch=40): Keras 2 schedules "
+        "each step through its own ClusterCoordinator and marks it `Trace(\"train\", "
+        "step_num=..., _r=1)`; the chief profiled locally", {}),
+    "ps_tfkeras_fit_worker": (
+        "worker 0 of the `ps_tfkeras_fit` job traced through its server's profiler service",
+        {}),
     "ps_worker": (
         "the same ParameterServerStrategy job, worker 0 traced through its server's profiler "
         "service (tf.profiler.experimental.client.trace to the worker's gRPC port): the "
@@ -284,6 +292,39 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
 
 
 # --- the workloads (run in a child process: `--child CASE LOGDIR`) ------------------------
+
+
+def _trace_worker(tf: Any, cluster: dict[str, list[str]], logdir: str, run: Any) -> None:
+    """Trace worker 0 through its server's profiler service while `run` drives the job."""
+    import threading
+
+    worker = cluster["worker"][0].split(":")[1]
+    tracer = threading.Thread(target=tf.profiler.experimental.client.trace,
+                              args=(f"grpc://localhost:{worker}", logdir, 2500))
+    tracer.start()
+    time.sleep(0.3)
+    run()
+    tracer.join()
+
+
+def _tf_keras_fit_under(strategy: Any, width: int) -> Any:
+    """A tf_keras (Keras 2) model compiled under `strategy`; returns fit(steps): one epoch
+    of that many steps from a DatasetCreator, as Keras 2 trains with a parameter server."""
+    import tensorflow as tf
+    import tf_keras
+
+    with strategy.scope():
+        model = tf_keras.Sequential([tf_keras.layers.Dense(width, activation="relu",
+                                                           input_shape=(width,)),
+                                     tf_keras.layers.Dense(1)])
+        model.compile(optimizer=tf_keras.optimizers.SGD(0.01), loss="mse")
+
+    def dataset_fn(context: Any) -> Any:
+        x = tf.random.uniform((64 * 8, width))
+        return tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(64)
+
+    creator = tf_keras.utils.experimental.DatasetCreator(dataset_fn)
+    return lambda steps: model.fit(creator, epochs=1, steps_per_epoch=steps, verbose=0)
 
 
 def _child(case: str, logdir: str) -> dict[str, Any]:
@@ -1364,9 +1405,8 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return w[0, 0]
 
         warm_then_profile(lambda i: tiny(xs), params["steps"], warm=20)
-    elif case in ("ps_chief", "ps_worker", "ps_chief_async", "ps_worker_async"):
+    elif case.startswith("ps_"):
         import socket
-        import threading
 
         params = {"workers": 2, "ps": 1, "steps": 60, "width": 256, "batch": 64}
 
@@ -1393,6 +1433,15 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
                 tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
             strategy = tf.distribute.ParameterServerStrategy(resolver)
+            if case.startswith("ps_tfkeras_fit"):
+                params["steps"] = 40
+                run_fit = _tf_keras_fit_under(strategy, params["width"])
+                run_fit(4)
+                if case == "ps_tfkeras_fit":
+                    profile(lambda: run_fit(params["steps"]))
+                else:
+                    _trace_worker(tf, cluster, logdir, lambda: run_fit(params["steps"]))
+                return params
             coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
             with strategy.scope():
                 model = mlp(params["width"], params["width"])
@@ -1431,18 +1480,12 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             if case.startswith("ps_chief"):
                 profile(lambda: steps(4, params["steps"]))
             else:
-                worker = cluster["worker"][0].split(":")[1]
-                tracer = threading.Thread(target=tf.profiler.experimental.client.trace,
-                                          args=(f"grpc://localhost:{worker}", logdir, 2500))
-                tracer.start()
-                time.sleep(0.3)
-                steps(4, params["steps"])
-                tracer.join()
+                _trace_worker(tf, cluster, logdir, lambda: steps(4, params["steps"]))
         finally:
             open(stop, "w").close()
             for proc in servers:
                 proc.wait(timeout=30)
-        os.remove(stop)
+            os.remove(stop)
 
     else:
         raise SystemExit(f"unknown case {case!r}")

@@ -38,6 +38,8 @@ DOUBLE = CAPTURES / "generated__tf2.21cpu__double_marked_loop.xplane.pb"
 WITH_STATS = CAPTURES / "generated__tf2.21cpu__markers_with_stats.xplane.pb"
 STRIDED = CAPTURES / "generated__tf2.21cpu__strided_step_nums.xplane.pb"
 PREDICT_SPE = CAPTURES / "generated__tf2.21cpu__predict_spe4.xplane.pb"
+KERAS2_PS_CHIEF = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit.xplane.pb"
+KERAS2_PS_WORKER = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit_worker.xplane.pb"
 
 
 def _codes(s: WindowSummary) -> dict[str, tfobs.Advice]:
@@ -319,3 +321,27 @@ def test_a_jax_cpu_step_reads_its_thread_pool_work_as_xprof_does(stem: str) -> N
             want["host_compute"], abs=0.01 * want["duration_s"]), want["name"]
     ratios = s.breakdown_ratio
     assert ratios["host_compute"] > ratios["other"]  # the computation, not Python
+
+
+def test_keras2_fit_with_a_parameter_server_times_its_markers_not_its_function_runs() -> None:
+    # tf_keras `fit` marks each scheduled step `train` (_r=1) and runs functions on the
+    # coordinator too: XProf's steps are those runs, with a verdict from them; tfobs
+    # times the markers, names XProf's steps, no verdict.
+    s = tfobs.analyze(KERAS2_PS_CHIEF)
+    steps, props = xprof_steps(KERAS2_PS_CHIEF)
+    assert steps and all(x["name"].startswith("KernelAndDeviceFunc::RunAsync ") for x in steps)
+    assert "No step time measured" not in props["input_conclusion"]
+    assert s.steps.method == "markers_remote" and s.steps.count == 38  # 40, ends dropped
+    assert [x.step_num for x in s.steps.items] == list(range(1, 39))
+    assert "function runs as its steps instead" in s.steps.note
+    assert s.input_bound.verdict == "unknown"
+    calls = s.steps.calls[0]
+    assert (calls.name, calls.source, calls.count) == ("train_function", "dispatched", 40)
+    # the worker: Keras 2's train_function runs, XProf's RunAsync dispatches as steps
+    w = tfobs.analyze(KERAS2_PS_WORKER)
+    w_steps, _ = xprof_steps(KERAS2_PS_WORKER)
+    assert w_steps and w.steps.count == 0
+    top = w.steps.calls[0]
+    assert (top.name, top.source) == ("train_function", "remote") and top.count >= 10
+    assert top.mean_s > max(x["duration_s"] for x in w_steps)
+    assert w.input_pipeline.xprof_only_input_ops == ("EagerService:Enqueue",)

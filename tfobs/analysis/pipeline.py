@@ -94,7 +94,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
         kept, dropped = bd.step_breakdowns(found.groups, has_device, require_compute=False,
                                            typed=typed)
         if kept:
-            found = dataclasses.replace(found, method=REMOTE_STEPS, note=REMOTE_STEPS_NOTE)
+            found = dataclasses.replace(found, method=REMOTE_STEPS,
+                                        note=remote_steps_note(found.remote_call_roots))
     names = host.names if host is not None else {}
     start_ns, duration_s = window_span(space)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
@@ -275,6 +276,18 @@ REMOTE_STEPS_NOTE = (
     "the marked steps run no op on this host: a parameter-server coordinator, whose step "
     "functions run on the workers (their captures hold the step_fn time); timed by the "
     "markers, no input verdict; XProf reports no step")
+
+
+def remote_steps_note(remote_call_roots: int) -> str:
+    """The coordinator's note; where its own function runs are roots (Keras 2 `fit` runs
+    some on the coordinator), XProf's steps are those runs, not the markers."""
+    if not remote_call_roots:
+        return REMOTE_STEPS_NOTE
+    return REMOTE_STEPS_NOTE.replace(
+        "XProf reports no step",
+        "XProf 2.24.2 reports the coordinator's own function runs as its steps instead "
+        f"({remote_call_roots} KernelAndDeviceFunc::RunAsync events, which TensorFlow marks "
+        "_r=1) and judges the input from them")
 
 GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
                  "(steps[].device_span_s) and counts their host time as 'All Others'; "

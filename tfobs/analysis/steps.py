@@ -83,6 +83,9 @@ class FoundSteps:
     # Would-be step markers without `_r` (a `step_num` stat): how many, the commonest name.
     unrooted_markers: int = 0
     unrooted_name: str = ""
+    # Function runs TensorFlow marks `_r=1` itself (KernelAndDeviceFunc::RunAsync): XProf
+    # makes steps of those that run ops here; tfobs never does.
+    remote_call_roots: int = 0
     # `member_events(groups)`, read once for the breakdown and the steps' top events.
     members: tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray] | None = None
     # The groups' typed host events as columns (type, begin, end, group number), the
@@ -791,7 +794,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
-    return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed)
+    return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
+                      remote_call_roots=sum(r[3] in REMOTE_CALL_ROOTS for r in roots))
 
 
 def link_codes(high: np.ndarray, low: np.ndarray, consumer: np.ndarray
