@@ -276,6 +276,16 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "tf.distribute.Server): the chief's ClusterCoordinator schedules a tf.function "
         "step_fn per step and joins, each step marked by tfobs.step; the chief profiled "
         "locally", {}),
+    "session_run_loop": (
+        "TF1-style graph training: `tf.compat.v1` placeholders, a Session and "
+        "`session.run(train_op, feed_dict=...)` per step, no markers (legacy code still run "
+        "under TF 2)", {}),
+    "session_run_marked": (
+        "the same Session.run loop with each step marked `tfobs.step(i)`", {}),
+    "data_service_fit": (
+        "Keras 3 fit over a dataset distributed by an in-process tf.data service (a dispatcher "
+        "and one worker on loopback, `distribute(processing_mode=\"parallel_epochs\")`), a "
+        "1 ms py_function map on the service; tfobs's Keras callback", {}),
     "ps_tfkeras_fit": (
         "the `ps_chief` cluster trained by tf_keras (Keras 2) `fit` under the "
         "ParameterServerStrategy (a DatasetCreator, steps_per_epoch=40): Keras 2 schedules "
@@ -1393,6 +1403,59 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         ds = random_batches(64 * 32, 128, 64)
         model.predict(ds, steps=8, verbose=0)
         profile(lambda: model.predict(ds, steps=params["steps"], verbose=0))
+
+    elif case in ("session_run_loop", "session_run_marked"):
+        params = {"batch": 64, "steps": 20, "width": 128}
+        graph = tf.Graph()
+        with graph.as_default():
+            v1 = tf.compat.v1
+            x = v1.placeholder(tf.float32, (None, 128))
+            y = v1.placeholder(tf.float32, (None, 1))
+            w1 = tf.Variable(tf.random.normal((128, 256), stddev=0.05))
+            w2 = tf.Variable(tf.random.normal((256, 1), stddev=0.05))
+            loss = tf.reduce_mean((tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2) - y) ** 2)
+            train_op = v1.train.GradientDescentOptimizer(0.01).minimize(loss)
+            init = v1.global_variables_initializer()
+        session = v1.Session(graph=graph)
+        session.run(init)
+        xs = rng.random((64, 128), np.float32)
+        ys = rng.random((64, 1), np.float32)
+        marked = case == "session_run_marked"
+
+        def session_steps(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                if marked:
+                    with tfobs.step(i):
+                        session.run(train_op, feed_dict={x: xs, y: ys})
+                else:
+                    session.run(train_op, feed_dict={x: xs, y: ys})
+
+        session_steps(0, 3)
+        profile(lambda: session_steps(3, params["steps"]))
+
+    elif case == "data_service_fit":
+        params = {"batch": 64, "steps": 16, "map_sleep_s": 0.001}
+        service = tf.data.experimental.service
+        dispatcher = service.DispatchServer()
+        address = dispatcher.target.split("://")[1]
+        worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
+
+        def slow_map(xb: Any) -> Any:
+            time.sleep(params["map_sleep_s"])
+            return xb
+
+        x = rng.random((64 * 16, 64), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+              .map(lambda xb, yb: (tf.ensure_shape(tf.py_function(slow_map, [xb], tf.float32),
+                                                   (64, 64)), yb))
+              .apply(service.distribute(processing_mode="parallel_epochs",
+                                        service=dispatcher.target))
+              .prefetch(2))
+        model = mlp(64, 128)
+        model.compile(optimizer="sgd", loss="mse")
+        fit_then_profile(model, ds, 3, params["steps"])
+        del worker
 
     elif case == "tiny_steps_long":
         params = {"steps": 4000, "size": 16}

@@ -57,6 +57,14 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
         assert not {"input_bound", *STATEMENTS.values()} & set(by_code)
         assert "calls_without_steps" in by_code
         return
+    if s.steps.method == "markers_remote":
+        # Named difference (README): on a Keras 2 parameter-server coordinator XProf's
+        # statement judges the coordinator's own function runs as steps; tfobs times the
+        # step markers, which run nothing here, and states no bottleneck.
+        assert "KernelAndDeviceFunc::RunAsync events" in s.steps.note
+        assert s.input_bound.advice.startswith(NO_STEPS)
+        assert not {"input_bound", *STATEMENTS.values()} & set(by_code)
+        return
     if GPU_STEP_NOTE in s.steps.note:
         # Named difference (README): on a GPU XProf 2.24.2 classifies no host time, so its
         # statement can only be 'All Others' or NOT input-bound (test_fidelity_xprof checks

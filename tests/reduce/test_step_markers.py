@@ -38,6 +38,8 @@ DOUBLE = CAPTURES / "generated__tf2.21cpu__double_marked_loop.xplane.pb"
 WITH_STATS = CAPTURES / "generated__tf2.21cpu__markers_with_stats.xplane.pb"
 STRIDED = CAPTURES / "generated__tf2.21cpu__strided_step_nums.xplane.pb"
 PREDICT_SPE = CAPTURES / "generated__tf2.21cpu__predict_spe4.xplane.pb"
+SESSION_LOOP = CAPTURES / "generated__tf2.21cpu__session_run_loop.xplane.pb"
+SESSION_MARKED = CAPTURES / "generated__tf2.21cpu__session_run_marked.xplane.pb"
 KERAS2_PS_CHIEF = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit.xplane.pb"
 KERAS2_PS_WORKER = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit_worker.xplane.pb"
 
@@ -345,3 +347,23 @@ def test_keras2_fit_with_a_parameter_server_times_its_markers_not_its_function_r
     assert (top.name, top.source) == ("train_function", "remote") and top.count >= 10
     assert top.mean_s > max(x["duration_s"] for x in w_steps)
     assert w.input_pipeline.xprof_only_input_ops == ("EagerService:Enqueue",)
+
+
+def test_graph_mode_session_steps_hold_their_executors_and_unmarked_runs_are_calls() -> None:
+    # tf.compat.v1: each SessionRun links (its `_p`) to the executor runs on the thread
+    # pool; XProf's steps hold that work, and so do tfobs's.
+    s = tfobs.analyze(SESSION_MARKED)
+    steps, props = xprof_steps(SESSION_MARKED)
+    assert [x["name"] for x in steps] == [f"train {x.step_num}" for x in s.steps.items]
+    assert s.steps.count == 18
+    for want, got in zip(steps, s.steps.items, strict=True):
+        assert got.breakdown_s["host_compute"] == pytest.approx(want["host_compute"],
+                                                                abs=1e-6)
+    assert s.input_bound.advice == props["input_conclusion"]
+    # without markers: no step for either tool; tfobs counts the Session.run calls
+    loop = tfobs.analyze(SESSION_LOOP)
+    assert xprof_steps(SESSION_LOOP)[0] == [] and loop.steps.count == 0
+    calls = loop.steps.calls[0]
+    assert (calls.name, calls.count, calls.source) == ("SessionRun", 20, "python")
+    assert "holds 20 calls of 'SessionRun'" in loop.steps.note
+    assert "calls_without_steps" in _codes(loop)

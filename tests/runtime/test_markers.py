@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -326,3 +327,44 @@ def test_steps_are_marked_for_the_jobs_own_profiling_without_tfobs_running(
     s = _own_profile(tmp_path / "fit", lambda: model.fit(
         _dataset(), steps_per_epoch=10, epochs=1, verbose=0, callbacks=[callback]))
     assert s.steps.method == "markers" and s.steps.count == 8
+
+
+_GRAPH_JOB = """
+import sys
+import numpy as np
+import tensorflow as tf
+import tfobs
+
+v1 = tf.compat.v1
+graph = tf.Graph()
+with graph.as_default():
+    x = v1.placeholder(tf.float32, (None, 32))
+    w = tf.Variable(tf.ones((32, 1)))
+    loss = tf.reduce_sum(tf.matmul(x, w) ** 2)
+    train_op = v1.train.GradientDescentOptimizer(1e-4).minimize(loss)
+    init = v1.global_variables_initializer()
+session = v1.Session(graph=graph)
+session.run(init)
+xs = np.ones((16, 32), np.float32)
+tf.profiler.experimental.start(sys.argv[1])
+for i in range(12):
+    with tfobs.step(i):
+        session.run(train_op, feed_dict={x: xs})
+tf.profiler.experimental.stop()
+"""
+
+
+def test_a_graph_mode_session_job_is_marked_for_its_own_profiling(tmp_path):
+    # A tf.compat.v1 Session job never sets up TensorFlow's eager context: tfobs.step
+    # still marks its steps for the job's own profiler, and each step holds the
+    # executor work its Session.run started on the thread pool (SessionRun's link).
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", _GRAPH_JOB, str(tmp_path)], check=True,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, timeout=240)
+    (capture,) = tmp_path.rglob("*.xplane.pb")
+    s = tfobs.analyze(capture)
+    assert s.steps.method == "markers" and s.steps.count == 10
+    assert all(st.breakdown_s["host_compute"] > 0 for st in s.steps.items)
+    assert (s.steps.calls[0].name, s.steps.calls[0].count) == ("SessionRun", 12)

@@ -5,7 +5,8 @@ XProf then says "No step time measured". Each call of a `tf.function` (or concre
 signature) from Python is one event named for the function carrying a `tf_function_call`
 stat; the outermost ones on each thread are the calls the program made (inner ones run only
 while a function is traced). Their count, rate and time per call say what the window held.
-JAX's jitted calls are `PjitFunction(<name>)` events, counted the same way.
+JAX's jitted calls are `PjitFunction(<name>)` events, and a graph-mode (`tf.compat.v1`)
+job's `Session.run` calls `SessionRun` events, counted the same way.
 A parameter-server worker runs the functions its coordinator sends (`schedule`): each is an
 `EagerLocalExecute: __inference_<function>_<n>` inside an `EagerService:Enqueue` request,
 reported as that function's remote calls (the per-worker `step_fn` time). On the
@@ -24,6 +25,7 @@ from tfobs.summary import FunctionCalls
 
 CALL_STAT = "tf_function_call"
 JAX_CALL = "PjitFunction("
+SESSION_RUN = "SessionRun"
 MAX_CALL_ROWS = 10
 REMOTE_REQUEST = "EagerService:Enqueue"
 # A call's eager execution, and the part of it run on this host: a parameter-server
@@ -38,12 +40,13 @@ _MIXED_PROBE = 8
 def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
     """(metadata ids of the function-call events, those of them whose events are not all
     calls). Calls: names without ':' (ops, executor and eager events have one) whose first
-    event carries the `tf_function_call` stat, and JAX's jitted calls
-    (`PjitFunction(<name>)`). A user's step marker named as the function it calls
-    (`Trace("train_step", _r=1)` around `train_step(...)`) shares its name, so where the
+    event carries the `tf_function_call` stat, JAX's jitted calls (`PjitFunction(<name>)`)
+    and Session.run calls (`SessionRun`). A user's step marker named as the function it
+    calls (`Trace("train_step", _r=1)` around `train_step(...)`) shares its name, so where the
     first event lacks the stat a few more are read: if one has it, the name is "mixed" and
     only its events with the stat count."""
-    jitted = [m for m, n in host.names.items() if n.startswith(JAX_CALL)]
+    jitted = [m for m, n in host.names.items()
+              if n.startswith(JAX_CALL) or n == SESSION_RUN]
     stat_id = host.stat_ids.get(CALL_STAT)
     if stat_id is None:
         return np.array(sorted(jitted), np.int64), set()

@@ -31,6 +31,8 @@ from tfobs.xspace.columns import compiled, wire
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
 # Events that carry the context stats linking a step to its executor threads.
 _CONTEXT_PREFIXES = ("FunctionRun", "ExecutorState::", "ExecutorDoneCallback",
+                     # a graph-mode (tf.compat.v1) Session.run, linked to its executors
+                     "SessionRun",
                      # a thread pool's work linked to where it was scheduled (XLA's CPU
                      # runtime in a JAX job runs each step's computation there)
                      "ThreadpoolListener::Record", "ThreadpoolListener::StartRegion")

@@ -72,13 +72,20 @@ def jax_running() -> bool:
 
 
 def tensorflow_running() -> bool:
-    """TensorFlow's eager context is set up (the job ran an op or built a model)."""
+    """TensorFlow's eager context is set up (the job ran an op or built a model), or its
+    profiler records: a graph-mode job (`tf.compat.v1.Session.run`) never sets up the eager
+    context, and its own profiler session must still get tfobs.step's markers."""
     if not imported("tensorflow"):
         return False
     try:
         from tensorflow.python.eager import context
 
-        return bool(context.context()._initialized)
+        if context.context()._initialized:
+            return True
+        from tensorflow.python.profiler.internal import _pywrap_traceme
+
+        recording = getattr(_pywrap_traceme, "traceme_enabled", None)
+        return bool(recording is not None and recording())
     except Exception:  # a TensorFlow without this private flag: judge by the import
         _log.debug("tfobs: TensorFlow's initialised flag unreadable", exc_info=True)
         return True

@@ -30,7 +30,7 @@ MARKERS_WITHOUT_ROOT = Rule(
 CALLS_ONLY = Rule(
     "calls_without_steps", "steps",
     "no training step in the window, but tf.function or signature calls from Python "
-    "(Model.predict, a serving signature, Model.evaluate)",
+    "(Model.predict, a serving signature, Model.evaluate; a tf.compat.v1 Session.run)",
     "read the figures per call (tfobs: steps.calls); to time each request or batch as a "
     "step, wrap it in tf.profiler.experimental.Trace('serve', step_num=i, _r=1)",
     f"{PROFILER}: Profiling custom training loops (tf.profiler.experimental.Trace)")
