@@ -8,14 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 venv="${TFOBS_JAX_VENV:-.venv-jax}"
-install_rev=1  # bump when the install steps below change
+install_rev=2  # bump when the install steps below change
 key="$install_rev-$(sha256sum pyproject.toml | cut -c1-16)"
 pip=("$venv/bin/pip" install -q --disable-pip-version-check)
 if [ "$(cat "$venv/.tfobs-jax" 2>/dev/null)" != "$key" ]; then
   echo "jax venv: building $venv (JAX, no TensorFlow)"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "${pip[@]}" -e '.[jax,otlp]' pytest pytest-timeout "opentelemetry-proto>=1.25" PyYAML
+  # keras: the Keras 3 on JAX tests (KERAS_BACKEND=jax; Keras needs no TensorFlow then)
+  "${pip[@]}" -e '.[jax,otlp]' pytest pytest-timeout "opentelemetry-proto>=1.25" PyYAML keras
   echo "$key" > "$venv/.tfobs-jax"
 fi
 if "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("tensorflow") is None)'; then

@@ -108,6 +108,49 @@ def test_jax_windows_end_on_the_training_thread_after_the_device_drained(tmp_pat
     assert not result["errors"], result["errors"]
 
 
+def test_keras_fit_on_the_jax_backend_is_marked_and_profiled(tmp_path):
+    # Keras 3 with KERAS_BACKEND=jax: enable() wraps fit once the job imports Keras, and
+    # the callback's steps are JAX's (markers, windows), not TensorFlow's.
+    result = run_job(tmp_path, MARK="keras", KERAS_BACKEND="jax")
+    assert result["framework"] == "jax" and result["tensorflow_loaded"] is False
+    assert result["steps"] == 80
+    captured = [w for w in result["windows"] if w["outcome"] == "captured"]
+    assert len(captured) >= 2, result["windows"]
+    assert_ended_between_steps(result)
+    for w in captured:
+        assert w["summary"]["steps"]["count"] >= 3, w["summary"]["steps"]
+    assert not result["errors"], result["errors"]
+
+
+_KERAS_OWN_TRACE = """
+import os, sys
+os.environ["KERAS_BACKEND"] = "jax"
+sys.modules["tensorflow"] = None  # as in a venv without it
+import jax, keras, numpy as np
+import tfobs
+model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(64), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+x, y = np.ones((64 * 12, 32), np.float32), np.ones((64 * 12, 1), np.float32)
+model.fit(x, y, batch_size=64, verbose=0, callbacks=[tfobs.KerasCallback()])
+with jax.profiler.trace(sys.argv[1]):
+    model.fit(x, y, batch_size=64, verbose=0, callbacks=[tfobs.KerasCallback()])
+"""
+
+
+def test_keras_fit_on_the_jax_backend_is_marked_for_its_own_trace(tmp_path):
+    # No enable(): tfobs's Keras callback marks a Keras-on-JAX fit with JAX's markers,
+    # which the job's own jax.profiler.trace records.
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-c", _KERAS_OWN_TRACE, str(tmp_path)], check=True,
+                   env=env, timeout=240, cwd=ROOT)
+    (capture,) = tmp_path.rglob("*.xplane.pb")
+    import tfobs
+
+    s = tfobs.analyze(capture)
+    assert s.steps.method == "markers"
+    assert [st.step_num for st in s.steps.items] == list(range(13, 23))  # ends dropped
+
+
 def test_jax_loop_that_stops_stepping_is_ended_off_the_training_thread_and_counted(tmp_path):
     """A loop that stops mid-window never reaches the next boundary: the capture thread
     ends the window itself after its grace, and says so."""

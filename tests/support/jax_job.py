@@ -4,7 +4,9 @@
 
 A jitted MLP regression step (`jax.grad`, plain SGD) over batches made on the host, STEPS
 steps. `MARK=annotation` (default) marks steps with `jax.profiler.StepTraceAnnotation`,
-`MARK=tfobs` with `tfobs.step`, `MARK=both` with the annotation inside `tfobs.step`.
+`MARK=tfobs` with `tfobs.step`, `MARK=both` with the annotation inside `tfobs.step`;
+`MARK=keras` trains a Keras 3 model of the same shape with `fit` instead (the job sets
+KERAS_BACKEND=jax), marked by nothing of its own.
 `NO_TF=1` makes TensorFlow unimportable (as in a venv without it). `STOP_AT=N` stops the
 loop at step N and waits there (a loop that stops stepping mid-window). tfobs options come
 from TFOBS_* variables.
@@ -81,6 +83,15 @@ def batches():
         yield x, np.sin(x[:, :1])
 
 
+def keras_fit(data) -> None:
+    import keras  # KERAS_BACKEND=jax: Keras 3 on JAX, imported after enable() as jobs do
+
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, activation="tanh"),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    model.fit(data, steps_per_epoch=STEPS, epochs=1, verbose=0)
+
+
 def main() -> None:
     out = sys.argv[1]
     seen: list = []  # (record, summary): read at the end, once keeping has written its path
@@ -89,7 +100,9 @@ def main() -> None:
     params = init(jax.random.PRNGKey(0))
     data = batches()
     loss = None
-    for i in range(STEPS):
+    if MARK == "keras":
+        keras_fit(data)
+    for i in range(STEPS if MARK != "keras" else 0):
         if i == STOP_AT:
             time.sleep(float(os.environ.get("STOP_S", "6")))
             break

@@ -252,8 +252,11 @@ class _MarkerMixin:
 
     def on_train_begin(self, logs: Any = None) -> None:
         model = getattr(self, "model", None)
+        self._framework = "tensorflow"
         if type(model).__module__.startswith("tf_keras"):
             self._emit_markers = False  # tf_keras writes its own step markers
+        else:
+            self._framework = keras_framework()
         self._base = _initial_step(model)
         self._count = 0
 
@@ -264,7 +267,7 @@ class _MarkerMixin:
         # Numbered by the optimizer's iteration count: with steps_per_execution = k one
         # marker spans one execution of k iterations and the next one is numbered k higher.
         global marked_by
-        marked_by = "tensorflow"
+        marked_by = getattr(self, "_framework", "tensorflow")
         marker = step(self._base + self._count)
         self._batch = batch
         if self._emit_markers:
@@ -344,6 +347,19 @@ def _callback_class(base: Any, *, emit_markers: bool) -> type:
         KerasCallback.__qualname__ = f"KerasCallback[{base.__module__.split('.')[0]}]"
         cls = _classes[base] = KerasCallback
     return cls
+
+
+def keras_framework() -> str | None:
+    """Whose profiler sees a Keras 3 fit: its backend's ('jax' or 'tensorflow'); None for
+    the backends no profiler of tfobs's reads (torch, numpy)."""
+    try:
+        import keras
+
+        backend = keras.config.backend()
+    except Exception:  # an old Keras 3 without keras.config: TensorFlow's
+        _log.debug("tfobs: Keras backend unreadable", exc_info=True)
+        return "tensorflow"
+    return backend if backend in ("jax", "tensorflow") else None
 
 
 def keras3_callback_class() -> type:
@@ -458,15 +474,20 @@ def _with_callback(args: tuple[Any, ...], kwargs: dict[str, Any], position: int,
     return args, kwargs
 
 
-def _model_classes() -> list[tuple[Any, type]]:
-    """(Model class, callback class) for each Keras this process can use."""
+def _model_classes(framework: str | None = None) -> list[tuple[Any, type]]:
+    """(Model class, callback class) for each Keras this process can use; with
+    `framework`, only those whose steps that framework's profiler sees (Keras 3 on its
+    backend; tf_keras is TensorFlow's)."""
     found: list[tuple[Any, type]] = []
     try:
         import keras
 
-        found.append((keras.Model, keras3_callback_class()))
+        if framework is None or keras_framework() == framework:
+            found.append((keras.Model, keras3_callback_class()))
     except Exception:
         _log.debug("Keras 3 not importable", exc_info=True)
+    if framework == "jax":
+        return found
     if "tf_keras" in sys.modules or _legacy_keras_requested():
         try:
             import tf_keras
@@ -483,13 +504,13 @@ def _legacy_keras_requested() -> bool:
     return os.environ.get("TF_USE_LEGACY_KERAS", "").strip().lower() in ("1", "true", "yes")
 
 
-def install_fit_hooks() -> int:
-    """Wrap `fit` and `train_on_batch` on every available Keras Model class (idempotent);
-    returns how many methods are wrapped."""
+def install_fit_hooks(framework: str | None = None) -> int:
+    """Wrap `fit` and `train_on_batch` on every available Keras Model class (idempotent;
+    with `framework`, those `_model_classes` keeps); returns how many methods are wrapped."""
     global _batch_next
     with _patch_lock:
         done = {(entry[0], entry[1]) for entry in _patched}
-        for model_cls, cb_cls in _model_classes():
+        for model_cls, cb_cls in _model_classes(framework):
             for name in ("fit", "train_on_batch"):
                 if (model_cls, name) in done or not hasattr(model_cls, name):
                     continue

@@ -214,9 +214,9 @@ class Runtime:
         self._hooked.append(import_watch.forget)
 
     def _install_fit_hooks(self) -> None:
-        if self._stopped or self.framework == "jax":
+        if self._stopped:
             return
-        markers.install_fit_hooks()
+        markers.install_fit_hooks(self.framework)
         if markers.uninstall_fit_hooks not in self._hooked:
             self._hooked.append(markers.uninstall_fit_hooks)
 
@@ -268,9 +268,15 @@ class Runtime:
     def _hook_jax(self) -> None:
         from tfobs.capture import jax_profiler
 
+        from tfobs.capture import import_watch
+
         jax_profiler.install_yield_hook(self.slot)
         self._hooked.append(jax_profiler.uninstall_yield_hook)
         self._install_jax_steps()
+        # Keras 3 on its JAX backend: fit is wrapped once the job imports Keras (never
+        # imported here: without KERAS_BACKEND=jax it would load TensorFlow).
+        import_watch.when_imported("keras", self._install_fit_hooks)
+        self._hooked.append(import_watch.forget)
 
     def _unhook(self) -> None:
         while self._hooked:
