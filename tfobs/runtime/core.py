@@ -266,9 +266,7 @@ class Runtime:
         self._install_fit_hooks()
 
     def _hook_jax(self) -> None:
-        from tfobs.capture import jax_profiler
-
-        from tfobs.capture import import_watch
+        from tfobs.capture import import_watch, jax_profiler
 
         jax_profiler.install_yield_hook(self.slot)
         self._hooked.append(jax_profiler.uninstall_yield_hook)
