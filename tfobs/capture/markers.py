@@ -252,7 +252,7 @@ class _MarkerMixin:
 
     def on_train_begin(self, logs: Any = None) -> None:
         model = getattr(self, "model", None)
-        self._framework = "tensorflow"
+        self._framework: str | None = "tensorflow"  # whose profiler sees the steps
         if type(model).__module__.startswith("tf_keras"):
             self._emit_markers = False  # tf_keras writes its own step markers
         else:
