@@ -363,6 +363,9 @@ class Environment:
     device_type: str = "CPU"  # CPU | GPU | TPU
     device_count: int = 0
     framework_version: str = ""
+    # The framework that wrote the capture: "tensorflow", "jax" or "" (cannot tell). The
+    # advice words its fixes for it.
+    framework: str = ""
 
 
 @dataclass(frozen=True)

@@ -369,11 +369,16 @@ def test_small_kernels_silent_on_large_gemm_kernels() -> None:
 def test_gpu_thread_contention_from_summary() -> None:
     gpu = summary(AMD_CONV)  # real launch idle figures
     tfdata = summary(HEALTHY).input_pipeline  # real tf.data figures
-    s = dataclasses.replace(gpu, input_pipeline=tfdata)
+    tf_job = dataclasses.replace(gpu.environment, framework="tensorflow")
+    s = dataclasses.replace(gpu, input_pipeline=tfdata, environment=tf_job)
     found = [a for a in advise(s) if a.code == "gpu_thread_contention"]
     assert found and all(a.evidence["launch_idle_share"] >= 0.03 for a in found)
     assert "TF_GPU_THREAD_MODE=gpu_private" in found[0].fix
     assert not fired(gpu, "gpu_thread_contention")  # JAX capture: no tf.data
+    # a JAX job fed by tf.data: the TF variable would not reach JAX's launches
+    jax_fed = dataclasses.replace(gpu, input_pipeline=tfdata)
+    (first, *_) = [a for a in advise(jax_fed) if a.code == "gpu_thread_contention"]
+    assert "private_threadpool_size" in first.fix and "TF_GPU" not in first.fix
 
 
 # --- op placement and copies (GPU) ----------------------------------------------------------
@@ -644,3 +649,31 @@ def test_input_outside_steps_silent_when_gaps_hold_no_input() -> None:
         s = summary(name)
         assert not fired(s, "input_outside_steps"), name
         assert s.steps.input_between_s < 0.05 * max(s.steps.interval_s, 1e-9), name
+
+
+def test_a_jax_jobs_fixes_are_in_jaxs_terms() -> None:
+    # The capture says who wrote it (jax_version stat, PjitFunction events); a JAX job's
+    # fixes name jax.jit, bfloat16 casts and StepTraceAnnotation, never tf.function,
+    # jit_compile=True, TF_GPU_THREAD_MODE or tf.profiler.
+    from tests.conftest import CAPTURES
+    from tfobs.analysis.advice import RULES
+
+    tf_only = ("tf.function", "jit_compile", "TF_GPU_THREAD_MODE", "tf.profiler",
+               "tf.debugging", "mixed_float16", "dataset.take", "TensorFlow op")
+    fixed = set()
+    for path in sorted(CAPTURES.glob("*jax*.xplane.pb")):
+        s = tfobs.analyze(path)
+        assert s.environment.framework == "jax", path.name
+        for a in s.advice:
+            assert not any(word in a.fix for word in tf_only), (path.name, a.code, a.fix)
+            fixed.add(a.code)
+    by_id = {r.id: r for r in RULES}
+    # the rules that fired on the JAX captures, several of them with JAX wording
+    assert {"kernel_launch_bound", "small_kernels", "low_16bit_compute",
+            "calls_without_steps", "all_others_bound"} <= fixed
+    assert all(by_id[c].jax_fix for c in ("kernel_launch_bound", "low_16bit_compute"))
+    # a TensorFlow job keeps TensorFlow's fixes
+    tf_job = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__python_between_markers.xplane.pb")
+    assert tf_job.environment.framework == "tensorflow"
+    others = {a.code: a for a in tf_job.advice}["all_others_bound"]
+    assert others.fix == by_id["all_others_bound"].fix and "tf.function" in others.fix

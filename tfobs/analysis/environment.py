@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from tfobs.summary import Environment
 from tfobs.xspace.reader import PlaneView, SpaceView
+from tfobs.xspace.schema import HOST_PLANE
 
 _VERSION_STATS = ("framework_version", "tf_version", "jax_version", "build_version")
+# Host events only one framework writes (JAX first: a JAX job fed by tf.data has both).
+_JAX_EVENTS = ("PjitFunction(",)
+_TF_EVENTS = ("FunctionRun", "EagerExecute", "EagerLocalExecute", "SessionRun",
+              "__inference_", "Iterator::")
 
 
 def accelerator_planes(space: SpaceView) -> tuple[str, list[PlaneView]]:
@@ -21,18 +26,37 @@ def accelerator_planes(space: SpaceView) -> tuple[str, list[PlaneView]]:
 def reduce_environment(space: SpaceView) -> Environment:
     kind, planes = accelerator_planes(space)
     version = ""
+    keys: set[str] = set()
     for plane in space.planes:
         if plane.name in ("/host:metadata", "Task Environment", "/host:CPU"):
             stats = plane.plane_stats()
             for key in _VERSION_STATS:
                 if isinstance(stats.get(key), str) and stats[key]:
                     version = stats[key]
+                    keys.add(key)
     return Environment(
         hosts=tuple(h for h in space.hostnames if isinstance(h, str))[:64],
         device_type=kind,
         device_count=len(planes),
         framework_version=version[:200],
+        framework=_framework(space, keys),
     )
+
+
+def _framework(space: SpaceView, version_keys: set[str]) -> str:
+    """Who wrote the capture: its version stat's name, else the host events only one
+    framework writes; "" where neither tells."""
+    if "jax_version" in version_keys:
+        return "jax"
+    if "tf_version" in version_keys:
+        return "tensorflow"
+    host = space.plane(HOST_PLANE)
+    names = host.event_names.values() if host is not None else ()
+    if any(n.startswith(_JAX_EVENTS) for n in names):
+        return "jax"
+    if any(n.startswith(_TF_EVENTS) for n in names):
+        return "tensorflow"
+    return ""
 
 
 def window_span(space: SpaceView) -> tuple[int, float]:

@@ -32,8 +32,14 @@ RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
 
 
 def advise(summary: WindowSummary) -> tuple[Advice, ...]:
-    """Every rule that fires for this window, most severe first (stable within a severity)."""
+    """Every rule that fires for this window, most severe first (stable within a severity);
+    in a JAX job's window, fixes in JAX's terms where a rule has them."""
     out = [a for f in _FAMILIES for a in f.check(summary)]
+    if summary.environment.framework == "jax":
+        by_id = {r.id: r for r in RULES}
+        out = [dataclasses.replace(a, fix=by_id[a.code].jax_fix)
+               if a.code in by_id and by_id[a.code].jax_fix and a.fix == by_id[a.code].fix
+               else a for a in out]
     rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
     return tuple(sorted(out, key=lambda a: rank.get(a.severity, len(rank))))
 
@@ -46,6 +52,7 @@ def markdown_table() -> str:
     """The advice table (docs/advice.md): rule id, what fires it, the fix, the guide section."""
     rows = ["| Rule id | Fires when | Fix | Guide section |", "|---|---|---|---|"]
     for r in RULES:
-        cells = (f"`{r.id}`", r.fires_when, r.fix, r.guide)
+        fix = f"{r.fix}. JAX: {r.jax_fix}" if r.jax_fix else r.fix
+        cells = (f"`{r.id}`", r.fires_when, fix, r.guide)
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)

@@ -24,7 +24,12 @@ ALL_OTHERS = Rule(
     "move Python work out of the step: numpy preprocessing into tf.data (Dataset.map) or "
     "into the tf.function as TensorFlow ops, eager ops into tf.function, and run several "
     "steps per call (Model.compile(steps_per_execution=N))",
-    f"{PROFILER}: Overview page (step-time graph); {GPU}: 2. Debug the performance of one GPU")
+    f"{PROFILER}: Overview page (step-time graph); {GPU}: 2. Debug the performance of one GPU",
+    jax_fix=(
+        "move Python work out of the step: build the next batches ahead of it (a prefetching "
+        "loader: tf.data or Grain with prefetch, or a background thread), keep the whole "
+        "update in one jax.jit function, and read results on the host (float(loss), "
+        "np.asarray) every N steps, not every step"))
 STEP_GAP = Rule(
     "step_gap", "gaps between steps",
     "host time between one step's end and the next one's start >= 10 % of the step period",
@@ -33,7 +38,12 @@ STEP_GAP = Rule(
     "tfobs.step), move the Python between calls (numpy batch building, predict_on_batch, "
     "logging) into the tf.function step or a tf.data pipeline",
     f"{GPU}: 2. Debug the performance of one GPU (gaps between steps); "
-    f"{PROFILER}: Best practices (steps_per_execution)")
+    f"{PROFILER}: Best practices (steps_per_execution)",
+    jax_fix=(
+        "move the Python between steps out of the loop: log and read device values "
+        "(float(loss), jax.device_get) every N steps, build batches ahead on a loader thread, "
+        "and run several steps per call where the loop allows (jax.lax.scan over steps inside "
+        "one jax.jit)"))
 STEP_PAUSE = Rule(
     "step_pause", "gaps between steps",
     "host time between steps >= 10 % of the step period, held by a few long pauses while "

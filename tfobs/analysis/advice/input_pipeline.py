@@ -99,16 +99,18 @@ def check(s: WindowSummary) -> list[Advice]:
         return out
     input_pct = step_pct(s, "input")
     other_pct = step_pct(s, "other")
+    jax = s.environment.framework == "jax"
+    synthetic = "one batch reused every step" if jax else "dataset.take(1).cache().repeat()"
     fix = (f"fix the input pipeline first. Check: train the same step on synthetic data "
-           f"(e.g. dataset.take(1).cache().repeat()); if input is the bottleneck the step "
+           f"(e.g. {synthetic}); if input is the bottleneck the step "
            f"time drops by about {one_digit(input_pct)} % (the input share of step time)")
     if ib.verdict == "potentially":  # XProf's verdict rests on 'All Others', not on input
         fix = (f"the input wait is only {one_digit(input_pct)} % of step time; the verdict "
-               f"rests on 'All Others' ({one_digit(other_pct)} %: host time no TensorFlow op "
-               "covers, usually Python in or around the step). Read all_others_bound first "
-               "(and python_in_step where it is listed); check the input by training the "
-               "same step on synthetic data (dataset.take(1).cache().repeat()): the step "
-               "time should not move")
+               f"rests on 'All Others' ({one_digit(other_pct)} %: host time no "
+               f"{'JAX' if jax else 'TensorFlow'} op covers, usually Python in or around the "
+               "step). Read all_others_bound first (and python_in_step where it is listed); "
+               f"check the input by training the same step on synthetic data ({synthetic}): "
+               "the step time should not move")
     out.append(INPUT_BOUND.advice(
         _SEVERITY[ib.verdict], ib.advice,
         {"input_pct": input_pct, "other_pct": other_pct, "step_s": s.steps.mean_s,

@@ -29,19 +29,30 @@ KERNEL_LAUNCH = Rule(
     "'Kernel Launch' >= 3 % of step time (XProf: moderate >= 3 %, high >= 15 %)",
     "launch fewer, larger kernels: compile with XLA (jit_compile=True), use tf.function, "
     "larger batches; with tf.data on the same CPUs set TF_GPU_THREAD_MODE=gpu_private",
-    f"{GPU}: 2. Debug the performance of one GPU; 3. Enable mixed precision and XLA")
+    f"{GPU}: 2. Debug the performance of one GPU; 3. Enable mixed precision and XLA",
+    jax_fix=(
+        "launch fewer, larger kernels: put the whole step under one jax.jit (not a Python "
+        "loop of small jitted calls), use jax.lax.scan for loops, larger batches"))
 SMALL_KERNELS = Rule(
     "small_kernels", "kernel launch",
     "GPU job, >= 50 % of kernels shorter than their launch overhead and the GPU idle "
     "waiting for launches >= 10 % of its time",
     "give each kernel more work: larger batches, vectorized ops, fused ops, XLA "
     "(jit_compile=True)",
-    f"{GPU}: 2. Debug the performance of one GPU (small kernels); 3. Enable XLA")
+    f"{GPU}: 2. Debug the performance of one GPU (small kernels); 3. Enable XLA",
+    jax_fix=(
+        "give each kernel more work: larger batches, jax.vmap instead of Python loops over "
+        "examples, and one jax.jit around the step so XLA fuses its ops"))
 LAUNCH_CONTENTION = Rule(
     "gpu_thread_contention", "gaps between steps",
     "GPU job with tf.data, the GPU idle waiting for kernel launches >= 3 % of its time",
     "set TF_GPU_THREAD_MODE=gpu_private so kernel launches get their own host threads",
-    f"{GPU}: 2. Debug the performance of one GPU (GPU host thread contention)")
+    f"{GPU}: 2. Debug the performance of one GPU (GPU host thread contention)",
+    jax_fix=(
+        "leave the launching thread a core: give tf.data fewer threads "
+        "(options.threading.private_threadpool_size) or feed from a loader with fewer "
+        "workers, and put the next batch on the device ahead (jax.device_put) while the step "
+        "runs"))
 EAGER = Rule(
     "eager_ops", "kernel launch",
     "ops run eagerly (outside tf.function) > 10 % of host op time (XProf's threshold)",

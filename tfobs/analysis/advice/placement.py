@@ -12,13 +12,20 @@ HOST_OPS = Rule(
     "(tf.debugging.set_log_device_placement(True)) and give them GPU kernels or move them "
     "into the input pipeline",
     f"{PROFILER}: TensorFlow stats (host vs device ops); {GPU}: 2. Debug the performance "
-    "of one GPU (ops on the host)")
+    "of one GPU (ops on the host)",
+    jax_fix=(
+        "keep the step's work on the GPU: numpy on device arrays, jax.device_get, float(x) or "
+        "jax.debug.print inside the loop copy to the host and wait for it; check where arrays "
+        "live (x.devices()) and keep preprocessing in the input pipeline"))
 COPIES = Rule(
     "extra_copies", "op placement",
     "GPU job and device-to-host plus device-to-device copies >= 5 % of step time",
     "avoid round trips to the host inside the step (.numpy(), Python reads of tensors, "
     "host-only ops); keep tensors on the GPU until the step ends",
-    f"{GPU}: 2. Debug the performance of one GPU (host-device copies)")
+    f"{GPU}: 2. Debug the performance of one GPU (host-device copies)",
+    jax_fix=(
+        "avoid round trips to the host inside the step (np.asarray, float(), jax.device_get "
+        "of device arrays, host callbacks); keep arrays on the GPU until the step ends"))
 RULES = (HOST_OPS, COPIES)
 
 HOST_SHARE = 0.20

@@ -15,7 +15,11 @@ LOW_16BIT = Rule(
     "kernel time",
     "use mixed precision: keras.mixed_precision.set_global_policy('mixed_float16') "
     "(or 'mixed_bfloat16')",
-    f"{GPU}: 3. Enable mixed precision and XLA; {PROFILER}: Overview page")
+    f"{GPU}: 3. Enable mixed precision and XLA; {PROFILER}: Overview page",
+    jax_fix=(
+        "use mixed precision: keep params in float32 and compute in bfloat16 "
+        "(.astype(jnp.bfloat16) in the step; Flax: dtype=jnp.bfloat16; Keras 3 on JAX: "
+        "keras.mixed_precision.set_global_policy('mixed_bfloat16'))"))
 TC_UNUSED = Rule(
     "tensor_core_unused", "tensor cores and precision",
     "GPU job and ops eligible for Tensor Cores run >= 10 % of kernel time on kernels "
@@ -23,7 +27,13 @@ TC_UNUSED = Rule(
     "enable mixed precision and make matrix dimensions (batch, units, channels) multiples "
     "of 8",
     f"{GPU}: 3. Enable mixed precision (Tensor Cores; dimensions divisible by 8); "
-    f"{PROFILER}: GPU kernel stats")
+    f"{PROFILER}: GPU kernel stats",
+    jax_fix=(
+        "compute in bfloat16 (cast params and inputs with .astype(jnp.bfloat16) in the step; "
+        "Flax: dtype=jnp.bfloat16; Keras 3: "
+        "keras.mixed_precision.set_global_policy('mixed_bfloat16')), or let float32 matmuls "
+        "use TF32 (jax.default_matmul_precision('tensorfloat32')), and make matrix dimensions "
+        "multiples of 8"))
 LAYOUT = Rule(
     "layout_transposes", "tensor cores and precision",
     "GPU job and layout conversion kernels (NCHW/NHWC transposes) >= 5 % of kernel time",

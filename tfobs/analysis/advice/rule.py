@@ -22,6 +22,9 @@ class Rule:
     fires_when: str  # the README's sentence
     fix: str
     guide: str
+    # The fix in a JAX job's terms, where `fix` names TensorFlow's (tf.function, Keras,
+    # TF_GPU_THREAD_MODE); "" where `fix` holds for both.
+    jax_fix: str = ""
 
     def advice(self, severity: str, message: str, evidence: dict[str, float],
                threshold: str, fix: str = "") -> Advice:

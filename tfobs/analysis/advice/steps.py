@@ -26,14 +26,20 @@ MARKERS_WITHOUT_ROOT = Rule(
     "marker a root (XProf and tfobs both ignore them)",
     "add `_r=1` to the marker: tf.profiler.experimental.Trace('train', step_num=i, _r=1) "
     "(any name works once `_r=1` is there), or mark steps with `with tfobs.step(i):`",
-    f"{PROFILER}: Profiling custom training loops (tf.profiler.experimental.Trace)")
+    f"{PROFILER}: Profiling custom training loops (tf.profiler.experimental.Trace)",
+    jax_fix=(
+        "mark each step with jax.profiler.StepTraceAnnotation('train', step_num=i) (it adds "
+        "_r=1), or TraceAnnotation('train', step_num=i, _r=1), or `with tfobs.step(i):`"))
 CALLS_ONLY = Rule(
     "calls_without_steps", "steps",
     "no training step in the window, but tf.function or signature calls from Python "
     "(Model.predict, a serving signature, Model.evaluate; a tf.compat.v1 Session.run)",
     "read the figures per call (tfobs: steps.calls); to time each request or batch as a "
     "step, wrap it in tf.profiler.experimental.Trace('serve', step_num=i, _r=1)",
-    f"{PROFILER}: Profiling custom training loops (tf.profiler.experimental.Trace)")
+    f"{PROFILER}: Profiling custom training loops (tf.profiler.experimental.Trace)",
+    jax_fix=(
+        "read the figures per call (tfobs: steps.calls); to time each request or batch as a "
+        "step, wrap it in jax.profiler.StepTraceAnnotation('serve', step_num=i)"))
 # A coordinator's calls are round trips to the workers: mark its steps, read the workers.
 DISPATCHED_FIX = (
     "mark each step on the coordinator, `with tfobs.step(i):` around its schedule(...) and "
