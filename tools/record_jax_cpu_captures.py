@@ -38,6 +38,13 @@ CASES = {
     "python_wait_steps": "the same step marked `StepTraceAnnotation(\"train\", step_num=i)`, "
                          "each step first waiting 2 ms in Python for its batch (a host data "
                          "loader: no tf.data, so no input op; XProf: 'All Others')",
+    "pmap_four_devices": "the step data-parallel over four CPU devices "
+                         "(XLA_FLAGS=--xla_force_host_platform_device_count=4): `jax.pmap` "
+                         "with a `lax.pmean` of the gradients, marked "
+                         "`StepTraceAnnotation(\"train\", step_num=i)`",
+    "scan_four_steps": "four SGD updates per call (`jax.lax.scan` inside one jitted "
+                       "function), each call marked `StepTraceAnnotation(\"train\", "
+                       "step_num=i)`",
     "epoch_step_annotations": "`StepTraceAnnotation(\"epoch\", step_num=e)` around six "
                               "`StepTraceAnnotation(\"train\", step_num=i)` steps each, two "
                               "epochs (a step marker inside a step marker)",
@@ -50,6 +57,18 @@ import jax, jax.numpy as jnp
 case, logdir = sys.argv[1], sys.argv[2]
 step = jax.jit(lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w))
 w, x = jnp.ones((128, 128)), jnp.ones((64, 128))
+if case == "pmap_four_devices":
+    def replica(w, x):
+        g = jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
+        return w - 0.01 * jax.lax.pmean(g, "d")
+    step = jax.pmap(replica, axis_name="d")
+    w, x = jnp.ones((4, 128, 128)), jnp.ones((4, 16, 128))
+elif case == "scan_four_steps":
+    def four(w, x):
+        def body(w, _):
+            return w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w), None
+        return jax.lax.scan(body, w, None, length=4)[0]
+    step = jax.jit(four)
 for _ in range(3):
     w = step(w, x).block_until_ready()
 if case == "tfobs_step":
@@ -58,7 +77,8 @@ import contextlib, time
 def mark(i):
     if case == "step_annotation":
         return jax.profiler.StepTraceAnnotation("step", step_num=i)
-    if case in ("python_wait_steps", "epoch_step_annotations"):
+    if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
+                "scan_four_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -86,8 +106,11 @@ print(json.dumps({"jax": jax.__version__, "steps": 12, "python": sys.version.spl
 
 def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
     with tempfile.TemporaryDirectory(prefix="tfobs-jaxrec-") as logdir:
+        env = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
+        if case == "pmap_four_devices":
+            env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
         proc = subprocess.run([jax_python, "-c", _CHILD, case, logdir], capture_output=True,
-                              text=True, env={"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"})
+                              text=True, env=env)
         if proc.returncode != 0:
             raise SystemExit(f"{case}: workload failed\n{proc.stderr[-3000:]}")
         params = json.loads(proc.stdout.strip().splitlines()[-1])
