@@ -45,6 +45,10 @@ CASES = {
     "scan_four_steps": "four SGD updates per call (`jax.lax.scan` inside one jitted "
                        "function), each call marked `StepTraceAnnotation(\"train\", "
                        "step_num=i)`",
+    "async_dispatch_steps": "`StepTraceAnnotation(\"train\", step_num=i)` around the step "
+                            "with no block_until_ready in the loop (JAX's async dispatch: the "
+                            "marker covers the dispatch, the computation runs after it; one "
+                            "wait after the last step)",
     "epoch_step_annotations": "`StepTraceAnnotation(\"epoch\", step_num=e)` around six "
                               "`StepTraceAnnotation(\"train\", step_num=i)` steps each, two "
                               "epochs (a step marker inside a step marker)",
@@ -78,7 +82,7 @@ def mark(i):
     if case == "step_annotation":
         return jax.profiler.StepTraceAnnotation("step", step_num=i)
     if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
-                "scan_four_steps"):
+                "scan_four_steps", "async_dispatch_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -90,7 +94,9 @@ def run(i):
     with mark(i):
         if case == "python_wait_steps":
             time.sleep(0.002)
-        w = step(w, x).block_until_ready()
+        w = step(w, x)
+        if case != "async_dispatch_steps":
+            w.block_until_ready()
 with jax.profiler.trace(logdir):
     if case == "epoch_step_annotations":
         for e in range(2):
@@ -100,6 +106,7 @@ with jax.profiler.trace(logdir):
     else:
         for i in range(12):
             run(i)
+w.block_until_ready()
 print(json.dumps({"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}))
 """
 
