@@ -3,7 +3,8 @@
 Compared per capture: the steps (same step numbers, none missing or extra), each step's
 duration and every category within 1 % of that step's time, the input-bound verdict, the
 host op table row by row against framework_op_stats (name, type, occurrences, self and
-total time within 0.5 %), per allocator the memory peak (0.1 %), fragmentation (0.01) and
+total time within 0.5 %), the host input time by kind and the input op table row by row
+against input_pipeline_analyzer (count, self time), per allocator the memory peak (0.1 %), fragmentation (0.01) and
 capacity, and the largest-allocations table row by row (every row, XProf's "peak's step"
 included: with TF loops that step is one loop iteration, as XProf numbers them). Kernel
 totals and Tensor Core seconds are compared in tests/reduce/test_kernels_fidelity.py (GPU captures).
@@ -29,6 +30,10 @@ README ("Where tfobs differs from XProf"):
   unknown as XProf's. Where the coordinator runs functions of its own (Keras 2 `fit`),
   XProf's steps are those runs (`KernelAndDeviceFunc::RunAsync`), with a verdict; tfobs's
   note names them and its verdict stays unknown.
+- ENQUEUE_INPUT: XProf 2.24.2 counts any host op of type `Enqueue` as input, the
+  parameter-server worker's `EagerService:Enqueue` requests among them; tfobs keeps those
+  out of the input kinds and reports them apart (`input_pipeline.xprof_only_input_s`):
+  XProf's enqueue time = tfobs's + that.
 - OP_TABLE_CAP: XProf's framework_op_stats lists at most 500 host and 500 device ops
   (`kMaxNumOfOps`, by self time, its IDLE row among them); tfobs lists `top_n`. Where
   XProf's table is full, tfobs's further rows are the ones with less self time.
@@ -330,3 +335,31 @@ def test_largest_allocations_match_xprof(pair: tuple[pathlib.Path, tfobs.WindowS
         assert ours[name] == rows, name
     for rows in ours.values():  # names, not enum numbers; shapes where TF wrote them
         assert all(not dt.isdigit() for _, _, _, dt, _, _ in rows)
+
+
+# XProf's input pipeline analyzer's host input time per kind (us) -> tfobs's kind.
+INPUT_KINDS = {"advanced_file_read_us": "advanced_file_read",
+               "demanded_file_read_us": "demanded_file_read", "enqueue_us": "enqueue",
+               "preprocessing_us": "preprocessing",
+               "unclassified_nonequeue_us": "unclassified"}
+
+
+def test_input_breakdown_matches_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -> None:
+    path, summary = pair
+    tables = [t for t in reference(str(path), "input_pipeline_analyzer")
+              if "preprocessing_us" in t.get("p", {})]
+    if not tables:  # XProf wrote no input section (no host plane)
+        return
+    ip = summary.input_pipeline
+    for key, kind in INPUT_KINDS.items():
+        want = float(tables[0]["p"].get(key, 0.0)) / 1e6
+        got = ip.host_input_total_s.get(kind, 0.0)
+        if kind == "enqueue":  # ENQUEUE_INPUT: XProf's enqueue holds its quirk's ops
+            got += ip.xprof_only_input_s
+        assert got == pytest.approx(want, rel=1e-3, abs=1e-6), kind
+    # the input op table: every op tfobs lists is XProf's row, count and self time
+    rows = {r["c"][0]["v"]: r["c"] for r in tables[0].get("rows", [])}
+    for op in ip.top_input_ops:
+        row = rows[op.name]
+        assert int(row[1]["v"]) == op.count, op.name
+        assert op.self_s == pytest.approx(row[4]["v"] / 1e3, rel=1e-3, abs=1e-6), op.name
