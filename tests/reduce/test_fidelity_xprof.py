@@ -5,9 +5,10 @@ duration and every category within 1 % of that step's time, the input-bound verd
 host op table row by row against framework_op_stats (name, type, occurrences, self and
 total time within 0.5 %), the host input time by kind and the input op table row by row
 against input_pipeline_analyzer (count, self time), per allocator the memory peak
-(0.1 %), fragmentation (0.01) and capacity, and the largest-allocations table row by row (every row, XProf's "peak's step"
-included: with TF loops that step is one loop iteration, as XProf numbers them). Kernel
-totals and Tensor Core seconds are compared in tests/reduce/test_kernels_fidelity.py (GPU captures).
+(0.1 %), fragmentation (0.01) and capacity, and the largest-allocations table row by row
+(every row, XProf's "peak's step" included: with TF loops that step is one loop
+iteration, as XProf numbers them). Kernel totals and Tensor Core seconds are compared in
+tests/reduce/test_kernels_fidelity.py (GPU captures).
 
 Every deliberate difference is named here, checked rather than skipped, and listed in the
 README ("Where tfobs differs from XProf"):
