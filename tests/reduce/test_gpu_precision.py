@@ -132,3 +132,42 @@ def test_kernels_no_rule_can_judge_are_unknown_with_their_time_mock_gpu() -> Non
         v = dict(zip(cols, (c.get("v") for c in row["c"]), strict=False))
         xprof[v["kernel_name"]] = v["is_kernel_using_tensor_core"]
     assert xprof["kernel"] is False and xprof["acme_gemm_128x128_kernel"] is False
+
+
+@pytest.mark.parametrize(("name", "width"), [
+    # PyTorch ATen, FlashAttention, xFormers, CUTLASS 3, Eigen, cuBLASLt split-K, Ada fp8
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<"
+     "c10::BFloat16>, at::detail::Array<char*, 3> >(int)", 16),
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>"
+     "(float*, float const*, int)", 32),
+    ("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 32, 4, false, false, "
+     "cutlass::half_t> >(Flash_fwd_params)", 16),
+    ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<"
+     "cutlass::bfloat16_t, cutlass::arch::Sm80, true, 64, 64, 64>::Params)", 16),
+    ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_void_f16_128x128x64_1x1x1_0_tnn_align8_"
+     "warpspecialized_cooperative_epi_tma", 16),
+    ("void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::TensorAssignOp<"
+     "Eigen::TensorMap<Eigen::Tensor<Eigen::half, 1, 1, long>, 16> >, Eigen::GpuDevice>, "
+     "long>(long)", 16),
+    ("void cublasLt::splitKreduce_kernel<32, 16, int, __nv_bfloat16, __nv_bfloat16, float, "
+     "__nv_bfloat16, true, false, false>(cublasLt::cublasSplitKParams<float>)", 16),
+    ("sm89_xmma_gemm_e4m3e4m3_f32f32_f32_tn_n_tilesize128x128x64_stage3_warpsize2x2x1", 16),
+    ("nvjet_sm100_tst_256x128_64x4_2x1_2cta_h_bz_coopA_TNT", 16),
+    ("turing_fp16_s1688gemm_fp16_256x128_ldg8_f2f_tn", 16),
+    ("ampere_bf16_s16816gemm_bf16_128x64_ldg8_f2f_stages_64x4_tn", 16),
+    # TF32 and fp32 libraries' kernels: 32-bit inputs
+    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_tf32_128x128_16x4_tt_align4>"
+     "(cutlass_80_tensorop_s1688gemm_tf32_128x128_16x4_tt_align4::Params)", 32),
+    ("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x16", 32),
+    ("void implicit_convolve_sgemm<float, float, 1024, 5, 5, 3, 3, 3, 1, false, false, true>"
+     "(int, int, int)", 32),
+    ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int=512, bool=1, int=1>"
+     "(cudnnTensorStruct, float const*)", 32),
+    ("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, "
+     "false>(float, float)", 32),
+    # no type in the name: the HLO instruction's, else XProf's rule
+    ("ampere_sgemm_128x64_tn", 0),
+    ("loop_multiply_fusion", 0),
+])
+def test_kernel_names_of_more_libraries(name: str, width: int) -> None:
+    assert precision.name_width(name) == width
