@@ -85,7 +85,12 @@ def tensorflow_running() -> bool:
         from tensorflow.python.profiler.internal import _pywrap_traceme
 
         recording = getattr(_pywrap_traceme, "traceme_enabled", None)
-        return bool(recording is not None and recording())
+        if recording is not None:
+            return bool(recording())
+        # TF 2.16 has no `traceme_enabled`: a session the job started through
+        # tf.profiler.experimental.start (TensorBoard's callback does too).
+        v2 = sys.modules.get("tensorflow.python.profiler.profiler_v2")
+        return getattr(v2, "_profiler", None) is not None
     except Exception:  # a TensorFlow without this private flag: judge by the import
         _log.debug("tfobs: TensorFlow's initialised flag unreadable", exc_info=True)
         return True
