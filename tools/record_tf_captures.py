@@ -286,6 +286,17 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit over a dataset distributed by an in-process tf.data service (a dispatcher "
         "and one worker on loopback, `distribute(processing_mode=\"parallel_epochs\")`), a "
         "1 ms py_function map on the service; tfobs's Keras callback", {}),
+    "cache_file_fit": (
+        "Keras 3 fit over `map(parse).cache(<file>).batch(32).prefetch(2)`, profiled in the "
+        "second epoch, which reads the cache file (a file-backed cache instead of the "
+        "source); tfobs's Keras callback", {}),
+    "text_files_loop": (
+        "custom loop over `list_files` -> `interleave(TextLineDataset, cycle_length=2)` -> "
+        "a CSV-line parse map -> batch (reading 4 text files); tfobs.step markers", {}),
+    "image_dir_fit": (
+        "Keras 3 fit over `keras.utils.image_dataset_from_directory` of 96 small JPEGs in two "
+        "class folders (file reads and JPEG decoding in tf.data), no prefetch; tfobs's Keras "
+        "callback", {}),
     "ps_tfkeras_fit": (
         "the `ps_chief` cluster trained by tf_keras (Keras 2) `fit` under the "
         "ParameterServerStrategy (a DatasetCreator, steps_per_epoch=40): Keras 2 schedules "
@@ -1456,6 +1467,52 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model.compile(optimizer="sgd", loss="mse")
         fit_then_profile(model, ds, 3, params["steps"])
         del worker
+
+    elif case == "cache_file_fit":
+        params = {"batch": 32, "steps": 16, "elements": 32 * 16}
+        x = rng.random((params["elements"], 64), np.float32)
+        y = rng.random((params["elements"], 1), np.float32)
+        cache = os.path.join(logdir, "..", f"cache-{os.getpid()}")
+        ds = (tf.data.Dataset.from_tensor_slices((x, y))
+              .map(lambda a, b: (tf.math.tanh(a) * 2.0, b))
+              .cache(cache).batch(32).prefetch(2))
+        model = mlp(64, 128)
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(ds, epochs=1, verbose=0)  # fills the cache file
+        fit_then_profile(model, ds.repeat(), 3, params["steps"])
+
+    elif case == "text_files_loop":
+        params = {"batch": 32, "steps": 16, "files": 4}
+        folder = tempfile.mkdtemp(prefix="tfobs-text-")
+        for k in range(params["files"]):
+            with open(os.path.join(folder, f"part-{k}.csv"), "w") as fh:
+                for _ in range(400):
+                    fh.write(",".join(f"{v:.4f}" for v in rng.random(9)) + "\n")
+        files = tf.data.Dataset.list_files(os.path.join(folder, "*.csv"), shuffle=False)
+        ds = (files.interleave(tf.data.TextLineDataset, cycle_length=2)
+              .map(lambda line: tf.io.decode_csv(line, [[0.0]] * 9))
+              .map(lambda *cols: (tf.stack(cols[:8]), tf.stack(cols[8:])))
+              .batch(32).repeat())
+        model = mlp(8, 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"])
+
+    elif case == "image_dir_fit":
+        params = {"batch": 16, "steps": 12, "images": 96, "size": 48}
+        folder = tempfile.mkdtemp(prefix="tfobs-images-")
+        for k in range(params["images"]):
+            cls = os.path.join(folder, f"class{k % 2}")
+            os.makedirs(cls, exist_ok=True)
+            pixels = tf.constant(rng.integers(0, 255, (48, 48, 3)), tf.uint8)
+            tf.io.write_file(os.path.join(cls, f"img{k}.jpg"), tf.io.encode_jpeg(pixels))
+        ds = keras.utils.image_dataset_from_directory(
+            folder, image_size=(48, 48), batch_size=16, shuffle=False).repeat()
+        model = keras.Sequential([keras.Input((48, 48, 3)), keras.layers.Rescaling(1 / 255),
+                                  keras.layers.Conv2D(8, 3, activation="relu"),
+                                  keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        fit_then_profile(model, ds, 3, params["steps"])
 
     elif case == "tiny_steps_long":
         params = {"steps": 4000, "size": 16}
