@@ -86,6 +86,7 @@ RuleId = Literal[
     "memory_near_capacity",
     "memory_fragmentation",
     "device_collectives_bound",
+    "host_collectives_bound",
     "uneven_replicas",
     "markers_without_root",
     "calls_without_steps",
@@ -270,6 +271,11 @@ class Ops:
     # tf.function traces (graph building) inside the window's steps: seconds, how many.
     graph_building_s: float = 0.0
     graph_builds: int = 0
+    # Time inside the steps during which a collective op runs on the host
+    # (CollectiveReduceV2 and kin: tf.distribute's all-reduce across replicas, devices or
+    # workers), window seconds; XProf counts it as host compute, its 'Device Collective
+    # Communication' being device events only.
+    host_collectives_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -297,6 +297,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit over `keras.utils.image_dataset_from_directory` of 96 small JPEGs in two "
         "class folders (file reads and JPEG decoding in tf.data), no prefetch; tfobs's Keras "
         "callback", {}),
+    "mwms_worker": (
+        "MultiWorkerMirroredStrategy on loopback, two workers (each its own process, "
+        "TF_CONFIG): a custom loop whose step all-reduces its gradient across the workers "
+        "(CollectiveReduceV2 over gRPC); worker 0 profiled, tfobs.step markers", {}),
     "ps_tfkeras_fit": (
         "the `ps_chief` cluster trained by tf_keras (Keras 2) `fit` under the "
         "ParameterServerStrategy (a DatasetCreator, steps_per_epoch=40): Keras 2 schedules "
@@ -313,6 +317,55 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
 
 
 # --- the workloads (run in a child process: `--child CASE LOGDIR`) ------------------------
+
+
+MWMS_STEPS = 19  # both workers run as many steps (the collectives pair them)
+
+
+def _mwms_step(tf: Any, strategy: Any, width: int) -> Any:
+    """A step whose gradient is all-reduced across the workers (a MEAN variable)."""
+    with strategy.scope():
+        w = tf.Variable(tf.zeros((width, 1)), aggregation=tf.VariableAggregation.MEAN)
+
+    @tf.function
+    def train_step(x: Any) -> Any:
+        def replica(x: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+            w.assign_sub(0.01 * tape.gradient(loss, w))
+            return loss
+
+        return strategy.run(replica, args=(x,))
+
+    return train_step
+
+
+def _start_mwms_peer() -> Any:
+    """TF_CONFIG for worker 0 (this process) and worker 1, started as its own process
+    running the same steps unprofiled; before TensorFlow starts here."""
+    import socket
+
+    ports = []
+    for _ in range(2):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    peer_code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import tensorflow as tf\n"
+        "from tools.record_tf_captures import MWMS_STEPS, _mwms_step\n"
+        "s = tf.distribute.MultiWorkerMirroredStrategy()\n"
+        "step = _mwms_step(tf, s, 128)\n"
+        "it = iter(s.experimental_distribute_dataset(tf.data.Dataset.from_tensors("
+        "tf.ones((128,))).repeat().batch(32)))\n"
+        "for _ in range(MWMS_STEPS):\n"
+        "    step(next(it))\n")
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}})}
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster,
+                                          "task": {"type": "worker", "index": 0}})
+    return subprocess.Popen([sys.executable, "-c", peer_code, str(ROOT)], env=env)
 
 
 def _trace_worker(tf: Any, cluster: dict[str, list[str]], logdir: str, run: Any) -> None:
@@ -356,6 +409,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    peer = _start_mwms_peer() if case == "mwms_worker" else None
     import numpy as np
     import tensorflow as tf
 
@@ -1513,6 +1567,16 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                                   keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(1)])
         model.compile(optimizer="sgd", loss="mse")
         fit_then_profile(model, ds, 3, params["steps"])
+
+    elif case == "mwms_worker":
+        params = {"workers": 2, "batch": 32, "steps": MWMS_STEPS - 3, "width": 128}
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        step = _mwms_step(tf, strategy, params["width"])
+        it = iter(strategy.experimental_distribute_dataset(
+            tf.data.Dataset.from_tensors(tf.ones((params["width"],))).repeat().batch(32)))
+        warm_then_profile(lambda i: step(next(it)), params["steps"])
+        assert peer is not None
+        peer.wait(timeout=120)
 
     elif case == "tiny_steps_long":
         params = {"steps": 4000, "size": 16}

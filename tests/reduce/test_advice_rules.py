@@ -677,3 +677,27 @@ def test_a_jax_jobs_fixes_are_in_jaxs_terms() -> None:
     assert tf_job.environment.framework == "tensorflow"
     others = {a.code: a for a in tf_job.advice}["all_others_bound"]
     assert others.fix == by_id["all_others_bound"].fix and "tf.function" in others.fix
+
+
+def test_host_collectives_name_the_multi_worker_all_reduce() -> None:
+    # Two MWMS workers on loopback: each step waits about 1 ms in CollectiveReduceV2 for the
+    # other worker; XProf counts that as host compute, tfobs names it.
+    from tests.conftest import CAPTURES
+
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__mwms_worker.xplane.pb")
+    per_step = s.ops.host_collectives_s / s.steps.count
+    assert 0.2 * s.steps.mean_s < per_step < s.steps.mean_s
+    a = {x.code: x for x in s.advice}["host_collectives_bound"]
+    assert a.severity == "warning"
+    assert a.evidence["host_collectives_pct"] == pytest.approx(100 * per_step / s.steps.mean_s)
+    assert "all-reduce across replicas" in a.message and "tf_task" in a.fix
+    # the collective time lies in host compute, as XProf classifies it
+    assert s.breakdown_s["host_compute"] > per_step
+    # two replicas on one host (MirroredStrategy on 2 logical CPUs): overlapping
+    # all-reduces counted once, never more than the steps
+    two = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__mirrored.xplane.pb")
+    assert 0 < two.ops.host_collectives_s < two.steps.count * two.steps.mean_s
+    # a single-process job has none
+    solo = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__conv_bn_custom_loop.xplane.pb")
+    assert solo.ops.host_collectives_s == 0.0
+    assert "host_collectives_bound" not in {x.code for x in solo.advice}

@@ -11,6 +11,7 @@ the events of accelerator planes (GPU stream kernels, TPU `XLA Ops`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,7 @@ import numpy as np
 
 from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable
 from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
+from tfobs.analysis.gpu_idle import merge
 from tfobs.analysis.timeline import LineData, Timeline, id_array, member, summable, sums_fit
 from tfobs.errors import CaptureError
 from tfobs.summary import Ops, OpStat
@@ -390,6 +392,40 @@ def device_tf_op(provenance: str) -> tuple[str, str]:
             return provenance, kind.partition("[")[0]
         return provenance, kind if kind and "." not in kind else "Unknown"
     return provenance, "Unknown"
+
+
+# TensorFlow's collective ops (tf.distribute's cross-worker all-reduce, all-gather,
+# broadcast, all-to-all, reduce-scatter), V1 to V3.
+_COLLECTIVE_TYPE = re.compile(r"^Collective(Reduce|Gather|Bcast\w*|AllToAll|ReduceScatter)"
+                              r"(V\d)?$")
+
+
+def host_collective_seconds(host: Timeline | None, spans: list[tuple[int, int]]) -> float:
+    """Seconds of the steps during which a collective op runs on the host (`spans`: the
+    steps' (begin, end) ps on the host's time base; each op cut at the end of the step it
+    began in; overlapping ops of several replicas counted once): what the steps wait in
+    cross-replica all-reduces."""
+    if host is None or not spans:
+        return 0.0
+    mids = id_array([m for m, n in host.names.items()
+                     if _COLLECTIVE_TYPE.match(parse_tf_op(n).type)])
+    if not mids.size:
+        return 0.0
+    steps = sorted(spans)
+    begin = np.array([b for b, _ in steps], np.int64)
+    end = np.array([e for _, e in steps], np.int64)
+    parts: list[tuple[int, int]] = []
+    for ld in host.lines:
+        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+        if not at.size:
+            continue
+        start, stop = ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps
+        k = np.searchsorted(begin, start, side="right") - 1
+        inside = k >= 0  # begun in a step: its part up to that step's end
+        lo, hi = start[inside], np.minimum(stop[inside], end[k[inside]])
+        keep = hi > lo
+        parts.extend(zip(lo[keep].tolist(), hi[keep].tolist(), strict=True))
+    return sum(b - a for a, b in merge(parts)) / 1e12
 
 
 def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: int) -> Ops:
