@@ -301,6 +301,14 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "MultiWorkerMirroredStrategy on loopback, two workers (each its own process, "
         "TF_CONFIG): a custom loop whose step all-reduces its gradient across the workers "
         "(CollectiveReduceV2 over gRPC); worker 0 profiled, tfobs.step markers", {}),
+    "single_thread_loop": (
+        "the `conv_bn_custom_loop` workload with one inter-op and one intra-op thread "
+        "(TF_NUM_INTEROP_THREADS=1, TF_NUM_INTRAOP_THREADS=1): the executor's work on "
+        "fewer threads", {"TF_NUM_INTEROP_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1"}),
+    "onednn_off_fit": (
+        "Keras 3 fit of a small CNN with oneDNN off (TF_ENABLE_ONEDNN_OPTS=0: TF's own "
+        "kernels, `Conv2D` instead of `_MklNativeConv2D`); tfobs's Keras callback",
+        {"TF_ENABLE_ONEDNN_OPTS": "0"}),
     "ps_tfkeras_fit": (
         "the `ps_chief` cluster trained by tf_keras (Keras 2) `fit` under the "
         "ParameterServerStrategy (a DatasetCreator, steps_per_epoch=40): Keras 2 schedules "
@@ -497,7 +505,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         return train_step
 
-    if case == "conv_bn_custom_loop":
+    if case in ("conv_bn_custom_loop", "single_thread_loop"):
         params = {"batch": 32, "steps": 12}
         model = keras.Sequential([
             keras.Input((32, 32, 3)), keras.layers.Conv2D(32, 3, padding="same"),
@@ -1577,6 +1585,19 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         warm_then_profile(lambda i: step(next(it)), params["steps"])
         assert peer is not None
         peer.wait(timeout=120)
+
+    elif case == "onednn_off_fit":
+        params = {"batch": 32, "steps": 12, "size": 32}
+        model = keras.Sequential([keras.Input((32, 32, 3)),
+                                  keras.layers.Conv2D(16, 3, activation="relu"),
+                                  keras.layers.MaxPooling2D(),
+                                  keras.layers.Conv2D(32, 3, activation="relu"),
+                                  keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(1)])
+        model.compile(optimizer="sgd", loss="mse")
+        x = rng.random((32 * 8, 32, 32, 3), np.float32)
+        y = rng.random((32 * 8, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat().prefetch(2)
+        fit_then_profile(model, ds, 3, params["steps"])
 
     elif case == "tiny_steps_long":
         params = {"steps": 4000, "size": 16}
