@@ -309,6 +309,14 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit of a small CNN with oneDNN off (TF_ENABLE_ONEDNN_OPTS=0: TF's own "
         "kernels, `Conv2D` instead of `_MklNativeConv2D`); tfobs's Keras callback",
         {"TF_ENABLE_ONEDNN_OPTS": "0"}),
+    "saved_dataset_fit": (
+        "Keras 3 fit over a dataset written with `Dataset.save` and read back with "
+        "`Dataset.load` (tf.data's own file format: snapshot shards), shuffled and batched; "
+        "tfobs's Keras callback", {}),
+    "csv_dataset_loop": (
+        "custom loop over `tf.data.experimental.make_csv_dataset` of two CSV files (header, "
+        "9 columns, batch 32): file reads, parsing and its own prefetch; tfobs.step markers",
+        {}),
     "ps_tfkeras_fit": (
         "the `ps_chief` cluster trained by tf_keras (Keras 2) `fit` under the "
         "ParameterServerStrategy (a DatasetCreator, steps_per_epoch=40): Keras 2 schedules "
@@ -1598,6 +1606,36 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         y = rng.random((32 * 8, 1), np.float32)
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat().prefetch(2)
         fit_then_profile(model, ds, 3, params["steps"])
+
+    elif case == "saved_dataset_fit":
+        params = {"batch": 32, "steps": 12, "elements": 32 * 24}
+        x = rng.random((params["elements"], 64), np.float32)
+        y = rng.random((params["elements"], 1), np.float32)
+        folder = tempfile.mkdtemp(prefix="tfobs-saved-")
+        tf.data.Dataset.from_tensor_slices((x, y)).save(folder)
+        ds = tf.data.Dataset.load(folder).shuffle(128).batch(32).repeat()
+        model = mlp(64, 128)
+        model.compile(optimizer="sgd", loss="mse")
+        fit_then_profile(model, ds, 3, params["steps"])
+
+    elif case == "csv_dataset_loop":
+        params = {"batch": 32, "steps": 14, "files": 2}
+        folder = tempfile.mkdtemp(prefix="tfobs-csv-")
+        names = [f"f{k}" for k in range(8)] + ["label"]
+        for k in range(params["files"]):
+            with open(os.path.join(folder, f"part-{k}.csv"), "w") as fh:
+                fh.write(",".join(names) + "\n")
+                for _ in range(500):
+                    fh.write(",".join(f"{v:.4f}" for v in rng.random(9)) + "\n")
+        ds = tf.data.experimental.make_csv_dataset(
+            os.path.join(folder, "*.csv"), batch_size=32, label_name="label",
+            num_epochs=None, shuffle=False)
+        ds = ds.map(lambda feats, label: (tf.stack(list(feats.values()), axis=1),
+                                          tf.reshape(label, (-1, 1))))
+        model = mlp(8, 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"])
 
     elif case == "tiny_steps_long":
         params = {"steps": 4000, "size": 16}
