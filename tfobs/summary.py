@@ -205,9 +205,9 @@ class Steps:
     # tf.data: Python run by the step's own graph.
     python_op_s: float = 0.0
     # Host-only captures profiled with the Python tracer on (JAX's default): time per step
-    # whose innermost event is a Python function (XProf counts it as host compute), and
-    # the functions with the most of it. 0 / () without the tracer, or with a GPU (whose
-    # Python waits on the device there).
+    # whose innermost event on the steps' thread is a Python function (XProf counts it as
+    # host compute), and the functions with the most of it. 0 / () without the tracer, or
+    # with a GPU (whose Python waits on the device there).
     python_traced_s: float = 0.0
     python_traced_top: tuple[str, ...] = ()
 

@@ -49,6 +49,10 @@ CASES = {
                             "with no block_until_ready in the loop (JAX's async dispatch: the "
                             "marker covers the dispatch, the computation runs after it; one "
                             "wait after the last step)",
+    "python_loader_thread": "`StepTraceAnnotation(\"train\", step_num=i)` steps fed by a "
+                            "Python loader thread that builds each batch in numpy and sleeps "
+                            "1 ms per batch, two batches ahead (a queue): its Python runs "
+                            "beside the steps, not in them",
     "epoch_step_annotations": "`StepTraceAnnotation(\"epoch\", step_num=e)` around six "
                               "`StepTraceAnnotation(\"train\", step_num=i)` steps each, two "
                               "epochs (a step marker inside a step marker)",
@@ -82,18 +86,29 @@ def mark(i):
     if case == "step_annotation":
         return jax.profiler.StepTraceAnnotation("step", step_num=i)
     if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
-                "scan_four_steps", "async_dispatch_steps"):
+                "scan_four_steps", "async_dispatch_steps", "python_loader_thread"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
     if case == "jitted_calls_only":
         return contextlib.nullcontext()
     return jax.profiler.TraceAnnotation("batch", step_num=i, _r=1)
+if case == "python_loader_thread":
+    import queue, threading, numpy as np
+    batches = queue.Queue(maxsize=2)
+    def loader():
+        rng = np.random.default_rng(0)
+        for _ in range(40):
+            time.sleep(0.001)
+            batches.put(jnp.asarray(rng.random((64, 128), np.float32)))
+    threading.Thread(target=loader, daemon=True).start()
 def run(i):
-    global w
+    global w, x
     with mark(i):
         if case == "python_wait_steps":
             time.sleep(0.002)
+        if case == "python_loader_thread":
+            x = batches.get()
         w = step(w, x)
         if case != "async_dispatch_steps":
             w.block_until_ready()

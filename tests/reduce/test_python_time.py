@@ -24,6 +24,7 @@ EPOCHS = CAPTURES / "generated__jax0.10cpu__epoch_step_annotations.xplane.pb"
 CALLS = CAPTURES / "generated__jax0.10cpu__jitted_calls_only.xplane.pb"
 TF_TRACER = CAPTURES / "generated__tf2.21cpu__python_tracer_loop.xplane.pb"
 TF_PLAIN = CAPTURES / "generated__tf2.21cpu__conv_bn_custom_loop.xplane.pb"
+LOADER = CAPTURES / "generated__jax0.10cpu__python_loader_thread.xplane.pb"
 GPU_WAIT = CAPTURES / "recorded__h100_jax0.11.2__input_bound_host_wait.xplane.pb"
 
 
@@ -50,6 +51,18 @@ def test_a_python_wait_in_the_step_is_named_beside_xprofs_host_compute() -> None
         100 * st.python_traced_s / st.mean_s)
     assert "time sleep" in advice.message and "XProf counts as host compute" in advice.message
     assert "waiting for its data" in advice.fix
+
+
+def test_only_the_thread_that_runs_the_steps_counts() -> None:
+    # A Python loader thread sleeps and builds batches beside the steps; the steps wait
+    # for them in queue.get. The figure is the training thread's (the one holding the
+    # markers): the wait, not the loader's own work.
+    s = tfobs.analyze(LOADER)
+    st = s.steps
+    assert st.count == 10 and 0.5 * st.mean_s < st.python_traced_s <= st.mean_s
+    assert "queue.py:154 get" in st.python_traced_top
+    assert "time sleep" not in st.python_traced_top  # the loader's, on its own thread
+    assert "waiting for its data" in _codes(s)["python_in_step"].fix
 
 
 def test_a_step_without_python_work_gets_no_python_advice() -> None:

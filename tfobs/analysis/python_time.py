@@ -26,20 +26,21 @@ TOP_FUNCTIONS = 3
 
 def python_in_steps(host: Timeline | None, spans: list[tuple[int, int]]
                     ) -> tuple[float, tuple[str, ...]]:
-    """(seconds of Python inside the steps on the thread that runs the most of it, that
-    thread's functions with the most of it, longest first, at most TOP_FUNCTIONS, names
-    without the tracer's `$`). `spans`: the steps as (begin, end) ps on the host's time base.
-    """
+    """(seconds of Python inside the steps on the thread that runs them, that thread's
+    functions with the most of it, longest first, at most TOP_FUNCTIONS, names without the
+    tracer's `$`). `spans`: the steps as (begin, end) ps on the host's time base; the
+    thread that runs them is the one holding their markers (a Python loader thread's work
+    overlaps the steps without being theirs), the most Python where no thread holds them."""
     if host is None or not spans:
         return 0.0, ()
     py = id_array(host.mids_where(lambda n: n.startswith(PYTHON_EVENT_PREFIX)))
     if not py.size:
         return 0.0, ()
     steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
+    lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
+    marking = [ld for ld in lines if _holds_markers(ld, spans)]
     best: tuple[int, np.ndarray, np.ndarray] = (0, py[:0], py[:0])
-    for ld in host.lines:
-        if not member(ld.mid_arr, py, ld.dense_top).any():
-            continue
+    for ld in marking or lines:
         mids, ps = _innermost_python(ld, py, steps)
         total = int(ps.sum())
         if total > best[0]:
@@ -53,6 +54,21 @@ def python_in_steps(host: Timeline | None, spans: list[tuple[int, int]]
     label = [host.names[m] for m in names.tolist()]
     top = sorted(range(names.size), key=lambda j: (-int(sums[j]), label[j]))[:TOP_FUNCTIONS]
     return total / 1e12, tuple(label[j][len(PYTHON_EVENT_PREFIX):] for j in top)
+
+
+def _holds_markers(ld: LineData, spans: list[tuple[int, int]]) -> bool:
+    """Some event of the line spans a step exactly: that step's marker."""
+    begin = np.array(sorted(b for b, _ in spans), np.int64)
+    start = ld.start_arr + ld.start_ps
+    at = np.searchsorted(begin, start)
+    hit = at < begin.size
+    hit[hit] &= begin[at[hit]] == start[hit]
+    if not hit.any():
+        return False
+    ends = {(b, e) for b, e in spans}
+    stop = ld.end_arr + ld.start_ps
+    return any((b, e) in ends for b, e in zip(start[hit].tolist(), stop[hit].tolist(),
+                                              strict=True))
 
 
 def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray
