@@ -834,9 +834,11 @@ def test_a_scrape_is_not_held_by_a_finalizer_in_the_render_thread(
     assert len(late) == 2
     time.sleep(1.5)
     # While the rendering is held the loop sleeps between events (no spinning on its late
-    # job): the process used little CPU in these ~3.5 s (the finalizer sleeps).
+    # job): the process used little CPU in these ~3.5 s (the finalizer sleeps). A loop
+    # spinning on its late job burns a core for all of them; the bound leaves room for the
+    # scrapes and for a loaded machine (0.61 s was seen beside CI's busy lane).
     used = time.process_time() - cpu0
-    assert used < 0.5, used
+    assert used < 1.5, used
     # Once the finalizer is done the held rendering ends (one, not one per scrape) and
     # scrapes are fresh again, with no Age.
     deadline = time.monotonic() + 10
