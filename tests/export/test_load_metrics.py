@@ -17,6 +17,7 @@ import load_metrics  # noqa: E402
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # runs a training job
 
 
+@pytest.mark.alone  # times the job's steps: beside the busy lane they swing by 1.5x
 def test_fifty_scrapers_during_training():
     result = load_metrics.run(scrapers=50, seconds=6.0, interval_s=1.0, pre=4.0, post=3.0)
     print(result)
