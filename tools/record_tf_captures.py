@@ -483,6 +483,16 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model.fit(ds, steps_per_epoch=warm, epochs=1, **kw)
         profile(lambda: model.fit(ds, steps_per_epoch=steps, epochs=epochs, **kw))
 
+    def py_sleep_map(ds: Any, sleep_s: float, shape: tuple[int, int]) -> Any:
+        """`ds`'s (x, y) batches through a `py_function` that sleeps `sleep_s` per batch
+        (slow Python preprocessing in tf.data)."""
+        def slow(xb: Any) -> Any:
+            time.sleep(sleep_s)
+            return xb
+
+        return ds.map(lambda xb, yb: (
+            tf.ensure_shape(tf.py_function(slow, [xb], tf.float32), shape), yb))
+
     def random_batches(n: int, features: int, batch: int) -> Any:
         x = rng.random((n, features), np.float32)
         y = rng.random((n, 1), np.float32)
@@ -1190,16 +1200,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model = mlp(128, 256)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
 
-        def slow(xb: Any) -> Any:
-            time.sleep(params["map_sleep_s"])
-            return xb
-
         x = rng.random((64 * 16, 128), np.float32)
         y = rng.random((64 * 16, 1), np.float32)
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().map(
-            lambda xb, yb: (tf.ensure_shape(tf.py_function(slow, [xb], tf.float32),
-                                            (64, 128)), yb))
-        it = iter(ds)
+        it = iter(py_sleep_map(tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat(),
+                               params["map_sleep_s"], (64, 128)))
         trace = tf.profiler.experimental.Trace
         root = {"_r": 1} if params["root_stat"] else {}
 
@@ -1442,16 +1446,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model = mlp(128, 256)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
 
-        def slow_map(xb: Any) -> Any:
-            time.sleep(params["map_sleep_s"])
-            return xb
-
         x = rng.random((64 * 16, 128), np.float32)
         y = rng.random((64 * 16, 1), np.float32)
-        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().map(
-            lambda xb, yb: (tf.ensure_shape(tf.py_function(slow_map, [xb], tf.float32),
-                                            (64, 128)), yb))
-        it = iter(ds)
+        it = iter(py_sleep_map(tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat(),
+                               params["map_sleep_s"], (64, 128)))
 
         def with_stats(first: int, n: int) -> None:
             for i in range(first, first + n):
@@ -1521,15 +1519,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         address = dispatcher.target.split("://")[1]
         worker = service.WorkerServer(service.WorkerConfig(dispatcher_address=address))
 
-        def slow_map(xb: Any) -> Any:
-            time.sleep(params["map_sleep_s"])
-            return xb
-
         x = rng.random((64 * 16, 64), np.float32)
         y = rng.random((64 * 16, 1), np.float32)
-        ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
-              .map(lambda xb, yb: (tf.ensure_shape(tf.py_function(slow_map, [xb], tf.float32),
-                                                   (64, 64)), yb))
+        ds = (py_sleep_map(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64),
+                           params["map_sleep_s"], (64, 64))
               .apply(service.distribute(processing_mode="parallel_epochs",
                                         service=dispatcher.target))
               .prefetch(2))

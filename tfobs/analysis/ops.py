@@ -21,7 +21,15 @@ import numpy as np
 from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable
 from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
 from tfobs.analysis.gpu_idle import merge
-from tfobs.analysis.timeline import LineData, Timeline, id_array, member, summable, sums_fit
+from tfobs.analysis.timeline import (
+    LineData,
+    Timeline,
+    clip_to_spans,
+    id_array,
+    member,
+    summable,
+    sums_fit,
+)
 from tfobs.errors import CaptureError
 from tfobs.summary import Ops, OpStat
 from tfobs.xspace.columns import wire
@@ -419,12 +427,9 @@ def host_collective_seconds(host: Timeline | None, spans: list[tuple[int, int]])
         at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
         if not at.size:
             continue
-        start, stop = ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps
-        k = np.searchsorted(begin, start, side="right") - 1
-        inside = k >= 0  # begun in a step: its part up to that step's end
-        lo, hi = start[inside], np.minimum(stop[inside], end[k[inside]])
-        keep = hi > lo
-        parts.extend(zip(lo[keep].tolist(), hi[keep].tolist(), strict=True))
+        lo, hi = clip_to_spans(ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps,
+                               begin, end)
+        parts.extend(zip(lo.tolist(), hi.tolist(), strict=True))
     return sum(b - a for a, b in merge(parts)) / 1e12
 
 
