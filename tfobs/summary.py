@@ -8,6 +8,7 @@ since the Unix epoch, so spans and exemplars can be placed on a real timeline.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import types
@@ -412,7 +413,11 @@ class WindowSummary:
         return {k: (v / total if total > 0 else 0.0) for k, v in self.breakdown_s.items()}
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """`dataclasses.asdict(self)`, field by field from a plan made once per class:
+        asdict deep-copies every value, which took longer than the reduction itself on a
+        window of thousands of steps (each step's top events are objects)."""
+        out: dict[str, Any] = _dumper(WindowSummary)(self)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WindowSummary:
@@ -430,21 +435,110 @@ def _fields_of(cls: Any) -> tuple[tuple[str, Any], ...]:
 
 
 def _from_dict(cls: Any, data: Any) -> Any:
-    return cls(**{name: _convert(tp, data[name]) for name, tp in _fields_of(cls) if name in data})
+    return _loader(cls)(data)
 
 
-def _convert(tp: Any, value: Any) -> Any:
+# Plans per class, made once: each field's name and the function that turns its value
+# into plain data (to_dict) or back (from_dict); None where the value is kept as it is.
+_Convert = typing.Callable[[Any], Any] | None
+
+
+@functools.cache
+def _dumper(cls: Any) -> typing.Callable[[Any], dict[str, Any]]:
+    plan = [(name, _dump_plan(tp)) for name, tp in _fields_of(cls)]
+
+    def dump(obj: Any) -> dict[str, Any]:
+        if type(obj) is not cls:  # a subclass or stand-in: asdict's own walk
+            return dataclasses.asdict(obj)
+        return {name: (getattr(obj, name) if f is None else f(getattr(obj, name)))
+                for name, f in plan}
+    return dump
+
+
+def _dump_plan(tp: Any) -> _Convert:
+    """As `dataclasses.asdict` treats a value of type `tp`: dataclasses become dicts,
+    tuples and dicts are copied, scalars kept; anything else deep-copied, as asdict does."""
     origin = typing.get_origin(tp)
-    if value is None:
-        return None
+    if tp in (int, float, str, bool):
+        return _copied_scalar
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dumper(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [_dump_plan(a) for a in typing.get_args(tp) if a is not type(None)]
+        if len(inner) == 1 and inner[0] is not None:
+            one = inner[0]
+            return lambda v: None if v is None else one(v)
+    if origin is tuple:
+        item = _dump_plan(typing.get_args(tp)[0])
+        if item is _copied_scalar:
+            return lambda v: tuple(v) if type(v) is tuple else _asdict_value(v)
+        if item is not None:
+            return lambda v: (tuple([item(x) for x in v]) if type(v) is tuple
+                              else _asdict_value(v))
+    if origin is dict:
+        return lambda v: dict(v) if type(v) is dict else _asdict_value(v)
+    return _asdict_value
+
+
+def _copied_scalar(value: Any) -> Any:
+    # Scalars of the declared type are immutable: asdict's deep copy is the value itself.
+    return value if type(value) in (int, float, str, bool) else _asdict_value(value)
+
+
+def _asdict_value(value: Any) -> Any:
+    """What `dataclasses.asdict` makes of one value (the plan's fallback)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, (list, tuple, dict)):  # may hold dataclasses: asdict walks them
+        return dataclasses.asdict(_Holder(value))["value"]
+    return copy.deepcopy(value)
+
+
+@dataclass
+class _Holder:
+    value: Any
+
+
+@functools.cache
+def _loader(cls: Any) -> typing.Callable[[Any], Any]:
+    plan = [(name, _load_plan(tp)) for name, tp in _fields_of(cls)]
+    names = {name for name, _ in plan}
+    converted = [(name, f) for name, f in plan if f is not None]
+    # With every field given, the object is filled as pickle restores one: a frozen
+    # dataclass's __init__ sets each field through object.__setattr__, three times the
+    # cost, and a window of thousands of steps holds tens of thousands of these.
+    direct = not hasattr(cls, "__post_init__") and not hasattr(cls, "__slots__")
+
+    def load(data: Any) -> Any:
+        if data.keys() == names:  # every field and no other: the common case
+            kw = dict(data)
+            for name, f in converted:
+                if kw[name] is not None:
+                    kw[name] = f(kw[name])
+            if not direct:
+                return cls(**kw)
+            obj = object.__new__(cls)
+            obj.__dict__.update(kw)
+            return obj
+        return cls(**{name: (data[name] if f is None or data[name] is None
+                             else f(data[name]))
+                      for name, f in plan if name in data})
+    return load
+
+
+def _load_plan(tp: Any) -> _Convert:
+    """The inverse of `_dump_plan` for plain data read back from JSON."""
+    origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _convert(inner[0], value)
-    if dataclasses.is_dataclass(tp):
-        return _from_dict(tp, value)
+        return _load_plan(inner[0])
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _loader(tp)
     if origin is tuple:
-        (item,) = typing.get_args(tp)[:1]
-        return tuple(_convert(item, v) for v in value)
+        item = _load_plan(typing.get_args(tp)[0])
+        if item is None:
+            return tuple
+        return lambda v: tuple([None if x is None else item(x) for x in v])
     if origin is dict:
-        return dict(value)
-    return value
+        return dict
+    return None
