@@ -256,7 +256,9 @@ class Config:
         "grpc", "'grpc' or 'http/protobuf' (else OTEL_EXPORTER_OTLP_PROTOCOL).",
         _one_of(OtlpProtocol))
     trace_top_n: int = _option(5, "Longest ops per step sent as spans.", _int_range(0))
-    trace_max_spans: int = _option(512, "Span cap per window trace.", _int_range(1))
+    trace_max_spans: int = _option(
+        512, "Span cap per window trace; also the steps' top events a window's summary "
+        "keeps in all (its longest).", _int_range(1))
     nvml: bool = _option(True, "Sample GPUs through NVML between windows.", _is_bool)
     nvml_interval_s: float = _option(
         1.0, "NVML and TF memory sampling period, seconds.",

@@ -18,6 +18,13 @@ from typing import Any, Literal
 
 SCHEMA_VERSION = 1
 
+# The steps' top events a window's summary holds in all: each step's `top_n` longest, and
+# of those the window's longest this many, the spans one window's trace can hold
+# (`trace_max_spans`'s default). A window of thousands of small steps keeps a bounded
+# summary: its tens of thousands of top events cost more to build, send and read back
+# than the rest of the reduction, and no trace could carry them.
+MAX_TOP_EVENTS = 512
+
 # Every fixed label set and outcome is one Literal here; its tuple is read from it, so the
 # two cannot drift. Exporters, the catalog and the analysis read these, never restate them.
 # (The label tuples are typed as plain strings: they key dicts of figures built from
@@ -159,7 +166,8 @@ class Step:
     start_ns: int
     duration_s: float
     breakdown_s: dict[str, float] = field(default_factory=dict)
-    # Longest events of this step (for trace spans); bounded by the reducer's `top_n`.
+    # Longest events of this step (for trace spans); bounded by the reducer's `top_n`,
+    # and in all by its `max_top_events` (the window's longest: Steps.top_events_left_out).
     top_events: tuple[TimedEvent, ...] = ()
     # GPU captures: the step timed by device activity alone, as XProf 2.24.2 times GPU steps
     # (first to last device event launched from the step); 0.0 without a GPU.
@@ -211,6 +219,10 @@ class Steps:
     # with a GPU (whose Python waits on the device there).
     python_traced_s: float = 0.0
     python_traced_top: tuple[str, ...] = ()
+    # Steps' top events left out of `items` beyond the window's bound (the reducer's
+    # `max_top_events`, the trace's span cap): a window of thousands of steps keeps its
+    # longest events, not every step's.
+    top_events_left_out: int = 0
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ this capture among its defaults."""
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
 import pytest
@@ -22,15 +23,17 @@ def test_a_long_window_has_xprofs_steps() -> None:
     steps, _ = xprof_steps(LONG)
     assert s.steps.count == len(steps) == 3998  # 4,000 marked, first and last dropped
     assert [int(r["name"].split()[-1]) for r in steps] == [x.step_num for x in s.steps.items]
-    assert all(len(x.top_events) == 5 for x in s.steps.items)
+    # 5 top events a step, 512 kept in all (the window's longest)
+    assert sum(len(x.top_events) for x in s.steps.items) == 512
+    assert s.steps.top_events_left_out == 5 * 3998 - 512
 
 
 def _per_step(groups: list, top_n: int, names: dict, found: object,
-              base_ns: int) -> list[tuple]:
-    """The top events step by step, as GPU captures rank them."""
+              base_ns: int, window: tuple) -> tuple[list[tuple], int]:
+    """The top events step by step and bounded as GPU captures rank and bound them."""
     cands = reduction._host_candidates(groups, top_n, names, found)  # type: ignore[arg-type]
-    return [reduction._top_events(g, c, top_n, [], base_ns)
-            for g, c in zip(groups, cands, strict=True)]
+    return reduction._window_tops([reduction._top_events(g, c, top_n, [], base_ns)
+                                   for g, c in zip(groups, cands, strict=True)], *window)
 
 
 @pytest.mark.parametrize("capture", [p for p in capture_paths() if "cpu" in p.name],
@@ -38,12 +41,14 @@ def _per_step(groups: list, top_n: int, names: dict, found: object,
 def test_top_events_ranked_at_once_equal_step_by_step(
         capture: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = capture.read_bytes()
-    at_once = reduction.reduce_xspace(data, top_n=3)
+    # 7 in all: the window's bound cuts into most captures' steps (3 events each).
+    at_once = [reduction.reduce_xspace(data, top_n=3, max_top_events=m) for m in (512, 7)]
     monkeypatch.setattr(reduction, "_host_top_events", _per_step)
-    step_by_step = reduction.reduce_xspace(data, top_n=3)
-    assert [s.top_events for s in at_once.steps.items] == [
-        s.top_events for s in step_by_step.steps.items]
-    assert at_once == step_by_step
+    step_by_step = [reduction.reduce_xspace(data, top_n=3, max_top_events=m)
+                    for m in (512, 7)]
+    for a, b in zip(at_once, step_by_step, strict=True):
+        assert [s.top_events for s in a.steps.items] == [s.top_events for s in b.steps.items]
+        assert a == b
 
 
 @pytest.mark.parametrize("capture", [p for p in capture_paths() if "cpu" in p.name],
@@ -60,3 +65,49 @@ def test_breakdown_from_the_typed_columns_equals_the_per_step_chunks(
 
     monkeypatch.setattr(reduction.bd, "step_breakdowns", from_chunks)
     assert reduction.reduce_xspace(data) == from_columns
+
+
+def test_a_long_window_keeps_its_longest_top_events_and_counts_the_rest() -> None:
+    """4,000 steps of 5 top events each: the summary keeps the window's 512 longest (ties
+    to the earlier step), each step's kept events the first of its own, as a trace's
+    span cap would pick them; the rest are counted."""
+    unbounded = reduction.analyze(LONG, max_top_events=10**9)
+    s = reduction.analyze(LONG)
+    every = [(e, k, j) for k, st in enumerate(unbounded.steps.items)
+             for j, e in enumerate(st.top_events)]
+    assert len(every) == 5 * s.steps.count
+    longest = sorted(every, key=lambda ekj: (-ekj[0].duration_s, ekj[1], ekj[2]))[:512]
+    kept = [(e, k, j) for k, st in enumerate(s.steps.items) for j, e in enumerate(st.top_events)]
+    assert len(kept) == 512
+    assert {(k, e) for e, k, _ in kept} == {(k, e) for e, k, _ in longest}
+    for a, b in zip(s.steps.items, unbounded.steps.items, strict=True):
+        assert a.top_events == b.top_events[:len(a.top_events)]  # a prefix of its own
+    assert s.steps.top_events_left_out == len(every) - 512
+    assert dataclasses.replace(s, steps=dataclasses.replace(
+        s.steps, items=unbounded.steps.items, top_events_left_out=0)) == unbounded
+
+
+@pytest.mark.parametrize("capture", [
+    LONG,
+    CAPTURES / "generated__tf2.20cpu__tfkeras_fit.xplane.pb",
+    CAPTURES / "recorded__h100_jax0.11.2__launch_bound_tiny_ops.xplane.pb",  # device events
+], ids=lambda p: p.name.split(".")[0])
+@pytest.mark.parametrize("max_spans", [3, 12, 40, 512])
+def test_a_bounded_window_makes_the_trace_an_unbounded_one_makes(
+        capture: pathlib.Path, max_spans: int) -> None:
+    """The same spans and the same count of spans cut, whether the reduction bounds the
+    top events at the span cap or keeps every step's."""
+    from tfobs.export.otel import plan_window
+    from tfobs.window import WindowRecord
+
+    unbounded = reduction.analyze(capture, max_top_events=10**9)
+    bounded = reduction.analyze(capture, max_top_events=max_spans)
+    assert sum(len(s.top_events) for s in bounded.steps.items) <= max_spans
+    record = WindowRecord(index=0, start_ns=unbounded.start_ns,
+                          end_ns=unbounded.start_ns + int(unbounded.duration_s * 1e9),
+                          first_step=-1, last_step=-1, outcome="captured")
+    a = plan_window(unbounded, record, top_n=5, max_spans=max_spans)
+    b = plan_window(bounded, record, top_n=5, max_spans=max_spans)
+    assert a.cut == b.cut
+    assert [(x.name, x.start_ns, x.end_ns, x.parent) for x in a.spans[1:]] == [
+        (x.name, x.start_ns, x.end_ns, x.parent) for x in b.spans[1:]]

@@ -35,6 +35,7 @@ from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
+    MAX_TOP_EVENTS,
     InputBound,
     InputPipeline,
     Kernels,
@@ -49,19 +50,25 @@ from tfobs.xspace.schema import HOST_PLANE
 __all__ = ["analyze", "reduce_xspace"]
 
 
-def analyze(source: Any, *, run: str | None = None, top_n: int = 5) -> WindowSummary:
+def analyze(source: Any, *, run: str | None = None, top_n: int = 5,
+            max_top_events: int = MAX_TOP_EVENTS) -> WindowSummary:
     """Reduce a capture file, a TensorBoard log folder (newest run or `run`) or bytes."""
     data, _ = read_source(source, run)
-    return reduce_xspace(data, top_n=top_n)
+    return reduce_xspace(data, top_n=top_n, max_top_events=max_top_events)
 
 
 def reduce_xspace(
-    data: bytes | SpaceView, *, top_n: int = 5, short_gap_s: float = 30e-6
+    data: bytes | SpaceView, *, top_n: int = 5, short_gap_s: float = 30e-6,
+    max_top_events: int = MAX_TOP_EVENTS,
 ) -> WindowSummary:
-    """The figures of XProf's Profile tab for one capture; raises only CaptureError."""
+    """The figures of XProf's Profile tab for one capture; raises only CaptureError.
+
+    `top_n`: the longest events kept per step (and rows of the op tables);
+    `max_top_events`: the steps' top events kept in all (the window's longest).
+    """
     space = data if isinstance(data, SpaceView) else parse(data)
     try:
-        return _reduce(space, max(0, int(top_n)), short_gap_s)
+        return _reduce(space, max(0, int(top_n)), short_gap_s, max(0, int(max_top_events)))
     except CaptureError:
         raise
     except RecursionError:
@@ -72,7 +79,8 @@ def reduce_xspace(
         ) from None
 
 
-def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
+def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
+            max_top_events: int) -> WindowSummary:
     from tfobs.analysis.gpu_idle import reduce_devices
 
     host_view = space.plane(HOST_PLANE)
@@ -100,7 +108,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float) -> WindowSummary:
     start_ns, duration_s = window_span(space)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
     steps, mean_breakdown, types_total = _steps(
-        found, kept, dropped, top_n, devices, names, base_ns
+        found, kept, dropped, (top_n, max_top_events), devices, names, base_ns
     )
     gpu_events = GpuEvents(space, base_ps)
     if has_device and found.method == "markers" and found.step_of is not None and steps.items:
@@ -196,20 +204,25 @@ def _steps(
     found: FoundSteps,
     kept: list[tuple[StepGroup, dict[int, int]]],
     dropped: int,
-    top_n: int,
+    tops_kept: tuple[int, int],
     devices: list[Timeline],
     names: dict[int, str],
     base_ns: int,
 ) -> tuple[Steps, dict[str, float], dict[int, int]]:
+    """The steps' figures; `tops_kept`: (top events per step, top events in all)."""
     items = []
     totals: dict[int, int] = {}
     groups = [g for g, _ in kept]
+    top_n, max_top = tops_kept
+    in_time = _time_ranks(groups, base_ns)
     if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
         host_cands = _host_candidates(groups, top_n, names, found)
-        tops = [_top_events(g, c, top_n, devices, base_ns)
-                for g, c in zip(groups, host_cands, strict=True)]
+        tops, left_out = _window_tops([_top_events(g, c, top_n, devices, base_ns)
+                                       for g, c in zip(groups, host_cands, strict=True)],
+                                      in_time, max_top)
     else:  # host events only: every step's top events ranked at once
-        tops = _host_top_events(groups, top_n, names, found, base_ns)
+        tops, left_out = _host_top_events(groups, top_n, names, found, base_ns,
+                                          (in_time, max_top))
     for (group, types_ps), top in zip(kept, tops, strict=True):
         for k, v in types_ps.items():
             totals[k] = totals.get(k, 0) + v
@@ -239,8 +252,49 @@ def _steps(
         note=note,
         interval_s=interval_s,
         outside_ratio=outside,
+        top_events_left_out=left_out,
     )
     return steps, mean, totals
+
+
+def _time_ranks(groups: list[StepGroup], base_ns: int) -> np.ndarray:
+    """Each step's place in time order (start, then step number), as a trace orders
+    them: ties among equally long top events go to the earlier step."""
+    start = np.array([base_ns + g.begin_ps // 1000 for g in groups], np.int64)
+    num = np.array([g.step_num for g in groups], np.int64)
+    rank = np.empty(len(groups), np.int64)
+    rank[np.lexsort((num, start))] = np.arange(len(groups))
+    return rank
+
+
+def _window_longest(in_time: np.ndarray, step: np.ndarray, dur_s: np.ndarray,
+                    limit: int) -> np.ndarray:
+    """Which of the steps' top events (rows by step, each step's longest first) are among
+    the window's `limit` longest; ties go to the earlier step, then the step's own order,
+    as a trace's span cap takes them (`export/otel.py` plan_window)."""
+    keep = np.ones(step.size, bool)
+    if step.size > limit:
+        keep[:] = False
+        keep[np.lexsort((np.arange(step.size), in_time[step], -dur_s))[:limit]] = True
+    return keep
+
+
+def _window_tops(tops: list[tuple[TimedEvent, ...]], in_time: np.ndarray, limit: int
+                 ) -> tuple[list[tuple[TimedEvent, ...]], int]:
+    """Each step's top events less those beyond the window's `limit` longest, and how
+    many were left out."""
+    count = [len(t) for t in tops]
+    if sum(count) <= limit:
+        return tops, 0
+    step = np.repeat(np.arange(len(tops)), count)
+    dur_s = np.array([e.duration_s for t in tops for e in t], np.float64)
+    keep = _window_longest(in_time, step, dur_s, limit).tolist()
+    at = 0
+    out = []
+    for t in tops:
+        out.append(tuple(e for e, k in zip(t, keep[at:at + len(t)], strict=True) if k))
+        at += len(t)
+    return out, len(keep) - limit
 
 
 def _per_step(seconds: float, count: int) -> float:
@@ -391,13 +445,15 @@ def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
 
 
 def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
-                     found: FoundSteps, base_ns: int) -> list[tuple[TimedEvent, ...]]:
+                     found: FoundSteps, base_ns: int, window: tuple[np.ndarray, int]
+                     ) -> tuple[list[tuple[TimedEvent, ...]], int]:
     """Each step's top n host events where the capture has no device events: the
     candidates of all steps ranked at once (step, longest first, then name, then member
-    order, as `_top_events` sorts each step's)."""
+    order, as `_top_events` sorts each step's); of those, the window's longest
+    (`window`: the steps' time ranks and how many to keep), and how many were left out."""
     found_cols = _candidate_columns(groups, top_n, names, found)
     if found_cols is None or not found_cols[0].size:
-        return [() for _ in groups]
+        return [() for _ in groups], 0
     step, start, dur, mids = found_cols
     distinct = np.unique(mids)
     label = [names[m] for m in distinct.tolist()]
@@ -409,15 +465,21 @@ def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
     first = np.searchsorted(step, step)  # each row's step's first row
     top = np.flatnonzero(np.arange(step.size) - first < top_n)
     step, start, dur, at = step[top], start[top], dur[top], at[top]
+    dur_s = dur / 1e12
+    keep = _window_longest(window[0], step, dur_s, window[1])
+    left_out = int(keep.size - keep.sum())
+    if left_out:
+        step, start, dur_s, at = step[keep], start[keep], dur_s[keep], at[keep]
     # One TimedEvent per row, its fields as whole columns (tens of thousands of rows in a
     # long window of small steps), then cut into the steps' tuples.
     kind = [_event_kind(n) for n in label]
     rows = at.tolist()
     events = list(map(TimedEvent, [label[j] for j in rows], [kind[j] for j in rows],
                       [base_ns + ns for ns in (start // 1000).tolist()],
-                      (dur / 1e12).tolist(), [""] * len(rows)))
+                      dur_s.tolist(), [""] * len(rows)))
     ends = np.cumsum(np.bincount(step, minlength=len(groups))).tolist()
-    return [tuple(events[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    return ([tuple(events[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)],
+            left_out)
 
 
 def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:

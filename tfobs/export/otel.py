@@ -81,6 +81,7 @@ def plan_window(
     steps = sorted(summary.steps.items, key=lambda s: (s.start_ns, s.step_num))
     kept_steps = steps[: max_spans - 1]
     cut = sum(1 + min(top_n, len(s.top_events)) for s in steps[len(kept_steps) :])
+    cut += summary.steps.top_events_left_out  # the reduction's own bound (MAX_TOP_EVENTS)
 
     per_step = [
         (i, e)

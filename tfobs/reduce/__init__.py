@@ -12,7 +12,8 @@ watchdog thread exits when its parent's pid changes (a parent killed before the 
 
 Protocol (one line each way, UTF-8 JSON):
 
-    request: {"path": str, "top_n": int, "short_gap_s": float, "max_events": int}
+    request: {"path": str, "top_n": int, "short_gap_s": float, "max_events": int,
+              "max_top_events": int}
     answer:  {"ok": true, "summary": {...}} | {"ok": false, "kind": KIND, "message": str}
 
 KIND is `too_large` (over max_events), `memory` (the helper's limit; it exits after

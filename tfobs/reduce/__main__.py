@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any, TextIO
 
+from tfobs.summary import MAX_TOP_EVENTS
+
 PR_SET_PDEATHSIG = 1
 WATCH_S = 0.5
 
@@ -90,7 +92,8 @@ def reduce_one(req: dict[str, Any]) -> dict[str, Any]:
                 "message": f"capture has {count} events, over max_capture_events="
                            f"{req['max_events']}"}
     summary = reduce_xspace(space, top_n=int(req["top_n"]),
-                            short_gap_s=float(req["short_gap_s"]))
+                            short_gap_s=float(req["short_gap_s"]),
+                            max_top_events=int(req.get("max_top_events", MAX_TOP_EVENTS)))
     return {"ok": True, "summary": summary.to_dict()}
 
 

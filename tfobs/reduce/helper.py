@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfobs.reduce import MODULE
+from tfobs.summary import MAX_TOP_EVENTS
 
 NICE = 10
 START_TIMEOUT_S = 60.0  # imports on a loaded machine
@@ -164,13 +165,13 @@ class ReduceHelper:
     # -- one reduction --------------------------------------------------------------------
 
     def reduce(self, path: str, *, top_n: int, short_gap_s: float,
-               max_events: int) -> dict[str, Any]:
+               max_events: int, max_top_events: int = MAX_TOP_EVENTS) -> dict[str, Any]:
         """The summary dict of the capture at `path`; raises HelperFailed or CannotStart."""
         self.ensure_started()
         proc = self._proc
         assert proc is not None and proc.stdin is not None
         request = {"path": os.path.abspath(path), "top_n": top_n, "short_gap_s": short_gap_s,
-                   "max_events": max_events}
+                   "max_events": max_events, "max_top_events": max_top_events}
         try:
             size_mb = os.path.getsize(path) / 1e6
         except OSError:

@@ -172,6 +172,7 @@ class ReduceThread:
             try:
                 summary = worker.reduce(result.path, top_n=cfg.trace_top_n,
                                         short_gap_s=cfg.short_gap_s,
+                                        max_top_events=cfg.trace_max_spans,
                                         max_events=cfg.max_capture_events)
                 return WindowSummary.from_dict(summary)
             except CannotStart as exc:
@@ -198,7 +199,8 @@ class ReduceThread:
     def _reduce_bytes(self, data: bytes) -> WindowSummary:
         cfg = self._config
         if self._reducer is not None:
-            return self._reducer(data, top_n=cfg.trace_top_n, short_gap_s=cfg.short_gap_s)
+            return self._reducer(data, top_n=cfg.trace_top_n, short_gap_s=cfg.short_gap_s,
+                                 max_top_events=cfg.trace_max_spans)
         from tfobs.analysis.pipeline import reduce_xspace
         from tfobs.xspace.reader import parse
 
@@ -207,7 +209,8 @@ class ReduceThread:
         if count > cfg.max_capture_events:
             raise TooLarge(f"capture has {count} events, over max_capture_events="
                            f"{cfg.max_capture_events}")
-        return reduce_xspace(space, top_n=cfg.trace_top_n, short_gap_s=cfg.short_gap_s)
+        return reduce_xspace(space, top_n=cfg.trace_top_n, short_gap_s=cfg.short_gap_s,
+                             max_top_events=cfg.trace_max_spans)
 
 
 def _warm_reducer() -> None:
