@@ -11,6 +11,8 @@ not.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
@@ -88,6 +90,14 @@ def all_type_times(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | No
     running sum, which returns to zero at each group's last bound). Each gap between
     bounds of one group, clipped to the step, goes to that type.
     """
+    cells = _type_cells(groups, columns)
+    return _from_sums(groups, *cells) if isinstance(cells, tuple) else cells
+
+
+def _type_cells(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | None
+                ) -> tuple[np.ndarray, np.ndarray] | list[dict[int, int]]:
+    """`all_type_times` as the compiled gaps leave it, (time per group and type, first
+    gap per group and type), where `_wire` is there; else the dicts."""
     cols = _columns(groups) if columns is None else columns
     if cols is None or (columns is not None and (columns[2] < columns[1]).any()):
         return [_reference(g) for g in groups]
@@ -109,7 +119,7 @@ def all_type_times(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | No
     g_end = np.array([x.end_ps for x in groups], np.int64)
     summed = gap_sums(time, grp, current, g_begin, g_end)
     if summed is not None:
-        return _from_sums(groups, *summed)
+        return summed
     gap = np.flatnonzero(grp[:-1] == grp[1:])
     g = grp[gap]
     lo = np.maximum(time[gap], g_begin[g])
@@ -367,28 +377,26 @@ def _add_unknown(d: dict[int, int], grp: StepGroup) -> None:
         d[et.UNKNOWN_TIME] = d.get(et.UNKNOWN_TIME, 0) + total - covered
 
 
-def categories_of(types_ps: dict[int, int]) -> dict[str, float]:
-    out = dict.fromkeys(CATEGORIES, 0.0)
-    for etype, ps in types_ps.items():
-        out[et.CATEGORY_OF_TYPE.get(etype, "other")] += ps / 1e12
-    return out
+@dataclass
+class StepTimes:
+    """The steps XProf keeps (well formed, first and last dropped) with their breakdowns."""
 
-
-def well_formed(types_ps: dict[int, int], has_device: bool) -> bool:
-    if has_device:
-        return et.DEVICE_COMPUTE_16 in types_ps or et.DEVICE_COMPUTE_32 in types_ps
-    return et.HOST_COMPUTE in types_ps
+    groups: list[StepGroup]
+    # Per step, seconds per category in CATEGORIES order: each the sum of its event types'
+    # times in the order the sweep met them, as XProf adds them up.
+    seconds: list[list[float]]
+    totals: dict[int, int]  # ps per event type over the kept steps
+    dropped: int = 0  # steps XProf drops (first and last)
 
 
 def step_breakdowns(
     groups: list[StepGroup], has_device: bool, drop_incomplete: bool = True,
     require_compute: bool = True, typed: tuple[np.ndarray, ...] | None = None,
-) -> tuple[list[tuple[StepGroup, dict[int, int]]], int]:
-    """Well-formed steps with their type times, XProf's first/last step dropped; with
+) -> StepTimes:
+    """Well-formed steps with their breakdowns, XProf's first/last step dropped; with
     `require_compute` off, every timed step (a coordinator's, whose work runs elsewhere).
     `typed`: the groups' events as columns (type, begin, end, group number) when they are
     all of each group's `events` (`FoundSteps.typed`: no device event added)."""
-    kept = []
     at = [k for k, g in enumerate(groups) if g.duration_ps > 0]
     timed = [groups[k] for k in at]
     columns = None
@@ -399,14 +407,70 @@ def step_breakdowns(
         new = rank[group]
         sel = new >= 0
         columns = (etype[sel], begin[sel], end[sel], new[sel])
-    for g, types_ps in zip(timed, all_type_times(timed, columns), strict=True):
-        if not require_compute or well_formed(types_ps, has_device):
-            kept.append((g, types_ps))
+    cells = _type_cells(timed, columns)
+    if isinstance(cells, list):
+        cells = _cells_of(cells)
+    return _kept_times(timed, *cells, has_device, require_compute, drop_incomplete)
+
+
+def _cells_of(dicts: list[dict[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Dicts of type times as the compiled gaps' cells (time, first-seen rank; -1: none)."""
+    sums = np.zeros((len(dicts), 256), np.int64)
+    first = np.full((len(dicts), 256), -1, np.int64)
+    for k, d in enumerate(dicts):
+        for j, (t, ps) in enumerate(d.items()):
+            sums[k, t], first[k, t] = ps, j
+    return sums, first
+
+
+# Each event type's category, as an index into CATEGORIES ("other" where none is named).
+_CATEGORY_INDEX = np.array([CATEGORIES.index(et.CATEGORY_OF_TYPE.get(t, "other"))
+                            for t in range(256)], np.int64)
+
+
+def _kept_times(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray,
+                has_device: bool, require_compute: bool, drop_incomplete: bool
+                ) -> StepTimes:
+    """`StepTimes` from each group's time and first gap per type, every step at once:
+    the time no gap covered goes to unknown time (last in order where the step had none,
+    as XProf adds it), and each category sums its types' seconds in first-seen order."""
+    # The types any step has, and unknown time: a few columns of the 256.
+    used = np.flatnonzero((first >= 0).any(axis=0) | (np.arange(256) == et.UNKNOWN_TIME))
+    unknown = int(np.flatnonzero(used == et.UNKNOWN_TIME)[0])
+    order = first[:, used]
+    present = order >= 0
+    ps = np.where(present, sums[:, used], 0)
+    total = np.array([g.end_ps - g.begin_ps for g in groups], np.int64)
+    extra = total - ps.sum(axis=1)
+    short = np.flatnonzero(extra > 0)
+    ps[short, unknown] += extra[short]
+    new = short[~present[short, unknown]]
+    order[new, unknown] = np.iinfo(np.int64).max
+    present[new, unknown] = True
+    at = {int(t): j for j, t in enumerate(used.tolist())}
+    if not require_compute:
+        ok = np.ones(len(groups), bool)
+    else:
+        needed = ((et.DEVICE_COMPUTE_16, et.DEVICE_COMPUTE_32) if has_device
+                  else (et.HOST_COMPUTE,))
+        ok = np.zeros(len(groups), bool)
+        for t in needed:
+            if t in at:
+                ok |= present[:, at[t]]
+    keep = np.flatnonzero(ok)
     dropped = 0
-    if drop_incomplete and len(kept) > DROP_INCOMPLETE_THRESHOLD:
-        kept = kept[1:-1]
-        dropped = 2
-    return kept, dropped
+    if drop_incomplete and keep.size > DROP_INCOMPLETE_THRESHOLD:
+        keep, dropped = keep[1:-1], 2
+    ps, order, present = ps[keep], order[keep], present[keep]
+    rows, cols = np.nonzero(present)
+    seen = np.lexsort((order[rows, cols], rows))
+    rows, cols = rows[seen], cols[seen]
+    seconds = np.zeros((keep.size, len(CATEGORIES)))
+    # In place and in order: each cell's sum adds its types left to right, as a dict would.
+    np.add.at(seconds, (rows, _CATEGORY_INDEX[used[cols]]), ps[rows, cols] / 1e12)
+    had = np.flatnonzero(present.any(axis=0))
+    totals = dict(zip(used[had].tolist(), ps[:, had].sum(axis=0).tolist(), strict=True))
+    return StepTimes([groups[k] for k in keep.tolist()], seconds.tolist(), totals, dropped)
 
 
 def verdict(input_pct: float, other_pct: float, have_steps: bool) -> str:

@@ -110,13 +110,17 @@ def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
         at = _calls_at(host, ld, mids, mixed)
         if not at.size:
             continue
-        called = [names.get(m, "") for m in ld.mid_arr[at].tolist()]
-        _add(per, "python", called, ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps)
-        for name, x, k in zip(called, _inside(ld, at, executes).tolist(),
-                              _inside(ld, at, local).tolist(), strict=True):
+        seen, inverse = _by_first_seen(ld.mid_arr[at])
+        called = [names.get(m, "") for m in ld.mid_arr[at[seen]].tolist()]
+        _add(per, "python", called, inverse, ld.start_arr[at] + ld.start_ps,
+             ld.end_arr[at] + ld.start_ps)
+        executed = np.bincount(inverse, _inside(ld, at, executes), len(seen))
+        here = np.bincount(inverse, _inside(ld, at, local), len(seen))
+        for name, xs, ks in zip(called, executed.astype(np.int64).tolist(),
+                                here.astype(np.int64).tolist(), strict=True):
             row = runs.setdefault(name, [0, 0])
-            row[0] += x
-            row[1] += k
+            row[0] += xs
+            row[1] += ks
     _remote_calls(host, per)
     rows = []
     for (name, source), (count, total, first, last) in per.items():
@@ -131,14 +135,33 @@ def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
     return tuple(rows[:max(0, top_n)])
 
 
+def _by_first_seen(mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the position of each distinct metadata id's first event, in order of first
+    appearance; each event's number in that order)."""
+    distinct, first, inverse = np.unique(mids, return_index=True, return_inverse=True)
+    seen = np.argsort(first, kind="stable")
+    number = np.empty(distinct.size, np.int64)
+    number[seen] = np.arange(distinct.size)
+    return first[seen], number[inverse.ravel()]
+
+
 def _add(per: dict[tuple[str, str], list[int]], source: str, names: list[str],
-         start: np.ndarray, end: np.ndarray) -> None:
-    for name, s, e in zip(names, start.tolist(), end.tolist(), strict=True):
-        row = per.setdefault((name, source), [0, 0, s, e])
-        row[0] += 1
-        row[1] += e - s
-        row[2] = min(row[2], s)
-        row[3] = max(row[3], e)
+         which: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+    """Count the calls of each of `names` (`which`: each call's name, as an index into
+    `names`) into `per`: calls, total ps, first start, last end."""
+    order = np.argsort(which, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, np.diff(which[order]) != 0])
+    start, end = start[order].astype(np.int64), end[order].astype(np.int64)
+    count = np.diff(np.r_[cuts, which.size]).tolist()
+    total = np.add.reduceat(end - start, cuts).tolist()
+    low = np.minimum.reduceat(start, cuts).tolist()
+    high = np.maximum.reduceat(end, cuts).tolist()
+    for j, k in enumerate(which[order[cuts]].tolist()):
+        row = per.setdefault((names[k], source), [0, 0, low[j], high[j]])
+        row[0] += count[j]
+        row[1] += total[j]
+        row[2] = min(row[2], low[j])
+        row[3] = max(row[3], high[j])
 
 
 def _inside(ld: LineData, at: np.ndarray, mids: np.ndarray) -> np.ndarray:
@@ -169,7 +192,10 @@ def _remote_calls(host: Timeline, per: dict[tuple[str, str], list[int]]) -> None
         if not at.size:
             continue
         at = at[enclosed(ld, req, at)]  # the runs that lie in a request
-        _add(per, "remote", [runs[m] for m in ld.mid_arr[at].tolist()],
+        if not at.size:
+            continue
+        first, inverse = _by_first_seen(ld.mid_arr[at])
+        _add(per, "remote", [runs[m] for m in ld.mid_arr[at[first]].tolist()], inverse,
              ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps)
 
 

@@ -95,21 +95,21 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     if has_device and found.groups:
         _add_device_events(found.groups, devices)
     typed = None if has_device else found.typed  # device events join the groups on GPUs
-    kept, dropped = bd.step_breakdowns(found.groups, has_device, typed=typed)
-    if not kept and found.groups and not has_device and found.method == "markers":
+    kept = bd.step_breakdowns(found.groups, has_device, typed=typed)
+    if not kept.groups and found.groups and not has_device and found.method == "markers":
         # Marked steps that run no op here: a coordinator's (ParameterServerStrategy), whose
         # step functions run on the workers. XProf finds no step; tfobs times the markers.
-        kept, dropped = bd.step_breakdowns(found.groups, has_device, require_compute=False,
-                                           typed=typed)
-        if kept:
+        kept = bd.step_breakdowns(found.groups, has_device, require_compute=False,
+                                  typed=typed)
+        if kept.groups:
             found = dataclasses.replace(found, method=REMOTE_STEPS,
                                         note=remote_steps_note(found.remote_call_roots))
     names = host.names if host is not None else {}
     start_ns, duration_s = window_span(space)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
-    steps, mean_breakdown, types_total = _steps(
-        found, kept, dropped, (top_n, max_top_events), devices, names, base_ns
-    )
+    steps, mean_breakdown = _steps(found, kept, (top_n, max_top_events), devices, names,
+                                   base_ns)
+    types_total = kept.totals
     gpu_events = GpuEvents(space, base_ps)
     if has_device and found.method == "markers" and found.step_of is not None and steps.items:
         steps = _with_device_spans(gpu_events, found, steps)
@@ -144,7 +144,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
-    spans = sorted((g.begin_ps, g.end_ps) for g, _ in kept)
+    spans = sorted((g.begin_ps, g.end_ps) for g in kept.groups)
     traced_s, traced_top = (0.0, ()) if has_device else python_in_steps(host, spans)
     steps = _with_calls(dataclasses.replace(
         steps, input_between_s=input_pipeline.input_between_steps(host, spans),
@@ -202,17 +202,15 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
 
 def _steps(
     found: FoundSteps,
-    kept: list[tuple[StepGroup, dict[int, int]]],
-    dropped: int,
+    kept: bd.StepTimes,
     tops_kept: tuple[int, int],
     devices: list[Timeline],
     names: dict[int, str],
     base_ns: int,
-) -> tuple[Steps, dict[str, float], dict[int, int]]:
-    """The steps' figures; `tops_kept`: (top events per step, top events in all)."""
-    items = []
-    totals: dict[int, int] = {}
-    groups = [g for g, _ in kept]
+) -> tuple[Steps, dict[str, float]]:
+    """The steps' figures and their mean breakdown; `tops_kept`: (top events per step,
+    top events in all)."""
+    groups = kept.groups
     top_n, max_top = tops_kept
     in_time = _time_ranks(groups, base_ns)
     if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
@@ -223,22 +221,16 @@ def _steps(
     else:  # host events only: every step's top events ranked at once
         tops, left_out = _host_top_events(groups, top_n, names, found, base_ns,
                                           (in_time, max_top))
-    for (group, types_ps), top in zip(kept, tops, strict=True):
-        for k, v in types_ps.items():
-            totals[k] = totals.get(k, 0) + v
-        items.append(
-            Step(
-                step_num=group.step_num,
-                start_ns=base_ns + group.begin_ps // 1000,
-                duration_s=group.duration_ps / 1e12,
-                breakdown_s=bd.categories_of(types_ps),
-                top_events=top,
-            )
-        )
+    items = list(map(Step, [g.step_num for g in groups],
+                     [base_ns + g.begin_ps // 1000 for g in groups],
+                     [g.duration_ps / 1e12 for g in groups],
+                     [dict(zip(CATEGORIES, row, strict=True)) for row in kept.seconds], tops))
     n = len(items)
-    mean = {c: (sum(s.breakdown_s[c] for s in items) / n if n else 0.0) for c in CATEGORIES}
+    # Left to right over the steps, as summing each step's figure in turn.
+    columns = list(zip(*kept.seconds, strict=True)) or [() for _ in CATEGORIES]
+    mean = {c: (sum(col) / n if n else 0.0) for c, col in zip(CATEGORIES, columns, strict=True)}
     note = found.note
-    if dropped:
+    if kept.dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
@@ -254,7 +246,7 @@ def _steps(
         outside_ratio=outside,
         top_events_left_out=left_out,
     )
-    return steps, mean, totals
+    return steps, mean
 
 
 def _time_ranks(groups: list[StepGroup], base_ns: int) -> np.ndarray:
@@ -365,16 +357,23 @@ def _between_steps(items: list[Step]) -> tuple[float, float]:
 
     Over pairs of steps that follow one another (step numbers one apart or, under
     `steps_per_execution`, the usual stride), so a dropped step does not count as a gap.
+    Every pair at once; the float sums left to right, as a loop over the pairs adds them.
     """
-    pairs = [(a, b) for a, b in zip(items, items[1:], strict=False) if b.start_ns > a.start_ns]
-    if not pairs:
+    if len(items) < 2:
         return 0.0, 0.0
-    strides = sorted(b.step_num - a.step_num for a, b in pairs)
-    usual = strides[len(strides) // 2]
-    pairs = [(a, b) for a, b in pairs if b.step_num - a.step_num == usual] or pairs
-    interval = sum(b.start_ns - a.start_ns for a, b in pairs) / len(pairs) / 1e9
-    busy = sum(min(a.duration_s, (b.start_ns - a.start_ns) / 1e9) for a, b in pairs)
-    busy /= len(pairs)
+    num = np.array([s.step_num for s in items], np.int64)
+    start = np.array([s.start_ns for s in items], np.int64)
+    duration = np.array([s.duration_s for s in items], np.float64)
+    pairs = np.flatnonzero(start[1:] > start[:-1])
+    if not pairs.size:
+        return 0.0, 0.0
+    stride = num[pairs + 1] - num[pairs]
+    usual = np.sort(stride)[stride.size // 2]
+    if (stride == usual).any():
+        pairs = pairs[stride == usual]
+    apart = start[pairs + 1] - start[pairs]
+    interval = int(apart.sum()) / pairs.size / 1e9
+    busy = sum(np.minimum(duration[pairs], apart / 1e9).tolist()) / pairs.size
     return interval, (max(0.0, min(1.0, 1.0 - busy / interval)) if interval > 0 else 0.0)
 
 

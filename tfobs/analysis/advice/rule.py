@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,11 +50,19 @@ def _step_sums(items: tuple[Step, ...]) -> tuple[float, dict[str, float]]:
     global _LAST
     last = _LAST
     if last[0] is not items:
+        keys = items[0].breakdown_s.keys() if items else {}.keys()
         sums: dict[str, float] = {}
-        for st in items:
-            for k, v in st.breakdown_s.items():
-                sums[k] = sums.get(k, 0.0) + v
-        # the same left-to-right float sums as summing each category over the steps
+        if len(keys) > 1 and all(st.breakdown_s.keys() == keys for st in items):
+            # Every step has the same categories (as the reduction makes them): a column
+            # per category, summed left to right over the steps as the loop below does.
+            order = tuple(keys)
+            rows = map(operator.itemgetter(*order), (st.breakdown_s for st in items))
+            cols = zip(*rows, strict=True)
+            sums = {k: 0.0 + sum(col) for k, col in zip(order, cols, strict=True)}
+        else:
+            for st in items:
+                for k, v in st.breakdown_s.items():
+                    sums[k] = sums.get(k, 0.0) + v
         last = _LAST = (items, sum(st.duration_s for st in items), sums)
     return last[1], last[2]
 
