@@ -107,15 +107,16 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     names = host.names if host is not None else {}
     start_ns, duration_s = window_span(space)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
-    steps, mean_breakdown = _steps(found, kept, (top_n, max_top_events), devices, names,
-                                   base_ns)
+    steps, sums, total_step_s = _steps(found, kept, (top_n, max_top_events), devices, names,
+                                       base_ns)
+    n = steps.count
+    mean_breakdown = {c: (sums[c] / n if n else 0.0) for c in CATEGORIES}
     types_total = kept.totals
     gpu_events = GpuEvents(space, base_ps)
     if has_device and found.method == "markers" and found.step_of is not None and steps.items:
         steps = _with_device_spans(gpu_events, found, steps)
 
-    total_step_s = sum(s.duration_s for s in steps.items)
-    input_s = sum(s.breakdown_s.get("input", 0.0) for s in steps.items)
+    input_s = sums["input"]
     other_s = types_total.get(et.UNKNOWN_TIME, 0) / 1e12
     input_pct = 100.0 * input_s / total_step_s if total_step_s > 0 else 0.0
     other_pct = 100.0 * other_s / total_step_s if total_step_s > 0 else 0.0
@@ -207,9 +208,9 @@ def _steps(
     devices: list[Timeline],
     names: dict[int, str],
     base_ns: int,
-) -> tuple[Steps, dict[str, float]]:
-    """The steps' figures and their mean breakdown; `tops_kept`: (top events per step,
-    top events in all)."""
+) -> tuple[Steps, dict[str, float], float]:
+    """The steps' figures, their seconds per category summed over the steps, and the steps'
+    total time; `tops_kept`: (top events per step, top events in all)."""
     groups = kept.groups
     top_n, max_top = tops_kept
     in_time = _time_ranks(groups, base_ns)
@@ -221,14 +222,14 @@ def _steps(
     else:  # host events only: every step's top events ranked at once
         tops, left_out = _host_top_events(groups, top_n, names, found, base_ns,
                                           (in_time, max_top))
+    durations = [g.duration_ps / 1e12 for g in groups]
     items = list(map(Step, [g.step_num for g in groups],
-                     [base_ns + g.begin_ps // 1000 for g in groups],
-                     [g.duration_ps / 1e12 for g in groups],
-                     [dict(zip(CATEGORIES, row, strict=True)) for row in kept.seconds], tops))
+                     [base_ns + g.begin_ps // 1000 for g in groups], durations,
+                     [dict(zip(CATEGORIES, row, strict=False)) for row in kept.seconds], tops))
     n = len(items)
     # Left to right over the steps, as summing each step's figure in turn.
     columns = list(zip(*kept.seconds, strict=True)) or [() for _ in CATEGORIES]
-    mean = {c: (sum(col) / n if n else 0.0) for c, col in zip(CATEGORIES, columns, strict=True)}
+    sums = {c: 0.0 + sum(col) for c, col in zip(CATEGORIES, columns, strict=True)}
     note = found.note
     if kept.dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
@@ -239,14 +240,14 @@ def _steps(
     steps = Steps(
         count=n,
         method=method,
-        mean_s=(sum(s.duration_s for s in items) / n) if n else 0.0,
+        mean_s=(sum(durations) / n) if n else 0.0,
         items=tuple(items),
         note=note,
         interval_s=interval_s,
         outside_ratio=outside,
         top_events_left_out=left_out,
     )
-    return steps, mean
+    return steps, sums, 0.0 + sum(durations)
 
 
 def _time_ranks(groups: list[StepGroup], base_ns: int) -> np.ndarray:

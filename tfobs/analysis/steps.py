@@ -672,14 +672,16 @@ def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int,
         if key in nums:
             values, has = nums[key]
             num[has] = values[has]
-    starts = np.array([host.lines[li].start_ps for li in range(len(host.lines))],
-                      np.int64)
-    roots = []
-    for lv, li, i, k in zip((-level).tolist(), line_of.tolist(), pos.tolist(),
-                            num.tolist(), strict=True):
-        ld = host.lines[li]
-        roots.append((lv, int(starts[li]) + int(ld.start_arr[i]), li, i,
-                      k if isinstance(k, int) and k >= 0 else -1, names[int(ld.mid_arr[i])]))
+    # Each root's start and name, gathered line by line.
+    start = np.zeros(flat.size, np.int64)
+    mid = np.zeros(flat.size, np.int64)
+    for li in unique(line_of).tolist():
+        ld, on = host.lines[li], np.flatnonzero(line_of == li)
+        start[on] = ld.start_arr[pos[on]] + ld.start_ps
+        mid[on] = ld.mid_arr[pos[on]]
+    nums = [k if isinstance(k, int) and k >= 0 else -1 for k in num.tolist()]
+    roots = list(zip((-level).tolist(), start.tolist(), line_of.tolist(), pos.tolist(), nums,
+                     [names[m] for m in mid.tolist()], strict=True))
     return roots, unrooted
 
 
