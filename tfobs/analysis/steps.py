@@ -679,8 +679,9 @@ def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int,
         ld, on = host.lines[li], np.flatnonzero(line_of == li)
         start[on] = ld.start_arr[pos[on]] + ld.start_ps
         mid[on] = ld.mid_arr[pos[on]]
-    nums = [k if isinstance(k, int) and k >= 0 else -1 for k in num.tolist()]
-    roots = list(zip((-level).tolist(), start.tolist(), line_of.tolist(), pos.tolist(), nums,
+    root_nums = [k if isinstance(k, int) and k >= 0 else -1 for k in num.tolist()]
+    roots = list(zip((-level).tolist(), start.tolist(), line_of.tolist(), pos.tolist(),
+                     root_nums,
                      [names[m] for m in mid.tolist()], strict=True))
     return roots, unrooted
 
