@@ -25,6 +25,7 @@ from tfobs.summary import (
     TfDataStage,
     TimedEvent,
     WindowSummary,
+    build_all,
 )
 
 
@@ -86,3 +87,19 @@ def test_from_dict_ignores_fields_it_does_not_know_and_fills_missing_ones() -> N
     del d["steps"]["note"]
     back = WindowSummary.from_dict(d)
     assert back.steps.count == 2 and back.steps.note == "" and back.steps.mean_s == 0.5
+
+
+def test_build_all_makes_the_objects_the_constructor_makes() -> None:
+    """The reduction's bulk builder (thousands of steps and events per window): equal,
+    hashable and frozen as constructed ones; a missing column is refused."""
+    built = build_all(TimedEvent, ["a", "b"], ["op", "kernel"], [1, 2], [0.5, 0.25],
+                      ["", "/device:GPU:0"])
+    assert built == [TimedEvent("a", "op", 1, 0.5), TimedEvent("b", "kernel", 2, 0.25,
+                                                              "/device:GPU:0")]
+    assert hash(built[0]) == hash(TimedEvent("a", "op", 1, 0.5))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built[0].name = "c"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="one column for each"):
+        build_all(TimedEvent, ["a"], ["op"], [1], [0.5])
+    with pytest.raises(ValueError):  # rows of unequal length
+        build_all(TimedEvent, ["a", "b"], ["op"], [1], [0.5], [""])

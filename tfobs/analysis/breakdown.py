@@ -11,7 +11,7 @@ not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -387,6 +387,11 @@ class StepTimes:
     seconds: list[list[float]]
     totals: dict[int, int]  # ps per event type over the kept steps
     dropped: int = 0  # steps XProf drops (first and last)
+    # Each kept step's place among the groups given, and its span (absolute ps): columns,
+    # so thousands of steps are not read one attribute at a time.
+    index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    begin_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    end_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def step_breakdowns(
@@ -397,20 +402,26 @@ def step_breakdowns(
     `require_compute` off, every timed step (a coordinator's, whose work runs elsewhere).
     `typed`: the groups' events as columns (type, begin, end, group number) when they are
     all of each group's `events` (`FoundSteps.typed`: no device event added)."""
-    at = [k for k, g in enumerate(groups) if g.duration_ps > 0]
-    timed = [groups[k] for k in at]
+    begin = np.array([g.begin_ps for g in groups], np.int64)
+    end = np.array([g.end_ps for g in groups], np.int64)
+    at = np.flatnonzero(end > begin)
+    timed = [groups[k] for k in at.tolist()]
     columns = None
     if typed is not None:  # the timed groups' rows, renumbered
         rank = np.full(len(groups), -1, np.int64)
-        rank[np.array(at, np.int64)] = np.arange(len(at))
-        etype, begin, end, group = typed
+        rank[at] = np.arange(len(at))
+        etype, e_begin, e_end, group = typed
         new = rank[group]
         sel = new >= 0
-        columns = (etype[sel], begin[sel], end[sel], new[sel])
+        columns = (etype[sel], e_begin[sel], e_end[sel], new[sel])
     cells = _type_cells(timed, columns)
     if isinstance(cells, list):
         cells = _cells_of(cells)
-    return _kept_times(timed, *cells, has_device, require_compute, drop_incomplete)
+    kept = _kept_times(timed, (end - begin)[at], *cells, has_device, require_compute,
+                       drop_incomplete)
+    kept.index = at[kept.index]
+    kept.begin_ps, kept.end_ps = begin[kept.index], end[kept.index]
+    return kept
 
 
 def _cells_of(dicts: list[dict[int, int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -428,9 +439,9 @@ _CATEGORY_INDEX = np.array([CATEGORIES.index(et.CATEGORY_OF_TYPE.get(t, "other")
                             for t in range(256)], np.int64)
 
 
-def _kept_times(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray,
-                has_device: bool, require_compute: bool, drop_incomplete: bool
-                ) -> StepTimes:
+def _kept_times(groups: list[StepGroup], total: np.ndarray, sums: np.ndarray,
+                first: np.ndarray, has_device: bool, require_compute: bool,
+                drop_incomplete: bool) -> StepTimes:
     """`StepTimes` from each group's time and first gap per type, every step at once:
     the time no gap covered goes to unknown time (last in order where the step had none,
     as XProf adds it), and each category sums its types' seconds in first-seen order."""
@@ -440,7 +451,6 @@ def _kept_times(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray,
     order = first[:, used]
     present = order >= 0
     ps = np.where(present, sums[:, used], 0)
-    total = np.array([g.end_ps - g.begin_ps for g in groups], np.int64)
     extra = total - ps.sum(axis=1)
     short = np.flatnonzero(extra > 0)
     ps[short, unknown] += extra[short]
@@ -470,7 +480,8 @@ def _kept_times(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray,
     np.add.at(seconds, (rows, _CATEGORY_INDEX[used[cols]]), ps[rows, cols] / 1e12)
     had = np.flatnonzero(present.any(axis=0))
     totals = dict(zip(used[had].tolist(), ps[:, had].sum(axis=0).tolist(), strict=True))
-    return StepTimes([groups[k] for k in keep.tolist()], seconds.tolist(), totals, dropped)
+    return StepTimes([groups[k] for k in keep.tolist()], seconds.tolist(), totals, dropped,
+                     index=keep)
 
 
 def verdict(input_pct: float, other_pct: float, have_steps: bool) -> str:

@@ -43,6 +43,7 @@ from tfobs.summary import (
     Steps,
     TimedEvent,
     WindowSummary,
+    build_all,
 )
 from tfobs.xspace.reader import SpaceView, parse
 from tfobs.xspace.schema import HOST_PLANE
@@ -213,19 +214,20 @@ def _steps(
     total time; `tops_kept`: (top events per step, top events in all)."""
     groups = kept.groups
     top_n, max_top = tops_kept
-    in_time = _time_ranks(groups, base_ns)
+    in_time = _time_ranks(kept, base_ns)
     if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
-        host_cands = _host_candidates(groups, top_n, names, found)
+        host_cands = _host_candidates(groups, top_n, names, found, kept.index)
         tops, left_out = _window_tops([_top_events(g, c, top_n, devices, base_ns)
                                        for g, c in zip(groups, host_cands, strict=True)],
                                       in_time, max_top)
     else:  # host events only: every step's top events ranked at once
         tops, left_out = _host_top_events(groups, top_n, names, found, base_ns,
-                                          (in_time, max_top))
-    durations = [g.duration_ps / 1e12 for g in groups]
-    items = list(map(Step, [g.step_num for g in groups],
-                     [base_ns + g.begin_ps // 1000 for g in groups], durations,
-                     [dict(zip(CATEGORIES, row, strict=False)) for row in kept.seconds], tops))
+                                          (in_time, max_top), kept.index)
+    durations = ((kept.end_ps - kept.begin_ps) / 1e12).tolist()
+    items = build_all(Step, [g.step_num for g in groups],
+                      [base_ns + ns for ns in (kept.begin_ps // 1000).tolist()], durations,
+                      [dict(zip(CATEGORIES, row, strict=False)) for row in kept.seconds], tops,
+                      [0.0] * len(groups))
     n = len(items)
     # Left to right over the steps, as summing each step's figure in turn.
     columns = list(zip(*kept.seconds, strict=True)) or [() for _ in CATEGORIES]
@@ -250,13 +252,13 @@ def _steps(
     return steps, sums, 0.0 + sum(durations)
 
 
-def _time_ranks(groups: list[StepGroup], base_ns: int) -> np.ndarray:
+def _time_ranks(kept: bd.StepTimes, base_ns: int) -> np.ndarray:
     """Each step's place in time order (start, then step number), as a trace orders
     them: ties among equally long top events go to the earlier step."""
-    start = np.array([base_ns + g.begin_ps // 1000 for g in groups], np.int64)
-    num = np.array([g.step_num for g in groups], np.int64)
-    rank = np.empty(len(groups), np.int64)
-    rank[np.lexsort((num, start))] = np.arange(len(groups))
+    start = kept.begin_ps // 1000  # the same order as base_ns + it
+    num = np.array([g.step_num for g in kept.groups], np.int64)
+    rank = np.empty(num.size, np.int64)
+    rank[np.lexsort((num, start))] = np.arange(num.size)
     return rank
 
 
@@ -398,14 +400,16 @@ Candidate = tuple[int, str, str, int, str]  # (ps, name, kind, start ns, device)
 
 
 def _candidate_columns(groups: list[StepGroup], top_n: int, names: dict[int, str],
-                       found: FoundSteps | None) -> tuple[np.ndarray, ...] | None:
+                       found: FoundSteps | None, index: np.ndarray | None = None
+                       ) -> tuple[np.ndarray, ...] | None:
     """(step, absolute start ps, duration ps, metadata id) of each step's ops and tf.data
     stages that can make its top n: those at least as long as its n-th longest (ties
     kept), in member order (lines, then time). All steps at once: a few numpy passes over
     every member, not a dozen per step and line."""
     if top_n <= 0:
         return None
-    lds, step, line, flat = members_of(found, groups) if found else member_events(groups)
+    lds, step, line, flat = (members_of(found, groups, index) if found
+                             else member_events(groups))
     if not lds:
         return None
     cols = lds[0].columns  # the member lines are all the host plane's
@@ -427,10 +431,11 @@ def _candidate_columns(groups: list[StepGroup], top_n: int, names: dict[int, str
 
 
 def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
-                     found: FoundSteps | None = None) -> list[list[Candidate]]:
+                     found: FoundSteps | None = None, index: np.ndarray | None = None
+                     ) -> list[list[Candidate]]:
     """`_candidate_columns` as Python tuples per step."""
     out: list[list[Candidate]] = [[] for _ in groups]
-    found_cols = _candidate_columns(groups, top_n, names, found)
+    found_cols = _candidate_columns(groups, top_n, names, found, index)
     if found_cols is None:
         return out
     step, start, dur, mids = found_cols
@@ -445,13 +450,15 @@ def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
 
 
 def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
-                     found: FoundSteps, base_ns: int, window: tuple[np.ndarray, int]
+                     found: FoundSteps, base_ns: int, window: tuple[np.ndarray, int],
+                     index: np.ndarray | None = None
                      ) -> tuple[list[tuple[TimedEvent, ...]], int]:
     """Each step's top n host events where the capture has no device events: the
     candidates of all steps ranked at once (step, longest first, then name, then member
     order, as `_top_events` sorts each step's); of those, the window's longest
-    (`window`: the steps' time ranks and how many to keep), and how many were left out."""
-    found_cols = _candidate_columns(groups, top_n, names, found)
+    (`window`: the steps' time ranks and how many to keep), and how many were left out.
+    `index`: each group's place in `found.groups`."""
+    found_cols = _candidate_columns(groups, top_n, names, found, index)
     if found_cols is None or not found_cols[0].size:
         return [() for _ in groups], 0
     step, start, dur, mids = found_cols
@@ -474,9 +481,9 @@ def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
     # long window of small steps), then cut into the steps' tuples.
     kind = [_event_kind(n) for n in label]
     rows = at.tolist()
-    events = list(map(TimedEvent, [label[j] for j in rows], [kind[j] for j in rows],
-                      [base_ns + ns for ns in (start // 1000).tolist()],
-                      dur_s.tolist(), [""] * len(rows)))
+    events = build_all(TimedEvent, [label[j] for j in rows], [kind[j] for j in rows],
+                       [base_ns + ns for ns in (start // 1000).tolist()],
+                       dur_s.tolist(), [""] * len(rows))
     ends = np.cumsum(np.bincount(step, minlength=len(groups))).tolist()
     return ([tuple(events[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)],
             left_out)

@@ -46,17 +46,34 @@ _NONE = np.zeros(0, np.int64)
 _LOWEST = np.iinfo(np.int64).min
 
 
+Typed = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
 @dataclass
 class StepGroup:
     step_num: int
     name: str
     begin_ps: int  # absolute (line start + offset)
     end_ps: int
-    # The group's classified events, as chunks of arrays (event type, absolute begin ps,
-    # absolute end ps): kept as arrays so the breakdown sweeps all steps at once.
-    events: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
     # (line, sorted indices) of the member events, for the step's top events.
     members: list[tuple[LineData, np.ndarray]] = field(default_factory=list)
+    # The group's typed host events: rows lo:hi of the columns (type, begin, end, group)
+    # all groups share (`FoundSteps.typed`), its first `events` chunk once read. Thousands
+    # of small steps need no arrays of their own where the breakdown reads the columns.
+    typed_rows: tuple[Typed, int, int] | None = field(default=None, repr=False)
+    _events: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = field(
+        default=None, repr=False)
+
+    @property
+    def events(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The group's classified events, as chunks of arrays (event type, absolute begin
+        ps, absolute end ps): kept as arrays so the breakdown sweeps all steps at once."""
+        if self._events is None:
+            self._events = []
+            if self.typed_rows is not None:
+                (etype, begin, end, _), lo, hi = self.typed_rows
+                self._events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
+        return self._events
 
     @property
     def duration_ps(self) -> int:
@@ -549,9 +566,6 @@ def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
     return groups, (lds, k, line, plane_indices(lds, line, m_pos))
 
 
-Typed = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-
 def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[int, int],
                       members: Members | None = None) -> tuple[Members, Typed | None]:
     """Each group's members with a CPU event type (`mids_type`), as one chunk (type,
@@ -569,28 +583,32 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[i
     flat, line, group, etype = flat[typed], line[typed], group[typed], etype[typed]
     begin = cols.offset[flat] + np.array([ld.start_ps for ld in lds], np.int64)[line]
     end = begin + cols.duration[flat]
-    bounds = np.searchsorted(group, np.arange(len(groups) + 1)).tolist()
-    for k, g in enumerate(groups):
-        lo, hi = bounds[k], bounds[k + 1]
-        g.events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
     typed_cols = (etype.astype(np.int64), begin.astype(np.int64), end.astype(np.int64),
                   group.astype(np.int64))
+    bounds = np.searchsorted(group, np.arange(len(groups) + 1)).tolist()
+    for g, lo, hi in zip(groups, bounds, bounds[1:], strict=False):
+        g.typed_rows = (typed_cols, lo, hi)
     return members, typed_cols
 
 
-def members_of(found: FoundSteps, kept: list[StepGroup]) -> Members:
+def members_of(found: FoundSteps, kept: list[StepGroup],
+               index: np.ndarray | None = None) -> Members:
     """`member_events(kept)` for groups among `found.groups`, from the members `find_steps`
-    read already (one pass over thousands of steps' member lists, not two)."""
+    read already (one pass over thousands of steps' member lists, not two). `index`:
+    each kept group's place in `found.groups`, where the caller knows it."""
     if found.members is None:
         return member_events(kept)
     lds, group, line, flat = found.members
     rank = np.full(len(found.groups), -1, np.int64)
-    at = {id(g): k for k, g in enumerate(found.groups)}
-    for r, g in enumerate(kept):
-        k = at.get(id(g))
-        if k is None:
-            return member_events(kept)
-        rank[k] = r
+    if index is not None and len(index) == len(kept):
+        rank[index] = np.arange(len(kept))
+    else:
+        at = {id(g): k for k, g in enumerate(found.groups)}
+        for r, g in enumerate(kept):
+            k = at.get(id(g))
+            if k is None:
+                return member_events(kept)
+            rank[k] = r
     new = rank[group]
     sel = np.flatnonzero(new >= 0)
     if sel.size and (np.diff(new[sel]) < 0).any():  # kept in another order: follow it
@@ -681,8 +699,7 @@ def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int,
         mid[on] = ld.mid_arr[pos[on]]
     root_nums = [k if isinstance(k, int) and k >= 0 else -1 for k in num.tolist()]
     roots = list(zip((-level).tolist(), start.tolist(), line_of.tolist(), pos.tolist(),
-                     root_nums,
-                     [names[m] for m in mid.tolist()], strict=True))
+                     root_nums, [names[m] for m in mid.tolist()], strict=True))
     return roots, unrooted
 
 
