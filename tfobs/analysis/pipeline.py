@@ -16,6 +16,7 @@ from tfobs.analysis import breakdown as bd
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
+from tfobs.analysis.advice.rule import remember_step_sums
 from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import eager_note, eager_ops, graph_building
@@ -165,6 +166,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
     building_s, builds = graph_building(host, spans)
+    remember_step_sums(steps.items, total_step_s, sums)
     return with_advice(WindowSummary(
         start_ns=start_ns,
         duration_s=duration_s,

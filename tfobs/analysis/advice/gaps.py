@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
+
 from tfobs.analysis.advice.rule import GPU, PROFILER, TFDATA, Rule, category_advice
 from tfobs.analysis.breakdown import MODERATELY_INPUT_PCT
 from tfobs.summary import Advice, WindowSummary
@@ -96,8 +98,11 @@ def _gap(s: WindowSummary) -> Advice | None:
     items = s.steps.items
     if len(items) < 2:
         return None
-    gaps = [max(0.0, (b.start_ns - a.start_ns) / 1e9 - a.duration_s)
-            for a, b in zip(items, items[1:], strict=False)]
+    start = np.array([st.start_ns for st in items], np.int64)
+    apart = (start[1:] - start[:-1]) / 1e9
+    # Each as max(0.0, apart - duration) gives it (0.0 for -0.0 too), all at once.
+    gap = apart - np.array([st.duration_s for st in items[:-1]])
+    gaps = np.where(gap > 0.0, gap, 0.0).tolist()
     period = (items[-1].start_ns - items[0].start_ns) / 1e9 / (len(items) - 1)
     mean_gap = sum(gaps) / len(gaps)
     share = mean_gap / period if period > 0 else 0.0
@@ -107,8 +112,7 @@ def _gap(s: WindowSummary) -> Advice | None:
     threshold = f"gap between steps >= {100 * GAP_SHARE:g} % of the step period (tfobs)"
     # The median gap against the median period says whether every step pays the gap.
     typical = statistics.median(gaps)
-    typical_period = statistics.median(
-        (b.start_ns - a.start_ns) / 1e9 for a, b in zip(items, items[1:], strict=False))
+    typical_period = statistics.median(apart.tolist())
     if typical_period <= 0 or typical / typical_period >= GAP_SHARE:
         return STEP_GAP.advice(
             "warning",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,23 +45,24 @@ def step_pct(s: WindowSummary, category: str) -> float:
 _LAST: tuple[Any, float, dict[str, float]] = (None, 0.0, {})
 
 
+def remember_step_sums(items: tuple[Step, ...], total_s: float,
+                       sums: dict[str, float]) -> None:
+    """The reduction's own sums over `items` (step time, and each category's, added left
+    to right over the steps as `_step_sums` adds them), so the rules need not add them
+    again."""
+    global _LAST
+    _LAST = (items, total_s, sums)
+
+
 def _step_sums(items: tuple[Step, ...]) -> tuple[float, dict[str, float]]:
     global _LAST
     last = _LAST
     if last[0] is not items:
-        keys = items[0].breakdown_s.keys() if items else {}.keys()
         sums: dict[str, float] = {}
-        if len(keys) > 1 and all(st.breakdown_s.keys() == keys for st in items):
-            # Every step has the same categories (as the reduction makes them): a column
-            # per category, summed left to right over the steps as the loop below does.
-            order = tuple(keys)
-            rows = map(operator.itemgetter(*order), (st.breakdown_s for st in items))
-            cols = zip(*rows, strict=True)
-            sums = {k: 0.0 + sum(col) for k, col in zip(order, cols, strict=True)}
-        else:
-            for st in items:
-                for k, v in st.breakdown_s.items():
-                    sums[k] = sums.get(k, 0.0) + v
+        for st in items:
+            for k, v in st.breakdown_s.items():
+                sums[k] = sums.get(k, 0.0) + v
+        # the same left-to-right float sums as summing each category over the steps
         last = _LAST = (items, sum(st.duration_s for st in items), sums)
     return last[1], last[2]
 
