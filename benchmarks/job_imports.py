@@ -90,7 +90,7 @@ def _parse_importtime(stderr: str) -> tuple[float, float]:
     return total, reduction
 
 
-def _tree(spec: str, tmp: pathlib.Path, label: str) -> pathlib.Path:
+def source_tree(spec: str, tmp: pathlib.Path, label: str) -> pathlib.Path:
     """A folder holding the `tfobs` package for `spec` (a folder, or a git revision)."""
     folder = pathlib.Path(spec)
     if (folder / "tfobs" / "__init__.py").is_file():
@@ -141,8 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = pathlib.Path(tmp_name)
-        trees = {"before": _tree(args.before, tmp, "before"),
-                 "after": _tree(args.after, tmp, "after")}
+        trees = {"before": source_tree(args.before, tmp, "before"),
+                 "after": source_tree(args.after, tmp, "after")}
         runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
         caches: dict[str, pathlib.Path | None] = {
             side: None if args.no_bytecode else tmp / f"pycache-{side}" for side in trees}
