@@ -57,6 +57,20 @@ def test_helper_summary_equals_in_process_reduction(worker):
     assert summary.to_dict() == analyze(str(CAPTURE), top_n=5).to_dict()
 
 
+def test_helper_keeps_the_top_events_the_trace_can_hold(worker):
+    """The runtime asks for `trace_max_spans` top events in all: the helper's summary of
+    4,000 small steps holds the window's longest that many (not 20,000), as the same
+    reduction in process gives them, and counts the rest."""
+    long_window = ROOT / "tests/data/captures/generated__tf2.21cpu__tiny_steps_long.xplane.pb"
+    plain = worker.reduce(str(long_window), **ARGS, max_top_events=40)
+    summary = WindowSummary.from_dict(plain)
+    assert sum(len(s.top_events) for s in summary.steps.items) == 40
+    assert summary.steps.top_events_left_out == 5 * summary.steps.count - 40
+    assert summary == analyze(str(long_window), top_n=5, max_top_events=40)
+    default = WindowSummary.from_dict(worker.reduce(str(long_window), **ARGS))
+    assert sum(len(s.top_events) for s in default.steps.items) == 512
+
+
 def test_helper_is_plain_python_at_low_priority_with_its_own_limit(worker):
     worker.ensure_started()
     pid = worker.pid

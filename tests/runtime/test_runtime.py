@@ -184,6 +184,22 @@ def test_reducer_failure_is_a_failed_window(make_runtime):
     assert "bad capture" in rt.last_record.reason
 
 
+def test_the_reduction_is_asked_for_the_spans_a_trace_holds(make_runtime):
+    """`trace_max_spans` bounds the top events a window's summary keeps (and
+    `trace_top_n` those per step): the runtime hands both to the reduction."""
+    asked = []
+
+    def reducer(data, **kw):
+        asked.append(kw)
+        return WindowSummary(steps=Steps(count=0))
+
+    rt = make_runtime(reducer=reducer, trace_max_spans=33, trace_top_n=2)
+    assert rt.capture_now()
+    _steps(6)
+    assert rt.wait_idle(30)
+    assert asked and asked[0]["max_top_events"] == 33 and asked[0]["top_n"] == 2
+
+
 def test_empty_window_and_too_many_events(make_runtime):
     rt = make_runtime(reducer=lambda data, **kw: WindowSummary(steps=Steps(count=0)))
     assert rt.capture_now()
