@@ -16,6 +16,9 @@ from tfobs.export.otel import SPAN_STEP, SPAN_WINDOW
 pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(180)]
 
 
+# Waits for captured windows, which the overhead budget skips when steps slow down: beside
+# the busy lane on a slow VM, the job ended before the second one.
+@pytest.mark.alone
 def test_exemplar_trace_ids_are_the_received_traces(tmp_path):
     port = free_port()
     hold = tmp_path / "release"

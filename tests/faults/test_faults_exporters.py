@@ -128,6 +128,9 @@ def test_nvml_missing_is_reported_not_raised():
     assert "nvml" not in run.errors  # missing is a state, not a stream of errors
 
 
+# Counts captured windows, which the overhead budget skips when steps slow down: beside the
+# busy lane on a slow VM, 2 of the 4 were skipped once (both trees alike).
+@pytest.mark.alone
 def test_taken_metrics_port_is_one_line_and_training_goes_on():
     # A second run beside a job or a notebook that holds the port: training is never ended
     # over tfobs's own port. One line names the port, the one served instead and the option.

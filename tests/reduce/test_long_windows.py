@@ -111,3 +111,27 @@ def test_a_bounded_window_makes_the_trace_an_unbounded_one_makes(
     assert a.cut == b.cut
     assert [(x.name, x.start_ns, x.end_ns, x.parent) for x in a.spans[1:]] == [
         (x.name, x.start_ns, x.end_ns, x.parent) for x in b.spans[1:]]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_orders_equal_the_lexsorts_they_replace(seed: int) -> None:
+    """The top events' orders on random rows full of ties, and with values too wide to
+    pack (the lexsort itself then)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 3000))
+    step = np.sort(rng.integers(0, 400, n))
+    dur = rng.integers(0, 50, n) * (10 ** int(rng.integers(0, 14)))
+    name = rng.integers(0, 30, n)
+    assert (reduction._by_step_longest_then_name(step, dur, name)
+            == np.lexsort((name, -dur, step))).all()
+    wide = dur + (1 << 61)
+    assert (reduction._by_step_longest_then_name(step, wide, name)
+            == np.lexsort((name, -wide, step))).all()
+    in_time = rng.permutation(400)
+    dur_s = dur / 1e12
+    for limit in (0, 1, 7, n // 2, n, n + 3):
+        want = np.zeros(n, bool)
+        want[np.lexsort((np.arange(n), in_time[step], -dur_s))[:limit]] = True
+        assert (reduction._window_longest(in_time, step, dur_s, limit) == want).all()

@@ -271,8 +271,14 @@ def _window_longest(in_time: np.ndarray, step: np.ndarray, dur_s: np.ndarray,
     as a trace's span cap takes them (`export/otel.py` plan_window)."""
     keep = np.ones(step.size, bool)
     if step.size > limit:
-        keep[:] = False
-        keep[np.lexsort((np.arange(step.size), in_time[step], -dur_s))[:limit]] = True
+        # Every row longer than the limit-th longest, then as many of the rows tied with
+        # it as there is room for, in order (one partition, a sort of the ties alone).
+        cut = np.partition(dur_s, step.size - limit)[step.size - limit] if limit else np.inf
+        keep = dur_s > cut
+        tied = np.flatnonzero(dur_s == cut)
+        room = limit - int(keep.sum())
+        if room > 0:
+            keep[tied[np.lexsort((tied, in_time[step[tied]]))[:room]]] = True
     return keep
 
 
@@ -469,7 +475,7 @@ def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
     name_rank = np.empty(distinct.size, np.int64)
     name_rank[sorted(range(distinct.size), key=label.__getitem__)] = np.arange(distinct.size)
     at = np.searchsorted(distinct, mids)  # each row's name, as an index into `label`
-    order = np.lexsort((name_rank[at], -dur, step))
+    order = _by_step_longest_then_name(step, dur, name_rank[at])
     step, start, dur, at = step[order], start[order], dur[order], at[order]
     first = np.searchsorted(step, step)  # each row's step's first row
     top = np.flatnonzero(np.arange(step.size) - first < top_n)
@@ -489,6 +495,24 @@ def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
     ends = np.cumsum(np.bincount(step, minlength=len(groups))).tolist()
     return ([tuple(events[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)],
             left_out)
+
+
+def _by_step_longest_then_name(step: np.ndarray, dur: np.ndarray, name: np.ndarray
+                               ) -> np.ndarray:
+    """`np.lexsort((name, -dur, step))`: one stable sort of the three packed into an int64
+    where they fit (a window's steps, durations and names mostly do)."""
+    if not step.size:
+        return np.zeros(0, np.int64)
+    low, high = int(dur.min()), int(dur.max())
+    d_bits, n_bits = max(1, (high - low).bit_length()), max(1, int(name.max()).bit_length())
+    if (int(step.min()) < 0 or int(name.min()) < 0
+            or int(step.max()).bit_length() + d_bits + n_bits > 62):
+        return np.lexsort((name, -dur, step))
+    key = np.left_shift(step.astype(np.int64), d_bits + n_bits)
+    key |= np.left_shift(high - dur.astype(np.int64), n_bits)  # longest first
+    key |= name.astype(np.int64)
+    order: np.ndarray = np.argsort(key, kind="stable")
+    return order
 
 
 def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -554,8 +554,9 @@ def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
     own = (m_line == root_line[k]) & (m_pos == root_pos[k])
     if own.any():
         k, m_line, m_pos = k[~own], m_line[~own], m_pos[~own]
-    order = np.argsort(k, kind="stable")  # by step, walk order within one
-    k, m_line, m_pos = k[order], m_line[order], m_pos[order]
+    if k.size > 1 and (k[1:] < k[:-1]).any():  # by step, walk order within one
+        order = np.argsort(k, kind="stable")
+        k, m_line, m_pos = k[order], m_line[order], m_pos[order]
     # Lines numbered in first-seen order, as `member_events` numbers them.
     used, first = np.unique(m_line, return_index=True)
     used = used[np.argsort(first, kind="stable")]
@@ -655,7 +656,8 @@ def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int,
                                              _Unrooted]:
     """XProf's step roots (`ProcessRootEvent`): every event with an `_r` stat, whatever
     its name, and every `TraceContext`, except the implicit roots TensorFlow marks itself;
-    as (-root level, absolute start, line, position, step number or -1, name). Also the
+    as (-root level, absolute start, line, position, step number or -1, name), sorted
+    (XProf's root order). Also the
     would-be markers without `_r` (a `step_num` stat, not an op), which no tool takes."""
     ids, names = host.stat_ids, host.names
     n = len(host.columns)
@@ -697,6 +699,11 @@ def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int,
         ld, on = host.lines[li], np.flatnonzero(line_of == li)
         start[on] = ld.start_arr[pos[on]] + ld.start_ps
         mid[on] = ld.mid_arr[pos[on]]
+    # In XProf's order (higher root levels first, then by time): one sort of the columns,
+    # not of thousands of tuples (line and position make every key distinct).
+    order = np.lexsort((pos, line_of, start, -level))
+    level, start, line_of, pos, num, mid = (x[order] for x in (level, start, line_of, pos,
+                                                                num, mid))
     root_nums = [k if isinstance(k, int) and k >= 0 else -1 for k in num.tolist()]
     roots = list(zip((-level).tolist(), start.tolist(), line_of.tolist(), pos.tolist(),
                      root_nums, [names[m] for m in mid.tolist()], strict=True))
@@ -711,9 +718,8 @@ def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
 
 def _find_roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]], _Unrooted]:
     names = host.names
-    explicit, unrooted = _explicit_roots(host)
-    # XProf's order: higher root levels first, then by time.
-    roots: list[tuple[int, int, int, int, int, str]] = sorted(explicit)
+    # XProf's order: higher root levels first, then by time (`_explicit_roots` sorts them).
+    roots, unrooted = _explicit_roots(host)
     method = "markers"
     if not roots:
         fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
