@@ -23,6 +23,9 @@ from tfobs.capture.folder_cleanup import sweep_stale_dirs
 pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(300)]
 
 
+# Signals the job inside the window at step 60, which the overhead budget skips when steps
+# slow down: beside the busy lane on a slow VM, the last window was step 10's once.
+@pytest.mark.alone
 @pytest.mark.parametrize("handler", ["graceful", "exit", "none"])
 def test_sigterm_during_a_window(tmp_path, handler):
     cap = tmp_path / "cap"
