@@ -104,6 +104,7 @@ def test_demo_on_a_taken_port_says_so_and_trains_on_another() -> None:
 @pytest.mark.parametrize("argv, message", [
     (["demo", "--batch-size", "0"], "tfobs demo: --batch-size must be >= 1, got 0"),
     (["demo", "--seconds", "-1"], "tfobs demo: --seconds must be >= 0, got -1.0"),
+    (["demo", "--windows", "-2"], "tfobs demo: --windows must be >= 0, got -2"),
     (["doctor", "--port", "70000"],
      "tfobs doctor: --port must be -1 (no server), 0 (any free port) or 1-65535, got 70000"),
 ])

@@ -233,3 +233,27 @@ def test_jax_steps_are_marked_for_the_jobs_own_trace_without_tfobs_running(tmp_p
     s = tfobs.analyze(capture)
     assert s.steps.method == "markers"
     assert [st.step_num for st in s.steps.items] == list(range(41, 49))  # ends dropped
+
+
+def test_jax_demo_stops_after_the_windows_asked_for(tmp_path):
+    """`tfobs demo --framework jax --windows 2`: the run ends once two windows are reduced,
+    long before its `--seconds` cap, each window printed with its verdict."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFOBS_")}
+    env.update(JAX_PLATFORMS="cpu", TFOBS_NVML="false", TFOBS_CAPTURE_DIR=str(tmp_path),
+               OTEL_SDK_DISABLED="true", PYTHONPATH=str(ROOT))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "tfobs.cli", "demo", "--framework", "jax", "--windows", "2",
+         "--seconds", "300", "--port", "-1", "--interval-steps", "25",
+         "--steps-per-window", "5", "--overhead-budget", "0.5"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280)
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "until 2 windows are reduced" in proc.stdout.splitlines()[0], proc.stdout
+    verdicts = [ln for ln in proc.stdout.splitlines()
+                if ln.startswith("window ") and "input-bound: " in ln]
+    assert len(verdicts) >= 2, proc.stdout
+    done = [ln for ln in proc.stdout.splitlines() if ln.startswith("tfobs demo done:")]
+    assert len(done) == 1, proc.stdout
+    # Ended by its windows: well inside the 300 s cap, even on a busy machine.
+    assert took < 200 and float(done[0].split("seconds=")[1].split()[0]) < 150, done

@@ -4,7 +4,7 @@ Trains a small convolutional model on synthetic images through a tf.data pipelin
 metrics, and prints one line per profile window (step time, breakdown, verdict). With
 `--input-bound` a Python function in a sequential `map` sleeps per batch, so the verdict
 turns input-bound and the advice names that stage and its fix. Stops after
-`--seconds` (exit 0, a final summary line) or at Ctrl-C.
+`--seconds` or `--windows` (exit 0, a final summary line) or at Ctrl-C.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ def register(sub: Any) -> None:
     p.add_argument("--seconds", type=float, default=0.0,
                    help="stop after this many seconds of training, counted from the first "
                         "step (which builds the model); default: run until Ctrl-C")
+    p.add_argument("--windows", type=int, default=0,
+                   help="stop once this many windows have been reduced and printed (with "
+                        "--seconds: whichever comes first); default: no limit")
     p.add_argument("--input-bound", action="store_true",
                    help="make the input pipeline slow on purpose (verdict: input-bound)")
     p.add_argument("--port", type=int, default=None,
@@ -193,7 +196,8 @@ class _StopAfter:
 
 
 def _bad_input(args: argparse.Namespace) -> str:
-    for flag, value, low in (("--seconds", args.seconds, 0), ("--batch-size", args.batch_size, 1),
+    for flag, value, low in (("--seconds", args.seconds, 0), ("--windows", args.windows, 0),
+                             ("--batch-size", args.batch_size, 1),
                              ("--sleep-ms", args.sleep_ms, 0), ("--linger", args.linger, 0)):
         if value < low:
             return f"{flag} must be >= {low}, got {value}"
@@ -240,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         url = runtime.metrics_url
         where = (f"page {url.removesuffix('metrics')} , metrics {url}" if url
                  else "no metrics server")
-        length = f"for {args.seconds:g} s" if args.seconds else "until Ctrl-C"
+        length = run_length(args)
         print(f"tfobs demo: training a small Keras model {length}, input-bound="
               f"{args.input_bound}; {where}; first window at step {cfg.first_window_step}, "
               f"then every {cfg.interval_steps} steps ({each}) while the "
@@ -248,8 +252,7 @@ def run(args: argparse.Namespace) -> int:
               + (" (the demo's; a job's default is 1%)" if cfg.overhead_budget == DEMO_BUDGET
                  else ""), flush=True)
 
-        print_windows(runtime)
-    stop = threading.Event()
+    stop = print_windows(runtime, args.windows)
     model = build_model(keras, healthy=not args.input_bound)
     ds = build_dataset(tf, args.batch_size, args.input_bound, args.sleep_ms)
     stopper = _StopAfter(keras, args.seconds, stop)
@@ -267,16 +270,35 @@ def run(args: argparse.Namespace) -> int:
     return finish(runtime, stopper.steps, elapsed, args.linger)
 
 
-def print_windows(runtime: Any) -> None:
-    """After each window: its line and when the next one comes (the demo's own log)."""
+def run_length(args: argparse.Namespace) -> str:
+    """How long the demo trains, for its first line."""
+    parts = ([f"for {args.seconds:g} s"] if args.seconds else []) + (
+        [f"until {args.windows} windows are reduced"] if args.windows else [])
+    return " or ".join(parts) or "until Ctrl-C"
+
+
+def print_windows(runtime: Any, windows: int = 0) -> threading.Event:
+    """After each window: its line and when the next one comes (the demo's own log). The
+    event returned is set once `windows` windows (0: never) have been reduced, so a run on
+    a slow or busy machine still shows them all instead of stopping on a clock."""
+    enough = threading.Event()
+    if runtime is None:
+        return enough
     from tfobs.runtime import progress
 
+    reduced = 0
+
     def show(rec: Any, summ: Any) -> None:
+        nonlocal reduced
         step_s = summ.steps.mean_s if summ is not None and summ.steps.count else 0.0
         print(f"{format_window(rec, summ)} | "
               f"{progress.next_window(runtime, rec.last_step, step_s)}", flush=True)
+        reduced += summ is not None
+        if windows and reduced >= windows:
+            enough.set()
 
     runtime.add_listener(show)
+    return enough
 
 
 def finish(runtime: Any, steps: int, elapsed: float, linger: float) -> int:

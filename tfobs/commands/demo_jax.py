@@ -33,7 +33,7 @@ def _step_fn(jax: Any) -> Any:
 
 def run(args: argparse.Namespace, options: dict[str, Any]) -> int:
     import tfobs
-    from tfobs.commands.demo import finish, print_windows
+    from tfobs.commands.demo import finish, print_windows, run_length
 
     try:
         # The demo prints its own, longer line per window instead of tfobs's log lines.
@@ -54,12 +54,13 @@ def run(args: argparse.Namespace, options: dict[str, Any]) -> int:
         where = (f"page {url.removesuffix('metrics')} , metrics {url}" if url
                  else "no metrics server")
         print(f"tfobs demo: training a small JAX model (JAX {jax.__version__}, "
-              f"{jax.devices()[0].platform}), input-bound={args.input_bound}; {where}; first "
+              f"{jax.devices()[0].platform}) {run_length(args)}, "
+              f"input-bound={args.input_bound}; {where}; first "
               f"window at step {cfg.first_window_step}, then every {cfg.interval_steps} steps "
               f"({cfg.window_steps} steps each) while the {cfg.overhead_budget:.0%} budget "
               "allows", flush=True)
 
-        print_windows(runtime)
+    enough = print_windows(runtime, args.windows)
     key1, key2 = jax.random.split(jax.random.PRNGKey(0))
     params = {"w1": jax.random.normal(key1, (WIDTH, HIDDEN)) * 0.03,
               "w2": jax.random.normal(key2, (HIDDEN, 1)) * 0.03}
@@ -69,7 +70,8 @@ def run(args: argparse.Namespace, options: dict[str, Any]) -> int:
     t0 = time.monotonic()
     steps, loss = 0, None
     try:
-        while args.seconds <= 0 or time.monotonic() - t0 < args.seconds:
+        while ((args.seconds <= 0 or time.monotonic() - t0 < args.seconds)
+               and not enough.is_set()):
             with jax.profiler.StepTraceAnnotation("train", step_num=steps):
                 if sleep_s:
                     time.sleep(sleep_s)  # a slow loader, inside the step
