@@ -24,7 +24,7 @@ def test_job_log_has_no_profiler_lines_across_several_windows(tmp_path: pathlib.
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0",  # the job logs TF's INFO lines
            "PYTHONPATH": str(ROOT), "TFOBS_CAPTURE_DIR": str(tmp_path)}
     proc = subprocess.run(
-        [sys.executable, str(CUSTOM_LOOP), "--seconds", "12", "--port", "-1",
+        [sys.executable, str(CUSTOM_LOOP), "--windows", "3", "--seconds", "150", "--port", "-1",
          "--interval-steps", "10", "--window-steps", "3", "--overhead-budget", "0.5"],
         env=env, capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,12 +1,15 @@
 """A custom TensorFlow training loop marked with `tfobs.step`, run as a subprocess by tests.
 
     python tests/support/custom_loop.py --seconds 20 --port 9464 [--input-bound] [--linger 5]
+        [--windows N]
 
 Trains a dense model with a `tf.function` step on a synthetic tf.data pipeline; each
 step, `next(iterator)` included, runs inside `with tfobs.step(i):`. `--input-bound` makes
 the pipeline sleep per batch without prefetch, so the step waits for input. Prints
 `custom loop: metrics at URL` at start and `custom loop done: steps=N windows=...` at the end,
-then keeps serving `--linger` seconds so a scraper sees the final counts.
+then keeps serving `--linger` seconds so a scraper sees the final counts. `--windows N` ends
+training once N windows were captured (or at `--seconds`, whichever comes first), so a test
+that needs N windows gets them on a machine too busy to fit them in a fixed time.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval-steps", type=int, default=40)
     p.add_argument("--window-steps", type=int, default=10)
     p.add_argument("--overhead-budget", type=float, default=0.3)
+    p.add_argument("--windows", type=int, default=0)
     args = p.parse_args(argv)
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -71,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
 
     steps = 0
     deadline = time.monotonic() + args.seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (
+            args.windows and runtime.health.windows.get("captured", 0) >= args.windows):
         with tfobs.step(steps):
             xb, yb = next(it)
             train_step(xb, yb)
