@@ -59,7 +59,8 @@ def test_promtool_is_clean_on_the_replay_of_every_capture() -> None:
 def test_promtool_is_clean_on_a_live_training_jobs_metrics(tmp_path: pathlib.Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TFOBS_CAPTURE_DIR": str(tmp_path)}
     proc = subprocess.Popen(
-        [sys.executable, str(CUSTOM_LOOP), "--seconds", "8", "--port", "0", "--linger", "30",
+        [sys.executable, str(CUSTOM_LOOP), "--windows", "2", "--seconds", "120", "--port", "0",
+         "--linger", "30",
          "--interval-steps", "10", "--window-steps", "3", "--overhead-budget", "0.5"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
     try:

@@ -208,9 +208,11 @@ def test_wrong_array_sizes_are_a_python_error_not_a_crash() -> None:
                            np.zeros(8, np.int8), *(np.zeros(1, t) for t in
                                                    (np.int64, np.int8, np.uint64, np.int64)))
     one, two = np.zeros(1, np.int64), np.zeros(2, np.int64)
-    with pytest.raises(ValueError, match="256 per group"):
-        _wire.gap_sums(two, two, two, one, one, np.zeros(255, np.int64),
-                       np.zeros(255, np.int64))
+    with pytest.raises(ValueError, match="not 1 to 256 for each of 1 groups"):
+        _wire.gap_sums(two, two, two, one, one, np.zeros(257, np.int64),
+                       np.zeros(257, np.int64))
+    with pytest.raises(ValueError, match="not 1 to 256 for each of 2 groups"):
+        _wire.gap_sums(two, two, two, two, two, np.zeros(5, np.int64), np.zeros(5, np.int64))
     with pytest.raises(ValueError, match="member"):  # fewer member slots than events
         _wire.group_walk(np.array([0, 2]), two, two, two.copy(), two, one, np.zeros(0),
                          np.zeros(0), one, one, one.copy(), one.copy(), two.copy(),
@@ -326,8 +328,15 @@ def test_gap_sums_refuse_groups_and_types_out_of_range() -> None:
     one = np.zeros(2, np.int64)
     assert breakdown.gap_sums(one, np.array([3, 3]), one, np.zeros(1), np.ones(1)) is None
     assert breakdown.gap_sums(one, one, np.array([256, 0]), np.zeros(1), np.ones(1)) is None
-    sums, first = breakdown.gap_sums(np.array([0, 5]), one, one, np.zeros(1), np.full(1, 9))
-    assert sums[0, 0] == 5 and first[0, 0] == 0
+    sums, first, types = breakdown.gap_sums(np.array([0, 5]), one, one, np.zeros(1),
+                                            np.full(1, 9))
+    assert sums[0, 0] == 5 and first[0, 0] == 0 and sums.shape == (1, 256)
+    # Columns for the types given only: a type outside them is refused, not misfiled.
+    sums, first, types = breakdown.gap_sums(np.array([0, 5]), one, np.array([70, 70]),
+                                            np.zeros(1), np.full(1, 9), np.array([0, 70]))
+    assert sums.tolist() == [[0, 5]] and first.tolist() == [[-1, 0]] and types.tolist() == [0, 70]
+    assert breakdown.gap_sums(np.array([0, 5]), one, np.array([60, 60]), np.zeros(1),
+                              np.full(1, 9), np.array([0, 70])) is None
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -94,10 +94,12 @@ def all_type_times(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | No
     return _from_sums(groups, *cells) if isinstance(cells, tuple) else cells
 
 
-def _type_cells(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | None
-                ) -> tuple[np.ndarray, np.ndarray] | list[dict[int, int]]:
+def _type_cells(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | None,
+                spans: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | list[dict[int, int]]:
     """`all_type_times` as the compiled gaps leave it, (time per group and type, first
-    gap per group and type), where `_wire` is there; else the dicts."""
+    gap per group and type, the type of each column), where `_wire` is there; else the
+    dicts. `spans`: the groups' (begin_ps, end_ps) as arrays, where the caller has them."""
     cols = _columns(groups) if columns is None else columns
     if cols is None or (columns is not None and (columns[2] < columns[1]).any()):
         return [_reference(g) for g in groups]
@@ -115,9 +117,11 @@ def _type_cells(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | None
     # type at the same time (ties among equal bounds fall either way).
     _hold_sticky_types(current, start, typ, grp, own, start & (own <= 0))
     # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
-    g_begin = np.array([x.begin_ps for x in groups], np.int64)
-    g_end = np.array([x.end_ps for x in groups], np.int64)
-    summed = gap_sums(time, grp, current, g_begin, g_end)
+    g_begin, g_end = spans if spans is not None else (
+        np.array([x.begin_ps for x in groups], np.int64),
+        np.array([x.end_ps for x in groups], np.int64))
+    summed = gap_sums(time, grp, current, g_begin, g_end,
+                      None if types is None else np.union1d(types, [et.UNKNOWN_TIME]))
     if summed is not None:
         return summed
     gap = np.flatnonzero(grp[:-1] == grp[1:])
@@ -159,19 +163,30 @@ def type_sweep(typ: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def gap_sums(time: np.ndarray, grp: np.ndarray, current: np.ndarray, g_begin: np.ndarray,
-             g_end: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+             g_end: np.ndarray, types: np.ndarray | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The compiled gaps of all_type_times (see _wire.c): (time per group and
-    type, first gap per group and type, -1 if none), each groups x 256; None where
+    type, first gap per group and type, -1 if none, the type of each column), groups x
+    the sorted `types` (every type `current` holds; default all of 0..255: thousands of
+    steps would hold 256 cells each where a window has a handful of types); None where
     `_wire` is missing or a group or type is out of range."""
     lib = wire()
     if lib is None:
         return None
-    sums = np.zeros((g_begin.size, 256), np.int64)
-    first = np.full((g_begin.size, 256), -1, np.int64)
+    if types is None:
+        types = np.arange(256)
+    elif current.size:
+        if current.min() < 0 or current.max() > 255:
+            return None
+        column = np.full(256, -1, np.int64)  # -1: a type not among `types`, refused below
+        column[types] = np.arange(types.size)
+        current = column[current]
+    sums = np.zeros((g_begin.size, types.size), np.int64)
+    first = np.full((g_begin.size, types.size), -1, np.int64)
     time, grp, current, g_begin, g_end = (np.ascontiguousarray(x, np.int64)
                                           for x in (time, grp, current, g_begin, g_end))
     ok = lib.gap_sums(time, grp, current, g_begin, g_end, sums, first)
-    return (sums, first) if ok else None
+    return (sums, first, types) if ok else None
 
 
 # Leaving nested events out pays where most events are nested (call trees); elsewhere the
@@ -347,11 +362,11 @@ def _per_group(groups: list[StepGroup], g: np.ndarray, current: np.ndarray,
     return out
 
 
-def _from_sums(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray
-               ) -> list[dict[int, int]]:
-    """`_per_group` from the compiled gaps: each group's (groups x 256) time per type and
-    first gap per type (-1: none). Every group at once: the (group, type) cells in order
-    of group, then first gap; one Python pass fills the dicts."""
+def _from_sums(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray,
+               types: np.ndarray) -> list[dict[int, int]]:
+    """`_per_group` from the compiled gaps: each group's time per type and first gap per
+    type (-1: none), a column per one of `types`. Every group at once: the (group, type)
+    cells in order of group, then first gap; one Python pass fills the dicts."""
     rows, cols = np.nonzero(first >= 0)
     order = np.lexsort((first[rows, cols], rows))
     rows, cols = rows[order], cols[order]
@@ -360,8 +375,8 @@ def _from_sums(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray
     np.add.at(covered, rows, values)
     total = np.array([g.end_ps - g.begin_ps for g in groups], np.int64)
     out: list[dict[int, int]] = [{} for _ in groups]
-    for r, c, v in zip(rows.tolist(), cols.tolist(), values.tolist(), strict=True):
-        out[r][c] = v
+    for r, t, v in zip(rows.tolist(), types[cols].tolist(), values.tolist(), strict=True):
+        out[r][t] = v
     # The step's time no gap covered goes to unknown time, as in XProf.
     for k in np.flatnonzero(covered < total).tolist():
         d = out[k]
@@ -414,7 +429,7 @@ def step_breakdowns(
         new = rank[group]
         sel = new >= 0
         columns = (etype[sel], e_begin[sel], e_end[sel], new[sel])
-    cells = _type_cells(timed, columns)
+    cells = _type_cells(timed, columns, (begin[at], end[at]))
     if isinstance(cells, list):
         cells = _cells_of(cells)
     kept = _kept_times(timed, (end - begin)[at], *cells, has_device, require_compute,
@@ -424,14 +439,15 @@ def step_breakdowns(
     return kept
 
 
-def _cells_of(dicts: list[dict[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Dicts of type times as the compiled gaps' cells (time, first-seen rank; -1: none)."""
+def _cells_of(dicts: list[dict[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Dicts of type times as the compiled gaps' cells (time, first-seen rank, -1: none;
+    a column per type of 0..255)."""
     sums = np.zeros((len(dicts), 256), np.int64)
     first = np.full((len(dicts), 256), -1, np.int64)
     for k, d in enumerate(dicts):
         for j, (t, ps) in enumerate(d.items()):
             sums[k, t], first[k, t] = ps, j
-    return sums, first
+    return sums, first, np.arange(256)
 
 
 # Each event type's category, as an index into CATEGORIES ("other" where none is named).
@@ -440,17 +456,18 @@ _CATEGORY_INDEX = np.array([CATEGORIES.index(et.CATEGORY_OF_TYPE.get(t, "other")
 
 
 def _kept_times(groups: list[StepGroup], total: np.ndarray, sums: np.ndarray,
-                first: np.ndarray, has_device: bool, require_compute: bool,
-                drop_incomplete: bool) -> StepTimes:
+                first: np.ndarray, types: np.ndarray, has_device: bool,
+                require_compute: bool, drop_incomplete: bool) -> StepTimes:
     """`StepTimes` from each group's time and first gap per type, every step at once:
     the time no gap covered goes to unknown time (last in order where the step had none,
     as XProf adds it), and each category sums its types' seconds in first-seen order."""
-    # The types any step has, and unknown time: a few columns of the 256.
-    used = np.flatnonzero((first >= 0).any(axis=0) | (np.arange(256) == et.UNKNOWN_TIME))
+    # The types any step has, and unknown time (`types` holds it).
+    taken = np.flatnonzero((first >= 0).any(axis=0) | (types == et.UNKNOWN_TIME))
+    used = types[taken]
     unknown = int(np.flatnonzero(used == et.UNKNOWN_TIME)[0])
-    order = first[:, used]
+    order = first[:, taken]
     present = order >= 0
-    ps = np.where(present, sums[:, used], 0)
+    ps = np.where(present, sums[:, taken], 0)
     extra = total - ps.sum(axis=1)
     short = np.flatnonzero(extra > 0)
     ps[short, unknown] += extra[short]

@@ -8,6 +8,7 @@ read those lists and decode stats only for the events they need.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import numpy as np
@@ -147,7 +148,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
-    spans = sorted((g.begin_ps, g.end_ps) for g in kept.groups)
+    spans = sorted(zip(kept.begin_ps.tolist(), kept.end_ps.tolist(), strict=True))
     traced_s, traced_top = (0.0, ()) if has_device else python_in_steps(host, spans)
     steps = _with_calls(dataclasses.replace(
         steps, input_between_s=input_pipeline.input_between_steps(host, spans),
@@ -228,7 +229,9 @@ def _steps(
     durations = ((kept.end_ps - kept.begin_ps) / 1e12).tolist()
     items = build_all(Step, [g.step_num for g in groups],
                       [base_ns + ns for ns in (kept.begin_ps // 1000).tolist()], durations,
-                      [dict(zip(CATEGORIES, row, strict=False)) for row in kept.seconds], tops,
+                      # each row holds one figure per category (summed below)
+                      list(map(dict, map(zip, itertools.repeat(CATEGORIES), kept.seconds))),
+                      tops,
                       [0.0] * len(groups))
     n = len(items)
     # Left to right over the steps, as summing each step's figure in turn.

@@ -737,9 +737,8 @@ def _find_roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]], _
         method = "inferred"
     if len(roots) > MAX_STEPS:
         roots = roots[:MAX_STEPS]
-    out = []
-    for k, (_, _, li, i, num, name) in enumerate(roots):
-        out.append((li, i, num if num >= 0 else k, name))
+    out = [(li, i, num if num >= 0 else k, name)
+           for k, (_, _, li, i, num, name) in enumerate(roots)]
     return method, out, unrooted
 
 

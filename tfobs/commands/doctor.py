@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -58,6 +56,7 @@ def check_tensorflow(ctx: dict[str, Any]) -> tuple[str, str]:
 
 
 def check_capture_dir(ctx: dict[str, Any]) -> tuple[str, str]:
+    import tempfile  # here, not at the top: every tfobs command builds doctor's parser
     config = ctx["config"]
     path = config.resolved_capture_dir()
     if not os.path.isdir(path) or not os.access(path, os.W_OK):
@@ -153,6 +152,7 @@ def check_nvml(ctx: dict[str, Any]) -> tuple[str, str]:
 
 
 def check_port(ctx: dict[str, Any]) -> tuple[str, str]:
+    import socket  # here, not at the top: every tfobs command builds doctor's parser
     config = ctx["config"]
     try:
         port = config.resolved_metrics_port()

@@ -541,9 +541,11 @@ static PyObject *w_type_sweep(PyObject *self, PyObject *args)
 /* gap_sums(time, grp, current, g_begin, g_end, sums, first) -> bool: the step breakdown's
  * gaps (breakdown.all_type_times), after the sweep: each gap between sorted bounds k and
  * k + 1 of one group g, clipped to [g_begin[g], g_end[g]], adds its length to
- * sums[g * 256 + current[k]]; first[g * 256 + t] gets the index of the first gap of type
- * t in g (it must come in as -1). False, with sums and first not to be used, when a group
- * or a type is out of range. */
+ * sums[g * width + current[k]]; first[g * width + t] gets the index of the first gap of
+ * type t in g (it must come in as -1). width: sums' items per group (the caller numbers
+ * the types it has densely: a window of thousands of steps would otherwise hold 256 cells
+ * per step). False, with sums and first not to be used, when a group or a type is out of
+ * range. */
 static PyObject *w_gap_sums(PyObject *self, PyObject *args)
 {
     static const struct arg spec[] = {
@@ -559,10 +561,13 @@ static PyObject *w_gap_sums(PyObject *self, PyObject *args)
     Py_ssize_t dims[NDIMS];
     if (take_all(args, spec, NARGS(spec), v, dims))
         return NULL;
-    if (dims[3] != dims[2] * 256) {
+    if (dims[2] ? dims[3] % dims[2] != 0 || dims[3] / dims[2] > 256 : dims[3] != 0) {
         release(v, NARGS(spec));
-        return PyErr_Format(PyExc_ValueError, "sums: %zd items, not 256 per group", dims[3]);
+        return PyErr_Format(PyExc_ValueError,
+                            "sums: %zd items, not 1 to 256 for each of %zd groups", dims[3],
+                            dims[2]);
     }
+    const Py_ssize_t width = dims[2] ? dims[3] / dims[2] : 0;
     const int64_t *time = v[0].buf, *grp = v[1].buf, *current = v[2].buf;
     const int64_t *g_begin = v[3].buf, *g_end = v[4].buf;
     int64_t *sums = v[5].buf, *first = v[6].buf;
@@ -573,13 +578,13 @@ static PyObject *w_gap_sums(PyObject *self, PyObject *args)
         int64_t g = grp[k], t = current[k];
         if (g != grp[k + 1])
             continue;
-        if (g < 0 || g >= groups || t < 0 || t > 255) {
+        if (g < 0 || g >= groups || t < 0 || t >= width) {
             ok = 0;
             break;
         }
         int64_t lo = time[k] > g_begin[g] ? time[k] : g_begin[g];
         int64_t hi = time[k + 1] < g_end[g] ? time[k + 1] : g_end[g];
-        Py_ssize_t at = g * 256 + t;
+        Py_ssize_t at = g * width + t;
         if (first[at] < 0)
             first[at] = k;
         if (hi > lo)
