@@ -1,25 +1,28 @@
-"""The part of the XSpace protobuf schema tfobs reads, built at import time.
+"""The part of the XSpace protobuf schema tfobs reads, loaded at import time.
 
 Field names and numbers follow `tsl/profiler/protobuf/xplane.proto` (package
-`tensorflow.profiler`). Building the descriptor here, instead of importing TensorFlow's
+`tensorflow.profiler`). Describing the schema here, instead of importing TensorFlow's
 generated module, keeps `tfobs analyze` free of TensorFlow and of generated-code version
-checks; the `protobuf` runtime (upb) still does the parsing in C.
+checks; the `protobuf` runtime (upb) still does the parsing in C. The tables below are the
+schema; `schema_descriptor.py` holds them serialized (tools/write_schema_descriptor.py),
+which is what import loads.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import EncodeError
 
-_F = descriptor_pb2.FieldDescriptorProto
+from tfobs.xspace import schema_descriptor
+
 _PACKAGE = "tensorflow.profiler"
 
-# (message, [(field, number, type, label, type_name or "", oneof index or None)])
-_REPEATED, _OPTIONAL = _F.LABEL_REPEATED, _F.LABEL_OPTIONAL
-_INT64, _UINT64, _DOUBLE = _F.TYPE_INT64, _F.TYPE_UINT64, _F.TYPE_DOUBLE
-_STRING, _BYTES, _MSG = _F.TYPE_STRING, _F.TYPE_BYTES, _F.TYPE_MESSAGE
+# (message, [(field, number, type, label, type_name or "", oneof index or None)]);
+# labels and types as FieldDescriptorProto numbers them (LABEL_*, TYPE_*).
+_OPTIONAL, _REPEATED = 1, 3
+_DOUBLE, _INT64, _UINT64, _STRING, _MSG, _BYTES = 1, 3, 4, 9, 11, 12
 
 _MESSAGES: dict[str, list[tuple[Any, ...]]] = {
     "XSpace": [
@@ -96,7 +99,7 @@ _MAP_ENTRIES = {
 }
 
 
-def _add_field(msg: descriptor_pb2.DescriptorProto, spec: tuple[Any, ...]) -> None:
+def _add_field(msg: Any, spec: tuple[Any, ...]) -> None:
     name, number, ftype, label, type_name, oneof = spec
     f = msg.field.add(name=name, number=number, type=ftype, label=label)
     if type_name:
@@ -105,7 +108,11 @@ def _add_field(msg: descriptor_pb2.DescriptorProto, spec: tuple[Any, ...]) -> No
         f.oneof_index = oneof
 
 
-def _file_proto() -> descriptor_pb2.FileDescriptorProto:
+def file_bytes() -> bytes:
+    """The tables above as a serialized FileDescriptorProto (what schema_descriptor.py
+    stores): built with descriptor_pb2, which only this needs."""
+    from google.protobuf import descriptor_pb2
+
     fp = descriptor_pb2.FileDescriptorProto(
         name="tfobs/xspace/xplane.proto", package=_PACKAGE, syntax="proto3"
     )
@@ -120,12 +127,13 @@ def _file_proto() -> descriptor_pb2.FileDescriptorProto:
             entry.options.map_entry = True
             _add_field(entry, ("key", 1, _INT64, _OPTIONAL, "", None))
             _add_field(entry, ("value", 2, _MSG, _OPTIONAL, value_type, None))
-    return fp
+    data: bytes = fp.SerializeToString(deterministic=True)
+    return data
 
 
 # A private pool: never clashes with TensorFlow's own registration of the same names.
 _POOL = descriptor_pool.DescriptorPool()
-_POOL.Add(_file_proto())
+_POOL.AddSerializedFile(schema_descriptor.FILE)
 
 
 def message_class(descriptor: Any) -> Any:
