@@ -273,7 +273,8 @@ def run(args: argparse.Namespace) -> int:
 def run_length(args: argparse.Namespace) -> str:
     """How long the demo trains, for its first line."""
     parts = ([f"for {args.seconds:g} s"] if args.seconds else []) + (
-        [f"until {args.windows} windows are reduced"] if args.windows else [])
+        [f"until {args.windows} window{' is' if args.windows == 1 else 's are'} reduced"]
+        if args.windows else [])
     return " or ".join(parts) or "until Ctrl-C"
 
 
