@@ -528,6 +528,21 @@ def build_all(cls: type[_T], *columns: typing.Sequence[Any]) -> list[_T]:
     return list(map(build, *columns))
 
 
+def row_dicts(keys: tuple[str, ...], rows: typing.Iterable[typing.Sequence[Any]]
+              ) -> list[dict[str, Any]]:
+    """One dict per row, `keys[i]` holding the row's i-th value (a step's seconds per
+    category): half the cost of `dict(zip(keys, row))` over thousands of rows."""
+    return list(map(_dict_maker(keys), rows))
+
+
+@functools.cache
+def _dict_maker(keys: tuple[str, ...]) -> typing.Callable[[typing.Sequence[Any]], dict]:
+    """`lambda r: {keys[0]: r[0], ...}`: a dict display of constant keys builds in one step."""
+    items = ", ".join(f"{key!r}: r[{i}]" for i, key in enumerate(keys))
+    make: typing.Callable[[typing.Sequence[Any]], dict] = eval(f"lambda r: {{{items}}}")
+    return make
+
+
 @functools.cache
 def _builder(cls: Any) -> typing.Callable[..., Any]:
     """A function of one argument per field, in field order, that fills a new `cls` as

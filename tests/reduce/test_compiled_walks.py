@@ -195,6 +195,31 @@ def test_type_sweep_equals_numpy(seed: int, numpy_only: None) -> None:
                                 np.zeros(1, np.int64), np.zeros(1, np.int64))
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_nested_events_equal_numpy(seed: int) -> None:
+    """Events strictly inside another of their type and group (left out of the breakdown's
+    sweep): runs of time-ordered events per group, threads going back in time, equal begins,
+    equal ends, instants and types spread over 0..255."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 4000))
+    etype = rng.choice(np.array([0, 3, 9, 64, 200, 255]), n).astype(np.int64)
+    group = np.sort(rng.integers(0, max(1, n // 200), n)).astype(np.int64)
+    # Per group a few threads, each in time order; coarse times make ties common.
+    begin = np.zeros(n, np.int64)
+    for g in np.unique(group).tolist():
+        at = np.flatnonzero(group == g)
+        for part in np.array_split(at, int(rng.integers(1, 4))):
+            begin[part] = np.sort(rng.integers(0, 50, part.size))
+    end = begin + rng.choice(np.array([0, 1, 5, 20, 60]), n)
+    want = breakdown._nested(etype, begin, end, group)
+    got = breakdown.nested_compiled(etype, begin, end, group)
+    assert want is not None and got is not None
+    assert got.tolist() == want.tolist()
+    assert 0 < int(got.sum()) < n or n < 50  # both kinds of event are met
+    # Types outside 0..255 are left to numpy.
+    assert breakdown.nested_compiled(np.array([256, 0]), begin[:2], end[:2], group[:2]) is None
+
+
 def test_wrong_array_sizes_are_a_python_error_not_a_crash() -> None:
     """The module checks every array it writes against the sizes it was told."""
     from tfobs.xspace import _wire
@@ -217,6 +242,8 @@ def test_wrong_array_sizes_are_a_python_error_not_a_crash() -> None:
         _wire.group_walk(np.array([0, 2]), two, two, two.copy(), two, one, np.zeros(0),
                          np.zeros(0), one, one, one.copy(), one.copy(), two.copy(),
                          two.copy(), two.copy())
+    with pytest.raises(ValueError, match="inside"):  # one flag short
+        _wire.nested(two, two, two, two, np.zeros(1, np.bool_))
     # Positions past the buffer are refused, never read.
     assert not _wire.varints(buf, np.array([40], np.int64), np.zeros(1, np.uint64),
                              np.zeros(1, np.int64))

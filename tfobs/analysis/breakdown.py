@@ -202,9 +202,15 @@ def _without_nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
     Such an event changes nothing in the sweep: its type is open from before its start to
     after its end, so the type in force is the same at its two bounds as just before them,
     and no zero-length event of its type there can be sticky. (Call trees, such as JAX's
-    Python tracer events, are mostly such events.) Done only where a sample of the events
-    says many are nested.
+    Python tracer events, are mostly such events.) Compiled, always; else only where a
+    sample of the events says many are nested.
     """
+    inside = nested_compiled(etype, begin, end, group)
+    if inside is not None:
+        if not inside.any():
+            return etype, begin, end, group
+        keep = ~inside
+        return etype[keep], begin[keep], end[keep], group[keep]
     n = etype.size
     blocks, size = _NESTED_SAMPLE
     if n > 2 * blocks * size:
@@ -218,6 +224,19 @@ def _without_nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
         return etype, begin, end, group
     keep = ~inside
     return etype[keep], begin[keep], end[keep], group[keep]
+
+
+def nested_compiled(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
+                    group: np.ndarray) -> np.ndarray | None:
+    """`_nested` by one compiled pass (see _wire.c), without its bounds on the packed keys;
+    None where `_wire` is missing or a type is outside 0..255."""
+    lib = wire()
+    if lib is None:
+        return None
+    inside = np.zeros(etype.size, np.bool_)
+    ok = lib.nested(*(np.ascontiguousarray(x, np.int64) for x in (etype, begin, end, group)),
+                    inside)
+    return inside if ok else None
 
 
 def _nested(etype: np.ndarray, begin: np.ndarray, end: np.ndarray,
@@ -407,6 +426,19 @@ class StepTimes:
     index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     begin_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     end_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # `seconds` as the (steps, categories) array it was made from, where kept.
+    seconds_array: np.ndarray | None = field(default=None, repr=False)
+
+    def category_sums(self) -> dict[str, float]:
+        """Each category's seconds summed over the steps left to right (a cumulative sum
+        adds in that order, as summing each step's figure in turn does)."""
+        if not self.seconds:
+            return dict.fromkeys(CATEGORIES, 0.0)
+        array = self.seconds_array
+        if array is None:
+            array = np.array(self.seconds, np.float64)
+        last = np.cumsum(array, axis=0)[-1]
+        return {c: 0.0 + x for c, x in zip(CATEGORIES, last.tolist(), strict=True)}
 
 
 def step_breakdowns(
@@ -498,7 +530,7 @@ def _kept_times(groups: list[StepGroup], total: np.ndarray, sums: np.ndarray,
     had = np.flatnonzero(present.any(axis=0))
     totals = dict(zip(used[had].tolist(), ps[:, had].sum(axis=0).tolist(), strict=True))
     return StepTimes([groups[k] for k in keep.tolist()], seconds.tolist(), totals, dropped,
-                     index=keep)
+                     index=keep, seconds_array=seconds)
 
 
 def verdict(input_pct: float, other_pct: float, have_steps: bool) -> str:

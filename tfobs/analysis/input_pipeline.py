@@ -10,6 +10,8 @@ figures per step.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from tfobs.analysis.eventtypes import DATASET
@@ -133,15 +135,17 @@ def input_between_steps(host: Timeline | None, steps: list[tuple[int, int]]) -> 
     order), in seconds: `IteratorGetNext*` events (XProf's input-wait events) clipped to the
     gaps, overlaps counted once. Input fetched outside the step markers (`for batch in
     dataset:` around a marked step) is a wait no step breakdown sees."""
-    gaps = [(a_end, b_begin) for (_, a_end), (b_begin, _) in zip(steps, steps[1:], strict=False)
-            if b_begin > a_end]
-    if host is None or not gaps:
+    if host is None or len(steps) < 2:
         return 0.0
     mids = id_array(host.mids_where(lambda n: n.lower().startswith("iteratorgetnext")))
     if not mids.size:
         return 0.0
-    lo = np.array([a for a, _ in gaps], np.int64)
-    hi = np.array([b for _, b in gaps], np.int64)
+    spans_ps = np.fromiter(itertools.chain.from_iterable(steps), np.int64, 2 * len(steps))
+    a_end, b_begin = spans_ps[1:-1:2], spans_ps[2::2]  # each step's end, the next's begin
+    gap = b_begin > a_end
+    if not gap.any():
+        return 0.0
+    lo, hi = a_end[gap], b_begin[gap]
     spans: list[tuple[int, int]] = []
     for ld in host.lines:
         at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
@@ -150,4 +154,4 @@ def input_between_steps(host: Timeline | None, steps: list[tuple[int, int]]) -> 
         start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps,
                                    ld.end_arr[at] + ld.start_ps, lo, hi)
         spans.extend(zip(start.tolist(), end.tolist(), strict=True))
-    return sum(b - a for a, b in merge(spans)) / 1e12 / len(gaps)
+    return sum(b - a for a, b in merge(spans)) / 1e12 / lo.size

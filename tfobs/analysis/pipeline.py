@@ -8,7 +8,6 @@ read those lists and decode stats only for the events they need.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from typing import Any
 
 import numpy as np
@@ -46,6 +45,7 @@ from tfobs.summary import (
     TimedEvent,
     WindowSummary,
     build_all,
+    row_dicts,
 )
 from tfobs.xspace.reader import SpaceView, parse
 from tfobs.xspace.schema import HOST_PLANE
@@ -148,7 +148,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
-    spans = sorted(zip(kept.begin_ps.tolist(), kept.end_ps.tolist(), strict=True))
+    spans = _in_order(kept.begin_ps, kept.end_ps)
     traced_s, traced_top = (0.0, ()) if has_device else python_in_steps(host, spans)
     steps = _with_calls(dataclasses.replace(
         steps, input_between_s=input_pipeline.input_between_steps(host, spans),
@@ -226,24 +226,24 @@ def _steps(
     else:  # host events only: every step's top events ranked at once
         tops, left_out = _host_top_events(groups, top_n, names, found, base_ns,
                                           (in_time, max_top), kept.index)
-    durations = ((kept.end_ps - kept.begin_ps) / 1e12).tolist()
-    items = build_all(Step, [g.step_num for g in groups],
-                      [base_ns + ns for ns in (kept.begin_ps // 1000).tolist()], durations,
+    duration = (kept.end_ps - kept.begin_ps) / 1e12
+    durations = duration.tolist()
+    nums = [g.step_num for g in groups]
+    starts = [base_ns + ns for ns in (kept.begin_ps // 1000).tolist()]
+    items = build_all(Step, nums, starts, durations,
                       # each row holds one figure per category (summed below)
-                      list(map(dict, map(zip, itertools.repeat(CATEGORIES), kept.seconds))),
+                      row_dicts(CATEGORIES, kept.seconds),
                       tops,
                       [0.0] * len(groups))
     n = len(items)
-    # Left to right over the steps, as summing each step's figure in turn.
-    columns = list(zip(*kept.seconds, strict=True)) or [() for _ in CATEGORIES]
-    sums = {c: 0.0 + sum(col) for c, col in zip(CATEGORIES, columns, strict=True)}
+    sums = kept.category_sums()
     note = found.note
     if kept.dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
     method = found.method if items else "none"
-    interval_s, outside = _between_steps(items)
+    interval_s, outside = _between_steps(nums, starts, duration)
     steps = Steps(
         count=n,
         method=method,
@@ -301,6 +301,14 @@ def _window_tops(tops: list[tuple[TimedEvent, ...]], in_time: np.ndarray, limit:
         out.append(tuple(e for e, k in zip(t, keep[at:at + len(t)], strict=True) if k))
         at += len(t)
     return out, len(keep) - limit
+
+
+def _in_order(begin: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
+    """The (begin, end) spans sorted; steps usually come in time order already."""
+    if begin.size > 1 and not (begin[1:] > begin[:-1]).all():
+        order = np.lexsort((end, begin))
+        begin, end = begin[order], end[order]
+    return list(zip(begin.tolist(), end.tolist(), strict=True))
 
 
 def _per_step(seconds: float, count: int) -> float:
@@ -366,18 +374,19 @@ def _with_device_spans(events: GpuEvents, found: FoundSteps, steps: Steps) -> St
     return dataclasses.replace(steps, items=items, note=note)
 
 
-def _between_steps(items: list[Step]) -> tuple[float, float]:
-    """(mean start-to-start interval of consecutive steps, share of it in no step).
+def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray
+                   ) -> tuple[float, float]:
+    """(mean start-to-start interval of consecutive steps, share of it in no step), from
+    the steps' numbers, starts (ns) and durations (s).
 
     Over pairs of steps that follow one another (step numbers one apart or, under
     `steps_per_execution`, the usual stride), so a dropped step does not count as a gap.
     Every pair at once; the float sums left to right, as a loop over the pairs adds them.
     """
-    if len(items) < 2:
+    if len(nums) < 2:
         return 0.0, 0.0
-    num = np.array([s.step_num for s in items], np.int64)
-    start = np.array([s.start_ns for s in items], np.int64)
-    duration = np.array([s.duration_s for s in items], np.float64)
+    num = np.array(nums, np.int64)
+    start = np.array(starts, np.int64)
     pairs = np.flatnonzero(start[1:] > start[:-1])
     if not pairs.size:
         return 0.0, 0.0

@@ -11,6 +11,7 @@ Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,10 +50,10 @@ _LOWEST = np.iinfo(np.int64).min
 Typed = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-@dataclass
+@dataclass(slots=True)
 class StepGroup:
     step_num: int
-    name: str
+    marker: str  # the step marker's name ("train", "batch", ...)
     begin_ps: int  # absolute (line start + offset)
     end_ps: int
     # (line, sorted indices) of the member events, for the step's top events.
@@ -74,6 +75,11 @@ class StepGroup:
                 (etype, begin, end, _), lo, hi = self.typed_rows
                 self._events.append((etype[lo:hi], begin[lo:hi], end[lo:hi]))
         return self._events
+
+    @property
+    def name(self) -> str:
+        """XProf's name for the step: its marker's name and number."""
+        return f"{self.marker} {self.step_num}"
 
     @property
     def duration_ps(self) -> int:
@@ -396,22 +402,23 @@ class _Grouper:
             g += 1
         return out
 
-    def _walk(self, roots: list[tuple[int, int]]) -> tuple[np.ndarray, ...] | None:
-        """The compiled group walk from `roots` (see _wire.c); None where it is missing or
-        refuses the arrays."""
-        if not compiled() or not roots:
+    def _walk(self, root_line: np.ndarray, root_idx: np.ndarray
+              ) -> tuple[np.ndarray, ...] | None:
+        """The compiled group walk from the roots (each one's line and sorted position; see
+        _wire.c); None where it is missing or refuses the arrays."""
+        if not compiled() or not root_line.size:
             return None
         lines = self.host.lines
         start = np.concatenate([ld.start_arr for ld in lines]) if lines else _NONE
         end = np.concatenate([ld.end_arr for ld in lines]) if lines else _NONE
-        root_line, root_idx = (np.array(col, np.int64) for col in zip(*roots, strict=True))
         return group_walk(self.first, start, end, self._gid, self._prod_code,
                           self.cons_ptr, self.cons_line, self.cons_idx, root_line, root_idx)
 
     def _walk_compiled(self, roots: list[tuple[int, int]]
                        ) -> list[list[tuple[int, np.ndarray]] | None] | None:
         """`group_roots` by the compiled walk (see _wire.c); None where it is missing."""
-        walked = self._walk(roots)
+        pairs = np.array(roots, np.int64).reshape(-1, 2)
+        walked = self._walk(pairs[:, 0].copy(), pairs[:, 1].copy())
         if walked is None:
             return None
         root_group, member, chunk_line, chunk_group, chunk_end = walked
@@ -423,12 +430,12 @@ class _Grouper:
             per_group[g].append((li, member[a:b]))
         return [per_group[g] if g >= 0 else None for g in root_group.tolist()]
 
-    def walk_flat(self, roots: list[tuple[int, int]]
+    def walk_flat(self, root_line: np.ndarray, root_idx: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """`group_roots` as columns: each root's group (-1: an earlier group took it) and,
-        for every member in walk order, its group, line and sorted position; None where
-        the compiled walk is missing."""
-        walked = self._walk(roots)
+        """`group_roots` as columns, from the roots' lines and sorted positions: each root's
+        group (-1: an earlier group took it) and, for every member in walk order, its
+        group, line and sorted position; None where the compiled walk is missing."""
+        walked = self._walk(root_line, root_idx)
         if walked is None:
             return None
         root_group, member, chunk_line, chunk_group, chunk_end = walked
@@ -525,17 +532,21 @@ def member_events(groups: list[StepGroup]) -> tuple[list[LineData], np.ndarray, 
 Members = tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray]
 
 
-def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
-                         root_group: np.ndarray, m_group: np.ndarray, m_line: np.ndarray,
-                         m_pos: np.ndarray) -> tuple[list[StepGroup], Members]:
+def _groups_from_columns(host: Timeline, roots: _Roots, root_group: np.ndarray,
+                         m_group: np.ndarray, m_line: np.ndarray, m_pos: np.ndarray
+                         ) -> tuple[list[StepGroup], Members]:
     """The steps of a compiled walk and their members (`member_events`' columns), each
     step's own root left out, straight from the walk's columns."""
     step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
-    picked = [k for k, (g, root) in enumerate(zip(root_group.tolist(), roots, strict=True))
-              if g >= 0 and root[3] not in REMOTE_CALL_ROOTS]
-    chosen = [roots[k] for k in picked]
-    root_line = np.array([r[0] for r in chosen], np.int64)
-    root_pos = np.array([r[1] for r in chosen], np.int64)
+    keep = root_group >= 0
+    remote = set(REMOTE_CALL_ROOTS).intersection(roots.name)
+    if remote:
+        keep &= np.array([n not in remote for n in roots.name], bool)
+    picked = np.flatnonzero(keep)
+    nums, markers = roots.num, roots.name
+    if picked.size < len(roots):
+        nums, markers = [nums[k] for k in picked.tolist()], [markers[k] for k in picked.tolist()]
+    root_line, root_pos = roots.line[picked], roots.pos[picked]
     # Each step's marker span, gathered line by line (absolute ps).
     begin = np.zeros(root_pos.size, np.int64)
     length = np.zeros(root_pos.size, np.int64)
@@ -543,9 +554,9 @@ def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
         ld, on = host.lines[li], np.flatnonzero(root_line == li)
         begin[on] = ld.start_arr[root_pos[on]] + ld.start_ps
         length[on] = ld.end_arr[root_pos[on]] - ld.start_arr[root_pos[on]]
-    groups = [StepGroup(num, f"{name} {num}", b, b + n) for (_, _, num, name), b, n
-              in zip(chosen, begin.tolist(), length.tolist(), strict=True)]
-    step_of_group[root_group[np.array(picked, np.int64)]] = np.arange(len(groups))
+    groups = [StepGroup(num, name, b, b + n) for num, name, b, n
+              in zip(nums, markers, begin.tolist(), length.tolist(), strict=True)]
+    step_of_group[root_group[picked]] = np.arange(len(groups))
     if not groups or not m_group.size:
         return groups, ([], _NONE, _NONE, _NONE)
     k = step_of_group[m_group]
@@ -558,13 +569,23 @@ def _groups_from_columns(host: Timeline, roots: list[tuple[int, int, int, str]],
         order = np.argsort(k, kind="stable")
         k, m_line, m_pos = k[order], m_line[order], m_pos[order]
     # Lines numbered in first-seen order, as `member_events` numbers them.
-    used, first = np.unique(m_line, return_index=True)
-    used = used[np.argsort(first, kind="stable")]
+    used = _first_seen(m_line, len(host.lines))
     number = np.full(len(host.lines), -1, np.int64)
     number[used] = np.arange(used.size)
     lds = [host.lines[li] for li in used.tolist()]
     line = number[m_line]
     return groups, (lds, k, line, plane_indices(lds, line, m_pos))
+
+
+def _first_seen(values: np.ndarray, size: int) -> np.ndarray:
+    """The distinct values of `values` (ints in 0..size-1) in first-seen order. A step's
+    members lie on a few host lines: one pass per line used beats sorting them all."""
+    used = np.flatnonzero(np.bincount(values, minlength=size))
+    if used.size > 16:
+        _, first = np.unique(values, return_index=True)
+        return used[np.argsort(first, kind="stable")]
+    first = [int(np.argmax(values == v)) for v in used.tolist()]
+    return used[np.argsort(first, kind="stable")]
 
 
 def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[int, int],
@@ -637,6 +658,27 @@ class _Unrooted:
     name: str = ""
 
 
+@dataclass
+class _Roots:
+    """The step roots in XProf's order, as columns: each root's line, sorted position,
+    step number (its place in the order where it carries none) and marker name. Thousands
+    of roots (a long window of small steps) need no tuple each."""
+
+    line: np.ndarray
+    pos: np.ndarray
+    num: list[int]
+    name: list[str]
+
+    def __len__(self) -> int:
+        return len(self.num)
+
+    def __iter__(self) -> Iterator[tuple[int, int, int, str]]:
+        return zip(self.line.tolist(), self.pos.tolist(), self.num, self.name, strict=True)
+
+
+_NO_ROOTS = _Roots(np.zeros(0, np.int64), np.zeros(0, np.int64), [], [])
+
+
 def _positions(host: Timeline, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(line index, sorted position) of each plane-wide event index (stored order)."""
     firsts = np.array([ld.first for ld in host.lines], np.int64)
@@ -652,18 +694,16 @@ def _positions(host: Timeline, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return line_of, pos
 
 
-def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int, str]],
-                                             _Unrooted]:
+def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     """XProf's step roots (`ProcessRootEvent`): every event with an `_r` stat, whatever
-    its name, and every `TraceContext`, except the implicit roots TensorFlow marks itself;
-    as (-root level, absolute start, line, position, step number or -1, name), sorted
-    (XProf's root order). Also the
+    its name, and every `TraceContext`, except the implicit roots TensorFlow marks itself,
+    in XProf's root order (higher root levels first, then by time). Also the
     would-be markers without `_r` (a `step_num` stat, not an op), which no tool takes."""
     ids, names = host.stat_ids, host.names
     n = len(host.columns)
     legacy = id_array(host.mids_where(lambda m: m == LEGACY_ROOT))
     if not n or ("_r" not in ids and not legacy.size and "step_num" not in ids):
-        return [], _Unrooted()
+        return _NO_ROOTS, _Unrooted()
     implicit = id_array(host.mids_where(lambda m: m in IMPLICIT_ROOTS))
     mids = host.columns.mid
     wanted = {ids[k]: k for k in ("_r", "step_num") if k in ids}
@@ -680,7 +720,7 @@ def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int,
             unrooted = _Unrooted(int(loose.size), names[int(counts.argmax())])
     flat = np.flatnonzero(is_root)
     if not flat.size:
-        return [], unrooted
+        return _NO_ROOTS, unrooted
     level = np.ones(flat.size, np.int64)
     if "_r" in scan:
         level = np.where(has_r[flat], scan["_r"][0][flat].view(np.int64), 1)
@@ -702,44 +742,44 @@ def _explicit_roots(host: Timeline) -> tuple[list[tuple[int, int, int, int, int,
     # In XProf's order (higher root levels first, then by time): one sort of the columns,
     # not of thousands of tuples (line and position make every key distinct).
     order = np.lexsort((pos, line_of, start, -level))
-    level, start, line_of, pos, num, mid = (x[order] for x in (level, start, line_of, pos,
-                                                                num, mid))
-    root_nums = [k if isinstance(k, int) and k >= 0 else -1 for k in num.tolist()]
-    roots = list(zip((-level).tolist(), start.tolist(), line_of.tolist(), pos.tolist(),
-                     root_nums, [names[m] for m in mid.tolist()], strict=True))
-    return roots, unrooted
+    if order.size > MAX_STEPS:
+        order = order[:MAX_STEPS]
+    # A root without a step number takes its place in the order, as XProf numbers it.
+    step_nums = [k if isinstance(k, int) and k >= 0 else j
+                 for j, k in enumerate(num[order].tolist())]
+    return _Roots(line_of[order], pos[order], step_nums,
+                  [names[m] for m in mid[order].tolist()]), unrooted
 
 
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
     """(method, [(line index, event index, step number, name)]) in XProf's root order."""
     method, roots, _ = _find_roots(host)
-    return method, roots
+    return method, list(roots)
 
 
-def _find_roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]], _Unrooted]:
+def _find_roots(host: Timeline) -> tuple[str, _Roots, _Unrooted]:
     names = host.names
     # XProf's order: higher root levels first, then by time (`_explicit_roots` sorts them).
-    roots, unrooted = _explicit_roots(host)
-    method = "markers"
-    if not roots:
-        fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
-        for li, ld in enumerate(host.lines):
-            last_end = None
-            picked = ld.where(fn_mids)
-            for i, start, end, mid in zip(picked, ld.start_arr[picked].tolist(),
-                                          ld.end_arr[picked].tolist(),
-                                          ld.mid_arr[picked].tolist(), strict=True):
-                if last_end is not None and start < last_end:
-                    continue  # nested or overlapping: not a top-level execution
-                last_end = end
-                roots.append((0, ld.start_ps + start, li, i, -1, names[mid]))
-        roots.sort()
-        method = "inferred"
-    if len(roots) > MAX_STEPS:
-        roots = roots[:MAX_STEPS]
-    out = [(li, i, num if num >= 0 else k, name)
-           for k, (_, _, li, i, num, name) in enumerate(roots)]
-    return method, out, unrooted
+    found, unrooted = _explicit_roots(host)
+    if len(found):
+        return "markers", found, unrooted
+    roots: list[tuple[int, int, int, int, int, str]] = []
+    fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
+    for li, ld in enumerate(host.lines):
+        last_end = None
+        picked = ld.where(fn_mids)
+        for i, start, end, mid in zip(picked, ld.start_arr[picked].tolist(),
+                                      ld.end_arr[picked].tolist(),
+                                      ld.mid_arr[picked].tolist(), strict=True):
+            if last_end is not None and start < last_end:
+                continue  # nested or overlapping: not a top-level execution
+            last_end = end
+            roots.append((0, ld.start_ps + start, li, i, -1, names[mid]))
+    roots.sort()
+    roots = roots[:MAX_STEPS]
+    return "inferred", _Roots(np.array([r[2] for r in roots], np.int64),
+                              np.array([r[3] for r in roots], np.int64),
+                              list(range(len(roots))), [r[5] for r in roots]), unrooted
 
 
 def unrooted_note(unrooted: _Unrooted) -> str:
@@ -758,8 +798,7 @@ def nested_markers_note(taken: list[str], groups: list[StepGroup]) -> str:
     if not groups or len(taken) <= len(groups):
         return ""
     inner = max(set(taken), key=taken.count)
-    outer = max({g.name.rsplit(" ", 1)[0] for g in groups},
-                key=[g.name.rsplit(" ", 1)[0] for g in groups].count)
+    outer = max({g.marker for g in groups}, key=[g.marker for g in groups].count)
     return (f"{len(taken)} step markers ('{inner}') lie inside the {len(groups)} "
             f"'{outer}' steps and are timed as part of them, as XProf times them: to time "
             f"each '{inner}' as a step, make it the only step marker (`_r=1`; in JAX, "
@@ -782,14 +821,14 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     # XProf numbers only the roots that start a group (None: an earlier group took it).
     # Remote-call roots group their work as XProf's do (the group numbers stay XProf's)
     # but make no step.
-    pairs = [(li, i) for li, i, _, _ in roots]
-    flat_walk = grouper.walk_flat(pairs)
+    flat_walk = grouper.walk_flat(roots.line, roots.pos)
     if flat_walk is not None:  # compiled: members as columns, no per-step lists
         groups, read = _groups_from_columns(host, roots, *flat_walk)
         _, typed = _add_typed_events(host, groups, mids_type, read)
-        taken = [r[3] for r, g in zip(roots, flat_walk[0].tolist(), strict=True) if g < 0]
+        taken = [roots.name[k] for k in np.flatnonzero(flat_walk[0] < 0).tolist()]
     else:
-        walked = grouper.group_roots(pairs)
+        walked = grouper.group_roots(list(zip(roots.line.tolist(), roots.pos.tolist(),
+                                              strict=True)))
         taken = [r[3] for r, m in zip(roots, walked, strict=True) if m is None]
         for (li, i, num, name), members in zip(roots, walked, strict=True):
             if members is None or name in REMOTE_CALL_ROOTS:
@@ -797,7 +836,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             ld = host.lines[li]
             start, end = int(ld.start_arr[i]), int(ld.end_arr[i])
             begin = ld.start_ps + start
-            step = StepGroup(num, f"{name} {num}", begin, begin + end - start)
+            step = StepGroup(num, name, begin, begin + end - start)
             for mli, idx in members:
                 if mli == li:
                     idx = idx[idx != i]
@@ -822,7 +861,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
-                      remote_call_roots=sum(r[3] in REMOTE_CALL_ROOTS for r in roots))
+                      remote_call_roots=sum(n in REMOTE_CALL_ROOTS for n in roots.name))
 
 
 def link_codes(high: np.ndarray, low: np.ndarray, consumer: np.ndarray

@@ -538,6 +538,67 @@ static PyObject *w_type_sweep(PyObject *self, PyObject *args)
     return PyBool_FromLong(ok);
 }
 
+/* nested(typ, begin, end, grp, inside) -> bool: which events lie strictly inside another
+ * event of their type and group (breakdown._without_nested): inside[k] = 1 where an
+ * earlier event of k's type in k's run begins strictly before k and ends strictly after
+ * it, and k is not an instant. A run is a stretch of events in time order within one
+ * group (a new run where the group changes or a begin goes back: the next thread).
+ * int64 columns, inside one byte per event. False when a type is outside 0..255. */
+static PyObject *w_nested(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"typ", 8, 0, DIM(1), 0},
+        {"begin", 8, 0, DIM(1), 0},
+        {"end", 8, 0, DIM(1), 0},
+        {"grp", 8, 0, DIM(1), 0},
+        {"inside", 1, 1, DIM(1), 0},
+    };
+    Py_buffer v[NARGS(spec)];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, NARGS(spec), v, dims))
+        return NULL;
+    const int64_t *typ = v[0].buf, *begin = v[1].buf, *end = v[2].buf, *grp = v[3].buf;
+    uint8_t *inside = v[4].buf;
+    Py_ssize_t n = dims[1];
+    /* Per type, in the current run: whether seen (run stamp), the latest end among its
+     * events that begin before the current begin (`reach`, valid where `has_reach`), and
+     * the begin and latest end of its events at that begin (`tie_*`). */
+    int64_t stamp[256], reach[256], tie_begin[256], tie_max[256];
+    uint8_t has_reach[256];
+    int64_t run = 0;
+    int ok = 1;
+    for (int t = 0; t < 256; t++)
+        stamp[t] = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        int64_t t = typ[k], b = begin[k], e = end[k];
+        if (t < 0 || t > 255) {
+            ok = 0;
+            break;
+        }
+        if (k > 0 && (grp[k] != grp[k - 1] || b < begin[k - 1]))
+            run++;
+        if (stamp[t] != run) {
+            stamp[t] = run;
+            has_reach[t] = 0;
+            tie_begin[t] = b;
+            tie_max[t] = e;
+        } else if (b != tie_begin[t]) {
+            if (!has_reach[t] || tie_max[t] > reach[t])
+                reach[t] = tie_max[t];
+            has_reach[t] = 1;
+            tie_begin[t] = b;
+            tie_max[t] = e;
+        } else if (e > tie_max[t]) {
+            tie_max[t] = e;
+        }
+        inside[k] = has_reach[t] && reach[t] > e && e > b;
+    }
+    Py_END_ALLOW_THREADS
+    release(v, NARGS(spec));
+    return PyBool_FromLong(ok);
+}
+
 /* gap_sums(time, grp, current, g_begin, g_end, sums, first) -> bool: the step breakdown's
  * gaps (breakdown.all_type_times), after the sweep: each gap between sorted bounds k and
  * k + 1 of one group g, clipped to [g_begin[g], g_end[g]], adds its length to
@@ -1043,6 +1104,7 @@ static PyObject *w_op_nesting(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"type_sweep", w_type_sweep, METH_VARARGS, "Highest open type after each bound."},
     {"gap_sums", w_gap_sums, METH_VARARGS, "Type time of each group from swept bounds."},
+    {"nested", w_nested, METH_VARARGS, "Events strictly inside another of their type."},
     {"group_walk", w_group_walk, METH_VARARGS, "Step groups from roots, by nesting and links."},
     {"op_nesting", w_op_nesting, METH_VARARGS, "Close order and child time of nested ops."},
     {"link_codes", w_link_codes, METH_VARARGS, "Codes of link keys, consumers by code."},
