@@ -72,28 +72,32 @@ def test_damaged_events_give_the_same_outcome(seed: int,
     rng = np.random.default_rng(seed)
     small = _small_captures()
     path = small[seed % len(small)]
-    # The light schema holds each event as bytes: damage goes past protobuf to the readers.
+    # The light schema leaves events unread: damage goes past protobuf to the readers.
     space = schema.XSpaceLite.FromString(path.read_bytes())
-    lines = [line for p in space.planes for line in p.lines if len(line.events)]
+    lines = [(line, schema.XLineEvents.FromString(line.SerializeToString()))
+             for p in space.planes for line in p.lines]
+    lines = [(line, read) for line, read in lines if len(read.events)]
     assert lines, path.name
     for _ in range(int(rng.integers(1, 6))):
-        line = lines[int(rng.integers(0, len(lines)))]
-        k = int(rng.integers(0, len(line.events)))
-        raw = bytearray(line.events[k])
+        line, read = lines[int(rng.integers(0, len(lines)))]
+        k = int(rng.integers(0, len(read.events)))
+        raw = bytearray(read.events[k])
         for _ in range(int(rng.integers(1, 4))):
             if raw:
                 raw[int(rng.integers(0, len(raw)))] = int(rng.choice(
                     [0x80, 0xFF, 0x22, 0x0, int(rng.integers(256))]))
-        line.events[k] = bytes(raw)
+        read.events[k] = bytes(raw)
+        line.Clear()
+        line.MergeFromString(read.SerializeToString())
     data = space.SerializeToString()
     assert _outcome(data) == _without_walks(monkeypatch, lambda: _outcome(data))
 
 
 def _line_with_raw_events(raws: list[bytes]) -> bytes:
-    line = schema.XLineLite(id=1, timestamp_ns=5)
+    line = schema.XLineEvents(id=1, timestamp_ns=5)
     line.events.extend(raws)
     plane = schema.XPlaneLite(id=1, name="/host:CPU")
-    plane.lines.append(line)
+    plane.lines.add().MergeFromString(line.SerializeToString())
     return schema.XSpaceLite(planes=[plane]).SerializeToString()
 
 

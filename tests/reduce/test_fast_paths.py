@@ -424,7 +424,7 @@ def test_event_fast_decode_equals_walk(seed: int, monkeypatch: pytest.MonkeyPatc
     from tfobs.xspace import columns
 
     rng = np.random.default_rng(seed)
-    line = schema.XLineLite(id=1, timestamp_ns=5)
+    line = schema.XLineEvents(id=1, timestamp_ns=5)
     odd = seed % 2 == 1  # half the seeds mix in layouts the fast path must refuse
     for _ in range(int(rng.integers(1, 300))):
         fields = [(1, int(rng.integers(0, 2**20)))]

@@ -28,6 +28,49 @@ def test_real_captures_parse_into_sorted_timelines(path: pathlib.Path) -> None:
             assert all(e >= s for s, e in zip(line.starts, line.ends, strict=True))
 
 
+@pytest.mark.parametrize("wire", ["compiled", "numpy"])
+@pytest.mark.parametrize("path", capture_paths()[::6], ids=lambda p: p.name.split(".")[0])
+def test_events_are_counted_per_line_without_decoding_one(
+        path: pathlib.Path, wire: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines are parsed without their events (protobuf keeps them as unknown fields, no
+    object per event): each line's count equals the plain protobuf's, read before and
+    without any event column, and the columns then hold exactly those events."""
+    from tfobs.xspace import columns
+
+    if wire == "numpy":
+        monkeypatch.setattr(columns, "_wire", None)
+    data = path.read_bytes()
+    plain = XSpace.FromString(data)
+    space = parse(data)
+    for view, proto in zip(space.planes, plain.planes, strict=True):
+        want = [len(line.events) for line in proto.lines]
+        assert view.line_counts == want
+        assert view._events is None  # counted, not decoded
+        events = view.events
+        assert events.line_start[-1] == sum(want) == events.mid.size
+        assert view.line_counts == want
+        mids = [e.metadata_id for line in proto.lines for e in line.events]
+        assert events.mid.tolist() == mids
+
+
+def test_a_line_whose_events_protobuf_cannot_read_is_a_capture_error() -> None:
+    """With events left unread by the parse, a line whose event runs past the line's end is
+    still one clear error (protobuf checks the framing of the fields it keeps unread)."""
+    from tfobs.xspace import schema
+
+    line = schema.XLineEvents(id=1, timestamp_ns=5)
+    line.events.append(b"\x08\x01")
+    good = line.SerializeToString()
+    bad = good[:-3] + b"\x22\x7f\x08"  # the event's length now runs past the line
+    plane = schema.XPlaneLite(id=1, name="/host:CPU")
+    plane.lines.add().MergeFromString(good)
+    data = schema.XSpaceLite(planes=[plane]).SerializeToString()
+    data = data.replace(good, bad)
+    with pytest.raises(CaptureError) as info:
+        parse(data).planes[0].events  # noqa: B018
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("data", [b"", b"\x00", b"garbage" * 100, 12345, b"\x12\x03abc"])
 def test_bad_bytes_raise_capture_error(data: object) -> None:
     with pytest.raises(CaptureError) as info:

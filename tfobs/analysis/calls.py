@@ -62,14 +62,21 @@ def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
         if not at.size:
             continue
         by_mid = at[np.argsort(ld.mid_arr[at], kind="stable")]  # each name's, in order
-        mids, first, count = np.unique(ld.mid_arr[by_mid], return_index=True,
-                                       return_counts=True)
-        for mid, k, n in zip(mids.tolist(), first.tolist(), count.tolist(), strict=True):
-            if mid not in left:
-                continue
+        sorted_mids = ld.mid_arr[by_mid]
+        first = np.flatnonzero(np.r_[True, sorted_mids[1:] != sorted_mids[:-1]])
+        count = np.diff(np.r_[first, by_mid.size])
+        todo = [(mid, k, n) for mid, k, n in zip(sorted_mids[first].tolist(), first.tolist(),
+                                                  count.tolist(), strict=True) if mid in left]
+        # Each name's first event, read in one batch (positions in line order).
+        heads = [int(by_mid[k]) for _, k, _ in todo]
+        order = sorted(range(len(heads)), key=heads.__getitem__)
+        read = host.stat_values_many(ld, [heads[j] for j in order], wanted)
+        has_stat = [False] * len(heads)
+        for j, values in zip(order, read, strict=True):
+            has_stat[j] = CALL_STAT in values
+        for (mid, k, n), i, called in zip(todo, heads, has_stat, strict=True):
             left.discard(mid)
-            i = int(by_mid[k])
-            if CALL_STAT in host.stat_values(ld, i, wanted):
+            if called:
                 found.append(mid)
             elif n > 1 and ld.start_arr[by_mid[k + 1]] < ld.end_arr[i]:
                 # its next event lies inside it: a marker around a call of its own name?

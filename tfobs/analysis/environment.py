@@ -17,7 +17,7 @@ def accelerator_planes(space: SpaceView) -> tuple[str, list[PlaneView]]:
     """("GPU" | "TPU" | "CPU", planes of that kind that recorded events)."""
     for kind in ("GPU", "TPU"):
         planes = [p for p in space.planes_with_prefix(f"/device:{kind}:")
-                  if any(len(line.events) for line in p.lite.lines)]  # no full parse
+                  if any(p.line_counts)]  # counted, not decoded
         if planes:
             return kind, planes
     return "CPU", []

@@ -130,7 +130,8 @@ def time_base_ps(planes: list[PlaneView]) -> int:
 
     Shared by the timelines that are compared with one another (host and devices).
     """
-    stamps = [line.timestamp_ns for p in planes for line in p.lite.lines if len(line.events)]
+    stamps = [line.timestamp_ns for p in planes
+              for line, count in zip(p.lite.lines, p.line_counts, strict=True) if count]
     low = min(stamps, default=0)
     return low * 1000 if -MAX_PS // 1000 < low < MAX_PS // 1000 else 0
 

@@ -487,6 +487,45 @@ static PyObject *w_line_events(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(bad ? -1 : count);
 }
 
+/* line_event_counts(buf, lstart, lend, counts) -> bool: how many events (field 4) each
+ * XLine message buf[lstart[j]:lend[j]] holds, into counts (int64): what line_events needs
+ * room for, and a capture's event count read without decoding an event. False when a
+ * line's bytes break a rule of field_at. */
+static PyObject *w_line_event_counts(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"buf", 1, 0, ANY, 0},
+        {"lstart", 8, 0, DIM(1), 0},
+        {"lend", 8, 0, DIM(1), 0},
+        {"counts", 8, 1, DIM(1), 0},
+    };
+    Py_buffer v[NARGS(spec)];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, NARGS(spec), v, dims))
+        return NULL;
+    const uint8_t *b = v[0].buf;
+    const int64_t *lstart = v[1].buf, *lend = v[2].buf;
+    int64_t *counts = v[3].buf;
+    Py_ssize_t lines = dims[1], lim = v[0].len;
+    int bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t j = 0; j < lines && !bad; j++) {
+        int64_t p = lstart[j], e = lend[j], at, size, count = 0;
+        if (p < 0 || e > lim) {
+            bad = 1;
+            break;
+        }
+        int found;
+        while ((found = next_record(b, lim, &p, e, &at, &size)) > 0)
+            count++;
+        counts[j] = count;
+        bad = found != 0;
+    }
+    Py_END_ALLOW_THREADS
+    release(v, NARGS(spec));
+    return PyBool_FromLong(!bad);
+}
+
 /* type_sweep(typ, start, current, own) -> bool: the step breakdown's sweep over sorted
  * event bounds (breakdown.all_type_times): after each bound, the highest type (0..255)
  * with more starts than ends so far into current (0 when none), and the running count of
@@ -1110,6 +1149,7 @@ static PyMethodDef methods[] = {
     {"link_codes", w_link_codes, METH_VARARGS, "Codes of link keys, consumers by code."},
     {"int_stats", w_int_stats, METH_VARARGS, "Wanted integer stats of events, one walk."},
     {"line_events", w_line_events, METH_VARARGS, "Event spans of serialized lines."},
+    {"line_event_counts", w_line_event_counts, METH_VARARGS, "Events of each serialized line."},
     {"varints", w_varints, METH_VARARGS, "Varints at positions into value/length arrays."},
     {"events", w_events, METH_VARARGS, "Columns of canonically laid out events."},
     {"stat_records", w_stat_records, METH_VARARGS, "Stat records of events, event by event."},

@@ -3,7 +3,7 @@
 Reduction speed is decided by how often Python touches an event or a stat: building a
 protobuf wrapper for each of a capture's tens of thousands of events and hundreds of
 thousands of stats costs many times the parse itself. So the reader parses lines with
-their events left as bytes (`schema.XLineLite`), and this module walks the protobuf wire
+their events left unread (`schema.XLineLite`; `LineBytes`), and this module walks the wire
 format of all of a plane's events at once, one field per event per numpy round: metadata
 ids, offsets and durations, stopping at each event's first stat. Stat records are walked
 and decoded the same way, only for the events and stats an analysis asks for (most
@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import EncodeError
+from google.protobuf.message import DecodeError, EncodeError
 
 from tfobs.errors import CaptureError
 from tfobs.xspace import schema
@@ -368,19 +368,49 @@ def _buffer(raw: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return buf, end - lens, end
 
 
-def _line_spans(lines: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """`_buffer` of the lines' events, from each line serialized whole (one bytes object
-    per line, not one per event: on a capture of many small events that is most of the
-    cost), the events found by the compiled walk. None where the walk refuses the bytes."""
-    try:
-        raw = [line.SerializeToString() for line in lines]
-    except EncodeError as exc:  # never bad bytes here: see schema.out_of_memory
-        raise MemoryError(f"serializing a capture's lines: {exc}") from None
-    buf, lstart, lend = _buffer(raw)
-    start, end = np.empty(n, np.int64), np.empty(n, np.int64)
-    if _wire.line_events(buf, lstart, lend, start, end) != n:
-        return None
-    return buf, start, end
+class LineBytes:
+    """One plane's lines serialized whole, and how many events each holds.
+
+    The light schema (`schema.XLineLite`) leaves a line's events as its unknown fields:
+    protobuf holds their bytes in one piece and writes them back with the line, so the
+    events are found here by the compiled walk in one buffer, never as a Python object
+    each. Counting them decodes no event (the capture-size check reads the counts first).
+    Where the walk is not built, or refuses a line, protobuf reads each line's events as
+    bytes (`schema.XLineEvents`) instead.
+    """
+
+    def __init__(self, lines: Any) -> None:
+        try:
+            raw = [line.SerializeToString() for line in lines]
+        except EncodeError as exc:  # never bad bytes here: see schema.out_of_memory
+            raise MemoryError(f"serializing a capture's lines: {exc}") from None
+        self.buf, self.lstart, self.lend = _buffer(raw)
+        self.counts: list[int] = []
+        # Each line's events as bytes, where protobuf read them (no compiled walk).
+        self.events: list[Any] | None = None
+        if _wire is not None:
+            counts = np.zeros(len(raw), np.int64)
+            if _wire.line_event_counts(self.buf, self.lstart, self.lend, counts):
+                self.counts = counts.tolist()
+                return
+        try:
+            self.events = [schema.XLineEvents.FromString(r).events for r in raw]
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            if schema.out_of_memory(exc):
+                raise MemoryError(f"reading a capture's lines: {exc}") from None
+            raise CaptureError(f"not a readable XSpace capture: a line's events: {exc}"
+                               ) from None
+        self.counts = [len(e) for e in self.events]
+
+    def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(buffer, start, end): each event's payload span, lines in order."""
+        n = sum(self.counts)
+        if self.events is None:
+            start, end = np.empty(n, np.int64), np.empty(n, np.int64)
+            if _wire.line_events(self.buf, self.lstart, self.lend, start, end) == n:
+                return self.buf, start, end
+            raise _bad("line")  # the count walk read these very bytes: never here
+        return _buffer([e for events in self.events for e in events])
 
 
 class StatBatch:
@@ -604,16 +634,11 @@ class PlaneEvents:
     """
 
     def __init__(self, lines: Any) -> None:
-        counts = [len(line.events) for line in lines]
-        self.line_start = [0, *itertools.accumulate(counts)]
+        """`lines`: a plane's `LineBytes`, or its line messages."""
+        read = lines if isinstance(lines, LineBytes) else LineBytes(lines)
+        self.line_start = [0, *itertools.accumulate(read.counts)]
         n = self.line_start[-1]
-        spans = _line_spans(lines, n) if _wire is not None else None
-        if spans is None:
-            raw: list[bytes] = []
-            for line in lines:
-                raw.extend(line.events)
-            spans = _buffer(raw)
-        buf, start, end = spans
+        buf, start, end = read.spans()
         self.buf, self.start, self.end = buf, start, end
         fast = _canonical_events(buf, start, end)
         if fast is not None:

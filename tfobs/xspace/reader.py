@@ -1,8 +1,8 @@
 """Read-only views over a parsed XSpace: planes, lines, events and their stats.
 
-The capture is parsed with its events left as raw bytes (`schema.XSpaceLite`): planes,
-lines and metadata tables are protobuf messages, events are decoded in bulk into numpy
-columns (`PlaneView.events`, see `columns.py`). Code that wants protobuf XEvents (the GPU
+The capture is parsed with its events left unread (`schema.XSpaceLite`): planes, lines and
+metadata tables are protobuf messages, events are decoded in bulk into numpy columns
+(`PlaneView.events`, see `columns.py`). Code that wants protobuf XEvents (the GPU
 analyses) asks for `PlaneView.proto` or `PlaneView.lines`, which parse that one plane in
 full on first use. Times are picoseconds (`_ps`) unless named otherwise.
 """
@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError, EncodeError
 
 from tfobs.errors import CaptureError
 from tfobs.xspace import schema
-from tfobs.xspace.columns import PlaneEvents
+from tfobs.xspace.columns import LineBytes, PlaneEvents
 
 # Largest capture accepted when parsing; protobuf itself refuses messages over 2 GiB.
 MAX_CAPTURE_BYTES = 2**31 - 1
@@ -27,13 +27,14 @@ StatValue = Any  # float | int | str | bytes
 class PlaneView:
     """One XPlane with its metadata tables decoded once."""
 
-    __slots__ = ("_lite", "_plane", "_events", "event_names", "event_display_names",
-                 "stat_names", "stat_ids")
+    __slots__ = ("_lite", "_plane", "_events", "_bytes", "event_names",
+                 "event_display_names", "stat_names", "stat_ids")
 
     def __init__(self, plane: Any) -> None:
         self._lite = plane
         self._plane: Any = None
         self._events: PlaneEvents | None = None
+        self._bytes: LineBytes | None = None
         self.event_names: dict[int, str] = {}
         self.event_display_names: dict[int, str] = {}
         for mid, md in plane.event_metadata.items():
@@ -55,14 +56,26 @@ class PlaneView:
 
     @property
     def lite(self) -> Any:
-        """The XPlaneLite message: lines with their events as raw bytes."""
+        """The XPlaneLite message: lines without their events (`line_counts`, `events`)."""
         return self._lite
+
+    @property
+    def line_counts(self) -> list[int]:
+        """How many events each of `lite.lines` holds, counted without decoding them."""
+        if self._events is not None:
+            start = self._events.line_start
+            return [b - a for a, b in zip(start, start[1:], strict=False)]
+        if self._bytes is None:
+            self._bytes = LineBytes(self._lite.lines)
+        return self._bytes.counts
 
     @property
     def events(self) -> PlaneEvents:
         """All events of the plane as columns, decoded on first use."""
         if self._events is None:
-            self._events = PlaneEvents(self._lite.lines)
+            read = self._bytes if self._bytes is not None else LineBytes(self._lite.lines)
+            self._events = PlaneEvents(read)
+            self._bytes = None  # the events hold its buffer now
         return self._events
 
     @property
@@ -203,7 +216,7 @@ class SpaceView:
         return [p for p in self.planes if p.name.startswith(prefix)]
 
     def event_count(self) -> int:
-        return sum(len(line.events) for p in self._space.planes for line in p.lines)
+        return sum(sum(p.line_counts) for p in self.planes)
 
     def __iter__(self) -> Iterator[PlaneView]:
         return iter(self.planes)

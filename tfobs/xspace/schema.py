@@ -88,7 +88,13 @@ _MESSAGES["XPlaneLite"] = [
     ("lines", 3, _MSG, _REPEATED, "XLineLite", None) if f[0] == "lines" else f
     for f in _MESSAGES["XPlane"]
 ]
-_MESSAGES["XLineLite"] = [
+# A line without its events field: protobuf keeps the events as the line's unknown fields,
+# one copy of their bytes, and writes them back with the line (`columns.LineBytes` walks
+# them), instead of a Python bytes object per event (a long window has 100,000 and more).
+_MESSAGES["XLineLite"] = [f for f in _MESSAGES["XLine"] if f[0] != "events"]
+# A line with its events as bytes each: how lines are read where the compiled walk is not
+# built (and how tests write events of their own).
+_MESSAGES["XLineEvents"] = [
     ("events", 4, _BYTES, _REPEATED, "", None) if f[0] == "events" else f
     for f in _MESSAGES["XLine"]
 ]
@@ -170,3 +176,4 @@ XStatMetadata = _cls("XStatMetadata")
 XSpaceLite = _cls("XSpaceLite")
 XPlaneLite = _cls("XPlaneLite")
 XLineLite = _cls("XLineLite")
+XLineEvents = _cls("XLineEvents")
