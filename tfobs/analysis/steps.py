@@ -538,11 +538,11 @@ def _groups_from_columns(host: Timeline, roots: _Roots, root_group: np.ndarray,
     """The steps of a compiled walk and their members (`member_events`' columns), each
     step's own root left out, straight from the walk's columns."""
     step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
-    keep = root_group >= 0
+    taking = root_group >= 0
     remote = set(REMOTE_CALL_ROOTS).intersection(roots.name)
     if remote:
-        keep &= np.array([n not in remote for n in roots.name], bool)
-    picked = np.flatnonzero(keep)
+        taking &= np.array([n not in remote for n in roots.name], bool)
+    picked = np.flatnonzero(taking)
     nums, markers = roots.num, roots.name
     if picked.size < len(roots):
         nums, markers = [nums[k] for k in picked.tolist()], [markers[k] for k in picked.tolist()]
@@ -583,9 +583,10 @@ def _first_seen(values: np.ndarray, size: int) -> np.ndarray:
     used = np.flatnonzero(np.bincount(values, minlength=size))
     if used.size > 16:
         _, first = np.unique(values, return_index=True)
-        return used[np.argsort(first, kind="stable")]
-    first = [int(np.argmax(values == v)) for v in used.tolist()]
-    return used[np.argsort(first, kind="stable")]
+    else:
+        first = np.array([np.argmax(values == v) for v in used.tolist()], np.int64)
+    order: np.ndarray = used[np.argsort(first, kind="stable")]
+    return order
 
 
 def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[int, int],
@@ -605,8 +606,8 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[i
     flat, line, group, etype = flat[typed], line[typed], group[typed], etype[typed]
     begin = cols.offset[flat] + np.array([ld.start_ps for ld in lds], np.int64)[line]
     end = begin + cols.duration[flat]
-    typed_cols = (etype.astype(np.int64), begin.astype(np.int64), end.astype(np.int64),
-                  group.astype(np.int64))
+    typed_cols = (etype.astype(np.int64, copy=False), begin.astype(np.int64, copy=False),
+                  end.astype(np.int64, copy=False), group.astype(np.int64, copy=False))
     bounds = np.searchsorted(group, np.arange(len(groups) + 1)).tolist()
     for g, lo, hi in zip(groups, bounds, bounds[1:], strict=False):
         g.typed_rows = (typed_cols, lo, hi)

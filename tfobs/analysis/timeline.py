@@ -309,10 +309,14 @@ def int_stats_at(
     decoded = _compiled_int_stats(tl, events, ids)
     if decoded is not None:
         value, kind = decoded
+        is_int = _INTEGER_KIND[kind]  # every cell at once: kinds are small codes
         for j, key in enumerate(wanted.values()):
             if not kind[j].any():  # keyed only when some record of it was read
                 continue
-            has = (kind[j] == KIND_INT64) | (kind[j] == KIND_UINT64)
+            has = is_int[j]
+            if raw:  # the walk leaves 0 where no integer record is: the column as it is
+                out[key] = (value[j], has)
+                continue
             at = np.flatnonzero(has)
             out[key] = (_int_column(n, at, value[j][at], kind[j][at], raw), has)
         return out
@@ -354,6 +358,11 @@ def int_stats_at(
             has[at] = True
         out[key] = (_int_column(n, at, batch.value[sel], batch.kind[sel], raw), has)
     return out
+
+
+# Whether a value kind (columns.KIND_*, an int8 code) is an integer record's.
+_INTEGER_KIND = np.zeros(256, bool)
+_INTEGER_KIND[[KIND_INT64, KIND_UINT64]] = True
 
 
 def _int_column(n: int, at: np.ndarray, value: np.ndarray, kind: np.ndarray,
