@@ -444,17 +444,25 @@ class StepTimes:
 def step_breakdowns(
     groups: list[StepGroup], has_device: bool, drop_incomplete: bool = True,
     require_compute: bool = True, typed: tuple[np.ndarray, ...] | None = None,
+    spans: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> StepTimes:
     """Well-formed steps with their breakdowns, XProf's first/last step dropped; with
     `require_compute` off, every timed step (a coordinator's, whose work runs elsewhere).
     `typed`: the groups' events as columns (type, begin, end, group number) when they are
-    all of each group's `events` (`FoundSteps.typed`: no device event added)."""
-    begin = np.array([g.begin_ps for g in groups], np.int64)
-    end = np.array([g.end_ps for g in groups], np.int64)
+    all of each group's `events` (`FoundSteps.typed`: no device event added); `spans`: the
+    groups' (begin_ps, end_ps) as columns, where the caller has them."""
+    if spans is not None:
+        begin, end = spans
+    else:
+        begin = np.array([g.begin_ps for g in groups], np.int64)
+        end = np.array([g.end_ps for g in groups], np.int64)
     at = np.flatnonzero(end > begin)
-    timed = [groups[k] for k in at.tolist()]
+    every = at.size == len(groups)  # the usual case: no group needs renumbering
+    timed = groups if every else [groups[k] for k in at.tolist()]
     columns = None
-    if typed is not None:  # the timed groups' rows, renumbered
+    if typed is not None and every:
+        columns = typed
+    elif typed is not None:  # the timed groups' rows, renumbered
         rank = np.full(len(groups), -1, np.int64)
         rank[at] = np.arange(len(at))
         etype, e_begin, e_end, group = typed
@@ -529,8 +537,12 @@ def _kept_times(groups: list[StepGroup], total: np.ndarray, sums: np.ndarray,
     np.add.at(seconds, (rows, _CATEGORY_INDEX[used[cols]]), ps[rows, cols] / 1e12)
     had = np.flatnonzero(present.any(axis=0))
     totals = dict(zip(used[had].tolist(), ps[:, had].sum(axis=0).tolist(), strict=True))
-    return StepTimes([groups[k] for k in keep.tolist()], seconds.tolist(), totals, dropped,
-                     index=keep, seconds_array=seconds)
+    if keep.size and keep[-1] - keep[0] + 1 == keep.size:  # a run of steps: a slice
+        chosen = groups[int(keep[0]):int(keep[-1]) + 1]
+    else:
+        chosen = [groups[k] for k in keep.tolist()]
+    return StepTimes(chosen, seconds.tolist(), totals, dropped, index=keep,
+                     seconds_array=seconds)
 
 
 def verdict(input_pct: float, other_pct: float, have_steps: bool) -> str:

@@ -98,12 +98,12 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     if has_device and found.groups:
         _add_device_events(found.groups, devices)
     typed = None if has_device else found.typed  # device events join the groups on GPUs
-    kept = bd.step_breakdowns(found.groups, has_device, typed=typed)
+    kept = bd.step_breakdowns(found.groups, has_device, typed=typed, spans=found.spans)
     if not kept.groups and found.groups and not has_device and found.method == "markers":
         # Marked steps that run no op here: a coordinator's (ParameterServerStrategy), whose
         # step functions run on the workers. XProf finds no step; tfobs times the markers.
         kept = bd.step_breakdowns(found.groups, has_device, require_compute=False,
-                                  typed=typed)
+                                  typed=typed, spans=found.spans)
         if kept.groups:
             found = dataclasses.replace(found, method=REMOTE_STEPS,
                                         note=remote_steps_note(found.remote_call_roots))
@@ -505,8 +505,9 @@ def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
                        [base_ns + ns for ns in (start // 1000).tolist()],
                        dur_s.tolist(), [""] * len(rows))
     ends = np.cumsum(np.bincount(step, minlength=len(groups))).tolist()
-    return ([tuple(events[a:b]) for a, b in zip([0, *ends[:-1]], ends, strict=True)],
-            left_out)
+    # Most steps of a long window keep no top event (the window keeps its longest).
+    return ([tuple(events[a:b]) if b > a else () for a, b in zip([0, *ends[:-1]], ends,
+                                                                  strict=True)], left_out)
 
 
 def _by_step_longest_then_name(step: np.ndarray, dur: np.ndarray, name: np.ndarray

@@ -111,6 +111,8 @@ class FoundSteps:
     # Function runs TensorFlow marks `_r=1` itself (KernelAndDeviceFunc::RunAsync): XProf
     # makes steps of those that run ops here; tfobs never does.
     remote_call_roots: int = 0
+    # The groups' spans (begin_ps, end_ps) as columns, where the compiled walk made them.
+    spans: tuple[np.ndarray, np.ndarray] | None = None
     # `member_events(groups)`, read once for the breakdown and the steps' top events.
     members: tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray] | None = None
     # The groups' typed host events as columns (type, begin, end, group number), the
@@ -534,9 +536,10 @@ Members = tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray]
 
 def _groups_from_columns(host: Timeline, roots: _Roots, root_group: np.ndarray,
                          m_group: np.ndarray, m_line: np.ndarray, m_pos: np.ndarray
-                         ) -> tuple[list[StepGroup], Members]:
-    """The steps of a compiled walk and their members (`member_events`' columns), each
-    step's own root left out, straight from the walk's columns."""
+                         ) -> tuple[list[StepGroup], Members, tuple[np.ndarray, np.ndarray]]:
+    """The steps of a compiled walk, their members (`member_events`' columns), each step's
+    own root left out, and their spans (begin_ps, end_ps), straight from the walk's
+    columns."""
     step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
     taking = root_group >= 0
     remote = set(REMOTE_CALL_ROOTS).intersection(roots.name)
@@ -557,8 +560,9 @@ def _groups_from_columns(host: Timeline, roots: _Roots, root_group: np.ndarray,
     groups = [StepGroup(num, name, b, b + n) for num, name, b, n
               in zip(nums, markers, begin.tolist(), length.tolist(), strict=True)]
     step_of_group[root_group[picked]] = np.arange(len(groups))
+    spans = (begin, begin + length)
     if not groups or not m_group.size:
-        return groups, ([], _NONE, _NONE, _NONE)
+        return groups, ([], _NONE, _NONE, _NONE), spans
     k = step_of_group[m_group]
     keep = np.flatnonzero(k >= 0)
     k, m_line, m_pos = k[keep], m_line[keep], m_pos[keep]
@@ -574,7 +578,7 @@ def _groups_from_columns(host: Timeline, roots: _Roots, root_group: np.ndarray,
     number[used] = np.arange(used.size)
     lds = [host.lines[li] for li in used.tolist()]
     line = number[m_line]
-    return groups, (lds, k, line, plane_indices(lds, line, m_pos))
+    return groups, (lds, k, line, plane_indices(lds, line, m_pos)), spans
 
 
 def _first_seen(values: np.ndarray, size: int) -> np.ndarray:
@@ -824,10 +828,11 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     # but make no step.
     flat_walk = grouper.walk_flat(roots.line, roots.pos)
     if flat_walk is not None:  # compiled: members as columns, no per-step lists
-        groups, read = _groups_from_columns(host, roots, *flat_walk)
+        groups, read, spans = _groups_from_columns(host, roots, *flat_walk)
         _, typed = _add_typed_events(host, groups, mids_type, read)
         taken = [roots.name[k] for k in np.flatnonzero(flat_walk[0] < 0).tolist()]
     else:
+        spans = None
         walked = grouper.group_roots(list(zip(roots.line.tolist(), roots.pos.tolist(),
                                               strict=True)))
         taken = [r[3] for r, m in zip(roots, walked, strict=True) if m is None]
@@ -862,6 +867,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
+                      spans=spans,
                       remote_call_roots=sum(n in REMOTE_CALL_ROOTS for n in roots.name))
 
 
