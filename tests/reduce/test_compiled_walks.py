@@ -224,6 +224,54 @@ def test_nested_events_equal_numpy(seed: int) -> None:
     assert breakdown.nested_compiled(np.array([256, 0]), begin[:2], end[:2], group[:2]) is None
 
 
+@pytest.mark.parametrize("path", capture_paths()[::3], ids=lambda p: p.name[:-10])
+def test_step_members_equal_numpy(path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps' members and typed events from the compiled pass (`_wire.step_members`):
+    the same columns, in the same order, as the numpy code gives from the same walk."""
+    plane = parse(path.read_bytes()).plane("/host:CPU")
+    if plane is None:
+        pytest.skip("no host plane in this capture")  # no step to find
+    host = Timeline(plane)
+    fast = steps.find_steps(host)
+    with monkeypatch.context() as m:
+        m.setattr(steps, "_compiled_members", lambda *a: None)
+        slow = steps.find_steps(host)
+    assert [g.name for g in fast.groups] == [g.name for g in slow.groups]
+    if fast.members is None or slow.members is None:
+        assert fast.members is slow.members
+        return
+    assert [id(ld) for ld in fast.members[0]] == [id(ld) for ld in slow.members[0]]
+    for got, want in zip(fast.members[1:], slow.members[1:], strict=True):
+        assert got.tolist() == want.tolist()
+    assert (fast.typed is None) == (slow.typed is None)
+    for got, want in zip(fast.typed or (), slow.typed or (), strict=True):
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
+    for g, w in zip(fast.groups, slow.groups, strict=True):
+        assert [c.tolist() for c in g.events[0]] == [c.tolist() for c in w.events[0]] \
+            if w.events else not g.events
+
+
+def test_step_members_leave_lines_out_of_time_order_to_numpy() -> None:
+    """A member on a line stored out of time order (its positions are sorted ones) or an
+    index past the plane's events: the pass decides nothing."""
+    from tfobs.xspace import _wire
+
+    one = np.zeros(1, np.int64)  # one member, of group 0 (step 0), on line 0
+    out = [np.zeros(1, np.int64) for _ in range(7)]
+    used, counts = np.zeros(1, np.int64), np.zeros(3, np.int64)
+    root = (np.array([0]), np.array([5]))  # the step's root is another event
+    cols = (np.zeros(4, np.int64),) * 3  # a plane of four events
+
+    def run(ordered: bool, pos: int) -> int:
+        return _wire.step_members(one, one, np.array([pos]), one, *root, one,
+                                  np.array([ordered]), one, *cols, np.full(1, -1), *out,
+                                  used, counts)
+
+    assert run(True, 2) == 1 and counts.tolist() == [1, 0, 1] and out[2].tolist() == [2]
+    assert run(False, 2) == 0
+    assert run(True, 9) == -1
+
+
 def test_wrong_array_sizes_are_a_python_error_not_a_crash() -> None:
     """The module checks every array it writes against the sizes it was told."""
     from tfobs.xspace import _wire

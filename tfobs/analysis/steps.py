@@ -534,12 +534,14 @@ def member_events(groups: list[StepGroup]) -> tuple[list[LineData], np.ndarray, 
 Members = tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray]
 
 
-def _groups_from_columns(host: Timeline, roots: _Roots, root_group: np.ndarray,
-                         m_group: np.ndarray, m_line: np.ndarray, m_pos: np.ndarray
-                         ) -> tuple[list[StepGroup], Members, tuple[np.ndarray, np.ndarray]]:
+def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int],
+                         root_group: np.ndarray, m_group: np.ndarray, m_line: np.ndarray,
+                         m_pos: np.ndarray
+                         ) -> tuple[list[StepGroup], Members, tuple[np.ndarray, np.ndarray],
+                                    Typed | None]:
     """The steps of a compiled walk, their members (`member_events`' columns), each step's
-    own root left out, and their spans (begin_ps, end_ps), straight from the walk's
-    columns."""
+    own root left out, their spans (begin_ps, end_ps) and their typed events
+    (`_add_typed_events`), straight from the walk's columns."""
     step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
     taking = root_group >= 0
     remote = set(REMOTE_CALL_ROOTS).intersection(roots.name)
@@ -562,7 +564,14 @@ def _groups_from_columns(host: Timeline, roots: _Roots, root_group: np.ndarray,
     step_of_group[root_group[picked]] = np.arange(len(groups))
     spans = (begin, begin + length)
     if not groups or not m_group.size:
-        return groups, ([], _NONE, _NONE, _NONE), spans
+        return groups, ([], _NONE, _NONE, _NONE), spans, None
+    fast = _compiled_members(host, mids_type, (m_group, m_line, m_pos), step_of_group,
+                             (root_line, root_pos))
+    if fast is not None:
+        members, typed = fast
+        if typed is not None:
+            _set_typed_rows(groups, typed)
+        return groups, members, spans, typed
     k = step_of_group[m_group]
     keep = np.flatnonzero(k >= 0)
     k, m_line, m_pos = k[keep], m_line[keep], m_pos[keep]
@@ -578,7 +587,42 @@ def _groups_from_columns(host: Timeline, roots: _Roots, root_group: np.ndarray,
     number[used] = np.arange(used.size)
     lds = [host.lines[li] for li in used.tolist()]
     line = number[m_line]
-    return groups, (lds, k, line, plane_indices(lds, line, m_pos)), spans
+    members = (lds, k, line, plane_indices(lds, line, m_pos))
+    _, typed = _add_typed_events(host, groups, mids_type, members)
+    return groups, members, spans, typed
+
+
+def _compiled_members(host: Timeline, mids_type: dict[int, int],
+                      walked: tuple[np.ndarray, np.ndarray, np.ndarray],
+                      step_of_group: np.ndarray, roots: tuple[np.ndarray, np.ndarray]
+                      ) -> tuple[Members, Typed | None] | None:
+    """The rest of `_groups_from_columns` and `_add_typed_events` in one compiled pass over
+    the walk's members (see _wire.c); None where `_wire` is missing, an id is not small,
+    or the pass leaves the case to numpy (lines stored out of time order)."""
+    lib = wire()
+    if lib is None or (mids_type and (min(mids_type) < 0 or max(mids_type) >= 1 << 22)):
+        return None
+    table = np.full(max(mids_type, default=-1) + 1, -1, np.int64)
+    table[np.fromiter(mids_type, np.int64, len(mids_type))] = np.fromiter(
+        mids_type.values(), np.int64, len(mids_type))
+    lines, cols = host.lines, host.columns
+    first = np.array([ld.first for ld in lines], np.int64)
+    ordered = np.array([ld.order is None for ld in lines], np.bool_)
+    start = np.array([ld.start_ps for ld in lines], np.int64)
+    n = walked[0].size
+    out = [np.empty(n, np.int64) for _ in range(7)]
+    used, counts = np.empty(len(lines), np.int64), np.zeros(3, np.int64)
+    args = (*walked, step_of_group, *roots, first, ordered, start, cols.mid, cols.offset,
+            cols.duration, table, *out, used, counts)
+    if lib.step_members(*(np.ascontiguousarray(a) for a in args[:-9]), *args[-9:]) != 1:
+        return None
+    kept, typed, numbered = counts.tolist()
+    k, line, flat = (x[:kept] for x in out[:3])
+    lds = [lines[li] for li in used[:numbered].tolist()]
+    if not kept:
+        return (lds, k, line, flat), None
+    etype, begin, end, step = (x[:typed] for x in out[3:])
+    return (lds, k, line, flat), (etype, begin, end, step)
 
 
 def _first_seen(values: np.ndarray, size: int) -> np.ndarray:
@@ -612,10 +656,15 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[i
     end = begin + cols.duration[flat]
     typed_cols = (etype.astype(np.int64, copy=False), begin.astype(np.int64, copy=False),
                   end.astype(np.int64, copy=False), group.astype(np.int64, copy=False))
-    bounds = np.searchsorted(group, np.arange(len(groups) + 1)).tolist()
-    for g, lo, hi in zip(groups, bounds, bounds[1:], strict=False):
-        g.typed_rows = (typed_cols, lo, hi)
+    _set_typed_rows(groups, typed_cols)
     return members, typed_cols
+
+
+def _set_typed_rows(groups: list[StepGroup], typed: Typed) -> None:
+    """Each group's rows of the typed columns (sorted by group)."""
+    bounds = np.searchsorted(typed[3], np.arange(len(groups) + 1)).tolist()
+    for g, lo, hi in zip(groups, bounds, bounds[1:], strict=False):
+        g.typed_rows = (typed, lo, hi)
 
 
 def members_of(found: FoundSteps, kept: list[StepGroup],
@@ -828,8 +877,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     # but make no step.
     flat_walk = grouper.walk_flat(roots.line, roots.pos)
     if flat_walk is not None:  # compiled: members as columns, no per-step lists
-        groups, read, spans = _groups_from_columns(host, roots, *flat_walk)
-        _, typed = _add_typed_events(host, groups, mids_type, read)
+        groups, read, spans, typed = _groups_from_columns(host, roots, mids_type, *flat_walk)
         taken = [roots.name[k] for k in np.flatnonzero(flat_walk[0] < 0).tolist()]
     else:
         spans = None

@@ -577,6 +577,123 @@ static PyObject *w_type_sweep(PyObject *self, PyObject *args)
     return PyBool_FromLong(ok);
 }
 
+/* step_members(...) -> int: the step grouping walk's members as the breakdown reads them
+ * (steps._groups_from_columns and _add_typed_events in one pass). In: each member's group,
+ * host line and sorted position (m_group, m_line, m_pos; walk order), each group's step
+ * (-1: none), each step's root line and position, each host line's first plane-wide index,
+ * whether it is stored in time order, and its start (ps from the time base), the plane's
+ * mid/offset/duration columns and each mid's CPU event type (-1: none). Out: the members
+ * kept (of a step, not the step's own root), in order: step, line number (lines numbered
+ * in first-seen order; `used` gets each number's host line) and plane-wide index; and of
+ * those with a type: type, begin, end (absolute ps) and step. `counts` gets (members,
+ * typed members, lines used). Returns 1; 0 when the numpy code must decide (a member on a
+ * line not in time order, or steps out of order); -1 on an index out of range. */
+static PyObject *w_step_members(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"m_group", 8, 0, DIM(1), 0},
+        {"m_line", 8, 0, DIM(1), 0},
+        {"m_pos", 8, 0, DIM(1), 0},
+        {"step_of_group", 8, 0, DIM(2), 0},
+        {"root_line", 8, 0, DIM(3), 0},
+        {"root_pos", 8, 0, DIM(3), 0},
+        {"line_first", 8, 0, DIM(4), 0},
+        {"line_ordered", 1, 0, DIM(4), 0},
+        {"line_start", 8, 0, DIM(4), 0},
+        {"mid", 8, 0, DIM(5), 0},
+        {"offset", 8, 0, DIM(5), 0},
+        {"duration", 8, 0, DIM(5), 0},
+        {"type_of_mid", 8, 0, DIM(6), 0},
+        {"k", 8, 1, DIM(1), 0},
+        {"line", 8, 1, DIM(1), 0},
+        {"flat", 8, 1, DIM(1), 0},
+        {"t_type", 8, 1, DIM(1), 0},
+        {"t_begin", 8, 1, DIM(1), 0},
+        {"t_end", 8, 1, DIM(1), 0},
+        {"t_step", 8, 1, DIM(1), 0},
+        {"used", 8, 1, DIM(4), 0},
+        {"counts", 8, 1, 3, 0},
+    };
+    Py_buffer v[NARGS(spec)];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, NARGS(spec), v, dims))
+        return NULL;
+    const int64_t *m_group = v[0].buf, *m_line = v[1].buf, *m_pos = v[2].buf;
+    const int64_t *step_of_group = v[3].buf, *root_line = v[4].buf, *root_pos = v[5].buf;
+    const int64_t *line_first = v[6].buf, *line_start = v[8].buf;
+    const uint8_t *line_ordered = v[7].buf;
+    const int64_t *mid = v[9].buf, *offset = v[10].buf, *duration = v[11].buf;
+    const int64_t *type_of_mid = v[12].buf;
+    int64_t *k_out = v[13].buf, *line_out = v[14].buf, *flat_out = v[15].buf;
+    int64_t *t_type = v[16].buf, *t_begin = v[17].buf, *t_end = v[18].buf, *t_step = v[19].buf;
+    int64_t *used = v[20].buf, *counts = v[21].buf;
+    Py_ssize_t n = dims[1], groups = dims[2], steps = dims[3], lines = dims[4];
+    Py_ssize_t events = dims[5], types = dims[6];
+    int64_t *number = PyMem_RawMalloc((lines ? lines : 1) * sizeof(int64_t));
+    if (!number) {
+        release(v, NARGS(spec));
+        return PyErr_NoMemory();
+    }
+    int result = 1;
+    Py_ssize_t kept = 0, typed = 0, numbered = 0;
+    int64_t last_step = -1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t l = 0; l < lines; l++)
+        number[l] = -1;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        int64_t g = m_group[j], li = m_line[j], pos = m_pos[j];
+        if (g < 0 || g >= groups || li < 0 || li >= lines) {
+            result = -1;
+            break;
+        }
+        int64_t st = step_of_group[g];
+        if (st < 0)
+            continue; /* a group that makes no step */
+        if (st >= steps) {
+            result = -1;
+            break;
+        }
+        if (li == root_line[st] && pos == root_pos[st])
+            continue; /* the step's own root */
+        if (st < last_step || !line_ordered[li]) {
+            result = 0; /* steps out of walk order, or a line's stored order differs */
+            break;
+        }
+        last_step = st;
+        int64_t e = line_first[li] + pos;
+        if (pos < 0 || e < 0 || e >= events) {
+            result = -1;
+            break;
+        }
+        if (number[li] < 0) {
+            number[li] = numbered;
+            used[numbered++] = li;
+        }
+        k_out[kept] = st;
+        line_out[kept] = number[li];
+        flat_out[kept] = e;
+        kept++;
+        int64_t m = mid[e];
+        int64_t t = (m >= 0 && m < types) ? type_of_mid[m] : -1;
+        if (t < 0)
+            continue;
+        /* unsigned sums: wrap as numpy's int64 do (the reader bounds every time) */
+        int64_t b = (int64_t)((uint64_t)offset[e] + (uint64_t)line_start[li]);
+        t_type[typed] = t;
+        t_begin[typed] = b;
+        t_end[typed] = (int64_t)((uint64_t)b + (uint64_t)duration[e]);
+        t_step[typed] = st;
+        typed++;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(number);
+    counts[0] = kept;
+    counts[1] = typed;
+    counts[2] = numbered;
+    release(v, NARGS(spec));
+    return PyLong_FromLong(result);
+}
+
 /* nested(typ, begin, end, grp, inside) -> bool: which events lie strictly inside another
  * event of their type and group (breakdown._without_nested): inside[k] = 1 where an
  * earlier event of k's type in k's run begins strictly before k and ends strictly after
@@ -1144,6 +1261,7 @@ static PyMethodDef methods[] = {
     {"type_sweep", w_type_sweep, METH_VARARGS, "Highest open type after each bound."},
     {"gap_sums", w_gap_sums, METH_VARARGS, "Type time of each group from swept bounds."},
     {"nested", w_nested, METH_VARARGS, "Events strictly inside another of their type."},
+    {"step_members", w_step_members, METH_VARARGS, "Members of steps, typed ones apart."},
     {"group_walk", w_group_walk, METH_VARARGS, "Step groups from roots, by nesting and links."},
     {"op_nesting", w_op_nesting, METH_VARARGS, "Close order and child time of nested ops."},
     {"link_codes", w_link_codes, METH_VARARGS, "Codes of link keys, consumers by code."},
