@@ -11,6 +11,8 @@ by design; `tf.function` would not remove them).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tfobs.analysis.timeline import Timeline, clip_to_spans, id_array, member, outermost
@@ -27,7 +29,7 @@ def _eager_kind(kind: str) -> bool:
 GRAPH_BUILDING = "tf.function-graph_building"  # TensorFlow's mark around a tf.function trace
 
 
-def graph_building(host: Timeline | None, steps: list[tuple[int, int]]) -> tuple[float, int]:
+def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> tuple[float, int]:
     """(seconds, count) of tf.function traces that start inside the `steps` (absolute
     (begin, end) ps, in order, not overlapping), the time clipped to the step:
     `tf.function-graph_building` events not inside another (tracing a function traces the

@@ -11,6 +11,7 @@ figures per step.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -130,7 +131,7 @@ def _inside_tfdata_share(host: Timeline) -> float:
     return inside / total if total > 0 else 1.0
 
 
-def input_between_steps(host: Timeline | None, steps: list[tuple[int, int]]) -> float:
+def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> float:
     """Mean input wait per gap between consecutive `steps` (absolute (begin, end) ps, in
     order), in seconds: `IteratorGetNext*` events (XProf's input-wait events) clipped to the
     gaps, overlaps counted once. Input fetched outside the step markers (`for batch in

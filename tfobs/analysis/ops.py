@@ -12,7 +12,7 @@ the events of accelerator planes (GPU stream kernels, TPU `XLA Ops`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -408,7 +408,7 @@ _COLLECTIVE_TYPE = re.compile(r"^Collective(Reduce|Gather|Bcast\w*|AllToAll|Redu
                               r"(V\d)?$")
 
 
-def host_collective_seconds(host: Timeline | None, spans: list[tuple[int, int]]) -> float:
+def host_collective_seconds(host: Timeline | None, spans: Sequence[tuple[int, int]]) -> float:
     """Seconds of the steps during which a collective op runs on the host (`spans`: the
     steps' (begin, end) ps on the host's time base; each op cut at the end of the step it
     began in; overlapping ops of several replicas counted once): what the steps wait in

@@ -8,7 +8,8 @@ read those lists and decode stats only for the events they need.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -148,7 +149,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
-    spans = _in_order(kept.begin_ps, kept.end_ps)
+    spans = _StepSpans(kept.begin_ps, kept.end_ps)
     traced_s, traced_top = (0.0, ()) if has_device else python_in_steps(host, spans)
     steps = _with_calls(dataclasses.replace(
         steps, input_between_s=input_pipeline.input_between_steps(host, spans),
@@ -303,12 +304,38 @@ def _window_tops(tops: list[tuple[TimedEvent, ...]], in_time: np.ndarray, limit:
     return out, len(keep) - limit
 
 
-def _in_order(begin: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
-    """The (begin, end) spans sorted; steps usually come in time order already."""
-    if begin.size > 1 and not (begin[1:] > begin[:-1]).all():
-        order = np.lexsort((end, begin))
-        begin, end = begin[order], end[order]
-    return list(zip(begin.tolist(), end.tolist(), strict=True))
+class _StepSpans(Sequence[tuple[int, int]]):
+    """The kept steps' (begin, end) ps, sorted, as the analyses of the steps' time read
+    them: the list is made on first use. Most of those analyses find none of the events
+    they look for and never read a span, and a long window has thousands."""
+
+    def __init__(self, begin: np.ndarray, end: np.ndarray) -> None:
+        self._begin, self._end = begin, end
+        self._spans: list[tuple[int, int]] | None = None
+
+    def _list(self) -> list[tuple[int, int]]:
+        if self._spans is None:
+            begin, end = self._begin, self._end
+            if begin.size > 1 and not (begin[1:] > begin[:-1]).all():  # usually in order
+                order = np.lexsort((end, begin))
+                begin, end = begin[order], end[order]
+            self._spans = list(zip(begin.tolist(), end.tolist(), strict=True))
+        return self._spans
+
+    def __len__(self) -> int:
+        return int(self._begin.size)
+
+    @overload
+    def __getitem__(self, k: int) -> tuple[int, int]: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[tuple[int, int]]: ...
+
+    def __getitem__(self, k: int | slice) -> tuple[int, int] | list[tuple[int, int]]:
+        return self._list()[k]
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter(self._list())
 
 
 def _per_step(seconds: float, count: int) -> float:

@@ -15,6 +15,8 @@ the innermost event is the one that began last among those still open.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tfobs.analysis.gpu_idle import merge
@@ -24,7 +26,7 @@ PYTHON_EVENT_PREFIX = "$"
 TOP_FUNCTIONS = 3
 
 
-def python_in_steps(host: Timeline | None, spans: list[tuple[int, int]]
+def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
                     ) -> tuple[float, tuple[str, ...]]:
     """(seconds of Python inside the steps on the thread that runs them, that thread's
     functions with the most of it, longest first, at most TOP_FUNCTIONS, names without the
@@ -56,7 +58,7 @@ def python_in_steps(host: Timeline | None, spans: list[tuple[int, int]]
     return total / 1e12, tuple(label[j][len(PYTHON_EVENT_PREFIX):] for j in top)
 
 
-def _holds_markers(ld: LineData, spans: list[tuple[int, int]]) -> bool:
+def _holds_markers(ld: LineData, spans: Sequence[tuple[int, int]]) -> bool:
     """Some event of the line spans a step exactly: that step's marker."""
     begin = np.array(sorted(b for b, _ in spans), np.int64)
     start = ld.start_arr + ld.start_ps
