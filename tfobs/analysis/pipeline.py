@@ -218,7 +218,8 @@ def _steps(
     total time; `tops_kept`: (top events per step, top events in all)."""
     groups = kept.groups
     top_n, max_top = tops_kept
-    in_time = _time_ranks(kept)
+    nums = [g.step_num for g in groups]
+    in_time = _time_ranks(kept, nums)
     if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
         host_cands = _host_candidates(groups, top_n, names, found, kept.index)
         tops, left_out = _window_tops([_top_events(g, c, top_n, devices, base_ns)
@@ -229,7 +230,6 @@ def _steps(
                                           (in_time, max_top), kept.index)
     duration = (kept.end_ps - kept.begin_ps) / 1e12
     durations = duration.tolist()
-    nums = [g.step_num for g in groups]
     starts = [base_ns + ns for ns in (kept.begin_ps // 1000).tolist()]
     items = build_all(Step, nums, starts, durations,
                       # each row holds one figure per category (summed below)
@@ -258,11 +258,11 @@ def _steps(
     return steps, sums, 0.0 + sum(durations)
 
 
-def _time_ranks(kept: bd.StepTimes) -> np.ndarray:
-    """Each step's place in time order (start, then step number), as a trace orders
-    them: ties among equally long top events go to the earlier step."""
+def _time_ranks(kept: bd.StepTimes, nums: list[int]) -> np.ndarray:
+    """Each step's place in time order (start, then step number `nums`), as a trace
+    orders them: ties among equally long top events go to the earlier step."""
     start = kept.begin_ps // 1000  # the steps' start_ns less the window's base: same order
-    num = np.array([g.step_num for g in kept.groups], np.int64)
+    num = np.array(nums, np.int64)
     rank = np.empty(num.size, np.int64)
     rank[np.lexsort((num, start))] = np.arange(num.size)
     return rank
