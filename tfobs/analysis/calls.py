@@ -61,30 +61,44 @@ def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
         at = np.flatnonzero(member(ld.mid_arr, plain, ld.dense_top))
         if not at.size:
             continue
-        by_mid = at[np.argsort(ld.mid_arr[at], kind="stable")]  # each name's, in order
-        sorted_mids = ld.mid_arr[by_mid]
-        first = np.flatnonzero(np.r_[True, sorted_mids[1:] != sorted_mids[:-1]])
-        count = np.diff(np.r_[first, by_mid.size])
-        todo = [(mid, k, n) for mid, k, n in zip(sorted_mids[first].tolist(), first.tolist(),
-                                                  count.tolist(), strict=True) if mid in left]
+        todo = _events_by_name(ld.mid_arr[at], left, ld.dense_top)
         # Each name's first event, read in one batch (positions in line order).
-        heads = [int(by_mid[k]) for _, k, _ in todo]
+        heads = [int(at[events[0]]) for _, events in todo]
         order = sorted(range(len(heads)), key=heads.__getitem__)
         read = host.stat_values_many(ld, [heads[j] for j in order], wanted)
         has_stat = [False] * len(heads)
         for j, values in zip(order, read, strict=True):
             has_stat[j] = CALL_STAT in values
-        for (mid, k, n), i, called in zip(todo, heads, has_stat, strict=True):
+        for (mid, events), i, called in zip(todo, heads, has_stat, strict=True):
             left.discard(mid)
             if called:
                 found.append(mid)
-            elif n > 1 and ld.start_arr[by_mid[k + 1]] < ld.end_arr[i]:
+            elif events.size > 1 and ld.start_arr[at[events[1]]] < ld.end_arr[i]:
                 # its next event lies inside it: a marker around a call of its own name?
-                probe = by_mid[k + 1:k + min(n, 1 + _MIXED_PROBE)].tolist()
+                probe = at[events[1:1 + _MIXED_PROBE]].tolist()
                 if any(CALL_STAT in v for v in host.stat_values_many(ld, probe, wanted)):
                     found.append(mid)
                     mixed.add(mid)
     return np.array(sorted(found + jitted), np.int64), mixed
+
+
+def _events_by_name(mids: np.ndarray, wanted: set[int], top: int | None
+                    ) -> list[tuple[int, np.ndarray]]:
+    """For each id of `wanted` among `mids`, in id order: the id and where its first events
+    are in `mids` (the first two, or its first 1 + _MIXED_PROBE where one look suffices).
+    A line holds a few such names, each thousands of times: a pass per name, not a sort."""
+    if top is not None:
+        present = [m for m in np.flatnonzero(np.bincount(mids, minlength=top + 1)).tolist()
+                   if m in wanted]
+        if len(present) <= 32:
+            return [(m, np.flatnonzero(mids == m)[:1 + _MIXED_PROBE]) for m in present]
+    by_mid = np.argsort(mids, kind="stable")  # each name's, in order
+    ranked = mids[by_mid]
+    first = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    ends = np.r_[first[1:], by_mid.size]
+    return [(m, by_mid[k:min(e, k + 1 + _MIXED_PROBE)])
+            for m, k, e in zip(ranked[first].tolist(), first.tolist(), ends.tolist(),
+                               strict=True) if m in wanted]
 
 
 def _calls_at(host: Timeline, ld: LineData, mids: np.ndarray, mixed: set[int]) -> np.ndarray:
