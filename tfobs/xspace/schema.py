@@ -78,9 +78,9 @@ _MESSAGES: dict[str, list[tuple[Any, ...]]] = {
         ("description", 3, _STRING, _OPTIONAL, "", None),
     ],
 }
-# The light variant reduction parses: identical but for `XLineLite.events`, kept as raw
-# bytes so no Python object is built per event or stat; `tfobs.xspace.columns` decodes
-# them in bulk. Length-delimited either way, so the same bytes parse as both.
+# The light variant reduction parses: identical but for its lines (`XLineLite`), whose
+# events protobuf leaves unread, so no Python object is built per event or stat;
+# `tfobs.xspace.columns` decodes them in bulk. The same bytes parse as both.
 _MESSAGES["XSpaceLite"] = [
     ("planes", 1, _MSG, _REPEATED, "XPlaneLite", None), *_MESSAGES["XSpace"][1:]
 ]
