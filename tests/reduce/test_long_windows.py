@@ -135,3 +135,24 @@ def test_packed_orders_equal_the_lexsorts_they_replace(seed: int) -> None:
         want = np.zeros(n, bool)
         want[np.lexsort((np.arange(n), in_time[step], -dur_s))[:limit]] = True
         assert (reduction._window_longest(in_time, step, dur_s, limit) == want).all()
+
+
+def test_the_advice_reads_the_reductions_step_sums_and_keeps_no_window_alive() -> None:
+    """The rules' step sums are the reduction's own (not added again over 3,998 steps),
+    equal to adding them step by step; the cache holds the steps weakly, so a window's
+    thousands of steps are freed with its summary, not kept until the next window."""
+    import gc
+    import weakref
+
+    from tfobs.analysis.advice import rule
+
+    s = reduction.analyze(LONG)
+    ref = rule._LAST[0]
+    assert ref is not None and ref() is s.steps
+    cached = rule._step_sums(s.steps)
+    rule._LAST = (None, 0.0, {})  # recomputed step by step
+    assert rule._step_sums(s.steps) == cached
+    items = weakref.ref(s.steps)
+    del s, ref
+    gc.collect()
+    assert items() is None and rule._LAST[0] is not None and rule._LAST[0]() is None

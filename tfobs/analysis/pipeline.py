@@ -168,7 +168,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
     building_s, builds = graph_building(host, spans)
-    remember_step_sums(steps.items, total_step_s, sums)
+    remember_step_sums(steps, total_step_s, sums)
     return with_advice(WindowSummary(
         start_ns=start_ns,
         duration_s=duration_s,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
-from typing import Any
 
-from tfobs.summary import Advice, RuleId, Step, WindowSummary
+from tfobs.summary import Advice, RuleId, Steps, WindowSummary
 
 # The three guides the fixes come from, as "<guide>: <section>".
 PROFILER = "TensorFlow Profiler guide (tensorflow.org/guide/profiler)"
@@ -34,36 +34,36 @@ class Rule:
 
 def step_pct(s: WindowSummary, category: str) -> float:
     """A category's share of the total step time in percent, as XProf sums it over steps."""
-    total, sums = _step_sums(s.steps.items)
+    total, sums = _step_sums(s.steps)
     if total > 0:
         return 100.0 * sums.get(category, 0.0) / total
     return 100.0 * s.breakdown_ratio.get(category, 0.0)
 
 
 # The last window's step sums, as one tuple (one read and one write: safe across the
-# reduce threads): every rule reads them, and a long window has thousands of steps.
-_LAST: tuple[Any, float, dict[str, float]] = (None, 0.0, {})
+# reduce threads): every rule reads them, and a long window has thousands of steps. The
+# steps are held weakly: the cache never keeps a window's thousands of steps alive.
+_LAST: tuple[weakref.ref[Steps] | None, float, dict[str, float]] = (None, 0.0, {})
 
 
-def remember_step_sums(items: tuple[Step, ...], total_s: float,
-                       sums: dict[str, float]) -> None:
-    """The reduction's own sums over `items` (step time, and each category's, added left
-    to right over the steps as `_step_sums` adds them), so the rules need not add them
-    again."""
+def remember_step_sums(steps: Steps, total_s: float, sums: dict[str, float]) -> None:
+    """The reduction's own sums over `steps.items` (step time, and each category's, added
+    left to right over the steps as `_step_sums` adds them), so the rules need not add
+    them again."""
     global _LAST
-    _LAST = (items, total_s, sums)
+    _LAST = (weakref.ref(steps), total_s, sums)
 
 
-def _step_sums(items: tuple[Step, ...]) -> tuple[float, dict[str, float]]:
+def _step_sums(steps: Steps) -> tuple[float, dict[str, float]]:
     global _LAST
     last = _LAST
-    if last[0] is not items:
+    if last[0] is None or last[0]() is not steps:
         sums: dict[str, float] = {}
-        for st in items:
+        for st in steps.items:
             for k, v in st.breakdown_s.items():
                 sums[k] = sums.get(k, 0.0) + v
         # the same left-to-right float sums as summing each category over the steps
-        last = _LAST = (items, sum(st.duration_s for st in items), sums)
+        last = _LAST = (weakref.ref(steps), sum(st.duration_s for st in steps.items), sums)
     return last[1], last[2]
 
 
