@@ -156,3 +156,29 @@ def test_the_advice_reads_the_reductions_step_sums_and_keeps_no_window_alive() -
     del s, ref
     gc.collect()
     assert items() is None and rule._LAST[0] is not None and rule._LAST[0]() is None
+
+
+def test_a_cpu_window_makes_no_object_per_step_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled walk's steps are columns (`steps.StepGroups`): the reduction of a CPU
+    window reads their spans, typed events and members and makes no StepGroup; a reader
+    that asks for one gets the same object each time, with the walk's figures."""
+    from tfobs.analysis import steps
+
+    made: list[int] = []
+    group = steps._GroupColumns.group
+    monkeypatch.setattr(steps._GroupColumns, "group",
+                        lambda self, k: made.append(k) or group(self, k))
+    s = reduction.analyze(LONG)
+    assert s.steps.count == 3998 and made == []
+    from tfobs.analysis.timeline import Timeline
+    from tfobs.xspace.reader import parse
+
+    found = steps.find_steps(Timeline(parse(LONG.read_bytes()).plane("/host:CPU")))
+    assert isinstance(found.groups, steps.StepGroups) and made == []
+    tail = found.groups[-3:]
+    assert isinstance(tail, steps.StepGroups) and len(tail) == 3
+    assert tail[0] is found.groups[len(found.groups) - 3]
+    assert steps.step_nums(tail) == [g.step_num for g in tail]
+    assert found.spans is not None
+    assert [g.begin_ps for g in found.groups] == found.spans[0].tolist()
+    assert [g.name for g in tail] == [f"train {n}" for n in steps.step_nums(tail)]

@@ -11,6 +11,7 @@ not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,7 +64,7 @@ def type_times(events: list[tuple[int, int, int]], begin: int, end: int) -> dict
     return out
 
 
-def _columns(groups: list[StepGroup]) -> tuple[np.ndarray, ...] | None:
+def _columns(groups: Sequence[StepGroup]) -> tuple[np.ndarray, ...] | None:
     """(type, begin, end, group) of every group's events as int64 (the reader keeps every
     time far inside int64), or None when an event ends before it begins (corrupt)."""
     chunks = [(c, k) for k, g in enumerate(groups) for c in g.events if len(c[0])]
@@ -80,7 +81,7 @@ def _columns(groups: list[StepGroup]) -> tuple[np.ndarray, ...] | None:
     return etype, begin, end, group
 
 
-def all_type_times(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | None = None
+def all_type_times(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] | None = None
                    ) -> list[dict[int, int]]:
     """`type_times` of every group, swept together with numpy.
 
@@ -94,7 +95,7 @@ def all_type_times(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | No
     return _from_sums(groups, *cells) if isinstance(cells, tuple) else cells
 
 
-def _type_cells(groups: list[StepGroup], columns: tuple[np.ndarray, ...] | None,
+def _type_cells(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] | None,
                 spans: tuple[np.ndarray, np.ndarray] | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | list[dict[int, int]]:
     """`all_type_times` as the compiled gaps leave it, (time per group and type, first
@@ -363,7 +364,7 @@ def _reference(g: StepGroup) -> dict[int, int]:
     return type_times(events, g.begin_ps, g.end_ps)
 
 
-def _per_group(groups: list[StepGroup], g: np.ndarray, current: np.ndarray,
+def _per_group(groups: Sequence[StepGroup], g: np.ndarray, current: np.ndarray,
                span: np.ndarray) -> list[dict[int, int]]:
     """{type: ps} per group; types in order of first appearance, as the sweep adds them."""
     key = g * 256 + current  # XProf's types are below 256
@@ -381,7 +382,7 @@ def _per_group(groups: list[StepGroup], g: np.ndarray, current: np.ndarray,
     return out
 
 
-def _from_sums(groups: list[StepGroup], sums: np.ndarray, first: np.ndarray,
+def _from_sums(groups: Sequence[StepGroup], sums: np.ndarray, first: np.ndarray,
                types: np.ndarray) -> list[dict[int, int]]:
     """`_per_group` from the compiled gaps: each group's time per type and first gap per
     type (-1: none), a column per one of `types`. Every group at once: the (group, type)
@@ -415,7 +416,7 @@ def _add_unknown(d: dict[int, int], grp: StepGroup) -> None:
 class StepTimes:
     """The steps XProf keeps (well formed, first and last dropped) with their breakdowns."""
 
-    groups: list[StepGroup]
+    groups: Sequence[StepGroup]
     # Per step, seconds per category in CATEGORIES order: each the sum of its event types'
     # times in the order the sweep met them, as XProf adds them up.
     seconds: list[list[float]]
@@ -442,7 +443,7 @@ class StepTimes:
 
 
 def step_breakdowns(
-    groups: list[StepGroup], has_device: bool, drop_incomplete: bool = True,
+    groups: Sequence[StepGroup], has_device: bool, drop_incomplete: bool = True,
     require_compute: bool = True, typed: tuple[np.ndarray, ...] | None = None,
     spans: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> StepTimes:
@@ -495,7 +496,7 @@ _CATEGORY_INDEX = np.array([CATEGORIES.index(et.CATEGORY_OF_TYPE.get(t, "other")
                             for t in range(256)], np.int64)
 
 
-def _kept_times(groups: list[StepGroup], total: np.ndarray, sums: np.ndarray,
+def _kept_times(groups: Sequence[StepGroup], total: np.ndarray, sums: np.ndarray,
                 first: np.ndarray, types: np.ndarray, has_device: bool,
                 require_compute: bool, drop_incomplete: bool) -> StepTimes:
     """`StepTimes` from each group's time and first gap per type, every step at once:

@@ -32,6 +32,7 @@ from tfobs.analysis.steps import (
     find_steps,
     member_events,
     members_of,
+    step_nums,
 )
 from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
 from tfobs.errors import CaptureError
@@ -218,7 +219,7 @@ def _steps(
     total time; `tops_kept`: (top events per step, top events in all)."""
     groups = kept.groups
     top_n, max_top = tops_kept
-    nums = [g.step_num for g in groups]
+    nums = step_nums(groups)
     in_time = _time_ranks(kept, nums)
     if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
         host_cands = _host_candidates(groups, top_n, names, found, kept.index)
@@ -353,7 +354,7 @@ def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
     return dataclasses.replace(steps, calls=found, note=note)
 
 
-def _input_spans(groups: list[StepGroup]) -> list[tuple[int, int]]:
+def _input_spans(groups: Sequence[StepGroup]) -> list[tuple[int, int]]:
     """The host's input waits in the steps (ps on the time base, merged): what the GPU idles on
     when a job is input-bound, told apart from slow kernel launches."""
     spans: list[tuple[int, int]] = []
@@ -392,7 +393,7 @@ GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
 
 def _with_device_spans(events: GpuEvents, found: FoundSteps, steps: Steps) -> Steps:
     assert found.step_of is not None
-    spans = device_step_spans(events, found.step_of, [g.step_num for g in found.groups])
+    spans = device_step_spans(events, found.step_of, step_nums(found.groups))
     if not spans:
         return steps
     items = tuple(dataclasses.replace(s, device_span_s=spans.get(s.step_num, 0) / 1e12)
@@ -446,7 +447,7 @@ def _event_kind(name: str) -> str:
 Candidate = tuple[int, str, str, int, str]  # (ps, name, kind, start ns, device)
 
 
-def _candidate_columns(groups: list[StepGroup], top_n: int, names: dict[int, str],
+def _candidate_columns(groups: Sequence[StepGroup], top_n: int, names: dict[int, str],
                        found: FoundSteps | None, index: np.ndarray | None = None
                        ) -> tuple[np.ndarray, ...] | None:
     """(step, absolute start ps, duration ps, metadata id) of each step's ops and tf.data
@@ -477,7 +478,7 @@ def _candidate_columns(groups: list[StepGroup], top_n: int, names: dict[int, str
     return (step[keep], line_start[line[keep]] + start[keep], dur[keep], mids[keep])
 
 
-def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
+def _host_candidates(groups: Sequence[StepGroup], top_n: int, names: dict[int, str],
                      found: FoundSteps | None = None, index: np.ndarray | None = None
                      ) -> list[list[Candidate]]:
     """`_candidate_columns` as Python tuples per step."""
@@ -496,7 +497,7 @@ def _host_candidates(groups: list[StepGroup], top_n: int, names: dict[int, str],
     return out
 
 
-def _host_top_events(groups: list[StepGroup], top_n: int, names: dict[int, str],
+def _host_top_events(groups: Sequence[StepGroup], top_n: int, names: dict[int, str],
                      found: FoundSteps, base_ns: int, window: tuple[np.ndarray, int],
                      index: np.ndarray | None = None
                      ) -> tuple[list[tuple[TimedEvent, ...]], int]:
@@ -608,7 +609,7 @@ def _overlapping(ld: LineData, begin: int, end: int) -> np.ndarray:
     return np.flatnonzero((ld.start_arr < end - base) & (ld.end_arr > begin - base))
 
 
-def _add_device_events(groups: list[StepGroup], devices: list[Timeline]) -> None:
+def _add_device_events(groups: Sequence[StepGroup], devices: list[Timeline]) -> None:
     """Device events inside each step's span, classified as XProf's ClassifyGpuEvent.
 
     XProf ties kernels to steps through correlation ids; tfobs uses time containment,

@@ -11,8 +11,9 @@ Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -86,6 +87,72 @@ class StepGroup:
         return self.end_ps - self.begin_ps
 
 
+class _GroupColumns:
+    """The steps of a compiled walk as columns, and each one's StepGroup once made."""
+
+    __slots__ = ("nums", "markers", "begin", "end", "typed", "bounds", "made")
+
+    def __init__(self, nums: list[int], markers: list[str], spans: tuple[np.ndarray, ...],
+                 typed: Typed | None) -> None:
+        self.nums, self.markers = nums, markers
+        self.begin, self.end = spans[0].tolist(), spans[1].tolist()
+        self.typed = typed
+        # Each group's rows of the typed columns (sorted by group).
+        self.bounds = (np.searchsorted(typed[3], np.arange(len(nums) + 1)).tolist()
+                       if typed is not None else None)
+        self.made: list[StepGroup | None] = [None] * len(nums)
+
+    def group(self, k: int) -> StepGroup:
+        g = self.made[k]
+        if g is None:
+            g = self.made[k] = StepGroup(self.nums[k], self.markers[k], self.begin[k],
+                                         self.end[k])
+            if self.typed is not None and self.bounds is not None:
+                g.typed_rows = (self.typed, self.bounds[k], self.bounds[k + 1])
+        return g
+
+
+class StepGroups(Sequence[StepGroup]):
+    """Steps found by the compiled walk: a list of StepGroup to its readers, each made when
+    first read (the same object after). On a CPU capture the reduction reads the steps'
+    columns (spans, typed events, members) and makes none: a long window has thousands."""
+
+    __slots__ = ("_columns", "_rows")
+
+    def __init__(self, columns: _GroupColumns, rows: range) -> None:
+        self._columns, self._rows = columns, rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, k: int) -> StepGroup: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> StepGroups: ...
+
+    def __getitem__(self, k: int | slice) -> StepGroup | StepGroups:
+        if isinstance(k, slice):
+            return StepGroups(self._columns, self._rows[k])
+        return self._columns.group(self._rows[k])
+
+    def __iter__(self) -> Iterator[StepGroup]:
+        return map(self._columns.group, self._rows)
+
+    def step_nums(self) -> list[int]:
+        """Each step's number, no StepGroup made."""
+        nums = self._columns.nums
+        rows = self._rows
+        return nums[rows.start:rows.stop] if rows.step == 1 else [nums[k] for k in rows]
+
+
+def step_nums(groups: Sequence[StepGroup]) -> list[int]:
+    """The groups' step numbers (from the columns where the walk left them)."""
+    if isinstance(groups, StepGroups):
+        return groups.step_nums()
+    return [g.step_num for g in groups]
+
+
 # XProf's tf.data function runs: their step ids never make a TF loop.
 _TF_DATA_FUNCTIONS = ("InstantiatedCapturedFunction::Run",
                       "InstantiatedCapturedFunction::RunAsync",
@@ -99,7 +166,7 @@ TF_LOOP_NOTE = ("the capture holds in-graph while loops (executor iterations): X
 @dataclass
 class FoundSteps:
     method: str  # markers | markers_tf_loop | inferred | none
-    groups: list[StepGroup]
+    groups: Sequence[StepGroup]
     note: str = ""
     dropped: int = 0
     # Each host event's group (plane-wide event index -> group number, -1: none), numbered
@@ -505,7 +572,7 @@ def _by_key_then_time(key: np.ndarray, time: np.ndarray) -> np.ndarray:
     return order
 
 
-def member_events(groups: list[StepGroup]) -> tuple[list[LineData], np.ndarray, np.ndarray,
+def member_events(groups: Sequence[StepGroup]) -> tuple[list[LineData], np.ndarray, np.ndarray,
                                                    np.ndarray]:
     """Every member event of `groups`, in member order, as columns: (the member lines,
     numbered in first-seen order; each event's group; its line's number; its plane-wide
@@ -537,7 +604,7 @@ Members = tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray]
 def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int],
                          root_group: np.ndarray, m_group: np.ndarray, m_line: np.ndarray,
                          m_pos: np.ndarray
-                         ) -> tuple[list[StepGroup], Members, tuple[np.ndarray, np.ndarray],
+                         ) -> tuple[StepGroups, Members, tuple[np.ndarray, np.ndarray],
                                     Typed | None]:
     """The steps of a compiled walk, their members (`member_events`' columns), each step's
     own root left out, their spans (begin_ps, end_ps) and their typed events
@@ -559,19 +626,19 @@ def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int
         ld, on = host.lines[li], np.flatnonzero(root_line == li)
         begin[on] = ld.start_arr[root_pos[on]] + ld.start_ps
         length[on] = ld.end_arr[root_pos[on]] - ld.start_arr[root_pos[on]]
-    groups = [StepGroup(num, name, b, b + n) for num, name, b, n
-              in zip(nums, markers, begin.tolist(), length.tolist(), strict=True)]
-    step_of_group[root_group[picked]] = np.arange(len(groups))
+    step_of_group[root_group[picked]] = np.arange(len(nums))
     spans = (begin, begin + length)
-    if not groups or not m_group.size:
-        return groups, ([], _NONE, _NONE, _NONE), spans, None
+
+    def steps(typed: Typed | None) -> StepGroups:
+        return StepGroups(_GroupColumns(nums, markers, spans, typed), range(len(nums)))
+
+    if not nums or not m_group.size:
+        return steps(None), ([], _NONE, _NONE, _NONE), spans, None
     fast = _compiled_members(host, mids_type, (m_group, m_line, m_pos), step_of_group,
                              (root_line, root_pos))
     if fast is not None:
         members, typed = fast
-        if typed is not None:
-            _set_typed_rows(groups, typed)
-        return groups, members, spans, typed
+        return steps(typed), members, spans, typed
     k = step_of_group[m_group]
     keep = np.flatnonzero(k >= 0)
     k, m_line, m_pos = k[keep], m_line[keep], m_pos[keep]
@@ -588,8 +655,8 @@ def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int
     lds = [host.lines[li] for li in used.tolist()]
     line = number[m_line]
     members = (lds, k, line, plane_indices(lds, line, m_pos))
-    _, typed = _add_typed_events(host, groups, mids_type, members)
-    return groups, members, spans, typed
+    typed = _typed_events(host, mids_type, members)
+    return steps(typed), members, spans, typed
 
 
 def _compiled_members(host: Timeline, mids_type: dict[int, int],
@@ -645,29 +712,32 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[i
     `members` given) and the chunks as one set of columns (type, begin, end, group)."""
     if members is None:
         members = member_events(groups)
+    typed = _typed_events(host, mids_type, members)
+    if typed is not None:
+        bounds = np.searchsorted(typed[3], np.arange(len(groups) + 1)).tolist()
+        for g, lo, hi in zip(groups, bounds, bounds[1:], strict=False):
+            g.typed_rows = (typed, lo, hi)
+    return members, typed
+
+
+def _typed_events(host: Timeline, mids_type: dict[int, int], members: Members
+                  ) -> Typed | None:
+    """The members with a CPU event type as columns (type, begin, end, group); None
+    where there is no member."""
     lds, group, line, flat = members
     if not lds:
-        return members, None
+        return None
     cols = host.columns
     etype = lookup(cols.mid[flat], mids_type, -1)  # -1: not a CPU event type
     typed = np.flatnonzero(etype >= 0)
     flat, line, group, etype = flat[typed], line[typed], group[typed], etype[typed]
     begin = cols.offset[flat] + np.array([ld.start_ps for ld in lds], np.int64)[line]
     end = begin + cols.duration[flat]
-    typed_cols = (etype.astype(np.int64, copy=False), begin.astype(np.int64, copy=False),
-                  end.astype(np.int64, copy=False), group.astype(np.int64, copy=False))
-    _set_typed_rows(groups, typed_cols)
-    return members, typed_cols
+    return (etype.astype(np.int64, copy=False), begin.astype(np.int64, copy=False),
+            end.astype(np.int64, copy=False), group.astype(np.int64, copy=False))
 
 
-def _set_typed_rows(groups: list[StepGroup], typed: Typed) -> None:
-    """Each group's rows of the typed columns (sorted by group)."""
-    bounds = np.searchsorted(typed[3], np.arange(len(groups) + 1)).tolist()
-    for g, lo, hi in zip(groups, bounds, bounds[1:], strict=False):
-        g.typed_rows = (typed, lo, hi)
-
-
-def members_of(found: FoundSteps, kept: list[StepGroup],
+def members_of(found: FoundSteps, kept: Sequence[StepGroup],
                index: np.ndarray | None = None) -> Members:
     """`member_events(kept)` for groups among `found.groups`, from the members `find_steps`
     read already (one pass over thousands of steps' member lists, not two). `index`:
@@ -843,7 +913,7 @@ def unrooted_note(unrooted: _Unrooted) -> str:
             "tfobs.step(i)")
 
 
-def nested_markers_note(taken: list[str], groups: list[StepGroup]) -> str:
+def nested_markers_note(taken: list[str], groups: Sequence[StepGroup]) -> str:
     """What to say where step markers lie inside other steps, several to a step (an
     `epoch` root around its `batch` roots): the outer ones are the steps, in XProf and
     here. One inner marker per step (a job's own marker inside `tfobs.step`) is the same
@@ -871,7 +941,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     grouper = _Grouper(host)
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
-    groups: list[StepGroup] = []
+    groups: Sequence[StepGroup]
     # XProf numbers only the roots that start a group (None: an earlier group took it).
     # Remote-call roots group their work as XProf's do (the group numbers stay XProf's)
     # but make no step.
@@ -881,6 +951,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         taken = [roots.name[k] for k in np.flatnonzero(flat_walk[0] < 0).tolist()]
     else:
         spans = None
+        built: list[StepGroup] = []
         walked = grouper.group_roots(list(zip(roots.line.tolist(), roots.pos.tolist(),
                                               strict=True)))
         taken = [r[3] for r, m in zip(roots, walked, strict=True) if m is None]
@@ -895,8 +966,9 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
                 if mli == li:
                     idx = idx[idx != i]
                 step.members.append((host.lines[mli], idx))
-            groups.append(step)
-        read, typed = _add_typed_events(host, groups, mids_type)
+            built.append(step)
+        groups = built
+        read, typed = _add_typed_events(host, built, mids_type)
     note = ""
     if method == "inferred":
         note = (
