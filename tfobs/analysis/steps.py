@@ -95,20 +95,21 @@ class _GroupColumns:
     def __init__(self, nums: list[int], markers: list[str], spans: tuple[np.ndarray, ...],
                  typed: Typed | None) -> None:
         self.nums, self.markers = nums, markers
-        self.begin, self.end = spans[0].tolist(), spans[1].tolist()
+        self.begin, self.end = spans
         self.typed = typed
-        # Each group's rows of the typed columns (sorted by group).
-        self.bounds = (np.searchsorted(typed[3], np.arange(len(nums) + 1)).tolist()
-                       if typed is not None else None)
+        # Each group's rows of the typed columns (sorted by group), found on first use.
+        self.bounds: np.ndarray | None = None
         self.made: list[StepGroup | None] = [None] * len(nums)
 
     def group(self, k: int) -> StepGroup:
         g = self.made[k]
         if g is None:
-            g = self.made[k] = StepGroup(self.nums[k], self.markers[k], self.begin[k],
-                                         self.end[k])
-            if self.typed is not None and self.bounds is not None:
-                g.typed_rows = (self.typed, self.bounds[k], self.bounds[k + 1])
+            g = self.made[k] = StepGroup(self.nums[k], self.markers[k], int(self.begin[k]),
+                                         int(self.end[k]))
+            if self.typed is not None:
+                if self.bounds is None:
+                    self.bounds = np.searchsorted(self.typed[3], np.arange(len(self.nums) + 1))
+                g.typed_rows = (self.typed, int(self.bounds[k]), int(self.bounds[k + 1]))
         return g
 
 
