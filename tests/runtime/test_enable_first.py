@@ -33,7 +33,8 @@ for i in range(12):
     with tfobs.step(i):
         train_step(tf.ones((8,)))
 ok = handle.wait_idle(30.0)
-print(json.dumps({"idle": ok, "windows": handle.health.windows}))
+print(json.dumps({"idle": ok, "windows": handle.health.windows,
+                  "errors": handle.health.errors, "reason": handle.health.last_reason}))
 tfobs.disable()
 """
 
