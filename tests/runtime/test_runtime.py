@@ -416,3 +416,23 @@ def test_a_job_that_marks_no_step_is_told_how_once(tmp_path, kind):
         assert "inference are not training steps" in said[0]  # a predict-only job is told
     else:
         assert said == [], said
+
+
+def test_a_window_opening_while_another_thread_makes_the_backend_waits_for_it(
+        make_runtime) -> None:
+    """The capture thread's import watch chooses the framework and then makes its backend;
+    a window opening on the training thread in between must get that backend, not "no
+    framework to profile" (seen in CI: a job whose only window failed so)."""
+    rt = make_runtime()
+    backend, rt.slot.backend = rt.slot.backend, None
+    framework_was, rt.framework = rt.framework, "tensorflow"  # chosen, backend not yet made
+    got: list[object] = []
+    with rt._framework_lock:  # the other thread, mid-way
+        waiter = threading.Thread(target=lambda: got.append(rt.resolve_framework()))
+        waiter.start()
+        time.sleep(0.2)
+        assert waiter.is_alive() and not got  # waits, does not answer None
+        rt.slot.backend = backend or object()
+    waiter.join(5.0)
+    assert got == [rt.slot.backend] and got[0] is not None
+    rt.framework = framework_was

@@ -193,6 +193,11 @@ class Runtime:
             name = framework.choose(markers.marked_by) or framework.installed_default()
             if name is not None:
                 self._use_framework(name)
+        elif self.slot.backend is None:
+            # Another thread chose the framework and is making its backend (the capture
+            # thread's import watch): wait for it, or a window opening now finds none.
+            with self._framework_lock:
+                pass
         return self.slot.backend
 
     def _watch_imports(self) -> None:
