@@ -19,6 +19,7 @@ import numpy as np
 
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis.timeline import (
+    DENSE_IDS,
     LineData,
     Timeline,
     id_array,
@@ -668,7 +669,7 @@ def _compiled_members(host: Timeline, mids_type: dict[int, int],
     the walk's members (see _wire.c); None where `_wire` is missing, an id is not small,
     or the pass leaves the case to numpy (lines stored out of time order)."""
     lib = wire()
-    if lib is None or (mids_type and (min(mids_type) < 0 or max(mids_type) >= 1 << 22)):
+    if lib is None or (mids_type and (min(mids_type) < 0 or max(mids_type) >= DENSE_IDS)):
         return None
     table = np.full(max(mids_type, default=-1) + 1, -1, np.int64)
     table[np.fromiter(mids_type, np.int64, len(mids_type))] = np.fromiter(

@@ -191,13 +191,13 @@ class Timeline:
 
 
 # Metadata ids are small counters in practice: below this, lookups index an array by id.
-_DENSE_IDS = 1 << 22
+DENSE_IDS = 1 << 22
 
 
 def _dense_top(mids: np.ndarray) -> int | None:
-    """The largest id when every id is in 0 .. _DENSE_IDS, else None."""
+    """The largest id when every id is in 0 .. DENSE_IDS, else None."""
     lo, hi = int(mids.min()), int(mids.max())
-    return hi if lo >= 0 and hi < _DENSE_IDS else None
+    return hi if lo >= 0 and hi < DENSE_IDS else None
 
 
 def lookup(mids: np.ndarray, table: dict[int, int], default: int,
