@@ -590,7 +590,12 @@ def test_a_refused_flood_that_goes_on_waits_longer_at_each_burst(servers: Any) -
     attacker = threading.Thread(target=flood, daemon=True)
     attacker.start()
     try:
-        time.sleep(1.5)
+        # Four bursts in a row take 0.35 s of pauses; under a loaded CI the attacker thread
+        # may queue fewer than a burst in some round (which starts the count again), so
+        # wait for the fourth with a deadline rather than a fixed sleep.
+        deadline = time.monotonic() + 15
+        while (not bursts or max(bursts) < 4) and time.monotonic() < deadline:
+            time.sleep(0.05)
         t0 = time.monotonic()
         ok = b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n"
         assert raw(srv.port, ok, source="127.0.0.8").startswith(b"HTTP/1.1 200 ")
