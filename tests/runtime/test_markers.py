@@ -368,3 +368,79 @@ def test_a_graph_mode_session_job_is_marked_for_its_own_profiling(tmp_path):
     assert s.steps.method == "markers" and s.steps.count == 10
     assert all(st.breakdown_s["host_compute"] > 0 for st in s.steps.items)
     assert (s.steps.calls[0].name, s.steps.calls[0].count) == ("SessionRun", 12)
+
+
+# One process, both frameworks: each framework's profiler sees only its own markers.
+_BOTH_FRAMEWORKS_JOB = """
+import json, pathlib, sys
+import jax, jax.numpy as jnp
+import tensorflow as tf
+import tfobs
+from tfobs.capture import framework
+
+first, out = sys.argv[1], pathlib.Path(sys.argv[2])
+tf_step = tf.function(lambda x: tf.reduce_sum(x * x))
+jax_step = jax.jit(lambda x: (x @ x).sum())
+
+
+def tf_run():
+    tf_step(tf.ones((64,)))
+
+
+def jax_run():
+    jax_step(jnp.ones((64, 64))).block_until_ready()
+
+
+def tf_loop(base):
+    tf.profiler.experimental.start(str(out / "tf"))
+    for i in range(base, base + 10):
+        with tfobs.step(i):
+            tf_run()
+    tf.profiler.experimental.stop()
+
+
+def jax_loop(base):
+    with jax.profiler.trace(str(out / "jax")):
+        for i in range(base, base + 10):
+            with tfobs.step(i):
+                jax_run()
+
+
+run = {"tensorflow": (tf_run, tf_loop), "jax": (jax_run, jax_loop)}
+other = "jax" if first == "tensorflow" else "tensorflow"
+run[first][0]()  # the first framework runs, and steps bind its marker, before the other
+for i in range(3):
+    with tfobs.step(i):
+        run[first][0]()
+assert not (framework.jax_running() if other == "jax" else framework.tensorflow_running())
+run[other][0]()
+run[first][1](20)
+run[other][1](40)
+found = {}
+for name in ("tf", "jax"):
+    (capture,) = (out / name).rglob("*.xplane.pb")
+    s = tfobs.analyze(capture)
+    found[name] = [s.steps.method, [st.step_num for st in s.steps.items]]
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("first", ["tensorflow", "jax"])
+def test_a_process_running_both_frameworks_marks_steps_for_whichever_profiler_records(
+        tmp_path, first):
+    """No enable(): a job that ran one framework's steps first and the other's later (a JAX
+    job fed by tf.data; a TensorFlow job that also runs JAX) gets its steps marked under
+    each framework's own profiler, not only the one its first step bound."""
+    pytest.importorskip("jax")
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _BOTH_FRAMEWORKS_JOB, first, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    base = {"tf": 20, "jax": 40} if first == "tensorflow" else {"jax": 20, "tf": 40}
+    for name, (method, nums) in found.items():
+        assert method == "markers", (name, found)
+        assert nums == list(range(base[name] + 1, base[name] + 9)), (name, found)

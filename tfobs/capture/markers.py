@@ -75,31 +75,60 @@ def current_backend() -> Any:
 
 # Without a running tfobs (no enable(), or after it stopped) steps are still marked for the
 # job's own profiling (TensorBoard's Profile tab, tf.profiler.experimental.start,
-# jax.profiler.trace): the marker of the framework the job runs, bound once it runs one.
+# jax.profiler.trace), once a framework runs. Each framework's profiler sees only its own
+# markers, and one process may run both (a JAX job fed by tf.data; TensorFlow first, JAX
+# later), so a step is marked for whichever records: for the framework the job runs
+# (`framework.choose`), and for the other one too once it is imported. Each marker first
+# asks whether its profiler records, so the second costs a call per step.
 _plain_marker: Any = None
+_plain_names: tuple[str, ...] = ()  # the frameworks `_plain_marker` marks for
 
 
 def _trace_begin(step_num: int) -> Any:
     backend = _backend
     if backend is not None:
         return backend.marker(step_num)
-    mark = _plain_marker or _bind_plain_marker()
+    if len(_plain_names) < 2 and (not _plain_names or _other_imported()):
+        _bind_plain_marker()
+    mark = _plain_marker
     return mark(step_num) if mark is not None else None
 
 
-def _bind_plain_marker() -> Any:
-    global _plain_marker
+def _other_imported() -> bool:
+    other = "jax" if _plain_names[0] == "tensorflow" else "tensorflow"
+    return other in sys.modules
+
+
+def _bind_plain_marker() -> None:
+    global _plain_marker, _plain_names
     from tfobs.capture import framework
 
-    name = framework.choose(marked_by)
-    if name is None:
-        return None  # no framework runs yet: no session can record a step
-    try:
-        _plain_marker = framework.step_marker(name)
-    except Exception:  # a broken framework install: steps go unmarked, training goes on
-        _log.debug("tfobs: no step marker for %s", name, exc_info=True)
-        _plain_marker = _no_marker
-    return _plain_marker
+    first = framework.choose(marked_by)
+    if first is None:
+        return  # no framework runs yet: no session can record a step
+    other = "jax" if first == "tensorflow" else "tensorflow"
+    # Both: JAX's first, as its marker says reliably whether JAX records (TF 2.16's makes a
+    # TraceMe every step, recording or not).
+    names = ("jax", "tensorflow") if other in sys.modules else (first,)
+    if names == _plain_names:
+        return
+    marks = []
+    for name in names:
+        try:
+            marks.append(framework.step_marker(name))  # type: ignore[arg-type]
+        except Exception:  # a broken framework install: its steps go unmarked
+            _log.debug("tfobs: no step marker for %s", name, exc_info=True)
+            marks.append(_no_marker)
+    _plain_marker = marks[0] if len(marks) == 1 else _either(*marks)
+    _plain_names = names
+
+
+def _either(first: Any, second: Any) -> Any:
+    """A marker of `first`'s framework where its profiler records, else of `second`'s."""
+    def mark(step_num: int) -> Any:
+        m = first(step_num)
+        return m if m is not None else second(step_num)
+    return mark
 
 
 def _no_marker(step_num: int) -> None:
