@@ -329,6 +329,14 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "the same ParameterServerStrategy job, worker 0 traced through its server's profiler "
         "service (tf.profiler.experimental.client.trace to the worker's gRPC port): the "
         "remote step_fn runs, no step markers", {}),
+    "train_and_test_markers": (
+        "custom loop marking each train step `Trace(\"train\", step_num=i, _r=1)` and, every "
+        "fifth step, an evaluation `Trace(\"test\", step_num=i, _r=1)` with the same number "
+        "(two roots per step number); no tfobs markers", {}),
+    "sampled_grouped_input": (
+        "custom loop marking each step `Trace(\"step\", step_num=numpy.int64(i), _r=1)` with a "
+        "nested Trace, fed by `sample_from_datasets` over a numpy_function map and a plain "
+        "branch, then `group_by_window` batching; no tfobs markers", {}),
 }
 
 
@@ -1723,6 +1731,57 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                 proc.wait(timeout=30)
             os.remove(stop)
 
+    elif case == "train_and_test_markers":
+        params = {"batch": 64, "steps": 30, "test_every": 5}
+        model = mlp(16, 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        xb = tf.random.normal((params["batch"], 16))
+        yb = tf.random.normal((params["batch"], 1))
+
+        @tf.function
+        def evaluate(xb: Any, yb: Any) -> Any:
+            return mse(yb, model(xb, training=False))
+
+        trace = tf.profiler.experimental.Trace
+
+        def train_and_test(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with trace("train", step_num=i, _r=1):
+                    step(xb, yb)
+                if i % params["test_every"] == params["test_every"] - 1:
+                    with trace("test", step_num=i, _r=1):
+                        evaluate(xb, yb)
+
+        train_and_test(0, 5)
+        profile(lambda: train_and_test(5, params["steps"]))
+    elif case == "sampled_grouped_input":
+        params = {"steps": 20, "window": 32, "features": 16}
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        x = rng.random((4096, params["features"]), np.float32)
+        y = rng.random((4096, 1), np.float32)
+
+        def doubled(a: Any, b: Any) -> Any:
+            a = tf.numpy_function(lambda v: (v * 2).astype(np.float32), [a], tf.float32)
+            return tf.ensure_shape(a, (params["features"],)), b
+
+        plain = tf.data.Dataset.from_tensor_slices((x, y))
+        ds = tf.data.Dataset.sample_from_datasets(
+            [plain.map(doubled).repeat(), plain.repeat()], seed=1)
+        ds = ds.group_by_window(lambda a, b: tf.cast(a[0] > 0.5, tf.int64),
+                                lambda _, w: w.batch(params["window"]),
+                                window_size=params["window"])
+        it = iter(ds)
+        trace = tf.profiler.experimental.Trace
+
+        def numpy_numbered(first: int, n: int) -> None:
+            for i in np.arange(first, first + n, dtype=np.int64):
+                with trace("step", step_num=i, _r=1):
+                    with trace("forward_backward"):
+                        step(*next(it))
+
+        numpy_numbered(0, 3)
+        profile(lambda: numpy_numbered(3, params["steps"]))
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

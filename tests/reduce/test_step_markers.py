@@ -42,10 +42,38 @@ SESSION_LOOP = CAPTURES / "generated__tf2.21cpu__session_run_loop.xplane.pb"
 SESSION_MARKED = CAPTURES / "generated__tf2.21cpu__session_run_marked.xplane.pb"
 KERAS2_PS_CHIEF = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit.xplane.pb"
 KERAS2_PS_WORKER = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit_worker.xplane.pb"
+TRAIN_AND_TEST = CAPTURES / "generated__tf2.21cpu__train_and_test_markers.xplane.pb"
+SAMPLED = CAPTURES / "generated__tf2.21cpu__sampled_grouped_input.xplane.pb"
 
 
 def _codes(s: WindowSummary) -> dict[str, tfobs.Advice]:
     return {a.code: a for a in s.advice}
+
+
+def test_train_and_test_roots_sharing_a_number_are_both_steps_as_in_xprof() -> None:
+    # Every fifth train step is followed by a `test` root of the same number: XProf makes
+    # each root a step, so a number appears twice; tfobs keeps both, in time order.
+    s = tfobs.analyze(TRAIN_AND_TEST)
+    steps, _ = xprof_steps(TRAIN_AND_TEST)
+    # 30 train + 6 test roots; the first (train 5) and last (test 34) dropped
+    assert len(steps) == s.steps.count == 34
+    nums = [x.step_num for x in s.steps.items]
+    assert [int(x["name"].split()[-1]) for x in steps] == nums  # "train 9", "test 9", ...
+    assert sum(x["name"].startswith("test ") for x in steps) == 5
+    assert sorted(n for n in set(nums) if nums.count(n) == 2) == [9, 14, 19, 24, 29]
+    for want, got in zip(steps, s.steps.items, strict=True):
+        assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)
+
+
+def test_numpy_step_numbers_under_a_name_of_the_users_own() -> None:
+    # `Trace("step", step_num=numpy.int64(i), _r=1)` over sample_from_datasets and
+    # group_by_window input: the same 18 steps and verdict as XProf.
+    s = tfobs.analyze(SAMPLED)
+    steps, props = xprof_steps(SAMPLED)
+    assert [x.step_num for x in s.steps.items] == list(range(4, 22))
+    assert [x["name"] for x in steps] == [f"step {n}" for n in range(4, 22)]
+    assert "HIGHLY input-bound" in props["input_conclusion"]
+    assert s.input_bound.verdict == "highly"
 
 
 def test_markers_of_any_name_with_root_stat_are_xprofs_steps() -> None:
