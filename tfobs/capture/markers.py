@@ -88,15 +88,14 @@ def _trace_begin(step_num: int) -> Any:
     backend = _backend
     if backend is not None:
         return backend.marker(step_num)
-    if len(_plain_names) < 2 and (not _plain_names or _other_imported()):
+    if len(_plain_names) < 2 and (not _plain_names or _other(_plain_names[0]) in sys.modules):
         _bind_plain_marker()
     mark = _plain_marker
     return mark(step_num) if mark is not None else None
 
 
-def _other_imported() -> bool:
-    other = "jax" if _plain_names[0] == "tensorflow" else "tensorflow"
-    return other in sys.modules
+def _other(name: str) -> str:
+    return "jax" if name == "tensorflow" else "tensorflow"
 
 
 def _bind_plain_marker() -> None:
@@ -106,10 +105,9 @@ def _bind_plain_marker() -> None:
     first = framework.choose(marked_by)
     if first is None:
         return  # no framework runs yet: no session can record a step
-    other = "jax" if first == "tensorflow" else "tensorflow"
     # Both: JAX's first, as its marker says reliably whether JAX records (TF 2.16's makes a
     # TraceMe every step, recording or not).
-    names = ("jax", "tensorflow") if other in sys.modules else (first,)
+    names = ("jax", "tensorflow") if _other(first) in sys.modules else (first,)
     if names == _plain_names:
         return
     marks = []

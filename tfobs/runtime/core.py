@@ -188,16 +188,15 @@ class Runtime:
     # -- which framework's profiler -------------------------------------------------------
 
     def resolve_framework(self) -> framework.Backend | None:
-        """The framework's profiler backend, chosen now if it was not yet (any thread)."""
-        if self.slot.backend is None and self.framework is None:
-            name = framework.choose(markers.marked_by) or framework.installed_default()
+        """The framework's profiler backend, chosen now if it was not yet (any thread).
+        Where another thread has chosen the framework and is making its backend (the
+        capture thread's import watch), `_use_framework` waits for it on its lock, so a
+        window opening now gets that backend rather than none."""
+        if self.slot.backend is None:
+            name = (self.framework or framework.choose(markers.marked_by)
+                    or framework.installed_default())
             if name is not None:
                 self._use_framework(name)
-        elif self.slot.backend is None:
-            # Another thread chose the framework and is making its backend (the capture
-            # thread's import watch): wait for it, or a window opening now finds none.
-            with self._framework_lock:
-                pass
         return self.slot.backend
 
     def _watch_imports(self) -> None:
