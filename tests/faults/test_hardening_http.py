@@ -83,8 +83,11 @@ def timed_scrapes(port: int, n: int, timeout: float, pause: float = 0.0) -> list
 def raw(port: int, data: bytes, timeout: float = 5.0, source: str = "") -> bytes:
     """Send `data` (from loopback address `source`, else the default one; the server tells
     clients apart by address), read until the server closes, resets or `timeout`."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
-                                 source_address=(source, 0) if source else None)
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                     source_address=(source, 0) if source else None)
+    except ConnectionResetError:
+        return b""  # refused at accept and reset before the connect call returned
     out = b""
     try:
         s.sendall(data)

@@ -211,7 +211,7 @@ def user_profile_steps(logdir: str) -> list[int]:
 # -- faults inside tfobs's own pipeline ----------------------------------------------------
 
 
-def corrupt_file(path: str, how: str, big_bytes: int) -> None:
+def corrupt_file(path: str, how: str, big_bytes: int, max_events: int = 0) -> None:
     """Rewrite an exported capture on disk, as a broken disk or tool would leave it."""
     if how == "empty":
         open(path, "wb").close()
@@ -219,11 +219,16 @@ def corrupt_file(path: str, how: str, big_bytes: int) -> None:
         os.truncate(path, os.path.getsize(path) // 2)
     elif how == "huge_bytes":  # a sparse tail: over max_capture_bytes without using memory
         os.truncate(path, big_bytes)
-    elif how == "huge_events":  # a protobuf repeated 40 times is one XSpace with 40x planes
+    elif how == "huge_events":  # a protobuf repeated k times is one XSpace with k x planes
+        from tfobs.xspace.reader import parse
+
         with open(path, "rb") as fh:
             data = fh.read()
+        # At least 40 copies, and enough to pass max_capture_events even where the window
+        # was short (a loaded machine's windows hold a few hundred events).
+        copies = max(40, max_events // max(1, parse(data).event_count()) + 1)
         with open(path, "wb") as fh:
-            fh.write(data * 40)
+            fh.write(data * copies)
     elif how == "not_xspace":
         with open(path, "wb") as fh:
             fh.write(b"\x89PNG\r\n\x1a\n" + os.urandom(2048))
@@ -241,7 +246,7 @@ def install_corruption(rt: Any, plan: list[str], big_bytes: int) -> None:
         how = plan[calls[0]] if calls[0] < len(plan) else "none"
         calls[0] += 1
         for path in glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")):
-            corrupt_file(path, how, big_bytes)
+            corrupt_file(path, how, big_bytes, rt.config.max_capture_events or 0)
         note({"do": "corrupt", "how": how, "window_read": calls[0]})
         return original(logdir, *args)
 
