@@ -172,6 +172,9 @@ class Step:
     # GPU captures: the step timed by device activity alone, as XProf 2.24.2 times GPU steps
     # (first to last device event launched from the step); 0.0 without a GPU.
     device_span_s: float = 0.0
+    # The step marker's name ("train", "test", a loop's own "batch"): XProf names the step
+    # "train 9". Train and test steps of one loop can share numbers; this tells them apart.
+    marker: str = ""
 
 
 @dataclass(frozen=True)

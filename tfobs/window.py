@@ -41,8 +41,9 @@ class WindowRecord:
     index: int  # 0, 1, 2, ... within this process
     trace_id: int = field(default_factory=new_trace_id)
     span_id: int = field(default_factory=new_span_id)  # the window's root span
-    # step_num -> span id, drawn when the step ends inside the window.
-    step_span_ids: dict[int, int] = field(default_factory=dict)
+    # (marker name, step number) -> span id, drawn when the step ends inside the window.
+    # The name is in the key: a loop's train and test steps can share a number.
+    step_span_ids: dict[tuple[str, int], int] = field(default_factory=dict)
     start_ns: int = 0  # wall clock, when the profiler session started
     end_ns: int = 0
     first_step: int = -1
@@ -75,13 +76,14 @@ class WindowRecord:
         return 0.0 if self.end_at in ("", "capture_thread") else (
             self.end_drain_s + self.end_stop_s)
 
-    def step_span_id(self, step_num: int) -> int:
-        span = self.step_span_ids.get(step_num)
+    def step_span_id(self, step_num: int, marker: str = "train") -> int:
+        key = (marker, step_num)
+        span = self.step_span_ids.get(key)
         if span is None:
-            span = self.step_span_ids[step_num] = new_span_id()
+            span = self.step_span_ids[key] = new_span_id()
         return span
 
-    def exemplar(self, step_num: int | None = None) -> dict[str, str]:
+    def exemplar(self, step_num: int | None = None, marker: str = "train") -> dict[str, str]:
         """OpenMetrics exemplar labels pointing at this window (or one of its steps)."""
-        span = self.span_id if step_num is None else self.step_span_id(step_num)
+        span = self.span_id if step_num is None else self.step_span_id(step_num, marker)
         return {"trace_id": format_trace_id(self.trace_id), "span_id": format_span_id(span)}

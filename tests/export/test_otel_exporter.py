@@ -98,6 +98,7 @@ def built_summary(n_steps: int = 4, events_per_step: int = 3, t0: int | None = N
                 duration_s=0.009,
                 breakdown_s={"device_compute": 0.006, "input": 0.003},
                 top_events=events,
+                marker="train",
             )
         )
     return WindowSummary(
@@ -127,11 +128,13 @@ def check_structure(spans: list[ReceivedSpan], summary: WindowSummary, window: W
     for step_span in steps:
         assert step_span.parent_span_id == root.span_id
         num = step_span.attributes["tfobs.step.num"]
-        assert step_span.span_id == window.step_span_id(num)  # what exemplars point at
+        marker = step_span.attributes["tfobs.step.marker"]
+        assert step_span.span_id == window.step_span_id(num, marker)  # what exemplars point at
         assert root.start_ns <= step_span.start_ns <= step_span.end_ns <= root.end_ns
 
     for step in summary.steps.items:
-        span = next(s for s in steps if s.attributes["tfobs.step.num"] == step.step_num)
+        span = next(s for s in steps if s.attributes["tfobs.step.num"] == step.step_num
+                    and s.attributes["tfobs.step.marker"] == step.marker)
         assert span.start_ns == step.start_ns
         assert span.end_ns - span.start_ns == pytest.approx(step.duration_s * 1e9, abs=2)
         for cat in CATEGORIES:
@@ -245,6 +248,34 @@ def test_span_cap_cuts_longest_last_and_counts(receiver):
     # Root, all 3 steps, then the 2 globally longest events.
     assert sum(s.name == SPAN_STEP for s in spans) == 3
     assert sorted(s.name for s in spans if s.name.startswith("op")) == ["op1_2", "op2_2"]
+
+
+def test_train_and_test_steps_of_one_number_are_two_spans_each_with_its_events(receiver):
+    # A loop that runs a `test` step after every fifth `train` step gives both the same
+    # number (train 9, test 9): two steps, so two spans, each its own id and events.
+    from tfobs.analysis.pipeline import analyze
+
+    summary = analyze(CAPTURES / "generated__tf2.21cpu__train_and_test_markers.xplane.pb")
+    window = record_for(summary)
+    exporter = exporter_for(receiver.endpoint, trace_top_n=3)
+    queued = exporter.publish(summary, window)
+    spans = trace_of(receiver, window.trace_id, queued)
+    exporter.shutdown(5)
+    check_structure(spans, summary, window, top_n=3)
+    steps = [s for s in spans if s.name == SPAN_STEP]
+    assert len({s.span_id for s in steps}) == len(steps) == summary.steps.count == 34
+    nine = {s.attributes["tfobs.step.marker"]: s for s in steps
+            if s.attributes["tfobs.step.num"] == 9}
+    assert set(nine) == {"train", "test"}
+    by_id = {s.span_id: s for s in steps}
+    children = [s for s in spans if s.parent_span_id in by_id]
+    assert children
+    for child in children:  # each step's longest events lie in that step's time
+        step = by_id[child.parent_span_id]
+        assert step.start_ns <= child.start_ns <= child.end_ns <= step.end_ns + 1
+    # a test step's exemplar points at the test step's span, not the train step's
+    assert window.exemplar(9, "test")["span_id"] == f"{nine['test'].span_id:016x}"
+    assert window.exemplar(9)["span_id"] == f"{nine['train'].span_id:016x}"
 
 
 def test_plan_cap_below_step_count_keeps_first_steps():

@@ -79,7 +79,7 @@ def feed_everything(exp: PrometheusExporter) -> tuple[WindowSummary, WindowRecor
     summary = synthetic_gpu_summary()
     window = WindowRecord(index=0)
     for step in summary.steps.items:
-        exp.step_sink.observe(step.duration_s, window.exemplar(step.step_num))
+        exp.step_sink.observe(step.duration_s, window.exemplar(step.step_num, step.marker))
     # What the runtime writes into the health ledger; the exporter reads it on scrape.
     health = exp.health
     health.steps = summary.steps.count
@@ -142,7 +142,8 @@ def test_step_histogram_and_windows_counter_carry_exemplars_in_openmetrics(
     trace = f"{window.trace_id:032x}"
     step_ex = [s.exemplar for s in samples["tfobs_step_duration_seconds_bucket"] if s.exemplar]
     assert step_ex, "no exemplar on the step histogram"
-    step_spans = {f"{window.step_span_ids[st.step_num]:016x}" for st in summary.steps.items}
+    step_spans = {f"{window.step_span_ids[st.marker, st.step_num]:016x}"
+                  for st in summary.steps.items}
     for ex in step_ex:
         assert ex.labels["trace_id"] == trace
         assert ex.labels["span_id"] in step_spans

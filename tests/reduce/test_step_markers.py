@@ -58,8 +58,9 @@ def test_train_and_test_roots_sharing_a_number_are_both_steps_as_in_xprof() -> N
     # 30 train + 6 test roots; the first (train 5) and last (test 34) dropped
     assert len(steps) == s.steps.count == 34
     nums = [x.step_num for x in s.steps.items]
-    assert [int(x["name"].split()[-1]) for x in steps] == nums  # "train 9", "test 9", ...
-    assert sum(x["name"].startswith("test ") for x in steps) == 5
+    # each step named as XProf names it: "train 9", "test 9", ...
+    assert [x["name"] for x in steps] == [f"{x.marker} {x.step_num}" for x in s.steps.items]
+    assert sum(x.marker == "test" for x in s.steps.items) == 5
     assert sorted(n for n in set(nums) if nums.count(n) == 2) == [9, 14, 19, 24, 29]
     for want, got in zip(steps, s.steps.items, strict=True):
         assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)
@@ -71,6 +72,7 @@ def test_numpy_step_numbers_under_a_name_of_the_users_own() -> None:
     s = tfobs.analyze(SAMPLED)
     steps, props = xprof_steps(SAMPLED)
     assert [x.step_num for x in s.steps.items] == list(range(4, 22))
+    assert {x.marker for x in s.steps.items} == {"step"}
     assert [x["name"] for x in steps] == [f"step {n}" for n in range(4, 22)]
     assert "HIGHLY input-bound" in props["input_conclusion"]
     assert s.input_bound.verdict == "highly"
@@ -82,7 +84,8 @@ def test_markers_of_any_name_with_root_stat_are_xprofs_steps() -> None:
     assert len(steps) == s.steps.count == 18  # 20 marked, first and last dropped
     assert s.steps.method == "markers"
     # XProf names each step for its marker, as tfobs numbers it
-    assert [x["name"] for x in steps] == [f"batch {x.step_num}" for x in s.steps.items]
+    assert [x["name"] for x in steps] == [f"{x.marker} {x.step_num}" for x in s.steps.items]
+    assert {x.marker for x in s.steps.items} == {"batch"}
     for want, got in zip(steps, s.steps.items, strict=True):
         assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)
     assert "HIGHLY input-bound" in props["input_conclusion"]

@@ -266,7 +266,7 @@ class _SlowHooks:
     def step_begin(self, step_num: int) -> None:
         time.sleep(0.002)
 
-    def step_end(self, step_num: int, duration_s: float) -> None:
+    def step_end(self, step_num: int, duration_s: float, marker: str = "train") -> None:
         time.sleep(0.003)
 
     def train_end(self) -> None:
@@ -444,3 +444,41 @@ def test_a_process_running_both_frameworks_marks_steps_for_whichever_profiler_re
     for name, (method, nums) in found.items():
         assert method == "markers", (name, found)
         assert nums == list(range(base[name] + 1, base[name] + 9)), (name, found)
+
+
+class _NamedHooks:
+    """Step hooks that keep each ended step's number and marker name."""
+
+    def __init__(self) -> None:
+        self.ended: list[tuple[int, str]] = []
+
+    def step_begin(self, step_num: int) -> None:
+        pass
+
+    def step_end(self, step_num: int, duration_s: float, marker: str = "train") -> None:
+        self.ended.append((step_num, marker))
+
+    def train_end(self) -> None:
+        pass
+
+
+def test_a_jax_step_annotation_gives_the_runtime_its_own_name():
+    # The runtime keys a step's exemplar by marker name and number, as the trace names the
+    # step: a `StepTraceAnnotation("batch", ...)` step is "batch 3", tfobs's own "train 4".
+    jax = pytest.importorskip("jax")
+    from tfobs.capture import jax_steps
+
+    ours = jax_steps._saved is None
+    jax_steps.install()
+    hooks = _NamedHooks()
+    markers.set_hooks(hooks)
+    try:
+        with jax.profiler.StepTraceAnnotation("batch", step_num=3):
+            pass
+        with tfobs.step(4):
+            pass
+    finally:
+        markers.set_hooks(None)
+        if ours:
+            jax_steps.uninstall()
+    assert hooks.ended == [(3, "batch"), (4, "train")]

@@ -28,7 +28,8 @@ from tfobs.summary import (
 def synthetic_gpu_summary(n_steps: int = 4, start_ns: int = 1_700_000_000_000_000_000
                           ) -> WindowSummary:
     items = tuple(
-        Step(step_num=100 + i, start_ns=start_ns + i * 50_000_000, duration_s=0.040 + 0.001 * i)
+        Step(step_num=100 + i, start_ns=start_ns + i * 50_000_000, duration_s=0.040 + 0.001 * i,
+             marker="train")
         for i in range(n_steps)
     )
     return WindowSummary(

@@ -22,7 +22,7 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -44,6 +44,8 @@ _DIR_PATTERNS = (
 _MEMCPY_NAME = re.compile(r"memcpy|copy(host|device)|memset", re.IGNORECASE)
 _SIZE = re.compile(r"\bsize:(\d+)")
 _MAX_COPY_BYTES = 2**48  # a copy's stated size past this is corrupt; capped so sums fit
+
+_K = TypeVar("_K")  # a step's key (device_step_spans)
 
 
 KIND_CODES = ("", "kernel", "memcpy", "memset")  # Activities.kind indexes this
@@ -318,11 +320,12 @@ def _device(
     )
 
 
-def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[int]
-                      ) -> dict[int, int]:
-    """{step number: XProf's device step time in ps}.
+def device_step_spans(events: GpuEvents, step_of: np.ndarray, steps: list[_K]
+                      ) -> dict[_K, int]:
+    """{step key: XProf's device step time in ps}.
 
-    `step_of[e]` is the step group (index into `steps`, the groups' step numbers) of host
+    `step_of[e]` is the step group (index into `steps`, the groups' keys: marker name and
+    number, as train and test steps may share a number) of host
     event `e`, -1 for none. XProf 2.24.2 times a GPU step by device activity alone (its
     derived "Steps" line): a device event joins the step group of the host call that
     launched it (same `correlation_id`), an event with no group joins the group of the event

@@ -32,6 +32,7 @@ from tfobs.analysis.steps import (
     find_steps,
     member_events,
     members_of,
+    step_markers,
     step_nums,
 )
 from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
@@ -236,7 +237,8 @@ def _steps(
                       # each row holds one figure per category (summed below)
                       row_dicts(CATEGORIES, kept.seconds),
                       tops,
-                      [0.0] * len(groups))
+                      [0.0] * len(groups),
+                      step_markers(groups))
     n = len(items)
     sums = kept.category_sums()
     note = found.note
@@ -393,11 +395,12 @@ GPU_STEP_NOTE = ("XProf 2.24.2 times GPU steps by device activity alone "
 
 def _with_device_spans(events: GpuEvents, found: FoundSteps, steps: Steps) -> Steps:
     assert found.step_of is not None
-    spans = device_step_spans(events, found.step_of, step_nums(found.groups))
+    keys = list(zip(step_markers(found.groups), step_nums(found.groups), strict=True))
+    spans = device_step_spans(events, found.step_of, keys)
     if not spans:
         return steps
-    items = tuple(dataclasses.replace(s, device_span_s=spans.get(s.step_num, 0) / 1e12)
-                  for s in steps.items)
+    items = tuple(dataclasses.replace(
+        s, device_span_s=spans.get((s.marker, s.step_num), 0) / 1e12) for s in steps.items)
     note = (steps.note + "; " if steps.note else "") + GPU_STEP_NOTE
     return dataclasses.replace(steps, items=items, note=note)
 

@@ -147,12 +147,25 @@ class StepGroups(Sequence[StepGroup]):
         rows = self._rows
         return nums[rows.start:rows.stop] if rows.step == 1 else [nums[k] for k in rows]
 
+    def markers(self) -> list[str]:
+        """Each step's marker name, no StepGroup made."""
+        names = self._columns.markers
+        rows = self._rows
+        return names[rows.start:rows.stop] if rows.step == 1 else [names[k] for k in rows]
+
 
 def step_nums(groups: Sequence[StepGroup]) -> list[int]:
     """The groups' step numbers (from the columns where the walk left them)."""
     if isinstance(groups, StepGroups):
         return groups.step_nums()
     return [g.step_num for g in groups]
+
+
+def step_markers(groups: Sequence[StepGroup]) -> list[str]:
+    """The groups' marker names (from the columns where the walk left them)."""
+    if isinstance(groups, StepGroups):
+        return groups.markers()
+    return [g.marker for g in groups]
 
 
 # XProf's tf.data function runs: their step ids never make a TF loop.

@@ -35,11 +35,13 @@ def install() -> bool:
         def __init__(self: Any, name: str, **kwargs: Any) -> None:
             init(self, name, **kwargs)
             self._tfobs_step_num = kwargs.get("step_num")
+            self._tfobs_name = name if isinstance(name, str) else str(name)
 
         def __enter__(self: Any) -> Any:
             try:  # before the annotation begins: a window opened here records it
                 self._tfobs_marker = markers.begin_marked(
-                    getattr(self, "_tfobs_step_num", None), "jax")
+                    getattr(self, "_tfobs_step_num", None), "jax",
+                    getattr(self, "_tfobs_name", "train"))
             except Exception:  # never into the training loop: this step goes unmarked
                 _log.debug("tfobs: JAX step marker failed", exc_info=True)
                 self._tfobs_marker = None

@@ -31,7 +31,7 @@ _perf = time.perf_counter
 
 class StepHooks(Protocol):
     def step_begin(self, step_num: int) -> None: ...
-    def step_end(self, step_num: int, duration_s: float) -> None: ...
+    def step_end(self, step_num: int, duration_s: float, marker: str = "train") -> None: ...
     def train_end(self) -> None: ...
 
 
@@ -184,7 +184,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     step still ends it.
     """
 
-    __slots__ = ("step_num", "_trace", "_t0", "_own", "_open")
+    __slots__ = ("step_num", "marker", "_trace", "_t0", "_own", "_open")
 
     def __init__(self, step_num: int) -> None:
         global _last_step
@@ -193,6 +193,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         except (TypeError, ValueError, OverflowError, AttributeError):
             self.step_num = _last_step = _last_step + 1
             _say_unnumbered(step_num, self.step_num)
+        self.marker = "train"  # the marker's name in the trace (tfobs's own: "train")
         self._trace: Any = None
         self._t0 = 0.0
         self._own = 0.0
@@ -224,7 +225,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             _step_opened(-1)
         hooks = _hooks
         if hooks is not None:
-            hooks.step_end(self.step_num, duration)
+            hooks.step_end(self.step_num, duration, self.marker)
         _own_s += self._own + (_perf() - t)
 
     def _opened(self) -> None:
@@ -234,17 +235,18 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             _step_opened(1)
 
 
-def begin_marked(step_num: Any, framework: str) -> step | None:
+def begin_marked(step_num: Any, framework: str, name: str = "train") -> step | None:
     """A step the framework's own annotation marks (tf_keras's "train" events,
     `jax.profiler.StepTraceAnnotation`): timed and sent to the runtime like `tfobs.step`,
-    without a marker of tfobs's own. None inside a step already marked. End it with
-    `marker.__exit__(None, None, None)`."""
+    without a marker of tfobs's own. `name`: the annotation's name in the trace. None inside
+    a step already marked. End it with `marker.__exit__(None, None, None)`."""
     global marked_by
     if _step_depth():
         return None
     t = _perf()
     marked_by = framework
     marker = step(step_num)
+    marker.marker = name
     marker._opened()
     hooks = _hooks
     if hooks is not None:

@@ -203,9 +203,10 @@ def _step_span(step: Step, window: WindowRecord) -> PlannedSpan:
         start_ns=step.start_ns,
         end_ns=step.start_ns + int(step.duration_s * 1e9),
         parent=0,
-        span_id=window.step_span_id(step.step_num),
+        span_id=window.step_span_id(step.step_num, step.marker),
         attributes={
             "tfobs.step.num": step.step_num,
+            "tfobs.step.marker": step.marker,
             **_breakdown("tfobs.breakdown", step.breakdown_s),
         },
     )

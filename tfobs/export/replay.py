@@ -46,7 +46,7 @@ def load_state(summaries: Sequence[WindowSummary], tf_job: str = REPLAY_JOB) -> 
                               end_ns=summary.start_ns + int(summary.duration_s * 1e9))
         steps = summary.steps.items
         for step in steps:
-            step_series.observe(step.duration_s, window.exemplar(step.step_num))
+            step_series.observe(step.duration_s, window.exemplar(step.step_num, step.marker))
         if not steps:  # a capture whose steps were counted but not listed
             for _ in range(summary.steps.count):
                 step_series.observe(summary.steps.mean_s, window.exemplar())

@@ -141,7 +141,7 @@ class Windows:
         except Exception as exc:  # never into training
             self._failures.report("schedule", exc)
 
-    def step_end(self, step_num: int, duration_s: float) -> None:
+    def step_end(self, step_num: int, duration_s: float, marker: str = "train") -> None:
         self._health.steps += 1
         self.in_step = False
         window = self.tracing
@@ -156,7 +156,7 @@ class Windows:
                 self._watch_step(self._watch, duration_s)
             return
         window.record.last_step = step_num
-        exemplar = window.record.exemplar(step_num)
+        exemplar = window.record.exemplar(step_num, marker)
         if window_full(window.first_step, step_num, self.length.steps) or window.end_requested:
             self._end(window, "step_boundary")
         else:
