@@ -337,6 +337,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop marking each step `Trace(\"step\", step_num=numpy.int64(i), _r=1)` with a "
         "nested Trace, fed by `sample_from_datasets` over a numpy_function map and a plain "
         "branch, then `group_by_window` batching; no tfobs markers", {}),
+    "tfkeras_fit_validation_epochs": (
+        "tf_keras (Keras 2) fit, two epochs of 12 steps with validation_data (4 steps) in one "
+        "trace: tf_keras's own markers number train steps from 0 each epoch and mark "
+        "validation `test`, so `train 3` is there twice and `test 0` after each epoch",
+        {"TF_USE_LEGACY_KERAS": "1"}),
 }
 
 
@@ -840,6 +845,24 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         board = tf_keras.callbacks.TensorBoard(logdir, profile_batch=(6, 13))
         model.fit(random_batches(64 * 8, 128, 64), steps_per_epoch=16, epochs=1, verbose=0,
                   callbacks=[board])
+
+    elif case == "tfkeras_fit_validation_epochs":
+        import tf_keras
+
+        params = {"batch": 32, "epoch_steps": 12, "epochs": 2, "validation_steps": 4}
+        model = tf_keras.Sequential([tf_keras.layers.Dense(64, activation="relu",
+                                                           input_shape=(32,)),
+                                     tf_keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        x = rng.random((32 * 12, 32), np.float32)
+        y = rng.random((32 * 12, 1), np.float32)
+
+        def fit(epochs: int) -> None:
+            model.fit(x, y, batch_size=32, epochs=epochs, verbose=0,
+                      validation_data=(x[:128], y[:128]))
+
+        fit(1)
+        profile(lambda: fit(params["epochs"]))
 
     elif case == "two_functions_step":
         params = {"batch": 32, "micro_batches": 2, "steps": 10}

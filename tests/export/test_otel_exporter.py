@@ -122,19 +122,23 @@ def check_structure(spans: list[ReceivedSpan], summary: WindowSummary, window: W
     # The root covers the window the runtime recorded.
     assert root.start_ns <= window.start_ns and root.end_ns >= window.end_ns
 
-    steps = [s for s in spans if s.name == SPAN_STEP]
+    steps = sorted((s for s in spans if s.name == SPAN_STEP), key=lambda s: s.start_ns)
     assert len(steps) == len(summary.steps.items)
+    assert len({s.span_id for s in steps}) == len(steps)
     by_id = {s.span_id: s for s in spans}
+    named: set[tuple[str, int]] = set()
     for step_span in steps:
         assert step_span.parent_span_id == root.span_id
-        num = step_span.attributes["tfobs.step.num"]
-        marker = step_span.attributes["tfobs.step.marker"]
-        assert step_span.span_id == window.step_span_id(num, marker)  # what exemplars point at
+        key = (step_span.attributes["tfobs.step.marker"], step_span.attributes["tfobs.step.num"])
+        if key not in named:  # the first step of a name carries the id exemplars point at
+            assert step_span.span_id == window.step_span_id(key[1], key[0])
+        named.add(key)
         assert root.start_ns <= step_span.start_ns <= step_span.end_ns <= root.end_ns
 
-    for step in summary.steps.items:
-        span = next(s for s in steps if s.attributes["tfobs.step.num"] == step.step_num
-                    and s.attributes["tfobs.step.marker"] == step.marker)
+    for step, span in zip(sorted(summary.steps.items, key=lambda s: (s.start_ns, s.step_num)),
+                          steps, strict=True):
+        assert (span.attributes["tfobs.step.marker"], span.attributes["tfobs.step.num"]) == (
+            step.marker, step.step_num)
         assert span.start_ns == step.start_ns
         assert span.end_ns - span.start_ns == pytest.approx(step.duration_s * 1e9, abs=2)
         for cat in CATEGORIES:
@@ -276,6 +280,28 @@ def test_train_and_test_steps_of_one_number_are_two_spans_each_with_its_events(r
     # a test step's exemplar points at the test step's span, not the train step's
     assert window.exemplar(9, "test")["span_id"] == f"{nine['test'].span_id:016x}"
     assert window.exemplar(9)["span_id"] == f"{nine['train'].span_id:016x}"
+
+
+def test_a_window_across_epochs_gives_each_repeated_step_name_its_own_span(receiver):
+    # tf_keras numbers steps from 0 each epoch: "train 3" twice in one window. Each is its
+    # own span; the exemplar the runtime drew for "train 3" names the first.
+    from tfobs.analysis.pipeline import analyze
+
+    summary = analyze(CAPTURES / "generated__tf2.21cpu__tfkeras_fit_validation_epochs.xplane.pb")
+    window = record_for(summary)
+    drawn = window.exemplar(3)["span_id"]  # as the runtime draws it at the step's end
+    exporter = exporter_for(receiver.endpoint, trace_top_n=2)
+    queued = exporter.publish(summary, window)
+    spans = trace_of(receiver, window.trace_id, queued)
+    exporter.shutdown(5)
+    check_structure(spans, summary, window, top_n=2)
+    steps = [s for s in spans if s.name == SPAN_STEP]
+    assert len({s.span_id for s in steps}) == len(steps) == summary.steps.count == 30
+    threes = sorted((s for s in steps if s.attributes["tfobs.step.num"] == 3
+                     and s.attributes["tfobs.step.marker"] == "train"),
+                    key=lambda s: s.start_ns)
+    assert len(threes) == 2
+    assert f"{threes[0].span_id:016x}" == drawn
 
 
 def test_plan_cap_below_step_count_keeps_first_steps():

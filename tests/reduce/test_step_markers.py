@@ -44,6 +44,7 @@ KERAS2_PS_CHIEF = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit.xplane.pb"
 KERAS2_PS_WORKER = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit_worker.xplane.pb"
 TRAIN_AND_TEST = CAPTURES / "generated__tf2.21cpu__train_and_test_markers.xplane.pb"
 SAMPLED = CAPTURES / "generated__tf2.21cpu__sampled_grouped_input.xplane.pb"
+FIT_EPOCHS = CAPTURES / "generated__tf2.21cpu__tfkeras_fit_validation_epochs.xplane.pb"
 
 
 def _codes(s: WindowSummary) -> dict[str, tfobs.Advice]:
@@ -64,6 +65,20 @@ def test_train_and_test_roots_sharing_a_number_are_both_steps_as_in_xprof() -> N
     assert sorted(n for n in set(nums) if nums.count(n) == 2) == [9, 14, 19, 24, 29]
     for want, got in zip(steps, s.steps.items, strict=True):
         assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)
+
+
+def test_a_fit_across_epochs_repeats_names_as_xprof_does() -> None:
+    # tf_keras numbers train steps from 0 each epoch and marks validation "test": a window
+    # over two epochs holds "train 3" twice and "test 0" twice, each its own step.
+    s = tfobs.analyze(FIT_EPOCHS)
+    steps, props = xprof_steps(FIT_EPOCHS)
+    names = [f"{x.marker} {x.step_num}" for x in s.steps.items]
+    assert [x["name"] for x in steps] == names
+    assert names.count("train 3") == 2 and names.count("test 0") == 2
+    assert s.steps.count == 30  # 2 x (12 train + 4 test), first and last dropped
+    for want, got in zip(steps, s.steps.items, strict=True):
+        assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)
+    assert f"{s.input_bound.verdict.upper()} input-bound" in props["input_conclusion"]
 
 
 def test_numpy_step_numbers_under_a_name_of_the_users_own() -> None:

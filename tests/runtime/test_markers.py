@@ -266,7 +266,8 @@ class _SlowHooks:
     def step_begin(self, step_num: int) -> None:
         time.sleep(0.002)
 
-    def step_end(self, step_num: int, duration_s: float, marker: str = "train") -> None:
+    def step_end(self, step_num: int, duration_s: float,
+                 trace_key: tuple[str, int] | None = None) -> None:
         time.sleep(0.003)
 
     def train_end(self) -> None:
@@ -447,24 +448,25 @@ def test_a_process_running_both_frameworks_marks_steps_for_whichever_profiler_re
 
 
 class _NamedHooks:
-    """Step hooks that keep each ended step's number and marker name."""
+    """Step hooks that keep each ended step's number and name in the trace."""
 
     def __init__(self) -> None:
-        self.ended: list[tuple[int, str]] = []
+        self.ended: list[tuple[int, tuple[str, int] | None]] = []
 
     def step_begin(self, step_num: int) -> None:
         pass
 
-    def step_end(self, step_num: int, duration_s: float, marker: str = "train") -> None:
-        self.ended.append((step_num, marker))
+    def step_end(self, step_num: int, duration_s: float,
+                 trace_key: tuple[str, int] | None = None) -> None:
+        self.ended.append((step_num, trace_key))
 
     def train_end(self) -> None:
         pass
 
 
 def test_a_jax_step_annotation_gives_the_runtime_its_own_name():
-    # The runtime keys a step's exemplar by marker name and number, as the trace names the
-    # step: a `StepTraceAnnotation("batch", ...)` step is "batch 3", tfobs's own "train 4".
+    # The runtime names a step's exemplar as the trace names the step (marker name and
+    # number): a `StepTraceAnnotation("batch", ...)` step is "batch 3", tfobs's own "train 4".
     jax = pytest.importorskip("jax")
     from tfobs.capture import jax_steps
 
@@ -481,4 +483,21 @@ def test_a_jax_step_annotation_gives_the_runtime_its_own_name():
         markers.set_hooks(None)
         if ours:
             jax_steps.uninstall()
-    assert hooks.ended == [(3, "batch"), (4, "train")]
+    assert hooks.ended == [(3, ("batch", 3)), (4, None)]  # None: tfobs's own ("train", 4)
+
+
+def test_a_tf_keras_fit_gives_the_runtime_the_numbers_its_own_markers_carry():
+    # tf_keras marks its steps itself, numbered from 0 each epoch; the runtime numbers them
+    # by the optimizer's iterations (the same on every worker) and names each exemplar as
+    # the trace does: step 4 is "train 1" of the second epoch.
+    tf_keras = pytest.importorskip("tf_keras")
+    hooks = _NamedHooks()
+    markers.set_hooks(hooks)
+    try:
+        model = tf_keras.Sequential([tf_keras.Input((4,)), tf_keras.layers.Dense(2)])
+        model.compile(optimizer="sgd", loss="mse")
+        model.fit(_dataset(), steps_per_epoch=3, epochs=2, verbose=0,
+                  callbacks=[tfobs.KerasCallback()])
+    finally:
+        markers.set_hooks(None)
+    assert hooks.ended == [(n, ("train", n % 3)) for n in range(6)]

@@ -31,7 +31,10 @@ _perf = time.perf_counter
 
 class StepHooks(Protocol):
     def step_begin(self, step_num: int) -> None: ...
-    def step_end(self, step_num: int, duration_s: float, marker: str = "train") -> None: ...
+    # trace_key: how the trace names the step (marker name, number), where it is not
+    # tfobs's own ("train", step_num).
+    def step_end(self, step_num: int, duration_s: float,
+                 trace_key: tuple[str, int] | None = None) -> None: ...
     def train_end(self) -> None: ...
 
 
@@ -184,7 +187,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     step still ends it.
     """
 
-    __slots__ = ("step_num", "marker", "_trace", "_t0", "_own", "_open")
+    __slots__ = ("step_num", "trace_key", "_trace", "_t0", "_own", "_open")
 
     def __init__(self, step_num: int) -> None:
         global _last_step
@@ -193,7 +196,9 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         except (TypeError, ValueError, OverflowError, AttributeError):
             self.step_num = _last_step = _last_step + 1
             _say_unnumbered(step_num, self.step_num)
-        self.marker = "train"  # the marker's name in the trace (tfobs's own: "train")
+        # The step's name and number in the trace where another marker than tfobs's own
+        # ("train", step_num) names it: a JAX annotation's, tf_keras's per-epoch numbers.
+        self.trace_key: tuple[str, int] | None = None
         self._trace: Any = None
         self._t0 = 0.0
         self._own = 0.0
@@ -225,7 +230,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             _step_opened(-1)
         hooks = _hooks
         if hooks is not None:
-            hooks.step_end(self.step_num, duration, self.marker)
+            hooks.step_end(self.step_num, duration, self.trace_key)
         _own_s += self._own + (_perf() - t)
 
     def _opened(self) -> None:
@@ -246,7 +251,8 @@ def begin_marked(step_num: Any, framework: str, name: str = "train") -> step | N
     t = _perf()
     marked_by = framework
     marker = step(step_num)
-    marker.marker = name
+    if name != "train":
+        marker.trace_key = (name, marker.step_num)
     marker._opened()
     hooks = _hooks
     if hooks is not None:
@@ -302,6 +308,8 @@ class _MarkerMixin:
         if self._emit_markers:
             marker.__enter__()
         else:  # tf_keras marks steps itself: only time them and drive the runtime
+            if isinstance(batch, int):  # tf_keras numbers its markers by batch in the epoch
+                marker.trace_key = ("train", batch)
             marker._opened()
             hooks = _hooks
             if hooks is not None:

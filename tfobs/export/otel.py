@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from tfobs import forks
 from tfobs.once import Once
 from tfobs.summary import CATEGORIES, ErrorStage, Step, TimedEvent, WindowSummary
-from tfobs.window import WindowRecord
+from tfobs.window import WindowRecord, new_span_id
 
 if TYPE_CHECKING:
     from tfobs.config import Config
@@ -94,7 +94,8 @@ def plan_window(
         per_step = sorted(per_step, key=lambda ie: -ie[1].duration_s)[:room]
         per_step.sort(key=lambda ie: (ie[0], ie[1].start_ns))
 
-    step_spans = [_step_span(s, window) for s in kept_steps]
+    ids = _step_span_ids(kept_steps, window)
+    step_spans = [_step_span(s, window, i) for s, i in zip(kept_steps, ids, strict=True)]
     event_spans = [_event_span(e, kept_steps[i], 1 + i) for i, e in per_step]
     children = step_spans + event_spans
 
@@ -197,13 +198,26 @@ def window_attributes(summary: WindowSummary, window: WindowRecord,
     return attrs
 
 
-def _step_span(step: Step, window: WindowRecord) -> PlannedSpan:
+def _step_span_ids(steps: Sequence[Step], window: WindowRecord) -> list[int]:
+    """Each step's span id: the one the step's exemplar carries (drawn by marker name and
+    number), for the first step of that name; a fresh one for a later step of the same name
+    (a window across an epoch whose loop numbers steps from 0 again, as tf_keras does)."""
+    seen: set[tuple[str, int]] = set()
+    ids = []
+    for s in steps:
+        key = (s.marker, s.step_num)
+        ids.append(new_span_id() if key in seen else window.step_span_id(s.step_num, s.marker))
+        seen.add(key)
+    return ids
+
+
+def _step_span(step: Step, window: WindowRecord, span_id: int) -> PlannedSpan:
     return PlannedSpan(
         name=SPAN_STEP,
         start_ns=step.start_ns,
         end_ns=step.start_ns + int(step.duration_s * 1e9),
         parent=0,
-        span_id=window.step_span_id(step.step_num, step.marker),
+        span_id=span_id,
         attributes={
             "tfobs.step.num": step.step_num,
             "tfobs.step.marker": step.marker,

@@ -141,7 +141,8 @@ class Windows:
         except Exception as exc:  # never into training
             self._failures.report("schedule", exc)
 
-    def step_end(self, step_num: int, duration_s: float, marker: str = "train") -> None:
+    def step_end(self, step_num: int, duration_s: float,
+                 trace_key: tuple[str, int] | None = None) -> None:
         self._health.steps += 1
         self.in_step = False
         window = self.tracing
@@ -156,7 +157,9 @@ class Windows:
                 self._watch_step(self._watch, duration_s)
             return
         window.record.last_step = step_num
-        exemplar = window.record.exemplar(step_num, marker)
+        # the exemplar names the step as the trace will (marker name and number)
+        exemplar = (window.record.exemplar(step_num) if trace_key is None
+                    else window.record.exemplar(trace_key[1], trace_key[0]))
         if window_full(window.first_step, step_num, self.length.steps) or window.end_requested:
             self._end(window, "step_boundary")
         else:
