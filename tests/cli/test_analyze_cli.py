@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import pathlib
 import shutil
@@ -11,6 +12,7 @@ import sys
 import pytest
 
 from tests.conftest import CAPTURES
+from tfobs.analysis import load
 from tfobs.cli import main
 
 TFKERAS = CAPTURES / "generated__tf2.20cpu__tfkeras_fit.xplane.pb"
@@ -58,10 +60,30 @@ def test_a_run_of_several_hosts_gives_one_summary_per_host(
     assert str(run / "worker-0.xplane.pb") in out and str(run / "worker-1.xplane.pb") in out
 
 
+def test_a_gzip_compressed_capture_reads_as_the_file_it_holds(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Archives keep captures gzip-compressed (`gzip host.xplane.pb`); in one gzip member or
+    # several (`cat a.gz b.gz`), they give the plain file's summary.
+    raw = TFKERAS.read_bytes()
+    one = tmp_path / "one.xplane.pb.gz"
+    one.write_bytes(gzip.compress(raw))
+    two = tmp_path / "two.xplane.pb.gz"
+    two.write_bytes(gzip.compress(raw[:1000]) + gzip.compress(raw[1000:]))
+    outs = []
+    for path in (TFKERAS, one, two):
+        assert main(["analyze", str(path), "--format", "json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        outs.append({k: v for k, v in doc.items() if k != "source"})
+    assert outs[0]["steps"]["count"] == 18
+    assert outs[1] == outs[0] and outs[2] == outs[0]
+
+
 @pytest.mark.parametrize("case", ["missing", "empty", "truncated", "not_xspace",
-                                  "empty_folder", "unknown_run"])
+                                  "empty_folder", "unknown_run", "truncated_gzip",
+                                  "gzip_of_garbage", "gzip_past_the_limit"])
 def test_bad_input_exits_2_with_one_line(case: str, tmp_path: pathlib.Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+                                         capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "x.xplane.pb"
     args = []
     if case == "empty":
@@ -76,6 +98,14 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: pathlib.Path,
         (tmp_path / "plugins" / "profile" / "r1").mkdir(parents=True)
         shutil.copyfile(TFKERAS, tmp_path / "plugins" / "profile" / "r1" / "h.xplane.pb")
         path, args = tmp_path, ["--run", "nope"]
+    elif case == "truncated_gzip":
+        path.write_bytes(gzip.compress(TFKERAS.read_bytes())[:4000])
+    elif case == "gzip_of_garbage":
+        path.write_bytes(gzip.compress(TFKERAS.read_bytes())[:20] + b"\xff" * 400)
+    elif case == "gzip_past_the_limit":  # a small file that expands past the limit
+        packed = gzip.compress(b"\0" * 200_000)
+        monkeypatch.setattr(load, "MAX_FILE_BYTES", 100_000)
+        path.write_bytes(packed)
     assert main(["analyze", str(path), *args]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

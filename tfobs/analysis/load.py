@@ -1,15 +1,18 @@
-"""Capture sources: an `.xplane.pb` file, a TensorBoard log folder, or bytes."""
+"""Capture sources: an `.xplane.pb` file (or one gzip-compressed, as archives keep them), a
+TensorBoard log folder, or bytes."""
 
 from __future__ import annotations
 
 import os
 import stat
+import zlib
 from pathlib import Path
 from typing import Any
 
 from tfobs.errors import CaptureError
 
 MAX_FILE_BYTES = 2**31 - 1
+_GZIP_MAGIC = b"\x1f\x8b"  # no XSpace starts so: its first byte is a field tag (0x0a, 0x12...)
 
 
 def find_capture(folder: Path, run: str | None = None) -> Path:
@@ -43,7 +46,7 @@ def run_captures(folder: Path, run: str | None = None) -> list[Path]:
 def read_source(source: Any, run: str | None = None) -> tuple[bytes, str]:
     """(bytes, label) of a capture; raises CaptureError with a one-line reason."""
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source), "<bytes>"
+        return _plain(bytes(source), "<bytes>"), "<bytes>"
     if not isinstance(source, (str, os.PathLike)):
         raise CaptureError(
             f"expected a path or XSpace bytes, got {type(source).__name__}"
@@ -56,7 +59,35 @@ def read_source(source: Any, run: str | None = None) -> tuple[bytes, str]:
     data = _read_regular_file(path)
     if not data:
         raise CaptureError(f"{path}: capture is empty (0 bytes)")
-    return data, str(path)
+    return _plain(data, str(path)), str(path)
+
+
+def _plain(data: bytes, label: str) -> bytes:
+    """The capture's protobuf bytes: gzip-compressed ones (`gzip host.xplane.pb`) are
+    decompressed, every member, up to the protobuf limit (a small file may expand far)."""
+    if not data.startswith(_GZIP_MAGIC):
+        return data
+    out: list[bytes] = []
+    total = 0
+    rest = data
+    while rest:
+        unzip = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            part = unzip.decompress(rest, MAX_FILE_BYTES + 1 - total)
+        except zlib.error as exc:
+            raise CaptureError(f"{label}: gzip-compressed but unreadable ({exc}); "
+                               "check the file with `gzip -t`") from None
+        total += len(part)
+        if total > MAX_FILE_BYTES or unzip.unconsumed_tail:
+            raise CaptureError(f"{label}: over the 2 GiB protobuf limit once decompressed")
+        if not unzip.eof:
+            raise CaptureError(f"{label}: gzip-compressed and cut short (truncated); "
+                               "copy the whole file again")
+        out.append(part)
+        rest = unzip.unused_data
+    if not total:
+        raise CaptureError(f"{label}: capture is empty once decompressed (0 bytes)")
+    return b"".join(out)
 
 
 def _read_regular_file(path: Path) -> bytes:

@@ -1,8 +1,8 @@
 """`tfobs analyze PATH`: XProf's overview page for one capture, in the terminal or as JSON.
 
-PATH is an `.xplane.pb` file or a TensorBoard log folder (the newest run under
-`plugins/profile/`, or `--run NAME`; a run of several hosts, one capture each, gives one
-summary per host); several may be given. `--html FILE` writes the overview
+PATH is an `.xplane.pb` file (or one gzip-compressed) or a TensorBoard log folder (the
+newest run under `plugins/profile/`, or `--run NAME`; a run of several hosts, one capture
+each, gives one summary per host); several may be given. `--html FILE` writes the overview
 page, `--serve PORT` replays the figures as the live exporter would. Bad input exits 2 with one
 line on stderr. Never imports TensorFlow. Names come from the capture (any bytes a program
 put there): every control character (C0, DEL, C1) and bidirectional override is shown escaped
@@ -39,7 +39,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("analyze", help="summarise a profiler capture (no TensorFlow needed)",
                        description=__doc__.splitlines()[0])
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="an .xplane.pb file or a TensorBoard log folder (one or more)")
+                   help="an .xplane.pb file (gzip-compressed too) or a TensorBoard log "
+                   "folder (one or more)")
     p.add_argument("--run", default=None,
                    help="run folder under plugins/profile/ (default: newest)")
     p.add_argument("--format", choices=("table", "json"), default="table")
