@@ -3,6 +3,9 @@
     python benchmarks/reduce_speed.py                 # the 4 largest test captures and the
                                                       # long window of 4,000 tiny steps
     python benchmarks/reduce_speed.py --captures 6 --repeat 5 --process-repeat 3
+    python benchmarks/reduce_speed.py --process-sizes 10,50,100,175,300,450,700,1200
+                                      # only whole processes, on the test captures nearest
+                                      # those sizes (KB): where tfobs's start-up stops losing
 
 In process, per capture and interleaved in one run (so load on a shared machine hits all
 three alike): a bare protobuf parse (`XSpace.ParseFromString`), tfobs's whole reduction
@@ -98,9 +101,15 @@ def main() -> int:
     parser.add_argument("--captures", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--process-repeat", type=int, default=3)
+    parser.add_argument("--process-sizes", default="",
+                        help="KB, comma-separated: whole processes only, on the test captures "
+                        "nearest these sizes")
     args = parser.parse_args()
     by_size = sorted((ROOT / "tests" / "data" / "captures").glob("*.xplane.pb"),
                      key=lambda p: p.stat().st_size)
+    if args.process_sizes:
+        return _process_sweep(by_size, [float(k) * 1e3 for k in args.process_sizes.split(",")],
+                              args.process_repeat)
     captures = [pathlib.Path(p) for p in args.paths] or by_size[-args.captures:][::-1]
     long_window = ROOT / "tests" / "data" / "captures" / LONG_WINDOW
     if not args.paths and long_window.exists() and long_window not in captures:
@@ -156,6 +165,18 @@ def main() -> int:
     print(f"targets (<= {TARGET_XPROF}x xprof, <= {TARGET_PARSE}x parse, process <= "
           f"{TARGET_PROCESS}x on the largest, <= {TARGET_SMALL}x on the smallest): "
           f"{'all held' if ok else 'NOT all held'}")
+    return 0
+
+
+def _process_sweep(by_size: list[pathlib.Path], sizes: list[float], repeat: int) -> int:
+    """`tfobs analyze` against XProf's five tools as processes on captures of several sizes."""
+    compileall.compile_dir(str(ROOT / "tfobs"), quiet=1)
+    picked = dict.fromkeys(min(by_size, key=lambda p, s=s: abs(p.stat().st_size - s))
+                           for s in sizes)
+    print(f"machine: cpus={os.cpu_count()} load_avg_1m={os.getloadavg()[0]:.2f} "
+          f"process-repeat={repeat} (medians, interleaved; wall clock)")
+    for capture in picked:
+        _processes(capture, 1.0, repeat)
     return 0
 
 

@@ -35,7 +35,7 @@ def install() -> bool:
         def __init__(self: Any, name: str, **kwargs: Any) -> None:
             init(self, name, **kwargs)
             self._tfobs_step_num = kwargs.get("step_num")
-            self._tfobs_name = name if isinstance(name, str) else str(name)
+            self._tfobs_name = name  # made a str at __enter__, inside its guard
 
         def __enter__(self: Any) -> Any:
             try:  # before the annotation begins: a window opened here records it

@@ -240,7 +240,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             _step_opened(1)
 
 
-def begin_marked(step_num: Any, framework: str, name: str = "train") -> step | None:
+def begin_marked(step_num: Any, framework: str, name: Any = "train") -> step | None:
     """A step the framework's own annotation marks (tf_keras's "train" events,
     `jax.profiler.StepTraceAnnotation`): timed and sent to the runtime like `tfobs.step`,
     without a marker of tfobs's own. `name`: the annotation's name in the trace. None inside
@@ -252,7 +252,7 @@ def begin_marked(step_num: Any, framework: str, name: str = "train") -> step | N
     marked_by = framework
     marker = step(step_num)
     if name != "train":
-        marker.trace_key = (name, marker.step_num)
+        marker.trace_key = (str(name), marker.step_num)
     marker._opened()
     hooks = _hooks
     if hooks is not None:
