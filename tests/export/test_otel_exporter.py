@@ -194,20 +194,28 @@ CAPTURE_NAMES = [
 ]
 
 
+def sent_and_checked(receiver, summary: WindowSummary, window: WindowRecord, top_n: int
+                     ) -> tuple[list[ReceivedSpan], int, OtelExporter]:
+    """Publish one window through a real OTLP receiver: (the spans it got, spans queued,
+    the exporter, shut down), the trace's structure checked."""
+    exporter = exporter_for(receiver.endpoint, trace_top_n=top_n)
+    queued = exporter.publish(summary, window)
+    spans = trace_of(receiver, window.trace_id, queued)
+    exporter.shutdown(5)
+    check_structure(spans, summary, window, top_n=top_n)
+    return spans, queued, exporter
+
+
 @pytest.mark.parametrize("name", CAPTURE_NAMES)
 def test_capture_window_becomes_one_trace(receiver, name):
     from tfobs.analysis.pipeline import analyze
 
     summary = analyze(CAPTURES / f"{name}.xplane.pb")
     window = record_for(summary, index=7)
-    exporter = exporter_for(receiver.endpoint, trace_top_n=3)
-    queued = exporter.publish(summary, window)
+    spans, queued, exporter = sent_and_checked(receiver, summary, window, top_n=3)
     n_steps = len(summary.steps.items)
     assert queued == 1 + n_steps + sum(min(3, len(s.top_events)) for s in summary.steps.items)
-    spans = trace_of(receiver, window.trace_id, queued)
-    exporter.shutdown(5)
     assert len(spans) == queued
-    check_structure(spans, summary, window, top_n=3)
     assert exporter.dropped_spans == 0
     if name != "tracelens__mi300_jax08_gemm__tw003":  # TF captures hold steps with events
         assert n_steps > 0
@@ -217,12 +225,8 @@ def test_capture_window_becomes_one_trace(receiver, name):
 def test_built_summary_structure_and_ids(receiver):
     summary = built_summary()
     window = record_for(summary)
-    exporter = exporter_for(receiver.endpoint, trace_top_n=2)
-    queued = exporter.publish(summary, window)
+    spans, queued, _ = sent_and_checked(receiver, summary, window, top_n=2)
     assert queued == 1 + 4 + 4 * 2
-    spans = trace_of(receiver, window.trace_id, queued)
-    exporter.shutdown(5)
-    check_structure(spans, summary, window, top_n=2)
     # top_n keeps each step's longest events.
     names = {s.name for s in spans if s.name.startswith("op")}
     assert names == {f"op{i}_{k}" for i in range(4) for k in (1, 2)}
@@ -261,11 +265,7 @@ def test_train_and_test_steps_of_one_number_are_two_spans_each_with_its_events(r
 
     summary = analyze(CAPTURES / "generated__tf2.21cpu__train_and_test_markers.xplane.pb")
     window = record_for(summary)
-    exporter = exporter_for(receiver.endpoint, trace_top_n=3)
-    queued = exporter.publish(summary, window)
-    spans = trace_of(receiver, window.trace_id, queued)
-    exporter.shutdown(5)
-    check_structure(spans, summary, window, top_n=3)
+    spans, _, _ = sent_and_checked(receiver, summary, window, top_n=3)
     steps = [s for s in spans if s.name == SPAN_STEP]
     assert len({s.span_id for s in steps}) == len(steps) == summary.steps.count == 34
     nine = {s.attributes["tfobs.step.marker"]: s for s in steps
@@ -290,11 +290,7 @@ def test_a_window_across_epochs_gives_each_repeated_step_name_its_own_span(recei
     summary = analyze(CAPTURES / "generated__tf2.21cpu__tfkeras_fit_validation_epochs.xplane.pb")
     window = record_for(summary)
     drawn = window.exemplar(3)["span_id"]  # as the runtime draws it at the step's end
-    exporter = exporter_for(receiver.endpoint, trace_top_n=2)
-    queued = exporter.publish(summary, window)
-    spans = trace_of(receiver, window.trace_id, queued)
-    exporter.shutdown(5)
-    check_structure(spans, summary, window, top_n=2)
+    spans, _, _ = sent_and_checked(receiver, summary, window, top_n=2)
     steps = [s for s in spans if s.name == SPAN_STEP]
     assert len({s.span_id for s in steps}) == len(steps) == summary.steps.count == 30
     threes = sorted((s for s in steps if s.attributes["tfobs.step.num"] == 3

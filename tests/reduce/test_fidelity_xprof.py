@@ -55,7 +55,7 @@ import pytest
 
 import tfobs
 from tests.conftest import CAPTURES, capture_paths, fidelity_capture_paths
-from tests.support.xprof_reference import reference, xprof_memory, xprof_steps
+from tests.support.xprof_reference import reference, step_names, xprof_memory, xprof_steps
 from tfobs.analysis import breakdown as bd
 from tfobs.analysis.pipeline import GPU_STEP_NOTE
 
@@ -148,7 +148,7 @@ def test_steps_match_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -> No
         assert summary.steps.calls[0].mean_s > max(r["duration_s"] for r in ref)
         return
     assert summary.steps.method in ("markers", "none")
-    assert [r["name"] for r in ref] == _names(summary)
+    assert [r["name"] for r in ref] == step_names(summary)
     for r, step in zip(ref, summary.steps.items, strict=True):
         tol = 0.01 * r["duration_s"]
         assert step.duration_s == pytest.approx(r["duration_s"], abs=tol), r["name"]
@@ -157,11 +157,6 @@ def test_steps_match_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -> No
 
 
 DEVICE_CATS = ("device_compute", "device_to_device", "device_collectives")
-
-
-def _names(summary: tfobs.WindowSummary) -> list[str]:
-    """The steps as XProf names them: marker name and number ("train 9", "test 9")."""
-    return [f"{s.marker} {s.step_num}" for s in summary.steps.items]
 
 
 def _gpu_steps_match_xprof(ref: list[dict], summary: tfobs.WindowSummary) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 import tfobs
 from tests.conftest import CAPTURES
-from tests.support.xprof_reference import xprof_steps
+from tests.support.xprof_reference import step_names, xprof_steps
 from tfobs.analysis.steps import IMPLICIT_ROOTS
 from tfobs.summary import WindowSummary
 
@@ -60,7 +60,7 @@ def test_train_and_test_roots_sharing_a_number_are_both_steps_as_in_xprof() -> N
     assert len(steps) == s.steps.count == 34
     nums = [x.step_num for x in s.steps.items]
     # each step named as XProf names it: "train 9", "test 9", ...
-    assert [x["name"] for x in steps] == [f"{x.marker} {x.step_num}" for x in s.steps.items]
+    assert [x["name"] for x in steps] == step_names(s)
     assert sum(x.marker == "test" for x in s.steps.items) == 5
     assert sorted(n for n in set(nums) if nums.count(n) == 2) == [9, 14, 19, 24, 29]
     for want, got in zip(steps, s.steps.items, strict=True):
@@ -72,7 +72,7 @@ def test_a_fit_across_epochs_repeats_names_as_xprof_does() -> None:
     # over two epochs holds "train 3" twice and "test 0" twice, each its own step.
     s = tfobs.analyze(FIT_EPOCHS)
     steps, props = xprof_steps(FIT_EPOCHS)
-    names = [f"{x.marker} {x.step_num}" for x in s.steps.items]
+    names = step_names(s)
     assert [x["name"] for x in steps] == names
     assert names.count("train 3") == 2 and names.count("test 0") == 2
     assert s.steps.count == 30  # 2 x (12 train + 4 test), first and last dropped
@@ -99,7 +99,7 @@ def test_markers_of_any_name_with_root_stat_are_xprofs_steps() -> None:
     assert len(steps) == s.steps.count == 18  # 20 marked, first and last dropped
     assert s.steps.method == "markers"
     # XProf names each step for its marker, as tfobs numbers it
-    assert [x["name"] for x in steps] == [f"{x.marker} {x.step_num}" for x in s.steps.items]
+    assert [x["name"] for x in steps] == step_names(s)
     assert {x.marker for x in s.steps.items} == {"batch"}
     for want, got in zip(steps, s.steps.items, strict=True):
         assert got.duration_s == pytest.approx(want["duration_s"], rel=0.01)

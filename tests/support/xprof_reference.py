@@ -35,6 +35,12 @@ def reference(capture: str, tool: str) -> Any:
     return run_tool(pathlib.Path(capture), tool)
 
 
+def step_names(summary: Any) -> list[str]:
+    """A summary's steps as XProf names them on a CPU capture: marker name and number
+    ("train 9", "test 9")."""
+    return [f"{s.marker} {s.step_num}" for s in summary.steps.items]
+
+
 def xprof_steps(capture: pathlib.Path) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """(steps, summary properties) of the Input Pipeline Analyzer, times in seconds."""
     table = reference(str(capture), "input_pipeline_analyzer")[1]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from typing import TypeVar, overload
 
 import numpy as np
 
@@ -50,6 +50,7 @@ _LOWEST = np.iinfo(np.int64).min
 
 
 Typed = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+_T = TypeVar("_T")
 
 
 @dataclass(slots=True)
@@ -143,15 +144,15 @@ class StepGroups(Sequence[StepGroup]):
 
     def step_nums(self) -> list[int]:
         """Each step's number, no StepGroup made."""
-        nums = self._columns.nums
-        rows = self._rows
-        return nums[rows.start:rows.stop] if rows.step == 1 else [nums[k] for k in rows]
+        return self._rows_of(self._columns.nums)
 
     def markers(self) -> list[str]:
         """Each step's marker name, no StepGroup made."""
-        names = self._columns.markers
+        return self._rows_of(self._columns.markers)
+
+    def _rows_of(self, column: list[_T]) -> list[_T]:
         rows = self._rows
-        return names[rows.start:rows.stop] if rows.step == 1 else [names[k] for k in rows]
+        return column[rows.start:rows.stop] if rows.step == 1 else [column[k] for k in rows]
 
 
 def step_nums(groups: Sequence[StepGroup]) -> list[int]:
