@@ -10,8 +10,14 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 COMMANDS = ("demo", "analyze", "doctor", "options")
+# Commands that leave nothing to the interpreter's teardown once they return (no thread,
+# exporter or atexit work of their own): the console script ends them with os._exit after
+# flushing. Tearing down numpy's and protobuf's modules is about 50-60 ms of a `tfobs
+# analyze` on a small capture, a fifth of the whole answer (benchmarks/RESULTS.md).
+QUICK_EXIT = frozenset({"analyze", "options"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,5 +58,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def console() -> NoReturn:
+    """The `tfobs` console script and `python -m tfobs.cli`: `main()`, then the exit."""
+    argv = sys.argv[1:]
+    code = main(argv)
+    if argv and argv[0] in QUICK_EXIT:
+        _exit_now(code)
+    sys.exit(code)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Flush what the command wrote, then end the process without the teardown."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that left, a stream closed: nothing to keep
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

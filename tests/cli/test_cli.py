@@ -6,8 +6,9 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import capture_paths
+from tests.conftest import CAPTURES, capture_paths
 
+LONG_WINDOW = CAPTURES / "generated__tf2.21cpu__tiny_steps_long.xplane.pb"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -31,3 +32,40 @@ def test_unreadable_capture_is_one_line_with_exit_2(tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tfobs analyze:"), proc.stderr
+
+
+_TEARDOWN_PROBE = """
+import atexit, runpy, sys
+atexit.register(lambda: print("teardown ran", file=sys.stderr, flush=True))
+sys.argv = ["tfobs", *sys.argv[1:]]
+runpy.run_module("tfobs.cli", run_name="__main__")
+"""
+
+
+def _console(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _TEARDOWN_PROBE, *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_analyze_ends_without_the_teardown_and_its_whole_answer_arrives():
+    """`tfobs analyze` skips the interpreter's teardown (os._exit) after flushing: the long
+    window's JSON (4,000 steps), over a megabyte through a pipe, arrives whole and parses."""
+    import json
+
+    proc = _console("analyze", "--format", "json", str(LONG_WINDOW))
+    assert proc.returncode == 0, proc.stderr
+    assert "teardown ran" not in proc.stderr
+    assert len(proc.stdout) > 1_000_000
+    assert json.loads(proc.stdout)["steps"]["count"] > 0
+    # A bad capture still says its one line before the quick exit.
+    bad = _console("analyze", os.devnull)
+    assert bad.returncode == 2 and "teardown ran" not in bad.stderr
+    assert bad.stderr.startswith("tfobs analyze:"), bad.stderr
+
+
+def test_commands_that_leave_work_behind_keep_the_teardown():
+    """A command not in QUICK_EXIT (here: `--version`, no command) exits as Python does, so
+    the atexit work of a command like `demo` (exporters' last flush) still runs."""
+    proc = _console("--version")
+    assert proc.returncode == 0 and proc.stdout.strip()
+    assert "teardown ran" in proc.stderr
