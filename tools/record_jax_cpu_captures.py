@@ -42,6 +42,13 @@ CASES = {
                          "(XLA_FLAGS=--xla_force_host_platform_device_count=4): `jax.pmap` "
                          "with a `lax.pmean` of the gradients, marked "
                          "`StepTraceAnnotation(\"train\", step_num=i)`",
+    "sharded_two_devices": "the step under `jax.jit` with the batch sharded over two CPU "
+                           "devices (XLA_FLAGS=--xla_force_host_platform_device_count=2, "
+                           "`NamedSharding(mesh, P(\"d\", None))`, the weights replicated), "
+                           "marked `StepTraceAnnotation(\"train\", step_num=i)`: PjRt runs "
+                           "each device's part on a client thread "
+                           "(`[1] CommonPjRtLoadedExecutable::Execute`), linked to the "
+                           "Python thread's `Execute`",
     "scan_four_steps": "four SGD updates per call (`jax.lax.scan` inside one jitted "
                        "function), each call marked `StepTraceAnnotation(\"train\", "
                        "step_num=i)`",
@@ -58,6 +65,9 @@ CASES = {
                               "epochs (a step marker inside a step marker)",
 }
 
+# Cases that split the host into several XLA CPU devices.
+DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2}
+
 _CHILD = """
 import json, pathlib, sys
 import jax, jax.numpy as jnp
@@ -71,6 +81,12 @@ if case == "pmap_four_devices":
         return w - 0.01 * jax.lax.pmean(g, "d")
     step = jax.pmap(replica, axis_name="d")
     w, x = jnp.ones((4, 128, 128)), jnp.ones((4, 16, 128))
+elif case == "sharded_two_devices":
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    x = jax.device_put(x, NamedSharding(mesh, PartitionSpec("d", None)))
+    w = jax.device_put(w, NamedSharding(mesh, PartitionSpec()))
 elif case == "scan_four_steps":
     def four(w, x):
         def body(w, _):
@@ -86,7 +102,8 @@ def mark(i):
     if case == "step_annotation":
         return jax.profiler.StepTraceAnnotation("step", step_num=i)
     if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
-                "scan_four_steps", "async_dispatch_steps", "python_loader_thread"):
+                "sharded_two_devices", "scan_four_steps", "async_dispatch_steps",
+                "python_loader_thread"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -129,8 +146,8 @@ print(json.dumps({"jax": jax.__version__, "steps": 12, "python": sys.version.spl
 def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
     with tempfile.TemporaryDirectory(prefix="tfobs-jaxrec-") as logdir:
         env = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
-        if case == "pmap_four_devices":
-            env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+        if case in DEVICE_COUNTS:
+            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICE_COUNTS[case]}"
         proc = subprocess.run([jax_python, "-c", _CHILD, case, logdir], capture_output=True,
                               text=True, env=env)
         if proc.returncode != 0:

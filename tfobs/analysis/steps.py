@@ -38,7 +38,11 @@ _CONTEXT_PREFIXES = ("FunctionRun", "ExecutorState::", "ExecutorDoneCallback",
                      "SessionRun",
                      # a thread pool's work linked to where it was scheduled (XLA's CPU
                      # runtime in a JAX job runs each step's computation there)
-                     "ThreadpoolListener::Record", "ThreadpoolListener::StartRegion")
+                     "ThreadpoolListener::Record", "ThreadpoolListener::StartRegion",
+                     # PjRt's execution of a program linked to its per-device runs on the
+                     # client's threads ("[1] CommonPjRtLoadedExecutable::Execute (jit_f)"),
+                     # a JAX job's step on two or more CPU devices
+                     "CommonPjRtLoadedExecutable::Execute")
 # XProf's inter-thread link: an executor's `ExecutorState::Process` is the parent of the
 # `GetNext` call on the tf.data thread with the same step id (`id`) and `iter_num`.
 _GET_NEXT_OPS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
@@ -209,6 +213,8 @@ def _absolute(times: np.ndarray, ld: LineData) -> np.ndarray:
 
 
 def _is_context_event(name: str) -> bool:
+    if name.startswith("["):  # a per-device run: "[N] <name>"
+        name = name.partition("] ")[2]
     return name.startswith(_CONTEXT_PREFIXES)
 
 
