@@ -80,6 +80,7 @@ RuleId = Literal[
     "all_others_bound",
     "step_gap",
     "step_pause",
+    "checkpoint_writes",
     "input_outside_steps",
     "kernel_launch_bound",
     "small_kernels",
@@ -292,6 +293,10 @@ class Ops:
     # workers), window seconds; XProf counts it as host compute, its 'Device Collective
     # Communication' being device events only.
     host_collectives_s: float = 0.0
+    # Checkpoint writes (SaveV2, MergeV2Checkpoints) on the threads that run the steps (every
+    # thread where the window has no step): window seconds, how many writes. Not in eager_s.
+    checkpoint_s: float = 0.0
+    checkpoint_writes: int = 0
 
 
 @dataclass(frozen=True)

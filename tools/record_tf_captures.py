@@ -329,6 +329,14 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "the same ParameterServerStrategy job, worker 0 traced through its server's profiler "
         "service (tf.profiler.experimental.client.trace to the worker's gRPC port): the "
         "remote step_fn runs, no step markers", {}),
+    "checkpoint_in_steps": (
+        "custom loop whose every other step writes a tf.train.Checkpoint (Checkpoint.write on "
+        "the training thread: SaveV2 and MergeV2Checkpoints run eagerly inside the step); "
+        "tfobs.step markers", {}),
+    "checkpoint_async": (
+        "the same loop writing with tf.train.CheckpointOptions("
+        "experimental_enable_async_checkpoint=True): the write runs on a thread of its own "
+        "beside the steps; tfobs.step markers", {}),
     "train_and_test_markers": (
         "custom loop marking each train step `Trace(\"train\", step_num=i, _r=1)` and, every "
         "fifth step, an evaluation `Trace(\"test\", step_num=i, _r=1)` with the same number "
@@ -1777,6 +1785,39 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         train_and_test(0, 5)
         profile(lambda: train_and_test(5, params["steps"]))
+    elif case in ("checkpoint_in_steps", "checkpoint_async"):
+        # A tf.Module of plain tf.Variables: async checkpointing copies them in a
+        # tf.function of its own, which Keras 3's variables do not allow.
+        params = {"batch": 64, "features": 128, "width": 512, "steps": 12, "write_every": 2,
+                  "async": case == "checkpoint_async"}
+        net = tf.Module()
+        net.w1 = tf.Variable(tf.random.normal((128, 512), stddev=0.05))
+        net.w2 = tf.Variable(tf.random.normal((512, 1), stddev=0.05))
+        it = iter(random_batches(64 * 8, 128, 64))
+
+        @tf.function
+        def sgd_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, tf.nn.relu(xb @ net.w1) @ net.w2)
+            for v, g in zip((net.w1, net.w2), tape.gradient(loss, (net.w1, net.w2)),
+                            strict=True):
+                v.assign_sub(0.01 * g)
+            return loss
+
+        ckpt = tf.train.Checkpoint(net=net)
+        folder = tempfile.mkdtemp(prefix="tfobs-ckpt-")
+        options = (tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)
+                   if params["async"] else None)
+
+        def train_and_save(i: int) -> None:
+            sgd_step(*next(it))
+            if i % params["write_every"] == 0:
+                ckpt.write(f"{folder}/ckpt", options=options)
+
+        warm_then_profile(train_and_save, params["steps"])
+        if params["async"]:
+            ckpt.sync()  # the last write ends before its folder goes
+        shutil.rmtree(folder, ignore_errors=True)
     elif case == "sampled_grouped_input":
         params = {"steps": 20, "window": 32, "features": 16}
         model = mlp(params["features"], 64)

@@ -701,3 +701,84 @@ def test_host_collectives_name_the_multi_worker_all_reduce() -> None:
     solo = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__conv_bn_custom_loop.xplane.pb")
     assert solo.ops.host_collectives_s == 0.0
     assert "host_collectives_bound" not in {x.code for x in solo.advice}
+
+
+CHECKPOINT_SYNC = "generated__tf2.21cpu__checkpoint_in_steps"  # writes on the training thread
+CHECKPOINT_ASYNC = "generated__tf2.21cpu__checkpoint_async"  # writes on a thread of their own
+
+
+def _save_ops_by_line(name: str) -> dict[int, int]:
+    """How many checkpoint save ops each host line (thread) of the capture ran."""
+    from tfobs.analysis.eager import PREFIX
+    from tfobs.xspace import schema
+
+    space = schema.XSpace().FromString((CAPTURES / f"{name}.xplane.pb").read_bytes())
+    (host,) = [p for p in space.planes if p.name == "/host:CPU"]
+    names = {k: m.name for k, m in host.event_metadata.items()}
+    out: dict[int, int] = {}
+    for line in host.lines:
+        n = sum(names[e.metadata_id] == f"{PREFIX}MergeV2Checkpoints" for e in line.events)
+        if n:
+            out[line.id] = n
+    return out
+
+
+def test_checkpoint_writes_fire_on_writes_the_training_thread_waits_for() -> None:
+    s = summary(CHECKPOINT_SYNC)
+    a = one(s, "checkpoint_writes")
+    # The run wrote after every other step of 12 profiled: 6 writes, each one merge.
+    assert s.ops.checkpoint_writes == 6 == a.evidence["checkpoint_writes"]
+    assert list(_save_ops_by_line(CHECKPOINT_SYNC).values()) == [6]
+    assert a.evidence["checkpoint_share"] == pytest.approx(s.ops.checkpoint_s / s.duration_s)
+    assert a.evidence["checkpoint_share"] >= 0.05 and s.ops.checkpoint_s < s.duration_s
+    # The steps that wrote are the long ones: the writes are inside them.
+    longest = sorted(s.steps.items, key=lambda st: st.duration_s)[-4:]
+    assert all(st.step_num % 2 == 0 for st in longest)
+    assert "experimental_enable_async_checkpoint" in a.fix and "save_freq" in a.fix
+    # Writes are not eager ops tf.function could remove: the eager advice does not name them.
+    assert not {o.op_type for o in s.ops.eager_top} & {"SaveV2", "MergeV2Checkpoints"}
+
+
+def test_checkpoint_writes_silent_on_an_async_checkpoint() -> None:
+    s = summary(CHECKPOINT_ASYNC)
+    # The capture holds the same 6 writes, on a thread that runs no step.
+    by_line = _save_ops_by_line(CHECKPOINT_ASYNC)
+    assert sum(by_line.values()) == 6
+    assert s.ops.checkpoint_writes == 0 and s.ops.checkpoint_s == 0.0
+    assert not fired(s, "checkpoint_writes")
+    assert not {o.op_type for o in s.ops.eager_top} & {"SaveV2", "MergeV2Checkpoints"}
+
+
+def test_checkpoint_writes_count_everywhere_in_a_window_without_steps() -> None:
+    """No step: no training thread to pick, so every thread's writes count."""
+    from tfobs.analysis.eager import checkpoint_writes
+    from tfobs.analysis.pipeline import HOST_PLANE, parse, time_base_ps
+    from tfobs.analysis.timeline import Timeline
+
+    space = parse((CAPTURES / f"{CHECKPOINT_ASYNC}.xplane.pb").read_bytes())
+    view = space.plane(HOST_PLANE)
+    host = Timeline(view, time_base_ps([view]))
+    seconds, writes = checkpoint_writes(host, None)
+    assert writes == 6 and seconds > 0
+    # The message then names no thread.
+    s = summary(CHECKPOINT_SYNC)
+    bare = dataclasses.replace(s, steps=dataclasses.replace(s.steps, items=(), count=0))
+    (a,) = [a for a in advise(bare) if a.code == "checkpoint_writes"]
+    assert a.message.startswith("Checkpoint writes took ")
+    assert one(s, "checkpoint_writes").message.startswith(
+        "Checkpoint writes on the training thread took ")
+
+
+def test_eager_ops_names_a_step_that_runs_eagerly() -> None:
+    """The model's own math among the eager ops: a custom loop without tf.function, or
+    Keras fit under Model.compile(run_eagerly=True). The fix names those switches; eager
+    metrics beside a tf.function step keep the plain fix."""
+    for name in ("generated__tf2.21cpu__eager_loop", "generated__tf2.21cpu__fit_run_eagerly"):
+        a = one(summary(name), "eager_ops")
+        assert "MatMul" in a.message and "the step itself is no tf.function" in a.message, name
+        assert a.evidence["model_math_eager"] == 1.0
+        assert "run_eagerly=True" in a.fix and "@tf.function" in a.fix
+    plain = one(summary(EAGER), "eager_ops")
+    assert plain.evidence["model_math_eager"] == 0.0
+    assert plain.fix == next(r for r in RULES if r.id == "eager_ops").fix
+    assert "the step itself" not in plain.message

@@ -6,7 +6,8 @@ with `EagerLocalExecute: <op type>`; calls of a `tf.function` show there as
 `__inference_...` and are not eager ops; `IteratorGetNext` and `Optional*` (Keras's
 iterator) are input time, counted there. Nor are the ops that build a tf.data pipeline and
 its iterators (`*Dataset*`, `MakeIterator`, `AnonymousIterator*`: each epoch's start, eager
-by design; `tf.function` would not remove them).
+by design; `tf.function` would not remove them), nor the ops that write a checkpoint
+(`CHECKPOINT_WRITE_OPS`: `checkpoint_writes` times them on their own).
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ from tfobs.summary import OpStat
 
 PREFIX = "EagerLocalExecute: "
 _NOT_EAGER = ("__inference_", "__forward_", "__backward_", "Optional")
+# The ops that write a checkpoint's files (tf.train.Checkpoint.write / save, CheckpointManager,
+# tf_keras's ModelCheckpoint in TensorFlow's format): run eagerly by design, so tf.function
+# would not remove them. Keras 3 writes .keras / .weights.h5 files from Python (no op).
+CHECKPOINT_WRITE_OPS = frozenset({"SaveV2", "MergeV2Checkpoints", "SaveSlices", "Save"})
 
 
 def _eager_kind(kind: str) -> bool:
-    return not kind.startswith(_NOT_EAGER) and "Dataset" not in kind and "Iterator" not in kind
+    return (not kind.startswith(_NOT_EAGER) and "Dataset" not in kind and "Iterator" not in kind
+            and kind not in CHECKPOINT_WRITE_OPS)
 
 
 GRAPH_BUILDING = "tf.function-graph_building"  # TensorFlow's mark around a tf.function trace
@@ -87,3 +93,30 @@ def eager_note(seconds: float, top: tuple[OpStat, ...], window_s: float) -> str:
     named = ", ".join(f"{o.name} {o.count}x" for o in top[:3])
     return (f"the window ran ops eagerly, outside tf.function ({1e3 * seconds:.2f} ms{share}"
             f"{'; top: ' + named if named else ''})")
+
+
+def checkpoint_writes(host: Timeline | None, lines: Sequence[int] | None) -> tuple[float, int]:
+    """(seconds, writes) of checkpoint writes on the host lines `lines` (the threads that run
+    the steps; None: every line). A write on a thread of its own
+    (`tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)`) does not hold
+    the steps and is left out. One write runs one `MergeV2Checkpoints` (or, where none, one
+    save op)."""
+    if host is None:
+        return 0.0, 0
+    kinds = {mid: n[len(PREFIX):] for mid, n in host.names.items()
+             if n.startswith(PREFIX) and n[len(PREFIX):] in CHECKPOINT_WRITE_OPS}
+    if not kinds:
+        return 0.0, 0
+    mids = np.fromiter(kinds, np.int64, len(kinds))
+    merge = id_array([m for m, k in kinds.items() if k == "MergeV2Checkpoints"])
+    total = merges = saves = 0
+    for li in range(len(host.lines)) if lines is None else lines:
+        ld = host.lines[li]
+        hit = member(ld.mid_arr, mids, ld.dense_top)
+        if not hit.any():
+            continue
+        total += int((ld.end_arr[hit] - ld.start_arr[hit]).sum())
+        merged = int(member(ld.mid_arr[hit], merge).sum()) if merge.size else 0
+        merges += merged
+        saves += int(hit.sum()) - merged
+    return total / 1e12, merges or saves

@@ -20,7 +20,7 @@ from tfobs.analysis.advice import with_advice
 from tfobs.analysis.advice.rule import remember_step_sums
 from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
-from tfobs.analysis.eager import eager_note, eager_ops, graph_building
+from tfobs.analysis.eager import checkpoint_writes, eager_note, eager_ops, graph_building
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
@@ -170,6 +170,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
     building_s, builds = graph_building(host, spans)
+    checkpoint_s, writes = checkpoint_writes(host, found.root_lines if found.groups else None)
     remember_step_sums(steps, total_step_s, sums)
     return with_advice(WindowSummary(
         start_ns=start_ns,
@@ -196,7 +197,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,
                                 graph_building_s=building_s, graph_builds=builds,
-                                host_collectives_s=ops.host_collective_seconds(host, spans)),
+                                host_collectives_s=ops.host_collective_seconds(host, spans),
+                                checkpoint_s=checkpoint_s, checkpoint_writes=writes),
         kernels=kernels,
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
                                steps_in_window=len(found.groups) if steps.count else 0,

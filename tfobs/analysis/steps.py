@@ -200,6 +200,8 @@ class FoundSteps:
     remote_call_roots: int = 0
     # The groups' spans (begin_ps, end_ps) as columns, where the compiled walk made them.
     spans: tuple[np.ndarray, np.ndarray] | None = None
+    # The host lines (threads) the step roots are on: where the training loop runs.
+    root_lines: tuple[int, ...] = ()
     # `member_events(groups)`, read once for the breakdown and the steps' top events.
     members: tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray] | None = None
     # The groups' typed host events as columns (type, begin, end, group number), the
@@ -1009,7 +1011,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
-                      spans=spans,
+                      spans=spans, root_lines=tuple(np.unique(roots.line).tolist()),
                       remote_call_roots=sum(n in REMOTE_CALL_ROOTS for n in roots.name))
 
 

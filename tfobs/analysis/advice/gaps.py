@@ -51,6 +51,16 @@ STEP_PAUSE = Rule(
     "find what runs in the pause (epoch-end callbacks, validation, checkpoint writes, a "
     "dataset iterator made anew each epoch) and run it less often or off the training thread",
     f"{GPU}: 2. Debug the performance of one GPU (gaps between steps)")
+CHECKPOINT = Rule(
+    "checkpoint_writes", "gaps between steps",
+    "checkpoint writes (SaveV2, MergeV2Checkpoints) on the thread that runs the steps >= 5 % "
+    "of the window: training waits for each write",
+    "write checkpoints less often (tf.train.CheckpointManager(checkpoint_interval=N) with "
+    "save(check_interval=True), tf_keras ModelCheckpoint(save_freq=N)), or let the write "
+    "run beside training: tf.train.CheckpointOptions(experimental_enable_async_checkpoint="
+    "True); keep the checkpoint folder on a fast local disk",
+    "Training checkpoints guide (tensorflow.org/guide/checkpoint); tf.train.CheckpointOptions "
+    "(experimental_enable_async_checkpoint)")
 INPUT_OUTSIDE = Rule(
     "input_outside_steps", "gaps between steps",
     "input wait (IteratorGetNext) between the step markers >= 5 % of the step period: a "
@@ -59,9 +69,10 @@ INPUT_OUTSIDE = Rule(
     "fetch the batch inside the marked step: `with tfobs.step(i): train_step(next(it))` "
     "rather than marking inside `for batch in dataset:`; the input rules then see the wait",
     f"{PROFILER}: Input pipeline analyzer; {TFDATA}: Prefetching")
-RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, INPUT_OUTSIDE)
+RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, INPUT_OUTSIDE)
 
 GAP_SHARE = 0.10
+CHECKPOINT_SHARE = 0.05  # of the window
 
 # XProf's sentence (kAllOthersPythonExplanation), after the percentage.
 ALL_OTHERS_TEXT = (" % of the total step time sampled is spent on 'All Others' time. "
@@ -77,6 +88,7 @@ def check(s: WindowSummary) -> list[Advice]:
     gap = _gap(s)
     if gap is not None:
         out.append(gap)
+    out += _checkpoint(s)
     period = s.steps.interval_s
     outside = s.steps.input_between_s
     if period > 0 and 100 * outside / period >= MODERATELY_INPUT_PCT:
@@ -90,6 +102,23 @@ def check(s: WindowSummary) -> list[Advice]:
             f"input wait between steps >= {MODERATELY_INPUT_PCT:g} % of the step period "
             "(XProf's moderately input-bound share)"))
     return out
+
+
+def _checkpoint(s: WindowSummary) -> list[Advice]:
+    """Checkpoint writes the steps' thread waited for, against the window."""
+    seconds, writes = s.ops.checkpoint_s, s.ops.checkpoint_writes
+    if seconds <= 0 or s.duration_s <= 0 or seconds / s.duration_s < CHECKPOINT_SHARE:
+        return []
+    share = seconds / s.duration_s
+    return [CHECKPOINT.advice(
+        "warning",
+        f"Checkpoint writes{' on the training thread' if s.steps.count else ''} took "
+        f"{1e3 * seconds:.1f} ms of the "
+        f"{s.duration_s:.2f} s window ({100 * share:.1f} %): {writes} writes, "
+        f"{1e3 * seconds / max(writes, 1):.1f} ms each.",
+        {"checkpoint_s": seconds, "checkpoint_writes": float(writes),
+         "checkpoint_share": share},
+        f"checkpoint writes >= {100 * CHECKPOINT_SHARE:g} % of the window (tfobs)")]
 
 
 def _gap(s: WindowSummary) -> Advice | None:

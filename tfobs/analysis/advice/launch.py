@@ -74,6 +74,15 @@ SMALL_RATIO = 0.5
 SMALL_IDLE_SHARE = 0.10
 CONTENTION_IDLE_SHARE = 0.03
 EAGER_PCT = 10.0  # XProf's kEagerReportThresholdInPercent
+# A model's own math: eager ops of these types mean the step (or the model call) itself runs
+# eagerly, not a metric or an update beside a tf.function step.
+MODEL_MATH_OPS = frozenset({
+    "MatMul", "BatchMatMulV2", "BatchMatMulV3", "_FusedMatMul", "Einsum", "Conv2D", "Conv3D",
+    "DepthwiseConv2dNative", "Conv2DBackpropInput", "Conv2DBackpropFilter"})
+EAGER_STEP_FIX = (
+    "decorate the training step (or the model call) with @tf.function; Keras's fit, evaluate "
+    "and predict do that themselves unless Model.compile(run_eagerly=True) or "
+    "tf.config.run_functions_eagerly(True) turns it off: remove those")
 RETRACING_PCT = 10.0  # of step time: one retrace at an epoch's odd last batch stays under
 
 # XProf's sentences (KernelLaunchAnalysis, kKernelLaunchTfDataContention).
@@ -128,12 +137,17 @@ def _eager(s: WindowSummary) -> list[Advice]:
         return []
     names = ", ".join(f"{o.name} ({o.count}x)" for o in s.ops.eager_top[:3])
     per = max(s.steps.count, 1)
+    math = [o.op_type for o in s.ops.eager_top if o.op_type in MODEL_MATH_OPS]
+    step_eager = (f" The model's own math runs eagerly ({', '.join(math)}): the step itself "
+                  "is no tf.function." if math else "")
     return [EAGER.advice(
         "warning",
         f"{one_digit(pct)}% of Op time on the host used eager execution "
-        f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).",
-        {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per},
-        f"eager op time > {EAGER_PCT:g} % of host op time (XProf)")]
+        f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).{step_eager}",
+        {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
+         "model_math_eager": float(bool(math))},
+        f"eager op time > {EAGER_PCT:g} % of host op time (XProf)",
+        fix=EAGER_STEP_FIX if math else "")]
 
 
 def _retracing(s: WindowSummary) -> list[Advice]:
