@@ -124,7 +124,12 @@ def test_nvml_missing_is_reported_not_raised():
     run = run_job({"nvml": True})
     assert_unharmed(run, baseline())
     assert run.report["metrics"]["other"]["tfobs_nvml_available"] == 0.0
-    assert run.windows["captured"] >= 4
+    # Profiling went on: every due window captured, or skipped by the duty-cycle budget where
+    # a loaded machine makes windows cost more (CI's lanes side by side: 3 of 6 captured
+    # once; with two CPU burners beside it the first window's reduction outlasts the job,
+    # every later one skipped); none failed.
+    assert set(run.windows) <= {"captured", "skipped_budget"}, run.windows
+    assert run.windows.get("captured", 0) >= 1, (run.windows, run.dropped)
     assert "nvml" not in run.errors  # missing is a state, not a stream of errors
 
 
