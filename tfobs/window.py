@@ -44,6 +44,11 @@ class WindowRecord:
     # (marker name, step number) -> span id, drawn when the step ends inside the window.
     # The name is in the key: a loop's train and test steps can share a number.
     step_span_ids: dict[tuple[str, int], int] = field(default_factory=dict)
+    # (marker name, step number) -> (wall-clock end ns, duration ns) of each step that ended
+    # inside the window, as tfobs's marker timed it: the trace then has a span for a step
+    # the reduction leaves out (a window's first and last, dropped as XProf drops them), so
+    # every exemplar names a span that is sent.
+    step_times: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
     start_ns: int = 0  # wall clock, when the profiler session started
     end_ns: int = 0
     first_step: int = -1

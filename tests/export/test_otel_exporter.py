@@ -122,9 +122,23 @@ def check_structure(spans: list[ReceivedSpan], summary: WindowSummary, window: W
     # The root covers the window the runtime recorded.
     assert root.start_ns <= window.start_ns and root.end_ns >= window.end_ns
 
-    steps = sorted((s for s in spans if s.name == SPAN_STEP), key=lambda s: s.start_ns)
+    all_steps = [s for s in spans if s.name == SPAN_STEP]
+    assert len({s.span_id for s in all_steps}) == len(all_steps)
+    # Steps the runtime timed that the summary left out (a window's first and last): a span
+    # each, with the id its exemplar carries and the marker's own timing.
+    timed = {(s.attributes["tfobs.step.marker"], s.attributes["tfobs.step.num"]): s
+             for s in all_steps if s.attributes.get("tfobs.step.in_summary") is False}
+    in_summary = {(st.marker, st.step_num) for st in summary.steps.items}
+    assert set(timed) == set(window.step_times) - in_summary
+    for key, span in timed.items():
+        end_ns, duration_ns = window.step_times[key]
+        assert (span.start_ns, span.end_ns) == (end_ns - duration_ns, end_ns)
+        assert span.span_id == window.step_span_id(key[1], key[0])
+        assert span.parent_span_id == root.span_id
+        assert root.start_ns <= span.start_ns <= span.end_ns <= root.end_ns
+    steps = sorted((s for s in all_steps if s.attributes.get("tfobs.step.in_summary") is not
+                    False), key=lambda s: s.start_ns)
     assert len(steps) == len(summary.steps.items)
-    assert len({s.span_id for s in steps}) == len(steps)
     by_id = {s.span_id: s for s in spans}
     named: set[tuple[str, int]] = set()
     for step_span in steps:
@@ -237,6 +251,30 @@ def test_built_summary_structure_and_ids(receiver):
     ex = window.exemplar(101)
     step = next(s for s in spans if s.name == SPAN_STEP and s.attributes["tfobs.step.num"] == 101)
     assert ex == {"trace_id": f"{step.trace_id:032x}", "span_id": f"{step.span_id:016x}"}
+
+
+def test_the_steps_a_summary_leaves_out_still_have_the_spans_their_exemplars_name(receiver):
+    """XProf (and the reduction) drop a window's first and last step; the runtime drew their
+    exemplars at each step's end. The trace sends them as the marker timed them."""
+    summary = built_summary(n_steps=4, events_per_step=2)  # steps 100..103
+    window = record_for(summary)
+    first = summary.steps.items[0].start_ns
+    drawn = {}
+    for n in range(99, 105):  # the runtime saw 99..104; the summary kept 100..103
+        drawn[n] = window.exemplar(n)["span_id"]
+        window.step_times[("train", n)] = (first + (n - 99) * 10_000_000, 9_000_000)
+    spans, queued, _ = sent_and_checked(receiver, summary, window, top_n=2)
+    assert queued == 1 + 6 + 4 * 2
+    steps = {s.attributes["tfobs.step.num"]: s for s in spans if s.name == SPAN_STEP}
+    assert sorted(steps) == list(range(99, 105))
+    assert {n: f"{s.span_id:016x}" for n, s in steps.items()} == drawn
+    assert sorted(n for n, s in steps.items()
+                  if s.attributes.get("tfobs.step.in_summary") is False) == [99, 104]
+    assert "tfobs.breakdown.input.seconds" not in steps[99].attributes  # no figures of its own
+    # Under the cap, steps the summary holds come first.
+    plan = plan_window(summary, window, top_n=2, max_spans=6)
+    assert [s.attributes["tfobs.step.num"] for s in plan.spans[1:]] == [100, 101, 102, 103, 99]
+    assert plan.cut == 1 + 4 * 2
 
 
 def test_span_cap_cuts_longest_last_and_counts(receiver):

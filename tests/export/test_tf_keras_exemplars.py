@@ -1,7 +1,7 @@
 """A real tf_keras `fit` with tfobs on: its window crosses an epoch, where tf_keras numbers
 its step markers from 0 again. The exemplar the runtime draws at each step's end must be the
 id of the span that step becomes in the window's trace (tf_keras's name for the step, not
-the global step tfobs counts)."""
+the global step tfobs counts), the window's first and last steps included."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def on_window(record, summary):
     steps = [s for s in plan.spans if s.name == SPAN_STEP]
     found.append({"drawn": drawn, "planned": {
         f"{s.attributes['tfobs.step.marker']} {s.attributes['tfobs.step.num']}":
-        f"{s.span_id:016x}" for s in steps}})
+        f"{s.span_id:016x}" for s in steps}, "timed_only": [
+        f"{s.attributes['tfobs.step.marker']} {s.attributes['tfobs.step.num']}"
+        for s in steps if s.attributes.get("tfobs.step.in_summary") is False]})
 
 handle = tfobs.enable(metrics_port=-1, first_window_step=13, interval_steps=10**6,
                       window_steps=6, overhead_budget=0.5, nvml=False)
@@ -58,8 +60,10 @@ def test_tf_keras_exemplars_name_the_spans_of_a_window_across_an_epoch() -> None
                          text=True, timeout=240, check=True).stdout
     (window,) = json.loads(next(ln for ln in out.splitlines() if ln.startswith("RESULT "))[7:])
     # Global steps 13..18 are tf_keras's "train 5".."train 7" of the second epoch, then
-    # "train 0".."train 2" of the third; XProf (and tfobs) drop the window's first and last.
+    # "train 0".."train 2" of the third; XProf (and tfobs) drop the window's first and last
+    # from the summary, and the trace still has their spans, as tfobs's marker timed them.
     assert sorted(window["drawn"]) == [f"train {n}" for n in (0, 1, 2, 5, 6, 7)]
-    assert sorted(window["planned"]) == [f"train {n}" for n in (0, 1, 6, 7)]
+    assert sorted(window["planned"]) == sorted(window["drawn"])
+    assert sorted(window["timed_only"]) == ["train 2", "train 5"]
     for name, span in window["planned"].items():
         assert window["drawn"][name] == span, name  # the exemplar names this very span

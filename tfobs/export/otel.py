@@ -88,7 +88,15 @@ def plan_window(
         for i, s in enumerate(kept_steps)
         for e in sorted(s.top_events, key=lambda e: -e.duration_s)[: max(0, top_n)]
     ]
+    # Steps the runtime timed in this window that the summary leaves out (its first and last,
+    # dropped as XProf drops them): their exemplars name these spans.
+    in_plan = {(s.marker, s.step_num) for s in steps}
+    timed = sorted((k for k in window.step_times if k not in in_plan),
+                   key=lambda k: window.step_times[k])
     room = max_spans - 1 - len(kept_steps)
+    cut += max(0, len(timed) - room)
+    timed = timed[:max(0, room)]
+    room -= len(timed)
     if len(per_step) > room:
         cut += len(per_step) - room
         per_step = sorted(per_step, key=lambda ie: -ie[1].duration_s)[:room]
@@ -96,6 +104,7 @@ def plan_window(
 
     ids = _step_span_ids(kept_steps, window)
     step_spans = [_step_span(s, window, i) for s, i in zip(kept_steps, ids, strict=True)]
+    step_spans += [_timed_step_span(k, window) for k in timed]
     event_spans = [_event_span(e, kept_steps[i], 1 + i) for i, e in per_step]
     children = step_spans + event_spans
 
@@ -223,6 +232,20 @@ def _step_span(step: Step, window: WindowRecord, span_id: int) -> PlannedSpan:
             "tfobs.step.marker": step.marker,
             **_breakdown("tfobs.breakdown", step.breakdown_s),
         },
+    )
+
+
+def _timed_step_span(key: tuple[str, int], window: WindowRecord) -> PlannedSpan:
+    """A step the reduction left out, as tfobs's marker timed it: no breakdown, no events."""
+    end_ns, duration_ns = window.step_times[key]
+    return PlannedSpan(
+        name=SPAN_STEP,
+        start_ns=end_ns - duration_ns,
+        end_ns=end_ns,
+        parent=0,
+        span_id=window.step_span_id(key[1], key[0]),
+        attributes={"tfobs.step.num": key[1], "tfobs.step.marker": key[0],
+                    "tfobs.step.in_summary": False},
     )
 
 

@@ -156,10 +156,12 @@ class Windows:
             if self._watch is not None:
                 self._watch_step(self._watch, duration_s)
             return
-        window.record.last_step = step_num
+        record = window.record
+        record.last_step = step_num
         # the exemplar names the step as the trace will (marker name and number)
-        exemplar = (window.record.exemplar(step_num) if trace_key is None
-                    else window.record.exemplar(trace_key[1], trace_key[0]))
+        key = ("train", step_num) if trace_key is None else trace_key
+        exemplar = record.exemplar(key[1], key[0])
+        record.step_times[key] = (time.time_ns(), int(duration_s * 1e9))
         if window_full(window.first_step, step_num, self.length.steps) or window.end_requested:
             self._end(window, "step_boundary")
         else:
