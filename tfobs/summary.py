@@ -439,6 +439,23 @@ class WindowSummary:
         out: dict[str, Any] = _dumper(WindowSummary)(self)
         return out
 
+    def placed_at(self, start_ns: int) -> WindowSummary:
+        """This summary on the wall clock from `start_ns`, for a capture whose times count
+        from the profiler's start (one with no profile start time in it: TensorFlow 2.16
+        writes none, so `start_ns` is 0); a summary already on the wall clock is returned as
+        it is. Every `_ns` field moves by `start_ns`."""
+        if self.start_ns or not start_ns:
+            return self
+
+        def moved(step: Step) -> Step:
+            return dataclasses.replace(
+                step, start_ns=step.start_ns + start_ns,
+                top_events=tuple(dataclasses.replace(e, start_ns=e.start_ns + start_ns)
+                                 for e in step.top_events))
+
+        steps = dataclasses.replace(self.steps, items=tuple(moved(s) for s in self.steps.items))
+        return dataclasses.replace(self, start_ns=start_ns, steps=steps)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WindowSummary:
         summary: WindowSummary = _from_dict(cls, data)

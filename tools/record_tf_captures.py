@@ -1854,14 +1854,19 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 # --- the driver ------------------------------------------------------------------------------
 
 
-def _versions() -> dict[str, str]:
-    code = ("import json, tensorflow as tf, keras, numpy, xprof.version as xv\n"
+def _versions(tf_python: str) -> dict[str, str]:
+    """The workload's TensorFlow, Keras and numpy (from `tf_python`), and this process's
+    XProf (which answers for every capture)."""
+    code = ("import json, tensorflow as tf, keras, numpy\n"
             "print(json.dumps({'tensorflow': tf.__version__, 'keras': keras.__version__,"
-            " 'numpy': numpy.__version__, 'xprof': getattr(xv, '__version__', '?')}))")
+            " 'numpy': numpy.__version__}))")
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+        out = subprocess.run([tf_python, "-c", code], capture_output=True, text=True,
                              check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        found = json.loads(out.stdout.strip().splitlines()[-1])
+        import xprof.version as xv
+
+        return {**found, "xprof": getattr(xv, "__version__", "?")}
     except Exception as exc:  # versions are provenance, not a reason to fail the recording
         return {"error": str(exc)[:200]}
 
@@ -1876,12 +1881,13 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def record(case: str, out: pathlib.Path, tf_version: str) -> pathlib.Path:
+def record(case: str, out: pathlib.Path, tf_version: str,
+           tf_python: str = sys.executable) -> pathlib.Path:
     description, env = CASES[case]
     stem = f"generated__tf{'.'.join(tf_version.split('.')[:2])}cpu__{case}"
     with tempfile.TemporaryDirectory(prefix="tfobs-rec-") as logdir:
         proc = subprocess.run(
-            [sys.executable, __file__, "--child", case, logdir],
+            [tf_python, __file__, "--child", case, logdir],
             env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"{case}: workload failed\n{proc.stderr[-3000:]}")
@@ -1912,19 +1918,23 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(ROOT / "tests" / "data"))
     p.add_argument("--cases", default=",".join(CASES))
+    p.add_argument("--tf-python", default=sys.executable,
+                   help="the Python whose TensorFlow runs the workloads (another version's "
+                        "venv, e.g. .venv-compat/bin/python); XProf's answers come from this "
+                        "one")
     p.add_argument("--child", nargs=2, metavar=("CASE", "LOGDIR"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         params = _child(*args.child)
         print(json.dumps(params), flush=True)
         return 0
-    versions = _versions()
+    versions = _versions(args.tf_python)
     out = pathlib.Path(args.out)
     for case in [c for c in args.cases.split(",") if c]:
         if case not in CASES:
             raise SystemExit(f"unknown case {case!r}; known: {', '.join(CASES)}")
         t0 = time.monotonic()
-        dest = record(case, out, versions.get("tensorflow", "2.21"))
+        dest = record(case, out, versions.get("tensorflow", "2.21"), args.tf_python)
         prov = out / "provenance" / dest.name.replace(".xplane.pb", ".json")
         data = json.loads(prov.read_text())
         data["versions"] = versions

@@ -112,6 +112,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                                         note=remote_steps_note(found.remote_call_roots))
     names = host.names if host is not None else {}
     start_ns, duration_s = window_span(space)
+    if duration_s <= 0:  # no profile start/stop in the capture (TensorFlow 2.16 writes none)
+        duration_s = _events_extent_s(([host] if host is not None else []) + devices)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
     steps, sums, total_step_s = _steps(found, kept, (top_n, max_top_events), devices, names,
                                        base_ns)
@@ -436,6 +438,14 @@ def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray
 # Line timestamps below this (about 1973) are relative to the profile's start, as
 # TensorFlow and JAX write them; tfobs places them on the wall clock with the start time.
 _RELATIVE_BEFORE_NS = 10**17
+
+
+def _events_extent_s(timelines: list[Timeline]) -> float:
+    """From the first event's start to the last one's end, over every line."""
+    begins = [ld.start_ps + int(ld.start_arr.min()) for t in timelines for ld in t.lines
+              if len(ld)]
+    ends = [ld.start_ps + int(ld.end_arr.max()) for t in timelines for ld in t.lines if len(ld)]
+    return (max(ends) - min(begins)) / 1e12 if begins else 0.0
 
 
 def _wall_clock_base(host: Timeline | None, devices: list[Timeline], start_ns: int) -> int:

@@ -125,6 +125,9 @@ class ReduceThread:
             self._failures.report(stage, exc)
             self._finish(record, "failed", f"reduction failed: {exc}")
             return
+        # A capture without the profiler's start time (TensorFlow 2.16) counts its times
+        # from that start: the window's own start puts its steps and spans on the wall clock.
+        summary = summary.placed_at(record.start_ns)
         record.reduce_s = time.perf_counter() - t0
         reduce_cpu_s = self._cpu_since(cpu0)
         if self._keeper is not None and not self._w.stopping:
