@@ -12,7 +12,7 @@ by design; `tf.function` would not remove them), nor the ops that write a checkp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -60,12 +60,18 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> t
     return total / 1e12, count
 
 
+def _executed(host: Timeline, keep: Callable[[str], bool]) -> dict[int, str]:
+    """Metadata id -> op type of the `EagerLocalExecute: <op type>` events whose type
+    `keep` takes."""
+    return {mid: n[len(PREFIX):] for mid, n in host.names.items()
+            if n.startswith(PREFIX) and keep(n[len(PREFIX):])}
+
+
 def eager_ops(host: Timeline | None, top_n: int) -> tuple[float, tuple[OpStat, ...]]:
     """(seconds of eager op execution in the window, the longest eager op types)."""
     if host is None:
         return 0.0, ()
-    kinds = {mid: n[len(PREFIX):] for mid, n in host.names.items()
-             if n.startswith(PREFIX) and _eager_kind(n[len(PREFIX):])}
+    kinds = _executed(host, _eager_kind)
     if not kinds:
         return 0.0, ()
     mids = np.fromiter(kinds, np.int64, len(kinds))
@@ -103,8 +109,7 @@ def checkpoint_writes(host: Timeline | None, lines: Sequence[int] | None) -> tup
     save op)."""
     if host is None:
         return 0.0, 0
-    kinds = {mid: n[len(PREFIX):] for mid, n in host.names.items()
-             if n.startswith(PREFIX) and n[len(PREFIX):] in CHECKPOINT_WRITE_OPS}
+    kinds = _executed(host, CHECKPOINT_WRITE_OPS.__contains__)
     if not kinds:
         return 0.0, 0
     mids = np.fromiter(kinds, np.int64, len(kinds))

@@ -442,10 +442,9 @@ _RELATIVE_BEFORE_NS = 10**17
 
 def _events_extent_s(timelines: list[Timeline]) -> float:
     """From the first event's start to the last one's end, over every line."""
-    begins = [ld.start_ps + int(ld.start_arr.min()) for t in timelines for ld in t.lines
-              if len(ld)]
-    ends = [ld.start_ps + int(ld.end_arr.max()) for t in timelines for ld in t.lines if len(ld)]
-    return (max(ends) - min(begins)) / 1e12 if begins else 0.0
+    spans = [(ld.start_ps + int(ld.start_arr.min()), ld.start_ps + int(ld.end_arr.max()))
+             for t in timelines for ld in t.lines if len(ld)]
+    return (max(e for _, e in spans) - min(b for b, _ in spans)) / 1e12 if spans else 0.0
 
 
 def _wall_clock_base(host: Timeline | None, devices: list[Timeline], start_ns: int) -> int:
