@@ -285,7 +285,8 @@ class Ops:
     # Ops executed eagerly (outside tf.function) on the host: window seconds, longest types.
     eager_s: float = 0.0
     eager_top: tuple[OpStat, ...] = ()
-    # tf.function traces (graph building) inside the window's steps: seconds, how many.
+    # tf.function traces (graph building), or JAX jit compiles, inside the window's steps:
+    # seconds, how many.
     graph_building_s: float = 0.0
     graph_builds: int = 0
     # Time inside the steps during which a collective op runs on the host

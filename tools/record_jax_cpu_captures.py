@@ -63,6 +63,16 @@ CASES = {
     "epoch_step_annotations": "`StepTraceAnnotation(\"epoch\", step_num=e)` around six "
                               "`StepTraceAnnotation(\"train\", step_num=i)` steps each, two "
                               "epochs (a step marker inside a step marker)",
+    "compute_wait_steps": "twenty SGD updates per call (`jax.lax.fori_loop` inside one "
+                          "jitted function), each call marked `StepTraceAnnotation(\"train\", "
+                          "step_num=i)`, the step a Python function of the job's that ends "
+                          "in `block_until_ready`: the Python thread waits in that frame "
+                          "(no event of its own) while the client thread runs the program",
+    "recompile_each_step": "the step under `jax.jit` with its learning-rate scale a static "
+                           "argument (`static_argnums`) that takes a new value every call, "
+                           "marked `StepTraceAnnotation(\"train\", step_num=i)`: JAX lowers "
+                           "and compiles the function again inside every step "
+                           "(`lower_sharding_computation`, `backend_compile_and_load`)",
 }
 
 # Cases that split the host into several XLA CPU devices.
@@ -93,6 +103,18 @@ elif case == "scan_four_steps":
             return w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w), None
         return jax.lax.scan(body, w, None, length=4)[0]
     step = jax.jit(four)
+elif case == "recompile_each_step":
+    import itertools
+    scaled = jax.jit(lambda w, x, k: w - 0.01 * (1 + k / 1000) * jax.grad(
+        lambda w: ((x @ w) ** 2).mean())(w), static_argnums=2)
+    calls = itertools.count()
+    step = lambda w, x: scaled(w, x, next(calls))  # a new static value: a new compile
+elif case == "compute_wait_steps":
+    def twenty(w, x):
+        def body(_, w):
+            return w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
+        return jax.lax.fori_loop(0, 20, body, w)
+    step = jax.jit(twenty)
 for _ in range(3):
     w = step(w, x).block_until_ready()
 if case == "tfobs_step":
@@ -103,7 +125,7 @@ def mark(i):
         return jax.profiler.StepTraceAnnotation("step", step_num=i)
     if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
                 "sharded_two_devices", "scan_four_steps", "async_dispatch_steps",
-                "python_loader_thread"):
+                "python_loader_thread", "compute_wait_steps", "recompile_each_step"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -119,9 +141,16 @@ if case == "python_loader_thread":
             time.sleep(0.001)
             batches.put(jnp.asarray(rng.random((64, 128), np.float32)))
     threading.Thread(target=loader, daemon=True).start()
+def update():  # the step as a Python function of the job's own (a frame of its own)
+    global w
+    w = step(w, x)
+    w.block_until_ready()
 def run(i):
     global w, x
     with mark(i):
+        if case == "compute_wait_steps":
+            update()
+            return
         if case == "python_wait_steps":
             time.sleep(0.002)
         if case == "python_loader_thread":

@@ -120,6 +120,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit of a conv net with RandomFlip/RandomTranslation layers in the model and "
         "tf.image ops in a parallel tf.data map after cache and shuffle; tfobs's Keras callback",
         {}),
+    "jpeg_decode_plain_fit": (
+        "Keras 3 fit of a small conv net, no step markers (steps inferred), fed by a parallel "
+        "tf.data map decoding and resizing JPEG images; the conv output's allocation reaches "
+        "the memory peak in every step, on two executor threads in turn", {}),
     "sparse_custom_loop": (
         "custom loop, a wide model over tf.SparseTensor features (embedding_lookup_sparse) "
         "beside a dense tower; tfobs.step markers", {}),
@@ -964,6 +968,23 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model.compile(optimizer=keras.optimizers.Adam(1e-3),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case == "jpeg_decode_plain_fit":
+        params = {"batch": 32, "image": [32, 32, 3], "resize": [24, 24], "steps": 16}
+        jpegs = [tf.io.encode_jpeg(rng.integers(0, 255, (32, 32, 3)).astype(np.uint8)).numpy()
+                 for _ in range(64)]
+        labels = rng.random((512, 1), np.float32)
+        ds = (tf.data.Dataset.from_tensor_slices((jpegs * 8, labels)).repeat()
+              .map(lambda s, b: (tf.image.resize(tf.image.decode_jpeg(s, channels=3),
+                                                 (24, 24)) / 255.0, b),
+                   num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+              .batch(32).prefetch(tf.data.AUTOTUNE))
+        model = keras.Sequential([
+            keras.Input((24, 24, 3)), keras.layers.Conv2D(8, 3),
+            keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        model.fit(ds, steps_per_epoch=3, epochs=1, verbose=0)
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, verbose=0))
 
     elif case == "sparse_custom_loop":
         params = {"batch": 64, "buckets": 1000, "ids_per_row": 5, "steps": 10}

@@ -17,6 +17,7 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
+from tfobs.analysis.advice.launch import EAGER_CONVERSION_FIX
 from tfobs.summary import Advice, DeviceActivity, Environment, TfDataStage, WindowSummary
 
 
@@ -782,3 +783,22 @@ def test_eager_ops_names_a_step_that_runs_eagerly() -> None:
     assert plain.evidence["model_math_eager"] == 0.0
     assert plain.fix == next(r for r in RULES if r.id == "eager_ops").fix
     assert "the step itself" not in plain.message
+
+
+def test_eager_ops_names_numpy_inputs_converted_at_each_call() -> None:
+    """Keras's predict_on_batch fed NumPy batches: every eager op is `_EagerConst`, the
+    conversion of an array into a tensor, which no tf.function around the code removes.
+    The fix says to pass tensors; the evidence holds the share XProf's op rows give."""
+    s = summary("generated__tf2.21cpu__predict_on_batch_loop")
+    a = one(s, "eager_ops")
+    const = sum(o.self_s for o in s.ops.eager_top if o.op_type == "_EagerConst")
+    assert a.evidence["conversion_share"] == pytest.approx(const / s.ops.eager_s)
+    assert a.evidence["conversion_share"] >= 0.5
+    assert "_EagerConst: NumPy arrays or Python values" in a.message
+    assert a.fix == EAGER_CONVERSION_FIX
+    assert "pass tensors" in a.fix and "tf.data" in a.fix and "tf.function" not in a.fix
+    # Below half of the eager time, or beside eager model math, the conversion is not named.
+    for name in (EAGER, "generated__tf2.21cpu__fit_run_eagerly"):
+        other = one(summary(name), "eager_ops")
+        assert other.evidence["conversion_share"] < 0.5 or other.evidence["model_math_eager"]
+        assert other.fix != EAGER_CONVERSION_FIX and "_EagerConst:" not in other.message

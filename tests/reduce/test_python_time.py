@@ -16,7 +16,11 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tests.support.xprof_reference import xprof_steps
+from tfobs.analysis import python_time
 from tfobs.analysis.python_time import _last_open
+from tfobs.analysis.steps import find_steps
+from tfobs.analysis.timeline import Timeline, id_array
+from tfobs.xspace.reader import parse
 
 WAIT = CAPTURES / "generated__jax0.10cpu__python_wait_steps.xplane.pb"
 PLAIN = CAPTURES / "generated__jax0.10cpu__step_annotation.xplane.pb"
@@ -26,6 +30,8 @@ TF_TRACER = CAPTURES / "generated__tf2.21cpu__python_tracer_loop.xplane.pb"
 TF_PLAIN = CAPTURES / "generated__tf2.21cpu__conv_bn_custom_loop.xplane.pb"
 LOADER = CAPTURES / "generated__jax0.10cpu__python_loader_thread.xplane.pb"
 GPU_WAIT = CAPTURES / "recorded__h100_jax0.11.2__input_bound_host_wait.xplane.pb"
+COMPUTE_WAIT = CAPTURES / "generated__jax0.10cpu__compute_wait_steps.xplane.pb"
+RECOMPILE = CAPTURES / "generated__jax0.10cpu__recompile_each_step.xplane.pb"
 
 
 def _codes(s: tfobs.WindowSummary) -> dict[str, tfobs.Advice]:
@@ -70,6 +76,29 @@ def test_a_step_without_python_work_gets_no_python_advice() -> None:
     assert s.steps.count == 10
     assert s.steps.python_traced_s < 0.03 * s.steps.mean_s
     assert "python_in_step" not in _codes(s)
+
+
+def test_a_step_waiting_on_its_compiled_program_is_not_python_work() -> None:
+    # The step is a Python function ending in block_until_ready: its frame is innermost
+    # while the client thread runs the program (that wait writes no event). Counted as
+    # Python, it was 60 % of the step and a warning to move Python out of the step.
+    s = tfobs.analyze(COMPUTE_WAIT)
+    host = Timeline(parse(COMPUTE_WAIT.read_bytes()).plane("/host:CPU"))
+    spans = [(g.begin_ps, g.end_ps) for g in find_steps(host).groups]
+    py = id_array(host.mids_where(lambda n: n.startswith("$")))
+    steps = np.array(sorted(spans), np.int64)
+    busy = python_time.compiled_work(host)
+    line = next(ld for ld in host.lines if ld.line.name == "python")
+    _, framed = python_time._innermost_python(line, py, steps, busy[:0])
+    _, left = python_time._innermost_python(line, py, steps, busy)
+    n = len(spans)
+    assert s.steps.count == n - 2  # XProf's first and last dropped; spans are every step
+    assert framed.sum() / n > 0.4 * s.steps.mean_s * 1e12  # the frame holds a real wait
+    assert left.sum() < 0.25 * framed.sum()
+    assert s.steps.python_traced_s < 0.2 * s.steps.mean_s
+    advice = _codes(s).get("python_in_step")
+    assert advice is None or advice.severity == "info"
+    assert busy.size and (busy[1:, 0] > busy[:-1, 1]).all()  # merged and sorted
 
 
 def test_the_outer_markers_python_counts_once_per_thread() -> None:
@@ -123,3 +152,24 @@ def test_summary_json_round_trips_the_python_figures() -> None:
     back = tfobs.WindowSummary.from_dict(s.to_dict())
     assert back.steps.python_traced_s == s.steps.python_traced_s
     assert back.steps.python_traced_top == s.steps.python_traced_top
+
+
+def test_a_jax_function_compiled_in_every_step_is_named_as_a_recompile() -> None:
+    # A static argument with a new value per call: JAX lowers and compiles inside every
+    # step. The retracing rule says so in JAX's terms (count, time, the static-argument
+    # fix); the compile's own Python is that finding's, not python_in_step's.
+    s = tfobs.analyze(RECOMPILE)
+    codes = _codes(s)
+    a = codes["tf_function_retracing"]
+    assert s.ops.graph_builds == s.steps.count == 10
+    step_s = sum(st.duration_s for st in s.steps.items)
+    assert 0.5 * step_s < s.ops.graph_building_s <= step_s
+    assert a.message.startswith("JAX compiled a jitted function 10 times in 10 steps")
+    assert "static_argnums" in a.fix and "jax_log_compiles" in a.fix
+    assert "tf.function" not in a.fix
+    assert s.steps.python_traced_s < s.ops.graph_building_s / 2
+    assert not any("backend_compile" in f for f in s.steps.python_traced_top)
+    py = codes.get("python_in_step")
+    assert py is None or py.severity == "info"
+    # A JAX job that compiles only before its loop gets no such advice.
+    assert "tf_function_retracing" not in _codes(tfobs.analyze(PLAIN))

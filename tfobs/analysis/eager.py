@@ -33,19 +33,27 @@ def _eager_kind(kind: str) -> bool:
 
 
 GRAPH_BUILDING = "tf.function-graph_building"  # TensorFlow's mark around a tf.function trace
+# JAX's marks (TraceMe, Python tracer or not) around a jitted function's lowering and its XLA
+# compile: inside a step they mean the function is compiled again while training (a new
+# static argument, shape or dtype). A compile counts once; its lowering adds time only.
+JAX_COMPILES = ("backend_compile_and_load", "backend_compile")
+JAX_LOWERING = "lower_sharding_computation"
 
 
 def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> tuple[float, int]:
-    """(seconds, count) of tf.function traces that start inside the `steps` (absolute
-    (begin, end) ps, in order, not overlapping), the time clipped to the step:
-    `tf.function-graph_building` events not inside another (tracing a function traces the
-    functions it calls). Traces outside steps (a fit's or an epoch's start building its
-    datasets) are left out: only a trace inside a step is a function traced again."""
+    """(seconds, count) of tf.function traces, or JAX compiles, that start inside the
+    `steps` (absolute (begin, end) ps, in order, not overlapping), the time clipped to the
+    step: `tf.function-graph_building` events (JAX: lowering and compile marks) not inside
+    another (tracing a function traces the functions it calls). Traces outside steps (a
+    fit's or an epoch's start building its datasets, a first compile before the loop) are
+    left out: only a trace inside a step is a function traced again."""
     if host is None or not steps:
         return 0.0, 0
-    mids = id_array(host.mids_where(lambda n: n == GRAPH_BUILDING))
+    names = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING)
+    mids = id_array(host.mids_where(lambda n: n in names))
     if not mids.size:
         return 0.0, 0
+    lowering = id_array(host.mids_where(lambda n: n == JAX_LOWERING))
     begins = np.array([b for b, _ in steps], np.int64)
     step_ends = np.array([e for _, e in steps], np.int64)
     total, count = 0, 0
@@ -56,7 +64,10 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> t
         start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps,
                                    begins, step_ends)
         total += int((end - start).sum())
-        count += start.size
+        built = ~member(ld.mid_arr[at], lowering)
+        kept = clip_to_spans(ld.start_arr[at][built] + ld.start_ps,
+                             ld.end_arr[at][built] + ld.start_ps, begins, step_ends)[0]
+        count += kept.size
     return total / 1e12, count
 
 

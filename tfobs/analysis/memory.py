@@ -150,7 +150,7 @@ def reduce_memory(
 
     `step_of` gives each host event's step (plane-wide index -> group number, -1 for
     events in no step), as XProf's event grouping assigns them; None when XProf would
-    group nothing (no step markers).
+    group nothing (no step found).
     """
     if host is None:
         return ()

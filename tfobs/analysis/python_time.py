@@ -7,6 +7,13 @@ so a step that waits 2 ms in `time.sleep` for a Python data loader reads as 2 ms
 compute and "NOT input-bound". The time a Python event is the innermost event of its thread
 inside the steps is the Python the step ran.
 
+Waiting is not Python work: a JAX step that ends in `block_until_ready` (or `float(loss)`)
+leaves its own frame innermost while XLA runs the compiled program on the PjRt client's
+threads (events with a `program_id`), since the wait itself writes no event but PjRt's
+`CommonPjRtBuffer::Await` pair around it. Python time that overlaps the compiled program's
+ops on any thread, or such a wait, is left out: the step waits then (or, with async
+dispatch, its Python hides behind the program).
+
 Innermost, not self time: the tracer's events overlap the annotations around them by a
 few microseconds (a function returning the step marker ends after the marker begins), so
 a nesting walk would take the whole marker for the function's own time. At each instant
@@ -19,8 +26,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tfobs.analysis.eager import GRAPH_BUILDING, JAX_COMPILES, JAX_LOWERING
 from tfobs.analysis.gpu_idle import merge
-from tfobs.analysis.timeline import LineData, Timeline, id_array, member
+from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member
 
 PYTHON_EVENT_PREFIX = "$"
 TOP_FUNCTIONS = 3
@@ -41,9 +49,10 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
     steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
     marking = [ld for ld in lines if _holds_markers(ld, spans)]
+    busy = compiled_work(host)
     best: tuple[int, np.ndarray, np.ndarray] = (0, py[:0], py[:0])
     for ld in marking or lines:
-        mids, ps = _innermost_python(ld, py, steps)
+        mids, ps = _innermost_python(ld, py, steps, busy)
         total = int(ps.sum())
         if total > best[0]:
             best = (total, mids, ps)
@@ -73,11 +82,78 @@ def _holds_markers(ld: LineData, spans: Sequence[tuple[int, int]]) -> bool:
                                               strict=True))
 
 
-def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray
+# PjRt's wait for a result: `CommonPjRtBuffer::Await` begins it (a `_p` stat) and a second
+# `CommonPjRtBuffer::Await` on the same thread (the matching `_c`) marks where it resumed.
+BUFFER_AWAIT = "CommonPjRtBuffer::Await"
+# A function traced or compiled again inside the step: its Python (autograph, JAX's
+# lowering) is `tf_function_retracing`'s finding, with that fix; not counted twice here.
+REBUILDS = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING)
+
+
+def compiled_work(host: Timeline) -> np.ndarray:
+    """When a step waits on its compiled program, or builds one again, as merged (begin,
+    end) ps rows: the program's ops (events with a `program_id` stat: XLA's CPU thunks in
+    a JAX job) on any line of the host plane, PjRt's buffer waits (from an `Await` to the
+    `Await` that consumes it on the same line), and tf.function traces and JAX compiles
+    (`REBUILDS`)."""
+    ids = host.stat_ids
+    rows = []
+    awaits = id_array(host.mids_where(lambda n: n == BUFFER_AWAIT))
+    building = id_array(host.mids_where(lambda n: n in REBUILDS))
+    wanted = {ids[k]: k for k in ("program_id", "_p", "_c") if k in ids}
+    for ld in host.lines:
+        if building.size and (at := member(ld.mid_arr, building, ld.dense_top)).any():
+            rows.append(np.stack([ld.start_arr[at], ld.end_arr[at]], 1) + ld.start_ps)
+        if not len(ld) or not wanted:
+            continue
+        found = int_stats_at(host, ld.indices(np.arange(len(ld))), wanted, raw=True)
+        begin, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
+        if "program_id" in found and (has := found["program_id"][1]).any():
+            rows.append(np.stack([begin[has], end[has]], 1))
+        if awaits.size and "_p" in found and "_c" in found:
+            at = member(ld.mid_arr, awaits, ld.dense_top)
+            (p_val, p_has), (c_val, c_has) = found["_p"], found["_c"]
+            prod, cons = np.flatnonzero(at & p_has), np.flatnonzero(at & c_has)
+            if prod.size and cons.size:
+                order = np.argsort(c_val[cons], kind="stable")
+                keys = c_val[cons][order]
+                k = np.searchsorted(keys, p_val[prod])
+                hit = k < keys.size
+                hit[hit] = keys[k[hit]] == p_val[prod][hit]
+                first, last = prod[hit], cons[order[k[hit]]]
+                later = begin[last] >= begin[first]
+                rows.append(np.stack([begin[first][later], end[last][later]], 1))
+    if not rows:
+        return np.zeros((0, 2), np.int64)
+    iv = np.concatenate(rows)
+    iv = iv[iv[:, 1] > iv[:, 0]]  # a damaged capture's events may end before they begin
+    if not iv.size:
+        return np.zeros((0, 2), np.int64)
+    iv = iv[np.argsort(iv[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(iv[:, 1])
+    new = np.r_[True, iv[1:, 0] > reach[:-1]]  # begins after every earlier one ended
+    group = np.cumsum(new) - 1
+    ends = np.zeros(int(group[-1]) + 1, np.int64)
+    np.maximum.at(ends, group, iv[:, 1])
+    return np.stack([iv[new, 0], ends], 1)
+
+
+def _covered(at: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """For each time in `at`, how much of the merged intervals `busy` lies before it."""
+    begin, end = busy[:, 0], busy[:, 1]
+    before = np.r_[0, np.cumsum(end - begin)]  # lengths of the intervals before each one
+    k = np.searchsorted(begin, at, side="right") - 1  # the last interval begun by then
+    kk = np.maximum(k, 0)
+    part = np.clip(at - begin[kk], 0, end[kk] - begin[kk])
+    return np.where(k >= 0, before[kk] + part, 0)
+
+
+def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
     """(metadata id, ps) of each stretch of the line, inside a step, whose innermost event
-    is a Python event. Stretches run between consecutive event and step boundaries; the
-    innermost event of one is the last-begun event still open at its start."""
+    is a Python event, less the time compiled work (`busy`) runs beside it. Stretches run
+    between consecutive event and step boundaries; the innermost event of one is the
+    last-begun event still open at its start."""
     start = ld.start_arr + ld.start_ps
     end = ld.end_arr + ld.start_ps
     cuts = np.unique(np.concatenate([start, end, steps.ravel()]))
@@ -90,7 +166,11 @@ def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray
     lo, hi, owner = lo[found], hi[found], owner[found]
     mids = ld.mid_arr[owner]
     is_py = member(mids, py)
-    return mids[is_py], (hi - lo)[is_py]
+    lo, hi, mids = lo[is_py], hi[is_py], mids[is_py]
+    ps = hi - lo
+    if busy.size:
+        ps = ps - (_covered(hi, busy) - _covered(lo, busy))
+    return mids, ps
 
 
 def _last_open(start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:

@@ -190,7 +190,8 @@ class FoundSteps:
     note: str = ""
     dropped: int = 0
     # Each host event's group (plane-wide event index -> group number, -1: none), numbered
-    # as XProf numbers its step groups; None where XProf groups nothing (no markers).
+    # as XProf numbers its step groups (Keras 3's inferred steps too: XProf groups the
+    # function runs behind them in the same order); None where no step was found.
     step_of: np.ndarray | None = None
     # Would-be step markers without `_r` (a `step_num` stat): how many, the commonest name.
     unrooted_markers: int = 0
@@ -1006,7 +1007,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     step_of = None
     if grouper.has_tf_loop:  # XProf groups by loop iteration, markers or not
         step_of = grouper.loop_steps()
-    elif method != "inferred":
+    else:
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid

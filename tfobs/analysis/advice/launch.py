@@ -57,17 +57,24 @@ EAGER = Rule(
     "eager_ops", "kernel launch",
     "ops run eagerly (outside tf.function) > 10 % of host op time (XProf's threshold)",
     "wrap the eagerly run code (metrics, updates) in tf.function, or move it into the "
-    "model's train_step",
+    "model's train_step; where the model's math runs eagerly, make the step a tf.function; "
+    "where most of it is _EagerConst (NumPy inputs converted at each call), pass tensors "
+    "(tf.data, or tf.convert_to_tensor once before the loop)",
     f"{PROFILER}: Overview page (recommendation: tf.function); tf.function guide "
     "(tensorflow.org/guide/function)")
 RETRACING = Rule(
     "tf_function_retracing", "kernel launch",
-    "tf.function graph building (tracing) inside steps >= 10 % of step time: a function "
-    "traced again while training",
+    "tf.function graph building (tracing), or a JAX jit compile, inside steps >= 10 % of "
+    "step time: a function traced or compiled again while training",
     "pass tensors, not Python numbers or new Python objects, to the tf.function; give it an "
     "input_signature (None for dimensions that vary) or reduce_retracing=True. TensorFlow's "
     "log names the function ('triggered tf.function retracing')",
-    "tf.function guide (tensorflow.org/guide/function): Controlling retracing")
+    "tf.function guide (tensorflow.org/guide/function): Controlling retracing",
+    jax_fix=(
+        "a jitted function compiles again for every new value of a static argument "
+        "(static_argnums / static_argnames) and every new input shape or dtype: pass numbers "
+        "that change as traced arguments, pad or bucket shapes to a few sizes, keep dtypes "
+        "fixed; jax.config.update('jax_log_compiles', True) logs each compile and its cause"))
 RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER, RETRACING)
 
 SMALL_RATIO = 0.5
@@ -83,6 +90,16 @@ EAGER_STEP_FIX = (
     "decorate the training step (or the model call) with @tf.function; Keras's fit, evaluate "
     "and predict do that themselves unless Model.compile(run_eagerly=True) or "
     "tf.config.run_functions_eagerly(True) turns it off: remove those")
+# `_EagerConst`: TensorFlow turning a NumPy array or Python value into a tensor where one is
+# passed to a tf.function or an op (a copy per call); most of the eager time in a custom
+# loop that feeds its step NumPy slices.
+EAGER_CONVERSION_OP = "_EagerConst"
+EAGER_CONVERSION_SHARE = 0.5  # of the eager op time
+EAGER_CONVERSION_FIX = (
+    "pass tensors, not NumPy arrays or Python values: feed the step from tf.data "
+    "(tf.data.Dataset.from_tensor_slices(...).batch(...), iterated in the loop), or convert "
+    "the data once with tf.convert_to_tensor before the loop; each call with a NumPy array "
+    "converts (copies) it into a new tensor")
 RETRACING_PCT = 10.0  # of step time: one retrace at an epoch's odd last batch stays under
 
 # XProf's sentences (KernelLaunchAnalysis, kKernelLaunchTfDataContention).
@@ -140,14 +157,21 @@ def _eager(s: WindowSummary) -> list[Advice]:
     math = [o.op_type for o in s.ops.eager_top if o.op_type in MODEL_MATH_OPS]
     step_eager = (f" The model's own math runs eagerly ({', '.join(math)}): the step itself "
                   "is no tf.function." if math else "")
+    converted = sum(o.self_s for o in s.ops.eager_top if o.op_type == EAGER_CONVERSION_OP)
+    share = converted / s.ops.eager_s
+    conversion = not math and share >= EAGER_CONVERSION_SHARE
+    if conversion:
+        step_eager = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays or "
+                      "Python values turned into tensors where they are passed to a "
+                      "tf.function or an op.")
     return [EAGER.advice(
         "warning",
         f"{one_digit(pct)}% of Op time on the host used eager execution "
         f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).{step_eager}",
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
-         "model_math_eager": float(bool(math))},
+         "model_math_eager": float(bool(math)), "conversion_share": share},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)",
-        fix=EAGER_STEP_FIX if math else "")]
+        fix=EAGER_STEP_FIX if math else EAGER_CONVERSION_FIX if conversion else "")]
 
 
 def _retracing(s: WindowSummary) -> list[Advice]:
@@ -160,11 +184,14 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     pct = min(100.0, 100.0 * s.ops.graph_building_s / step_s) if step_s > 0 else 0.0
     if pct < RETRACING_PCT:
         return []
+    jax = s.environment.framework == "jax"
+    what = "JAX compiled a jitted function" if jax else "tf.function built a graph"
+    again = "compiled" if jax else "traced"
     return [RETRACING.advice(
         "warning",
-        f"tf.function built a graph {s.ops.graph_builds} times in {per} steps "
+        f"{what} {s.ops.graph_builds} times in {per} steps "
         f"({1e3 * s.ops.graph_building_s / per:.2f} ms per step, {one_digit(pct)} % of step "
-        "time): a function is traced again while training.",
+        f"time): a function is {again} again while training.",
         {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
          "graph_builds": float(s.ops.graph_builds)},
         f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)")]
