@@ -802,3 +802,16 @@ def test_eager_ops_names_numpy_inputs_converted_at_each_call() -> None:
         other = one(summary(name), "eager_ops")
         assert other.evidence["conversion_share"] < 0.5 or other.evidence["model_math_eager"]
         assert other.fix != EAGER_CONVERSION_FIX and "_EagerConst:" not in other.message
+
+
+def test_one_graph_build_in_the_steps_is_only_info() -> None:
+    """A single trace or compile inside the window's steps may be a function's first call
+    (an evaluation step compiled mid-window), not a function built again: info, not a
+    warning; the figures and the message are the same otherwise."""
+    s = summary("generated__tf2.21cpu__retrace_loop")
+    assert one(s, "tf_function_retracing").severity == "warning"
+    once = dataclasses.replace(s, ops=dataclasses.replace(
+        s.ops, graph_builds=1, graph_building_s=s.ops.graph_building_s / 6),
+        advice=())
+    a = one(dataclasses.replace(once, advice=tuple(advise(once))), "tf_function_retracing")
+    assert a.severity == "info" and "built a graph 1 times" in a.message

@@ -187,8 +187,10 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     jax = s.environment.framework == "jax"
     what = "JAX compiled a jitted function" if jax else "tf.function built a graph"
     again = "compiled" if jax else "traced"
+    # One build may be a function's first call inside the window (an evaluation step's
+    # first compile): worth a look; two or more are a function built again and again.
     return [RETRACING.advice(
-        "warning",
+        "warning" if s.ops.graph_builds >= 2 else "info",
         f"{what} {s.ops.graph_builds} times in {per} steps "
         f"({1e3 * s.ops.graph_building_s / per:.2f} ms per step, {one_digit(pct)} % of step "
         f"time): a function is {again} again while training.",
