@@ -141,10 +141,15 @@ def test_the_last_open_event_matches_a_plain_scan() -> None:
         start = sorted(rng.randint(0, 100) for _ in range(n))
         end = [x + rng.randint(0, 40) for x in start]
         at = [rng.randint(-5, 150) for _ in range(25)]
-        got = _last_open(np.array(start, np.int64), np.array(end, np.int64),
-                         np.array(at, np.int64)).tolist()
         want = [max((j for j in range(n) if start[j] <= t < end[j]), default=-1) for t in at]
-        assert got == want
+        s, e = np.array(start, np.int64), np.array(end, np.int64)
+        assert _last_open(s, e, np.array(at, np.int64)).tolist() == want
+        assert python_time._np_last_open(s, e, np.array(at, np.int64)).tolist() == want
+        # sorted times (the stretches' starts): the compiled sweep where it is built
+        ordered = sorted(at)
+        want = [max((j for j in range(n) if start[j] <= t < end[j]), default=-1)
+                for t in ordered]
+        assert _last_open(s, e, np.array(ordered, np.int64)).tolist() == want
 
 
 def test_summary_json_round_trips_the_python_figures() -> None:

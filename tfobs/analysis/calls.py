@@ -125,7 +125,7 @@ def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
     names = host.names
     per: dict[tuple[str, str], list[int]] = {}  # (name, source) -> count, ps, first, last
     runs: dict[str, list[int]] = {}  # name -> eager executions, local ones, inside its calls
-    executes = id_array(host.mids_where(lambda n: n == EXECUTE))
+    executes = id_array(host.mids_named(EXECUTE))
     local = id_array(host.mids_where(lambda n: n.startswith(LOCAL_EXECUTE)))
     for ld in host.lines if mids.size else ():
         at = _calls_at(host, ld, mids, mixed)
@@ -199,7 +199,7 @@ def _inside(ld: LineData, at: np.ndarray, mids: np.ndarray) -> np.ndarray:
 
 def _remote_calls(host: Timeline, per: dict[tuple[str, str], list[int]]) -> None:
     """Function runs inside `EagerService:Enqueue` requests, by function name."""
-    requests = id_array(host.mids_where(lambda n: n == REMOTE_REQUEST))
+    requests = id_array(host.mids_named(REMOTE_REQUEST))
     if not requests.size:
         return
     runs = {m: found.group(1) for m, n in host.names.items()

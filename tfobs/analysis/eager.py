@@ -50,10 +50,10 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> t
     if host is None or not steps:
         return 0.0, 0
     names = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING)
-    mids = id_array(host.mids_where(lambda n: n in names))
+    mids = id_array(host.mids_named(*names))
     if not mids.size:
         return 0.0, 0
-    lowering = id_array(host.mids_where(lambda n: n == JAX_LOWERING))
+    lowering = id_array(host.mids_named(JAX_LOWERING))
     begins = np.array([b for b, _ in steps], np.int64)
     step_ends = np.array([e for _, e in steps], np.int64)
     total, count = 0, 0

@@ -154,8 +154,8 @@ def reduce_memory(
     """
     if host is None:
         return ()
-    alloc_mids = host.mids_where(lambda n: n == "MemoryAllocation")
-    dealloc_mids = host.mids_where(lambda n: n == "MemoryDeallocation")
+    alloc_mids = host.mids_named("MemoryAllocation")
+    dealloc_mids = host.mids_named("MemoryDeallocation")
     mem_mids = alloc_mids | dealloc_mids
     if not mem_mids:
         return ()

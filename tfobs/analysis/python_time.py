@@ -28,7 +28,16 @@ import numpy as np
 
 from tfobs.analysis.eager import GRAPH_BUILDING, JAX_COMPILES, JAX_LOWERING
 from tfobs.analysis.gpu_idle import merge
-from tfobs.analysis.timeline import LineData, Timeline, id_array, int_stats_at, member
+from tfobs.analysis.timeline import (
+    DENSE_IDS,
+    LineData,
+    Timeline,
+    id_array,
+    int_stats_at,
+    member,
+    unique,
+)
+from tfobs.xspace.columns import wire
 
 PYTHON_EVENT_PREFIX = "$"
 TOP_FUNCTIONS = 3
@@ -49,7 +58,7 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
     steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
     marking = [ld for ld in lines if _holds_markers(ld, spans)]
-    busy = compiled_work(host)
+    busy = compiled_work(host, py)
     best: tuple[int, np.ndarray, np.ndarray] = (0, py[:0], py[:0])
     for ld in marking or lines:
         mids, ps = _innermost_python(ld, py, steps, busy)
@@ -59,9 +68,15 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
     total, mids, ps = best
     if not total:
         return 0.0, ()
-    names, at = np.unique(mids, return_inverse=True)
-    sums = np.zeros(names.size, np.int64)
-    np.add.at(sums, at, ps)
+    if 0 <= int(mids.min()) and int(mids.max()) < DENSE_IDS:  # ids are small counters
+        by_id = np.zeros(int(mids.max()) + 1, np.int64)
+        np.add.at(by_id, mids, ps)
+        names = np.flatnonzero(by_id)
+        sums = by_id[names]
+    else:
+        names, at = np.unique(mids, return_inverse=True)
+        sums = np.zeros(names.size, np.int64)
+        np.add.at(sums, at, ps)
     label = [host.names[m] for m in names.tolist()]
     top = sorted(range(names.size), key=lambda j: (-int(sums[j]), label[j]))[:TOP_FUNCTIONS]
     return total / 1e12, tuple(label[j][len(PYTHON_EVENT_PREFIX):] for j in top)
@@ -90,37 +105,49 @@ BUFFER_AWAIT = "CommonPjRtBuffer::Await"
 REBUILDS = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING)
 
 
-def compiled_work(host: Timeline) -> np.ndarray:
+def compiled_work(host: Timeline, python: np.ndarray | None = None) -> np.ndarray:
     """When a step waits on its compiled program, or builds one again, as merged (begin,
     end) ps rows: the program's ops (events with a `program_id` stat: XLA's CPU thunks in
     a JAX job) on any line of the host plane, PjRt's buffer waits (from an `Await` to the
     `Await` that consumes it on the same line), and tf.function traces and JAX compiles
-    (`REBUILDS`)."""
+    (`REBUILDS`). `python`: the Python events' metadata ids, where the caller has them."""
     ids = host.stat_ids
     rows = []
-    awaits = id_array(host.mids_where(lambda n: n == BUFFER_AWAIT))
-    building = id_array(host.mids_where(lambda n: n in REBUILDS))
-    wanted = {ids[k]: k for k in ("program_id", "_p", "_c") if k in ids}
+    awaits = id_array(host.mids_named(BUFFER_AWAIT))
+    building = id_array(host.mids_named(*REBUILDS))
+    program = {ids["program_id"]: "program_id"} if "program_id" in ids else {}
+    links = {ids[k]: k for k in ("_p", "_c") if k in ids}
+    if python is None:
+        python = id_array(host.mids_where(lambda n: n.startswith(PYTHON_EVENT_PREFIX)))
     for ld in host.lines:
-        if building.size and (at := member(ld.mid_arr, building, ld.dense_top)).any():
-            rows.append(np.stack([ld.start_arr[at], ld.end_arr[at]], 1) + ld.start_ps)
-        if not len(ld) or not wanted:
+        if not len(ld):
             continue
-        found = int_stats_at(host, ld.indices(np.arange(len(ld))), wanted, raw=True)
         begin, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
-        if "program_id" in found and (has := found["program_id"][1]).any():
-            rows.append(np.stack([begin[has], end[has]], 1))
-        if awaits.size and "_p" in found and "_c" in found:
-            at = member(ld.mid_arr, awaits, ld.dense_top)
+        if building.size and (at := member(ld.mid_arr, building, ld.dense_top)).any():
+            rows.append(np.stack([begin[at], end[at]], 1))
+        # A program's ops are no Python events: only the others' stats are read (the
+        # Python tracer's events, most of a Python thread's, carry none).
+        if program:
+            other = np.flatnonzero(~member(ld.mid_arr, python, ld.dense_top))
+            found = int_stats_at(host, ld.indices(other), program, raw=True)
+            if "program_id" in found and (has := found["program_id"][1]).any():
+                rows.append(np.stack([begin[other[has]], end[other[has]]], 1))
+        if len(links) < 2 or not awaits.size:
+            continue
+        pos = np.flatnonzero(member(ld.mid_arr, awaits, ld.dense_top))
+        if pos.size:
+            found = int_stats_at(host, ld.indices(pos), links, raw=True)
+            if "_p" not in found or "_c" not in found:
+                continue
             (p_val, p_has), (c_val, c_has) = found["_p"], found["_c"]
-            prod, cons = np.flatnonzero(at & p_has), np.flatnonzero(at & c_has)
+            prod, cons = np.flatnonzero(p_has), np.flatnonzero(c_has)
             if prod.size and cons.size:
                 order = np.argsort(c_val[cons], kind="stable")
                 keys = c_val[cons][order]
                 k = np.searchsorted(keys, p_val[prod])
                 hit = k < keys.size
                 hit[hit] = keys[k[hit]] == p_val[prod][hit]
-                first, last = prod[hit], cons[order[k[hit]]]
+                first, last = pos[prod[hit]], pos[cons[order[k[hit]]]]
                 later = begin[last] >= begin[first]
                 rows.append(np.stack([begin[first][later], end[last][later]], 1))
     if not rows:
@@ -138,16 +165,6 @@ def compiled_work(host: Timeline) -> np.ndarray:
     return np.stack([iv[new, 0], ends], 1)
 
 
-def _covered(at: np.ndarray, busy: np.ndarray) -> np.ndarray:
-    """For each time in `at`, how much of the merged intervals `busy` lies before it."""
-    begin, end = busy[:, 0], busy[:, 1]
-    before = np.r_[0, np.cumsum(end - begin)]  # lengths of the intervals before each one
-    k = np.searchsorted(begin, at, side="right") - 1  # the last interval begun by then
-    kk = np.maximum(k, 0)
-    part = np.clip(at - begin[kk], 0, end[kk] - begin[kk])
-    return np.where(k >= 0, before[kk] + part, 0)
-
-
 def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
     """(metadata id, ps) of each stretch of the line, inside a step, whose innermost event
@@ -156,26 +173,47 @@ def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.
     last-begun event still open at its start."""
     start = ld.start_arr + ld.start_ps
     end = ld.end_arr + ld.start_ps
-    cuts = np.unique(np.concatenate([start, end, steps.ravel()]))
+    # The busy intervals' bounds cut the stretches too: each then lies wholly inside or
+    # wholly outside the compiled work.
+    cuts = unique(np.concatenate([start, end, steps.ravel(), busy.ravel()]))
     lo, hi = cuts[:-1], cuts[1:]
-    k = np.searchsorted(steps[:, 0], lo, side="right") - 1
-    in_step = (k >= 0) & (hi <= steps[np.maximum(k, 0), 1])
-    lo, hi = lo[in_step], hi[in_step]
+    keep = _inside(lo, steps)
+    if busy.size:
+        keep &= ~_inside(lo, busy)
+    lo, hi = lo[keep], hi[keep]
     owner = _last_open(start, end, lo)
     found = owner >= 0
     lo, hi, owner = lo[found], hi[found], owner[found]
     mids = ld.mid_arr[owner]
-    is_py = member(mids, py)
-    lo, hi, mids = lo[is_py], hi[is_py], mids[is_py]
-    ps = hi - lo
-    if busy.size:
-        ps = ps - (_covered(hi, busy) - _covered(lo, busy))
-    return mids, ps
+    is_py = member(mids, py, ld.dense_top)
+    return mids[is_py], (hi - lo)[is_py]
+
+
+def _inside(at: np.ndarray, spans: np.ndarray) -> np.ndarray:
+    """Which times of `at` (sorted) lie in one of `spans` (merged (begin, end) rows,
+    sorted): each span's bounds found in `at`, not each time among the spans."""
+    mark = np.zeros(at.size + 1, np.int64)
+    np.add.at(mark, np.searchsorted(at, spans[:, 0]), 1)
+    np.add.at(mark, np.searchsorted(at, spans[:, 1]), -1)
+    return np.cumsum(mark[:-1]) > 0
 
 
 def _last_open(start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
     """For each time in `at`, the last event (by start; `start` sorted) that has begun by
-    then and ends after it, or -1: below the first unbegun event, skip back over runs of
+    then and ends after it, or -1. Compiled (one stack sweep) where `at` is sorted, as the
+    stretches' starts are; else `_np_last_open`."""
+    lib = wire()
+    if lib is not None and at.size:
+        out = np.empty(at.size, np.int64)
+        if lib.last_open(np.ascontiguousarray(start, np.int64),
+                         np.ascontiguousarray(end, np.int64),
+                         np.ascontiguousarray(at, np.int64), out):
+            return out
+    return _np_last_open(start, end, at)
+
+
+def _np_last_open(start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """`_last_open` in numpy: below the first unbegun event, skip back over runs of
     events ended by then, in blocks of 2^k found with a table of block maxima of `end`."""
     n = start.size
     pos = np.searchsorted(start, at, side="right")  # events [0, pos) have begun

@@ -277,9 +277,9 @@ class _Grouper:
         if not wanted:
             return
         ctx = host.mids_where(_is_context_event)
-        process = id_array(host.mids_where(lambda n: n == "ExecutorState::Process"))
-        get_next = id_array(host.mids_where(lambda n: n in _GET_NEXT_OPS))
-        tf_data = id_array(host.mids_where(lambda n: n in _TF_DATA_FUNCTIONS))
+        process = id_array(host.mids_named("ExecutorState::Process"))
+        get_next = id_array(host.mids_named(*_GET_NEXT_OPS))
+        tf_data = id_array(host.mids_named(*_TF_DATA_FUNCTIONS))
         linking = unique(np.concatenate((id_array(ctx), get_next, tf_data)))
         chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking, ld.dense_top)))
                   for li, ld in enumerate(host.lines)]
@@ -850,10 +850,10 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     would-be markers without `_r` (a `step_num` stat, not an op), which no tool takes."""
     ids, names = host.stat_ids, host.names
     n = len(host.columns)
-    legacy = id_array(host.mids_where(lambda m: m == LEGACY_ROOT))
+    legacy = id_array(host.mids_named(LEGACY_ROOT))
     if not n or ("_r" not in ids and not legacy.size and "step_num" not in ids):
         return _NO_ROOTS, _Unrooted()
-    implicit = id_array(host.mids_where(lambda m: m in IMPLICIT_ROOTS))
+    implicit = id_array(host.mids_named(*IMPLICIT_ROOTS))
     mids = host.columns.mid
     wanted = {ids[k]: k for k in ("_r", "step_num") if k in ids}
     scan = int_stats_at(host, np.arange(n, dtype=np.int64), wanted, raw=True)
@@ -913,7 +913,7 @@ def _find_roots(host: Timeline) -> tuple[str, _Roots, _Unrooted]:
     if len(found):
         return "markers", found, unrooted
     roots: list[tuple[int, int, int, int, int, str]] = []
-    fn_mids = id_array(host.mids_where(lambda n: n in KERAS3_STEP_FUNCTIONS))
+    fn_mids = id_array(host.mids_named(*KERAS3_STEP_FUNCTIONS))
     for li, ld in enumerate(host.lines):
         last_end = None
         picked = ld.where(fn_mids)

@@ -155,10 +155,22 @@ class Timeline:
         ]
         self.names = plane.event_names
         self.stat_ids = plane.stat_ids
+        self._by_name: dict[str, list[int]] | None = None
 
     def mids_where(self, predicate: Any) -> set[int]:
         """Metadata ids whose event name satisfies `predicate(name)`."""
         return {mid for mid, name in self.names.items() if predicate(name)}
+
+    def mids_named(self, *names: str) -> set[int]:
+        """Metadata ids of events named exactly one of `names`: by a name index built on
+        the first call (the Python tracer writes thousands of names; a scan per lookup
+        costs a millisecond each)."""
+        if self._by_name is None:
+            by_name: dict[str, list[int]] = {}
+            for mid, name in self.names.items():
+                by_name.setdefault(name, []).append(mid)
+            self._by_name = by_name
+        return {mid for name in names for mid in self._by_name.get(name, ())}
 
     def stats(self, line: LineData, i: int) -> dict[str, Any]:
         return self.plane.event_stats(line.event(i))

@@ -1205,6 +1205,50 @@ static PyObject *w_group_walk(PyObject *self, PyObject *args)
     return PyLong_FromLongLong(result);
 }
 
+/* last_open(start, end, at, out) -> bool: for each time of `at` (non-decreasing), the last
+ * event by start (`start` sorted) that has begun by then and ends after it, or -1
+ * (python_time._last_open). One sweep with a stack of begun events: an event found ended
+ * on top is popped for good (the times only grow). False when `at` goes back in time. */
+static PyObject *w_last_open(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"start", 8, 0, DIM(1), 0},
+        {"end", 8, 0, DIM(1), 0},
+        {"at", 8, 0, DIM(2), 0},
+        {"out", 8, 1, DIM(2), 0},
+    };
+    Py_buffer v[NARGS(spec)];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, NARGS(spec), v, dims))
+        return NULL;
+    const int64_t *start = v[0].buf, *end = v[1].buf, *at = v[2].buf;
+    int64_t *out = v[3].buf;
+    Py_ssize_t n = dims[1], m = dims[2], next = 0, depth = 0;
+    int64_t *stack = PyMem_RawMalloc(((size_t)n + 1) * sizeof(int64_t));
+    int ok = 1;
+    if (!stack) {
+        release(v, NARGS(spec));
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t q = 0; q < m; q++) {
+        int64_t t = at[q];
+        if (q && t < at[q - 1]) {
+            ok = 0;
+            break;
+        }
+        while (next < n && start[next] <= t)
+            stack[depth++] = next++;
+        while (depth && end[stack[depth - 1]] <= t)
+            depth--;
+        out[q] = depth ? stack[depth - 1] : -1;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(stack);
+    release(v, NARGS(spec));
+    return PyBool_FromLong(ok);
+}
+
 /* op_nesting(starts, ends, done, child) -> bool: the host op table's stack walk over one
  * thread's ops sorted by start (ops._nesting): the order ops close into done, each op's
  * direct children's time into child (zeroed here). An op overlapping the one open
@@ -1264,6 +1308,7 @@ static PyMethodDef methods[] = {
     {"step_members", w_step_members, METH_VARARGS, "Members of steps, typed ones apart."},
     {"group_walk", w_group_walk, METH_VARARGS, "Step groups from roots, by nesting and links."},
     {"op_nesting", w_op_nesting, METH_VARARGS, "Close order and child time of nested ops."},
+    {"last_open", w_last_open, METH_VARARGS, "Last begun event still open at each time."},
     {"link_codes", w_link_codes, METH_VARARGS, "Codes of link keys, consumers by code."},
     {"int_stats", w_int_stats, METH_VARARGS, "Wanted integer stats of events, one walk."},
     {"line_events", w_line_events, METH_VARARGS, "Event spans of serialized lines."},
