@@ -285,6 +285,9 @@ class Ops:
     # Ops executed eagerly (outside tf.function) on the host: window seconds, longest types.
     eager_s: float = 0.0
     eager_top: tuple[OpStat, ...] = ()
+    # The part of eager_s that ran outside the window's steps (Keras callbacks, logging,
+    # weight saving between the steps of a fit): window seconds.
+    eager_between_steps_s: float = 0.0
     # tf.function traces (graph building), or JAX jit compiles, inside the window's steps:
     # seconds, how many.
     graph_building_s: float = 0.0

@@ -124,6 +124,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit of a small conv net, no step markers (steps inferred), fed by a parallel "
         "tf.data map decoding and resizing JPEG images; the conv output's allocation reaches "
         "the memory peak in every step, on two executor threads in turn", {}),
+    "checkpoint_callback_fit": (
+        "Keras 3 fit of a small MLP on NumPy arrays with ModelCheckpoint(save_weights_only=True, "
+        "save_freq=2): the weights go to a .weights.h5 file every other batch, read eagerly "
+        "(ReadVariableOp) between the steps; no step markers (steps inferred)", {}),
     "sparse_custom_loop": (
         "custom loop, a wide model over tf.SparseTensor features (embedding_lookup_sparse) "
         "beside a dense tower; tfobs.step markers", {}),
@@ -985,6 +989,20 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
         model.fit(ds, steps_per_epoch=3, epochs=1, verbose=0)
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, verbose=0))
+
+    elif case == "checkpoint_callback_fit":
+        params = {"batch": 32, "save_freq": 2, "steps": 24}
+        x = rng.normal(size=(768, 20)).astype(np.float32)
+        y = rng.normal(size=(768, 1)).astype(np.float32)
+        model = keras.Sequential([keras.Input((20,)), keras.layers.Dense(64, activation="relu"),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        saved = tempfile.mkdtemp()
+        saver = keras.callbacks.ModelCheckpoint(os.path.join(saved, "w.weights.h5"),
+                                                save_weights_only=True, save_freq=2)
+        model.fit(x[:128], y[:128], batch_size=32, epochs=1, verbose=0, callbacks=[saver])
+        profile(lambda: model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[saver]))
+        shutil.rmtree(saved, ignore_errors=True)
 
     elif case == "sparse_custom_loop":
         params = {"batch": 64, "buckets": 1000, "ids_per_row": 5, "steps": 10}

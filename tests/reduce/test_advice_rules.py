@@ -17,7 +17,7 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
-from tfobs.analysis.advice.launch import EAGER_CONVERSION_FIX
+from tfobs.analysis.advice.launch import EAGER_BETWEEN_FIX, EAGER_CONVERSION_FIX
 from tfobs.summary import Advice, DeviceActivity, Environment, TfDataStage, WindowSummary
 
 
@@ -815,3 +815,23 @@ def test_one_graph_build_in_the_steps_is_only_info() -> None:
         advice=())
     a = one(dataclasses.replace(once, advice=tuple(advise(once))), "tf_function_retracing")
     assert a.severity == "info" and "built a graph 1 times" in a.message
+
+
+def test_eager_ops_between_the_steps_names_the_callbacks() -> None:
+    """Keras 3 fit with ModelCheckpoint saving the weights every other batch: the eager ops
+    (the variables read for the file) all run between the steps, where tf.function cannot
+    reach; the fix names the callbacks. A loop whose eager ops run inside its steps keeps
+    the plain fix."""
+    s = summary("generated__tf2.21cpu__checkpoint_callback_fit")
+    a = one(s, "eager_ops")
+    assert 0.9 * s.ops.eager_s <= s.ops.eager_between_steps_s <= s.ops.eager_s
+    assert a.evidence["between_steps_share"] == pytest.approx(
+        s.ops.eager_between_steps_s / s.ops.eager_s)
+    assert "runs between the steps" in a.message and a.fix == EAGER_BETWEEN_FIX
+    assert "ModelCheckpoint" in a.fix
+    inside = summary("generated__tf2.21cpu__checkpoint_loop")
+    b = one(inside, "eager_ops")
+    assert inside.ops.eager_between_steps_s < 0.5 * inside.ops.eager_s
+    assert b.fix != EAGER_BETWEEN_FIX and "between the steps" not in b.message
+    back = WindowSummary.from_dict(s.to_dict())  # the figure survives JSON
+    assert back.ops.eager_between_steps_s == s.ops.eager_between_steps_s

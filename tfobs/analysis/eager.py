@@ -101,6 +101,30 @@ def eager_ops(host: Timeline | None, top_n: int) -> tuple[float, tuple[OpStat, .
     return sum(ps for _, (_, ps) in rows) / 1e12, stats
 
 
+def eager_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> float:
+    """Seconds of eager op execution that starts outside the `steps` (absolute (begin, end)
+    ps, in order, not overlapping): between the steps, where Keras callbacks and a loop's
+    own Python run. 0 where the window has no step."""
+    if host is None or not steps:
+        return 0.0
+    kinds = _executed(host, _eager_kind)
+    if not kinds:
+        return 0.0
+    mids = np.fromiter(kinds, np.int64, len(kinds))
+    begins = np.array([b for b, _ in steps], np.int64)
+    step_ends = np.array([e for _, e in steps], np.int64)
+    outside = 0
+    for ld in host.lines:
+        hit = member(ld.mid_arr, mids, ld.dense_top)
+        if not hit.any():
+            continue
+        start = ld.start_arr[hit] + ld.start_ps
+        k = np.searchsorted(begins, start, side="right") - 1  # the last step begun by then
+        inside = (k >= 0) & (start < step_ends[np.maximum(k, 0)])
+        outside += int((ld.end_arr[hit] - ld.start_arr[hit])[~inside].sum())
+    return outside / 1e12
+
+
 def eager_note(seconds: float, top: tuple[OpStat, ...], window_s: float) -> str:
     """One sentence for a window with no step and no function call that ran ops eagerly
     (a model called outside `tf.function`: eager inference, an eager training loop)."""

@@ -20,7 +20,13 @@ from tfobs.analysis.advice import with_advice
 from tfobs.analysis.advice.rule import remember_step_sums
 from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
-from tfobs.analysis.eager import checkpoint_writes, eager_note, eager_ops, graph_building
+from tfobs.analysis.eager import (
+    checkpoint_writes,
+    eager_between_steps,
+    eager_note,
+    eager_ops,
+    graph_building,
+)
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
@@ -168,6 +174,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
 
         kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
     eager_s, eager_top = eager_ops(host, top_n)
+    between_s = eager_between_steps(host, merge(sorted(
+        (g.begin_ps, g.end_ps) for g in found.groups))) if eager_s > 0 else 0.0
     if not steps.count and not steps.calls and eager_s > 0:  # say what the window held
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
@@ -198,6 +206,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,
+                                eager_between_steps_s=between_s,
                                 graph_building_s=building_s, graph_builds=builds,
                                 host_collectives_s=ops.host_collective_seconds(host, spans),
                                 checkpoint_s=checkpoint_s, checkpoint_writes=writes),

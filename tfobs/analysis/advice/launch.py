@@ -59,7 +59,8 @@ EAGER = Rule(
     "wrap the eagerly run code (metrics, updates) in tf.function, or move it into the "
     "model's train_step; where the model's math runs eagerly, make the step a tf.function; "
     "where most of it is _EagerConst (NumPy inputs converted at each call), pass tensors "
-    "(tf.data, or tf.convert_to_tensor once before the loop)",
+    "(tf.data, or tf.convert_to_tensor once before the loop); where most of it runs between "
+    "the steps, lighten the callbacks there (checkpoint saving, per-batch logging)",
     f"{PROFILER}: Overview page (recommendation: tf.function); tf.function guide "
     "(tensorflow.org/guide/function)")
 RETRACING = Rule(
@@ -100,6 +101,15 @@ EAGER_CONVERSION_FIX = (
     "(tf.data.Dataset.from_tensor_slices(...).batch(...), iterated in the loop), or convert "
     "the data once with tf.convert_to_tensor before the loop; each call with a NumPy array "
     "converts (copies) it into a new tensor")
+# Eager ops mostly outside the steps: Keras callbacks (weights saved every few batches,
+# metrics read into logs, TensorBoard writes) or the loop's own Python between the steps;
+# tf.function around the step would not remove them.
+EAGER_BETWEEN_SHARE = 0.5  # of the eager op time
+EAGER_BETWEEN_FIX = (
+    "lighten what runs between the steps: save checkpoints less often "
+    "(ModelCheckpoint(save_freq='epoch') or a larger save_freq in batches), move per-batch "
+    "callback work to on_epoch_end, log and read metrics every N batches, and run several "
+    "steps per call (Model.compile(steps_per_execution=N))")
 RETRACING_PCT = 10.0  # of step time: one retrace at an epoch's odd last batch stays under
 
 # XProf's sentences (KernelLaunchAnalysis, kKernelLaunchTfDataContention).
@@ -160,18 +170,25 @@ def _eager(s: WindowSummary) -> list[Advice]:
     converted = sum(o.self_s for o in s.ops.eager_top if o.op_type == EAGER_CONVERSION_OP)
     share = converted / s.ops.eager_s
     conversion = not math and share >= EAGER_CONVERSION_SHARE
+    between = s.ops.eager_between_steps_s / s.ops.eager_s if s.steps.count else 0.0
+    outside = not math and not conversion and between >= EAGER_BETWEEN_SHARE
     if conversion:
         step_eager = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays or "
                       "Python values turned into tensors where they are passed to a "
                       "tf.function or an op.")
+    elif outside:
+        step_eager = (f" {100 * between:.0f} % of it runs between the steps (Keras "
+                      "callbacks, logging, weight saving), not in them.")
     return [EAGER.advice(
         "warning",
         f"{one_digit(pct)}% of Op time on the host used eager execution "
         f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).{step_eager}",
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
-         "model_math_eager": float(bool(math)), "conversion_share": share},
+         "model_math_eager": float(bool(math)), "conversion_share": share,
+         "between_steps_share": between},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)",
-        fix=EAGER_STEP_FIX if math else EAGER_CONVERSION_FIX if conversion else "")]
+        fix=(EAGER_STEP_FIX if math else EAGER_CONVERSION_FIX if conversion
+             else EAGER_BETWEEN_FIX if outside else ""))]
 
 
 def _retracing(s: WindowSummary) -> list[Advice]:
