@@ -223,6 +223,9 @@ class Steps:
     # with a GPU (whose Python waits on the device there).
     python_traced_s: float = 0.0
     python_traced_top: tuple[str, ...] = ()
+    # The part of python_traced_s run inside JAX's host callbacks (jax.debug.print,
+    # io_callback, pure_callback: the compiled step stops to run Python), per step.
+    python_callback_s: float = 0.0
     # Steps' top events left out of `items` beyond the window's bound (the reducer's
     # `max_top_events`, the trace's span cap): a window of thousands of steps keeps its
     # longest events, not every step's.

@@ -73,6 +73,10 @@ CASES = {
                            "marked `StepTraceAnnotation(\"train\", step_num=i)`: JAX lowers "
                            "and compiles the function again inside every step "
                            "(`lower_sharding_computation`, `backend_compile_and_load`)",
+    "debug_print_steps": "the step under `jax.jit` with a `jax.debug.print` of its loss, "
+                         "marked `StepTraceAnnotation(\"train\", step_num=i)`: the compiled "
+                         "step stops at each call to run the print's Python (JAX's "
+                         "`_wrapped_callback`) on the Python thread",
 }
 
 # Cases that split the host into several XLA CPU devices.
@@ -109,6 +113,12 @@ elif case == "recompile_each_step":
         lambda w: ((x @ w) ** 2).mean())(w), static_argnums=2)
     calls = itertools.count()
     step = lambda w, x: scaled(w, x, next(calls))  # a new static value: a new compile
+elif case == "debug_print_steps":
+    def printed(w, x):
+        loss = ((x @ w) ** 2).mean()
+        jax.debug.print("loss {l}", l=loss)
+        return w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
+    step = jax.jit(printed)
 elif case == "compute_wait_steps":
     def twenty(w, x):
         def body(_, w):
@@ -125,7 +135,8 @@ def mark(i):
         return jax.profiler.StepTraceAnnotation("step", step_num=i)
     if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
                 "sharded_two_devices", "scan_four_steps", "async_dispatch_steps",
-                "python_loader_thread", "compute_wait_steps", "recompile_each_step"):
+                "python_loader_thread", "compute_wait_steps", "recompile_each_step",
+                "debug_print_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)

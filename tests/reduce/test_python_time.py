@@ -17,6 +17,7 @@ import tfobs
 from tests.conftest import CAPTURES
 from tests.support.xprof_reference import xprof_steps
 from tfobs.analysis import python_time
+from tfobs.analysis.advice import steps as steps_advice
 from tfobs.analysis.python_time import _last_open
 from tfobs.analysis.steps import find_steps
 from tfobs.analysis.timeline import Timeline, id_array
@@ -32,6 +33,7 @@ LOADER = CAPTURES / "generated__jax0.10cpu__python_loader_thread.xplane.pb"
 GPU_WAIT = CAPTURES / "recorded__h100_jax0.11.2__input_bound_host_wait.xplane.pb"
 COMPUTE_WAIT = CAPTURES / "generated__jax0.10cpu__compute_wait_steps.xplane.pb"
 RECOMPILE = CAPTURES / "generated__jax0.10cpu__recompile_each_step.xplane.pb"
+DEBUG_PRINT = CAPTURES / "generated__jax0.10cpu__debug_print_steps.xplane.pb"
 
 
 def _codes(s: tfobs.WindowSummary) -> dict[str, tfobs.Advice]:
@@ -87,10 +89,10 @@ def test_a_step_waiting_on_its_compiled_program_is_not_python_work() -> None:
     spans = [(g.begin_ps, g.end_ps) for g in find_steps(host).groups]
     py = id_array(host.mids_where(lambda n: n.startswith("$")))
     steps = np.array(sorted(spans), np.int64)
-    busy = python_time.compiled_work(host)
     line = next(ld for ld in host.lines if ld.line.name == "python")
-    _, framed = python_time._innermost_python(line, py, steps, busy[:0])
-    _, left = python_time._innermost_python(line, py, steps, busy)
+    busy = python_time.compiled_work(host, line=line)
+    _, framed, _ = python_time._innermost_python(line, py, steps, busy[:0])
+    _, left, _ = python_time._innermost_python(line, py, steps, busy)
     n = len(spans)
     assert s.steps.count == n - 2  # XProf's first and last dropped; spans are every step
     assert framed.sum() / n > 0.4 * s.steps.mean_s * 1e12  # the frame holds a real wait
@@ -178,3 +180,27 @@ def test_a_jax_function_compiled_in_every_step_is_named_as_a_recompile() -> None
     assert py is None or py.severity == "info"
     # A JAX job that compiles only before its loop gets no such advice.
     assert "tf_function_retracing" not in _codes(tfobs.analyze(PLAIN))
+
+
+def test_a_host_callback_in_the_step_is_python_the_step_runs() -> None:
+    # jax.debug.print in the jitted step: the program runs on the Python thread and stops
+    # at the print to run its Python (JAX's _wrapped_callback). That Python, nested in the
+    # program's ops on the same thread, is the step's own: counted, and named.
+    s = tfobs.analyze(DEBUG_PRINT)
+    st = s.steps
+    assert st.count == 10
+    assert st.python_traced_s > 0.6 * st.mean_s
+    assert 0.3 * st.python_traced_s < st.python_callback_s <= st.python_traced_s
+    a = _codes(s)["python_in_step"]
+    assert "inside JAX host callbacks (jax.debug.print" in a.message
+    assert a.fix.startswith(steps_advice.CALLBACK_FIX)
+    assert a.evidence["callback_share"] == pytest.approx(
+        st.python_callback_s / st.python_traced_s)
+    # A step that waits on its program, or sleeps in its own Python, has no callback time.
+    for path in (COMPUTE_WAIT, WAIT):
+        other = tfobs.analyze(path)
+        assert other.steps.python_callback_s == 0.0
+        advice = _codes(other).get("python_in_step")
+        assert advice is None or "host callbacks" not in advice.message
+    back = tfobs.WindowSummary.from_dict(s.to_dict())
+    assert back.steps.python_callback_s == st.python_callback_s

@@ -11,8 +11,10 @@ Waiting is not Python work: a JAX step that ends in `block_until_ready` (or `flo
 leaves its own frame innermost while XLA runs the compiled program on the PjRt client's
 threads (events with a `program_id`), since the wait itself writes no event but PjRt's
 `CommonPjRtBuffer::Await` pair around it. Python time that overlaps the compiled program's
-ops on any thread, or such a wait, is left out: the step waits then (or, with async
-dispatch, its Python hides behind the program).
+ops on another thread, or such a wait, is left out: the step waits then (or, with async
+dispatch, its Python hides behind the program). A program run on the Python thread itself
+nests its ops under the call: Python innermost inside them is a host callback's
+(jax.debug.print, io_callback), Python the step runs, and it counts.
 
 Innermost, not self time: the tracer's events overlap the annotations around them by a
 few microseconds (a function returning the step marker ends after the marker begins), so
@@ -44,30 +46,31 @@ TOP_FUNCTIONS = 3
 
 
 def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
-                    ) -> tuple[float, tuple[str, ...]]:
+                    ) -> tuple[float, tuple[str, ...], float]:
     """(seconds of Python inside the steps on the thread that runs them, that thread's
     functions with the most of it, longest first, at most TOP_FUNCTIONS, names without the
-    tracer's `$`). `spans`: the steps as (begin, end) ps on the host's time base; the
-    thread that runs them is the one holding their markers (a Python loader thread's work
-    overlaps the steps without being theirs), the most Python where no thread holds them."""
+    tracer's `$`, the seconds of it inside JAX's host callbacks). `spans`: the steps as
+    (begin, end) ps on the host's time base; the thread that runs them is the one holding
+    their markers (a Python loader thread's work overlaps the steps without being theirs),
+    the most Python where no thread holds them."""
     if host is None or not spans:
-        return 0.0, ()
+        return 0.0, (), 0.0
     py = id_array(host.mids_where(lambda n: n.startswith(PYTHON_EVENT_PREFIX)))
     if not py.size:
-        return 0.0, ()
+        return 0.0, (), 0.0
     steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
     marking = [ld for ld in lines if _holds_markers(ld, spans)]
-    busy = compiled_work(host, py)
-    best: tuple[int, np.ndarray, np.ndarray] = (0, py[:0], py[:0])
+    trampolines = id_array(host.mids_where(_is_callback))
+    best: tuple[int, np.ndarray, np.ndarray, int] = (0, py[:0], py[:0], 0)
     for ld in marking or lines:
-        mids, ps = _innermost_python(ld, py, steps, busy)
+        mids, ps, lo = _innermost_python(ld, py, steps, compiled_work(host, py, ld))
         total = int(ps.sum())
         if total > best[0]:
-            best = (total, mids, ps)
-    total, mids, ps = best
+            best = (total, mids, ps, _within(ld, trampolines, lo, ps))
+    total, mids, ps, in_callbacks = best
     if not total:
-        return 0.0, ()
+        return 0.0, (), 0.0
     if 0 <= int(mids.min()) and int(mids.max()) < DENSE_IDS:  # ids are small counters
         by_id = np.zeros(int(mids.max()) + 1, np.int64)
         np.add.at(by_id, mids, ps)
@@ -79,7 +82,30 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
         np.add.at(sums, at, ps)
     label = [host.names[m] for m in names.tolist()]
     top = sorted(range(names.size), key=lambda j: (-int(sums[j]), label[j]))[:TOP_FUNCTIONS]
-    return total / 1e12, tuple(label[j][len(PYTHON_EVENT_PREFIX):] for j in top)
+    return (total / 1e12, tuple(label[j][len(PYTHON_EVENT_PREFIX):] for j in top),
+            in_callbacks / 1e12)
+
+
+# JAX's trampoline for host callbacks (jax/_src/callback.py): every jax.debug.print,
+# io_callback and pure_callback runs its Python inside it.
+_CALLBACK_FILE, _CALLBACK_FUNCTION = "callback.py:", " _wrapped_callback"
+
+
+def _is_callback(name: str) -> bool:
+    return (name.startswith(PYTHON_EVENT_PREFIX + _CALLBACK_FILE)
+            and name.endswith(_CALLBACK_FUNCTION))
+
+
+def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> int:
+    """ps of the stretches (starting at `lo`, sorted) inside one of the line's `outer`
+    events."""
+    if not outer.size or not lo.size:
+        return 0
+    at = member(ld.mid_arr, outer, ld.dense_top)
+    if not at.any():
+        return 0
+    iv = np.stack([ld.start_arr[at], ld.end_arr[at]], 1) + ld.start_ps
+    return int(ps[_inside(lo, _merged(iv))].sum())
 
 
 def _holds_markers(ld: LineData, spans: Sequence[tuple[int, int]]) -> bool:
@@ -105,12 +131,16 @@ BUFFER_AWAIT = "CommonPjRtBuffer::Await"
 REBUILDS = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING)
 
 
-def compiled_work(host: Timeline, python: np.ndarray | None = None) -> np.ndarray:
+def compiled_work(host: Timeline, python: np.ndarray | None = None,
+                  line: LineData | None = None) -> np.ndarray:
     """When a step waits on its compiled program, or builds one again, as merged (begin,
     end) ps rows: the program's ops (events with a `program_id` stat: XLA's CPU thunks in
     a JAX job) on any line of the host plane, PjRt's buffer waits (from an `Await` to the
     `Await` that consumes it on the same line), and tf.function traces and JAX compiles
-    (`REBUILDS`). `python`: the Python events' metadata ids, where the caller has them."""
+    (`REBUILDS`). `python`: the Python events' metadata ids, where the caller has them.
+    `line`: the Python thread asked about; a program's ops on that line itself are left out:
+    they run there, under the call that waits for them, so the nesting already tells the
+    program from the Python inside it (a host callback's: jax.debug.print, io_callback)."""
     ids = host.stat_ids
     rows = []
     awaits = id_array(host.mids_named(BUFFER_AWAIT))
@@ -127,7 +157,7 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None) -> np.ndarra
             rows.append(np.stack([begin[at], end[at]], 1))
         # A program's ops are no Python events: only the others' stats are read (the
         # Python tracer's events, most of a Python thread's, carry none).
-        if program:
+        if program and ld is not line:
             other = np.flatnonzero(~member(ld.mid_arr, python, ld.dense_top))
             found = int_stats_at(host, ld.indices(other), program, raw=True)
             if "program_id" in found and (has := found["program_id"][1]).any():
@@ -152,7 +182,11 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None) -> np.ndarra
                 rows.append(np.stack([begin[first][later], end[last][later]], 1))
     if not rows:
         return np.zeros((0, 2), np.int64)
-    iv = np.concatenate(rows)
+    return _merged(np.concatenate(rows))
+
+
+def _merged(iv: np.ndarray) -> np.ndarray:
+    """(begin, end) rows as their union: sorted, disjoint rows."""
     iv = iv[iv[:, 1] > iv[:, 0]]  # a damaged capture's events may end before they begin
     if not iv.size:
         return np.zeros((0, 2), np.int64)
@@ -166,8 +200,9 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None) -> np.ndarra
 
 
 def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """(metadata id, ps) of each stretch of the line, inside a step, whose innermost event
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(metadata id, ps, start) of each stretch of the line, inside a step, whose innermost
+    event
     is a Python event, less the time compiled work (`busy`) runs beside it. Stretches run
     between consecutive event and step boundaries; the innermost event of one is the
     last-begun event still open at its start."""
@@ -186,7 +221,7 @@ def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.
     lo, hi, owner = lo[found], hi[found], owner[found]
     mids = ld.mid_arr[owner]
     is_py = member(mids, py, ld.dense_top)
-    return mids[is_py], (hi - lo)[is_py]
+    return mids[is_py], (hi - lo)[is_py], lo[is_py]
 
 
 def _inside(at: np.ndarray, spans: np.ndarray) -> np.ndarray:

@@ -66,6 +66,14 @@ TRACED_FIX = (
     "The Python tracer itself slows each Python call: profile once with it off to size "
     "the rest")
 
+# Python run by JAX's host callbacks: the compiled step stops while it runs.
+CALLBACK_SHARE = 1 / 3  # of the traced Python, from which the callbacks are named
+CALLBACK_FIX = (
+    "each JAX host callback stops the compiled step to run Python: take jax.debug.print "
+    "out of the training step (return the values and print them every N steps on the host) "
+    "and keep io_callback / pure_callback work out of the step (precompute it, or do it in "
+    "the input pipeline)")
+
 PYTHON_OP_PCT = MODERATE_PCT
 
 
@@ -96,16 +104,22 @@ def check(s: WindowSummary) -> list[Advice]:
         op_pct = 100.0 * st.python_op_s / st.mean_s
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
         if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
+            callbacks = st.python_callback_s / st.python_traced_s
+            named = callbacks >= CALLBACK_SHARE
             out.append(PYTHON_IN_STEP.advice(
                 "warning" if traced_pct >= HIGH_PCT else "info",
                 f"{traced_pct:.1f} % of step time runs Python functions inside the step "
                 f"({1e3 * st.python_traced_s:.2f} ms per step; most in "
                 f"{', '.join(st.python_traced_top)}), which XProf counts as host compute "
-                "(the Python tracer's events).",
+                "(the Python tracer's events)"
+                + (f"; {1e3 * st.python_callback_s:.2f} ms per step of it inside JAX host "
+                   "callbacks (jax.debug.print, io_callback, pure_callback)." if named else "."),
                 {"python_traced_pct": traced_pct,
-                 "python_traced_s_per_step": st.python_traced_s},
+                 "python_traced_s_per_step": st.python_traced_s,
+                 "callback_share": callbacks},
                 f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
-                f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %", TRACED_FIX))
+                f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %",
+                f"{CALLBACK_FIX}; then {TRACED_FIX}" if named else TRACED_FIX))
         if op_pct >= PYTHON_OP_PCT:
             out.append(PYTHON_IN_STEP.advice(
                 "warning" if op_pct + other_pct >= HIGH_PCT else "info",
