@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline, clip_to_spans, id_array, member, outermost
+from tfobs.analysis.timeline import Timeline, id_array, member, outermost, span_of
 from tfobs.summary import OpStat
 
 PREFIX = "EagerLocalExecute: "
@@ -61,13 +61,10 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> t
         at = outermost(ld, mids)
         if not at.size:
             continue
-        start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps,
-                                   begins, step_ends)
-        total += int((end - start).sum())
-        built = ~member(ld.mid_arr[at], lowering)
-        kept = clip_to_spans(ld.start_arr[at][built] + ld.start_ps,
-                             ld.end_arr[at][built] + ld.start_ps, begins, step_ends)[0]
-        count += kept.size
+        start, end = ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps
+        kk, inside = span_of(start, begins, step_ends)
+        total += int((np.minimum(end, step_ends[kk]) - start)[inside].sum())
+        count += int((inside & ~member(ld.mid_arr[at], lowering)).sum())
     return total / 1e12, count
 
 
@@ -78,51 +75,37 @@ def _executed(host: Timeline, keep: Callable[[str], bool]) -> dict[int, str]:
             if n.startswith(PREFIX) and keep(n[len(PREFIX):])}
 
 
-def eager_ops(host: Timeline | None, top_n: int) -> tuple[float, tuple[OpStat, ...]]:
-    """(seconds of eager op execution in the window, the longest eager op types)."""
+def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]] = ()
+              ) -> tuple[float, tuple[OpStat, ...], float]:
+    """(seconds of eager op execution in the window, the longest eager op types, the
+    seconds of it that start outside the `steps`: between them, where Keras callbacks and a
+    loop's own Python run). `steps`: absolute (begin, end) ps, in order, not overlapping;
+    none: 0 seconds between them."""
     if host is None:
-        return 0.0, ()
+        return 0.0, (), 0.0
     kinds = _executed(host, _eager_kind)
     if not kinds:
-        return 0.0, ()
+        return 0.0, (), 0.0
     mids = np.fromiter(kinds, np.int64, len(kinds))
+    begins = np.array([b for b, _ in steps], np.int64)
+    step_ends = np.array([e for _, e in steps], np.int64)
     total: dict[str, list[int]] = {}
+    outside = 0
     for ld in host.lines:
         hit = member(ld.mid_arr, mids, ld.dense_top)  # np.isin, by a table of the ids
         if not hit.any():
             continue
-        dur = (ld.end_arr[hit] - ld.start_arr[hit]).tolist()
-        for mid, d in zip(ld.mid_arr[hit].tolist(), dur, strict=True):
+        durations = ld.end_arr[hit] - ld.start_arr[hit]
+        if begins.size:
+            _, inside = span_of(ld.start_arr[hit] + ld.start_ps, begins, step_ends)
+            outside += int(durations[~inside].sum())
+        for mid, d in zip(ld.mid_arr[hit].tolist(), durations.tolist(), strict=True):
             agg = total.setdefault(kinds[mid], [0, 0])
             agg[0] += 1
             agg[1] += int(d)
     rows = sorted(total.items(), key=lambda kv: (-kv[1][1], kv[0]))
     stats = tuple(OpStat(k, k, False, c, ps / 1e12, ps / 1e12) for k, (c, ps) in rows[:top_n])
-    return sum(ps for _, (_, ps) in rows) / 1e12, stats
-
-
-def eager_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> float:
-    """Seconds of eager op execution that starts outside the `steps` (absolute (begin, end)
-    ps, in order, not overlapping): between the steps, where Keras callbacks and a loop's
-    own Python run. 0 where the window has no step."""
-    if host is None or not steps:
-        return 0.0
-    kinds = _executed(host, _eager_kind)
-    if not kinds:
-        return 0.0
-    mids = np.fromiter(kinds, np.int64, len(kinds))
-    begins = np.array([b for b, _ in steps], np.int64)
-    step_ends = np.array([e for _, e in steps], np.int64)
-    outside = 0
-    for ld in host.lines:
-        hit = member(ld.mid_arr, mids, ld.dense_top)
-        if not hit.any():
-            continue
-        start = ld.start_arr[hit] + ld.start_ps
-        k = np.searchsorted(begins, start, side="right") - 1  # the last step begun by then
-        inside = (k >= 0) & (start < step_ends[np.maximum(k, 0)])
-        outside += int((ld.end_arr[hit] - ld.start_arr[hit])[~inside].sum())
-    return outside / 1e12
+    return sum(ps for _, (_, ps) in rows) / 1e12, stats, outside / 1e12
 
 
 def eager_note(seconds: float, top: tuple[OpStat, ...], window_s: float) -> str:

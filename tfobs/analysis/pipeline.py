@@ -22,7 +22,6 @@ from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import (
     checkpoint_writes,
-    eager_between_steps,
     eager_note,
     eager_ops,
     graph_building,
@@ -175,9 +174,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         from tfobs.analysis.kernels import reduce_kernels
 
         kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
-    eager_s, eager_top = eager_ops(host, top_n)
-    between_s = eager_between_steps(host, merge(sorted(
-        (g.begin_ps, g.end_ps) for g in found.groups))) if eager_s > 0 else 0.0
+    eager_s, eager_top, between_s = eager_ops(host, top_n, _group_spans(found))
     if not steps.count and not steps.calls and eager_s > 0:  # say what the window held
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
@@ -369,6 +366,15 @@ def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
     if steps.unrooted_markers:
         note = steps.note + "; " + note
     return dataclasses.replace(steps, calls=found, note=note)
+
+
+def _group_spans(found: FoundSteps) -> list[tuple[int, int]]:
+    """Every found step's (begin, end) ps, merged: from the walk's columns where it made
+    them (a long window's thousands of steps make no StepGroup here)."""
+    if found.spans is not None:
+        pairs = zip(found.spans[0].tolist(), found.spans[1].tolist(), strict=True)
+        return merge(sorted(pairs))
+    return merge(sorted((g.begin_ps, g.end_ps) for g in found.groups))
 
 
 def _input_spans(groups: Sequence[StepGroup]) -> list[tuple[int, int]]:

@@ -202,10 +202,9 @@ def _merged(iv: np.ndarray) -> np.ndarray:
 def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(metadata id, ps, start) of each stretch of the line, inside a step, whose innermost
-    event
-    is a Python event, less the time compiled work (`busy`) runs beside it. Stretches run
-    between consecutive event and step boundaries; the innermost event of one is the
-    last-begun event still open at its start."""
+    event is a Python event, less the time compiled work (`busy`) runs beside it.
+    Stretches run between consecutive event and step boundaries; the innermost event of
+    one is the last-begun event still open at its start."""
     start = ld.start_arr + ld.start_ps
     end = ld.end_arr + ld.start_ps
     # The busy intervals' bounds cut the stretches too: each then lies wholly inside or

@@ -429,13 +429,20 @@ def unique(values: np.ndarray) -> np.ndarray:
     return ranked[np.concatenate(([True], ranked[1:] != ranked[:-1]))]
 
 
+def span_of(start: np.ndarray, lo: np.ndarray, hi: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """For each of `start`, the span `lo[k]..hi[k]` (in order, not overlapping) it starts
+    in: (k, clamped to 0 where there is none, whether `start` lies inside span k)."""
+    k = np.searchsorted(lo, start, side="right") - 1  # the last span starting at or before
+    kk = np.maximum(k, 0)
+    return kk, (k >= 0) & (start < hi[kk])
+
+
 def clip_to_spans(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """The events (`start`, `end`) that start inside one of the spans `lo[k]..hi[k]` (in
     order, not overlapping), each cut at its span's end."""
-    k = np.searchsorted(lo, start, side="right") - 1  # the last span starting at or before
-    kk = np.maximum(k, 0)
-    inside = (k >= 0) & (start < hi[kk])
+    kk, inside = span_of(start, lo, hi)
     return start[inside], np.minimum(end, hi[kk])[inside]
 
 
