@@ -31,12 +31,12 @@ def test_slow_steps_wait_at_most_the_cap_and_no_steps_not_at_all() -> None:
     slow = WindowRecord(index=0, start_ns=0, end_ns=10_000_000_000, first_step=0, last_step=4)
     assert reduce_thread.SETTLE_MAX_S <= _waited(slow) < reduce_thread.SETTLE_MAX_S + 0.3
     on_demand = WindowRecord(index=1, start_ns=0, end_ns=2_000_000_000)  # no step traced
-    assert _waited(on_demand) < 0.01
+    assert _waited(on_demand) < 0.05  # no wait; the settle wait is >= 0.08 s
 
 
 def test_disable_ends_the_wait() -> None:
     slow = WindowRecord(index=0, start_ns=0, end_ns=10_000_000_000, first_step=0, last_step=4)
-    assert _waited(slow, stopping=True) < 0.01
+    assert _waited(slow, stopping=True) < 0.05  # the busy lane runs at idle priority
     w = SimpleNamespace(stopping=False)
     threading.Timer(0.05, lambda: setattr(w, "stopping", True)).start()
     t0 = time.monotonic()
