@@ -293,6 +293,36 @@ def test_potentially_input_bound_names_all_others_not_the_input_pipeline() -> No
     assert "all_others_bound" in inp.fix and f"{others.evidence['other_pct']:.1f} %" in inp.fix
 
 
+@pytest.mark.parametrize("name, others_first", [
+    ("generated__tf2.21cpu__csv_dataset_loop", True),  # input 5.7 %, 'All Others' 48.5 %
+    ("generated__tf2.21cpu__cache_file_fit", True),  # 6.5 % and 15.0 %
+    ("generated__tf2.21cpu__keras3_spe4_callback", False),  # 8.6 % and 2.3 %
+    ("generated__tf2.21cpu__pydataset_fit", False),  # 14.3 % and 9.0 %
+])
+def test_moderately_input_bound_names_the_larger_share_first(name: str,
+                                                             others_first: bool) -> None:
+    # XProf's MODERATELY verdict says to reduce both input and 'All Others'. Where 'All
+    # Others' is twice the input wait or more, "fix the input pipeline first" would send the
+    # user to the smaller lever: the fix names all_others_bound first and what the input
+    # check should show.
+    from tfobs.analysis.advice.input_pipeline import OTHER_FIRST
+
+    s = summary(name)
+    assert s.input_bound.verdict == "moderately"
+    inp = one(s, "input_bound")
+    assert inp.severity == "warning"
+    ratio = inp.evidence["other_pct"] / inp.evidence["input_pct"]
+    assert (ratio >= OTHER_FIRST) == others_first, ratio
+    if others_first:
+        assert inp.fix.startswith("reduce both, the larger first")
+        assert f"{inp.evidence['other_pct']:.1f} %" in inp.fix
+        assert inp.fix.index("all_others_bound") < inp.fix.index("input pipeline")
+        assert one(s, "all_others_bound").evidence["other_pct"] == inp.evidence["other_pct"]
+    else:
+        assert inp.fix.startswith("fix the input pipeline first")
+    assert f"drops by about {inp.evidence['input_pct']:.1f} %" in inp.fix
+
+
 def test_eager_ops_fires_and_names_the_eager_ops() -> None:
     s = summary(EAGER)
     a = one(s, "eager_ops")
