@@ -77,7 +77,15 @@ CASES = {
                          "marked `StepTraceAnnotation(\"train\", step_num=i)`: the compiled "
                          "step stops at each call to run the print's Python (JAX's "
                          "`_wrapped_callback`) on the Python thread",
+    "tfdata_loader_steps": "the step fed by a tf.data pipeline (`from_tensor_slices`, a "
+                           "serial `map` of 256 sines per value, `batch(64)`, `prefetch(2)`, "
+                           "read with `as_numpy_iterator()`), `next()` inside "
+                           "`StepTraceAnnotation(\"train\", step_num=i)`: the step waits for "
+                           "its batch in TensorFlow, whose ops jax.profiler does not record "
+                           "(runs in the project's venv: JAX and TensorFlow)",
 }
+# Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
+WITH_TENSORFLOW = {"tfdata_loader_steps"}
 
 # Cases that split the host into several XLA CPU devices.
 DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2}
@@ -125,6 +133,12 @@ elif case == "compute_wait_steps":
             return w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
         return jax.lax.fori_loop(0, 20, body, w)
     step = jax.jit(twenty)
+if case == "tfdata_loader_steps":
+    import numpy as np, tensorflow as tf
+    waves = tf.linspace(0.0, 1.0, 256)[:, None]
+    batches = (tf.data.Dataset.from_tensor_slices(np.ones((4096, 128), np.float32))
+               .map(lambda r: tf.reduce_mean(tf.sin(r[None, :] * waves), 0))
+               .batch(64).repeat().prefetch(2).as_numpy_iterator())
 for _ in range(3):
     w = step(w, x).block_until_ready()
 if case == "tfobs_step":
@@ -136,7 +150,7 @@ def mark(i):
     if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
                 "sharded_two_devices", "scan_four_steps", "async_dispatch_steps",
                 "python_loader_thread", "compute_wait_steps", "recompile_each_step",
-                "debug_print_steps"):
+                "debug_print_steps", "tfdata_loader_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -164,8 +178,8 @@ def run(i):
             return
         if case == "python_wait_steps":
             time.sleep(0.002)
-        if case == "python_loader_thread":
-            x = batches.get()
+        if case in ("python_loader_thread", "tfdata_loader_steps"):
+            x = batches.get() if case == "python_loader_thread" else next(batches)
         w = step(w, x)
         if case != "async_dispatch_steps":
             w.block_until_ready()
@@ -179,7 +193,10 @@ with jax.profiler.trace(logdir):
         for i in range(12):
             run(i)
 w.block_until_ready()
-print(json.dumps({"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}))
+params = {"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}
+if case == "tfdata_loader_steps":
+    params["tensorflow"] = tf.__version__
+print(json.dumps(params))
 """
 
 
@@ -188,6 +205,9 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
         env = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
         if case in DEVICE_COUNTS:
             env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICE_COUNTS[case]}"
+        if case in WITH_TENSORFLOW:
+            jax_python = sys.executable
+            env["TF_CPP_MIN_LOG_LEVEL"] = "2"
         proc = subprocess.run([jax_python, "-c", _CHILD, case, logdir], capture_output=True,
                               text=True, env=env)
         if proc.returncode != 0:

@@ -159,15 +159,18 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
     spans = _StepSpans(kept.begin_ps, kept.end_ps)
-    traced_s, traced_top, callback_s = ((0.0, (), 0.0) if has_device
-                                        else python_in_steps(host, spans))
+    traced_s, traced_top, callback_s, tfdata_next_s = (
+        (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
+    if any(totals.values()):  # tf.data's own events are there: its wait is input to XProf
+        tfdata_next_s = 0.0
     steps = _with_calls(dataclasses.replace(
         steps, input_between_s=input_pipeline.input_between_steps(host, spans),
         unrooted_markers=found.unrooted_markers,
         python_op_s=_per_step(input_pipeline.python_op_seconds(host_ops) - python_tfdata_s,
                               steps.count),
         python_traced_s=_per_step(traced_s, steps.count), python_traced_top=traced_top,
-        python_callback_s=_per_step(callback_s, steps.count)), host)
+        python_callback_s=_per_step(callback_s, steps.count),
+        python_tfdata_next_s=_per_step(tfdata_next_s, steps.count)), host)
     memory = reduce_memory(host, top_n, found.step_of)
     kernels = Kernels()
     if any(is_gpu_plane(p) for p in space.planes):

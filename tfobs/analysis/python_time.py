@@ -46,31 +46,34 @@ TOP_FUNCTIONS = 3
 
 
 def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
-                    ) -> tuple[float, tuple[str, ...], float]:
+                    ) -> tuple[float, tuple[str, ...], float, float]:
     """(seconds of Python inside the steps on the thread that runs them, that thread's
     functions with the most of it, longest first, at most TOP_FUNCTIONS, names without the
-    tracer's `$`, the seconds of it inside JAX's host callbacks). `spans`: the steps as
+    tracer's `$`, the seconds of it inside JAX's host callbacks, the seconds of it inside a
+    tf.data iterator's next()). `spans`: the steps as
     (begin, end) ps on the host's time base; the thread that runs them is the one holding
     their markers (a Python loader thread's work overlaps the steps without being theirs),
     the most Python where no thread holds them."""
     if host is None or not spans:
-        return 0.0, (), 0.0
+        return 0.0, (), 0.0, 0.0
     py = id_array(host.mids_where(lambda n: n.startswith(PYTHON_EVENT_PREFIX)))
     if not py.size:
-        return 0.0, (), 0.0
+        return 0.0, (), 0.0, 0.0
     steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
     marking = [ld for ld in lines if _holds_markers(ld, spans)]
     trampolines = id_array(host.mids_where(_is_callback))
-    best: tuple[int, np.ndarray, np.ndarray, int] = (0, py[:0], py[:0], 0)
+    nexts = id_array(host.mids_where(_is_tfdata_next))
+    best: tuple[int, np.ndarray, np.ndarray, int, int] = (0, py[:0], py[:0], 0, 0)
     for ld in marking or lines:
         mids, ps, lo = _innermost_python(ld, py, steps, compiled_work(host, py, ld))
         total = int(ps.sum())
         if total > best[0]:
-            best = (total, mids, ps, _within(ld, trampolines, lo, ps))
-    total, mids, ps, in_callbacks = best
+            best = (total, mids, ps, _within(ld, trampolines, lo, ps),
+                    _within(ld, nexts, lo, ps))
+    total, mids, ps, in_callbacks, in_tfdata = best
     if not total:
-        return 0.0, (), 0.0
+        return 0.0, (), 0.0, 0.0
     if 0 <= int(mids.min()) and int(mids.max()) < DENSE_IDS:  # ids are small counters
         by_id = np.zeros(int(mids.max()) + 1, np.int64)
         np.add.at(by_id, mids, ps)
@@ -83,7 +86,7 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
     label = [host.names[m] for m in names.tolist()]
     top = sorted(range(names.size), key=lambda j: (-int(sums[j]), label[j]))[:TOP_FUNCTIONS]
     return (total / 1e12, tuple(label[j][len(PYTHON_EVENT_PREFIX):] for j in top),
-            in_callbacks / 1e12)
+            in_callbacks / 1e12, in_tfdata / 1e12)
 
 
 # JAX's trampoline for host callbacks (jax/_src/callback.py): every jax.debug.print,
@@ -94,6 +97,21 @@ _CALLBACK_FILE, _CALLBACK_FUNCTION = "callback.py:", " _wrapped_callback"
 def _is_callback(name: str) -> bool:
     return (name.startswith(PYTHON_EVENT_PREFIX + _CALLBACK_FILE)
             and name.endswith(_CALLBACK_FUNCTION))
+
+
+# A tf.data iterator's next() as the Python tracer names it (`$iterator_ops.py:824 __next__`;
+# `dataset_ops.py`'s is as_numpy_iterator's): a JAX step fed by tf.data waits there for its
+# batch. jax.profiler records no TensorFlow op, so that wait is Python to XProf.
+_TFDATA_NEXT = {"iterator_ops.py": ("__next__", "_next_internal", "get_next",
+                                    "get_next_as_optional"),
+                "multi_device_iterator_ops.py": ("get_next",),
+                "dataset_ops.py": ("__next__",)}
+
+
+def _is_tfdata_next(name: str) -> bool:
+    where, _, function = name[len(PYTHON_EVENT_PREFIX):].partition(" ")
+    return (name.startswith(PYTHON_EVENT_PREFIX)
+            and function in _TFDATA_NEXT.get(where.partition(":")[0], ()))
 
 
 def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> int:

@@ -18,7 +18,7 @@ from tfobs.analysis.advice.rule import (
     Rule,
     step_pct,
 )
-from tfobs.summary import Advice, WindowSummary
+from tfobs.summary import Advice, Steps, WindowSummary
 
 MARKERS_WITHOUT_ROOT = Rule(
     "markers_without_root", "steps",
@@ -74,6 +74,16 @@ CALLBACK_FIX = (
     "and keep io_callback / pure_callback work out of the step (precompute it, or do it in "
     "the input pipeline)")
 
+# Python inside a tf.data iterator's next(): a JAX step fed by tf.data waiting for its batch.
+TFDATA_NEXT_SHARE = 1 / 3  # of the traced Python, from which the wait is named
+TFDATA_NEXT_FIX = (
+    "the step waits for tf.data's next batch, which XProf counts as host compute "
+    "(jax.profiler records none of tf.data's own events, so its input verdict cannot see "
+    "the wait): make the pipeline keep up (Dataset.map(..., num_parallel_calls=tf.data.AUTOTUNE), "
+    "prefetch(tf.data.AUTOTUNE) last, cache() after deterministic work, batch before a "
+    "vectorizable map) and take the next batch while the step runs (a background thread "
+    "or a prefetching iterator); timing next(it) alone shows what the pipeline delivers")
+
 PYTHON_OP_PCT = MODERATE_PCT
 
 
@@ -104,22 +114,7 @@ def check(s: WindowSummary) -> list[Advice]:
         op_pct = 100.0 * st.python_op_s / st.mean_s
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
         if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
-            callbacks = st.python_callback_s / st.python_traced_s
-            named = callbacks >= CALLBACK_SHARE
-            out.append(PYTHON_IN_STEP.advice(
-                "warning" if traced_pct >= HIGH_PCT else "info",
-                f"{traced_pct:.1f} % of step time runs Python functions inside the step "
-                f"({1e3 * st.python_traced_s:.2f} ms per step; most in "
-                f"{', '.join(st.python_traced_top)}), which XProf counts as host compute "
-                "(the Python tracer's events)"
-                + (f"; {1e3 * st.python_callback_s:.2f} ms per step of it inside JAX host "
-                   "callbacks (jax.debug.print, io_callback, pure_callback)." if named else "."),
-                {"python_traced_pct": traced_pct,
-                 "python_traced_s_per_step": st.python_traced_s,
-                 "callback_share": callbacks},
-                f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
-                f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %",
-                f"{CALLBACK_FIX}; then {TRACED_FIX}" if named else TRACED_FIX))
+            out.append(_traced(st, traced_pct))
         if op_pct >= PYTHON_OP_PCT:
             out.append(PYTHON_IN_STEP.advice(
                 "warning" if op_pct + other_pct >= HIGH_PCT else "info",
@@ -132,3 +127,31 @@ def check(s: WindowSummary) -> list[Advice]:
                 f"Python ops in the step >= {PYTHON_OP_PCT:g} % of step time (tfobs); "
                 f"warning from {HIGH_PCT:g} % with 'All Others'"))
     return out
+
+
+def _traced(st: Steps, traced_pct: float) -> Advice:
+    """python_in_step from the Python tracer's events, naming the host callbacks and the
+    tf.data waits that hold a share of them."""
+    callbacks = st.python_callback_s / st.python_traced_s
+    tfdata = st.python_tfdata_next_s / st.python_traced_s
+    parts, fixes = [], []
+    if callbacks >= CALLBACK_SHARE:
+        parts.append(f"{1e3 * st.python_callback_s:.2f} ms per step of it inside JAX host "
+                     "callbacks (jax.debug.print, io_callback, pure_callback)")
+        fixes.append(CALLBACK_FIX)
+    if tfdata >= TFDATA_NEXT_SHARE:
+        parts.append(f"{1e3 * st.python_tfdata_next_s:.2f} ms per step of it inside a "
+                     "tf.data iterator's next(), waiting for the batch")
+        fixes.append(TFDATA_NEXT_FIX)
+    return PYTHON_IN_STEP.advice(
+        "warning" if traced_pct >= HIGH_PCT else "info",
+        f"{traced_pct:.1f} % of step time runs Python functions inside the step "
+        f"({1e3 * st.python_traced_s:.2f} ms per step; most in "
+        f"{', '.join(st.python_traced_top)}), which XProf counts as host compute "
+        "(the Python tracer's events)" + "".join(f"; {p}" for p in parts) + ".",
+        {"python_traced_pct": traced_pct,
+         "python_traced_s_per_step": st.python_traced_s,
+         "callback_share": callbacks, "tfdata_next_share": tfdata},
+        f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
+        f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %",
+        "; then ".join([*fixes, TRACED_FIX]) if fixes else TRACED_FIX)
