@@ -501,3 +501,61 @@ def test_a_tf_keras_fit_gives_the_runtime_the_numbers_its_own_markers_carry():
     finally:
         markers.set_hooks(None)
     assert hooks.ended == [(n, ("train", n % 3)) for n in range(6)]
+
+
+_JAX_TFDATA_JOB = r"""
+import json, os, sys
+os.environ["JAX_PLATFORMS"] = "cpu"
+order, logdir = sys.argv[1], sys.argv[2]
+import numpy as np
+import jax, jax.numpy as jnp
+import tensorflow as tf
+import tfobs
+
+def pipeline():
+    return (tf.data.Dataset.from_tensor_slices(np.ones((2048, 32), np.float32))
+            .map(tf.sin).batch(32).repeat().prefetch(2).as_numpy_iterator())
+
+step = jax.jit(lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w))
+w = jnp.ones((32, 32)) if order == "jax_ran" else None
+batches = pipeline() if order in ("tfdata_built", "jax_ran") else None
+rt = tfobs.enable(metrics_port=-1, interval_steps=15, window_steps=5, first_window_step=5,
+                  overhead_budget=0.5, nvml=False, quiet=True, capture_dir=logdir)
+if batches is None:  # enable() first, as the README asks: the pipeline, then the model
+    batches = pipeline()
+if w is None:
+    w = jnp.ones((32, 32))
+windows = []
+rt.add_listener(lambda rec, s: windows.append(
+    [rec.outcome, s.steps.count if s else 0, s.environment.framework if s else ""]))
+for i in range(40):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        w = step(w, next(batches))
+        w.block_until_ready()
+rt.wait_idle(60)
+chosen = rt.framework
+tfobs.disable()
+print(json.dumps({"framework": chosen, "windows": windows}))
+"""
+
+
+@pytest.mark.parametrize("order", ["enable_first", "tfdata_built", "jax_ran"])
+def test_a_jax_job_fed_by_tf_data_is_profiled_with_jax(tmp_path, order):
+    """A JAX job that reads its batches from tf.data imports and runs both frameworks.
+    TensorFlow imported (or its pipeline built) before enable() once made tfobs profile
+    TensorFlow, whose profiler sees none of JAX's steps: no window at all. JAX's own step
+    annotation, or its first computation, decides it: JAX, whatever came first."""
+    pytest.importorskip("jax")
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _JAX_TFDATA_JOB, order, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["framework"] == "jax", found
+    captured = [w for w in found["windows"] if w[0] == "captured"]
+    assert captured, found
+    assert all(n >= 3 and fw == "jax" for _, n, fw in captured), found

@@ -121,22 +121,35 @@ def installed_default() -> Framework | None:
 
 
 def decided_at_enable(option: str) -> Framework | None:
-    """The framework known at `enable()`: the option, what the job runs or has imported
-    already (TensorFlow imported first: a TensorFlow job), or the only one installed.
-    None: both installed and neither imported yet; tfobs then decides at the first marked
-    step or window (`choose`)."""
+    """The framework known at `enable()`: the option; JAX where it has run a computation
+    (a JAX job, tf.data beside it or not); the only one installed; TensorFlow where it is
+    imported and JAX is not. None: both installed and JAX not running yet; tfobs then
+    decides at the first marked step or window (`settled`, `choose`). An imported
+    TensorFlow says little where JAX is installed: a JAX job imports it for tf.data, and
+    TensorFlow's own import loads JAX."""
     if option in FRAMEWORKS:
         return "jax" if option == "jax" else "tensorflow"
-    if imported("tensorflow") and (tensorflow_running() or not jax_running()):
-        return "tensorflow"  # imported before enable(): a TensorFlow job
-    chosen = choose()
-    if chosen is not None:
-        return chosen
+    if jax_running():
+        return "jax"
     tf, jax = installed("tensorflow"), installed("jax")
     if tf and not jax:
         return "tensorflow"
     if jax and not tf:
         return "jax"
+    if imported("tensorflow") and not imported("jax"):
+        return "tensorflow"
+    return None
+
+
+def settled(marked_by: str | None = None) -> Framework | None:
+    """`choose` while the job is still starting: only what cannot change later decides (a
+    step annotation, JAX running, TensorFlow running without JAX imported). TensorFlow
+    running alone is left to the first window, as a JAX job may build its tf.data pipeline
+    before its first JAX computation."""
+    if marked_by in FRAMEWORKS or jax_running():
+        return choose(marked_by)
+    if not imported("jax") and tensorflow_running():
+        return "tensorflow"
     return None
 
 

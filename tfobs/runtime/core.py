@@ -177,7 +177,7 @@ class Runtime:
         decided = framework.decided_at_enable(self.config.framework)
         if decided is not None:
             self._use_framework(decided)
-        else:  # both installed, neither imported yet: decide once the job runs one
+        else:  # both installed, JAX not running yet: decide at the first step or window
             self._watch_both()
         self._capture.thread.start()
         self._reduce.thread.start()
@@ -201,15 +201,16 @@ class Runtime:
 
     def _watch_imports(self) -> None:
         """Capture thread, once a second while the framework is unknown: chosen as soon as
-        the job runs one (`framework.choose`)."""
-        if self.framework is None and not self._stopped and (
-                framework.choose(markers.marked_by) is not None):
-            self.resolve_framework()
+        what the job runs settles it (`framework.settled`); else when a window opens."""
+        if self.framework is None and not self._stopped:
+            name = framework.settled(markers.marked_by)
+            if name is not None:
+                self._use_framework(name)
 
     def _watch_both(self) -> None:
-        """Both frameworks installed, neither imported: wrap Keras's fit and JAX's step
-        annotation the moment each is imported, so the job's first steps are seen (and say
-        which framework it trains with)."""
+        """Both frameworks installed, JAX not running yet: wrap Keras's fit and JAX's step
+        annotation the moment each is imported (now, if it is), so the job's first steps
+        are seen (and say which framework it trains with)."""
         from tfobs.capture import import_watch
 
         for module in ("keras", "tf_keras"):
