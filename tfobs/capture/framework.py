@@ -121,36 +121,32 @@ def installed_default() -> Framework | None:
 
 
 def decided_at_enable(option: str) -> Framework | None:
-    """The framework known at `enable()`: the option; JAX where it has run a computation
-    (a JAX job, tf.data beside it or not); the only one installed; TensorFlow where it is
-    imported and JAX is not. None: both installed and JAX not running yet; tfobs then
-    decides at the first marked step or window (`settled`, `choose`). An imported
-    TensorFlow says little where JAX is installed: a JAX job imports it for tf.data, and
-    TensorFlow's own import loads JAX."""
+    """The framework known at `enable()`: the option, the only one installed, or what the
+    job's state settles (`settled`). None: tfobs decides at the first marked step or
+    window."""
     if option in FRAMEWORKS:
         return "jax" if option == "jax" else "tensorflow"
-    if jax_running():
-        return "jax"
     tf, jax = installed("tensorflow"), installed("jax")
     if tf and not jax:
         return "tensorflow"
     if jax and not tf:
         return "jax"
-    if imported("tensorflow") and not imported("jax"):
-        return "tensorflow"
-    return None
+    return settled()
 
 
 def settled(marked_by: str | None = None) -> Framework | None:
-    """`choose` while the job is still starting: only what cannot change later decides (a
-    step annotation, JAX running, TensorFlow running without JAX imported). TensorFlow
-    running alone is left to the first window, as a JAX job may build its tf.data pipeline
-    before its first JAX computation."""
-    if marked_by in FRAMEWORKS or jax_running():
-        return choose(marked_by)
-    if not imported("jax") and tensorflow_running():
-        return "tensorflow"
-    return None
+    """The framework a job trains with where what it has done so far settles it: a step
+    annotation's framework, else the only one of the two it has imported (JAX: once it
+    runs). None where both are imported: an imported, even running, TensorFlow says little
+    (a JAX job imports it for tf.data and may build its pipeline before its first JAX
+    computation; TensorFlow's own import loads JAX where it is installed), nor does JAX
+    running (a process that ran JAX may go on to train with Keras on TensorFlow). The first
+    marked step or window then says (`choose`)."""
+    if marked_by in FRAMEWORKS:
+        return "jax" if marked_by == "jax" else "tensorflow"
+    if imported("tensorflow"):
+        return None if imported("jax") else "tensorflow"
+    return "jax" if jax_running() else None
 
 
 def step_marker(name: Framework) -> Callable[[int], Any]:

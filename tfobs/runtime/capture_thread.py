@@ -49,7 +49,7 @@ ReduceQueue = queue.Queue[tuple[OpenWindow, CaptureResult] | None]  # None: stop
 class CaptureThread:
     def __init__(self, windows: Windows, reduce_queue: ReduceQueue, health: HealthLedger,
                  failures: Failures, step_sink: StepSink | None, step_work: StepWorkMeter,
-                 finish: Finish, after_first_step: Callable[[], None],
+                 finish: Finish, after_first_step: Callable[[], bool],
                  hand_over_file: bool = False, tick: Callable[[], None] | None = None) -> None:
         self._w = windows
         self._queue = reduce_queue
@@ -57,7 +57,7 @@ class CaptureThread:
         self._sink = step_sink
         self._step_work = step_work
         self._read = not hand_over_file  # False: the reduce helper reads the capture
-        self._after_first_step: Callable[[], None] | None = after_first_step
+        self._after_first_step: Callable[[], bool] | None = after_first_step
         self._tick = tick  # once a second (the runtime watches what the job imported)
         self._cut_said = Once()  # later cuts are on each window's record
         # When to say that no step was seen (None: said, a step came, or no steps are run
@@ -92,7 +92,8 @@ class CaptureThread:
         start = self._after_first_step
         if start is not None and (self._health.steps > 0 or _tf_runtime_initialised()):
             self._after_first_step = None
-            start()
+            if start() is False:  # not yet: asked again at the next tidy
+                self._after_first_step = start
         self._check_steps_seen()
         if self._sink is not None:
             try:

@@ -174,10 +174,13 @@ class Runtime:
 
         sweep_stale_dirs(self.slot.capture_dir)
         start_kill_cleaner(self.slot.capture_dir)  # removes our folders even after kill -9
+        # A runtime judges the job afresh: an annotation seen under an earlier runtime of
+        # the process (enable, disable, enable) says nothing of what runs now.
+        markers.marked_by = None
         decided = framework.decided_at_enable(self.config.framework)
         if decided is not None:
             self._use_framework(decided)
-        else:  # both installed, JAX not running yet: decide at the first step or window
+        else:  # both installed and not settled yet: decide at the first step or window
             self._watch_both()
         self._capture.thread.start()
         self._reduce.thread.start()
@@ -208,7 +211,7 @@ class Runtime:
                 self._use_framework(name)
 
     def _watch_both(self) -> None:
-        """Both frameworks installed, JAX not running yet: wrap Keras's fit and JAX's step
+        """Both frameworks installed, which one unsettled: wrap Keras's fit and JAX's step
         annotation the moment each is imported (now, if it is), so the job's first steps
         are seen (and say which framework it trains with)."""
         from tfobs.capture import import_watch
@@ -351,8 +354,15 @@ class Runtime:
         for path in glob.glob(pattern):
             shutil.rmtree(path, ignore_errors=True)
 
-    def _start_tf_parts(self) -> None:
-        """Once training runs (TensorFlow set up by the job): TF memory sampler, devices."""
+    def _start_tf_parts(self) -> bool:
+        """Once training runs (TensorFlow set up by the job): TF memory sampler, devices.
+        The first step decides the framework where nothing settled it before; False (try
+        again) while it is unsettled and no step has run (a JAX job builds its tf.data
+        pipeline, which sets TensorFlow up, before its first JAX computation)."""
+        if self.framework is None:
+            if not self.health.steps:
+                return False
+            self.resolve_framework()
         tfmemory = self.sources.tfmemory
         if tfmemory is not None and self.framework == "tensorflow":
             try:
@@ -360,6 +370,7 @@ class Runtime:
             except Exception as exc:
                 self._failures.report("tfmemory", exc)
         self.health.set_info(info_labels(True))
+        return True
 
     # -- each window's end --------------------------------------------------------------
 
