@@ -517,10 +517,11 @@ def pipeline():
             .map(tf.sin).batch(32).repeat().prefetch(2).as_numpy_iterator())
 
 step = jax.jit(lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w))
-w = jnp.ones((32, 32)) if order == "jax_ran" else None
-batches = pipeline() if order in ("tfdata_built", "jax_ran") else None
+w = jnp.ones((32, 32)) if order == "jax_ran_first" else None
+batches = pipeline() if order == "pipeline_first_with_option" else None
+option = {"framework": "jax"} if order == "pipeline_first_with_option" else {}
 rt = tfobs.enable(metrics_port=-1, interval_steps=15, window_steps=5, first_window_step=5,
-                  overhead_budget=0.5, nvml=False, quiet=True, capture_dir=logdir)
+                  overhead_budget=0.5, nvml=False, quiet=True, capture_dir=logdir, **option)
 if batches is None:  # enable() first, as the README asks: the pipeline, then the model
     batches = pipeline()
 if w is None:
@@ -539,12 +540,15 @@ print(json.dumps({"framework": chosen, "windows": windows}))
 """
 
 
-@pytest.mark.parametrize("order", ["enable_first", "tfdata_built", "jax_ran"])
+@pytest.mark.parametrize("order", ["enable_first", "jax_ran_first",
+                                   "pipeline_first_with_option"])
 def test_a_jax_job_fed_by_tf_data_is_profiled_with_jax(tmp_path, order):
-    """A JAX job that reads its batches from tf.data imports and runs both frameworks.
-    TensorFlow imported (or its pipeline built) before enable() once made tfobs profile
-    TensorFlow, whose profiler sees none of JAX's steps: no window at all. JAX's own step
-    annotation, or its first computation, decides it: JAX, whatever came first."""
+    """A JAX job that reads its batches from tf.data imports both frameworks (and
+    TensorFlow's import loads JAX). enable() first, as the README asks, once made tfobs
+    profile TensorFlow, whose profiler sees none of JAX's steps: no window at all. With both
+    imported and neither running, the first step's annotation decides. A pipeline built
+    before enable() sets TensorFlow up first: that job says framework="jax"
+    (docs/frameworks.md)."""
     pytest.importorskip("jax")
     import json
     import subprocess

@@ -121,9 +121,11 @@ def installed_default() -> Framework | None:
 
 
 def decided_at_enable(option: str) -> Framework | None:
-    """The framework known at `enable()`: the option, the only one installed, or what the
-    job's state settles (`settled`). None: tfobs decides at the first marked step or
-    window."""
+    """The framework known at `enable()`: the option; the only one installed; TensorFlow
+    where it has run (a model built, an op run: a TensorFlow job); else what `settled`
+    says. None: tfobs decides at the first marked step or window (`choose`). An imported
+    TensorFlow says little where JAX is imported too: a JAX job imports it for tf.data, and
+    TensorFlow's own import loads JAX where it is installed."""
     if option in FRAMEWORKS:
         return "jax" if option == "jax" else "tensorflow"
     tf, jax = installed("tensorflow"), installed("jax")
@@ -131,17 +133,16 @@ def decided_at_enable(option: str) -> Framework | None:
         return "tensorflow"
     if jax and not tf:
         return "jax"
+    if imported("tensorflow") and tensorflow_running():
+        return "tensorflow"
     return settled()
 
 
 def settled(marked_by: str | None = None) -> Framework | None:
-    """The framework a job trains with where what it has done so far settles it: a step
-    annotation's framework, else the only one of the two it has imported (JAX: once it
-    runs). None where both are imported: an imported, even running, TensorFlow says little
-    (a JAX job imports it for tf.data and may build its pipeline before its first JAX
-    computation; TensorFlow's own import loads JAX where it is installed), nor does JAX
-    running (a process that ran JAX may go on to train with Keras on TensorFlow). The first
-    marked step or window then says (`choose`)."""
+    """While tfobs waits to decide: a step annotation's framework, else the only framework
+    imported (JAX: once it runs). Where both are imported neither running settles it: a
+    JAX job that reads tf.data sets TensorFlow up too, often first, and a process that ran
+    JAX may go on to train Keras on TensorFlow; the first window's `choose` takes it."""
     if marked_by in FRAMEWORKS:
         return "jax" if marked_by == "jax" else "tensorflow"
     if imported("tensorflow"):

@@ -219,7 +219,26 @@ class Runtime:
         for module in ("keras", "tf_keras"):
             import_watch.when_imported(module, self._install_fit_hooks)
         import_watch.when_imported("jax", self._install_jax_steps)
+        # The job's own TensorFlow profiling pre-empts tfobs's windows from the start, as
+        # where TensorFlow is decided at enable(): a JAX job is unaffected by these.
+        import_watch.when_imported("tensorflow", self._install_tf_profiler_hooks)
         self._hooked.append(import_watch.forget)
+
+    def _install_tf_profiler_hooks(self) -> None:
+        from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
+        from tfobs.capture.tf_profiler import install_yield_hook, uninstall_yield_hook
+
+        if self._stopped:
+            return
+        try:  # no lock: called while importing TensorFlow, maybe under _framework_lock
+            if uninstall_yield_hook not in self._hooked:
+                install_yield_hook(self.slot)
+                self._hooked.append(uninstall_yield_hook)
+            if uninstall_server_hook not in self._hooked:
+                install_server_hook(self.slot)
+                self._hooked.append(uninstall_server_hook)
+        except Exception as exc:  # a hook we cannot place: windows still work
+            self._failures.report("capture", exc)
 
     def _install_fit_hooks(self) -> None:
         if self._stopped:
@@ -267,10 +286,12 @@ class Runtime:
         from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
         from tfobs.capture.tf_profiler import install_yield_hook, uninstall_yield_hook
 
-        install_yield_hook(self.slot)
-        self._hooked.append(uninstall_yield_hook)
-        install_server_hook(self.slot)
-        self._hooked.append(uninstall_server_hook)
+        if uninstall_yield_hook not in self._hooked:
+            install_yield_hook(self.slot)
+            self._hooked.append(uninstall_yield_hook)
+        if uninstall_server_hook not in self._hooked:
+            install_server_hook(self.slot)
+            self._hooked.append(uninstall_server_hook)
         self._install_fit_hooks()
 
     def _hook_jax(self) -> None:
