@@ -433,7 +433,10 @@ def __getattr__(name: str) -> Any:
 # (Model class, method name, whether the class had that attribute itself, the attribute)
 # for each patch.
 _patched: list[tuple[Any, str, bool, Any]] = []
-_patch_lock = threading.Lock()
+# Re-entrant: listing the Model classes imports Keras, and that import may run an import
+# hook of tfobs's that installs the fit hooks (the outer call then patches them).
+_patch_lock = threading.RLock()
+_patching = False
 
 
 def _wrap_fit(original: Any, make_callback: Any, callback_cls: type) -> Any:
@@ -544,22 +547,34 @@ def _legacy_keras_requested() -> bool:
 def install_fit_hooks(framework: str | None = None) -> int:
     """Wrap `fit` and `train_on_batch` on every available Keras Model class (idempotent;
     with `framework`, those `_model_classes` keeps); returns how many methods are wrapped."""
-    global _batch_next
+    global _patching
     with _patch_lock:
-        done = {(entry[0], entry[1]) for entry in _patched}
-        for model_cls, cb_cls in _model_classes(framework):
-            for name in ("fit", "train_on_batch"):
-                if (model_cls, name) in done or not hasattr(model_cls, name):
-                    continue
-                own = name in model_cls.__dict__
-                previous = model_cls.__dict__.get(name)
-                current = getattr(model_cls, name)
-                wrapped = (_wrap_fit(current, cb_cls, cb_cls) if name == "fit"
-                           else _wrap_train_on_batch(current))
-                setattr(model_cls, name, wrapped)
-                _patched.append((model_cls, name, own, previous))
-        _batch_next = None  # a new runtime reads the optimizer's count afresh
-        return len(_patched)
+        if _patching:  # re-entered from an import inside the call below: that call does it
+            return len(_patched)
+        _patching = True
+        try:
+            return _patch_fit_methods(framework)
+        finally:
+            _patching = False
+
+
+def _patch_fit_methods(framework: str | None) -> int:
+    """install_fit_hooks's work, under its lock."""
+    global _batch_next
+    done = {(entry[0], entry[1]) for entry in _patched}
+    for model_cls, cb_cls in _model_classes(framework):
+        for name in ("fit", "train_on_batch"):
+            if (model_cls, name) in done or not hasattr(model_cls, name):
+                continue
+            own = name in model_cls.__dict__
+            previous = model_cls.__dict__.get(name)
+            current = getattr(model_cls, name)
+            wrapped = (_wrap_fit(current, cb_cls, cb_cls) if name == "fit"
+                       else _wrap_train_on_batch(current))
+            setattr(model_cls, name, wrapped)
+            _patched.append((model_cls, name, own, previous))
+    _batch_next = None  # a new runtime reads the optimizer's count afresh
+    return len(_patched)
 
 
 def uninstall_fit_hooks() -> None:

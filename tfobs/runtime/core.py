@@ -120,6 +120,9 @@ class Runtime:
         self._framework_lock = threading.Lock()
         self._framework_said = Once()
         self._hooked: list[Callable[[], None]] = []  # how to undo each framework hook
+        # Keras's fit is wrapped as the job imports Keras (`_watch_both`), not when the
+        # framework is decided: that may be at a window's first step, on the training thread.
+        self._fit_watched = False
         self.slot.resolve = self.resolve_framework
         # The training thread's hooks (markers.StepHooks), bound once.
         self.step_begin = self._windows.step_begin
@@ -216,6 +219,7 @@ class Runtime:
         are seen (and say which framework it trains with)."""
         from tfobs.capture import import_watch
 
+        self._fit_watched = True
         for module in ("keras", "tf_keras"):
             import_watch.when_imported(module, self._install_fit_hooks)
         import_watch.when_imported("jax", self._install_jax_steps)
@@ -225,20 +229,30 @@ class Runtime:
         self._hooked.append(import_watch.forget)
 
     def _install_tf_profiler_hooks(self) -> None:
-        from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
-        from tfobs.capture.tf_profiler import install_yield_hook, uninstall_yield_hook
-
         if self._stopped:
             return
         try:  # no lock: called while importing TensorFlow, maybe under _framework_lock
-            if uninstall_yield_hook not in self._hooked:
-                install_yield_hook(self.slot)
-                self._hooked.append(uninstall_yield_hook)
-            if uninstall_server_hook not in self._hooked:
-                install_server_hook(self.slot)
-                self._hooked.append(uninstall_server_hook)
+            self._place_tf_profiler_hooks()
+            from tfobs.capture import quiet_log
+
+            # TfBackend's one slow part (about 60 ms), done now: the framework may be
+            # decided when a window opens, inside a step on the training thread.
+            quiet_log.prepare()
         except Exception as exc:  # a hook we cannot place: windows still work
             self._failures.report("capture", exc)
+
+    def _place_tf_profiler_hooks(self) -> None:
+        """The job's own tf.profiler sessions and profiler server pre-empt tfobs's windows
+        (idempotent)."""
+        from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
+        from tfobs.capture.tf_profiler import install_yield_hook, uninstall_yield_hook
+
+        if uninstall_yield_hook not in self._hooked:
+            install_yield_hook(self.slot)
+            self._hooked.append(uninstall_yield_hook)
+        if uninstall_server_hook not in self._hooked:
+            install_server_hook(self.slot)
+            self._hooked.append(uninstall_server_hook)
 
     def _install_fit_hooks(self) -> None:
         if self._stopped:
@@ -283,16 +297,9 @@ class Runtime:
                 self._failures.report("capture", exc)
 
     def _hook_tensorflow(self) -> None:
-        from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
-        from tfobs.capture.tf_profiler import install_yield_hook, uninstall_yield_hook
-
-        if uninstall_yield_hook not in self._hooked:
-            install_yield_hook(self.slot)
-            self._hooked.append(uninstall_yield_hook)
-        if uninstall_server_hook not in self._hooked:
-            install_server_hook(self.slot)
-            self._hooked.append(uninstall_server_hook)
-        self._install_fit_hooks()
+        self._place_tf_profiler_hooks()
+        if not self._fit_watched:
+            self._install_fit_hooks()
 
     def _hook_jax(self) -> None:
         from tfobs.capture import import_watch, jax_profiler
