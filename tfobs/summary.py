@@ -226,9 +226,10 @@ class Steps:
     # The part of python_traced_s run inside JAX's host callbacks (jax.debug.print,
     # io_callback, pure_callback: the compiled step stops to run Python), per step.
     python_callback_s: float = 0.0
-    # The part of python_traced_s inside a tf.data iterator's next(), per step, where the
-    # capture holds no tf.data event: a JAX step waiting for its batch from tf.data
-    # (jax.profiler records no TensorFlow op, so XProf sees no input there).
+    # Time per step inside a tf.data iterator's next(), where the capture holds no tf.data
+    # event: a JAX step waiting for its batch from tf.data (jax.profiler records no
+    # TensorFlow op, so XProf sees no input there). From tfobs's own event around next()
+    # (live JAX windows), else from the Python tracer (then a part of python_traced_s).
     python_tfdata_next_s: float = 0.0
     # Steps' top events left out of `items` beyond the window's bound (the reducer's
     # `max_top_events`, the trace's span cap): a window of thousands of steps keeps its

@@ -83,9 +83,22 @@ CASES = {
                            "`StepTraceAnnotation(\"train\", step_num=i)`: the step waits for "
                            "its batch in TensorFlow, whose ops jax.profiler does not record "
                            "(runs in the project's venv: JAX and TensorFlow)",
+    "tfdata_wait_in_steps": "tfdata_loader_steps's pipeline and loop with tfobs's event "
+                            "around tf.data's next() installed (`tfobs.capture.tfdata_wait`, "
+                            "as a live JAX window has it; no tfobs runtime): the step's wait "
+                            "for its batch is an event of its own",
+    "tfdata_wait_between_steps": "the same with `next()` before the step's "
+                                 "`StepTraceAnnotation(\"train\", step_num=i)` opens (`for "
+                                 "batch in ...:` around the marker): the wait falls between "
+                                 "the steps",
+    "tfdata_wait_loader_thread": "the same pipeline read by a loader thread of the job's "
+                                 "(annotated next() there) into a `queue.Queue(maxsize=2)` "
+                                 "the step takes its batch from: the fetches overlap the "
+                                 "steps without being their wait",
 }
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
-WITH_TENSORFLOW = {"tfdata_loader_steps"}
+WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
+                   "tfdata_wait_loader_thread"}
 
 # Cases that split the host into several XLA CPU devices.
 DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2}
@@ -133,12 +146,22 @@ elif case == "compute_wait_steps":
             return w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
         return jax.lax.fori_loop(0, 20, body, w)
     step = jax.jit(twenty)
-if case == "tfdata_loader_steps":
+if case.startswith("tfdata_"):
     import numpy as np, tensorflow as tf
     waves = tf.linspace(0.0, 1.0, 256)[:, None]
     batches = (tf.data.Dataset.from_tensor_slices(np.ones((4096, 128), np.float32))
                .map(lambda r: tf.reduce_mean(tf.sin(r[None, :] * waves), 0))
                .batch(64).repeat().prefetch(2).as_numpy_iterator())
+    if case.startswith("tfdata_wait_"):
+        from tfobs.capture import tfdata_wait
+        tfdata_wait.install()
+    if case == "tfdata_wait_loader_thread":
+        import queue, threading
+        source, batches = batches, queue.Queue(maxsize=2)
+        def loader():
+            for _ in range(40):
+                batches.put(next(source))
+        threading.Thread(target=loader, daemon=True).start()
 for _ in range(3):
     w = step(w, x).block_until_ready()
 if case == "tfobs_step":
@@ -150,7 +173,8 @@ def mark(i):
     if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
                 "sharded_two_devices", "scan_four_steps", "async_dispatch_steps",
                 "python_loader_thread", "compute_wait_steps", "recompile_each_step",
-                "debug_print_steps", "tfdata_loader_steps"):
+                "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
+                "tfdata_wait_between_steps", "tfdata_wait_loader_thread"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -172,14 +196,18 @@ def update():  # the step as a Python function of the job's own (a frame of its 
     w.block_until_ready()
 def run(i):
     global w, x
+    if case == "tfdata_wait_between_steps":
+        x = next(batches)
     with mark(i):
         if case == "compute_wait_steps":
             update()
             return
         if case == "python_wait_steps":
             time.sleep(0.002)
-        if case in ("python_loader_thread", "tfdata_loader_steps"):
-            x = batches.get() if case == "python_loader_thread" else next(batches)
+        if case in ("python_loader_thread", "tfdata_wait_loader_thread"):
+            x = batches.get()
+        if case in ("tfdata_loader_steps", "tfdata_wait_in_steps"):
+            x = next(batches)
         w = step(w, x)
         if case != "async_dispatch_steps":
             w.block_until_ready()
@@ -194,7 +222,7 @@ with jax.profiler.trace(logdir):
             run(i)
 w.block_until_ready()
 params = {"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}
-if case == "tfdata_loader_steps":
+if case.startswith("tfdata_"):
     params["tensorflow"] = tf.__version__
 print(json.dumps(params))
 """
@@ -208,6 +236,7 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
         if case in WITH_TENSORFLOW:
             jax_python = sys.executable
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+            env["PYTHONPATH"] = str(ROOT)  # tfobs.capture.tfdata_wait
         proc = subprocess.run([jax_python, "-c", _CHILD, case, logdir], capture_output=True,
                               text=True, env=env)
         if proc.returncode != 0:

@@ -297,6 +297,18 @@ def test_input_between_steps_is_a_series_of_its_own(exporter: PrometheusExporter
 
 @pytest.mark.slow  # starts the metrics HTTP server
 @pytest.mark.waits
+def test_a_jax_steps_wait_in_tf_data_is_a_series_of_its_own(exporter: PrometheusExporter) -> None:
+    # A JAX step fed by tf.data, with tfobs's event around next(): XProf's input is 0.
+    summary, s = published(exporter, "generated__jax0.10cpu__tfdata_wait_in_steps")
+    got = value(s, "tfobs_window_tfdata_next_ratio")
+    assert got == pytest.approx(summary.steps.python_tfdata_next_s / summary.steps.mean_s)
+    assert got > 0.5 and value(s, "tfobs_input_bound_ratio") == 0.0
+    _, other = published(exporter, "generated__tf2.21cpu__for_loop_slow_input")
+    assert value(other, "tfobs_window_tfdata_next_ratio") == 0.0  # TensorFlow: input ops
+
+
+@pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
 def test_a_broken_summary_never_breaks_the_scrape_and_is_counted(
     exporter: PrometheusExporter,
 ) -> None:

@@ -563,3 +563,85 @@ def test_a_jax_job_fed_by_tf_data_is_profiled_with_jax(tmp_path, order):
     captured = [w for w in found["windows"] if w[0] == "captured"]
     assert captured, found
     assert all(n >= 3 and fw == "jax" for _, n, fw in captured), found
+
+
+_JAX_TFDATA_WAIT_JOB = r"""
+import json, os, sys, urllib.request
+os.environ["JAX_PLATFORMS"] = "cpu"
+where, logdir = sys.argv[1], sys.argv[2]
+import numpy as np
+import jax, jax.numpy as jnp
+import tfobs
+rt = tfobs.enable(metrics_port=0, interval_steps=15, window_steps=6, first_window_step=5,
+                  overhead_budget=0.5, nvml=False, quiet=True, capture_dir=logdir)
+import tensorflow as tf
+from tensorflow.python.data.ops import iterator_ops
+own_next = iterator_ops.OwnedIterator.__dict__["__next__"]
+waves = tf.linspace(0.0, 1.0, 256)[:, None]  # a serial map of 256 sines per value
+batches = (tf.data.Dataset.from_tensor_slices(np.ones((4096, 128), np.float32))
+           .map(lambda r: tf.reduce_mean(tf.sin(r[None, :] * waves), 0))
+           .batch(64).repeat().prefetch(2).as_numpy_iterator())
+step = jax.jit(lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w))
+w = jnp.ones((128, 128))
+wrapped = False  # from the first step on (the step's annotation says JAX)
+windows = []
+rt.add_listener(lambda rec, s: windows.append(None if s is None else {
+    "count": s.steps.count, "mean_s": s.steps.mean_s, "interval_s": s.steps.interval_s,
+    "next_s": s.steps.python_tfdata_next_s, "between_s": s.steps.input_between_s,
+    "verdict": s.input_bound.verdict, "input": s.breakdown_ratio.get("input", 0.0),
+    "advice": {a.code: a.severity for a in s.advice}}))
+for i in range(40):
+    if where == "between":
+        x = next(batches)
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        if where == "inside":
+            x = next(batches)
+        w = step(w, x)
+        w.block_until_ready()
+    wrapped = wrapped or iterator_ops.OwnedIterator.__dict__["__next__"] is not own_next
+rt.wait_idle(60)
+page = urllib.request.urlopen(f"http://127.0.0.1:{rt.metrics_port}/metrics").read().decode()
+metric = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in page.splitlines()
+          if line.startswith(("tfobs_window_tfdata_next_ratio",
+                              "tfobs_window_input_between_steps_ratio"))}
+tfobs.disable()
+print(json.dumps({"windows": windows, "metric": metric, "wrapped": wrapped,
+                  "restored": iterator_ops.OwnedIterator.__dict__["__next__"] is own_next}))
+"""
+
+
+@pytest.mark.parametrize("where", ["inside", "between"])
+def test_a_jax_steps_wait_for_tf_data_is_measured_live(tmp_path, where):
+    """A live JAX window records no TensorFlow op and no Python: tfobs's own event around
+    tf.data's next() holds the wait, inside the step (its own figure, metric and advice:
+    XProf's breakdown calls it host compute) or before the marker opens (between the
+    steps). tf.data's iterator gets its own methods back at disable()."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("needs JAX beside TensorFlow")
+    done = subprocess.run([sys.executable, "-c", _JAX_TFDATA_WAIT_JOB, where, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["wrapped"] and found["restored"], found
+    windows = [w for w in found["windows"] if w]
+    assert windows and all(w["count"] >= 3 for w in windows), found
+    last, metric = windows[-1], found["metric"]
+    assert last["input"] == 0.0  # XProf's figure: no TensorFlow op in a JAX capture
+    if where == "inside":
+        assert 0.5 * last["mean_s"] < last["next_s"] <= last["mean_s"], last
+        assert last["between_s"] == 0.0
+        assert metric["tfobs_window_tfdata_next_ratio"] == pytest.approx(
+            last["next_s"] / last["mean_s"], rel=1e-6)
+        assert last["advice"]["input_bound"] in ("warning", "critical"), last
+    else:
+        assert last["next_s"] == 0.0 and metric["tfobs_window_tfdata_next_ratio"] == 0.0
+        assert last["between_s"] > 0.3 * last["interval_s"], last
+        assert metric["tfobs_window_input_between_steps_ratio"] == pytest.approx(
+            last["between_s"] / last["interval_s"], rel=1e-6)
+        assert "input_outside_steps" in last["advice"], last

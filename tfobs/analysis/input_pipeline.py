@@ -18,6 +18,7 @@ import numpy as np
 from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.gpu_idle import merge
 from tfobs.analysis.ops import OpAgg
+from tfobs.analysis.python_time import TFDATA_NEXT_EVENT, holds_markers
 from tfobs.analysis.timeline import Timeline, clip_to_spans, enclosed, id_array, member
 from tfobs.summary import INPUT_KINDS, OpStat
 
@@ -133,13 +134,15 @@ def _inside_tfdata_share(host: Timeline) -> float:
 
 def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> float:
     """Mean input wait per gap between consecutive `steps` (absolute (begin, end) ps, in
-    order), in seconds: `IteratorGetNext*` events (XProf's input-wait events) clipped to the
+    order), in seconds: `IteratorGetNext*` events (XProf's input-wait events), and tfobs's
+    tf.data next() events on the thread that marks the steps (a JAX job's), clipped to the
     gaps, overlaps counted once. Input fetched outside the step markers (`for batch in
     dataset:` around a marked step) is a wait no step breakdown sees."""
     if host is None or len(steps) < 2:
         return 0.0
     mids = id_array(host.mids_where(lambda n: n.lower().startswith("iteratorgetnext")))
-    if not mids.size:
+    ours = id_array(host.mids_where(lambda n: n == TFDATA_NEXT_EVENT))
+    if not mids.size and not ours.size:
         return 0.0
     spans_ps = np.fromiter(itertools.chain.from_iterable(steps), np.int64, 2 * len(steps))
     a_end, b_begin = spans_ps[1:-1:2], spans_ps[2::2]  # each step's end, the next's begin
@@ -149,7 +152,10 @@ def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]])
     lo, hi = a_end[gap], b_begin[gap]
     spans: list[tuple[int, int]] = []
     for ld in host.lines:
-        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+        at = member(ld.mid_arr, mids, ld.dense_top)
+        if ours.size and holds_markers(ld, steps):  # a loader thread's fetch is no wait
+            at |= member(ld.mid_arr, ours, ld.dense_top)
+        at = np.flatnonzero(at)
         if not at.size:
             continue
         start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps,

@@ -30,7 +30,7 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
-from tfobs.analysis.python_time import python_in_steps
+from tfobs.analysis.python_time import annotated_tfdata_next, python_in_steps
 from tfobs.analysis.steps import (
     FoundSteps,
     StepGroup,
@@ -161,6 +161,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     spans = _StepSpans(kept.begin_ps, kept.end_ps)
     traced_s, traced_top, callback_s, tfdata_next_s = (
         (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
+    # tfobs's own events around next() (live JAX windows, no Python tracer), GPU or not.
+    tfdata_next_s = annotated_tfdata_next(host, spans) or tfdata_next_s
     if any(totals.values()):  # tf.data's own events are there: its wait is input to XProf
         tfdata_next_s = 0.0
     steps = _with_calls(dataclasses.replace(

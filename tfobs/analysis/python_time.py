@@ -34,6 +34,7 @@ from tfobs.analysis.timeline import (
     DENSE_IDS,
     LineData,
     Timeline,
+    clip_to_spans,
     id_array,
     int_stats_at,
     member,
@@ -61,7 +62,7 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
         return 0.0, (), 0.0, 0.0
     steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
-    marking = [ld for ld in lines if _holds_markers(ld, spans)]
+    marking = [ld for ld in lines if holds_markers(ld, spans)]
     trampolines = id_array(host.mids_where(_is_callback))
     nexts = id_array(host.mids_where(_is_tfdata_next))
     best: tuple[int, np.ndarray, np.ndarray, int, int] = (0, py[:0], py[:0], 0, 0)
@@ -114,6 +115,33 @@ def _is_tfdata_next(name: str) -> bool:
             and function in _TFDATA_NEXT.get(where.partition(":")[0], ()))
 
 
+# tfobs's own event around a tf.data iterator's next() in a JAX job
+# (`capture/tfdata_wait.py`, which holds the same string): the wait without the Python
+# tracer, which live windows leave off.
+TFDATA_NEXT_EVENT = "tf.data next() (tfobs)"
+
+
+def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]]) -> float:
+    """Seconds inside tfobs's tf.data next() events within the steps (`spans`: (begin,
+    end) ps on the host's time base), on the thread holding the step markers: a loader
+    thread's fetches overlap the steps without being their wait."""
+    if host is None or not spans:
+        return 0.0
+    ids = id_array(host.mids_where(lambda n: n == TFDATA_NEXT_EVENT))
+    if not ids.size:
+        return 0.0
+    steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
+    waits: list[tuple[int, int]] = []
+    for ld in host.lines:
+        at = np.flatnonzero(member(ld.mid_arr, ids, ld.dense_top))
+        if not at.size or not holds_markers(ld, spans):
+            continue
+        start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps,
+                                   ld.end_arr[at] + ld.start_ps, steps[:, 0], steps[:, 1])
+        waits.extend(zip(start.tolist(), end.tolist(), strict=True))
+    return sum(b - a for a, b in merge(waits)) / 1e12
+
+
 def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> int:
     """ps of the stretches (starting at `lo`, sorted) inside one of the line's `outer`
     events."""
@@ -126,7 +154,7 @@ def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> 
     return int(ps[_inside(lo, _merged(iv))].sum())
 
 
-def _holds_markers(ld: LineData, spans: Sequence[tuple[int, int]]) -> bool:
+def holds_markers(ld: LineData, spans: Sequence[tuple[int, int]]) -> bool:
     """Some event of the line spans a step exactly: that step's marker."""
     begin = np.array(sorted(b for b, _ in spans), np.int64)
     start = ld.start_arr + ld.start_ps

@@ -101,6 +101,10 @@ METRICS: tuple[MetricDef, ...] = (
        "Share of the step interval (0..1) spent waiting for input (IteratorGetNext) between "
        "the step markers, latest window: a batch fetched outside the marked step, which the "
        "breakdown and tfobs_input_bound_ratio do not count."),
+    _m("tfobs_window_tfdata_next_ratio", "gauge", (),
+       "Share of step time (0..1) spent inside a tf.data iterator's next() where the capture "
+       "holds no tf.data op, latest window: a JAX job fed by tf.data, whose wait XProf's "
+       "breakdown and tfobs_input_bound_ratio count as 'other' (or host compute), not input."),
     _m("tfobs_step_time_breakdown_seconds", "gauge", ("category",),
        "Mean time per step in each step-time category (XProf's breakdown) in seconds, "
        "latest window."),

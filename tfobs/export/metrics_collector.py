@@ -246,6 +246,8 @@ def _summary(fams: _Families, st: WorkerState) -> None:
     add("tfobs_window_outside_steps_ratio", ident, (), s.steps.outside_ratio)
     add("tfobs_window_input_between_steps_ratio", ident, (),
         s.steps.input_between_s / s.steps.interval_s if s.steps.interval_s > 0 else 0.0)
+    add("tfobs_window_tfdata_next_ratio", ident, (),
+        s.steps.python_tfdata_next_s / s.steps.mean_s if s.steps.mean_s > 0 else 0.0)
     ratios = s.breakdown_ratio
     for cat in CATEGORIES:
         add("tfobs_step_time_breakdown_seconds", ident, (cat,), s.breakdown_s.get(cat, 0.0))

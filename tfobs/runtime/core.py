@@ -310,7 +310,20 @@ class Runtime:
         # Keras 3 on its JAX backend: fit is wrapped once the job imports Keras (never
         # imported here: without KERAS_BACKEND=jax it would load TensorFlow).
         import_watch.when_imported("keras", self._install_fit_hooks)
+        # A JAX job fed by tf.data: its waits for batches, which jax.profiler cannot see.
+        import_watch.when_imported("tensorflow", self._install_tfdata_wait)
         self._hooked.append(import_watch.forget)
+
+    def _install_tfdata_wait(self) -> None:
+        from tfobs.capture import tfdata_wait
+
+        if self._stopped or self.framework != "jax":
+            return
+        try:
+            if tfdata_wait.install() and tfdata_wait.uninstall not in self._hooked:
+                self._hooked.append(tfdata_wait.uninstall)
+        except Exception as exc:  # windows still work; the wait reads as 'All Others'
+            self._failures.report("capture", exc)
 
     def _unhook(self) -> None:
         while self._hooked:

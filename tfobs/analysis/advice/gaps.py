@@ -63,7 +63,8 @@ CHECKPOINT = Rule(
     "(experimental_enable_async_checkpoint)")
 INPUT_OUTSIDE = Rule(
     "input_outside_steps", "gaps between steps",
-    "input wait (IteratorGetNext) between the step markers >= 5 % of the step period: a "
+    "input wait (IteratorGetNext, or tfobs's event around a JAX job's tf.data next()) "
+    "between the step markers >= 5 % of the step period: a "
     "batch fetched outside the marked step, which the breakdown and the input-bound verdict "
     "do not count",
     "fetch the batch inside the marked step: `with tfobs.step(i): train_step(next(it))` "
