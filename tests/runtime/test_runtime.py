@@ -4,6 +4,7 @@ counted once in the health ledger, exit and fork."""
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import subprocess
 import sys
@@ -435,6 +436,46 @@ def test_a_job_that_marks_no_step_is_told_how_once(tmp_path, kind):
         assert "inference are not training steps" in said[0]  # a predict-only job is told
     else:
         assert said == [], said
+
+
+JAX_AFTER_TF_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import numpy as np, tensorflow as tf, jax, jax.numpy as jnp, tfobs
+    from tfobs.runtime import capture_thread
+    capture_thread.NO_STEPS_WARN_S = 1.0
+    # A JAX job that builds its tf.data pipeline before enable(), without framework="jax".
+    batches = tf.data.Dataset.from_tensor_slices(np.ones((64, 8), np.float32)).batch(8)
+    batches = batches.repeat().as_numpy_iterator()
+    rt = tfobs.enable(metrics_port=-1, capture_dir=sys.argv[1], nvml=False)
+    w = jnp.ones((8, 8))
+    end = time.monotonic() + 4
+    i = 0
+    while time.monotonic() < end:
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            w = (w @ next(batches).T @ next(batches)).block_until_ready()
+        i += 1
+    print(rt.framework, flush=True)
+""")
+
+
+@pytest.mark.slow  # runs a process
+@pytest.mark.waits
+def test_a_jax_job_profiled_as_tensorflow_is_told_the_framework_fix(tmp_path):
+    """TensorFlow ran before enable(), so tfobs profiles it; the job's steps are JAX's,
+    which TensorFlow's profiler never sees. The no-step line names the framework option,
+    not `tfobs.step`."""
+    if importlib.util.find_spec("jax") is None:
+        pytest.skip("needs JAX beside TensorFlow")
+    proc = subprocess.run([sys.executable, "-c", JAX_AFTER_TF_SCRIPT, str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-1:] == ["tensorflow"], proc.stdout
+    said = [line for line in proc.stderr.splitlines() if "no training step" in line]
+    assert len(said) == 1, proc.stderr[-2000:]
+    assert 'tfobs.enable(framework="jax") or TFOBS_FRAMEWORK=jax' in said[0]
+    assert "tfobs.step" not in said[0]
 
 
 def test_a_window_opening_while_another_thread_makes_the_backend_waits_for_it(

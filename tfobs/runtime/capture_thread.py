@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from tfobs.capture import import_watch, markers
+from tfobs.capture import framework, import_watch, markers
 from tfobs.capture.session import CaptureResult
 from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
@@ -37,6 +37,14 @@ NO_STEPS_MESSAGE = (
     "until one is marked: Keras fit and train_on_batch are marked for you; in a custom loop "
     "wrap each step in `with tfobs.step(step_num):` (docs/usage.md: Custom loops); evaluate, "
     "predict and *_on_batch inference are not training steps, and are not profiled")
+# The same moment in a job whose steps run in JAX while tfobs profiles TensorFlow (it ran
+# TensorFlow before enable(): a JAX job that built its tf.data pipeline first), whose
+# profiler sees none of JAX's steps.
+JAX_UNDER_TF_MESSAGE = (
+    "tfobs has seen no training step in the %.0f s since enable(): this job runs JAX, but "
+    "tfobs profiles TensorFlow, which the job ran before enable() (a tf.data pipeline built "
+    "first), and TensorFlow's profiler sees none of JAX's steps; fix: "
+    "tfobs.enable(framework=\"jax\") or TFOBS_FRAMEWORK=jax (docs/frameworks.md)")
 QUEUE_SIZE = 2  # captures waiting for reduction; the budget keeps it from filling
 # A capped window waits this long without a step (none running, none begun) for the
 # training thread to end it, before this thread ends it itself.
@@ -109,7 +117,11 @@ class CaptureThread:
             self._no_steps_at = None
         elif time.monotonic() >= at and _tf_runtime_initialised():
             self._no_steps_at = None
-            _log.warning(NO_STEPS_MESSAGE, NO_STEPS_WARN_S)
+            backend = self._w.slot.backend
+            jax_unseen = (getattr(backend, "name", None) == "tensorflow"
+                          and framework.jax_running())
+            _log.warning(JAX_UNDER_TF_MESSAGE if jax_unseen else NO_STEPS_MESSAGE,
+                         NO_STEPS_WARN_S)
 
     def _capture(self, window: OpenWindow) -> None:
         w = self._w
