@@ -74,7 +74,15 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
             "highly", "moderately", "potentially"))
         return
     assert s.input_bound.advice == p["statement"]
-    if p["bottleneck"] in ("host", "both"):  # HIGHLY, MODERATELY, POTENTIALLY input-bound
+    hidden_pct = (100 * s.steps.python_tfdata_next_s / s.steps.mean_s
+                  if s.steps.mean_s > 0 else 0.0)
+    if hidden_pct >= 5:
+        # Named difference (docs/analyze.md, "A JAX job's wait for tf.data, live"): a JAX
+        # step waiting in tf.data's next() is host compute or 'All Others' to XProf (NOT or
+        # POTENTIALLY input-bound); tfobs's input_bound advice names the wait instead.
+        assert s.input_bound.verdict in ("not", "potentially")
+        assert "waits for the batch inside a tf.data iterator's next()" in by_code["input_bound"]
+    elif p["bottleneck"] in ("host", "both"):  # HIGHLY, MODERATELY, POTENTIALLY input-bound
         assert by_code["input_bound"] == p["statement"]
     else:
         assert "input_bound" not in by_code
