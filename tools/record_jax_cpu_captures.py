@@ -91,6 +91,10 @@ CASES = {
                                  "`StepTraceAnnotation(\"train\", step_num=i)` opens (`for "
                                  "batch in ...:` around the marker): the wait falls between "
                                  "the steps",
+    "tfdata_wait_no_tracer": "tfdata_wait_in_steps with the Python tracer off "
+                             "(`ProfileOptions.python_tracer_level = 0`, host tracer level "
+                             "2), as tfobs's live windows record: tfobs's event is the only "
+                             "trace of the wait",
     "tfdata_wait_loader_thread": "the same pipeline read by a loader thread of the job's "
                                  "(annotated next() there) into a `queue.Queue(maxsize=2)` "
                                  "the step takes its batch from: the fetches overlap the "
@@ -98,7 +102,7 @@ CASES = {
 }
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
 WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
-                   "tfdata_wait_loader_thread"}
+                   "tfdata_wait_loader_thread", "tfdata_wait_no_tracer"}
 
 # Cases that split the host into several XLA CPU devices.
 DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2}
@@ -174,7 +178,8 @@ def mark(i):
                 "sharded_two_devices", "scan_four_steps", "async_dispatch_steps",
                 "python_loader_thread", "compute_wait_steps", "recompile_each_step",
                 "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
-                "tfdata_wait_between_steps", "tfdata_wait_loader_thread"):
+                "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
+                "tfdata_wait_no_tracer"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -206,12 +211,17 @@ def run(i):
             time.sleep(0.002)
         if case in ("python_loader_thread", "tfdata_wait_loader_thread"):
             x = batches.get()
-        if case in ("tfdata_loader_steps", "tfdata_wait_in_steps"):
+        if case in ("tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_no_tracer"):
             x = next(batches)
         w = step(w, x)
         if case != "async_dispatch_steps":
             w.block_until_ready()
-with jax.profiler.trace(logdir):
+options = None
+if case == "tfdata_wait_no_tracer":  # as tfobs's live windows: no Python tracer
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level, options.host_tracer_level = 0, 2
+with (jax.profiler.trace(logdir, profiler_options=options) if options is not None
+      else jax.profiler.trace(logdir)):
     if case == "epoch_step_annotations":
         for e in range(2):
             with jax.profiler.StepTraceAnnotation("epoch", step_num=e):

@@ -39,6 +39,7 @@ TFDATA = CAPTURES / "generated__jax0.10cpu__tfdata_loader_steps.xplane.pb"
 WAIT_IN = CAPTURES / "generated__jax0.10cpu__tfdata_wait_in_steps.xplane.pb"
 WAIT_BETWEEN = CAPTURES / "generated__jax0.10cpu__tfdata_wait_between_steps.xplane.pb"
 WAIT_LOADER = CAPTURES / "generated__jax0.10cpu__tfdata_wait_loader_thread.xplane.pb"
+WAIT_NO_TRACER = CAPTURES / "generated__jax0.10cpu__tfdata_wait_no_tracer.xplane.pb"
 
 
 def _codes(s: tfobs.WindowSummary) -> dict[str, tfobs.Advice]:
@@ -348,3 +349,17 @@ def test_the_reduction_and_the_capture_name_tfobs_event_alike() -> None:
     from tfobs.capture import tfdata_wait
 
     assert python_time.TFDATA_NEXT_EVENT == tfdata_wait.TFDATA_NEXT_EVENT
+
+
+def test_without_the_python_tracer_tfobs_event_is_the_wait() -> None:
+    # As a live window records: no Python event at all, the wait only in tfobs's event.
+    pytest.importorskip("xprof")
+    s = tfobs.analyze(WAIT_NO_TRACER)
+    st = s.steps
+    _, props = xprof_steps(WAIT_NO_TRACER)
+    assert s.input_bound.advice == props["input_conclusion"]
+    assert st.python_traced_s == 0.0 and st.python_traced_top == ()
+    assert 0.5 * st.mean_s < st.python_tfdata_next_s < st.mean_s
+    a = _codes(s)["input_bound"]
+    assert a.severity == "critical" and "inside a tf.data iterator's next()" in a.message
+    assert f"'{s.input_bound.verdict}' input-bound, misses it" in a.message

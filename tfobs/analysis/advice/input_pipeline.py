@@ -157,7 +157,9 @@ def _hidden_wait(s: WindowSummary, hidden_pct: float) -> Advice:
         f"time inside tf.data's next() within the steps >= {MODERATELY_INPUT_PCT:g} % of "
         f"step time (tfobs; critical from {HIGHLY_INPUT_PCT:g} %, XProf's thresholds)",
         "fix the input pipeline first: end it with .prefetch(tf.data.AUTOTUNE), pass "
-        "num_parallel_calls=tf.data.AUTOTUNE to map, cache() what fits in memory. Check by "
+        "num_parallel_calls=tf.data.AUTOTUNE to map, cache() what fits in memory; where it "
+        "already prefetches, the time is next()'s own cost (a tenth of a millisecond or "
+        "more a call): fetch fewer, larger batches, or fetch on a loader thread. Check by "
         "training on one batch reused every step: the step time drops by about "
         f"{one_digit(hidden_pct)} %")
 
