@@ -363,3 +363,39 @@ def test_without_the_python_tracer_tfobs_event_is_the_wait() -> None:
     a = _codes(s)["input_bound"]
     assert a.severity == "critical" and "inside a tf.data iterator's next()" in a.message
     assert f"'{s.input_bound.verdict}' input-bound, misses it" in a.message
+
+
+def _with_whole_step_waits(path) -> bytes:
+    """The capture with tfobs's tf.data next() event over each "train" step marker, on the
+    marker's own line: a job whose every step is one long fetch, as far as the host knows."""
+    from tfobs.xspace import schema
+
+    space = schema.XSpace.FromString(path.read_bytes())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    ours = max(host.event_metadata) + 1
+    host.event_metadata[ours].id = ours
+    host.event_metadata[ours].name = python_time.TFDATA_NEXT_EVENT
+    train = {k for k, m in host.event_metadata.items() if m.name == "train"}
+    for line in host.lines:
+        marks = [(e.offset_ps, e.duration_ps) for e in line.events if e.metadata_id in train]
+        for offset, duration in marks:
+            line.events.add(metadata_id=ours, offset_ps=offset, duration_ps=duration)
+    return space.SerializeToString()
+
+
+@pytest.mark.parametrize("name, low, high", [
+    ("fp32_matmul_no_tf32", 0.0, 0.2),  # the device computes 91 % of each step
+    ("input_bound_host_wait", 0.6, 1.0),  # the device idles while the host waits
+])
+def test_on_a_gpu_only_a_fetch_with_every_device_idle_is_a_wait(name, low, high) -> None:
+    # JAX dispatches a step and returns: the next batch's fetch overlaps the device running
+    # the step before it, and stalls nothing there. Host time alone would read every step
+    # here as 100 % waiting for tf.data.
+    data = _with_whole_step_waits(CAPTURES / f"recorded__h100_jax0.11.2__{name}.xplane.pb")
+    s = tfobs.analyze(data)
+    share = s.steps.python_tfdata_next_s / s.steps.mean_s
+    assert low <= share <= high, share
+    host = Timeline(parse(data).plane("/host:CPU"))
+    spans = [(g.begin_ps, g.end_ps) for g in find_steps(host, has_device=True).groups]
+    host_only = python_time.annotated_tfdata_next(host, spans)
+    assert host_only == pytest.approx(sum(e - b for b, e in spans) / 1e12)

@@ -55,7 +55,7 @@ from tfobs.summary import (
     build_all,
     row_dicts,
 )
-from tfobs.xspace.reader import SpaceView, parse
+from tfobs.xspace.reader import PlaneView, SpaceView, parse
 from tfobs.xspace.schema import HOST_PLANE
 
 __all__ = ["analyze", "reduce_xspace"]
@@ -162,7 +162,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     traced_s, traced_top, callback_s, tfdata_next_s = (
         (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
     # tfobs's own events around next() (live JAX windows, no Python tracer), GPU or not.
-    tfdata_next_s = annotated_tfdata_next(host, spans) or tfdata_next_s
+    tfdata_next_s = annotated_tfdata_next(
+        host, spans, (lambda: _device_busy(gpu_events, accel)) if has_device else None
+    ) or tfdata_next_s
     if any(totals.values()):  # tf.data's own events are there: its wait is input to XProf
         tfdata_next_s = 0.0
     steps = _with_calls(dataclasses.replace(
@@ -371,6 +373,15 @@ def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
     if steps.unrooted_markers:
         note = steps.note + "; " + note
     return dataclasses.replace(steps, calls=found, note=note)
+
+
+def _device_busy(events: GpuEvents, planes: Sequence[PlaneView]) -> np.ndarray:
+    """Every GPU's kernels, copies and memsets as (begin, end) rows on the time base."""
+    acts = [events.activities(p) for p in planes]
+    if not acts:
+        return np.zeros((0, 2), np.int64)
+    return np.stack([np.concatenate([a.start for a in acts]),
+                     np.concatenate([a.end for a in acts])], 1).astype(np.int64)
 
 
 def _group_spans(found: FoundSteps) -> list[tuple[int, int]]:

@@ -24,7 +24,7 @@ the innermost event is the one that began last among those still open.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -121,10 +121,15 @@ def _is_tfdata_next(name: str) -> bool:
 TFDATA_NEXT_EVENT = "tf.data next() (tfobs)"
 
 
-def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]]) -> float:
+def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]],
+                          busy: Callable[[], np.ndarray] | None = None) -> float:
     """Seconds inside tfobs's tf.data next() events within the steps (`spans`: (begin,
     end) ps on the host's time base), on the thread holding the step markers: a loader
-    thread's fetches overlap the steps without being their wait."""
+    thread's fetches overlap the steps without being their wait. `busy`: where a GPU runs
+    work, as (begin, end) rows on the same time base, made when asked (most captures hold
+    no such event): a fetch while the device computes
+    the step dispatched before it (JAX's asynchronous dispatch) stalls nothing, so only
+    the part with every device idle counts."""
     if host is None or not spans:
         return 0.0
     ids = id_array(host.mids_where(lambda n: n == TFDATA_NEXT_EVENT))
@@ -139,7 +144,25 @@ def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]
         start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps,
                                    ld.end_arr[at] + ld.start_ps, steps[:, 0], steps[:, 1])
         waits.extend(zip(start.tolist(), end.tolist(), strict=True))
-    return sum(b - a for a, b in merge(waits)) / 1e12
+    merged = merge(waits)
+    total = sum(b - a for a, b in merged)
+    device = busy() if busy is not None and merged else None
+    if device is not None and device.size:
+        total -= _overlap(np.array(merged, np.int64), _merged(device))
+    return max(total, 0) / 1e12
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> int:
+    """ps where the union of (begin, end) rows `a` meets `b` (both merged and sorted)."""
+    before = np.r_[0, np.cumsum(b[:, 1] - b[:, 0])]  # b's time before each of its rows
+
+    def upto(t: np.ndarray) -> np.ndarray:  # b's time before each t
+        k = np.searchsorted(b[:, 0], t, side="right")
+        inside = np.maximum(b[np.maximum(k - 1, 0), 1] - t, 0) * (k > 0)
+        covered: np.ndarray = before[k] - inside
+        return covered
+
+    return int((upto(a[:, 1]) - upto(a[:, 0])).sum())
 
 
 def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> int:
