@@ -399,3 +399,25 @@ def test_on_a_gpu_only_a_fetch_with_every_device_idle_is_a_wait(name, low, high)
     spans = [(g.begin_ps, g.end_ps) for g in find_steps(host, has_device=True).groups]
     host_only = python_time.annotated_tfdata_next(host, spans)
     assert host_only == pytest.approx(sum(e - b for b, e in spans) / 1e12)
+
+
+@pytest.mark.parametrize("path, where", [(WAIT_NO_TRACER, "in"), (WAIT_BETWEEN, "between")],
+                         ids=["in_steps", "between_steps"])
+def test_a_damaged_tf_data_event_takes_no_time_from_the_others(path, where) -> None:
+    # An event that ends before it begins (a damaged capture) counts as nothing; the wait
+    # the real events hold stays as it was.
+    from tfobs.xspace import schema
+
+    space = schema.XSpace.FromString(path.read_bytes())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    ours = next(k for k, m in host.event_metadata.items()
+                if m.name == python_time.TFDATA_NEXT_EVENT)
+    train = {k for k, m in host.event_metadata.items() if m.name == "train"}
+    line = next(ln for ln in host.lines if any(e.metadata_id == ours for e in ln.events))
+    for step in [e for e in line.events if e.metadata_id in train]:
+        # in the step before its fetch, or in the gap right after the step
+        at = step.offset_ps + (1 if where == "in" else step.duration_ps + 1)
+        line.events.add(metadata_id=ours, offset_ps=at, duration_ps=-10**9)
+    field = "python_tfdata_next_s" if where == "in" else "input_between_s"
+    before = getattr(tfobs.analyze(path).steps, field)
+    assert getattr(tfobs.analyze(space.SerializeToString()).steps, field) == before > 0

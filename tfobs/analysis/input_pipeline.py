@@ -160,5 +160,6 @@ def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]])
             continue
         start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps,
                                    ld.end_arr[at] + ld.start_ps, lo, hi)
-        spans.extend(zip(start.tolist(), end.tolist(), strict=True))
+        real = end > start  # a damaged capture's events may end before they begin
+        spans.extend(zip(start[real].tolist(), end[real].tolist(), strict=True))
     return sum(b - a for a, b in merge(spans)) / 1e12 / lo.size

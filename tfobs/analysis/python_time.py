@@ -143,7 +143,8 @@ def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]
             continue
         start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps,
                                    ld.end_arr[at] + ld.start_ps, steps[:, 0], steps[:, 1])
-        waits.extend(zip(start.tolist(), end.tolist(), strict=True))
+        real = end > start  # a damaged capture's events may end before they begin
+        waits.extend(zip(start[real].tolist(), end[real].tolist(), strict=True))
     merged = merge(waits)
     total = sum(b - a for a, b in merged)
     device = busy() if busy is not None and merged else None
