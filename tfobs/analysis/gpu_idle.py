@@ -236,8 +236,13 @@ def _covered(spans: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray) -> np
     """Picoseconds of each [lo, hi] inside the merged, sorted `spans`."""
     if not spans:
         return np.zeros(lo.size, np.int64)
-    begin = np.array([b for b, _ in spans], np.int64)
-    end = np.array([e for _, e in spans], np.int64)
+    return covered_ps(np.array([b for b, _ in spans], np.int64),
+                      np.array([e for _, e in spans], np.int64), lo, hi)
+
+
+def covered_ps(begin: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray
+               ) -> np.ndarray:
+    """Picoseconds of each [lo, hi] inside the spans `begin[k]..end[k]` (merged, sorted)."""
     before = np.r_[0, np.cumsum(end - begin)]  # span time before each span
 
     def upto(t: np.ndarray) -> np.ndarray:  # span time before t

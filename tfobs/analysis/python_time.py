@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tfobs.analysis.eager import GRAPH_BUILDING, JAX_COMPILES, JAX_LOWERING
-from tfobs.analysis.gpu_idle import merge
+from tfobs.analysis.gpu_idle import covered_ps, merge
 from tfobs.analysis.timeline import (
     DENSE_IDS,
     LineData,
@@ -149,21 +149,9 @@ def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]
     total = sum(b - a for a, b in merged)
     device = busy() if busy is not None and merged else None
     if device is not None and device.size:
-        total -= _overlap(np.array(merged, np.int64), _merged(device))
+        iv, busy_iv = np.array(merged, np.int64), _merged(device)
+        total -= int(covered_ps(busy_iv[:, 0], busy_iv[:, 1], iv[:, 0], iv[:, 1]).sum())
     return max(total, 0) / 1e12
-
-
-def _overlap(a: np.ndarray, b: np.ndarray) -> int:
-    """ps where the union of (begin, end) rows `a` meets `b` (both merged and sorted)."""
-    before = np.r_[0, np.cumsum(b[:, 1] - b[:, 0])]  # b's time before each of its rows
-
-    def upto(t: np.ndarray) -> np.ndarray:  # b's time before each t
-        k = np.searchsorted(b[:, 0], t, side="right")
-        inside = np.maximum(b[np.maximum(k - 1, 0), 1] - t, 0) * (k > 0)
-        covered: np.ndarray = before[k] - inside
-        return covered
-
-    return int((upto(a[:, 1]) - upto(a[:, 0])).sum())
 
 
 def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> int:
