@@ -83,12 +83,14 @@ side_built() {  # waits for the background builds; prints their log if they fail
 }
 
 # The suite in lanes (tests/conftest.py). Side by side: "busy" (most tests), at the idle
-# scheduling class (SCHED_IDLE: the reduce helpers of the other chain get a share beside
-# it), and a chain at normal priority: mypy, the lane "waits" (tests that mostly wait:
-# timeouts, servers, sleeping jobs, the network), then the JAX job and the compatibility
-# job (scripts/jax_venv.sh, scripts/compat.sh; TFOBS_JAX=0, TFOBS_COMPAT=0 leave them out).
+# scheduling class (SCHED_IDLE: the reduce helpers of the other chains get a share beside
+# it); a chain at normal priority: mypy, then the lane "waits" (tests that mostly wait:
+# timeouts, servers, sleeping jobs, the network); and a chain at nice 10 that waits for the
+# side venvs, then runs the JAX job and the compatibility job (scripts/jax_venv.sh,
+# scripts/compat.sh; TFOBS_JAX=0, TFOBS_COMPAT=0 leave them out) in the CPU the waiting
+# tests leave (one after the other behind "waits", they made the CI run 5 minutes longer).
 # Then "alone": tests that time the job or need idle cores, with nothing beside them.
-# The chain's output follows the busy lane's.
+# The chains' output follows the busy lane's.
 # -rs: print the reason of every skipped test, so a skip never hides a missing feature.
 lane() {  # lane name, index, then pytest's arguments; "no test in this lane" is no failure
   local name=$1 index=$2 rc=0
@@ -100,33 +102,40 @@ lane() {  # lane name, index, then pytest's arguments; "no test in this lane" is
 }
 low=(nice -n 19)
 chrt --idle 0 true 2>/dev/null && low=(chrt --idle 0)
-chain_log=$(mktemp)
 chain_failed=$(mktemp)
+waits_log=$(mktemp)
 (
   note() { echo "$1" >> "$chain_failed"; }
   echo "== mypy"
   .venv/bin/mypy || note mypy  # settings in pyproject.toml [tool.mypy]: the whole package
   echo "== lane waits"
   lane waits 1 "$@" || note waits
+) > "$waits_log" 2>&1 &
+waits_pid=$!
+side_jobs_log=$(mktemp)
+(
+  note() { echo "$1" >> "$chain_failed"; }
   side_built || { note "venv build"; exit 0; }
   if [ "${TFOBS_JAX:-1}" != 0 ]; then
     echo "== the JAX live path in a venv without TensorFlow (.venv-jax/)"
-    bash scripts/jax_venv.sh || note jax
+    nice -n 10 bash scripts/jax_venv.sh || note jax
   fi
   if [ "${TFOBS_COMPAT:-1}" != 0 ]; then
     echo "== the compatibility job: the oldest supported TensorFlow (.venv-compat/)"
-    bash scripts/compat.sh || note compat
+    nice -n 10 bash scripts/compat.sh || note compat
   fi
-) > "$chain_log" 2>&1 &
-chain_pid=$!
+) > "$side_jobs_log" 2>&1 &
+side_jobs_pid=$!
 failed=()
 echo "== lane busy (mypy, the lane waits, the JAX and compatibility jobs run beside it)"
 "${low[@]}" bash -c "$(declare -p own); $(declare -f lane); lane busy 0 \"\$@\"" lane "$@" \
   || failed+=(busy)
-wait "$chain_pid" || failed+=(chain)
-cat "$chain_log"
+wait "$waits_pid" || failed+=(waits-chain)
+cat "$waits_log"
+wait "$side_jobs_pid" || failed+=(side-chain)
+cat "$side_jobs_log"
 mapfile -t -O "${#failed[@]}" failed < "$chain_failed"
-rm -f "$chain_log" "$chain_failed"
+rm -f "$waits_log" "$side_jobs_log" "$chain_failed"
 echo "== lane alone"
 lane alone 2 "$@" || failed+=(alone)
 

@@ -207,3 +207,21 @@ def test_shift_excess_reads_no_cost_where_the_steps_did_not_change() -> None:
     # a real slowdown after the point is read as one: 2 ms more per step for 2 s
     slowed = [(w, d + (0.002 if mid <= w < mid + 2 else 0.0), n, a) for w, d, n, a in steps]
     assert bench.shift_excess(slowed, mid, mid, []) > 0.002 * len(after) * 0.8
+
+
+def test_a_window_longer_than_every_a_block_meets_the_longest_stretch_not_nothing() -> None:
+    """A slow machine: the job steps at 42 ms instead of 26, a window spans more steps than
+    any A block holds. The jitter it is held against comes from the longest A stretches
+    (the benchmark crashed on an empty median there)."""
+    bench = _load_benchmark()
+    plan = bench.Plan(FakeRuntime(), steps_per_block=1, pairs=1)
+    slow_step = bench.Block("A", 8)
+    slow_step.dur = [0.01] * 3 + [0.05] + [0.01] * 4
+    plan.blocks = [slow_step, bench.Block("B", 8)]
+    assert bench.a_stretch_steps(plan, 5) == 5
+    assert bench.a_stretch_steps(plan, 30) == 7
+    drawn = bench.placebo_worst(plan, 30, 1, n=50)
+    assert len(drawn) == 50
+    assert set(drawn) <= {0.01, 0.05} and 0.05 in drawn
+    plan.blocks = [bench.Block("B", 8)]  # no A block at all: nothing to draw from
+    assert bench.placebo_worst(plan, 30, 1, n=50) == []
