@@ -10,6 +10,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# scripts/test.sh starts this build beside the main venv's install: tfobs's own editable
+# install here waits for that one to end (TFOBS_AFTER appears; or test.sh, TFOBS_AFTER_PID,
+# is gone), so one build of this tree runs at a time.
+after_main_install() {
+  [ -n "${TFOBS_AFTER:-}" ] || return 0
+  while [ ! -e "$TFOBS_AFTER" ] && kill -0 "${TFOBS_AFTER_PID:-$$}" 2>/dev/null; do sleep 1; done
+  [ -e "$TFOBS_AFTER" ] || { echo "the main venv's install did not end" >&2; exit 1; }
+}
+
 tf_version="${TFOBS_COMPAT_TF:-2.16.2}"
 venv="${TFOBS_COMPAT_VENV:-.venv-compat}"
 install_rev=2  # bump when the install steps below change
@@ -31,6 +40,7 @@ if [ "$(cat "$venv/.tfobs-compat" 2>/dev/null)" != "$key" ]; then
   # with the installed TensorFlow named so pip keeps to its protobuf and numpy ranges.
   # (README's own line; TensorFlow's version read back from the venv.)
   tf_pin="tensorflow==$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')"
+  after_main_install
   "${pip[@]}" -e '.[all]' "$tf_pin"
   "$venv/bin/pip" freeze | grep -iE "$watched" | sort > "$venv/after-tfobs.txt"
   if ! diff -u "$venv/user-env.txt" "$venv/after-tfobs.txt"; then

@@ -7,6 +7,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# scripts/test.sh starts this build beside the main venv's install: tfobs's own editable
+# install here waits for that one to end (TFOBS_AFTER appears; or test.sh, TFOBS_AFTER_PID,
+# is gone), so one build of this tree runs at a time.
+after_main_install() {
+  [ -n "${TFOBS_AFTER:-}" ] || return 0
+  while [ ! -e "$TFOBS_AFTER" ] && kill -0 "${TFOBS_AFTER_PID:-$$}" 2>/dev/null; do sleep 1; done
+  [ -e "$TFOBS_AFTER" ] || { echo "the main venv's install did not end" >&2; exit 1; }
+}
+
 venv="${TFOBS_JAX_VENV:-.venv-jax}"
 install_rev=2  # bump when the install steps below change
 key="$install_rev-$(sha256sum pyproject.toml | cut -c1-16)"
@@ -16,6 +25,7 @@ if [ "$(cat "$venv/.tfobs-jax" 2>/dev/null)" != "$key" ]; then
   rm -rf "$venv"
   python3 -m venv "$venv"
   # keras: the Keras 3 on JAX tests (KERAS_BACKEND=jax; Keras needs no TensorFlow then)
+  after_main_install
   "${pip[@]}" -e '.[jax,otlp]' pytest pytest-timeout "opentelemetry-proto>=1.25" PyYAML keras
   echo "$key" > "$venv/.tfobs-jax"
 fi

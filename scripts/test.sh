@@ -24,8 +24,33 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# The compatibility job's and the JAX job's venvs build in the background (at nice 19, one
+# after the other) from here on, beside the main venv's install (pip keeps one core busy;
+# TensorFlow 2.16 for the compatibility venv takes the other) and then the main suite.
+# Their own editable installs of tfobs wait for the main one (TFOBS_AFTER: one build of
+# this tree at a time). CC=false: they skip the compiled reader the main venv builds in
+# place (the same interpreter; rebuilding rewrites that file under tests that have it
+# loaded) and use it as it is.
+side_log=$(mktemp)
+side_rc=$(mktemp -u)
+main_installed=$(mktemp -u)
+side_pid=
+trap 'rm -f "$side_log" "$side_rc" "$main_installed"' EXIT
+if [ "${TFOBS_LANES:-1}" != 0 ] && { [ "${TFOBS_JAX:-1}" != 0 ] || [ "${TFOBS_COMPAT:-1}" != 0 ]; }; then
+  nice -n 19 env CC=false TFOBS_BUILD_ONLY=1 TFOBS_AFTER="$main_installed" TFOBS_AFTER_PID=$$ \
+    bash -c '
+    rc=0
+    [ "${TFOBS_COMPAT:-1}" = 0 ] || bash scripts/compat.sh || rc=$?
+    [ "$rc" != 0 ] || [ "${TFOBS_JAX:-1}" = 0 ] || bash scripts/jax_venv.sh || rc=$?
+    echo "$rc" > "$1"' side "$side_rc" > "$side_log" 2>&1 &
+  side_pid=$!
+else
+  echo 0 > "$side_rc"
+fi
+
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+touch "$main_installed"
 .venv/bin/ruff check .
 
 # The JAX job (scripts/jax_venv.sh) runs the JAX live path's tests in a venv without
@@ -54,26 +79,6 @@ if [ "${TFOBS_LANES:-1}" = 0 ]; then
   exit 0
 fi
 
-# The JAX job's and the compatibility job's venvs build in the background (at nice 19, one
-# after the other) while the main suite runs. CC=false: their editable installs skip the
-# compiled reader the main venv just built in place (the same interpreter; rebuilding
-# rewrites that file under tests that have it loaded) and use it as it is.
-side_log=$(mktemp)
-side_rc=$(mktemp -u)
-side_pid=
-trap 'rm -f "$side_log" "$side_rc"' EXIT
-cc=()
-compgen -G 'tfobs/xspace/_wire*.so' > /dev/null && cc=(CC=false)
-if [ "${TFOBS_JAX:-1}" != 0 ] || [ "${TFOBS_COMPAT:-1}" != 0 ]; then
-  nice -n 19 env "${cc[@]}" TFOBS_BUILD_ONLY=1 bash -c '
-    rc=0
-    [ "${TFOBS_JAX:-1}" = 0 ] || bash scripts/jax_venv.sh || rc=$?
-    [ "$rc" != 0 ] || [ "${TFOBS_COMPAT:-1}" = 0 ] || bash scripts/compat.sh || rc=$?
-    echo "$rc" > "$1"' side "$side_rc" > "$side_log" 2>&1 &
-  side_pid=$!
-else
-  echo 0 > "$side_rc"
-fi
 side_built() {  # waits for the background builds; prints their log if they failed
   while [ ! -s "$side_rc" ] && kill -0 "$side_pid" 2>/dev/null; do sleep 1; done
   [ "$(cat "$side_rc" 2>/dev/null)" = 0 ] && return 0
@@ -128,8 +133,10 @@ side_jobs_log=$(mktemp)
 side_jobs_pid=$!
 failed=()
 echo "== lane busy (mypy, the lane waits, the JAX and compatibility jobs run beside it)"
-"${low[@]}" bash -c "$(declare -p own); $(declare -f lane); lane busy 0 \"\$@\"" lane "$@" \
-  || failed+=(busy)
+# Two pytest-xdist workers, a test file to a worker (its module fixtures built once): one
+# pytest process left a core idle while the other lanes waited.
+"${low[@]}" bash -c "$(declare -p own); $(declare -f lane); lane busy 0 -n 2 --dist loadfile \"\$@\"" \
+  lane "$@" || failed+=(busy)
 wait "$waits_pid" || failed+=(waits-chain)
 cat "$waits_log"
 wait "$side_jobs_pid" || failed+=(side-chain)

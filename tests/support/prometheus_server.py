@@ -63,16 +63,24 @@ class PrometheusError(RuntimeError):
 # outgoing connections (Prometheus's scrapes, gRPC channels), and one of those took a
 # worker's port before TensorFlow bound it ("Could not start gRPC server"). Below the range
 # only an explicit bind takes a port. Each test process walks its own stretch (by pid and
-# lane), so two lanes running side by side do not pick the same ports.
+# lane; the busy lane's second pytest-xdist worker takes the fourth stretch), so two lanes
+# or workers running side by side do not pick the same ports.
 _PORTS_LOW, _PORTS_HIGH = 20000, 32000
 _LANE_SPAN = 3000
 _next_port: list[int] = []
 
 
+def _stretch() -> int:
+    """This test process's stretch of ports: its lane's, or past the lanes' for a worker."""
+    lane = int(os.environ.get("PYTEST_LANE_INDEX", "0"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")  # gw0, gw1, ...
+    return lane + 3 * int(worker[2:] or 0)
+
+
 def free_port() -> int:
     """A port nothing listens on (on any address) and no connection picks on its own."""
     if not _next_port:
-        lane = int(os.environ.get("PYTEST_LANE_INDEX", "0"))
+        lane = _stretch()
         low = _PORTS_LOW + (lane * _LANE_SPAN) % (_PORTS_HIGH - _PORTS_LOW)
         _next_port.append(low + (os.getpid() * 7) % _LANE_SPAN)
     lane_low = _next_port[0] - (_next_port[0] - _PORTS_LOW) % _LANE_SPAN
