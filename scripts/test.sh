@@ -51,6 +51,12 @@ fi
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 touch "$main_installed"
+# PYTHONDONTWRITEBYTECODE=1 (this VM, Docker images, many CI machines) leaves a checkout
+# without bytecode, so each process a test starts (training jobs, reduce helpers, `tfobs
+# analyze`: hundreds) compiled tfobs from source again: 0.3-0.5 s of CPU for the modules a
+# job imports. Compiled once here, as pip compiles an installed tfobs (the side venvs use
+# the same files with the same interpreter).
+.venv/bin/python -m compileall -q tfobs tests benchmarks tools > /dev/null
 .venv/bin/ruff check .
 
 # The JAX job (scripts/jax_venv.sh) runs the JAX live path's tests in a venv without
@@ -60,9 +66,10 @@ if [ "${TFOBS_JAX:-1}" != 0 ]; then
   own=(--ignore=tests/runtime/test_jax_training.py --ignore=tests/runtime/test_gpu_check_prepared.py)
 fi
 
-# By default the suite runs in lanes (below: about 18 minutes for the whole CI run on 2
-# cores, benchmarks/RESULTS.md "CI time in lanes"). TFOBS_LANES=0 runs it in one process
-# (about 28 minutes): the plain order, for telling a lane problem from a test's own.
+# By default the suite runs in lanes (below: about 25 minutes for the whole CI run on 2
+# cores, benchmarks/RESULTS.md "CI runs of the fifth session of 2026-11-29"). TFOBS_LANES=0
+# runs it in one process (about 35 minutes): the plain order, for telling a lane problem
+# from a test's own.
 if [ "${TFOBS_LANES:-1}" = 0 ]; then
   .venv/bin/mypy  # settings in pyproject.toml [tool.mypy]: the whole tfobs package
   # -rs: print the reason of every skipped test, so a skip never hides a missing feature.
