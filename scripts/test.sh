@@ -68,8 +68,8 @@ fi
 
 # By default the suite runs in lanes (below: about 24 minutes for the whole CI run on 2
 # cores, benchmarks/RESULTS.md "CI runs of the fifth session of 2026-11-29"). TFOBS_LANES=0
-# runs it in one process (about 35 minutes): the plain order, for telling a lane problem
-# from a test's own.
+# runs it in one process (28 minutes when last measured, on 2026-11-28, with a smaller
+# suite): the plain order, for telling a lane problem from a test's own.
 if [ "${TFOBS_LANES:-1}" = 0 ]; then
   .venv/bin/mypy  # settings in pyproject.toml [tool.mypy]: the whole tfobs package
   # -rs: print the reason of every skipped test, so a skip never hides a missing feature.
