@@ -10,14 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# scripts/test.sh starts this build beside the main venv's install: tfobs's own editable
-# install here waits for that one to end (TFOBS_AFTER appears; or test.sh, TFOBS_AFTER_PID,
-# is gone), so one build of this tree runs at a time.
-after_main_install() {
-  [ -n "${TFOBS_AFTER:-}" ] || return 0
-  while [ ! -e "$TFOBS_AFTER" ] && kill -0 "${TFOBS_AFTER_PID:-$$}" 2>/dev/null; do sleep 1; done
-  [ -e "$TFOBS_AFTER" ] || { echo "the main venv's install did not end" >&2; exit 1; }
-}
+# after_main_install: waits for scripts/test.sh's main install (see that file).
+source scripts/after_main_install.sh
 
 tf_version="${TFOBS_COMPAT_TF:-2.16.2}"
 venv="${TFOBS_COMPAT_VENV:-.venv-compat}"
