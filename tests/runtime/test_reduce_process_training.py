@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +34,49 @@ def run_job(*args: str, timeout: float = 400) -> dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def worst_in(gaps: list[list[float]], lo: float, hi: float,
-             overlapping: bool = False) -> tuple[float, float]:
+def worst_in(gaps: list[list[float]], lo: float, hi: float, overlapping: bool = False,
+             full_gcs: Sequence[Sequence[float]] = ()) -> tuple[float, float]:
     """(worst gap, worst blocked) among ticker gaps that began at or after lo and ended by
     hi (with `overlapping`: any gap that overlaps [lo, hi]). Blocked: the gap less its
     run-queue wait and the 1 ms sleep (the GIL, a lock, a page fault). By beginning, not
     end: the export's last stall (below) ends the instant the export does, and by its end
-    alone it fell into the reduction's interval."""
-    inside = [(gap, gap - rq - 0.001) for at, gap, rq in gaps
-              if (at >= lo and at - gap <= hi if overlapping else lo <= at - gap and at <= hi)]
+    alone it fell into the reduction's interval. Both less the part of the gap that the
+    job's own full garbage collections held (`full_gcs`: [ended at, seconds, generation]):
+    see `job_full_gcs`."""
+    inside = []
+    for at, gap, rq in gaps:
+        if not (at >= lo and at - gap <= hi if overlapping else lo <= at - gap and at <= hi):
+            continue
+        held = sum(max(0.0, min(at, end) - max(at - gap, end - took))
+                   for end, took, _ in full_gcs)
+        inside.append((gap - held, gap - held - rq - 0.001))
     return max((g for g, _ in inside), default=0.0), max((b for _, b in inside), default=0.0)
+
+
+def job_full_gcs(report: dict[str, Any]) -> list[list[float]]:
+    """The job's full (generation 2) garbage collections. One of TensorFlow's heap (340,000
+    tracked objects after its import) holds the GIL for 150-220 ms, and it runs when the
+    objects that survived younger collections since the last one pass a quarter of that
+    heap (about 85,000): when, is set by the job's whole history (its imports, its steps,
+    this ticker's own records). A fresh-clone CI run saw one land in the helper's reduction
+    twice in a row (218 and 210 ms, each the whole worst gap); runs here see none after the
+    job's start. tfobs's part in that count is the summary the job receives per window
+    (about 700 objects, measured with `gc.get_objects()` around `WindowSummary.from_dict`
+    on a 20 MB capture's summary): a hundred windows or more per full collection. So a
+    ticker gap is not charged for the part a full collection held; the collections are
+    printed beside the figures."""
+    return [p for p in report["gc_pauses"] if p[2] == 2]
+
+
+def test_a_gap_is_charged_only_for_what_a_full_collection_did_not_hold():
+    # gaps: (ended at, gap, of it run queue); collections: (ended at, seconds, generation)
+    gaps = [[10.0, 0.25, 0.01], [20.0, 0.03, 0.0]]
+    assert worst_in(gaps, 0, 30) == pytest.approx((0.25, 0.239))
+    # a full collection of 0.2 s inside the first gap leaves 0.05 of it
+    assert worst_in(gaps, 0, 30, full_gcs=[[9.95, 0.2, 2]]) == pytest.approx((0.05, 0.039))
+    # one that only overlaps the gap's last 0.1 s takes only that
+    assert worst_in(gaps, 0, 30, full_gcs=[[10.05, 0.15, 2]]) == pytest.approx((0.15, 0.139))
+    assert job_full_gcs({"gc_pauses": [[1.0, 0.003, 1], [2.0, 0.2, 2]]}) == [[2.0, 0.2, 2]]
 
 
 @pytest.mark.alone  # times the job: nothing else may run beside it
@@ -65,7 +99,8 @@ def test_ticker_stalls_with_the_helper_stay_within_twice_those_without_tfobs():
     # stall of 20-80 ms for any thread that touches new memory (the ticker, training
     # threads), as the trace buffers are given back; that gap ended the instant the export
     # did and was counted by its end. Gaps are now placed by their beginning (`worst_in`).
-    # The job's garbage collections over 2 ms are printed too (none seen in tfobs phases).
+    # The job's garbage collections over 2 ms are printed too; the part of a gap that a full
+    # collection held is not charged to the phase (`job_full_gcs`).
     # One fresh run of the job when a bound is still missed, said in the output; never more.
     for attempt in (1, 2):
         try:
@@ -87,22 +122,27 @@ def _ticker_stalls_once() -> None:
               "none": {"gaps": before["gaps"] + after["gaps"]}}
     big = [r for r in report["records"] if r["capture_bytes"] >= 15_000_000]
     assert len(big) == 2 and all(r["outcome"] == "captured" for r in big), report["records"]
-    none_gap, none_blocked = worst_in(phases["none"]["gaps"], 0, float("inf"))
+    full_gcs = job_full_gcs(report)
+    none_gap, none_blocked = worst_in(phases["none"]["gaps"], 0, float("inf"),
+                                      full_gcs=full_gcs)
     none_rq = max((rq for _, _, rq in phases["none"]["gaps"]), default=0.0)
     seen = {}
     for name, rec in zip(("process", "thread"), big, strict=True):
         exported = rec["export_at"] + rec["capture_s"]
         seen[name] = {"export": worst_in(phases[name]["gaps"], rec["export_at"], exported,
-                                         overlapping=True),
-                      "reduce": worst_in(phases[name]["gaps"], exported, rec["done_at"])}
+                                         overlapping=True, full_gcs=full_gcs),
+                      "reduce": worst_in(phases[name]["gaps"], exported, rec["done_at"],
+                                         full_gcs=full_gcs)}
         print(f"{name}: capture {rec['capture_bytes'] / 1e6:.1f} MB, export "
               f"{rec['capture_s']:.1f} s, reduction {rec['reduce_s']:.1f} s; ticker worst "
               f"gap/blocked during export {seen[name]['export'][0] * 1000:.0f}/"
               f"{seen[name]['export'][1] * 1000:.0f} ms, during reduction "
               f"{seen[name]['reduce'][0] * 1000:.0f}/{seen[name]['reduce'][1] * 1000:.0f} ms")
     print(f"none: ticker worst gap/blocked {none_gap * 1000:.0f}/{none_blocked * 1000:.0f} ms")
-    # Leads for a stall (the job's garbage collections over 2 ms: ended at, seconds, gen).
-    print(f"job gc pauses: {report['gc_pauses']}")
+    # The job's garbage collections over 2 ms (ended at, seconds, generation); the full
+    # ones are taken out of the gaps above (`job_full_gcs`).
+    print(f"job gc pauses: {report['gc_pauses']}; full collections taken out of the gaps: "
+          f"{len(full_gcs)}")
     # No reduction memory in the job: its RSS during the reduction, above the RSS when the
     # reduction began (the export is over by then).
     growth = {}
