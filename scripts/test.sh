@@ -66,8 +66,8 @@ if [ "${TFOBS_JAX:-1}" != 0 ]; then
   own=(--ignore=tests/runtime/test_jax_training.py --ignore=tests/runtime/test_gpu_check_prepared.py)
 fi
 
-# By default the suite runs in lanes (below: about 24 minutes for the whole CI run on 2
-# cores, benchmarks/RESULTS.md "CI runs of the fifth session of 2026-11-29"). TFOBS_LANES=0
+# By default the suite runs in lanes (below: 18-24 minutes for the whole CI run on 2
+# cores, benchmarks/RESULTS.md "CI runs of the fifth session of 2026-11-29" and after). TFOBS_LANES=0
 # runs it in one process (28 minutes when last measured, on 2026-11-28, with a smaller
 # suite): the plain order, for telling a lane problem from a test's own.
 if [ "${TFOBS_LANES:-1}" = 0 ]; then
