@@ -56,6 +56,12 @@ CASES = {
                             "with no block_until_ready in the loop (JAX's async dispatch: the "
                             "marker covers the dispatch, the computation runs after it; one "
                             "wait after the last step)",
+    "async_two_jits_steps": "two jitted functions per step (the gradient, then the update) of a "
+                            "tanh model, 64x128 by 128x128, each step marked "
+                            "`StepTraceAnnotation(\"train\", step_num=i)` with no "
+                            "block_until_ready in the loop: XLA's CPU runtime runs each step's "
+                            "work after its marker closes (one wait after the last step, inside "
+                            "the trace)",
     "python_loader_thread": "`StepTraceAnnotation(\"train\", step_num=i)` steps fed by a "
                             "Python loader thread that builds each batch in numpy and sleeps "
                             "1 ms per batch, two batches ahead (a queue): its Python runs "
@@ -144,6 +150,10 @@ elif case == "debug_print_steps":
         jax.debug.print("loss {l}", l=loss)
         return w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
     step = jax.jit(printed)
+elif case == "async_two_jits_steps":
+    grad = jax.jit(jax.grad(lambda w, x: ((jnp.tanh(x @ w) @ w.T - x) ** 2).mean()))
+    apply = jax.jit(lambda w, g: w - 0.01 * g)
+    step = lambda w, x: apply(w, grad(w, x))
 elif case == "compute_wait_steps":
     def twenty(w, x):
         def body(_, w):
@@ -176,6 +186,7 @@ def mark(i):
         return jax.profiler.StepTraceAnnotation("step", step_num=i)
     if case in ("python_wait_steps", "epoch_step_annotations", "pmap_four_devices",
                 "sharded_two_devices", "scan_four_steps", "async_dispatch_steps",
+                "async_two_jits_steps",
                 "python_loader_thread", "compute_wait_steps", "recompile_each_step",
                 "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
@@ -214,7 +225,7 @@ def run(i):
         if case in ("tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_no_tracer"):
             x = next(batches)
         w = step(w, x)
-        if case != "async_dispatch_steps":
+        if case not in ("async_dispatch_steps", "async_two_jits_steps"):
             w.block_until_ready()
 options = None
 if case == "tfdata_wait_no_tracer":  # as tfobs's live windows: no Python tracer
@@ -230,6 +241,8 @@ with (jax.profiler.trace(logdir, profiler_options=options) if options is not Non
     else:
         for i in range(12):
             run(i)
+    if case == "async_two_jits_steps":  # the queued work runs inside the trace
+        w.block_until_ready()
 w.block_until_ready()
 params = {"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}
 if case.startswith("tfdata_"):

@@ -19,6 +19,8 @@ import pytest
 import tfobs
 from tests.conftest import capture_paths
 from tests.support.xprof_reference import reference
+from tfobs.analysis.advice.steps import SUPERSEDED_BY_DISPATCH
+from tfobs.analysis.dispatch import DISPATCH_NOTE_START
 from tfobs.analysis.pipeline import GPU_STEP_NOTE
 
 pytest.importorskip("xprof")
@@ -87,6 +89,13 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
     else:
         assert "input_bound" not in by_code
     for key, code in STATEMENTS.items():
+        if code in SUPERSEDED_BY_DISPATCH and DISPATCH_NOTE_START in s.steps.note:
+            # Named difference (docs/advice.md, markers_time_dispatch): markers that close
+            # before their compiled work runs leave that work around them, which XProf
+            # reads as 'All Others'; tfobs names the markers instead (tests/reduce/
+            # test_dispatch.py).
+            assert code not in by_code and "markers_time_dispatch" in by_code
+            continue
         if code == "all_others_bound" and s.input_bound.verdict == "potentially":
             # Named difference (README): XProf leaves its 'All Others' statement out when
             # its verdict is POTENTIALLY input-bound, a verdict resting on 'All Others'

@@ -20,6 +20,7 @@ from tfobs.analysis.advice import with_advice
 from tfobs.analysis.advice.rule import remember_step_sums
 from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
+from tfobs.analysis.dispatch import with_dispatch
 from tfobs.analysis.eager import (
     checkpoint_writes,
     eager_note,
@@ -128,6 +129,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     gpu_events = GpuEvents(space, base_ps)
     if has_device and found.method == "markers" and found.step_of is not None and steps.items:
         steps = _with_device_spans(gpu_events, found, steps)
+    elif not has_device:
+        steps = with_dispatch(steps, host, kept.begin_ps, kept.end_ps)
 
     input_s = sums["input"]
     other_s = types_total.get(et.UNKNOWN_TIME, 0) / 1e12

@@ -35,6 +35,9 @@ def advise(summary: WindowSummary) -> tuple[Advice, ...]:
     """Every rule that fires for this window, most severe first (stable within a severity);
     in a JAX job's window, fixes in JAX's terms where a rule has them."""
     out = [a for f in _FAMILIES for a in f.check(summary)]
+    if any(a.code == steps.MARKERS_TIME_DISPATCH.id for a in out):
+        out = [dataclasses.replace(a, fix=steps.DISPATCH_VERDICT_FIX) if a.code == "input_bound"
+               else a for a in out if a.code not in steps.SUPERSEDED_BY_DISPATCH]
     if summary.environment.framework == "jax":
         by_id = {r.id: r for r in RULES}
         out = [dataclasses.replace(a, fix=by_id[a.code].jax_fix)

@@ -18,6 +18,7 @@ from tfobs.analysis.advice.rule import (
     Rule,
     step_pct,
 )
+from tfobs.analysis.dispatch import DISPATCH_NOTE_START
 from tfobs.summary import Advice, Steps, WindowSummary
 
 MARKERS_WITHOUT_ROOT = Rule(
@@ -56,7 +57,25 @@ PYTHON_IN_STEP = Rule(
     "prefetch) so it runs ahead of the step; keep numpy preprocessing out of the marked "
     "step the same way",
     f"{TFDATA}: Vectorizing mapping; {GPU}: 2. Debug the performance of one GPU")
-RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP)
+MARKERS_TIME_DISPATCH = Rule(
+    "markers_time_dispatch", "steps",
+    "host-only capture: XLA's CPU runtime ran at least half its work outside every step, "
+    "and that work per step is at least the marked step's time (the markers close before "
+    "the asynchronously dispatched step runs)",
+    "wait for the step's result inside its marker: `state = step(state, batch)` then "
+    "`jax.block_until_ready(state)` before the `with jax.profiler.StepTraceAnnotation(...)` "
+    "(or `with tfobs.step(i):`) block ends; XProf reads the same markers. Blocking each "
+    "step gives up the overlap of the next step's Python with this step's work: where that "
+    "overlap matters, mark N steps as one and block once per N",
+    f"{PROFILER}: Profiling custom training loops")
+RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, MARKERS_TIME_DISPATCH)
+# Rules whose figures a window of dispatch-only steps makes meaningless: the time around
+# the markers is the compiled work itself, not Python (see markers_time_dispatch).
+SUPERSEDED_BY_DISPATCH = ("all_others_bound", "step_gap")
+DISPATCH_VERDICT_FIX = (
+    "the verdict is XProf's, read from steps that time the dispatch, not the work: read "
+    "markers_time_dispatch first, then judge the input again from steps that wait for "
+    "their work")
 # Python functions the tracer saw inside the step (no TensorFlow op: a data loader, numpy).
 TRACED_FIX = (
     "move that Python out of the step: load and preprocess the next batches ahead of it "
@@ -109,6 +128,15 @@ def check(s: WindowSummary) -> list[Advice]:
             {"calls": float(c.count), "calls_per_s": c.per_s, "call_s": c.mean_s},
             "no step found, function calls present",
             DISPATCHED_FIX if dispatched else ""))
+    if st.count and st.mean_s > 0 and dispatch_only(st):
+        out.append(MARKERS_TIME_DISPATCH.advice(
+            "warning",
+            f"The marked steps close before their compiled work runs: "
+            f"{1e3 * st.work_outside_s:.3f} ms per step of XLA's CPU work ran outside every "
+            f"step, against {1e3 * st.mean_s:.3f} ms per marked step (JAX's asynchronous "
+            "dispatch); step time, breakdown and input verdict describe the dispatch.",
+            {"work_outside_s_per_step": st.work_outside_s, "step_s": st.mean_s},
+            "XLA CPU work outside the steps >= half of it and >= the step time (tfobs)"))
     if st.count and st.mean_s > 0:
         other_pct = step_pct(s, "other")
         op_pct = 100.0 * st.python_op_s / st.mean_s
@@ -127,6 +155,11 @@ def check(s: WindowSummary) -> list[Advice]:
                 f"Python ops in the step >= {PYTHON_OP_PCT:g} % of step time (tfobs); "
                 f"warning from {HIGH_PCT:g} % with 'All Others'"))
     return out
+
+
+def dispatch_only(st: Steps) -> bool:
+    """Whether the reduction found the steps timing their dispatch (its note says so)."""
+    return st.work_outside_s > 0 and DISPATCH_NOTE_START in st.note
 
 
 def _traced(st: Steps, traced_pct: float) -> Advice:

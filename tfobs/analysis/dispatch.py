@@ -1,0 +1,81 @@
+"""Compiled work the step markers do not cover: JAX's asynchronous dispatch on a CPU.
+
+A jitted JAX step returns as soon as its work is queued; XLA's CPU runtime runs that work on
+its own threads (`tf_XLAPjRtCpuClient`, `XLAEigen`). A marker around the call alone (no
+`block_until_ready` inside it) closes before the work runs, so the steps time the dispatch,
+and their breakdown and input verdict describe it, not the training: XProf reports the same
+short steps from the same markers. What tells it: the runtime's work on those threads that
+falls outside every step, against the steps' own time. (On a GPU the device's activity is
+grouped to its step and timed apart: `steps[].device_span_s`.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from tfobs.analysis.gpu_idle import covered_ps, merge
+from tfobs.analysis.timeline import Timeline
+from tfobs.summary import Steps
+
+# The threads of XLA's CPU runtime in a JAX process: PjRt's client pool and Eigen's.
+XLA_CPU_LINES = ("tf_XLAPjRtCpuClient", "XLAEigen")
+# The markers time the dispatch when the runtime's work outside every step is at least the
+# steps' own time and most of the runtime's work in the window.
+OUTSIDE_SHARE = 0.5
+
+
+def work_outside_steps(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray
+                       ) -> tuple[float, float]:
+    """(seconds of XLA CPU runtime work outside every step span, seconds of it in all): the
+    union of the runtime threads' events, each thread's nested events counted once."""
+    if host is None:
+        return 0.0, 0.0
+    busy: list[tuple[int, int]] = []
+    for ld in host.lines:
+        if not ld.name.startswith(XLA_CPU_LINES) or not len(ld):
+            continue
+        start, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
+        real = end > start  # a damaged capture's events may end before they begin
+        busy.extend(zip(start[real].tolist(), end[real].tolist(), strict=True))
+    if not busy:
+        return 0.0, 0.0
+    work = np.array(merge(busy), np.int64)
+    total = int((work[:, 1] - work[:, 0]).sum())
+    if not begin_ps.size:
+        return total / 1e12, total / 1e12
+    steps = np.array(merge(list(zip(begin_ps.tolist(), end_ps.tolist(), strict=True))),
+                     np.int64)
+    inside = int(covered_ps(steps[:, 0], steps[:, 1], work[:, 0], work[:, 1]).sum())
+    return max(total - inside, 0) / 1e12, total / 1e12
+
+
+def markers_time_dispatch(outside_s: float, total_s: float, steps: int, mean_s: float) -> bool:
+    """Whether the steps time the dispatch rather than the work (see the module doc)."""
+    return (steps > 0 and total_s > 0 and outside_s >= OUTSIDE_SHARE * total_s
+            and outside_s / steps >= mean_s)
+
+
+DISPATCH_NOTE_START = "the steps' compiled work runs after their markers close"
+
+
+def dispatch_note(outside_s: float, steps: int, mean_s: float) -> str:
+    return (f"{DISPATCH_NOTE_START} ({1e3 * outside_s / steps:.3f} "
+            f"ms per step on XLA's CPU threads outside every step, against {1e3 * mean_s:.3f} "
+            "ms per marked step: JAX's asynchronous dispatch); the step time, breakdown and "
+            "verdict describe the dispatch, as XProf's do")
+
+
+def with_dispatch(steps: Steps, host: Timeline | None, begin_ps: np.ndarray,
+                  end_ps: np.ndarray) -> Steps:
+    """`steps` with the runtime's work outside them per step (`work_outside_s`), and the
+    note where the markers time the dispatch."""
+    outside, total = work_outside_steps(host, begin_ps, end_ps)
+    if not steps.count or total <= 0:
+        return steps
+    note = steps.note
+    if markers_time_dispatch(outside, total, steps.count, steps.mean_s):
+        note = "; ".join(n for n in (note, dispatch_note(outside, steps.count, steps.mean_s))
+                         if n)
+    return dataclasses.replace(steps, work_outside_s=outside / steps.count, note=note)
