@@ -15,7 +15,8 @@ import dataclasses
 
 import numpy as np
 
-from tfobs.analysis.gpu_idle import covered_ps, merge
+from tfobs.analysis.gpu_idle import covered_ps
+from tfobs.analysis.python_time import union_rows
 from tfobs.analysis.timeline import Timeline
 from tfobs.summary import Steps
 
@@ -32,21 +33,15 @@ def work_outside_steps(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.n
     union of the runtime threads' events, each thread's nested events counted once."""
     if host is None:
         return 0.0, 0.0
-    busy: list[tuple[int, int]] = []
-    for ld in host.lines:
-        if not ld.name.startswith(XLA_CPU_LINES) or not len(ld):
-            continue
-        start, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
-        real = end > start  # a damaged capture's events may end before they begin
-        busy.extend(zip(start[real].tolist(), end[real].tolist(), strict=True))
-    if not busy:
+    rows = [np.stack([ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps], 1)
+            for ld in host.lines if ld.name.startswith(XLA_CPU_LINES) and len(ld)]
+    if not rows:
         return 0.0, 0.0
-    work = np.array(merge(busy), np.int64)
+    work = union_rows(np.concatenate(rows))
     total = int((work[:, 1] - work[:, 0]).sum())
-    if not begin_ps.size:
+    steps = union_rows(np.stack([begin_ps, end_ps], 1).astype(np.int64))
+    if not steps.size:
         return total / 1e12, total / 1e12
-    steps = np.array(merge(list(zip(begin_ps.tolist(), end_ps.tolist(), strict=True))),
-                     np.int64)
     inside = int(covered_ps(steps[:, 0], steps[:, 1], work[:, 0], work[:, 1]).sum())
     return max(total - inside, 0) / 1e12, total / 1e12
 

@@ -149,7 +149,7 @@ def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]
     total = sum(b - a for a, b in merged)
     device = busy() if busy is not None and merged else None
     if device is not None and device.size:
-        iv, busy_iv = np.array(merged, np.int64), _merged(device)
+        iv, busy_iv = np.array(merged, np.int64), union_rows(device)
         total -= int(covered_ps(busy_iv[:, 0], busy_iv[:, 1], iv[:, 0], iv[:, 1]).sum())
     return max(total, 0) / 1e12
 
@@ -163,7 +163,7 @@ def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> 
     if not at.any():
         return 0
     iv = np.stack([ld.start_arr[at], ld.end_arr[at]], 1) + ld.start_ps
-    return int(ps[_inside(lo, _merged(iv))].sum())
+    return int(ps[_inside(lo, union_rows(iv))].sum())
 
 
 def holds_markers(ld: LineData, spans: Sequence[tuple[int, int]]) -> bool:
@@ -240,10 +240,10 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None,
                 rows.append(np.stack([begin[first][later], end[last][later]], 1))
     if not rows:
         return np.zeros((0, 2), np.int64)
-    return _merged(np.concatenate(rows))
+    return union_rows(np.concatenate(rows))
 
 
-def _merged(iv: np.ndarray) -> np.ndarray:
+def union_rows(iv: np.ndarray) -> np.ndarray:
     """(begin, end) rows as their union: sorted, disjoint rows."""
     iv = iv[iv[:, 1] > iv[:, 0]]  # a damaged capture's events may end before they begin
     if not iv.size:
