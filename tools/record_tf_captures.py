@@ -189,6 +189,17 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "_r=1)` (a step name of the user's own) with nested Traces (`load`, `forward`) inside; "
         "an unprefetched tf.data map sleeping 2 ms per batch (input wait in the step); no "
         "tfobs markers", {}),
+    "tensor_step_nums": (
+        "custom loop over `enumerate()` of a tf.data dataset, iterated eagerly, marking each "
+        "step `tf.profiler.experimental.Trace(\"train\", step_num=step, _r=1)` with the "
+        "dataset's own step counter (an EagerTensor, which TensorFlow writes as its text, "
+        "`tf.Tensor(3, shape=(), dtype=int64)`: no integer step_num); no tfobs markers", {}),
+    "float_step_nums": (
+        "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", "
+        "step_num=float(i), _r=1)` (a float step number); no tfobs markers", {}),
+    "negative_step_nums": (
+        "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", "
+        "step_num=-i, _r=1)` (negative step numbers, counting down); no tfobs markers", {}),
     "markers_without_root": (
         "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", step_num=i)` "
         "without `_r=1` (as older guides write it): markers that neither XProf nor tfobs take "
@@ -1295,6 +1306,33 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         own_markers(0, 3)
         profile(lambda: own_markers(3, params["steps"]))
+
+    elif case in ("tensor_step_nums", "float_step_nums", "negative_step_nums"):
+        params = {"batch": 64, "steps": 12}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
+        trace = tf.profiler.experimental.Trace
+        if case == "tensor_step_nums":
+            numbered = iter(batches.enumerate())  # (step counter tensor, batch)
+        else:
+            it, counter = iter(batches), iter(range(1 << 30))
+            sign = -1 if case == "negative_step_nums" else 1
+
+            def plain() -> Any:
+                i = next(counter)
+                return (float(i) if case == "float_step_nums" else sign * i), next(it)
+
+        def odd_numbers(n: int) -> None:
+            for _ in range(n):
+                num, (xb, yb) = next(numbered) if case == "tensor_step_nums" else plain()
+                with trace("train", step_num=num, _r=1):
+                    step(xb, yb)
+
+        odd_numbers(3)
+        profile(lambda: odd_numbers(params["steps"]))
 
     elif case in ("predict_only", "evaluate_only"):
         params = {"batch": 64, "steps": 30}

@@ -18,7 +18,7 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tests.support.xprof_reference import step_names, xprof_steps
-from tfobs.analysis.steps import IMPLICIT_ROOTS
+from tfobs.analysis.steps import IMPLICIT_ROOTS, ODD_NUMS_NOTE_START
 from tfobs.summary import WindowSummary
 
 pytest.importorskip("xprof")
@@ -137,6 +137,30 @@ def test_extra_stats_on_a_marker_and_strided_step_numbers_change_nothing() -> No
     starts = [x.start_ns for x in s.steps.items]
     assert s.steps.interval_s == pytest.approx((starts[-1] - starts[0]) / 13 / 1e9)
     assert 0 <= s.steps.outside_ratio < 0.5
+
+
+@pytest.mark.parametrize("case", ["tensor_step_nums", "float_step_nums"])
+def test_step_numbers_that_are_no_integer_are_named_and_numbered_in_order(case: str) -> None:
+    capture = CAPTURES / f"generated__tf2.21cpu__{case}.xplane.pb"
+    s = tfobs.analyze(capture)
+    steps, _ = xprof_steps(capture)
+    # XProf reads each such step_num as 0; tfobs numbers the steps by their order
+    assert [x["name"] for x in steps] == ["train 0"] * 10
+    assert [x.step_num for x in s.steps.items] == list(range(1, 11))
+    assert [x.duration_s for x in s.steps.items] == pytest.approx(
+        [x["duration_s"] for x in steps], rel=0.01)
+    assert f"12 {ODD_NUMS_NOTE_START}" in s.steps.note
+    assert "step_num=int(step)" in s.steps.note
+
+
+def test_negative_step_numbers_are_the_jobs_own_as_in_xprof() -> None:
+    capture = CAPTURES / "generated__tf2.21cpu__negative_step_nums.xplane.pb"
+    s = tfobs.analyze(capture)
+    steps, _ = xprof_steps(capture)
+    # 3 steps before the window (0, -1, -2), then -3 .. -14; the first and last dropped
+    assert [x.step_num for x in s.steps.items] == list(range(-4, -14, -1))
+    assert [x["name"] for x in steps] == step_names(s)
+    assert ODD_NUMS_NOTE_START not in s.steps.note
 
 
 def test_implicit_roots_never_become_steps() -> None:

@@ -27,6 +27,7 @@ from tfobs.analysis.timeline import (
     lookup,
     member,
     plane_indices,
+    stat_present,
     unique,
 )
 from tfobs.xspace.columns import compiled, wire
@@ -817,6 +818,8 @@ class _Roots:
     pos: np.ndarray
     num: list[int]
     name: list[str]
+    # Roots whose step_num is not an integer: numbered by their place, where XProf says 0.
+    odd_nums: int = 0
 
     def __len__(self) -> int:
         return len(self.num)
@@ -876,11 +879,18 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     line_of, pos = _positions(host, flat)
     stat_ids = {ids[k]: k for k in ("step_num", "iter_num") if k in ids}
     nums = int_stats_at(host, flat, stat_ids)
-    num = np.full(flat.size, -1, object)
+    num = np.full(flat.size, None, object)  # None: no integer step number
+    numbered = np.zeros(flat.size, bool)
     for key in ("step_num", "iter_num"):  # iter_num wins, as XProf's group name reads it
         if key in nums:
             values, has = nums[key]
-            num[has] = values[has]
+            num[has] = values[has].astype(np.int64)  # negative numbers are the job's too
+            numbered |= has
+    # Markers whose step_num is no integer (a float, a tensor or variable passed as is,
+    # which TensorFlow writes as text): XProf numbers every such step 0.
+    odd = 0
+    if "step_num" in ids:
+        odd = int((stat_present(host, flat, ids["step_num"]) & ~numbered).sum())
     # Each root's start and name, gathered line by line.
     start = np.zeros(flat.size, np.int64)
     mid = np.zeros(flat.size, np.int64)
@@ -894,10 +904,9 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     if order.size > MAX_STEPS:
         order = order[:MAX_STEPS]
     # A root without a step number takes its place in the order, as XProf numbers it.
-    step_nums = [k if isinstance(k, int) and k >= 0 else j
-                 for j, k in enumerate(num[order].tolist())]
+    step_nums = [j if k is None else k for j, k in enumerate(num[order].tolist())]
     return _Roots(line_of[order], pos[order], step_nums,
-                  [names[m] for m in mid[order].tolist()]), unrooted
+                  [names[m] for m in mid[order].tolist()], odd), unrooted
 
 
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
@@ -936,6 +945,16 @@ def unrooted_note(unrooted: _Unrooted) -> str:
             "neither XProf nor tfobs takes them for steps: mark each step as a root, "
             f"tf.profiler.experimental.Trace({unrooted.name!r}, step_num=i, _r=1), or use "
             "tfobs.step(i)")
+
+
+ODD_NUMS_NOTE_START = "step markers carry a step_num that is not an integer"
+
+
+def odd_nums_note(count: int) -> str:
+    return (f"{count} {ODD_NUMS_NOTE_START} (a float, or a tensor or variable that "
+            "TensorFlow writes as its text): XProf 2.24.2 numbers every such step 0, tfobs "
+            "numbers them by their order in the window; pass a Python int "
+            "(step_num=int(step))")
 
 
 def nested_markers_note(taken: list[str], groups: Sequence[StepGroup]) -> str:
@@ -1004,6 +1023,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
     else:
         note = nested_markers_note(taken, groups)
+    if roots.odd_nums:
+        note = "; ".join(n for n in (note, odd_nums_note(roots.odd_nums)) if n)
     step_of = None
     if grouper.has_tf_loop:  # XProf groups by loop iteration, markers or not
         step_of = grouper.loop_steps()

@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from tfobs.errors import CaptureError
-from tfobs.xspace.columns import KIND_INT64, KIND_REF, KIND_UINT64, PlaneEvents, compiled
+from tfobs.xspace.columns import (
+    KIND_INT64,
+    KIND_NONE,
+    KIND_REF,
+    KIND_UINT64,
+    PlaneEvents,
+    compiled,
+)
 from tfobs.xspace.reader import PlaneView
 
 # Picoseconds far outside any real capture (about 100 days): values past this are corrupt.
@@ -406,6 +413,20 @@ def _compiled_int_stats(tl: Timeline, events: np.ndarray, ids: np.ndarray
     if not cols.int_stats(np.ascontiguousarray(events, np.int64), slots, value, kind):
         return None
     return value, kind
+
+
+def stat_present(tl: Timeline, events: np.ndarray, stat_id: int) -> np.ndarray:
+    """For each plane-wide event index, whether it carries a record of stat `stat_id`, of
+    any value kind (`int_stats_at` reads integer records only)."""
+    ids = np.array([stat_id], np.int64)
+    decoded = _compiled_int_stats(tl, events, ids)
+    if decoded is not None:
+        found: np.ndarray = decoded[1][0] != KIND_NONE
+        return found
+    batch, slot = tl.columns.stats_by_slot(events, ids, by_event=False)
+    present = np.zeros(events.size, bool)
+    present[slot[batch.mid == stat_id]] = True
+    return present
 
 
 def sums_fit(values: np.ndarray) -> bool:
