@@ -232,10 +232,12 @@ class Steps:
     # TensorFlow op, so XProf sees no input there). From tfobs's own event around next()
     # (live JAX windows), else from the Python tracer (then a part of python_traced_s).
     python_tfdata_next_s: float = 0.0
-    # Host-only captures of a JAX job: XLA's CPU runtime work per step that ran outside
-    # every step (tfobs.analysis.dispatch). Near mean_s or above, the markers time the
-    # dispatch of asynchronously run steps, not their work (the note says so).
+    # Host-only captures of a JAX job: seconds of XLA's CPU runtime work in the window that
+    # ran outside every step, and its share of that runtime's work (tfobs.analysis.dispatch).
+    # Most of it, and more than the steps' own time: the markers time the dispatch of
+    # asynchronously run steps, not their work (the note says so).
     work_outside_s: float = 0.0
+    work_outside_ratio: float = 0.0
     # Steps' top events left out of `items` beyond the window's bound (the reducer's
     # `max_top_events`, the trace's span cap): a window of thousands of steps keeps its
     # longest events, not every step's.

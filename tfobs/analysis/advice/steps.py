@@ -18,7 +18,7 @@ from tfobs.analysis.advice.rule import (
     Rule,
     step_pct,
 )
-from tfobs.analysis.dispatch import DISPATCH_NOTE_START
+from tfobs.analysis.dispatch import DISPATCH_NOTE_START, OUTSIDE_SHARE
 from tfobs.summary import Advice, Steps, WindowSummary
 
 MARKERS_WITHOUT_ROOT = Rule(
@@ -59,8 +59,8 @@ PYTHON_IN_STEP = Rule(
     f"{TFDATA}: Vectorizing mapping; {GPU}: 2. Debug the performance of one GPU")
 MARKERS_TIME_DISPATCH = Rule(
     "markers_time_dispatch", "steps",
-    "host-only capture: XLA's CPU runtime ran at least half its work outside every step, "
-    "and that work per step is at least the marked step's time (the markers close before "
+    "host-only capture: XLA's CPU runtime ran at least half its work in the window outside "
+    "every step, and more of it than the marked steps' own time (the markers close before "
     "the asynchronously dispatched step runs)",
     "wait for the step's result inside its marker: `state = step(state, batch)` then "
     "`jax.block_until_ready(state)` before the `with jax.profiler.StepTraceAnnotation(...)` "
@@ -129,14 +129,18 @@ def check(s: WindowSummary) -> list[Advice]:
             "no step found, function calls present",
             DISPATCHED_FIX if dispatched else ""))
     if st.count and st.mean_s > 0 and dispatch_only(st):
+        total = st.work_outside_s / st.work_outside_ratio
         out.append(MARKERS_TIME_DISPATCH.advice(
             "warning",
             f"The marked steps close before their compiled work runs: "
-            f"{1e3 * st.work_outside_s:.3f} ms per step of XLA's CPU work ran outside every "
-            f"step, against {1e3 * st.mean_s:.3f} ms per marked step (JAX's asynchronous "
-            "dispatch); step time, breakdown and input verdict describe the dispatch.",
-            {"work_outside_s_per_step": st.work_outside_s, "step_s": st.mean_s},
-            "XLA CPU work outside the steps >= half of it and >= the step time (tfobs)"))
+            f"{100 * st.work_outside_ratio:.0f} % of the window's {1e3 * total:.3f} ms of work "
+            f"on XLA's CPU threads ran outside every step, whose markers hold "
+            f"{1e3 * st.mean_s * st.count:.3f} ms (JAX's asynchronous dispatch); step time, "
+            "breakdown and input verdict describe the dispatch.",
+            {"work_outside_s": st.work_outside_s, "work_outside_ratio": st.work_outside_ratio,
+             "steps_s": st.mean_s * st.count},
+            f"XLA CPU work outside every step >= {100 * OUTSIDE_SHARE:g} % of it and >= the "
+            "steps' own time (tfobs)"))
     if st.count and st.mean_s > 0:
         other_pct = step_pct(s, "other")
         op_pct = 100.0 * st.python_op_s / st.mean_s
@@ -159,7 +163,7 @@ def check(s: WindowSummary) -> list[Advice]:
 
 def dispatch_only(st: Steps) -> bool:
     """Whether the reduction found the steps timing their dispatch (its note says so)."""
-    return st.work_outside_s > 0 and DISPATCH_NOTE_START in st.note
+    return st.work_outside_ratio > 0 and DISPATCH_NOTE_START in st.note
 
 
 def _traced(st: Steps, traced_pct: float) -> Advice:
