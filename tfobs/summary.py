@@ -238,6 +238,10 @@ class Steps:
     # asynchronously run steps, not their work (the note says so).
     work_outside_s: float = 0.0
     work_outside_ratio: float = 0.0
+    # Per step: that runtime's work during the steps' unknown time, which XProf's breakdown
+    # files under 'All Others' (work on threads no step is linked to: a JAX job's Eigen
+    # threads), although it is the step's compiled work.
+    work_in_other_s: float = 0.0
     # Steps' top events left out of `items` beyond the window's bound (the reducer's
     # `max_top_events`, the trace's span cap): a window of thousands of steps keeps its
     # longest events, not every step's.

@@ -19,6 +19,7 @@ import pytest
 import tfobs
 from tests.conftest import capture_paths
 from tests.support.xprof_reference import reference
+from tfobs.analysis.advice.gaps import RUNTIME_SHARE
 from tfobs.analysis.advice.steps import SUPERSEDED_BY_DISPATCH
 from tfobs.analysis.dispatch import DISPATCH_NOTE_START
 from tfobs.analysis.pipeline import GPU_STEP_NOTE
@@ -102,9 +103,22 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
             # alone; tfobs states it there with XProf's sentence, so the fix it names
             # (Python out of the step) is not hidden behind an input verdict.
             assert not p.get(key)
-            assert by_code[code] == _all_others_sentence(s)
+            assert _without_runtime(by_code[code], s) == _all_others_sentence(s)
+            continue
+        if code == "all_others_bound" and code in by_code:
+            assert _without_runtime(by_code[code], s) == p.get(key, ""), code
             continue
         assert by_code.get(code, "") == p.get(key, ""), code
+
+
+def _without_runtime(message: str, s: tfobs.WindowSummary) -> str:
+    """all_others_bound's message less the sentence tfobs adds where most of 'All Others'
+    is XLA's CPU runtime work linked to no step (named difference, docs/analyze.md), which
+    is there exactly when that work is at least half of the step's 'All Others'."""
+    added = " Of it, "
+    runtime = s.steps.work_in_other_s >= RUNTIME_SHARE * s.breakdown_s["other"] > 0
+    assert (added in message) is runtime
+    return message.split(added)[0]
 
 
 def _all_others_sentence(s: tfobs.WindowSummary) -> str:

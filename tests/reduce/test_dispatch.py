@@ -78,3 +78,63 @@ def test_the_figure_survives_the_summary_round_trip() -> None:
 ])
 def test_threshold(outside: float, total: float, steps_s: float, fires: bool) -> None:
     assert markers_time_dispatch(outside, total, steps_s) is fires
+
+
+# -- XLA's CPU work that XProf's breakdown files under 'All Others' ---------------------------
+
+
+def _cpu_captures() -> list:
+    return [p for p in capture_paths() if "h100" not in p.name]
+
+
+@pytest.mark.parametrize("path", _cpu_captures(), ids=lambda p: p.name.split(".xplane")[0])
+def test_unknown_spans_add_up_to_xprofs_all_others(path) -> None:
+    """The stretches `unknown_spans` gives are exactly the breakdown's unknown time, step
+    by step summed, on every CPU capture (the runtime's share of 'All Others' is read
+    against them)."""
+    from tfobs.analysis import breakdown as bd
+    from tfobs.analysis import eventtypes as et
+    from tfobs.analysis.pipeline import _unknown_spans
+    from tfobs.analysis.steps import find_steps
+    from tfobs.analysis.timeline import Timeline, time_base_ps
+    from tfobs.xspace.reader import parse
+
+    space = parse(path.read_bytes())
+    plane = space.plane("/host:CPU")
+    assert plane is not None
+    host = Timeline(plane, time_base_ps([plane]))
+    found = find_steps(host)
+    kept = bd.step_breakdowns(found.groups, False, typed=found.typed, spans=found.spans)
+    rows = _unknown_spans(found, kept)
+    assert int((rows[:, 1] - rows[:, 0]).sum()) == kept.totals.get(et.UNKNOWN_TIME, 0)
+
+
+@pytest.mark.parametrize("path", _cpu_captures(), ids=lambda p: p.name.split(".xplane")[0])
+def test_runtime_work_in_all_others_is_part_of_it(path) -> None:
+    s = tfobs.analyze(path)
+    assert 0.0 <= s.steps.work_in_other_s <= s.breakdown_s["other"] + 1e-12
+    if "jax" not in path.name:
+        assert s.steps.work_in_other_s == 0.0  # no XLA CPU runtime threads
+
+
+@pytest.mark.parametrize("stem", ["generated__jax0.10cpu__sharded_two_devices",
+                                  "generated__jax0.10cpu__pmap_four_devices"])
+def test_all_others_that_is_the_runtimes_work_says_so(stem: str) -> None:
+    from tfobs.analysis.advice.gaps import RUNTIME_FIX
+
+    s = _summary(stem)
+    a = next(a for a in s.advice if a.code == "all_others_bound")
+    assert s.steps.work_in_other_s >= 0.5 * s.breakdown_s["other"] > 0
+    assert "XLA's CPU runtime running the step's compiled work" in a.message
+    assert a.message.startswith(f"{a.evidence['other_pct']:.1f} % of the total step time")
+    assert a.fix == RUNTIME_FIX
+    assert a.evidence["work_in_other_s"] == pytest.approx(s.steps.work_in_other_s)
+
+
+def test_all_others_of_a_step_that_waits_in_python_keeps_xprofs_fix() -> None:
+    from tfobs.analysis.advice.gaps import ALL_OTHERS
+
+    s = _summary("generated__jax0.10cpu__step_annotation")
+    a = next(a for a in s.advice if a.code == "all_others_bound")
+    assert s.steps.work_in_other_s == 0.0
+    assert "XLA's CPU runtime" not in a.message and a.fix == ALL_OTHERS.jax_fix

@@ -133,6 +133,42 @@ def _type_cells(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] | N
     return _per_group(groups, g, current[gap], span)
 
 
+def unknown_spans(typed: tuple[np.ndarray, ...], g_begin: np.ndarray, g_end: np.ndarray
+                  ) -> np.ndarray:
+    """Each step's unknown time (XProf's 'All Others') as (begin, end) rows of absolute ps,
+    from the sweep `_type_cells` runs: the stretches between a step's event bounds where no
+    type is in force, and the parts of the step before its first bound and after its last.
+    `typed`: the steps' events (type, begin, end, group), groups numbering `g_begin`."""
+    etype, begin, end, group = _without_nested(*typed)
+    n = etype.size
+    rows = []
+    seen = np.zeros(g_begin.size, bool)
+    if n:
+        time = np.concatenate((begin, end))
+        start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
+        typ = np.concatenate((etype, etype))
+        grp = np.concatenate((group, group))
+        types = _small_types(typ)
+        order = _bound_order(time, start, typ, grp, types)
+        time, start, typ, grp = time[order], start[order], typ[order], grp[order]
+        current, own = _sweep(typ, start, types)
+        _hold_sticky_types(current, start, typ, grp, own, start & (own <= 0))
+        gap = np.flatnonzero((grp[:-1] == grp[1:]) & (current[:-1] == et.UNKNOWN_TIME))
+        g = grp[gap]
+        rows.append(np.stack([np.maximum(time[gap], g_begin[g]),
+                              np.minimum(time[gap + 1], g_end[g])], 1))
+        first = np.flatnonzero(np.r_[True, grp[1:] != grp[:-1]])
+        last = np.r_[first[1:] - 1, grp.size - 1]
+        g = grp[first]
+        seen[g] = True
+        rows.append(np.stack([g_begin[g], np.minimum(time[first], g_end[g])], 1))
+        rows.append(np.stack([np.maximum(time[last], g_begin[g]), g_end[g]], 1))
+    rows.append(np.stack([g_begin[~seen], g_end[~seen]], 1))  # steps with no event
+    out = np.concatenate(rows).astype(np.int64)
+    kept: np.ndarray = out[out[:, 1] > out[:, 0]]
+    return kept
+
+
 def _sweep(typ: np.ndarray, start: np.ndarray, types: np.ndarray | None
            ) -> tuple[np.ndarray, np.ndarray]:
     """(the highest type with more starts than ends so far, the running count of the

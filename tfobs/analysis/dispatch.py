@@ -12,6 +12,8 @@ grouped to its step and timed apart: `steps[].device_span_s`.)
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,23 +30,38 @@ XLA_CPU_LINES = ("tf_XLAPjRtCpuClient", "XLAEigen")
 OUTSIDE_SHARE = 0.5
 
 
-def work_outside_steps(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray
-                       ) -> tuple[float, float]:
-    """(seconds of XLA CPU runtime work outside every step span, seconds of it in all): the
-    union of the runtime threads' events, each thread's nested events counted once."""
+@dataclass(frozen=True)
+class RuntimeWork:
+    """Seconds of XLA's CPU runtime work in a window (its threads' events, nested ones once)."""
+
+    total_s: float = 0.0
+    outside_s: float = 0.0  # outside every kept step
+    in_other_s: float = 0.0  # inside the steps' unknown time, XProf's 'All Others'
+
+
+def runtime_work(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray,
+                 unknown: Callable[[], np.ndarray] | None = None) -> RuntimeWork:
+    """The runtime's work against the kept steps' spans and, where `unknown` is given (it
+    returns the steps' unknown time as (begin, end) rows: `breakdown.unknown_spans`),
+    against the time XProf's breakdown files under 'All Others'."""
     if host is None:
-        return 0.0, 0.0
+        return RuntimeWork()
     rows = [np.stack([ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps], 1)
             for ld in host.lines if ld.name.startswith(XLA_CPU_LINES) and len(ld)]
     if not rows:
-        return 0.0, 0.0
+        return RuntimeWork()
     work = union_rows(np.concatenate(rows))
     total = int((work[:, 1] - work[:, 0]).sum())
     steps = union_rows(np.stack([begin_ps, end_ps], 1).astype(np.int64))
     if not steps.size:
-        return total / 1e12, total / 1e12
+        return RuntimeWork(total / 1e12, total / 1e12)
     inside = int(covered_ps(steps[:, 0], steps[:, 1], work[:, 0], work[:, 1]).sum())
-    return max(total - inside, 0) / 1e12, total / 1e12
+    in_other = 0
+    if unknown is not None:
+        other = union_rows(unknown())
+        if other.size:
+            in_other = int(covered_ps(other[:, 0], other[:, 1], work[:, 0], work[:, 1]).sum())
+    return RuntimeWork(total / 1e12, max(total - inside, 0) / 1e12, in_other / 1e12)
 
 
 def markers_time_dispatch(outside_s: float, total_s: float, steps_s: float) -> bool:
@@ -65,15 +82,19 @@ def dispatch_note(outside_s: float, total_s: float, steps_s: float) -> str:
 
 
 def with_dispatch(steps: Steps, host: Timeline | None, begin_ps: np.ndarray,
-                  end_ps: np.ndarray) -> Steps:
+                  end_ps: np.ndarray, unknown: Callable[[], np.ndarray] | None = None
+                  ) -> Steps:
     """`steps` with the runtime's work outside them (`work_outside_s`, its share
-    `work_outside_ratio`), and the note where the markers time the dispatch."""
-    outside, total = work_outside_steps(host, begin_ps, end_ps)
-    if not steps.count or total <= 0:
+    `work_outside_ratio`) and in their 'All Others' (`work_in_other_s`, per step), and the
+    note where the markers time the dispatch."""
+    work = runtime_work(host, begin_ps, end_ps, unknown)
+    if not steps.count or work.total_s <= 0:
         return steps
     steps_s = steps.mean_s * steps.count
     note = steps.note
-    if markers_time_dispatch(outside, total, steps_s):
-        note = "; ".join(n for n in (note, dispatch_note(outside, total, steps_s)) if n)
-    return dataclasses.replace(steps, work_outside_s=outside,
-                               work_outside_ratio=outside / total, note=note)
+    if markers_time_dispatch(work.outside_s, work.total_s, steps_s):
+        note = "; ".join(n for n in (note, dispatch_note(work.outside_s, work.total_s, steps_s))
+                         if n)
+    return dataclasses.replace(steps, work_outside_s=work.outside_s,
+                               work_outside_ratio=work.outside_s / work.total_s,
+                               work_in_other_s=work.in_other_s / steps.count, note=note)

@@ -130,7 +130,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     if has_device and found.method == "markers" and found.step_of is not None and steps.items:
         steps = _with_device_spans(gpu_events, found, steps)
     elif not has_device:
-        steps = with_dispatch(steps, host, kept.begin_ps, kept.end_ps)
+        steps = with_dispatch(steps, host, kept.begin_ps, kept.end_ps,
+                              lambda: _unknown_spans(found, kept))
 
     input_s = sums["input"]
     other_s = types_total.get(et.UNKNOWN_TIME, 0) / 1e12
@@ -361,6 +362,25 @@ class _StepSpans(Sequence[tuple[int, int]]):
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         return iter(self._list())
+
+
+def _unknown_spans(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray:
+    """The kept steps' unknown time ('All Others') as (begin, end) rows, absolute ps."""
+    if found.typed is not None:
+        etype, begin, end, group = found.typed
+    else:
+        chunks = [(c, k) for k, g in enumerate(found.groups) for c in g.events if len(c[0])]
+        if not chunks:
+            return np.stack([kept.begin_ps, kept.end_ps], 1)
+        etype, begin, end = (np.concatenate([c[i] for c, _ in chunks]) for i in range(3))
+        group = np.repeat(np.array([k for _, k in chunks], np.int64),
+                          [len(c[0]) for c, _ in chunks])
+    rank = np.full(len(found.groups), -1, np.int64)
+    rank[kept.index] = np.arange(kept.index.size)
+    sel = rank[group] >= 0
+    return bd.unknown_spans((etype[sel].astype(np.int64), begin[sel].astype(np.int64),
+                             end[sel].astype(np.int64), rank[group[sel]]),
+                            kept.begin_ps, kept.end_ps)
 
 
 def _per_step(seconds: float, count: int) -> float:

@@ -12,6 +12,8 @@ checkpoint) are `step_pause`, whose fix is another.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from tfobs.analysis.advice.rule import GPU, PROFILER, TFDATA, Rule, category_advice
@@ -75,6 +77,16 @@ RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, INPUT_OUTSIDE)
 GAP_SHARE = 0.10
 CHECKPOINT_SHARE = 0.05  # of the window
 
+# 'All Others' that is mostly XLA's CPU runtime running the step's compiled work on threads
+# no step is linked to (a JAX job's Eigen threads): compute the step waits for, not Python.
+RUNTIME_SHARE = 0.5  # of the step's 'All Others'
+RUNTIME_FIX = (
+    "most of that 'All Others' is the step's own compiled work, which XLA's CPU runtime ran "
+    "on threads XProf links to no step: the step is bound by its computation, not by "
+    "Python. Make the computation cheaper as for host compute (larger batches per call, "
+    "fewer and fused ops: one jax.jit around the whole update), then move the Python "
+    "that is left out of the step")
+
 # XProf's sentence (kAllOthersPythonExplanation), after the percentage.
 ALL_OTHERS_TEXT = (" % of the total step time sampled is spent on 'All Others' time. "
                    "This could be due to Python execution overhead.")
@@ -85,7 +97,7 @@ def check(s: WindowSummary) -> list[Advice]:
     # A coordinator's steps are all 'other' (waiting for its workers): no Python to move.
     if s.steps.method != "markers_remote":
         found = category_advice(ALL_OTHERS, s, "other", "'All Others'", ALL_OTHERS_TEXT)
-        out += [found] if found else []
+        out += [_runtime_in_other(s, found)] if found else []
     gap = _gap(s)
     if gap is not None:
         out.append(gap)
@@ -103,6 +115,22 @@ def check(s: WindowSummary) -> list[Advice]:
             f"input wait between steps >= {MODERATELY_INPUT_PCT:g} % of the step period "
             "(XProf's moderately input-bound share)"))
     return out
+
+
+def _runtime_in_other(s: WindowSummary, found: Advice) -> Advice:
+    """all_others_bound where most of 'All Others' is compiled work XProf links to no step:
+    the message says how much of it, and the fix is the computation's."""
+    other = s.breakdown_s.get("other", 0.0)
+    runtime = s.steps.work_in_other_s
+    if other <= 0 or runtime < RUNTIME_SHARE * other:
+        return found
+    return dataclasses.replace(
+        found,
+        message=(f"{found.message} Of it, {1e3 * runtime:.2f} ms per step (of "
+                 f"{1e3 * other:.2f} ms) is XLA's CPU runtime running the step's compiled "
+                 "work on threads XProf links to no step."),
+        evidence={**found.evidence, "work_in_other_s": runtime, "other_s": other},
+        fix=RUNTIME_FIX)
 
 
 def _checkpoint(s: WindowSummary) -> list[Advice]:
