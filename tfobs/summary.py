@@ -233,7 +233,8 @@ class Steps:
     # (live JAX windows), else from the Python tracer (then a part of python_traced_s).
     python_tfdata_next_s: float = 0.0
     # Host-only captures of a JAX job: seconds of XLA's CPU runtime work in the window that
-    # ran outside every step, and its share of that runtime's work (tfobs.analysis.dispatch).
+    # ran outside every step, and its share of that runtime's work
+    # (tfobs.analysis.xla_cpu_work).
     # Most of it, and more than the steps' own time: the markers time the dispatch of
     # asynchronously run steps, not their work (the note says so).
     work_outside_s: float = 0.0

@@ -21,8 +21,8 @@ from tests.conftest import capture_paths
 from tests.support.xprof_reference import reference
 from tfobs.analysis.advice.gaps import RUNTIME_SHARE
 from tfobs.analysis.advice.steps import SUPERSEDED_BY_DISPATCH
-from tfobs.analysis.dispatch import DISPATCH_NOTE_START
 from tfobs.analysis.pipeline import GPU_STEP_NOTE
+from tfobs.analysis.xla_cpu_work import DISPATCH_NOTE_START
 
 pytest.importorskip("xprof")
 
@@ -94,7 +94,7 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
             # Named difference (docs/advice.md, markers_time_dispatch): markers that close
             # before their compiled work runs leave that work around them, which XProf
             # reads as 'All Others'; tfobs names the markers instead (tests/reduce/
-            # test_dispatch.py).
+            # test_xla_cpu_work.py).
             assert code not in by_code and "markers_time_dispatch" in by_code
             continue
         if code == "all_others_bound" and s.input_bound.verdict == "potentially":

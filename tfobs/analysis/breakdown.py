@@ -104,19 +104,7 @@ def _type_cells(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] | N
     cols = _columns(groups) if columns is None else columns
     if cols is None or (columns is not None and (columns[2] < columns[1]).any()):
         return [_reference(g) for g in groups]
-    etype, begin, end, group = _without_nested(*cols)
-    n = etype.size
-    time = np.concatenate((begin, end))
-    start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
-    typ = np.concatenate((etype, etype))
-    grp = np.concatenate((group, group))
-    types = _small_types(typ)
-    order = _bound_order(time, start, typ, grp, types)
-    time, start, typ, grp = time[order], start[order], typ[order], grp[order]
-    current, own = _sweep(typ, start, types)
-    # A start whose own count stays <= 0 follows the end of a zero-length event of its
-    # type at the same time (ties among equal bounds fall either way).
-    _hold_sticky_types(current, start, typ, grp, own, start & (own <= 0))
+    time, grp, current, types = _swept_bounds(*cols)
     # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
     g_begin, g_end = spans if spans is not None else (
         np.array([x.begin_ps for x in groups], np.int64),
@@ -133,26 +121,36 @@ def _type_cells(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] | N
     return _per_group(groups, g, current[gap], span)
 
 
+def _swept_bounds(etype: np.ndarray, begin: np.ndarray, end: np.ndarray, group: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The groups' event bounds in the reference sweep's order, as (time, group, the type in
+    force after each bound, the distinct types where all are small, else None)."""
+    etype, begin, end, group = _without_nested(etype, begin, end, group)
+    n = etype.size
+    time = np.concatenate((begin, end))
+    start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
+    typ = np.concatenate((etype, etype))
+    grp = np.concatenate((group, group))
+    types = _small_types(typ)
+    order = _bound_order(time, start, typ, grp, types)
+    time, start, typ, grp = time[order], start[order], typ[order], grp[order]
+    current, own = _sweep(typ, start, types)
+    # A start whose own count stays <= 0 follows the end of a zero-length event of its
+    # type at the same time (ties among equal bounds fall either way).
+    _hold_sticky_types(current, start, typ, grp, own, start & (own <= 0))
+    return time, grp, current, types
+
+
 def unknown_spans(typed: tuple[np.ndarray, ...], g_begin: np.ndarray, g_end: np.ndarray
                   ) -> np.ndarray:
     """Each step's unknown time (XProf's 'All Others') as (begin, end) rows of absolute ps,
     from the sweep `_type_cells` runs: the stretches between a step's event bounds where no
     type is in force, and the parts of the step before its first bound and after its last.
     `typed`: the steps' events (type, begin, end, group), groups numbering `g_begin`."""
-    etype, begin, end, group = _without_nested(*typed)
-    n = etype.size
     rows = []
     seen = np.zeros(g_begin.size, bool)
-    if n:
-        time = np.concatenate((begin, end))
-        start = np.concatenate((np.ones(n, bool), np.zeros(n, bool)))
-        typ = np.concatenate((etype, etype))
-        grp = np.concatenate((group, group))
-        types = _small_types(typ)
-        order = _bound_order(time, start, typ, grp, types)
-        time, start, typ, grp = time[order], start[order], typ[order], grp[order]
-        current, own = _sweep(typ, start, types)
-        _hold_sticky_types(current, start, typ, grp, own, start & (own <= 0))
+    if typed[0].size:
+        time, grp, current, _ = _swept_bounds(*typed)
         gap = np.flatnonzero((grp[:-1] == grp[1:]) & (current[:-1] == et.UNKNOWN_TIME))
         g = grp[gap]
         rows.append(np.stack([np.maximum(time[gap], g_begin[g]),

@@ -20,7 +20,6 @@ from tfobs.analysis.advice import with_advice
 from tfobs.analysis.advice.rule import remember_step_sums
 from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
-from tfobs.analysis.dispatch import with_dispatch
 from tfobs.analysis.eager import (
     checkpoint_writes,
     eager_note,
@@ -42,6 +41,7 @@ from tfobs.analysis.steps import (
     step_nums,
 )
 from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
+from tfobs.analysis.xla_cpu_work import with_dispatch
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,

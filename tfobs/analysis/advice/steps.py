@@ -18,7 +18,7 @@ from tfobs.analysis.advice.rule import (
     Rule,
     step_pct,
 )
-from tfobs.analysis.dispatch import DISPATCH_NOTE_START, OUTSIDE_SHARE
+from tfobs.analysis.xla_cpu_work import DISPATCH_NOTE_START, OUTSIDE_SHARE
 from tfobs.summary import Advice, Steps, WindowSummary
 
 MARKERS_WITHOUT_ROOT = Rule(

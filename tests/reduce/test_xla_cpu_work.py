@@ -8,7 +8,7 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES, capture_paths
 from tfobs.analysis.advice.steps import DISPATCH_VERDICT_FIX, SUPERSEDED_BY_DISPATCH
-from tfobs.analysis.dispatch import DISPATCH_NOTE_START, markers_time_dispatch
+from tfobs.analysis.xla_cpu_work import DISPATCH_NOTE_START, markers_time_dispatch
 from tfobs.summary import WindowSummary
 
 # Marked around the call alone, no block_until_ready inside the marker.

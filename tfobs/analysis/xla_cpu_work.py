@@ -1,4 +1,4 @@
-"""Compiled work the step markers do not cover: JAX's asynchronous dispatch on a CPU.
+"""XLA's CPU runtime work against the steps: dispatch-only markers, and work in 'All Others'.
 
 A jitted JAX step returns as soon as its work is queued; XLA's CPU runtime runs that work on
 its own threads (`tf_XLAPjRtCpuClient`, `XLAEigen`). A marker around the call alone (no
@@ -7,6 +7,11 @@ and their breakdown and input verdict describe it, not the training: XProf repor
 short steps from the same markers. What tells it: the runtime's work on those threads that
 falls outside every step, against the steps' own time. (On a GPU the device's activity is
 grouped to its step and timed apart: `steps[].device_span_s`.)
+
+Work the runtime runs on threads no step is linked to (Eigen's pool, a multi-device job's
+per-device runs) while the step waits for it is unknown time to XProf's breakdown, 'All
+Others'; the runtime's work inside those stretches (`breakdown.unknown_spans`) says how much
+of 'All Others' is the step's own computation rather than Python.
 """
 
 from __future__ import annotations
