@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.support.otlp_receiver import OtlpReceiver
-from tests.support.prometheus_server import PrometheusServer, free_port
+from tests.support.prometheus_server import PrometheusError, PrometheusServer, free_port
 from tests.support.traced_training import finish_training, start_training
 from tfobs.export.otel import SPAN_STEP, SPAN_WINDOW
 
@@ -17,14 +17,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(180)]
 
 
 # Waits for captured windows, which the overhead budget skips when steps slow down: beside
-# the busy lane on a slow VM, the job ended before the second one.
+# the busy lane on a slow VM, the job ended before the second one; alone, a fresh-clone CI
+# run once saw fewer than two in the default 100 steps (windows at 10, 25, 50, 75). The job
+# trains 250 steps here (nine chances after the first), and a miss names its windows.
 @pytest.mark.alone
 def test_exemplar_trace_ids_are_the_received_traces(tmp_path):
     port = free_port()
     hold = tmp_path / "release"
     with OtlpReceiver() as receiver:
         t0 = time.monotonic()
-        proc = start_training(receiver.endpoint, port, hold_file=str(hold))
+        proc = start_training(receiver.endpoint, port, hold_file=str(hold), steps=250)
         try:
             with PrometheusServer([f"127.0.0.1:{port}"], scrape_interval_s=0.5,
                                   exemplars=True) as prom:
@@ -33,9 +35,17 @@ def test_exemplar_trace_ids_are_the_received_traces(tmp_path):
                 prom.flush_scrapes(2)
                 steps = prom.query_exemplars("tfobs_step_duration_seconds_bucket")
                 windows = prom.query_exemplars('tfobs_windows_total{outcome="captured"}')
-        finally:
+        except PrometheusError as exc:
             hold.touch()
             run = finish_training(proc, t0)
+            raise AssertionError(f"{exc}; the job's windows {run.windows}, dropped "
+                                 f"{run.dropped}, errors {run.errors}") from exc
+        except BaseException:
+            hold.touch()
+            finish_training(proc, t0)
+            raise
+        hold.touch()
+        run = finish_training(proc, t0)
         spans = receiver.wait_for(lambda sp: len(sp) >= run.planned_spans, timeout_s=10)
 
     assert steps and windows, (steps, windows)

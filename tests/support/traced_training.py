@@ -150,12 +150,13 @@ class Run:
 
 
 def start_training(endpoint: str, port: int, *, env: dict[str, str] | None = None,
-                   hold_file: str = "", disable_timeout_s: float = 5.0) -> subprocess.Popen:
+                   hold_file: str = "", disable_timeout_s: float = 5.0,
+                   steps: int = STEPS) -> subprocess.Popen:
     cfg = {
         "endpoint": endpoint,
         "port": port,
         "options": OPTIONS,
-        "steps": STEPS,
+        "steps": steps,
         "sleep_s": STEP_SLEEP_S,
         "disable_timeout_s": disable_timeout_s,
         "hold_file": hold_file,
