@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(180)]
 
 # Waits for captured windows, which the overhead budget skips when steps slow down: beside
 # the busy lane on a slow VM, the job ended before the second one; alone, a fresh-clone CI
-# run once saw fewer than two in the default 100 steps (windows at 10, 25, 50, 75). The job
-# trains 250 steps here (nine chances after the first), and a miss names its windows.
+# run once saw fewer than two in 100 steps (windows at 10, 25, 50, 75). The job trains 250
+# steps here (nine chances after the first), and a miss names its windows.
 @pytest.mark.alone
 def test_exemplar_trace_ids_are_the_received_traces(tmp_path):
     port = free_port()
