@@ -100,7 +100,7 @@ def test_numpy_sweep_equals_reference_with_call_trees(seed: int, walks: str) -> 
         g.events.append((rng.choice(TYPES, n).astype(np.int64), strays.astype(np.int64),
                          (strays + lengths).astype(np.int64)))
         groups.append(g)
-    kept = bd._without_nested(*bd._columns(groups))[0].size  # under the sampling size
+    kept = bd._without_nested(*bd.event_columns(groups))[0].size  # under the sampling size
     assert kept < sum(len(c[0]) for g in groups for c in g.events)  # the test tests that
     for g, got in zip(groups, bd.all_type_times(groups), strict=True):
         assert got == bd._reference(g)
@@ -547,6 +547,6 @@ def test_numpy_sweep_samples_large_windows_before_leaving_nested_events_out() ->
     flat.events.append((rng.choice(TYPES, flat_begin.size).astype(np.int64), flat_begin,
                         flat_begin + 5))
     for g in (tree, flat):
-        kept = bd._without_nested(*bd._columns([g]))[0].size
+        kept = bd._without_nested(*bd.event_columns([g]))[0].size
         assert (kept < begin.size // 2) if g is tree else (kept == flat_begin.size)
         assert bd.all_type_times([g]) == [bd._reference(g)]

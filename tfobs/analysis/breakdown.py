@@ -64,7 +64,7 @@ def type_times(events: list[tuple[int, int, int]], begin: int, end: int) -> dict
     return out
 
 
-def _columns(groups: Sequence[StepGroup]) -> tuple[np.ndarray, ...] | None:
+def event_columns(groups: Sequence[StepGroup]) -> tuple[np.ndarray, ...] | None:
     """(type, begin, end, group) of every group's events as int64 (the reader keeps every
     time far inside int64), or None when an event ends before it begins (corrupt)."""
     chunks = [(c, k) for k, g in enumerate(groups) for c in g.events if len(c[0])]
@@ -101,7 +101,7 @@ def _type_cells(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] | N
     """`all_type_times` as the compiled gaps leave it, (time per group and type, first
     gap per group and type, the type of each column), where `_wire` is there; else the
     dicts. `spans`: the groups' (begin_ps, end_ps) as arrays, where the caller has them."""
-    cols = _columns(groups) if columns is None else columns
+    cols = event_columns(groups) if columns is None else columns
     if cols is None or (columns is not None and (columns[2] < columns[1]).any()):
         return [_reference(g) for g in groups]
     time, grp, current, types = _swept_bounds(*cols)

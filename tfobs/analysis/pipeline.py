@@ -366,15 +366,10 @@ class _StepSpans(Sequence[tuple[int, int]]):
 
 def _unknown_spans(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray:
     """The kept steps' unknown time ('All Others') as (begin, end) rows, absolute ps."""
-    if found.typed is not None:
-        etype, begin, end, group = found.typed
-    else:
-        chunks = [(c, k) for k, g in enumerate(found.groups) for c in g.events if len(c[0])]
-        if not chunks:
-            return np.stack([kept.begin_ps, kept.end_ps], 1)
-        etype, begin, end = (np.concatenate([c[i] for c, _ in chunks]) for i in range(3))
-        group = np.repeat(np.array([k for _, k in chunks], np.int64),
-                          [len(c[0]) for c, _ in chunks])
+    columns = found.typed if found.typed is not None else bd.event_columns(found.groups)
+    if columns is None:  # an event ends before it begins: the breakdown swept no columns
+        return np.zeros((0, 2), np.int64)
+    etype, begin, end, group = columns
     rank = np.full(len(found.groups), -1, np.int64)
     rank[kept.index] = np.arange(kept.index.size)
     sel = rank[group] >= 0

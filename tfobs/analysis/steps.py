@@ -889,7 +889,7 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     # Markers whose step_num is no integer (a float, a tensor or variable passed as is,
     # which TensorFlow writes as text): XProf numbers every such step 0.
     odd = 0
-    if "step_num" in ids:
+    if "step_num" in ids and not numbered.all():  # a second read only where one is missing
         odd = int((stat_present(host, flat, ids["step_num"]) & ~numbered).sum())
     # Each root's start and name, gathered line by line.
     start = np.zeros(flat.size, np.int64)
