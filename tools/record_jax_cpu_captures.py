@@ -105,6 +105,10 @@ CASES = {
                                  "(annotated next() there) into a `queue.Queue(maxsize=2)` "
                                  "the step takes its batch from: the fetches overlap the "
                                  "steps without being their wait",
+    "two_thread_steps": "two Python threads each running its own copy of the step on its "
+                        "own weights, both marking `StepTraceAnnotation(\"train\", "
+                        "step_num=i)` from 0 (steps of two threads that overlap in time, "
+                        "with the same numbers)",
 }
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
 WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
@@ -233,7 +237,20 @@ if case == "tfdata_wait_no_tracer":  # as tfobs's live windows: no Python tracer
     options.python_tracer_level, options.host_tracer_level = 0, 2
 with (jax.profiler.trace(logdir, profiler_options=options) if options is not None
       else jax.profiler.trace(logdir)):
-    if case == "epoch_step_annotations":
+    if case == "two_thread_steps":
+        import threading
+        def trainer():
+            v = w
+            for i in range(12):
+                with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                    v = step(v, x)
+                    v.block_until_ready()
+        threads = [threading.Thread(target=trainer) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    elif case == "epoch_step_annotations":
         for e in range(2):
             with jax.profiler.StepTraceAnnotation("epoch", step_num=e):
                 for i in range(6 * e, 6 * e + 6):

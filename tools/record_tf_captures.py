@@ -200,6 +200,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "negative_step_nums": (
         "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", "
         "step_num=-i, _r=1)` (negative step numbers, counting down); no tfobs markers", {}),
+    "two_thread_steps": (
+        "two Python threads training two models side by side (Dense 128->256->1 and "
+        "128->512->1), each with its own tf.data iterator, both marking their steps "
+        "`tf.profiler.experimental.Trace(\"train\", step_num=i, _r=1)` from 0: steps of two "
+        "threads that overlap in time, with the same numbers; no tfobs markers", {}),
     "markers_without_root": (
         "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", step_num=i)` "
         "without `_r=1` (as older guides write it): markers that neither XProf nor tfobs take "
@@ -1333,6 +1338,32 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         odd_numbers(3)
         profile(lambda: odd_numbers(params["steps"]))
+
+    elif case == "two_thread_steps":
+        import threading
+
+        params = {"batch": 64, "steps": 12, "threads": 2}
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
+        trainers = [(build_train_step(tf, mlp(128, width), mse, keras.optimizers.SGD(0.01)),
+                     iter(batches)) for width in (256, 512)]
+        for step, it in trainers:  # traced and run once outside the window
+            step(*next(it))
+
+        def train(step: Any, it: Any) -> None:
+            for i in range(params["steps"]):
+                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                    step(*next(it))
+
+        def side_by_side() -> None:
+            threads = [threading.Thread(target=train, args=t) for t in trainers]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        profile(side_by_side)
 
     elif case in ("predict_only", "evaluate_only"):
         params = {"batch": 64, "steps": 30}

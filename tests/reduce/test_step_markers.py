@@ -9,9 +9,13 @@
   time per call.
 - Python in the step: 'All Others' beside a POTENTIALLY verdict and py_function /
   numpy_function ops in the step's graph are named, not blamed on the input pipeline.
+- Steps of several threads that overlap in time (two models trained side by side): timed
+  as XProf times them, named as overlapping, their start-to-start interval per thread.
 """
 
 from __future__ import annotations
+
+import pathlib
 
 import pytest
 
@@ -20,6 +24,7 @@ from tests.conftest import CAPTURES
 from tests.support.xprof_reference import step_names, xprof_steps
 from tfobs.analysis.steps import IMPLICIT_ROOTS, ODD_NUMS_NOTE_START
 from tfobs.summary import WindowSummary
+from tfobs.xspace import schema
 
 pytest.importorskip("xprof")
 
@@ -161,6 +166,44 @@ def test_negative_step_numbers_are_the_jobs_own_as_in_xprof() -> None:
     assert [x.step_num for x in s.steps.items] == list(range(-4, -14, -1))
     assert [x["name"] for x in steps] == step_names(s)
     assert ODD_NUMS_NOTE_START not in s.steps.note
+
+
+def _marker_starts_by_thread(capture: pathlib.Path, marker: str) -> list[list[int]]:
+    """Each host thread's `marker` events' starts (ps), read with protobuf alone."""
+    space = schema.XSpace().FromString(capture.read_bytes())
+    (host,) = [p for p in space.planes if p.name == schema.HOST_PLANE]
+    wanted = {k for k, m in host.event_metadata.items() if m.name == marker}
+    by_line = [sorted(line.timestamp_ns * 1000 + e.offset_ps for e in line.events
+                      if e.metadata_id in wanted) for line in host.lines]
+    return [starts for starts in by_line if starts]
+
+
+@pytest.mark.parametrize("stem", ["generated__tf2.21cpu__two_thread_steps",
+                                  "generated__jax0.10cpu__two_thread_steps"])
+def test_steps_of_two_threads_overlap_and_are_spaced_per_thread(stem: str) -> None:
+    capture = CAPTURES / f"{stem}.xplane.pb"
+    s = tfobs.analyze(capture)
+    steps, _ = xprof_steps(capture)
+    # both threads number their 12 steps from 0: XProf keeps all but its first and last
+    assert [x["name"] for x in steps] == step_names(s)
+    assert len(steps) == s.steps.count == 22
+    assert [x.duration_s for x in s.steps.items] == pytest.approx(
+        [x["duration_s"] for x in steps], rel=0.01)
+    assert "steps of 2 threads overlap in time" in s.steps.note
+    threads = _marker_starts_by_thread(capture, "train")
+    assert [len(t) for t in threads] == [12, 12]
+    # A thread's own steps start one after another; the two threads' starts interleave,
+    # so spacing all steps in time order would read about half of that.
+    per_thread = [(t[-1] - t[0]) / (len(t) - 1) / 1e12 for t in threads]
+    assert s.steps.interval_s == pytest.approx(sum(per_thread) / 2, rel=0.15)
+    merged = sorted(t for starts in threads for t in starts)
+    assert s.steps.interval_s > 1.6 * (merged[-1] - merged[0]) / (len(merged) - 1) / 1e12
+
+
+def test_one_threads_steps_take_no_overlap_note() -> None:
+    s = tfobs.analyze(NAMED)
+    assert len(_marker_starts_by_thread(NAMED, "batch")) == 1
+    assert "overlap" not in s.steps.note
 
 
 def test_implicit_roots_never_become_steps() -> None:

@@ -270,7 +270,10 @@ def _steps(
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
     method = found.method if items else "none"
-    interval_s, outside = _between_steps(nums, starts, duration)
+    lines = concurrent_lines(found, kept)
+    if lines is not None:
+        note = (note + "; " if note else "") + concurrent_note(lines)
+    interval_s, outside = _between_steps(nums, starts, duration, lines)
     steps = Steps(
         count=n,
         method=method,
@@ -460,20 +463,48 @@ def _with_device_spans(events: GpuEvents, found: FoundSteps, steps: Steps) -> St
     return dataclasses.replace(steps, items=items, note=note)
 
 
-def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray
-                   ) -> tuple[float, float]:
+def concurrent_lines(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray | None:
+    """Each kept step's thread (root line) where steps of several threads overlap in time
+    (two models trained side by side, an actor and a learner); None otherwise. On one
+    thread step markers nest or follow one another, never overlap."""
+    if found.group_lines is None or len(kept.index) < 2:
+        return None
+    lines = found.group_lines[kept.index]
+    if np.unique(lines).size < 2:
+        return None
+    order = np.argsort(kept.begin_ps, kind="stable")
+    ends_so_far = np.maximum.accumulate(kept.end_ps[order])
+    return lines if bool((kept.begin_ps[order][1:] < ends_so_far[:-1]).any()) else None
+
+
+def concurrent_note(lines: np.ndarray) -> str:
+    threads = np.unique(lines).size
+    return (f"steps of {threads} threads overlap in time: each step is timed whole, as "
+            "XProf times it, so a step's time includes its waits on the other threads; "
+            "'steps start every' is per thread")
+
+
+def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray,
+                   lines: np.ndarray | None = None) -> tuple[float, float]:
     """(mean start-to-start interval of consecutive steps, share of it in no step), from
     the steps' numbers, starts (ns) and durations (s).
 
     Over pairs of steps that follow one another (step numbers one apart or, under
     `steps_per_execution`, the usual stride), so a dropped step does not count as a gap.
-    Every pair at once; the float sums left to right, as a loop over the pairs adds them.
+    `lines`: each step's thread where several threads' steps overlap: pairs are then taken
+    within each thread. Every pair at once; the float sums left to right, as a loop over
+    the pairs adds them.
     """
     if len(nums) < 2:
         return 0.0, 0.0
     num = np.array(nums, np.int64)
     start = np.array(starts, np.int64)
-    pairs = np.flatnonzero(start[1:] > start[:-1])
+    follows = start[1:] > start[:-1]
+    if lines is not None:  # each thread's steps in turn, in time order
+        order = np.lexsort((start, lines))
+        num, start, duration, lines = num[order], start[order], duration[order], lines[order]
+        follows = (start[1:] > start[:-1]) & (lines[1:] == lines[:-1])
+    pairs = np.flatnonzero(follows)
     if not pairs.size:
         return 0.0, 0.0
     stride = num[pairs + 1] - num[pairs]

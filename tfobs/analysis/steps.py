@@ -204,6 +204,8 @@ class FoundSteps:
     spans: tuple[np.ndarray, np.ndarray] | None = None
     # The host lines (threads) the step roots are on: where the training loop runs.
     root_lines: tuple[int, ...] = ()
+    # Each group's root line, in the groups' order (several where threads mark steps).
+    group_lines: np.ndarray | None = None
     # `member_events(groups)`, read once for the breakdown and the steps' top events.
     members: tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray] | None = None
     # The groups' typed host events as columns (type, begin, end, group number), the
@@ -627,6 +629,15 @@ def member_events(groups: Sequence[StepGroup]) -> tuple[list[LineData], np.ndarr
 Members = tuple[list[LineData], np.ndarray, np.ndarray, np.ndarray]
 
 
+def _making_steps(roots: _Roots, root_group: np.ndarray) -> np.ndarray:
+    """Which roots make a step (bool per root): those that start a group, less the remote
+    calls TensorFlow marks itself."""
+    making = root_group >= 0
+    if remote := set(REMOTE_CALL_ROOTS).intersection(roots.name):
+        making &= np.array([n not in remote for n in roots.name], bool)
+    return making
+
+
 def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int],
                          root_group: np.ndarray, m_group: np.ndarray, m_line: np.ndarray,
                          m_pos: np.ndarray
@@ -636,11 +647,7 @@ def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int
     own root left out, their spans (begin_ps, end_ps) and their typed events
     (`_add_typed_events`), straight from the walk's columns."""
     step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
-    taking = root_group >= 0
-    remote = set(REMOTE_CALL_ROOTS).intersection(roots.name)
-    if remote:
-        taking &= np.array([n not in remote for n in roots.name], bool)
-    picked = np.flatnonzero(taking)
+    picked = np.flatnonzero(_making_steps(roots, root_group))
     nums, markers = roots.num, roots.name
     if picked.size < len(roots):
         nums, markers = [nums[k] for k in picked.tolist()], [markers[k] for k in picked.tolist()]
@@ -993,9 +1000,11 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     if flat_walk is not None:  # compiled: members as columns, no per-step lists
         groups, read, spans, typed = _groups_from_columns(host, roots, mids_type, *flat_walk)
         taken = [roots.name[k] for k in np.flatnonzero(flat_walk[0] < 0).tolist()]
+        group_lines = roots.line[_making_steps(roots, flat_walk[0])]
     else:
         spans = None
         built: list[StepGroup] = []
+        made_lines: list[int] = []
         walked = grouper.group_roots(list(zip(roots.line.tolist(), roots.pos.tolist(),
                                               strict=True)))
         taken = [r[3] for r, m in zip(roots, walked, strict=True) if m is None]
@@ -1011,7 +1020,9 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
                     idx = idx[idx != i]
                 step.members.append((host.lines[mli], idx))
             built.append(step)
+            made_lines.append(li)
         groups = built
+        group_lines = np.array(made_lines, np.int64)
         read, typed = _add_typed_events(host, built, mids_type)
     note = ""
     if method == "inferred":
@@ -1034,6 +1045,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             step_of[ld.indices(np.arange(len(ld)))] = gid
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
                       spans=spans, root_lines=tuple(np.unique(roots.line).tolist()),
+                      group_lines=group_lines,
                       remote_call_roots=sum(n in REMOTE_CALL_ROOTS for n in roots.name))
 
 
