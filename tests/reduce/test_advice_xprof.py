@@ -19,7 +19,7 @@ import pytest
 import tfobs
 from tests.conftest import capture_paths
 from tests.support.xprof_reference import reference
-from tfobs.analysis.advice.gaps import RUNTIME_SHARE
+from tfobs.analysis.advice.rule import RUNTIME_SHARE
 from tfobs.analysis.advice.steps import SUPERSEDED_BY_DISPATCH
 from tfobs.analysis.pipeline import GPU_STEP_NOTE
 from tfobs.analysis.xla_cpu_work import DISPATCH_NOTE_START

@@ -131,6 +131,21 @@ def test_all_others_that_is_the_runtimes_work_says_so(stem: str) -> None:
     assert a.evidence["work_in_other_s"] == pytest.approx(s.steps.work_in_other_s)
 
 
+@pytest.mark.parametrize("stem, runtime", [
+    ("generated__jax0.10cpu__sharded_two_devices", True),
+    ("generated__jax0.10cpu__scan_four_steps", True),
+    ("generated__tf2.21cpu__python_in_step", False),
+])
+def test_a_potentially_verdict_names_what_holds_all_others(stem: str, runtime: bool) -> None:
+    # XProf's POTENTIALLY rests on 'All Others'; its fix says what that time mostly is.
+    s = _summary(stem)
+    a = next(a for a in s.advice if a.code == "input_bound")
+    assert s.input_bound.verdict == "potentially"
+    assert (s.steps.work_in_other_s >= 0.5 * s.breakdown_s["other"] > 0) is runtime
+    assert ("most of it XLA's CPU runtime running the step's compiled work" in a.fix) is runtime
+    assert ("usually Python in or around the step" in a.fix) is not runtime
+
+
 def test_all_others_of_a_step_that_waits_in_python_keeps_xprofs_fix() -> None:
     from tfobs.analysis.advice.gaps import ALL_OTHERS
 

@@ -16,7 +16,14 @@ import dataclasses
 
 import numpy as np
 
-from tfobs.analysis.advice.rule import GPU, PROFILER, TFDATA, Rule, category_advice
+from tfobs.analysis.advice.rule import (
+    GPU,
+    PROFILER,
+    TFDATA,
+    Rule,
+    category_advice,
+    runtime_holds_other,
+)
 from tfobs.analysis.breakdown import MODERATELY_INPUT_PCT
 from tfobs.summary import Advice, WindowSummary
 
@@ -77,9 +84,6 @@ RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, INPUT_OUTSIDE)
 GAP_SHARE = 0.10
 CHECKPOINT_SHARE = 0.05  # of the window
 
-# 'All Others' that is mostly XLA's CPU runtime running the step's compiled work on threads
-# no step is linked to (a JAX job's Eigen threads): compute the step waits for, not Python.
-RUNTIME_SHARE = 0.5  # of the step's 'All Others'
 RUNTIME_FIX = (
     "most of that 'All Others' is the step's own compiled work, which XLA's CPU runtime ran "
     "on threads XProf links to no step: the step is bound by its computation, not by "
@@ -120,10 +124,9 @@ def check(s: WindowSummary) -> list[Advice]:
 def _runtime_in_other(s: WindowSummary, found: Advice) -> Advice:
     """all_others_bound where most of 'All Others' is compiled work XProf links to no step:
     the message says how much of it, and the fix is the computation's."""
-    other = s.breakdown_s.get("other", 0.0)
-    runtime = s.steps.work_in_other_s
-    if other <= 0 or runtime < RUNTIME_SHARE * other:
+    if not runtime_holds_other(s):
         return found
+    other, runtime = s.breakdown_s["other"], s.steps.work_in_other_s
     return dataclasses.replace(
         found,
         message=(f"{found.message} Of it, {1e3 * runtime:.2f} ms per step (of "

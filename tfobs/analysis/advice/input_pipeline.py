@@ -10,7 +10,15 @@ and the absence of Python ops), file sources as `::TFRecord`, `::TextLine`, ...
 
 from __future__ import annotations
 
-from tfobs.analysis.advice.rule import GPU, PROFILER, TFDATA, Rule, one_digit, step_pct
+from tfobs.analysis.advice.rule import (
+    GPU,
+    PROFILER,
+    TFDATA,
+    Rule,
+    one_digit,
+    runtime_holds_other,
+    step_pct,
+)
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
 from tfobs.analysis.input_pipeline import _FILE_SOURCES
 from tfobs.summary import Advice, TfDataStage, WindowSummary
@@ -117,9 +125,11 @@ def check(s: WindowSummary) -> list[Advice]:
     fix = (f"fix the input pipeline first. Check: train the same step on synthetic data "
            f"(e.g. {synthetic}); if input is the bottleneck the step "
            f"time drops by about {one_digit(input_pct)} % (the input share of step time)")
+    cause = ("most of it XLA's CPU runtime running the step's compiled work on threads no "
+             "step is linked to" if runtime_holds_other(s)
+             else "usually Python in or around the step")
     others = (f"'All Others' ({one_digit(other_pct)} %: host time no "
-              f"{'JAX' if jax else 'TensorFlow'} op covers, usually Python in or around the "
-              "step)")
+              f"{'JAX' if jax else 'TensorFlow'} op covers, {cause})")
     if ib.verdict == "potentially":  # XProf's verdict rests on 'All Others', not input
         fix = (f"the input wait is only {one_digit(input_pct)} % of step time; the verdict "
                f"rests on {others}. Read all_others_bound first (and python_in_step where it "

@@ -99,3 +99,14 @@ def tfdata_in_use(s: WindowSummary) -> bool:
 
 def on_gpu(s: WindowSummary) -> bool:
     return s.environment.device_type == "GPU"
+
+
+# 'All Others' that is mostly XLA's CPU runtime running the step's compiled work on threads
+# no step is linked to (a JAX job's Eigen threads): compute the step waits for, not Python.
+RUNTIME_SHARE = 0.5  # of the step's 'All Others'
+
+
+def runtime_holds_other(s: WindowSummary) -> bool:
+    """Whether most of the steps' 'All Others' is that compiled work (`work_in_other_s`)."""
+    other = s.breakdown_s.get("other", 0.0)
+    return other > 0 and s.steps.work_in_other_s >= RUNTIME_SHARE * other
