@@ -197,6 +197,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "float_step_nums": (
         "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", "
         "step_num=float(i), _r=1)` (a float step number); no tfobs markers", {}),
+    "variable_step_nums": (
+        "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", "
+        "step_num=optimizer.iterations, _r=1)` (the optimizer's step counter, a tf.Variable "
+        "passed as is: TensorFlow writes its text, cut at the first comma before its value); "
+        "no tfobs markers", {}),
     "negative_step_nums": (
         "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", "
         "step_num=-i, _r=1)` (negative step numbers, counting down); no tfobs markers", {}),
@@ -1312,10 +1317,12 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         own_markers(0, 3)
         profile(lambda: own_markers(3, params["steps"]))
 
-    elif case in ("tensor_step_nums", "float_step_nums", "negative_step_nums"):
+    elif case in ("tensor_step_nums", "float_step_nums", "negative_step_nums",
+                  "variable_step_nums"):
         params = {"batch": 64, "steps": 12}
         model = mlp(128, 256)
-        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        optimizer = keras.optimizers.SGD(0.01)
+        step = build_train_step(tf, model, mse, optimizer)
         x = rng.random((64 * 16, 128), np.float32)
         y = rng.random((64 * 16, 1), np.float32)
         batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
@@ -1328,6 +1335,8 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
             def plain() -> Any:
                 i = next(counter)
+                if case == "variable_step_nums":
+                    return optimizer.iterations, next(it)
                 return (float(i) if case == "float_step_nums" else sign * i), next(it)
 
         def odd_numbers(n: int) -> None:

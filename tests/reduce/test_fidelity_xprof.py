@@ -37,8 +37,9 @@ README ("Where tfobs differs from XProf"):
   XProf's enqueue time = tfobs's + that.
 - ODD_STEP_NUMS: a step marker's `step_num` that is no integer (a float; a tensor or
   variable, which TensorFlow writes as its text, e.g. `ds.enumerate()`'s counter) reads as
-  0 in XProf 2.24.2, so every such step is "train 0"; tfobs numbers them by their order in
-  the window and its note names them and the fix (`step_num=int(step)`). The steps' times
+  0 in XProf 2.24.2, so every such step is "train 0"; tfobs reads the number a float with
+  no fraction or a scalar tensor's text holds, numbers the rest by their place in the
+  window, and its note names them and the fix (`step_num=int(step)`). The steps' times
   are XProf's.
 - OP_TABLE_CAP: XProf's framework_op_stats lists at most 500 host and 500 device ops
   (`kMaxNumOfOps`, by self time, its IDLE row among them); tfobs lists `top_n`. Where
@@ -157,7 +158,7 @@ def test_steps_match_xprof(pair: tuple[pathlib.Path, tfobs.WindowSummary]) -> No
         return
     assert summary.steps.method in ("markers", "none")
     if ODD_NUMS_NOTE_START in summary.steps.note:
-        # ODD_STEP_NUMS: XProf numbers each step 0, tfobs by its order in the window.
+        # ODD_STEP_NUMS: XProf numbers each step 0, tfobs by the number it holds.
         assert [r["name"] for r in ref] == [f"{s.marker} 0" for s in summary.steps.items]
         nums = [s.step_num for s in summary.steps.items]
         assert nums == sorted(set(nums))

@@ -22,7 +22,7 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tests.support.xprof_reference import step_names, xprof_steps
-from tfobs.analysis.steps import IMPLICIT_ROOTS, ODD_NUMS_NOTE_START
+from tfobs.analysis.steps import IMPLICIT_ROOTS, ODD_NUMS_NOTE_START, number_in
 from tfobs.summary import WindowSummary
 from tfobs.xspace import schema
 
@@ -149,13 +149,44 @@ def test_step_numbers_that_are_no_integer_are_named_and_numbered_in_order(case: 
     capture = CAPTURES / f"generated__tf2.21cpu__{case}.xplane.pb"
     s = tfobs.analyze(capture)
     steps, _ = xprof_steps(capture)
-    # XProf reads each such step_num as 0; tfobs numbers the steps by their order
+    # XProf reads each such step_num as 0; tfobs reads the number each holds: 3.0, or
+    # tf.Tensor(3, shape=(), dtype=int64) (3 steps ran before the window, 3..14 in it)
     assert [x["name"] for x in steps] == ["train 0"] * 10
-    assert [x.step_num for x in s.steps.items] == list(range(1, 11))
+    assert [x.step_num for x in s.steps.items] == list(range(4, 14))
     assert [x.duration_s for x in s.steps.items] == pytest.approx(
         [x["duration_s"] for x in steps], rel=0.01)
     assert f"12 {ODD_NUMS_NOTE_START}" in s.steps.note
+    assert "tfobs reads the number each holds" in s.steps.note
     assert "step_num=int(step)" in s.steps.note
+
+
+def test_variable_step_numbers_are_numbered_by_their_place() -> None:
+    # step_num=optimizer.iterations: TensorFlow cuts the variable's text before its value
+    capture = CAPTURES / "generated__tf2.21cpu__variable_step_nums.xplane.pb"
+    s = tfobs.analyze(capture)
+    steps, _ = xprof_steps(capture)
+    assert [x["name"] for x in steps] == ["train 0"] * 10
+    assert [x.step_num for x in s.steps.items] == list(range(1, 11))
+    assert f"12 {ODD_NUMS_NOTE_START}" in s.steps.note
+    assert "by their place in the window" in s.steps.note
+
+
+@pytest.mark.parametrize("value, number", [
+    (3.0, 3), (-3.0, -3), (12.5, None), (float("nan"), None), (float("inf"), None),
+    (1e30, None),
+    ("tf.Tensor(10, shape=(), dtype=int32)", 10),
+    ("tf.Tensor(-2, shape=(), dtype=int64)", -2),
+    ("tf.Tensor(13.0, shape=(), dtype=float32)", 13),
+    ("tf.Tensor(13.5, shape=(), dtype=float32)", None),
+    ("tf.Tensor([1 2], shape=(2,), dtype=int32)", None),
+    ("tf.Tensor(99999999999999999999999, shape=(), dtype=int64)", None),
+    # a variable's text, as TensorFlow writes it: cut at its first comma, before the value
+    ("<tf.Variable 'Variable:0' shape=() dtype=int64", None),
+    ("step 3", None), (None, None),
+])
+def test_the_number_a_step_num_that_is_no_integer_holds(value: object, number: int | None
+                                                        ) -> None:
+    assert number_in(value) == number
 
 
 def test_negative_step_numbers_are_the_jobs_own_as_in_xprof() -> None:

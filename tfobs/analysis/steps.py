@@ -11,6 +11,7 @@ Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, overload
@@ -825,8 +826,10 @@ class _Roots:
     pos: np.ndarray
     num: list[int]
     name: list[str]
-    # Roots whose step_num is not an integer: numbered by their place, where XProf says 0.
+    # Roots whose step_num is not an integer (XProf says 0), and how many of those tfobs
+    # numbered by the number they hold (3.0, a scalar tensor's text): all or none.
     odd_nums: int = 0
+    odd_read: int = 0
 
     def __len__(self) -> int:
         return len(self.num)
@@ -895,16 +898,31 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
             numbered |= has
     # Markers whose step_num is no integer (a float, a tensor or variable passed as is,
     # which TensorFlow writes as text): XProf numbers every such step 0.
-    odd = 0
+    odd = read = 0
+    odd_at = np.zeros(0, np.int64)
+    held: dict[int, int | None] = {}  # odd root -> the number its value holds
     if "step_num" in ids and not numbered.all():  # a second read only where one is missing
-        odd = int((stat_present(host, flat, ids["step_num"]) & ~numbered).sum())
-    # Each root's start and name, gathered line by line.
+        odd_at = np.flatnonzero(stat_present(host, flat, ids["step_num"]) & ~numbered)
+        odd = int(odd_at.size)
+    # Each root's start and name, gathered line by line; the numbers odd markers hold.
     start = np.zeros(flat.size, np.int64)
     mid = np.zeros(flat.size, np.int64)
     for li in unique(line_of).tolist():
         ld, on = host.lines[li], np.flatnonzero(line_of == li)
         start[on] = ld.start_arr[pos[on]] + ld.start_ps
         mid[on] = ld.mid_arr[pos[on]]
+        odd_here = np.intersect1d(on, odd_at)
+        if odd_here.size:
+            stats = host.stat_values_many(ld, pos[odd_here].tolist(),
+                                          {ids["step_num"]: "step_num"})
+            held.update(zip(odd_here.tolist(), (number_in(v.get("step_num")) for v in stats),
+                            strict=True))
+    # Read numbers only where every odd marker holds one: numbers by place beside read
+    # ones would repeat.
+    if held and None not in held.values():
+        for k, number in held.items():
+            num[k] = number
+        read = len(held)
     # In XProf's order (higher root levels first, then by time): one sort of the columns,
     # not of thousands of tuples (line and position make every key distinct).
     order = np.lexsort((pos, line_of, start, -level))
@@ -913,7 +931,7 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     # A root without a step number takes its place in the order, as XProf numbers it.
     step_nums = [j if k is None else k for j, k in enumerate(num[order].tolist())]
     return _Roots(line_of[order], pos[order], step_nums,
-                  [names[m] for m in mid[order].tolist()], odd), unrooted
+                  [names[m] for m in mid[order].tolist()], odd, read), unrooted
 
 
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
@@ -955,13 +973,29 @@ def unrooted_note(unrooted: _Unrooted) -> str:
 
 
 ODD_NUMS_NOTE_START = "step markers carry a step_num that is not an integer"
+# A scalar tensor's text as TensorFlow writes it for a step_num: tf.Tensor(3, shape=(), ...)
+_SCALAR_TENSOR = re.compile(r"tf\.Tensor\((-?\d+)(?:\.0*)?, shape=\(\)")
 
 
-def odd_nums_note(count: int) -> str:
+def number_in(value: object) -> int | None:
+    """The whole number a step_num that is no integer holds: a float with no fraction, a
+    scalar tensor's text; None for anything else (a variable's text is cut at its first
+    comma, before its value)."""
+    number = None
+    if isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and (found := _SCALAR_TENSOR.match(value)):
+        number = int(found.group(1)[:20])
+    return number if number is not None and -(2**63) <= number < 2**63 else None
+
+
+def odd_nums_note(count: int, read: int) -> str:
+    how = ("tfobs reads the number each holds" if read else "tfobs numbers them by their "
+           "place in the window (not every one holds a number it can read: a variable's "
+           "text is cut before its value)")
     return (f"{count} {ODD_NUMS_NOTE_START} (a float, or a tensor or variable that "
-            "TensorFlow writes as its text): XProf 2.24.2 numbers every such step 0, tfobs "
-            "numbers them by their order in the window; pass a Python int "
-            "(step_num=int(step))")
+            f"TensorFlow writes as its text): XProf 2.24.2 numbers every such step 0, {how}; "
+            "pass a Python int (step_num=int(step))")
 
 
 def nested_markers_note(taken: list[str], groups: Sequence[StepGroup]) -> str:
@@ -1035,7 +1069,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     else:
         note = nested_markers_note(taken, groups)
     if roots.odd_nums:
-        note = "; ".join(n for n in (note, odd_nums_note(roots.odd_nums)) if n)
+        note = "; ".join(n for n in (note, odd_nums_note(roots.odd_nums, roots.odd_read))
+                         if n)
     step_of = None
     if grouper.has_tf_loop:  # XProf groups by loop iteration, markers or not
         step_of = grouper.loop_steps()
