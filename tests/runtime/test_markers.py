@@ -648,3 +648,33 @@ def test_a_jax_steps_wait_for_tf_data_is_measured_live(tmp_path, where):
         assert metric["tfobs_window_input_between_steps_ratio"] == pytest.approx(
             last["between_s"] / last["interval_s"], rel=1e-6)
         assert "input_outside_steps" in last["advice"], last
+
+
+def test_steps_open_on_other_threads_are_counted_and_a_forked_child_has_none() -> None:
+    import threading
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with tfobs.step(7):
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        assert inside.wait(10)
+        assert markers.steps_open_elsewhere() == 1
+        with tfobs.step(8):  # this thread's own step is no other thread's
+            assert markers.steps_open_elsewhere() == 1
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: only the forking thread, with no step open
+            os.write(write, str(markers.steps_open_elsewhere()).encode())
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert os.read(read, 16) == b"0"
+    finally:
+        leave.set()
+        t.join(10)
+    assert markers.steps_open_elsewhere() == 0

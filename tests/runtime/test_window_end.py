@@ -170,3 +170,106 @@ def test_keras_fit_windows_end_on_the_training_thread(make_runtime, calls):
     assert [r.first_step for r in records] == [4, 20, 40]
     assert ended_between_steps(calls) == [], calls
     assert {r.end_at for r in records} == {"step_boundary"}
+
+
+class _Bodies:
+    """The threads whose step body runs now (the test's own bookkeeping, kept inside each
+    `tfobs.step`), and at each profiler stop which others' bodies ran."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()
+        self.lock = threading.Lock()
+        self.at_stops: list[tuple[str, list[str]]] = []
+
+    def stopped(self) -> None:
+        me = threading.current_thread().name
+        with self.lock:
+            self.at_stops.append((me, sorted(self.running - {me})))
+
+    def step(self, i: int, x, step_s: float, gap_s: float) -> None:
+        me = threading.current_thread().name
+        with tfobs.step(i):
+            with self.lock:
+                self.running.add(me)
+            _train(x)
+            time.sleep(step_s)
+            with self.lock:
+                self.running.discard(me)
+        time.sleep(gap_s)
+
+
+@pytest.fixture
+def bodies(monkeypatch):
+    seen = _Bodies()
+    original = TfBackend.stop
+
+    def stop(self, *args):
+        seen.stopped()
+        return original(self, *args)
+
+    monkeypatch.setattr(TfBackend, "stop", stop)
+    return seen
+
+
+def _in_threads(*targets) -> None:
+    threads = [threading.Thread(target=t, name=f"trainer{k}") for k, t in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+@pytest.mark.slow  # seconds of training: the full suite, not the quick one
+@pytest.mark.waits
+def test_two_threads_steps_a_window_ends_while_neither_step_runs(make_runtime, bodies):
+    """Two threads marking steps (two models trained side by side): a window ends at a
+    step boundary of one of them while the other's step does not run, and the other's
+    next step begins after the stop."""
+    rt = make_runtime(first_window_step=5, interval_steps=15, window_steps=3)
+    x = tf.ones((64, 64))
+
+    def trainer() -> None:
+        for i in range(50):
+            bodies.step(i, x, step_s=0.01, gap_s=0.004)
+
+    _in_threads(trainer, trainer)
+    assert rt.wait_idle(30)
+    records = [r for _, r in rt.sinks[0].published]
+    assert len(records) >= 2 and {r.outcome for r in records} == {"captured"}
+    assert len(bodies.at_stops) == len(records)
+    # the old end stopped the profiler under the other thread's step, most windows
+    assert [others for _, others in bodies.at_stops] == [[]] * len(records), bodies.at_stops
+    assert {r.end_at for r in records} == {"step_boundary"}
+
+
+@pytest.mark.slow  # seconds of training: the full suite, not the quick one
+@pytest.mark.waits
+def test_a_window_under_another_threads_long_step_ends_after_a_bounded_wait(
+        make_runtime, bodies, caplog):
+    """One thread's step outlasts the other's whole window: the end waits for a boundary
+    none straddles, then, OVERLAP_END_WAIT_S later, ends at one and says so once."""
+    from tfobs.runtime.windows import OVERLAP_END_WAIT_S
+
+    rt = make_runtime(first_window_step=3, interval_steps=10**6, window_steps=3)
+    x = tf.ones((64, 64))
+
+    def quick() -> None:
+        for i in range(60):
+            bodies.step(i, x, step_s=0.02, gap_s=0.0)
+
+    def long() -> None:
+        time.sleep(0.02)
+        bodies.step(0, x, step_s=OVERLAP_END_WAIT_S + 1.5, gap_s=0.0)
+
+    caplog.set_level("INFO", logger="tfobs.progress")
+    _in_threads(quick, long)
+    assert rt.wait_idle(30)
+    (record,) = [r for _, r in rt.sinks[0].published]
+    assert record.outcome == "captured" and record.end_at == "steps_open"
+    # the window ran past its 3 steps while it waited, by about the wait
+    assert record.last_step - record.first_step + 1 >= OVERLAP_END_WAIT_S / 0.03
+    assert [others for _, others in bodies.at_stops] == [["trainer1"]]
+    assert rt.health.snapshot().window_ends == {"steps_open": 1}
+    said = [r.getMessage() for r in caplog.records if "steps of several threads" in
+            r.getMessage()]
+    assert len(said) == 1 and "mark the steps of one thread only" in said[0]

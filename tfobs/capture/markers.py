@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import sys
 import threading
 import time
@@ -166,14 +167,50 @@ def any_step_begun() -> bool:
 # Steps open on each thread: a `train_on_batch` inside a step the user (or fit) already
 # marked is part of that step, not one of its own.
 _open = threading.local()
+# Each stepping thread's open-step depth, in a one-item list the thread keeps and a
+# registry holds: where several threads mark steps (two models trained side by side), a
+# window ends only at a boundary none of the others' steps straddles. Bounded: threads past
+# MAX_STEPPING_THREADS keep their depth unseen by the others.
+MAX_STEPPING_THREADS = 4096
+_depths: list[list[int]] = []
+
+
+def _depth() -> list[int]:
+    try:
+        return _open.depth
+    except AttributeError:
+        mine = _open.depth = [0]
+        if len(_depths) < MAX_STEPPING_THREADS:
+            _depths.append(mine)  # atomic: no lock on any step
+        return mine
 
 
 def _step_depth() -> int:
-    return getattr(_open, "depth", 0)
+    try:
+        return _open.depth[0]
+    except AttributeError:
+        return 0
 
 
 def _step_opened(by: int) -> None:
-    _open.depth = getattr(_open, "depth", 0) + by
+    try:
+        _open.depth[0] += by
+    except AttributeError:
+        _depth()[0] += by
+
+
+def steps_open_elsewhere() -> int:
+    """How many other threads are inside a step now."""
+    mine = _depth()
+    return sum(1 for d in list(_depths) if d[0] > 0 and d is not mine)
+
+
+def _forked_child() -> None:
+    """A forked child has only the thread that forked: the others' depths are not its."""
+    _depths[:] = [d for d in (getattr(_open, "depth", None),) if d is not None]
+
+
+os.register_at_fork(after_in_child=_forked_child)
 
 
 class step:  # lower case: used like a function, `with tfobs.step(n):`

@@ -82,7 +82,8 @@ MALLOC_FIX = ("raise max_capture_bytes to let windows hold more, or set "
 # Where a window's tracing was stopped: at a step boundary or the end of training, on the
 # training thread (after the device drained), or on the capture thread because no boundary
 # came (the job stopped stepping; the only end that may race the job's device work).
-EndAt = Literal["step_boundary", "train_end", "capture_thread"]
+# steps_open: at a step boundary while another thread's step ran (see Windows).
+EndAt = Literal["step_boundary", "train_end", "steps_open", "capture_thread"]
 
 
 @dataclass(frozen=True)

@@ -228,8 +228,9 @@ METRICS: tuple[MetricDef, ...] = (
     _m("tfobs_window_ends_total", "counter", ("at",),
        "Windows whose tracing was stopped, by where: step_boundary or train_end (on the "
        "training thread, after its device work drained: cannot race the job's kernels or "
-       "collectives), capture_thread (no step came to end it; the job had stopped "
-       "stepping)."),
+       "collectives), steps_open (at a step boundary while another thread's step ran: "
+       "threads whose steps always overlap), capture_thread (no step came to end it; the "
+       "job had stopped stepping)."),
     _m("tfobs_window_end_seconds_total", "counter", ("part",),
        "Training-thread seconds spent ending windows, by part: drain (waiting for the "
        "job's queued device work), stop (the profiler's stop and collection). Charged to "

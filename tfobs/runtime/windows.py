@@ -33,11 +33,19 @@ from tfobs.capture.session import EndAt, ProfilerSlot
 from tfobs.capture.window_length import WindowLength, idle_cores, machine_ticks, usable_cores
 from tfobs.export.sinks import StepSink
 from tfobs.health import HealthLedger
+from tfobs.once import Once
 from tfobs.runtime.failures import Failures
+from tfobs.runtime.progress import say
 from tfobs.summary import Outcome
 from tfobs.window import WindowRecord
 
 UNSAFE_END_ENV = "TFOBS_UNSAFE_WINDOW_END"
+# Where several threads mark steps whose steps always overlap, the longest a window's end
+# waits for a boundary no other thread's step straddles before it ends at one that is.
+OVERLAP_END_WAIT_S = 1.0
+# The longest another thread's step waits to begin while one thread ends a window (the
+# device drain and the profiler's stop: milliseconds); never longer, whatever happens there.
+END_GATE_WAIT_S = 2.0
 # Records a window's end: (record, outcome, one-line reason).
 Finish = Callable[[WindowRecord, Outcome, str], None]
 
@@ -53,7 +61,11 @@ class OpenWindow:
     # The capture thread asks the training thread to end the window at its next step
     # boundary (time cap, memory): tracing is never stopped under the job's running steps.
     end_requested: bool = False
+    # time.monotonic() when the window was due to end but another thread's step was open.
+    end_deferred_at: float = 0.0
 
+
+_said_overlap = Once()
 
 RECENT_STEPS = 15  # untraced steps kept for the median a window's export is held against
 PROBE_STEPS = 10  # steps before the first window whose CPU use says whether a core is free
@@ -121,15 +133,22 @@ class Windows:
         # Only to reproduce the old window end (benchmarks/window_end_safety.py): the
         # capture thread stops tracing while the job's steps run. Never set it in a job.
         self.end_on_capture_thread = os.environ.get(UNSAFE_END_ENV, "") == "capture_thread"
+        # Clear while a training thread ends a window: another thread's step begins after
+        # the profiler stopped, not under its stop.
+        self.end_running = False  # read by every step_begin: a plain attribute
+        self._end_done = threading.Event()
+        self._ending = threading.Lock()  # held by the training thread ending a window
 
     # -- training thread (hot path) -----------------------------------------------------
 
     def step_begin(self, step_num: int) -> None:
         self.in_step = True
+        if self.end_running:  # another thread is ending a window
+            self._end_done.wait(END_GATE_WAIT_S)
         window = self.tracing
         if window is not None:
             if window.end_requested:  # capped: end between the last step and this one
-                self._end(window, "step_boundary")
+                self._end_at_boundary(window)
             return
         if step_num < self._next_start and not self._on_demand:
             if step_num >= self._probe_at:
@@ -163,7 +182,7 @@ class Windows:
         exemplar = record.exemplar(key[1], key[0])
         record.step_times[key] = (time.time_ns(), int(duration_s * 1e9))
         if window_full(window.first_step, step_num, self.length.steps) or window.end_requested:
-            self._end(window, "step_boundary")
+            self._end_at_boundary(window)
         else:
             self.boundary_at = time.monotonic()
             try:
@@ -173,7 +192,7 @@ class Windows:
                 self._failures.report("capture", exc)
             if cut:
                 window.record.cut = cut
-                self._end(window, "step_boundary")
+                self._end_at_boundary(window)
         sink = self._sink
         if sink is not None:
             try:
@@ -189,6 +208,43 @@ class Windows:
             if self.tracing is window:
                 self._end(window, "train_end")
             window.close.set()
+
+    def _end_at_boundary(self, window: OpenWindow) -> None:
+        """End the window at this step boundary, unless another thread's step straddles
+        it (steps of several threads): then at the next boundary none does, or, where those
+        steps always overlap, at the first boundary OVERLAP_END_WAIT_S later, counted
+        apart (`steps_open`). While one thread ends it, the others' steps wait to begin."""
+        if not self._ending.acquire(blocking=False):
+            return  # another training thread is ending it now
+        try:
+            if self.tracing is not window:
+                return  # ended meanwhile
+            # Gate first, then look: a step that opens after the look waits at its begin.
+            self._end_done.clear()
+            self.end_running = True
+            try:
+                self._end_or_defer(window)
+            finally:
+                self.end_running = False
+                self._end_done.set()
+        finally:
+            self._ending.release()
+
+    def _end_or_defer(self, window: OpenWindow) -> None:
+        if markers.steps_open_elsewhere() == 0:
+            self._end(window, "step_boundary")
+            return
+        now = time.monotonic()
+        self.boundary_at = now  # steps still come: the capture thread keeps waiting
+        if not window.end_deferred_at:
+            window.end_deferred_at, window.end_requested = now, True
+        elif now - window.end_deferred_at >= OVERLAP_END_WAIT_S:
+            self._end(window, "steps_open")
+            if _said_overlap.first():
+                say("tfobs: steps of several threads overlap, so a window can end only "
+                    "while another thread's step runs; mark the steps of one thread only "
+                    "(tfobs.step or a step annotation in the thread that trains) so "
+                    "windows end between its steps")
 
     def _end(self, window: OpenWindow, at: EndAt) -> None:
         """Training thread, between steps: stop tracing here, after the device drained
