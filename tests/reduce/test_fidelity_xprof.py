@@ -64,7 +64,7 @@ from tests.conftest import CAPTURES, capture_paths, fidelity_capture_paths
 from tests.support.xprof_reference import reference, step_names, xprof_memory, xprof_steps
 from tfobs.analysis import breakdown as bd
 from tfobs.analysis.pipeline import GPU_STEP_NOTE
-from tfobs.analysis.steps import ODD_NUMS_NOTE_START
+from tfobs.analysis.step_notes import ODD_NUMS_NOTE_START
 
 pytest.importorskip("xprof")
 

@@ -22,7 +22,8 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tests.support.xprof_reference import step_names, xprof_steps
-from tfobs.analysis.steps import IMPLICIT_ROOTS, ODD_NUMS_NOTE_START, number_in
+from tfobs.analysis.step_notes import ODD_NUMS_NOTE_START, number_in
+from tfobs.analysis.steps import IMPLICIT_ROOTS
 from tfobs.summary import WindowSummary
 from tfobs.xspace import schema
 

@@ -31,6 +31,7 @@ from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.python_time import annotated_tfdata_next, python_in_steps
+from tfobs.analysis.step_notes import concurrent_note
 from tfobs.analysis.steps import (
     FoundSteps,
     StepGroup,
@@ -272,7 +273,7 @@ def _steps(
     method = found.method if items else "none"
     lines = concurrent_lines(found, kept)
     if lines is not None:
-        note = (note + "; " if note else "") + concurrent_note(lines)
+        note = (note + "; " if note else "") + concurrent_note(np.unique(lines).size)
     interval_s, outside = _between_steps(nums, starts, duration, lines)
     steps = Steps(
         count=n,
@@ -475,13 +476,6 @@ def concurrent_lines(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray | None
     order = np.argsort(kept.begin_ps, kind="stable")
     ends_so_far = np.maximum.accumulate(kept.end_ps[order])
     return lines if bool((kept.begin_ps[order][1:] < ends_so_far[:-1]).any()) else None
-
-
-def concurrent_note(lines: np.ndarray) -> str:
-    threads = np.unique(lines).size
-    return (f"steps of {threads} threads overlap in time: each step is timed whole, as "
-            "XProf times it, so a step's time includes its waits on the other threads; "
-            "'steps start every' is per thread")
 
 
 def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray,

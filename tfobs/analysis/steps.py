@@ -11,7 +11,6 @@ Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, overload
@@ -19,6 +18,13 @@ from typing import TypeVar, overload
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
+from tfobs.analysis.step_notes import (
+    TF_LOOP_NOTE,
+    nested_markers_note,
+    number_in,
+    odd_nums_note,
+    unrooted_note,
+)
 from tfobs.analysis.timeline import (
     DENSE_IDS,
     LineData,
@@ -181,9 +187,6 @@ _TF_DATA_FUNCTIONS = ("InstantiatedCapturedFunction::Run",
                       "InstantiatedCapturedFunction::RunInstantiated",
                       "InstantiatedCapturedFunction::RunWithBorrowedArgs")
 MARKERS_TF_LOOP = "markers_tf_loop"
-TF_LOOP_NOTE = ("the capture holds in-graph while loops (executor iterations): XProf groups "
-                "by loop iteration and reports no step time; tfobs keeps the marked steps")
-
 
 @dataclass
 class FoundSteps:
@@ -965,61 +968,12 @@ def _find_roots(host: Timeline) -> tuple[str, _Roots, _Unrooted]:
                               list(range(len(roots))), [r[5] for r in roots]), unrooted
 
 
-def unrooted_note(unrooted: _Unrooted) -> str:
-    return (f"{unrooted.count} '{unrooted.name}' events carry step_num but no _r stat, so "
-            "neither XProf nor tfobs takes them for steps: mark each step as a root, "
-            f"tf.profiler.experimental.Trace({unrooted.name!r}, step_num=i, _r=1), or use "
-            "tfobs.step(i)")
-
-
-ODD_NUMS_NOTE_START = "step markers carry a step_num that is not an integer"
-# A scalar tensor's text as TensorFlow writes it for a step_num: tf.Tensor(3, shape=(), ...)
-_SCALAR_TENSOR = re.compile(r"tf\.Tensor\((-?\d+)(?:\.0*)?, shape=\(\)")
-
-
-def number_in(value: object) -> int | None:
-    """The whole number a step_num that is no integer holds: a float with no fraction, a
-    scalar tensor's text; None for anything else (a variable's text is cut at its first
-    comma, before its value)."""
-    number = None
-    if isinstance(value, float) and value.is_integer():
-        number = int(value)
-    elif isinstance(value, str) and (found := _SCALAR_TENSOR.match(value)):
-        number = int(found.group(1)[:20])
-    return number if number is not None and -(2**63) <= number < 2**63 else None
-
-
-def odd_nums_note(count: int, read: int) -> str:
-    how = ("tfobs reads the number each holds" if read else "tfobs numbers them by their "
-           "place in the window (not every one holds a number it can read: a variable's "
-           "text is cut before its value)")
-    return (f"{count} {ODD_NUMS_NOTE_START} (a float, or a tensor or variable that "
-            f"TensorFlow writes as its text): XProf 2.24.2 numbers every such step 0, {how}; "
-            "pass a Python int (step_num=int(step))")
-
-
-def nested_markers_note(taken: list[str], groups: Sequence[StepGroup]) -> str:
-    """What to say where step markers lie inside other steps, several to a step (an
-    `epoch` root around its `batch` roots): the outer ones are the steps, in XProf and
-    here. One inner marker per step (a job's own marker inside `tfobs.step`) is the same
-    step marked twice and needs no word."""
-    taken = [n for n in taken if n not in REMOTE_CALL_ROOTS]
-    if not groups or len(taken) <= len(groups):
-        return ""
-    inner = max(set(taken), key=taken.count)
-    outer = max({g.marker for g in groups}, key=[g.marker for g in groups].count)
-    return (f"{len(taken)} step markers ('{inner}') lie inside the {len(groups)} "
-            f"'{outer}' steps and are timed as part of them, as XProf times them: to time "
-            f"each '{inner}' as a step, make it the only step marker (`_r=1`; in JAX, "
-            f"StepTraceAnnotation) and '{outer}' a plain trace (no `_r`; TraceAnnotation)")
-
-
 def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     if host is None:
         return FoundSteps("none", [], "no host plane")
     method, roots, unrooted = _find_roots(host)
     if not roots:
-        note = (unrooted_note(unrooted) if unrooted.count
+        note = (unrooted_note(unrooted.count, unrooted.name) if unrooted.count
                 else "no step markers and no repeating training function")
         return FoundSteps("none", [], note, unrooted_markers=unrooted.count,
                           unrooted_name=unrooted.name)
@@ -1067,7 +1021,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     elif grouper.has_tf_loop:
         method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
     else:
-        note = nested_markers_note(taken, groups)
+        note = nested_markers_note([n for n in taken if n not in REMOTE_CALL_ROOTS], groups)
     if roots.odd_nums:
         note = "; ".join(n for n in (note, odd_nums_note(roots.odd_nums, roots.odd_read))
                          if n)

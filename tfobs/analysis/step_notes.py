@@ -1,0 +1,67 @@
+"""What tfobs says of how a capture marks its steps, beside the steps it finds there:
+markers without `_r`, step numbers that are no integer, markers inside other steps, in-graph
+loops, steps of several threads that overlap in time."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+TF_LOOP_NOTE = ("the capture holds in-graph while loops (executor iterations): XProf groups "
+                "by loop iteration and reports no step time; tfobs keeps the marked steps")
+
+
+def unrooted_note(count: int, name: str) -> str:
+    return (f"{count} '{name}' events carry step_num but no _r stat, so "
+            "neither XProf nor tfobs takes them for steps: mark each step as a root, "
+            f"tf.profiler.experimental.Trace({name!r}, step_num=i, _r=1), or use "
+            "tfobs.step(i)")
+
+
+ODD_NUMS_NOTE_START = "step markers carry a step_num that is not an integer"
+# A scalar tensor's text as TensorFlow writes it for a step_num: tf.Tensor(3, shape=(), ...)
+_SCALAR_TENSOR = re.compile(r"tf\.Tensor\((-?\d+)(?:\.0*)?, shape=\(\)")
+
+
+def number_in(value: object) -> int | None:
+    """The whole number a step_num that is no integer holds: a float with no fraction, a
+    scalar tensor's text; None for anything else (a variable's text is cut at its first
+    comma, before its value)."""
+    number = None
+    if isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and (found := _SCALAR_TENSOR.match(value)):
+        number = int(found.group(1)[:20])
+    return number if number is not None and -(2**63) <= number < 2**63 else None
+
+
+def odd_nums_note(count: int, read: int) -> str:
+    how = ("tfobs reads the number each holds" if read else "tfobs numbers them by their "
+           "place in the window (not every one holds a number it can read: a variable's "
+           "text is cut before its value)")
+    return (f"{count} {ODD_NUMS_NOTE_START} (a float, or a tensor or variable that "
+            f"TensorFlow writes as its text): XProf 2.24.2 numbers every such step 0, {how}; "
+            "pass a Python int (step_num=int(step))")
+
+
+def nested_markers_note(taken: list[str], groups: Sequence[Any]) -> str:
+    """What to say where step markers (`taken`: those that made no step of their own, less
+    remote calls) lie inside other steps (`groups`, each with its `marker`), several to a
+    step (an `epoch` root around its `batch` roots): the outer ones are the steps, in XProf
+    and here. One inner marker per step (a job's own marker inside `tfobs.step`) is the same
+    step marked twice and needs no word."""
+    if not groups or len(taken) <= len(groups):
+        return ""
+    inner = max(set(taken), key=taken.count)
+    outer = max({g.marker for g in groups}, key=[g.marker for g in groups].count)
+    return (f"{len(taken)} step markers ('{inner}') lie inside the {len(groups)} "
+            f"'{outer}' steps and are timed as part of them, as XProf times them: to time "
+            f"each '{inner}' as a step, make it the only step marker (`_r=1`; in JAX, "
+            f"StepTraceAnnotation) and '{outer}' a plain trace (no `_r`; TraceAnnotation)")
+
+
+def concurrent_note(threads: int) -> str:
+    return (f"steps of {threads} threads overlap in time: each step is timed whole, as "
+            "XProf times it, so a step's time includes its waits on the other threads; "
+            "'steps start every' is per thread")
