@@ -181,6 +181,9 @@ def test_variable_step_numbers_are_numbered_by_their_place() -> None:
     ("tf.Tensor(13.5, shape=(), dtype=float32)", None),
     ("tf.Tensor([1 2], shape=(2,), dtype=int32)", None),
     ("tf.Tensor(99999999999999999999999, shape=(), dtype=int64)", None),
+    ("tf.Tensor(-1234567890123456789012, shape=(), dtype=int64)", None),
+    ("tf.Tensor(-9223372036854775808, shape=(), dtype=int64)", -(2**63)),
+    ("tf.Tensor(" + "7" * 100_000 + ", shape=(), dtype=int64)", None),
     # a variable's text, as TensorFlow writes it: cut at its first comma, before the value
     ("<tf.Variable 'Variable:0' shape=() dtype=int64", None),
     ("step 3", None), (None, None),

@@ -32,7 +32,8 @@ def number_in(value: object) -> int | None:
     if isinstance(value, float) and value.is_integer():
         number = int(value)
     elif isinstance(value, str) and (found := _SCALAR_TENSOR.match(value)):
-        number = int(found.group(1)[:20])
+        digits = found.group(1)
+        number = int(digits) if len(digits) <= 20 else None  # no int() of a huge text
     return number if number is not None and -(2**63) <= number < 2**63 else None
 
 
