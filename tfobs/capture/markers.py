@@ -18,12 +18,12 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import os
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tfobs import forks
 from tfobs.once import Once
 
 _log = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ def _forked_child() -> None:
     _depths[:] = [d for d in (getattr(_open, "depth", None),) if d is not None]
 
 
-os.register_at_fork(after_in_child=_forked_child)
+forks.after_fork_in_child(_forked_child)
 
 
 class step:  # lower case: used like a function, `with tfobs.step(n):`

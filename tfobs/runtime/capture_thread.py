@@ -34,8 +34,10 @@ TIDY_S = 1.0  # how often the step sink is folded while no window runs
 NO_STEPS_WARN_S = 120.0
 NO_STEPS_MESSAGE = (
     "tfobs has seen no training step in the %.0f s since enable(), and profiles nothing "
-    "until one is marked: Keras fit and train_on_batch are marked for you; in a custom loop "
-    "wrap each step in `with tfobs.step(step_num):` (docs/usage.md: Custom loops); evaluate, "
+    "until one is marked: Keras fit and train_on_batch are marked for you, and so are steps "
+    "marked `tf.profiler.experimental.Trace(name, step_num=i, _r=1)`; in any other custom "
+    "loop wrap each step in `with tfobs.step(step_num):` (docs/usage.md: Custom loops); "
+    "evaluate, "
     "predict and *_on_batch inference are not training steps, and are not profiled")
 # The same moment in a job whose steps run in JAX while tfobs profiles TensorFlow (it ran
 # TensorFlow before enable(): a JAX job that built its tf.data pipeline first), whose

@@ -242,8 +242,9 @@ class Runtime:
             self._failures.report("capture", exc)
 
     def _place_tf_profiler_hooks(self) -> None:
-        """The job's own tf.profiler sessions and profiler server pre-empt tfobs's windows
-        (idempotent)."""
+        """The job's own tf.profiler sessions and profiler server pre-empt tfobs's windows;
+        the job's own step traces (`Trace(..., _r=1)`) are steps (idempotent)."""
+        from tfobs.capture import tf_steps
         from tfobs.capture.profiler_server import install_server_hook, uninstall_server_hook
         from tfobs.capture.tf_profiler import install_yield_hook, uninstall_yield_hook
 
@@ -253,6 +254,9 @@ class Runtime:
         if uninstall_server_hook not in self._hooked:
             install_server_hook(self.slot)
             self._hooked.append(uninstall_server_hook)
+        if self.framework != "jax" and tf_steps.uninstall not in self._hooked:
+            tf_steps.install()
+            self._hooked.append(tf_steps.uninstall)
 
     def _install_fit_hooks(self) -> None:
         if self._stopped:

@@ -1,0 +1,94 @@
+"""Steps of a TensorFlow loop marked as the TensorFlow Profiler guide marks them:
+`with tf.profiler.experimental.Trace("train", step_num=step, _r=1): ...`.
+
+XProf makes every `_r` trace a step (its root), so tfobs times such a trace and drives its
+runtime (`markers.begin_marked`), like `tfobs.step` without a marker of its own. TensorFlow's
+`Trace` starts its event when it is made, so the step begins in `__init__` (a window opened
+there records it) and ends in `__exit__`. The traces Keras makes itself (tf_keras's `fit` and
+`evaluate`) are left alone: tfobs's Keras callback times `fit`'s steps, numbered across
+epochs, and an evaluation is no training step. The class itself is wrapped, so a `Trace`
+imported before `tfobs.enable()` counts too.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from typing import Any
+
+from tfobs.capture import markers
+
+_log = logging.getLogger(__name__)
+
+# Callers whose `_r` traces are Keras's own, not the job's.
+KERAS_MODULES = ("keras.", "tf_keras.", "tensorflow.python.keras.")
+
+_lock = threading.Lock()
+_saved: tuple[Any, Any, Any] | None = None  # (class, __init__, __exit__)
+
+
+def _begin(name: Any, kwargs: dict[str, Any]) -> markers.step | None:
+    """The step a `Trace` made by the job's own code begins, if it is a step root."""
+    if not kwargs.get("_r"):
+        return None
+    caller = sys._getframe(2).f_globals.get("__name__", "")  # who made the Trace
+    if isinstance(caller, str) and caller.startswith(KERAS_MODULES):
+        return None
+    return markers.begin_marked(kwargs.get("step_num"), "tensorflow", name)
+
+
+def _finish(marker: markers.step | None) -> None:
+    if marker is not None:
+        try:
+            marker.__exit__(None, None, None)
+        except Exception:  # never into the training loop: this step goes untimed
+            _log.debug("tfobs: TensorFlow step marker end failed", exc_info=True)
+
+
+def install() -> bool:
+    """Wrap `tf.profiler.experimental.Trace` (idempotent); True when wrapped."""
+    global _saved
+    with _lock:
+        if _saved is not None:
+            return True
+        from tensorflow.python.profiler import trace
+
+        cls = trace.Trace
+        init, exit_ = cls.__init__, cls.__exit__
+
+        def __init__(self: Any, name: Any, **kwargs: Any) -> None:
+            try:  # before the trace begins: a window opened here records it
+                marker = _begin(name, kwargs)
+            except Exception:  # never into the training loop: this step goes unmarked
+                _log.debug("tfobs: TensorFlow step marker failed", exc_info=True)
+                marker = None
+            self._tfobs_marker = marker
+            try:
+                init(self, name, **kwargs)
+            except BaseException:  # no __exit__ will come: the step must not stay open
+                self._tfobs_marker = None
+                _finish(marker)
+                raise
+
+        def __exit__(self: Any, *exc: Any) -> Any:
+            result = exit_(self, *exc)
+            marker = getattr(self, "_tfobs_marker", None)
+            if marker is not None:
+                self._tfobs_marker = None
+                _finish(marker)
+            return result
+
+        cls.__init__, cls.__exit__ = __init__, __exit__  # a class of TensorFlow's, wrapped
+        _saved = (cls, init, exit_)
+        return True
+
+
+def uninstall() -> None:
+    global _saved
+    with _lock:
+        if _saved is None:
+            return
+        cls, init, exit_ = _saved
+        cls.__init__, cls.__exit__ = init, exit_
+        _saved = None
