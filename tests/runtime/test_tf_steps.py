@@ -14,6 +14,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+import tfobs  # noqa: E402
 from tests.support.memory_exporter import MemoryExporter  # noqa: E402
 from tfobs.capture import markers, tf_steps  # noqa: E402
 from tfobs.capture.tf_profiler import TfBackend  # noqa: E402
@@ -117,4 +118,21 @@ def test_a_trace_that_fails_to_begin_leaves_no_step_open(runtime, monkeypatch):
     assert runtime.health.steps == 1  # begun, then ended with the failure
     with Trace("train", step_num=2, _r=1):
         assert markers._step_depth() == 1
+    assert markers._step_depth() == 0
+
+
+def test_a_step_marked_twice_is_one_step(runtime):
+    """The job's step trace around `tfobs.step`, or one `tfobs.step` inside another: the
+    inner marker is part of the outer step, not a second one."""
+    seen: list[int] = []
+    original = runtime.step_begin
+    runtime.step_begin = lambda n: (seen.append(n), original(n))[1]
+    for i in range(3):
+        with Trace("train", step_num=i, _r=1), tfobs.step(i):
+            assert markers._step_depth() == 1
+    for i in range(3, 5):
+        with tfobs.step(i), tfobs.step(100 + i):
+            pass
+    assert seen == [0, 1, 2, 3, 4]
+    assert runtime.health.steps == 5
     assert markers._step_depth() == 0

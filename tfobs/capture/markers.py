@@ -224,7 +224,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     step still ends it.
     """
 
-    __slots__ = ("step_num", "trace_key", "_trace", "_t0", "_own", "_open")
+    __slots__ = ("step_num", "trace_key", "_trace", "_t0", "_own", "_open", "_nested")
 
     def __init__(self, step_num: int) -> None:
         global _last_step
@@ -240,8 +240,12 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         self._t0 = 0.0
         self._own = 0.0
         self._open = False
+        self._nested = False
 
     def __enter__(self) -> None:
+        if _step_depth():  # inside a step already marked (the job's own step trace, or an
+            self._nested = True  # outer tfobs.step): part of that step, not one more
+            return
         t = _perf()
         self._opened()
         hooks = _hooks
@@ -257,6 +261,8 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
 
     def __exit__(self, *exc: object) -> None:
         global _own_s
+        if self._nested:
+            return
         t = _perf()
         duration = t - self._t0
         if self._trace is not None:
