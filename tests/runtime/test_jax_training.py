@@ -108,6 +108,25 @@ def test_jax_windows_end_on_the_training_thread_after_the_device_drained(tmp_pat
     assert not result["errors"], result["errors"]
 
 
+def test_two_training_threads_windows_end_while_neither_step_runs(tmp_path):
+    # Two threads stepping side by side, each marking its steps from 0: a window ends at a
+    # boundary of one while the other's step body does not run (stopping JAX's profiler
+    # under running compiled steps killed GPU jobs), and the two threads' steps are all
+    # counted once.
+    result = run_job(tmp_path, MARK="annotation", THREADS="2", STEPS="60",
+                     STEP_SLEEP_S="0.02", STEP_GAP_S="0.01")
+    assert result["steps"] == 120
+    captured = [w for w in result["windows"] if w["outcome"] == "captured"]
+    assert captured, result["windows"]
+    stops = [c for c in result["calls"] if c["call"] == "stop"]
+    assert len(stops) == len(captured)
+    assert [c["others_running"] for c in stops] == [[]] * len(stops), stops
+    assert {w["end_at"] for w in captured} == {"step_boundary"}
+    for w in captured:
+        assert w["summary"]["steps"]["count"] >= 3, w["summary"]["steps"]
+    assert not result["errors"], result["errors"]
+
+
 def test_keras_fit_on_the_jax_backend_is_marked_and_profiled(tmp_path):
     # Keras 3 with KERAS_BACKEND=jax: enable() wraps fit once the job imports Keras, and
     # the callback's steps are JAX's (markers, windows), not TensorFlow's.

@@ -7,6 +7,9 @@ steps. `MARK=annotation` (default) marks steps with `jax.profiler.StepTraceAnnot
 `MARK=tfobs` with `tfobs.step`, `MARK=both` with the annotation inside `tfobs.step`;
 `MARK=keras` trains a Keras 3 model of the same shape with `fit` instead (the job sets
 KERAS_BACKEND=jax), marked by nothing of its own.
+`THREADS=2` (with `MARK=annotation`) trains two copies side by side, one per thread, each
+marking its own steps from 0 and pausing `STEP_GAP_S` between them; each drain and stop then
+also records which other thread's step body was running.
 `NO_TF=1` makes TensorFlow unimportable (as in a venv without it). `STOP_AT=N` stops the
 loop at step N and waits there (a loop that stops stepping mid-window). tfobs options come
 from TFOBS_* variables.
@@ -44,13 +47,17 @@ LINGER_S = float(os.environ.get("LINGER_S", "60"))
 # Host work per step (making the batch): steps long enough that each window's reduction is
 # done before the next window is due.
 STEP_SLEEP_S = float(os.environ.get("STEP_SLEEP_S", "0.04"))
+THREADS = int(os.environ.get("THREADS", "1"))
+STEP_GAP_S = float(os.environ.get("STEP_GAP_S", "0"))
 calls: list[dict] = []
+bodies: set[str] = set()  # the threads whose step body runs now (THREADS > 1)
 
 
 def _recorded(name, fn):
     def wrapper(self, *args):
-        calls.append({"call": name, "thread": threading.current_thread().name,
-                      "in_step": markers._step_depth() > 0, "at": time.monotonic()})
+        me = threading.current_thread().name
+        calls.append({"call": name, "thread": me, "in_step": markers._step_depth() > 0,
+                      "at": time.monotonic(), "others_running": sorted(bodies - {me})})
         return fn(self, *args)
     return wrapper
 
@@ -92,6 +99,29 @@ def keras_fit(data) -> None:
     model.fit(data, steps_per_epoch=STEPS, epochs=1, verbose=0)
 
 
+def side_by_side(params):
+    """THREADS copies of the loop, one per thread, each with its own batches."""
+    losses = []
+
+    def train() -> None:
+        p, data, me = params, batches(), threading.current_thread().name
+        for i in range(STEPS):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                bodies.add(me)
+                p, value = train_step(p, *next(data))
+                value.block_until_ready()
+                bodies.discard(me)
+            time.sleep(STEP_GAP_S)
+        losses.append(value)
+
+    threads = [threading.Thread(target=train, name=f"trainer{k}") for k in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return losses[-1]
+
+
 def main() -> None:
     out = sys.argv[1]
     seen: list = []  # (record, summary): read at the end, once keeping has written its path
@@ -102,7 +132,9 @@ def main() -> None:
     loss = None
     if MARK == "keras":
         keras_fit(data)
-    for i in range(STEPS if MARK != "keras" else 0):
+    if THREADS > 1:
+        loss = side_by_side(params)
+    for i in range(STEPS if MARK not in ("keras",) and THREADS == 1 else 0):
         if i == STOP_AT:
             time.sleep(float(os.environ.get("STOP_S", "6")))
             break
