@@ -13,6 +13,9 @@ Parts, each job a process of its own (a crash kills only it):
    steps/s of each, and per window the steps inside / outside / overlapping the end, the
    end's own time, capture and reduce time.
 4. NVML: the sampler's figures during the cost run.
+4b. threads: `tfobs.enable(framework="jax")` with two training threads stepping side by side
+   (each its own copy of the workload, both marking `StepTraceAnnotation` steps): windows
+   captured, ends that came while the other thread's step body ran, processes that die.
 5. GPM: `tfobs.enable(framework="jax")` serving its metrics on a local port, three workloads
    in turn (a bf16 8192^3 matmul loop, an fp32 matmul with precision=HIGHEST (no TF32), a
    memory-bound elementwise loop), tfobs's own /metrics scraped during each: the GPU's
@@ -466,6 +469,55 @@ def _nvml_figures(sampler) -> dict:
 
 # -- driver -------------------------------------------------------------------------------
 
+def job_threads(args) -> dict:
+    """Two training threads under tfobs: does any window stop under the other's step?"""
+    import tfobs
+
+    handle = tfobs.enable(framework="jax", metrics_port=-1, nvml=False,
+                          first_window_step=5, interval_steps=args.window_steps + 5,
+                          window_steps=args.window_steps, overhead_budget=0.5)
+    import jax
+
+    from tfobs.capture.jax_profiler import JaxBackend
+
+    running: set[str] = set()  # threads whose step body runs now
+    stops: list[list[str]] = []
+    stop = JaxBackend.stop
+
+    def recorded_stop(self, session):
+        stops.append(sorted(running - {threading.current_thread().name}))
+        return stop(self, session)
+
+    JaxBackend.stop = recorded_stop
+    deadline = time.monotonic() + args.seconds
+    steps = [0, 0]
+
+    def train(k: int) -> None:
+        me = threading.current_thread().name
+        step, state = workload(args.workload, args.smoke)
+        i = 0
+        while handle.health.windows.get("captured", 0) < args.windows and (
+                time.monotonic() < deadline):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                running.add(me)
+                state = step(state)
+                block(state)
+                running.discard(me)
+            i += 1
+        steps[k] = i
+
+    threads = [threading.Thread(target=train, args=(k,), name=f"trainer{k}") for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    handle.wait_idle(60)
+    return {"steps": steps, "windows": dict(handle.health.windows),
+            "errors": dict(handle.health.errors),
+            "ends": handle.health.snapshot().window_ends,
+            "stops_under_other_step": sum(1 for s in stops if s), "stops": len(stops)}
+
+
 def run_job(role: str, args, extra: list[str], timeout_s: float) -> dict:
     cmd = [sys.executable, __file__, "--role", role, *extra]
     if args.smoke:
@@ -503,18 +555,18 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--phase-s", type=float, default=15.0)
     ap.add_argument("--scrape-s", type=float, default=0.5)
-    ap.add_argument("--parts", default="old_end,new_end,cost,gpm",
+    ap.add_argument("--parts", default="old_end,new_end,cost,gpm,threads",
                     help="comma-separated parts the driver runs")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
     if args.role != "driver":
         job = {"old_end": job_old_end, "new_end": job_new_end, "cost": job_cost,
-               "gpm": job_gpm}[args.role]
+               "gpm": job_gpm, "threads": job_threads}[args.role]
         print(json.dumps(job(args)), flush=True)
         return
     small = ["--windows", "2", "--window-steps", "3", "--seconds", "60"] if args.smoke else []
     parts = set(args.parts.split(","))
-    results: dict = {"old_end": [], "new_end": [], "cost": None, "gpm": None}
+    results: dict = {"old_end": [], "new_end": [], "cost": None, "gpm": None, "threads": []}
     import jax
 
     results["device"] = str(jax.devices()[0])
@@ -539,6 +591,11 @@ def main() -> None:
         if args.smoke:
             gpm = ["--phase-s", "3", "--window-steps", "3", "--scrape-s", "0.25"]
         results["gpm"] = run_job("gpm", args, gpm, 300)
+    for name in (("mlp",) if args.smoke else ("mlp", "transformer")) if "threads" in parts \
+            else ():
+        results["threads"].append(run_job("threads", args, [
+            "--workload", name, "--windows", "2" if args.smoke else "10",
+            "--window-steps", "3" if args.smoke else "20", "--seconds", "60"], 300))
     old_died = sum(r["died"] for r in results["old_end"])
     new_died = sum(r["died"] for r in results["new_end"])
     new_windows = sum(r.get("windows", {}).get("captured", 0) for r in results["new_end"]
@@ -547,6 +604,11 @@ def main() -> None:
                           "new_end_died": new_died, "new_end_runs": len(results["new_end"]),
                           "new_end_windows": new_windows,
                           "cost_ratio": (results["cost"] or {}).get("cost_ratio"),
+                          "threads_died": sum(r["died"] for r in results["threads"]),
+                          "threads_windows": sum(r.get("windows", {}).get("captured", 0)
+                                                 for r in results["threads"]),
+                          "threads_stops_under_other_step": sum(
+                              r.get("stops_under_other_step", 0) for r in results["threads"]),
                           **gpm_verdict(results["gpm"])}
     print(json.dumps(results["verdict"]), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
