@@ -472,7 +472,7 @@ def test_a_jax_step_annotation_gives_the_runtime_its_own_name():
     jax = pytest.importorskip("jax")
     from tfobs.capture import jax_steps
 
-    ours = jax_steps._saved is None
+    ours = jax_steps.hooks.saved is None
     jax_steps.install()
     hooks = _NamedHooks()
     markers.set_hooks(hooks)

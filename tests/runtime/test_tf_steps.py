@@ -39,7 +39,7 @@ def runtime(tmp_path):
     rt = Runtime(config, sinks=[exporter], step_sink=exporter).start()
     yield rt
     rt.stop(5.0)
-    assert tf_steps._saved is None  # the class is TensorFlow's own again
+    assert tf_steps.hooks.saved is None  # the class is TensorFlow's own again
 
 
 @pytest.fixture

@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 from typing import Any
 
 from tfobs.capture import markers
+from tfobs.capture.class_hooks import ClassHooks, end_marked
 
 _log = logging.getLogger(__name__)
 
 # Callers whose `_r` traces are Keras's own, not the job's.
 KERAS_MODULES = ("keras.", "tf_keras.", "tensorflow.python.keras.")
 
-_lock = threading.Lock()
-_saved: tuple[Any, Any, Any] | None = None  # (class, __init__, __exit__)
+hooks = ClassHooks()
 
 
 def _begin(name: Any, kwargs: dict[str, Any]) -> markers.step | None:
@@ -38,57 +37,44 @@ def _begin(name: Any, kwargs: dict[str, Any]) -> markers.step | None:
     return markers.begin_marked(kwargs.get("step_num"), "tensorflow", name)
 
 
-def _finish(marker: markers.step | None) -> None:
-    if marker is not None:
+def _trace_class() -> Any:
+    from tensorflow.python.profiler import trace
+
+    return trace.Trace
+
+
+def _wrap(original: dict[str, Any]) -> dict[str, Any]:
+    init, exit_ = original["__init__"], original["__exit__"]
+
+    def __init__(self: Any, name: Any, **kwargs: Any) -> None:
+        try:  # before the trace begins: a window opened here records it
+            marker = _begin(name, kwargs)
+        except Exception:  # never into the training loop: this step goes unmarked
+            _log.debug("tfobs: TensorFlow step marker failed", exc_info=True)
+            marker = None
+        self._tfobs_marker = marker
         try:
-            marker.__exit__(None, None, None)
-        except Exception:  # never into the training loop: this step goes untimed
-            _log.debug("tfobs: TensorFlow step marker end failed", exc_info=True)
+            init(self, name, **kwargs)
+        except BaseException:  # no __exit__ will come: the step must not stay open
+            self._tfobs_marker = None
+            end_marked(marker, "TensorFlow")
+            raise
+
+    def __exit__(self: Any, *exc: Any) -> Any:
+        result = exit_(self, *exc)
+        marker = getattr(self, "_tfobs_marker", None)
+        if marker is not None:
+            self._tfobs_marker = None
+            end_marked(marker, "TensorFlow")
+        return result
+
+    return {"__init__": __init__, "__exit__": __exit__}
 
 
 def install() -> bool:
     """Wrap `tf.profiler.experimental.Trace` (idempotent); True when wrapped."""
-    global _saved
-    with _lock:
-        if _saved is not None:
-            return True
-        from tensorflow.python.profiler import trace
-
-        cls = trace.Trace
-        init, exit_ = cls.__init__, cls.__exit__
-
-        def __init__(self: Any, name: Any, **kwargs: Any) -> None:
-            try:  # before the trace begins: a window opened here records it
-                marker = _begin(name, kwargs)
-            except Exception:  # never into the training loop: this step goes unmarked
-                _log.debug("tfobs: TensorFlow step marker failed", exc_info=True)
-                marker = None
-            self._tfobs_marker = marker
-            try:
-                init(self, name, **kwargs)
-            except BaseException:  # no __exit__ will come: the step must not stay open
-                self._tfobs_marker = None
-                _finish(marker)
-                raise
-
-        def __exit__(self: Any, *exc: Any) -> Any:
-            result = exit_(self, *exc)
-            marker = getattr(self, "_tfobs_marker", None)
-            if marker is not None:
-                self._tfobs_marker = None
-                _finish(marker)
-            return result
-
-        cls.__init__, cls.__exit__ = __init__, __exit__  # a class of TensorFlow's, wrapped
-        _saved = (cls, init, exit_)
-        return True
+    return hooks.install(_trace_class, ("__init__", "__exit__"), _wrap)
 
 
 def uninstall() -> None:
-    global _saved
-    with _lock:
-        if _saved is None:
-            return
-        cls, init, exit_ = _saved
-        cls.__init__, cls.__exit__ = init, exit_
-        _saved = None
+    hooks.uninstall()

@@ -1,0 +1,54 @@
+"""Methods of a framework's class replaced by tfobs's wrappers and put back on uninstall,
+for the step markers a job already writes (`jax_steps.py`, `tf_steps.py`). The class itself
+is changed, so an instance or an alias made before `tfobs.enable()` is wrapped too."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tfobs.capture import markers
+
+_log = logging.getLogger(__name__)
+
+Wrap = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class ClassHooks:
+    """One class's wrapped methods: `install` (idempotent, thread-safe), `uninstall`."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.saved: tuple[Any, dict[str, Any]] | None = None  # (class, original methods)
+
+    def install(self, find_class: Callable[[], Any], names: tuple[str, ...],
+                wrap: Wrap) -> bool:
+        """Replace `names` on the class `find_class()` gives with `wrap(originals)`'s."""
+        with self._lock:
+            if self.saved is None:
+                cls = find_class()
+                originals = {name: getattr(cls, name) for name in names}
+                for name, fn in wrap(originals).items():
+                    setattr(cls, name, fn)  # a class of the framework's: its methods
+                self.saved = (cls, originals)
+            return True
+
+    def uninstall(self) -> None:
+        with self._lock:
+            if self.saved is None:
+                return
+            cls, originals = self.saved
+            for name, fn in originals.items():
+                setattr(cls, name, fn)
+            self.saved = None
+
+
+def end_marked(marker: markers.step | None, what: str) -> None:
+    """End a step `markers.begin_marked` began; never raises into the training loop."""
+    if marker is not None:
+        try:
+            marker.__exit__(None, None, None)
+        except Exception:  # this step goes untimed
+            _log.debug("tfobs: %s step marker end failed", what, exc_info=True)
