@@ -1,7 +1,7 @@
 """A custom TensorFlow training loop marked with `tfobs.step`, run as a subprocess by tests.
 
     python tests/support/custom_loop.py --seconds 20 --port 9464 [--input-bound] [--linger 5]
-        [--windows N]
+        [--windows N] [--batch-size 256]
 
 Trains a dense model with a `tf.function` step on a synthetic tf.data pipeline; each
 step, `next(iterator)` included, runs inside `with tfobs.step(i):`. `--input-bound` makes
@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--window-steps", type=int, default=10)
     p.add_argument("--overhead-budget", type=float, default=0.3)
     p.add_argument("--windows", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=256)
     args = p.parse_args(argv)
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -48,10 +49,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # Steps of tens of milliseconds: long enough that the eager `next()` call itself (about
     # 0.1 ms, which XProf counts as input) stays far below 5 % of a step.
-    n = 256 * 8
+    n = args.batch_size * 8
     x = tf.random.uniform((n, 512), seed=1)
     y = tf.random.uniform((n, 1), seed=2)
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(256)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(args.batch_size)
     if args.input_bound:
         micros = int(args.sleep_ms * 1000)
         from tensorflow.python.data.experimental.ops import testing
