@@ -52,3 +52,17 @@ def end_marked(marker: markers.step | None, what: str) -> None:
             marker.__exit__(None, None, None)
         except Exception:  # this step goes untimed
             _log.debug("tfobs: %s step marker end failed", what, exc_info=True)
+
+
+def exit_ending_step(exit_: Callable[..., Any], what: str) -> Callable[..., Any]:
+    """`__exit__` wrapped: the framework's own, then the end of the step the instance
+    began (its `_tfobs_marker`, set where the marker was made)."""
+    def __exit__(self: Any, *exc: Any) -> Any:
+        result = exit_(self, *exc)
+        marker = getattr(self, "_tfobs_marker", None)
+        if marker is not None:
+            self._tfobs_marker = None
+            end_marked(marker, what)
+        return result
+
+    return __exit__

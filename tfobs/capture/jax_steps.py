@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from tfobs.capture import markers
-from tfobs.capture.class_hooks import ClassHooks, end_marked
+from tfobs.capture.class_hooks import ClassHooks, exit_ending_step
 
 _log = logging.getLogger(__name__)
 
@@ -44,15 +44,8 @@ def _wrap(original: dict[str, Any]) -> dict[str, Any]:
             self._tfobs_marker = None
         return enter(self)
 
-    def __exit__(self: Any, *exc: Any) -> Any:
-        result = exit_(self, *exc)
-        marker = getattr(self, "_tfobs_marker", None)
-        if marker is not None:
-            self._tfobs_marker = None
-            end_marked(marker, "JAX")
-        return result
-
-    return {"__init__": __init__, "__enter__": __enter__, "__exit__": __exit__}
+    return {"__init__": __init__, "__enter__": __enter__,
+            "__exit__": exit_ending_step(exit_, "JAX")}
 
 
 def install() -> bool:

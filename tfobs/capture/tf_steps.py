@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from tfobs.capture import markers
-from tfobs.capture.class_hooks import ClassHooks, end_marked
+from tfobs.capture.class_hooks import ClassHooks, end_marked, exit_ending_step
 
 _log = logging.getLogger(__name__)
 
@@ -60,15 +60,7 @@ def _wrap(original: dict[str, Any]) -> dict[str, Any]:
             end_marked(marker, "TensorFlow")
             raise
 
-    def __exit__(self: Any, *exc: Any) -> Any:
-        result = exit_(self, *exc)
-        marker = getattr(self, "_tfobs_marker", None)
-        if marker is not None:
-            self._tfobs_marker = None
-            end_marked(marker, "TensorFlow")
-        return result
-
-    return {"__init__": __init__, "__exit__": __exit__}
+    return {"__init__": __init__, "__exit__": exit_ending_step(exit_, "TensorFlow")}
 
 
 def install() -> bool:
