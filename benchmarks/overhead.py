@@ -38,6 +38,7 @@ The last line is `overhead_pct=<x>`, the larger workload's cost by part.
     .venv/bin/python benchmarks/overhead.py                       # 150 pairs of 1 s blocks
     .venv/bin/python benchmarks/overhead.py --pairs 20 --trial-s 1  # a quick run
     .venv/bin/python benchmarks/overhead.py --pairs 20 --reduce-in thread  # the old way
+    .venv/bin/python benchmarks/overhead.py --pairs 7 --block-steps 20  # does it run (tests)
 """
 
 from __future__ import annotations
@@ -242,6 +243,18 @@ class Plan:
         self.blocks.append(Block(arm, self.steps_per_block))
         self._cpu0 = cpu
         return True
+
+
+def collect_leftovers() -> None:
+    """A full collection between the measured parts. Each `fit` (the warm-up, the
+    calibration, the keras_fit workload) leaves its tf.data iterator in a reference cycle,
+    whose destructor waits for the iterator's threads with the GIL released: collected later,
+    inside a block of the next workload, it held the training thread 18.7 s once (py-spy,
+    RESULTS.md "What held that scrape") and doubled the run. Collected here, between blocks,
+    it costs no block anything."""
+    import gc
+
+    gc.collect()
 
 
 def make_workloads(tf: Any) -> dict[str, Any]:
@@ -660,6 +673,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=150, help="A/B pairs per workload (>= 7)")
     parser.add_argument("--trial-s", type=float, default=1.0, help="seconds per block")
+    parser.add_argument("--block-steps", type=int, default=0,
+                        help="steps per block, in place of --trial-s's calibration (its 200 "
+                             "steps without tfobs): a check that the script runs, not a "
+                             "measurement")
     parser.add_argument("--scrape-s", type=float, default=15.0, help="scrape interval")
     parser.add_argument("--workloads", default="keras_fit,custom_loop")
     parser.add_argument("--reduce-in", choices=("process", "thread"), default="process")
@@ -691,14 +708,16 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"# machine: {platform.node()} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cpus, python {platform.python_version()}, tensorflow "
-          f"{tf.__version__}; pairs={args.pairs} trial_s={args.trial_s} "
+          f"{tf.__version__}; pairs={args.pairs} "
+          f"{f'block_steps={args.block_steps}' if args.block_steps else f'trial_s={args.trial_s}'} "
           f"reduce_in={args.reduce_in} tf_threads={args.tf_threads or 'default'} "
           f"load_avg_1m={os.getloadavg()[0]:.2f}", flush=True)
     totals = {}
     next_step = 0
     for name in args.workloads.split(","):
         work = works[name]
-        steps = calibrate(tf, tfobs, name, work, runtime, args.trial_s)
+        steps = args.block_steps or calibrate(tf, tfobs, name, work, runtime, args.trial_s)
+        collect_leftovers()
         plan = Plan(runtime, steps, args.pairs, first_step=next_step)
         own0 = markers.own_seconds()
         first = len(records)

@@ -151,7 +151,7 @@ def test_window_cost_is_the_span_beyond_the_median_step_around_it():
 @pytest.mark.timeout(300)
 def test_short_run_prints_pairs_costs_and_the_last_line():
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "--pairs", "7", "--trial-s", "0.4"],
+        [sys.executable, SCRIPT, "--pairs", "7", "--block-steps", "20"],
         cwd=ROOT, capture_output=True, text=True, timeout=280,
         # tfobs at its defaults, window length steered by the export's cost included
         env={**{k: v for k, v in os.environ.items() if k != "TFOBS_EXPORT_STEP_STRETCH"},
