@@ -40,6 +40,8 @@ _log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 ENV_PREFIX = "TFOBS_"
+MAX_CAPTURE_BYTES = 1 << 40  # 1 TiB: more than any host holds in memory for one capture
+MAX_TOP_N = 10_000  # rows per step: far past what a trace or a table can show
 MAX_SECONDS = 3600.0  # window_max_s / nvml_interval_s: finite, and at most an hour
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -101,6 +103,8 @@ def _keep_folder(v: Any) -> str:
                "(gs://, s3://, hdfs://)")
     if not isinstance(v, str):
         return allowed
+    if "\0" in v:  # os.path.exists() says False; every keep would fail
+        return allowed + " (this path holds a NUL byte)"
     if not v or "://" in v:
         return ""  # a remote store is checked by its own file system at the first keep
     path = os.path.abspath(v)
@@ -224,8 +228,10 @@ class Config:
         "", "Scratch folder for captures; '' means /dev/shm when present (the system temp "
         "folder once /dev/shm is full), else the system temp folder. Each capture is deleted "
         "once read.", scratch_folder_problem)
+    # Bounded where the value reaches the OS or numpy (the reduce helper's memory limit, a
+    # count of kept rows): 10**40 passed the checks and failed every window instead.
     max_capture_bytes: int = _option(256 * MIB, "Larger captures are dropped, not reduced.",
-                                     _int_range(1))
+                                     _int_range(1, MAX_CAPTURE_BYTES))
     max_capture_events: int = _option(
         5_000_000, "Captures with more events are dropped, not reduced.", _int_range(1))
     reduce_in: ReduceIn = _option(
@@ -255,7 +261,8 @@ class Config:
     otlp_protocol: OtlpProtocol = _option(
         "grpc", "'grpc' or 'http/protobuf' (else OTEL_EXPORTER_OTLP_PROTOCOL).",
         _one_of(OtlpProtocol))
-    trace_top_n: int = _option(5, "Longest ops per step sent as spans.", _int_range(0))
+    trace_top_n: int = _option(5, "Longest ops per step sent as spans.",
+                               _int_range(0, MAX_TOP_N))
     trace_max_spans: int = _option(
         512, "Span cap per window trace; also the steps' top events a window's summary "
         "keeps in all (its longest).", _int_range(1))

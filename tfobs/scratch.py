@@ -28,6 +28,8 @@ def scratch_folder_problem(value: object) -> str:
     allowed = "'' (tfobs picks /dev/shm) or a folder this process can write"
     if not isinstance(value, str):
         return allowed
+    if "\0" in value:  # os.path.exists() says False; every window's capture would fail
+        return allowed + " (this path holds a NUL byte)"
     if value and os.path.exists(value) and not (
         os.path.isdir(value) and os.access(value, os.W_OK | os.X_OK)
     ):

@@ -300,3 +300,49 @@ def test_identities_that_clean_alike_stay_distinct() -> None:
     assert host_name({"tf_job": "a:b", "tf_task": "0"}) != host_name(
         {"tf_job": "a-b", "tf_task": "0"})
     assert host_name({"tf_job": "worker", "tf_task": "1"}).endswith("_worker_1")
+
+
+CAPTURE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+           + "/data/captures/generated__tf2.21cpu__keras3_spe4_plain.xplane.pb")
+
+
+@pytest.mark.parametrize(("name", "raw", "limit"), [
+    ("TFOBS_TRACE_TOP_N", "9" * 40, "an integer from 0 to 10000"),
+    ("TFOBS_MAX_CAPTURE_BYTES", "1" + "0" * 40, "an integer from 1 to 1099511627776"),
+])
+def test_counts_past_what_numpy_or_the_os_takes_are_refused_with_a_clear_line(
+        name: str, raw: str, limit: str) -> None:
+    # Before, both passed the checks and failed every window: the reduction's OverflowError
+    # (a C long) for trace_top_n, the reduce helper's memory limit for max_capture_bytes.
+    cfg, said = load_quietly({name: raw})
+    option = name.removeprefix("TFOBS_").lower()
+    assert getattr(cfg, option) == getattr(Config(), option)
+    assert len(said) == 1 and name in said[0] and limit in said[0], said
+    with pytest.raises(ConfigError, match=option):
+        Config.load(environ={}, **{option: int(raw)})
+
+
+@pytest.mark.parametrize("option", ["capture_dir", "keep_dir"])
+def test_a_folder_path_holding_a_nul_byte_is_refused_at_enable(option: str, tmp_path) -> None:
+    # os.path.exists() answers False for it, so it passed as "a folder tfobs will make"; every
+    # capture (or keep) then failed on the byte. Passed in code: an environment cannot hold one.
+    with pytest.raises(ConfigError, match=f"{option}.*NUL byte"):
+        Config.load(environ={}, **{option: f"{tmp_path}/a\0b"})
+
+
+def test_a_huge_row_count_reduces_as_every_row_and_a_huge_memory_limit_is_no_limit() -> None:
+    """The layers under the options, reached without them: `tfobs.analyze(top_n=...)` and a
+    reduce helper whose limit no OS takes (before: CaptureError, and a helper that exited at
+    start, every window failed)."""
+    from tfobs.analysis.pipeline import analyze
+    from tfobs.reduce.helper import ReduceHelper, data_limit_bytes
+
+    huge = analyze(CAPTURE, top_n=10**40)
+    assert huge == analyze(CAPTURE, top_n=2**31 - 1)
+    assert len(huge.ops.top) > len(analyze(CAPTURE, top_n=5).ops.top)
+    helper = ReduceHelper(data_limit=data_limit_bytes(10**40))
+    try:
+        reply = helper.reduce(CAPTURE, top_n=5, short_gap_s=30e-6, max_events=5_000_000)
+        assert reply["steps"]["count"] == analyze(CAPTURE, top_n=5).steps.count
+    finally:
+        helper.stop(1.0)

@@ -81,7 +81,7 @@ def reduce_xspace(
     """
     space = data if isinstance(data, SpaceView) else parse(data)
     try:
-        return _reduce(space, max(0, int(top_n)), short_gap_s, max(0, int(max_top_events)))
+        return _reduce(space, _count(top_n), short_gap_s, _count(max_top_events))
     except CaptureError:
         raise
     except RecursionError:
@@ -90,6 +90,12 @@ def reduce_xspace(
         raise CaptureError(
             f"capture could not be reduced ({type(exc).__name__}: {str(exc)[:160]})"
         ) from None
+
+
+def _count(n: int) -> int:
+    """A count of rows to keep, within what numpy indexes with (a C long): no capture holds
+    2**31 events, so the clamp keeps as many as an unbounded count would."""
+    return min(max(0, int(n)), 2**31 - 1)
 
 
 def _reduce(space: SpaceView, top_n: int, short_gap_s: float,

@@ -70,7 +70,7 @@ def limit_self(data_bytes: int, nice: int, idle_policy: bool = True) -> None:
             _soft, hard = resource.getrlimit(which)
             cap = data_bytes if hard == resource.RLIM_INFINITY else min(data_bytes, hard)
             resource.setrlimit(which, (cap, hard))
-        except (ValueError, OSError):
+        except (ValueError, OSError, OverflowError):  # a limit the OS cannot take: none
             pass
 
 
