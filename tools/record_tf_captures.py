@@ -210,6 +210,12 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "128->512->1), each with its own tf.data iterator, both marking their steps "
         "`tf.profiler.experimental.Trace(\"train\", step_num=i, _r=1)` from 0: steps of two "
         "threads that overlap in time, with the same numbers; no tfobs markers", {}),
+    "queue_fed_loop": (
+        "custom loop fed through a `tf.queue.FIFOQueue` that a Python thread fills (one "
+        "batch every 4 ms, slower than the step), each step dequeuing its batch eagerly "
+        "inside `tf.profiler.experimental.Trace(\"train\", step_num=i, _r=1)`: the step "
+        "waits in `QueueDequeueV2`, which XProf counts as host compute (eager), not input; "
+        "no tfobs markers", {}),
     "markers_without_root": (
         "custom loop marking each step `tf.profiler.experimental.Trace(\"train\", step_num=i)` "
         "without `_r=1` (as older guides write it): markers that neither XProf nor tfobs take "
@@ -1347,6 +1353,44 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         odd_numbers(3)
         profile(lambda: odd_numbers(params["steps"]))
+
+    elif case == "queue_fed_loop":
+        import threading
+
+        params = {"batch": 64, "steps": 15, "producer_sleep_s": 0.004, "capacity": 8}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        queue = tf.queue.FIFOQueue(params["capacity"], [tf.float32, tf.float32],
+                                   shapes=[(64, 128), (64, 1)])
+        stop = threading.Event()
+
+        def produce() -> None:
+            i = 0
+            while not stop.is_set():
+                j = (i % 16) * 64
+                try:
+                    queue.enqueue((x[j:j + 64], y[j:j + 64]))
+                except Exception:  # closed at the end
+                    return
+                time.sleep(params["producer_sleep_s"])
+                i += 1
+
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+
+        def from_queue(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                    xb, yb = queue.dequeue()
+                    step(xb, yb)
+
+        from_queue(0, 3)
+        profile(lambda: from_queue(3, params["steps"]))
+        stop.set()
+        queue.close(cancel_pending_enqueues=True)
+        producer.join(5)
 
     elif case == "two_thread_steps":
         import threading

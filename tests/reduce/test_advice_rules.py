@@ -17,7 +17,11 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
-from tfobs.analysis.advice.launch import EAGER_BETWEEN_FIX, EAGER_CONVERSION_FIX
+from tfobs.analysis.advice.launch import (
+    EAGER_BETWEEN_FIX,
+    EAGER_CONVERSION_FIX,
+    QUEUE_WAIT_FIX,
+)
 from tfobs.summary import Advice, DeviceActivity, Environment, TfDataStage, WindowSummary
 
 
@@ -832,6 +836,27 @@ def test_eager_ops_names_numpy_inputs_converted_at_each_call() -> None:
         other = one(summary(name), "eager_ops")
         assert other.evidence["conversion_share"] < 0.5 or other.evidence["model_math_eager"]
         assert other.fix != EAGER_CONVERSION_FIX and "_EagerConst:" not in other.message
+
+
+def test_eager_ops_that_are_queue_waits_name_the_producer_not_tf_function() -> None:
+    """A custom loop fed through a tf.queue.FIFOQueue a Python thread fills more slowly than
+    the step runs: the step waits in QueueDequeueV2, eager host op time to XProf (its verdict
+    is no input wait). The advice says the wait is input and names the producer and tf.data,
+    not tf.function (which would not remove a wait); other eager windows keep their fixes."""
+    s = summary("generated__tf2.21cpu__queue_fed_loop")
+    a = one(s, "eager_ops")
+    waited = sum(o.self_s for o in s.ops.eager_top if o.op_type.startswith("QueueDequeue"))
+    assert a.evidence["queue_wait_share"] == pytest.approx(waited / s.ops.eager_s)
+    assert a.evidence["queue_wait_share"] >= 0.5
+    assert "queue dequeues" in a.message and "input wait" in a.message
+    assert a.fix == QUEUE_WAIT_FIX and "tf.data" in a.fix and "tf.function" not in a.fix
+    # The step-time figures stay XProf's: the wait is host compute there, and here.
+    assert s.breakdown_ratio.get("input", 0.0) < 0.01
+    for name in (EAGER, "generated__tf2.21cpu__predict_on_batch_loop",
+                 "generated__tf2.21cpu__checkpoint_callback_fit"):
+        other = one(summary(name), "eager_ops")
+        assert other.evidence["queue_wait_share"] == 0.0, name
+        assert other.fix != QUEUE_WAIT_FIX and "queue" not in other.message, name
 
 
 def test_one_graph_build_in_the_steps_is_only_info() -> None:

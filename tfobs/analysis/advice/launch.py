@@ -110,6 +110,17 @@ EAGER_BETWEEN_FIX = (
     "(ModelCheckpoint(save_freq='epoch') or a larger save_freq in batches), move per-batch "
     "callback work to on_epoch_end, log and read metrics every N batches, and run several "
     "steps per call (Model.compile(steps_per_execution=N))")
+# Eager queue dequeues (tf.queue.FIFOQueue and kin, filled by other code): the step waits
+# there for its batch. XProf counts that wait as eager host op time, not input, so its
+# verdict reads "not" input-bound; tf.function around the step would not remove it.
+QUEUE_WAIT_OP = "QueueDequeue"  # QueueDequeueV2, QueueDequeueManyV2, QueueDequeueUpToV2
+QUEUE_WAIT_SHARE = 0.5  # of the eager op time
+QUEUE_WAIT_FIX = (
+    "the step waits for a queue that other code fills: make the producer keep up (more "
+    "producer threads, less Python per batch), or feed the step from tf.data instead "
+    "(Dataset.from_generator or from_tensor_slices, then map(num_parallel_calls="
+    "tf.data.AUTOTUNE) and prefetch(tf.data.AUTOTUNE)), which prepares batches while the "
+    "step runs; this wait is input time that XProf's input-bound verdict does not count")
 RETRACING_PCT = 10.0  # of step time: one retrace at an epoch's odd last batch stays under
 
 # XProf's sentences (KernelLaunchAnalysis, kKernelLaunchTfDataContention).
@@ -167,12 +178,19 @@ def _eager(s: WindowSummary) -> list[Advice]:
     math = [o.op_type for o in s.ops.eager_top if o.op_type in MODEL_MATH_OPS]
     step_eager = (f" The model's own math runs eagerly ({', '.join(math)}): the step itself "
                   "is no tf.function." if math else "")
+    waited = sum(o.self_s for o in s.ops.eager_top if o.op_type.startswith(QUEUE_WAIT_OP))
+    wait_share = waited / s.ops.eager_s
+    queue = not math and wait_share >= QUEUE_WAIT_SHARE
     converted = sum(o.self_s for o in s.ops.eager_top if o.op_type == EAGER_CONVERSION_OP)
     share = converted / s.ops.eager_s
-    conversion = not math and share >= EAGER_CONVERSION_SHARE
+    conversion = not math and not queue and share >= EAGER_CONVERSION_SHARE
     between = s.ops.eager_between_steps_s / s.ops.eager_s if s.steps.count else 0.0
-    outside = not math and not conversion and between >= EAGER_BETWEEN_SHARE
-    if conversion:
+    outside = not math and not queue and not conversion and between >= EAGER_BETWEEN_SHARE
+    if queue:
+        step_eager = (f" {100 * wait_share:.0f} % of it is queue dequeues "
+                      f"({1e3 * waited / per:.2f} ms per step): the steps wait for their "
+                      "batches in a tf.queue, input wait that XProf counts as host op time.")
+    elif conversion:
         step_eager = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays or "
                       "Python values turned into tensors where they are passed to a "
                       "tf.function or an op.")
@@ -185,9 +203,10 @@ def _eager(s: WindowSummary) -> list[Advice]:
         f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).{step_eager}",
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
          "model_math_eager": float(bool(math)), "conversion_share": share,
-         "between_steps_share": between},
+         "between_steps_share": between, "queue_wait_share": wait_share},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)",
-        fix=(EAGER_STEP_FIX if math else EAGER_CONVERSION_FIX if conversion
+        fix=(EAGER_STEP_FIX if math else QUEUE_WAIT_FIX if queue
+             else EAGER_CONVERSION_FIX if conversion
              else EAGER_BETWEEN_FIX if outside else ""))]
 
 
