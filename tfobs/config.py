@@ -230,8 +230,9 @@ class Config:
         "once read.", scratch_folder_problem)
     # Bounded where the value reaches the OS or numpy (the reduce helper's memory limit, a
     # count of kept rows): 10**40 passed the checks and failed every window instead.
-    max_capture_bytes: int = _option(256 * MIB, "Larger captures are dropped, not reduced.",
-                                     _int_range(1, MAX_CAPTURE_BYTES))
+    max_capture_bytes: int = _option(
+        256 * MIB, "Larger captures are dropped, not reduced (at most 1 TiB).",
+        _int_range(1, MAX_CAPTURE_BYTES))
     max_capture_events: int = _option(
         5_000_000, "Captures with more events are dropped, not reduced.", _int_range(1))
     reduce_in: ReduceIn = _option(
@@ -261,7 +262,7 @@ class Config:
     otlp_protocol: OtlpProtocol = _option(
         "grpc", "'grpc' or 'http/protobuf' (else OTEL_EXPORTER_OTLP_PROTOCOL).",
         _one_of(OtlpProtocol))
-    trace_top_n: int = _option(5, "Longest ops per step sent as spans.",
+    trace_top_n: int = _option(5, f"Longest ops per step sent as spans (at most {MAX_TOP_N:,}).",
                                _int_range(0, MAX_TOP_N))
     trace_max_spans: int = _option(
         512, "Span cap per window trace; also the steps' top events a window's summary "
