@@ -105,6 +105,13 @@ def test_demo_on_a_taken_port_says_so_and_trains_on_another() -> None:
     (["demo", "--batch-size", "0"], "tfobs demo: --batch-size must be >= 1, got 0"),
     (["demo", "--seconds", "-1"], "tfobs demo: --seconds must be >= 0, got -1.0"),
     (["demo", "--windows", "-2"], "tfobs demo: --windows must be >= 0, got -2"),
+    # Typos that crashed the demo after TensorFlow loaded (a 196 GB dataset; time.sleep(nan)
+    # in the input-bound map, time.sleep(inf) after training) or trained without end
+    # (--seconds nan): refused before it loads, in one line.
+    (["demo", "--batch-size", "1000000"], "tfobs demo: --batch-size must be <= 4096, got 1000000"),
+    (["demo", "--sleep-ms", "nan"], "tfobs demo: --sleep-ms must be a number, got nan"),
+    (["demo", "--linger", "inf"], "tfobs demo: --linger must be <= 86400, got inf"),
+    (["demo", "--seconds", "nan"], "tfobs demo: --seconds must be a number, got nan"),
     (["doctor", "--port", "70000"],
      "tfobs doctor: --port must be -1 (no server), 0 (any free port) or 1-65535, got 70000"),
 ])

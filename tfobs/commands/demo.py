@@ -43,7 +43,7 @@ def register(sub: Any) -> None:
     p.add_argument("--overhead-budget", type=float, default=None,
                    help="profiler cost target, share of training time (default: "
                         "TFOBS_OVERHEAD_BUDGET or 0.05 in the demo, 0.01 in a job)")
-    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=128, help="rows per batch (1-4096)")
     p.add_argument("--sleep-ms", type=float, default=100.0,
                    help="per-batch delay of the --input-bound pipeline's Python map "
                         "(default 100)")
@@ -195,12 +195,25 @@ class _StopAfter:
         self.callback = Callback()
 
 
+# Upper bounds where a typo would crash the demo instead: 16 batches of images are made up
+# front (10**6 rows asked for 196 GB), and time.sleep() takes no infinite or NaN seconds.
+MAX_BATCH = 4096
+MAX_SLEEP_MS = 60_000.0
+MAX_LINGER_S = 86_400.0
+
+
 def _bad_input(args: argparse.Namespace) -> str:
-    for flag, value, low in (("--seconds", args.seconds, 0), ("--windows", args.windows, 0),
-                             ("--batch-size", args.batch_size, 1),
-                             ("--sleep-ms", args.sleep_ms, 0), ("--linger", args.linger, 0)):
+    for flag, value, low, high in (
+            ("--seconds", args.seconds, 0, None), ("--windows", args.windows, 0, None),
+            ("--batch-size", args.batch_size, 1, MAX_BATCH),
+            ("--sleep-ms", args.sleep_ms, 0, MAX_SLEEP_MS),
+            ("--linger", args.linger, 0, MAX_LINGER_S)):
+        if value != value:  # NaN
+            return f"{flag} must be a number, got {value}"
         if value < low:
             return f"{flag} must be >= {low}, got {value}"
+        if high is not None and value > high:
+            return f"{flag} must be <= {high:g}, got {value}"
     return ""
 
 
