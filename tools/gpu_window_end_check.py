@@ -591,11 +591,11 @@ def main() -> None:
         if args.smoke:
             gpm = ["--phase-s", "3", "--window-steps", "3", "--scrape-s", "0.25"]
         results["gpm"] = run_job("gpm", args, gpm, 300)
-    for name in (("mlp",) if args.smoke else ("mlp", "transformer")) if "threads" in parts \
-            else ():
-        results["threads"].append(run_job("threads", args, [
-            "--workload", name, "--windows", "2" if args.smoke else "10",
-            "--window-steps", "3" if args.smoke else "20", "--seconds", "60"], 300))
+    if "threads" in parts:
+        for name in ("mlp",) if args.smoke else ("mlp", "transformer"):
+            results["threads"].append(run_job("threads", args, [
+                "--workload", name, "--windows", "2" if args.smoke else "10",
+                "--window-steps", "3" if args.smoke else "20", "--seconds", "60"], 300))
     old_died = sum(r["died"] for r in results["old_end"])
     new_died = sum(r["died"] for r in results["new_end"])
     new_windows = sum(r.get("windows", {}).get("captured", 0) for r in results["new_end"]

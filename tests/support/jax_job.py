@@ -134,7 +134,7 @@ def main() -> None:
         keras_fit(data)
     if THREADS > 1:
         loss = side_by_side(params)
-    for i in range(STEPS if MARK not in ("keras",) and THREADS == 1 else 0):
+    for i in range(STEPS if MARK != "keras" and THREADS == 1 else 0):
         if i == STOP_AT:
             time.sleep(float(os.environ.get("STOP_S", "6")))
             break

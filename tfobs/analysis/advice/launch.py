@@ -176,27 +176,29 @@ def _eager(s: WindowSummary) -> list[Advice]:
     names = ", ".join(f"{o.name} ({o.count}x)" for o in s.ops.eager_top[:3])
     per = max(s.steps.count, 1)
     math = [o.op_type for o in s.ops.eager_top if o.op_type in MODEL_MATH_OPS]
-    step_eager = (f" The model's own math runs eagerly ({', '.join(math)}): the step itself "
-                  "is no tf.function." if math else "")
     waited = sum(o.self_s for o in s.ops.eager_top if o.op_type.startswith(QUEUE_WAIT_OP))
     wait_share = waited / s.ops.eager_s
-    queue = not math and wait_share >= QUEUE_WAIT_SHARE
     converted = sum(o.self_s for o in s.ops.eager_top if o.op_type == EAGER_CONVERSION_OP)
     share = converted / s.ops.eager_s
-    conversion = not math and not queue and share >= EAGER_CONVERSION_SHARE
     between = s.ops.eager_between_steps_s / s.ops.eager_s if s.steps.count else 0.0
-    outside = not math and not queue and not conversion and between >= EAGER_BETWEEN_SHARE
-    if queue:
-        step_eager = (f" {100 * wait_share:.0f} % of it is queue dequeues "
-                      f"({1e3 * waited / per:.2f} ms per step): the steps wait for their "
-                      "batches in a tf.queue, input wait that XProf counts as host op time.")
-    elif conversion:
-        step_eager = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays or "
-                      "Python values turned into tensors where they are passed to a "
-                      "tf.function or an op.")
-    elif outside:
-        step_eager = (f" {100 * between:.0f} % of it runs between the steps (Keras "
-                      "callbacks, logging, weight saving), not in them.")
+    # The first of these that holds says what the eager time is, and names its fix.
+    if math:
+        step_eager, fix = (f" The model's own math runs eagerly ({', '.join(math)}): the step "
+                           "itself is no tf.function.", EAGER_STEP_FIX)
+    elif wait_share >= QUEUE_WAIT_SHARE:
+        step_eager, fix = (f" {100 * wait_share:.0f} % of it is queue dequeues "
+                           f"({1e3 * waited / per:.2f} ms per step): the steps wait for their "
+                           "batches in a tf.queue, input wait that XProf counts as host op "
+                           "time.", QUEUE_WAIT_FIX)
+    elif share >= EAGER_CONVERSION_SHARE:
+        step_eager, fix = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays "
+                           "or Python values turned into tensors where they are passed to a "
+                           "tf.function or an op.", EAGER_CONVERSION_FIX)
+    elif between >= EAGER_BETWEEN_SHARE:
+        step_eager, fix = (f" {100 * between:.0f} % of it runs between the steps (Keras "
+                           "callbacks, logging, weight saving), not in them.", EAGER_BETWEEN_FIX)
+    else:
+        step_eager, fix = "", ""
     return [EAGER.advice(
         "warning",
         f"{one_digit(pct)}% of Op time on the host used eager execution "
@@ -204,10 +206,7 @@ def _eager(s: WindowSummary) -> list[Advice]:
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
          "model_math_eager": float(bool(math)), "conversion_share": share,
          "between_steps_share": between, "queue_wait_share": wait_share},
-        f"eager op time > {EAGER_PCT:g} % of host op time (XProf)",
-        fix=(EAGER_STEP_FIX if math else QUEUE_WAIT_FIX if queue
-             else EAGER_CONVERSION_FIX if conversion
-             else EAGER_BETWEEN_FIX if outside else ""))]
+        f"eager op time > {EAGER_PCT:g} % of host op time (XProf)", fix=fix)]
 
 
 def _retracing(s: WindowSummary) -> list[Advice]:
