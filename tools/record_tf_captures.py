@@ -376,6 +376,14 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop marking each train step `Trace(\"train\", step_num=i, _r=1)` and, every "
         "fifth step, an evaluation `Trace(\"test\", step_num=i, _r=1)` with the same number "
         "(two roots per step number); no tfobs markers", {}),
+    "tfdata_stage_kinds": (
+        "custom loop fed by batch -> unbatch -> scan (a running counter) -> a map of 64x64 "
+        "matmuls per element (tf.data's default map_parallelization makes it `ParallelMapV2`) "
+        "-> filter (about half kept) -> batch(num_parallel_calls) -> "
+        "take_while -> prefetch, with a private tf.data thread pool of 2 and "
+        "max_intra_op_parallelism 1: the iterator kinds `Unbatch`, `Scan`, `Filter`, "
+        "`ParallelBatch`, `TakeWhile` in one chain; steps marked "
+        "`Trace(\"train\", step_num=i, _r=1)`; no tfobs markers", {}),
     "sampled_grouped_input": (
         "custom loop marking each step `Trace(\"step\", step_num=numpy.int64(i), _r=1)` with a "
         "nested Trace, fed by `sample_from_datasets` over a numpy_function map and a plain "
@@ -1979,6 +1987,36 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         if params["async"]:
             ckpt.sync()  # the last write ends before its folder goes
         shutil.rmtree(folder, ignore_errors=True)
+    elif case == "tfdata_stage_kinds":
+        params = {"steps": 12, "batch": 32, "features": 32, "threadpool": 2}
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        x = rng.random((8192, params["features"]), np.float32)
+        y = rng.random((8192, 1), np.float32)
+
+        def heavy(a: Any, b: Any) -> Any:
+            square = tf.matmul(tf.tile(a[None, :], [64, 2]), tf.tile(a[:, None], [2, 64]))
+            return a + 0.0 * tf.reduce_sum(square), b
+
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = params["threadpool"]
+        options.threading.max_intra_op_parallelism = 1
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).batch(16).unbatch()
+              .scan(tf.constant(0, tf.int64), lambda n, e: (n + 1, (n, e)))
+              .map(lambda n, e: heavy(*e))
+              .filter(lambda a, b: a[0] > 0.5)
+              .batch(params["batch"], num_parallel_calls=tf.data.AUTOTUNE)
+              .take_while(lambda a, b: tf.shape(a)[0] > 0)
+              .prefetch(1).repeat().with_options(options))
+        it = iter(ds)
+
+        def marked(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                    step(*next(it))
+
+        marked(0, 3)
+        profile(lambda: marked(3, params["steps"]))
     elif case == "sampled_grouped_input":
         params = {"steps": 20, "window": 32, "features": 16}
         model = mlp(params["features"], 64)

@@ -124,6 +124,21 @@ def test_tfdata_map_serial_silent_when_the_map_is_parallel() -> None:
     assert s.input_pipeline.slowest_stage.name == "Iterator::Root::ParallelMapV2"
     assert not fired(s, "tfdata_map_serial")
 
+def test_slowest_stage_under_a_parallel_batch_is_its_workers_stage_not_the_wait() -> None:
+    # batch(num_parallel_calls): the consumer's ParallelBatch GetNext waits for two workers
+    # whose work (filter -> parallel map -> scan) shows as the stages below it. The wait has
+    # the largest self time after the prefetches; the slowest stage is the working one.
+    s = summary("generated__tf2.21cpu__tfdata_stage_kinds")
+    by_self = [st.name.rsplit("::", 1)[-1] for st in s.input_pipeline.stages]
+    assert by_self.index("ParallelBatch") < by_self.index("Filter")  # the wait reads larger
+    slowest = s.input_pipeline.slowest_stage
+    assert slowest.name.endswith("::TakeWhile::ParallelBatch::Filter")
+    assert slowest.self_s == max(st.self_s for st in s.input_pipeline.stages
+                                 if "::ParallelBatch::" in st.name)
+    a = one(s, "tfdata_slowest_stage")
+    assert slowest.name in a.message and "ParallelBatch " not in a.message
+
+
 
 def test_tfdata_no_prefetch_fires_without_a_prefetch_stage() -> None:
     s = summary(NO_PREFETCH)

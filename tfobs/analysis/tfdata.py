@@ -1,10 +1,16 @@
 """tf.data stages (`Iterator::...` events) and the slowest one on the critical path.
 
 Each stage's self time is its time minus the stages nested inside it on the same thread.
-A stage that ends in `Prefetch` (or the root) mostly waits for a producer thread, so the
-bottleneck is the non-waiting stage with the largest self time: the stage the consumer
-ultimately waited on (a simplification of XProf's `xplane_to_tf_data_stats.cc`, which
-walks each slow `GetNext` call's iterator tree).
+A stage that ends in `Prefetch` or `ParallelBatch` (or the root) mostly waits for its worker
+threads, whose work shows as the stages below it (a `ParallelBatch` worker calls its input's
+`GetNext` and copies the result; the copy is all the batch itself does), so the bottleneck is
+the non-waiting stage with the largest self time: the stage the consumer ultimately waited on.
+The parallel `map` and `interleave` stages are not counted as waiting: their workers also run
+the stage's own function (the map function, the interleave's dataset per file), which no
+stage below them shows. TensorBoard's retired tf.data bottleneck analysis
+(`xplane_to_tf_data_stats.cc`, gone from XProf 2.24) walked the slowest `GetNext` call's tree
+instead, linking each waiting stage to the one element it waited for; it named the waiting
+`Prefetch` itself on most captures, which tells a user nothing to change.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.ops import OpAgg
 from tfobs.summary import TfDataStage
 
-_WAITING_SUFFIXES = ("::Prefetch", "::Root", "::ForeverRepeat", "::Repeat")
+_WAITING_SUFFIXES = ("::Prefetch", "::ParallelBatch", "::Root", "::ForeverRepeat", "::Repeat")
 
 
 def stages(host_ops: dict[str, OpAgg]) -> tuple[TfDataStage, ...]:
