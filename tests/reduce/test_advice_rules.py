@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 
 import pytest
 
@@ -138,6 +139,38 @@ def test_slowest_stage_under_a_parallel_batch_is_its_workers_stage_not_the_wait(
     a = one(s, "tfdata_slowest_stage")
     assert slowest.name in a.message and "ParallelBatch " not in a.message
 
+
+def _stage(s: WindowSummary, suffix: str) -> TfDataStage:
+    (found,) = [st for st in s.input_pipeline.stages if st.name.endswith(suffix)]
+    return found
+
+
+@pytest.mark.parametrize("name, parallel, named", [
+    # map(sleep 4 ms) then batch, fused into MapAndBatch: its workers wait in the Map below
+    ("generated__tf2.20cpu__tfkeras_fit", "::MapAndBatch", "::MapAndBatch::Map"),
+    ("generated__tf2.20cpu__keras3_fit", "::MapAndBatch", "::MapAndBatch::Map"),
+    # a parallel map whose own function (Keras's batch gather from arrays) is the work
+    ("generated__tf2.21cpu__numpy_epochs_fit", "::Prefetch::ParallelMapV2",
+     "::Prefetch::ParallelMapV2"),
+    # an interleave of quick TFRecord readers: the interleave itself
+    ("generated__tf2.21cpu__tfrecord_fit", "::ParallelInterleaveV4", "::ParallelInterleaveV4"),
+])
+def test_a_parallel_stage_is_named_only_when_the_stages_below_do_not_explain_its_wait(
+        name: str, parallel: str, named: str) -> None:
+    s = summary(name)
+    stage = _stage(s, parallel)
+    # the working stages below it: a prefetch or a repeat there only waits in turn
+    below = [st for st in s.input_pipeline.stages if st.name.startswith(stage.name + "::")
+             and not re.sub(r"\[\d+\]$", "", st.name).endswith(("::Prefetch", "::ForeverRepeat"))]
+    assert s.input_pipeline.slowest_stage.name.endswith(named)
+    if named == parallel:  # its own function is the work: the stages below hold little
+        assert sum(st.self_s for st in below) < 0.75 * stage.self_s
+    else:  # its wait is the stage below: 96-99 % of it on these captures
+        assert sum(st.self_s for st in below) >= 0.9 * stage.self_s
+        assert s.input_pipeline.slowest_stage.self_s < stage.self_s  # the wait reads larger
+        # a sequential map below the fused batch: parallelizing that map is the fix
+        assert one(s, "tfdata_map_serial").evidence["slowest_stage_s_per_step"] > 0.1
+        assert fired(s, "tfdata_py_function")  # the sleep runs in a py_function
 
 
 def test_tfdata_no_prefetch_fires_without_a_prefetch_stage() -> None:
