@@ -328,6 +328,13 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "text_files_loop": (
         "custom loop over `list_files` -> `interleave(TextLineDataset, cycle_length=2)` -> "
         "a CSV-line parse map -> batch (reading 4 text files); tfobs.step markers", {}),
+    "interleave_file_maps": (
+        "custom loop over `interleave(lambda f: TextLineDataset(f).map(parse), cycle_length=4, "
+        "num_parallel_calls=AUTOTUNE)` of 4 text files, the per-file `map` parsing each line "
+        "and running a 64x64 matmul on it (sequential inside each cycle element) -> batch -> "
+        "repeat -> prefetch: the same per-file `Map` stage under four cycle elements "
+        "(`ParallelInterleaveV4[0]::Map` .. `[3]::Map`); steps marked "
+        "`Trace(\"train\", step_num=i, _r=1)`; no tfobs markers", {}),
     "image_dir_fit": (
         "Keras 3 fit over `keras.utils.image_dataset_from_directory` of 96 small JPEGs in two "
         "class folders (file reads and JPEG decoding in tf.data), no prefetch; tfobs's Keras "
@@ -1768,6 +1775,37 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
         it = iter(ds)
         warm_then_profile(lambda i: step(*next(it)), params["steps"])
+
+    elif case == "interleave_file_maps":
+        params = {"batch": 32, "steps": 12, "files": 4, "lines": 1500, "features": 32}
+        folder = tempfile.mkdtemp(prefix="tfobs-lines-")
+        paths = []
+        for k in range(params["files"]):
+            paths.append(os.path.join(folder, f"part-{k}.csv"))
+            with open(paths[-1], "w") as fh:
+                for _ in range(params["lines"]):
+                    fh.write(",".join(f"{v:.3f}" for v in rng.random(32)) + "\n")
+
+        def parse(line: Any) -> Any:
+            v = tf.strings.to_number(tf.strings.split(line, ","), tf.float32)
+            square = tf.matmul(tf.tile(v[None, :], [64, 2]), tf.tile(v[:, None], [2, 64]))
+            return v + 0.0 * tf.reduce_sum(square), v[:1]
+
+        ds = (tf.data.Dataset.from_tensor_slices(paths)
+              .interleave(lambda f: tf.data.TextLineDataset(f).map(parse),
+                          cycle_length=params["files"], num_parallel_calls=tf.data.AUTOTUNE)
+              .batch(params["batch"]).repeat().prefetch(1))
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+
+        def marked(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                    step(*next(it))
+
+        marked(0, 3)
+        profile(lambda: marked(3, params["steps"]))
 
     elif case == "image_dir_fit":
         params = {"batch": 16, "steps": 12, "images": 96, "size": 48}

@@ -18,6 +18,7 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
+from tfobs.analysis.advice.input_pipeline import MAP_IN_INTERLEAVE_FIX, MAP_SERIAL
 from tfobs.analysis.advice.launch import (
     EAGER_BETWEEN_FIX,
     EAGER_CONVERSION_FIX,
@@ -171,6 +172,38 @@ def test_a_parallel_stage_is_named_only_when_the_stages_below_do_not_explain_its
         # a sequential map below the fused batch: parallelizing that map is the fix
         assert one(s, "tfdata_map_serial").evidence["slowest_stage_s_per_step"] > 0.1
         assert fired(s, "tfdata_py_function")  # the sleep runs in a py_function
+
+
+def test_interleave_cycle_elements_are_one_stage_and_their_map_gets_its_own_fix() -> None:
+    # interleave(lambda f: TextLineDataset(f).map(parse), cycle_length=4): the same per-file
+    # Map under four cycle elements; XProf's table (and tfobs's stages) list each apart.
+    s = summary("generated__tf2.21cpu__interleave_file_maps")
+    branches = [st for st in s.input_pipeline.stages
+                if re.search(r"::ParallelInterleaveV4\[\d\]::Map$", st.name)]
+    assert len(branches) == 4
+    slowest = s.input_pipeline.slowest_stage
+    assert slowest.name == re.sub(r"\[\d\]::Map$", "[*]::Map", branches[0].name)
+    assert slowest.self_s == pytest.approx(sum(st.self_s for st in branches))
+    assert slowest.count == sum(st.count for st in branches)
+    # no one branch is the largest stage; together they are (the interleave's wait is theirs)
+    assert max(st.self_s for st in branches) < _stage(s, "::ParallelInterleaveV4").self_s
+    a = one(s, "tfdata_map_serial")
+    assert a.fix == MAP_IN_INTERLEAVE_FIX
+    assert a.evidence["slowest_stage_s_per_step"] == pytest.approx(slowest.self_s / s.steps.count)
+    # a sequential map outside any interleave keeps the plain fix
+    assert one(summary(SERIAL), "tfdata_map_serial").fix == MAP_SERIAL.fix
+
+
+def test_a_repeats_epochs_are_one_stage() -> None:
+    # cache_file_fit: the window crosses an epoch; the file cache's reads under ForeverRepeat[0]
+    # and [1] are the same stage.
+    s = summary("generated__tf2.21cpu__cache_file_fit")
+    epochs = [st for st in s.input_pipeline.stages
+              if re.search(r"ForeverRepeat\[\d\]::Prefetch::BatchV2::FileCacheImpl$", st.name)]
+    assert len(epochs) == 2
+    slowest = s.input_pipeline.slowest_stage
+    assert "ForeverRepeat[*]::Prefetch::BatchV2::FileCacheImpl" in slowest.name
+    assert slowest.self_s == pytest.approx(sum(st.self_s for st in epochs))
 
 
 def test_tfdata_no_prefetch_fires_without_a_prefetch_stage() -> None:

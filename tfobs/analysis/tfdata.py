@@ -15,9 +15,17 @@ TensorBoard's retired tf.data bottleneck analysis (`xplane_to_tf_data_stats.cc`,
 XProf 2.24) walked the slowest `GetNext` call's tree instead, linking each waiting stage to
 the one element it waited for; it named the waiting `Prefetch` itself on most captures,
 which tells a user nothing to change (docs/analyze.md).
+
+The same stage run for several inputs is one stage here: an interleave's cycle elements
+(`ParallelInterleaveV4[0]::Map`, `[1]::Map`, ...: the same per-file pipeline on other files),
+a repeat's epochs and a flat_map's elements. Their self times add up under one name with
+`[*]` where the indices differ; a zip's or a concatenation's inputs (`Zip[0]`, `Zip[1]`) are
+different pipelines and stay apart. `stages` keeps XProf's rows, one per name.
 """
 
 from __future__ import annotations
+
+import re
 
 from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.ops import OpAgg
@@ -34,6 +42,11 @@ _PARALLEL_KINDS = ("ParallelBatch", "ParallelMap", "MapAndBatch", "ParallelInter
 # wait where they are the work, 0.56-0.60 where the stage's own function is
 # (tests/reduce/test_advice_rules.py).
 _EXPLAINED_SHARE = 0.75
+# Kinds whose numbered children are one pipeline run for several inputs (see above).
+_SAME_STAGE = re.compile(r"(::(?:ForeverRepeat|FiniteRepeat|Repeat|FlatMap|Interleave|"
+                         r"ParallelInterleave(?:V\d+)?|LegacyParallelInterleave(?:V\d+)?))"
+                         r"\[\d+\]")
+_INDEX = re.compile(r"(\[\d+\])")
 
 
 def stages(host_ops: dict[str, OpAgg]) -> tuple[TfDataStage, ...]:
@@ -43,12 +56,30 @@ def stages(host_ops: dict[str, OpAgg]) -> tuple[TfDataStage, ...]:
 
 
 def slowest_stage(all_stages: tuple[TfDataStage, ...]) -> TfDataStage | None:
-    working = [s for s in all_stages if not _waits(s, all_stages)]
-    pool = working or list(all_stages)
+    merged = _merge_same_stages(all_stages)
+    working = [s for s in merged if not _waits(s, merged)]
+    pool = working or merged
     return max(pool, key=lambda s: s.self_s) if pool else None
 
 
-def _waits(stage: TfDataStage, all_stages: tuple[TfDataStage, ...]) -> bool:
+def _merge_same_stages(all_stages: tuple[TfDataStage, ...]) -> list[TfDataStage]:
+    groups: dict[str, list[TfDataStage]] = {}
+    for stage in all_stages:
+        groups.setdefault(_SAME_STAGE.sub(r"\1[*]", stage.name), []).append(stage)
+    merged = []
+    for members in groups.values():
+        if len(members) == 1:
+            merged.append(members[0])
+            continue
+        # Same text between the indices; keep an index all members share, else "[*]".
+        columns = zip(*(_INDEX.split(m.name) for m in members), strict=True)
+        name = "".join(parts[0] if len(set(parts)) == 1 else "[*]" for parts in columns)
+        merged.append(TfDataStage(name, sum(m.self_s for m in members),
+                                  sum(m.count for m in members)))
+    return merged
+
+
+def _waits(stage: TfDataStage, all_stages: list[TfDataStage]) -> bool:
     stem = _stem(stage.name)
     if stem.endswith(_WAITING_SUFFIXES):
         return True

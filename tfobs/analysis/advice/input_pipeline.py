@@ -43,6 +43,12 @@ MAP_SERIAL = Rule(
     "input-bound and the slowest tf.data stage is a sequential `map` (::Map)",
     "pass num_parallel_calls=tf.data.AUTOTUNE to Dataset.map",
     f"{TFDATA}: Parallelizing data transformation")
+# A sequential map inside an interleave's function runs once per cycle element, each on one
+# worker: the map's num_parallel_calls, or the map moved after the interleave, parallelizes it.
+MAP_IN_INTERLEAVE_FIX = (
+    "the map runs inside the interleave's function, one element at a time per file: move it "
+    "after the interleave, interleave(...).map(fn, num_parallel_calls=tf.data.AUTOTUNE), or "
+    "pass num_parallel_calls=tf.data.AUTOTUNE to that inner map")
 NO_PREFETCH = Rule(
     "tfdata_no_prefetch", "input pipeline",
     "input-bound and no tf.data stage is a Prefetch",
@@ -206,7 +212,8 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
             f"{_GATE} and Python ops >= {100 * PYTHON_OP_SHARE:g} % of tf.data stage time"))
     if slow is not None and _kind(slow) == "Map":
         out.append(MAP_SERIAL.advice(
-            "warning", f"The slowest tf.data stage is a sequential map{where}.", base, _GATE))
+            "warning", f"The slowest tf.data stage is a sequential map{where}.", base, _GATE,
+            MAP_IN_INTERLEAVE_FIX if _in_interleave(slow) else ""))
     if ip.stages and not any("::Prefetch" in st.name for st in ip.stages):
         out.append(NO_PREFETCH.advice(
             "warning", f"The input pipeline has no prefetch stage{where}.",
@@ -281,6 +288,12 @@ def _kind(stage: TfDataStage) -> str:
     """The last iterator of a stage name, without its index: `...::FlatMap[0]::Map` -> Map."""
     last = stage.name.rsplit("::", 1)[-1]
     return last.split("[", 1)[0]
+
+
+def _in_interleave(stage: TfDataStage) -> bool:
+    """`...::ParallelInterleaveV4[2]::Map` (or `[*]`, its cycle elements together)."""
+    parent = stage.name.rsplit("::", 2)[-2] if stage.name.count("::") >= 2 else ""
+    return "Interleave" in parent and parent.endswith("]") and "Directed" not in parent
 
 
 def _short(stage: TfDataStage | None) -> str:
