@@ -34,7 +34,7 @@ from tfobs.config_hints import user_stacklevel, warn_unknown_env
 from tfobs.errors import ConfigError
 from tfobs.identity import LABEL_CHARS, MAX_IDENTITY_VALUE, is_label_value, local_rank
 from tfobs.identity import worker_identity as _worker_identity
-from tfobs.scratch import resolve_capture_dir, scratch_folder_problem
+from tfobs.scratch import local_folder_problem, resolve_capture_dir, scratch_folder_problem
 
 _log = logging.getLogger(__name__)
 
@@ -103,23 +103,10 @@ def _keep_folder(v: Any) -> str:
                "(gs://, s3://, hdfs://)")
     if not isinstance(v, str):
         return allowed
-    if "\0" in v:  # os.path.exists() says False; every keep would fail
-        return allowed + " (this path holds a NUL byte)"
-    if not v or "://" in v:
+    if not v or ("://" in v and "\0" not in v):
         return ""  # a remote store is checked by its own file system at the first keep
-    path = os.path.abspath(v)
-    while not os.path.exists(path):  # the nearest part that exists: tfobs makes the rest
-        parent = os.path.dirname(path)
-        if parent == path:
-            return ""
-        path = parent
-    if not os.path.isdir(path):
-        return allowed + (" (this path is a file)" if path == os.path.abspath(v) else
-                          f" ({path} is a file)")
-    if not os.access(path, os.W_OK | os.X_OK):
-        return allowed + (" (this folder is not writable)" if path == os.path.abspath(v)
-                          else f" (cannot make it: {path} is not writable)")
-    return ""
+    why = local_folder_problem(v)
+    return f"{allowed} ({why})" if why else ""
 
 
 def _endpoint(v: Any) -> str:

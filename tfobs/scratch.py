@@ -28,11 +28,26 @@ def scratch_folder_problem(value: object) -> str:
     allowed = "'' (tfobs picks /dev/shm) or a folder this process can write"
     if not isinstance(value, str):
         return allowed
-    if "\0" in value:  # os.path.exists() says False; every window's capture would fail
-        return allowed + " (this path holds a NUL byte)"
-    if value and os.path.exists(value) and not (
-        os.path.isdir(value) and os.access(value, os.W_OK | os.X_OK)
-    ):
-        return allowed + (" (this path is a file)" if not os.path.isdir(value) else
-                          " (this folder is not writable)")
+    why = local_folder_problem(value) if value else ""
+    return f"{allowed} ({why})" if why else ""
+
+
+def local_folder_problem(path: str) -> str:
+    """'' when this process can write to the folder `path` or make it (every missing part of
+    it), else why not, e.g. "this path is a file": checked when the option is set, so a bad
+    folder fails enable() instead of every window (capture_dir) or every keep (keep_dir)."""
+    if "\0" in path:  # os.path.exists() says False for it; every open() would fail
+        return "this path holds a NUL byte"
+    target = os.path.abspath(path)
+    nearest = target
+    while not os.path.exists(nearest):  # the nearest part that exists: tfobs makes the rest
+        parent = os.path.dirname(nearest)
+        if parent == nearest:
+            return ""
+        nearest = parent
+    if not os.path.isdir(nearest):
+        return "this path is a file" if nearest == target else f"{nearest} is a file"
+    if not os.access(nearest, os.W_OK | os.X_OK):
+        return ("this folder is not writable" if nearest == target
+                else f"cannot make it: {nearest} is not writable")
     return ""

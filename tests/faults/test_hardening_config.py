@@ -98,8 +98,11 @@ def test_a_capture_dir_that_is_a_file_or_not_writable_is_refused_at_enable(tmp_p
         Config.load(environ={}, capture_dir=str(afile))
     cfg, said = load_quietly({"TFOBS_CAPTURE_DIR": str(afile)})
     assert cfg.capture_dir == "" and "ignoring TFOBS_CAPTURE_DIR" in said[0]
-    # A folder that does not exist yet is fine: tfobs makes it at the first window.
-    assert Config.load(environ={}, capture_dir=str(tmp_path / "new")).capture_dir
+    # A folder that does not exist yet is fine: tfobs makes it at the first window...
+    assert Config.load(environ={}, capture_dir=str(tmp_path / "new" / "deeper")).capture_dir
+    # ...unless a file stands where one of its parents would be: no window could make it.
+    with pytest.raises(ConfigError, match=rf"capture_dir=.*\({afile} is a file\)"):
+        Config.load(environ={}, capture_dir=str(afile / "run1"))
     if os.geteuid() != 0:  # root writes anywhere: the mode check holds for other users
         locked = tmp_path / "locked"
         locked.mkdir(mode=0o500)
