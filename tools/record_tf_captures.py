@@ -536,15 +536,23 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         finally:
             tf.profiler.experimental.stop()
 
-    def warm_then_profile(one_step: Any, steps: int, warm: int = 3) -> None:
-        """`warm` marked steps outside the trace, then `steps` more inside it."""
+    def warm_then_profile(one_step: Any, steps: int, warm: int = 3,
+                          marker: Any = None) -> None:
+        """`warm` marked steps outside the trace, then `steps` more inside it; each marked
+        by `marker(i)` (default `tfobs.step(i)`)."""
+        mark = marker or tfobs.step
+
         def loop(n: int, first: int) -> None:
             for i in range(first, first + n):
-                with tfobs.step(i):
+                with mark(i):
                     one_step(i)
 
         loop(warm, 0)
         profile(lambda: loop(steps, warm))
+
+    def train_root(i: int) -> Any:
+        """`Trace("train", step_num=i, _r=1)`: the job's own step marker, no tfobs."""
+        return tf.profiler.experimental.Trace("train", step_num=i, _r=1)
 
     def fit_then_profile(model: Any, ds: Any, warm: int, steps: int, epochs: int = 1,
                          **fit_kw: Any) -> None:
@@ -1798,14 +1806,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model = mlp(params["features"], 64)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
         it = iter(ds)
-
-        def marked(first: int, n: int) -> None:
-            for i in range(first, first + n):
-                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-                    step(*next(it))
-
-        marked(0, 3)
-        profile(lambda: marked(3, params["steps"]))
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
 
     elif case == "image_dir_fit":
         params = {"batch": 16, "steps": 12, "images": 96, "size": 48}
@@ -2047,14 +2048,8 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
               .take_while(lambda a, b: tf.shape(a)[0] > 0)
               .prefetch(1).repeat().with_options(options))
         it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
 
-        def marked(first: int, n: int) -> None:
-            for i in range(first, first + n):
-                with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-                    step(*next(it))
-
-        marked(0, 3)
-        profile(lambda: marked(3, params["steps"]))
     elif case == "sampled_grouped_input":
         params = {"steps": 20, "window": 32, "features": 16}
         model = mlp(params["features"], 64)
