@@ -47,6 +47,7 @@ _SAME_STAGE = re.compile(r"(::(?:ForeverRepeat|FiniteRepeat|Repeat|FlatMap|Inter
                          r"ParallelInterleave(?:V\d+)?|LegacyParallelInterleave(?:V\d+)?))"
                          r"\[\d+\]")
 _INDEX = re.compile(r"(\[\d+\])")
+_LAST_INDEX = re.compile(r"\[(?:\d+|\*)\]$")
 
 
 def stages(host_ops: dict[str, OpAgg]) -> tuple[TfDataStage, ...]:
@@ -93,5 +94,5 @@ def _waits(stage: TfDataStage, all_stages: list[TfDataStage]) -> bool:
 
 
 def _stem(name: str) -> str:
-    # "Iterator::Root::Prefetch::ForeverRepeat[0]" -> drop the index suffix.
-    return name.split("[", 1)[0] if name.endswith("]") else name
+    # "...::Zip[1]::Prefetch::ForeverRepeat[0]" -> drop the last index only ("[*]" too).
+    return _LAST_INDEX.sub("", name)
