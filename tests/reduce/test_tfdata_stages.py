@@ -45,3 +45,13 @@ def test_only_waiting_stages_name_the_largest_wait_and_none_names_nothing() -> N
     waits = (TfDataStage(ROOT, 0.2, 3), TfDataStage("Iterator::Root", 0.1, 3))
     assert slowest_stage(waits) == waits[0]
     assert slowest_stage(()) is None
+
+
+def test_a_stage_below_only_one_cycle_element_still_explains_the_merged_wait() -> None:
+    # both cycle elements' parallel maps wait (1.0 s each); only element [1] shows the map
+    # below it. The merged wait (2.0 s) is explained by that 1.8 s: the map is named.
+    pi = f"{ROOT}::ParallelInterleaveV4"
+    stages = (TfDataStage(f"{pi}[0]::ParallelMapV2", 1.0, 5),
+              TfDataStage(f"{pi}[1]::ParallelMapV2", 1.0, 5),
+              TfDataStage(f"{pi}[1]::ParallelMapV2::Map", 1.8, 5))
+    assert slowest_stage(stages) == stages[2]

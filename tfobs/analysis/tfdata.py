@@ -25,6 +25,7 @@ different pipelines and stay apart. `stages` keeps XProf's rows, one per name.
 
 from __future__ import annotations
 
+import bisect
 import re
 
 from tfobs.analysis.eventtypes import DATASET
@@ -57,40 +58,57 @@ def stages(host_ops: dict[str, OpAgg]) -> tuple[TfDataStage, ...]:
 
 
 def slowest_stage(all_stages: tuple[TfDataStage, ...]) -> TfDataStage | None:
-    merged = _merge_same_stages(all_stages)
-    working = [s for s in merged if not _waits(s, merged)]
-    pool = working or merged
-    return max(pool, key=lambda s: s.self_s) if pool else None
+    by_key = _merge_same_stages(all_stages)
+    below = _working_below(by_key)
+    working = [st for key, st in by_key.items() if not _waits(key, st, below[key])]
+    pool = working or list(by_key.values())
+    return max(pool, key=lambda st: st.self_s) if pool else None
 
 
-def _merge_same_stages(all_stages: tuple[TfDataStage, ...]) -> list[TfDataStage]:
+def _merge_same_stages(all_stages: tuple[TfDataStage, ...]) -> dict[str, TfDataStage]:
+    """Each stage under its key (the name with the same stage's indices made `[*]`)."""
     groups: dict[str, list[TfDataStage]] = {}
     for stage in all_stages:
         groups.setdefault(_SAME_STAGE.sub(r"\1[*]", stage.name), []).append(stage)
-    merged = []
-    for members in groups.values():
+    merged = {}
+    for key, members in groups.items():
         if len(members) == 1:
-            merged.append(members[0])
+            merged[key] = members[0]
             continue
         # Same text between the indices; keep an index all members share, else "[*]".
         columns = zip(*(_INDEX.split(m.name) for m in members), strict=True)
         name = "".join(parts[0] if len(set(parts)) == 1 else "[*]" for parts in columns)
-        merged.append(TfDataStage(name, sum(m.self_s for m in members),
-                                  sum(m.count for m in members)))
+        merged[key] = TfDataStage(name, sum(m.self_s for m in members),
+                                  sum(m.count for m in members))
     return merged
 
 
-def _waits(stage: TfDataStage, all_stages: list[TfDataStage]) -> bool:
-    stem = _stem(stage.name)
-    if stem.endswith(_WAITING_SUFFIXES):
+def _working_below(by_key: dict[str, TfDataStage]) -> dict[str, float]:
+    """Per key, the self time of the working stages below it ("A::Map", "A[*]::FlatMap";
+    "A::MapAndBatch" is not below "A::Map"): prefix ranges of the sorted keys, so a window
+    of thousands of stages costs a sort, not a scan per stage."""
+    keys = sorted(by_key)
+    sums = [0.0]
+    for key in keys:
+        sums.append(sums[-1] + (0.0 if _only_waits(key) else by_key[key].self_s))
+
+    def under(prefix: str) -> float:  # keys starting with prefix: [prefix, prefix + 1)
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        return sums[bisect.bisect_left(keys, end)] - sums[bisect.bisect_left(keys, prefix)]
+
+    return {key: under(key + "::") + under(key + "[") for key in keys}
+
+
+def _only_waits(key: str) -> bool:
+    return _stem(key).endswith(_WAITING_SUFFIXES)
+
+
+def _waits(key: str, stage: TfDataStage, below_s: float) -> bool:
+    if _only_waits(key):
         return True
-    if not stem.rsplit("::", 1)[-1].startswith(_PARALLEL_KINDS) or stage.self_s <= 0:
-        return False
-    # "A::Map" and "A[0]::FlatMap" are below A; "A::MapAndBatch" is not below "A::Map".
-    below = sum(s.self_s for s in all_stages
-                if s.name.startswith((stage.name + "::", stage.name + "["))
-                and not _stem(s.name).endswith(_WAITING_SUFFIXES))
-    return below >= _EXPLAINED_SHARE * stage.self_s
+    kind = _stem(key).rsplit("::", 1)[-1]
+    return (kind.startswith(_PARALLEL_KINDS) and stage.self_s > 0
+            and below_s >= _EXPLAINED_SHARE * stage.self_s)
 
 
 def _stem(name: str) -> str:
