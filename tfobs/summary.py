@@ -258,9 +258,17 @@ class InputBound:
 
 @dataclass(frozen=True)
 class TfDataStage:
-    name: str  # e.g. "Iterator::Root::Prefetch::Map"
+    # e.g. "Iterator::Root::Prefetch::Map"; the slowest stage may hold "[*]" (below)
+    name: str
     self_s: float  # self time in the window
     count: int = 0
+
+    @property
+    def merged_note(self) -> str:
+        """What "[*]" in the name means, for a reader; '' without one."""
+        if "[*]" not in self.name:
+            return ""
+        return "[*]: its interleave cycle elements, epochs or flat_map elements together"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from tfobs.analysis.advice.launch import (
     EAGER_CONVERSION_FIX,
     QUEUE_WAIT_FIX,
 )
+from tfobs.commands.analyze import render
+from tfobs.export import page
 from tfobs.summary import Advice, DeviceActivity, Environment, TfDataStage, WindowSummary
 
 
@@ -192,6 +194,10 @@ def test_interleave_cycle_elements_are_one_stage_and_their_map_gets_its_own_fix(
     assert a.evidence["slowest_stage_s_per_step"] == pytest.approx(slowest.self_s / s.steps.count)
     # a sequential map outside any interleave keeps the plain fix
     assert one(summary(SERIAL), "tfdata_map_serial").fix == MAP_SERIAL.fix
+    # the table and the page say what "[*]" means; a plain name needs no note
+    assert f"{slowest.name} " in render(s) and slowest.merged_note in render(s)
+    assert slowest.merged_note in page.render_page(s)
+    assert summary(SERIAL).input_pipeline.slowest_stage.merged_note == ""
 
 
 def test_a_repeats_epochs_are_one_stage() -> None:

@@ -208,6 +208,8 @@ def render(s: WindowSummary, label: str = "") -> str:
     if ip.slowest_stage is not None:
         add(f"  slowest tf.data stage: {ip.slowest_stage.name} "
             f"({ip.slowest_stage.self_s * 1e3:.2f} ms self time)")
+        if ip.slowest_stage.merged_note:
+            add(f"    {ip.slowest_stage.merged_note}")
     if ip.xprof_only_input_s > 0:
         add(f"  not input, though XProf counts it as input by its op type: "
             f"{_ms(ip.xprof_only_input_s).strip()} in {', '.join(ip.xprof_only_input_ops[:3])}")

@@ -121,7 +121,8 @@ METRICS: tuple[MetricDef, ...] = (
        "Host input time per step in seconds by kind (demanded_file_read, advanced_file_read, "
        "preprocessing, enqueue, unclassified), latest window."),
     _m("tfobs_tfdata_slowest_stage_seconds", "gauge", ("stage",),
-       "Self time per step in seconds of the slowest tf.data stage (named by `stage`), "
+       "Self time per step in seconds of the slowest tf.data stage (named by `stage`; "
+       "`[*]` in it: an interleave's cycle elements or a repeat's epochs together), "
        "latest window."),
     _m("tfobs_op_time_host_ratio", "gauge", (),
        "Share of op time spent on the host rather than a device (0..1), latest window."),

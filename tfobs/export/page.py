@@ -240,8 +240,9 @@ def _input_pipeline(s: WindowSummary) -> str:
     parts = ['<section id="input-pipeline"><h2>Input pipeline</h2>']
     if ip.slowest_stage is not None:
         st = ip.slowest_stage
+        note = f" ({_e(st.merged_note)})" if st.merged_note else ""
         parts.append(f"<p>Slowest tf.data stage: <b class=\"name\">{_e(st.name)}</b> "
-                     f"({_e(_ms(st.self_s))} self time in the window)</p>")
+                     f"({_e(_ms(st.self_s))} self time in the window){note}</p>")
     if ip.host_input_s:
         # XProf's totals add each stage's time with the waits it overlaps (a prefetch stage
         # waiting on its map counts that wait), so a kind can exceed the step: say so next to
