@@ -24,6 +24,7 @@ from tfobs.analysis.advice.launch import (
     EAGER_CONVERSION_FIX,
     QUEUE_WAIT_FIX,
 )
+from tfobs.analysis.tfdata import slowest_stage
 from tfobs.commands.analyze import render
 from tfobs.export import page
 from tfobs.summary import Advice, DeviceActivity, Environment, TfDataStage, WindowSummary
@@ -249,6 +250,24 @@ def test_tfdata_from_generator_fires_and_replaces_the_py_function_rule() -> None
         s.input_pipeline.slowest_stage.self_s / s.steps.count)
     assert s.input_pipeline.python_op_s > 0  # the generator runs as a PyFunc op ...
     assert not fired(s, "tfdata_py_function")  # ... and is blamed once, as a generator
+
+
+def test_tfdata_from_generator_finds_the_generator_of_every_epoch_from_summary() -> None:
+    # The PyDataset capture's stages as two epochs of a repeat, the FlatMap that
+    # from_generator builds (handing the Python elements on) slower than the generator: the
+    # slowest stage is that FlatMap over both epochs, and the generator below it is found.
+    s = summary(PYDATASET)
+    ip = s.input_pipeline
+    epochs = tuple(
+        TfDataStage(st.name.replace("Iterator::Root::", f"Iterator::Root::ForeverRepeat[{e}]::"),
+                    st.self_s * (3 if st.name.endswith("::FlatMap") else 1) / 2, st.count)
+        for st in ip.stages if st.name.startswith("Iterator::Root::") for e in (0, 1))
+    slow = slowest_stage(epochs)
+    assert slow.name == "Iterator::Root::ForeverRepeat[*]::FlatMap"
+    s = dataclasses.replace(s, input_pipeline=dataclasses.replace(
+        ip, stages=epochs, slowest_stage=slow), advice=())
+    a = one(dataclasses.replace(s, advice=advise(s)), "tfdata_from_generator")
+    assert slow.name in a.message
 
 
 def test_tfdata_from_generator_silent_on_tensor_sources() -> None:

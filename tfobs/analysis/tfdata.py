@@ -65,11 +65,17 @@ def slowest_stage(all_stages: tuple[TfDataStage, ...]) -> TfDataStage | None:
     return max(pool, key=lambda st: st.self_s) if pool else None
 
 
+def same_stage_key(name: str) -> str:
+    """The name with the indices of one stage run for several inputs made `[*]` (above):
+    stages with one key are one stage; a name below another has its key below the other's."""
+    return _SAME_STAGE.sub(r"\1[*]", name)
+
+
 def _merge_same_stages(all_stages: tuple[TfDataStage, ...]) -> dict[str, TfDataStage]:
-    """Each stage under its key (the name with the same stage's indices made `[*]`)."""
+    """Each stage under its key (`same_stage_key`)."""
     groups: dict[str, list[TfDataStage]] = {}
     for stage in all_stages:
-        groups.setdefault(_SAME_STAGE.sub(r"\1[*]", stage.name), []).append(stage)
+        groups.setdefault(same_stage_key(stage.name), []).append(stage)
     merged = {}
     for key, members in groups.items():
         if len(members) == 1:

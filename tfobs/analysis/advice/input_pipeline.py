@@ -21,6 +21,7 @@ from tfobs.analysis.advice.rule import (
 )
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
 from tfobs.analysis.input_pipeline import _FILE_SOURCES
+from tfobs.analysis.tfdata import same_stage_key
 from tfobs.summary import Advice, TfDataStage, WindowSummary
 
 INPUT_BOUND = Rule(
@@ -280,8 +281,11 @@ def _from_generator(slow: TfDataStage, stages: tuple[TfDataStage, ...]) -> bool:
     (`range(...).flat_map(generator)`: its self time includes handing the Python elements on;
     Keras's PyDataset adapter reads that way)."""
     kind = _kind(slow)
-    return kind == "Generator" or (kind == "FlatMap" and any(
-        st.name.startswith(slow.name + "[") and _kind(st) == "Generator" for st in stages))
+    if kind != "FlatMap":
+        return kind == "Generator"
+    below = same_stage_key(slow.name) + "["  # its elements, of every epoch where merged
+    return any(same_stage_key(st.name).startswith(below) and _kind(st) == "Generator"
+               for st in stages)
 
 
 def _kind(stage: TfDataStage) -> str:
