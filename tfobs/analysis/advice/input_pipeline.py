@@ -248,9 +248,11 @@ def _per_replica(s: WindowSummary, slow: TfDataStage, base: dict[str, float],
     per_step = max(s.steps.count, 1)
     # The dataset's own stages: every stage but the slow one and the names above it (those
     # wrap the per-replica iterators and the dataset's alike).
-    above = {slow.name.rsplit("::", k)[0] for k in range(1, slow.name.count("::") + 1)}
+    # By key: a slow stage merged over epochs leaves out each epoch's part of it.
+    key = same_stage_key(slow.name)
+    skip = {key} | {key.rsplit("::", k)[0] for k in range(1, key.count("::") + 1)}
     own = sum(st.self_s for st in s.input_pipeline.stages
-              if st.name != slow.name and st.name not in above) / per_step
+              if same_stage_key(st.name) not in skip) / per_step
     wait = slow.self_s / per_step
     each = slow.self_s / max(slow.count, 1)
     evidence = {**base, "dataset_stages_s_per_step": own, "s_per_replica_batch": each}
