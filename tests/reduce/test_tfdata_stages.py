@@ -55,3 +55,11 @@ def test_a_stage_below_only_one_cycle_element_still_explains_the_merged_wait() -
               TfDataStage(f"{pi}[1]::ParallelMapV2", 1.0, 5),
               TfDataStage(f"{pi}[1]::ParallelMapV2::Map", 1.8, 5))
     assert slowest_stage(stages) == stages[2]
+
+
+def test_a_repeat_with_a_count_only_waits_like_a_forever_repeat() -> None:
+    # ds.repeat(3): TensorFlow names it FiniteRepeat; its epochs' stages add up below it
+    stages = (TfDataStage(f"{ROOT}::FiniteRepeat", 0.5, 10),
+              TfDataStage(f"{ROOT}::FiniteRepeat[0]::BatchV2", 0.2, 5),
+              TfDataStage(f"{ROOT}::FiniteRepeat[1]::BatchV2", 0.2, 5))
+    assert slowest_stage(stages) == TfDataStage(f"{ROOT}::FiniteRepeat[*]::BatchV2", 0.4, 10)

@@ -32,7 +32,7 @@ from tfobs.analysis.eventtypes import DATASET
 from tfobs.analysis.ops import OpAgg
 from tfobs.summary import TfDataStage
 
-_WAITING_SUFFIXES = ("::Prefetch", "::Root", "::ForeverRepeat", "::Repeat")
+_WAITING_SUFFIXES = ("::Prefetch", "::Root", "::ForeverRepeat", "::FiniteRepeat", "::Repeat")
 # XProf's asynchronous iterators (`IsAsyncIterator`), by the start of the kind's name
 # (`ParallelMapV2`, `ParallelInterleaveV4`, `LegacyParallelInterleaveV2`, ...); `Prefetch`
 # is above, `DataService` waits for another host, so nothing below it here explains it.
