@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import random
 import re
 
 import numpy as np
@@ -17,7 +18,7 @@ import pytest
 from tests.conftest import capture_paths
 from tests.support import synthetic_gpu
 from tests.support.synthetic_gpu import Kernel
-from tfobs.analysis.gpu_idle import reduce_devices
+from tfobs.analysis.gpu_idle import merge, merge_columns, reduce_devices
 from tfobs.analysis.kernels import reduce_kernels
 from tfobs.analysis.pipeline import analyze
 from tfobs.summary import Steps
@@ -245,3 +246,14 @@ def test_device_times_past_int64_sum_exactly() -> None:
     assert device.copy_s["h2d"] == sum(copies) * 1e-12  # no steps: per window
     assert device.mean_kernel_s == sum(compute) / 20 * 1e-12
     assert summary.kernels.total_s == sum(d // 1000 for d in compute) * 1e-9
+
+
+def test_merge_columns_is_merge_of_the_sorted_pairs() -> None:
+    # Random intervals, touching, nested, empty and repeated ones among them.
+    rng = random.Random(7)
+    for _ in range(2000):
+        pairs = [(a, a + rng.randint(0, 20)) for a in
+                 (rng.randint(0, 100) for _ in range(rng.randint(0, 30)))]
+        begin = np.array([b for b, _ in pairs], np.int64)
+        end = np.array([e for _, e in pairs], np.int64)
+        assert merge_columns(begin, end) == merge(sorted(pairs)), pairs

@@ -27,7 +27,7 @@ from tfobs.analysis.eager import (
     graph_building,
 )
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
-from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge
+from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merge_columns
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.python_time import annotated_tfdata_next, python_in_steps
@@ -416,8 +416,7 @@ def _group_spans(found: FoundSteps) -> list[tuple[int, int]]:
     """Every found step's (begin, end) ps, merged: from the walk's columns where it made
     them (a long window's thousands of steps make no StepGroup here)."""
     if found.spans is not None:
-        pairs = zip(found.spans[0].tolist(), found.spans[1].tolist(), strict=True)
-        return merge(sorted(pairs))
+        return merge_columns(found.spans[0], found.spans[1])
     return merge(sorted((g.begin_ps, g.end_ps) for g in found.groups))
 
 
