@@ -101,6 +101,7 @@ RuleId = Literal[
     "calls_without_steps",
     "python_in_step",
     "markers_time_dispatch",
+    "jax_op_by_op",
 ]
 RULE_IDS: tuple[str, ...] = typing.get_args(RuleId)
 Severity = Literal["info", "warning", "critical"]  # least severe first

@@ -105,6 +105,10 @@ CASES = {
                                  "(annotated next() there) into a `queue.Queue(maxsize=2)` "
                                  "the step takes its batch from: the fetches overlap the "
                                  "steps without being their wait",
+    "op_by_op_steps": "the same SGD step without `jax.jit` (each jax.numpy operation and its "
+                      "gradient's dispatched as a program of its own: `PjitFunction(matmul)`, "
+                      "`PjitFunction(mul)`, ...), marked `StepTraceAnnotation(\"train\", "
+                      "step_num=i)`",
     "two_thread_steps": "two Python threads each running its own copy of the step on its "
                         "own weights, both marking `StepTraceAnnotation(\"train\", "
                         "step_num=i)` from 0 (steps of two threads that overlap in time, "
@@ -158,6 +162,8 @@ elif case == "async_two_jits_steps":
     grad = jax.jit(jax.grad(lambda w, x: ((jnp.tanh(x @ w) @ w.T - x) ** 2).mean()))
     apply = jax.jit(lambda w, g: w - 0.01 * g)
     step = lambda w, x: apply(w, grad(w, x))
+elif case == "op_by_op_steps":  # no jax.jit: the job's forgotten one
+    step = lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
 elif case == "compute_wait_steps":
     def twenty(w, x):
         def body(_, w):
@@ -194,7 +200,7 @@ def mark(i):
                 "python_loader_thread", "compute_wait_steps", "recompile_each_step",
                 "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
-                "tfdata_wait_no_tracer"):
+                "tfdata_wait_no_tracer", "op_by_op_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)

@@ -24,6 +24,7 @@ from tfobs.analysis.advice.launch import (
     EAGER_CONVERSION_FIX,
     QUEUE_WAIT_FIX,
 )
+from tfobs.analysis.advice.steps import OP_BY_OP_CALLS
 from tfobs.analysis.tfdata import slowest_stage
 from tfobs.commands.analyze import render
 from tfobs.export import page
@@ -996,3 +997,34 @@ def test_eager_ops_between_the_steps_names_the_callbacks() -> None:
     assert b.fix != EAGER_BETWEEN_FIX and "between the steps" not in b.message
     back = WindowSummary.from_dict(s.to_dict())  # the figure survives JSON
     assert back.ops.eager_between_steps_s == s.ops.eager_between_steps_s
+
+
+def test_jax_op_by_op_names_a_step_without_jit() -> None:
+    # The least-squares step without jax.jit: every operation dispatched on its own.
+    s = summary("generated__jax0.10cpu__op_by_op_steps")
+    a = one(s, "jax_op_by_op")
+    assert a.evidence["jitted_calls_per_step"] >= OP_BY_OP_CALLS
+    assert a.evidence["jitted_functions"] >= 5  # matmul, mul, _mean, convert_element_type..
+    assert "matmul" in a.message and "jax.jit" in a.fix
+    assert 0 < a.evidence["jitted_call_s_per_step"] < s.steps.interval_s
+    # The Python tracer's python_in_step says whose Python that is, and jitting comes first.
+    py = one(s, "python_in_step")
+    assert "(jax_op_by_op)" in py.message and py.fix.startswith(a.fix)
+    # On an H100 a loop of tiny multiply/add ops: 199 dispatches a step, beside the launch
+    # advice the GPU figures give.
+    gpu = summary("recorded__h100_jax0.11.2__launch_bound_tiny_ops")
+    assert one(gpu, "jax_op_by_op").evidence["jitted_calls_per_step"] > 100
+    assert fired(gpu, "kernel_launch_bound")
+
+
+@pytest.mark.parametrize("name", [
+    "generated__jax0.10cpu__step_annotation",  # one jitted call a step
+    "generated__jax0.10cpu__async_two_jits_steps",  # two jitted functions a step
+    "generated__tf2.21cpu__epoch_and_batch_roots",  # one function 8.5 times an epoch step
+    "generated__jax0.10cpu__epoch_step_annotations",  # six jitted steps in each epoch marker
+])
+def test_jax_op_by_op_silent_on_jitted_steps_and_coarse_markers(name: str) -> None:
+    s = summary(name)
+    assert not fired(s, "jax_op_by_op")
+    if "python_in_step" in {a.code for a in s.advice}:
+        assert "(jax_op_by_op)" not in one(s, "python_in_step").message

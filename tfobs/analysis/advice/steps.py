@@ -68,7 +68,17 @@ MARKERS_TIME_DISPATCH = Rule(
     "step gives up the overlap of the next step's Python with this step's work: where that "
     "overlap matters, mark N steps as one and block once per N",
     f"{PROFILER}: Profiling custom training loops")
-RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, MARKERS_TIME_DISPATCH)
+OP_BY_OP = Rule(
+    "jax_op_by_op", "steps",
+    "JAX capture: >= 8 jitted calls (`PjitFunction(...)`) per step, of >= 2 functions: "
+    "the step runs as one small XLA program per operation (jax.numpy outside jax.jit)",
+    "jit the whole step: the loss, its gradient and the update in one function under "
+    "jax.jit (a loop of small operations inside it as jax.lax.scan or fori_loop), so each "
+    "step dispatches one compiled program; outside jax.jit every jax.numpy call is "
+    "dispatched, and its first call compiled, on its own",
+    f"{PROFILER}: Profiling custom training loops; JAX documentation: Just-in-time "
+    "compilation (jax.jit)")
+RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, MARKERS_TIME_DISPATCH, OP_BY_OP)
 # Rules whose figures a window of dispatch-only steps makes meaningless: the time around
 # the markers is the compiled work itself, not Python (see markers_time_dispatch).
 SUPERSEDED_BY_DISPATCH = ("all_others_bound", "step_gap")
@@ -104,6 +114,14 @@ TFDATA_NEXT_FIX = (
     "or a prefetching iterator); timing next(it) alone shows what the pipeline delivers")
 
 PYTHON_OP_PCT = MODERATE_PCT
+
+# A jitted step dispatches one program (two or three with a jitted metric or update); a step
+# run op by op dispatches one per jax.numpy operation: 13 on a 3-op least-squares step,
+# 199 on a loop of tiny multiply/add ops. One function called many times per step is a
+# coarse marker or a micro-step loop, not this.
+OP_BY_OP_CALLS = 8
+OP_BY_OP_FUNCTIONS = 2
+JAX_CALL_PREFIX = "PjitFunction("
 
 
 def check(s: WindowSummary) -> list[Advice]:
@@ -141,12 +159,15 @@ def check(s: WindowSummary) -> list[Advice]:
              "steps_s": st.mean_s * st.count},
             f"XLA CPU work outside every step >= {100 * OUTSIDE_SHARE:g} % of it and >= the "
             "steps' own time (tfobs)"))
+    op_by_op = _op_by_op(st) if st.count and st.interval_s > 0 else None
+    if op_by_op is not None:
+        out.append(op_by_op)
     if st.count and st.mean_s > 0:
         other_pct = step_pct(s, "other")
         op_pct = 100.0 * st.python_op_s / st.mean_s
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
         if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
-            out.append(_traced(st, traced_pct))
+            out.append(_traced(st, traced_pct, op_by_op is not None))
         if op_pct >= PYTHON_OP_PCT:
             out.append(PYTHON_IN_STEP.advice(
                 "warning" if op_pct + other_pct >= HIGH_PCT else "info",
@@ -161,17 +182,43 @@ def check(s: WindowSummary) -> list[Advice]:
     return out
 
 
+def _op_by_op(st: Steps) -> Advice | None:
+    """jax_op_by_op: the window's jitted calls per step (each function's calls per second
+    over its own span, times the step period), where most are not one function's."""
+    jitted = [c for c in st.calls if c.source == "python" and c.name.startswith(JAX_CALL_PREFIX)]
+    per_step = sum(c.per_s for c in jitted) * st.interval_s
+    if len(jitted) < OP_BY_OP_FUNCTIONS or per_step < OP_BY_OP_CALLS:
+        return None
+    top = sorted(jitted, key=lambda c: -c.count)[:4]
+    names = ", ".join(c.name[len(JAX_CALL_PREFIX):-1] for c in top)
+    call_s = sum(c.per_s * c.mean_s for c in jitted) * st.interval_s  # call time per step
+    return OP_BY_OP.advice(
+        "warning",
+        f"Each step dispatches {per_step:.0f} jitted programs of {len(jitted)} functions "
+        f"({names}, ...): the step runs JAX operation by operation, {1e3 * call_s:.2f} ms of "
+        f"its {1e3 * st.interval_s:.2f} ms period in those calls.",
+        {"jitted_calls_per_step": per_step, "jitted_functions": float(len(jitted)),
+         "jitted_call_s_per_step": call_s},
+        f">= {OP_BY_OP_CALLS} jitted calls per step of >= {OP_BY_OP_FUNCTIONS} functions "
+        "(tfobs)")
+
+
 def dispatch_only(st: Steps) -> bool:
     """Whether the reduction found the steps timing their dispatch (its note says so)."""
     return st.work_outside_ratio > 0 and DISPATCH_NOTE_START in st.note
 
 
-def _traced(st: Steps, traced_pct: float) -> Advice:
+def _traced(st: Steps, traced_pct: float, op_by_op: bool = False) -> Advice:
     """python_in_step from the Python tracer's events, naming the host callbacks and the
-    tf.data waits that hold a share of them."""
+    tf.data waits that hold a share of them, and JAX's own dispatch of a step run op by op
+    (`op_by_op`: jax_op_by_op fired; its fix comes first)."""
     callbacks = st.python_callback_s / st.python_traced_s
     tfdata = st.python_tfdata_next_s / st.python_traced_s
     parts, fixes = [], []
+    if op_by_op:
+        parts.append("JAX dispatching the step operation by operation is in it "
+                     "(jax_op_by_op)")
+        fixes.append(OP_BY_OP.fix)
     if callbacks >= CALLBACK_SHARE:
         parts.append(f"{1e3 * st.python_callback_s:.2f} ms per step of it inside JAX host "
                      "callbacks (jax.debug.print, io_callback, pure_callback)")
