@@ -68,9 +68,17 @@ MARKERS_TIME_DISPATCH = Rule(
     "step gives up the overlap of the next step's Python with this step's work: where that "
     "overlap matters, mark N steps as one and block once per N",
     f"{PROFILER}: Profiling custom training loops")
+# A jitted step dispatches one program (two or three with a jitted metric or update); a step
+# run op by op dispatches one per jax.numpy operation: 13 on a 3-op least-squares step,
+# 199 on a loop of tiny multiply/add ops. One function called many times per step is a
+# coarse marker or a micro-step loop, not this.
+OP_BY_OP_CALLS = 8
+OP_BY_OP_FUNCTIONS = 2
+JAX_CALL_PREFIX = "PjitFunction("
 OP_BY_OP = Rule(
     "jax_op_by_op", "steps",
-    "JAX capture: >= 8 jitted calls (`PjitFunction(...)`) per step, of >= 2 functions: "
+    f"JAX capture: >= {OP_BY_OP_CALLS} jitted calls (`PjitFunction(...)`) per step, of >= "
+    f"{OP_BY_OP_FUNCTIONS} functions: "
     "the step runs as one small XLA program per operation (jax.numpy outside jax.jit)",
     "jit the whole step: the loss, its gradient and the update in one function under "
     "jax.jit (a loop of small operations inside it as jax.lax.scan or fori_loop), so each "
@@ -115,13 +123,6 @@ TFDATA_NEXT_FIX = (
 
 PYTHON_OP_PCT = MODERATE_PCT
 
-# A jitted step dispatches one program (two or three with a jitted metric or update); a step
-# run op by op dispatches one per jax.numpy operation: 13 on a 3-op least-squares step,
-# 199 on a loop of tiny multiply/add ops. One function called many times per step is a
-# coarse marker or a micro-step loop, not this.
-OP_BY_OP_CALLS = 8
-OP_BY_OP_FUNCTIONS = 2
-JAX_CALL_PREFIX = "PjitFunction("
 
 
 def check(s: WindowSummary) -> list[Advice]:
