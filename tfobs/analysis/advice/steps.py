@@ -124,7 +124,6 @@ TFDATA_NEXT_FIX = (
 PYTHON_OP_PCT = MODERATE_PCT
 
 
-
 def check(s: WindowSummary) -> list[Advice]:
     st = s.steps
     out: list[Advice] = []
