@@ -47,6 +47,8 @@ _EXPLAINED_SHARE = 0.75
 _SAME_STAGE = re.compile(r"(::(?:ForeverRepeat|FiniteRepeat|Repeat|FlatMap|Interleave|"
                          r"ParallelInterleave(?:V\d+)?|LegacyParallelInterleave(?:V\d+)?))"
                          r"\[\d+\]")
+_INTERLEAVE_ELEMENT = re.compile(r"::(?:Interleave|ParallelInterleave(?:V\d+)?|"
+                                 r"LegacyParallelInterleave(?:V\d+)?)\[(?:\d+|\*)\]::[^:]+$")
 _INDEX = re.compile(r"(\[\d+\])")
 _LAST_INDEX = re.compile(r"\[(?:\d+|\*)\]$")
 
@@ -69,6 +71,12 @@ def same_stage_key(name: str) -> str:
     """The name with the indices of one stage run for several inputs made `[*]` (above):
     stages with one key are one stage; a name below another has its key below the other's."""
     return _SAME_STAGE.sub(r"\1[*]", name)
+
+
+def in_interleave_element(name: str) -> bool:
+    """The stage runs inside an interleave's function, once per cycle element:
+    `...::ParallelInterleaveV4[2]::Map` (or `[*]`, its elements together)."""
+    return _INTERLEAVE_ELEMENT.search(name) is not None
 
 
 def _merge_same_stages(all_stages: tuple[TfDataStage, ...]) -> dict[str, TfDataStage]:

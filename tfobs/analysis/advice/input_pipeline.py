@@ -21,7 +21,7 @@ from tfobs.analysis.advice.rule import (
 )
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
 from tfobs.analysis.input_pipeline import _FILE_SOURCES
-from tfobs.analysis.tfdata import same_stage_key
+from tfobs.analysis.tfdata import in_interleave_element, same_stage_key
 from tfobs.summary import Advice, TfDataStage, WindowSummary
 
 INPUT_BOUND = Rule(
@@ -214,7 +214,7 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
     if slow is not None and _kind(slow) == "Map":
         out.append(MAP_SERIAL.advice(
             "warning", f"The slowest tf.data stage is a sequential map{where}.", base, _GATE,
-            MAP_IN_INTERLEAVE_FIX if _in_interleave(slow) else ""))
+            MAP_IN_INTERLEAVE_FIX if in_interleave_element(slow.name) else ""))
     if ip.stages and not any("::Prefetch" in st.name for st in ip.stages):
         out.append(NO_PREFETCH.advice(
             "warning", f"The input pipeline has no prefetch stage{where}.",
@@ -294,12 +294,6 @@ def _kind(stage: TfDataStage) -> str:
     """The last iterator of a stage name, without its index: `...::FlatMap[0]::Map` -> Map."""
     last = stage.name.rsplit("::", 1)[-1]
     return last.split("[", 1)[0]
-
-
-def _in_interleave(stage: TfDataStage) -> bool:
-    """`...::ParallelInterleaveV4[2]::Map` (or `[*]`, its cycle elements together)."""
-    parent = stage.name.rsplit("::", 2)[-2] if stage.name.count("::") >= 2 else ""
-    return "Interleave" in parent and parent.endswith("]") and "Directed" not in parent
 
 
 def _short(stage: TfDataStage | None) -> str:
