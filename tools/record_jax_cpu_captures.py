@@ -109,6 +109,15 @@ CASES = {
                       "gradient's dispatched as a program of its own: `PjitFunction(matmul)`, "
                       "`PjitFunction(mul)`, ...), marked `StepTraceAnnotation(\"train\", "
                       "step_num=i)`",
+    "jitted_step_window_end": "the jitted SGD step marked `StepTraceAnnotation(\"train\", "
+                              "step_num=i)`, then, after the last step and inside the "
+                              "trace, what ends a window in a real job: one-off jax.numpy "
+                              "calls (a metric read, `float(jnp.mean(w))`, and a fresh "
+                              "`jnp.zeros`) and tfobs's own window-end drain "
+                              "(`JaxBackend().drain()`: `PjitFunction(tfobs_window_end)`), "
+                              "all compiled before the trace (calls of about 0.1 ms); "
+                              "each step also sleeps 15 ms (a step of a real model's "
+                              "length)",
     "two_thread_steps": "two Python threads each running its own copy of the step on its "
                         "own weights, both marking `StepTraceAnnotation(\"train\", "
                         "step_num=i)` from 0 (steps of two threads that overlap in time, "
@@ -190,6 +199,13 @@ for _ in range(3):
     w = step(w, x).block_until_ready()
 if case == "tfobs_step":
     import tfobs
+if case == "jitted_step_window_end":
+    from tfobs.capture.jax_profiler import JaxBackend
+    backend = JaxBackend()
+    def window_end():
+        metric = float(jnp.mean(w)) + float(jnp.zeros(()))
+        backend.drain()
+    window_end()
 import contextlib, time
 def mark(i):
     if case == "step_annotation":
@@ -200,7 +216,7 @@ def mark(i):
                 "python_loader_thread", "compute_wait_steps", "recompile_each_step",
                 "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
-                "tfdata_wait_no_tracer", "op_by_op_steps"):
+                "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -230,6 +246,8 @@ def run(i):
             return
         if case == "python_wait_steps":
             time.sleep(0.002)
+        if case == "jitted_step_window_end":  # a step of a real model's length
+            time.sleep(0.015)
         if case in ("python_loader_thread", "tfdata_wait_loader_thread"):
             x = batches.get()
         if case in ("tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_no_tracer"):
@@ -266,6 +284,8 @@ with (jax.profiler.trace(logdir, profiler_options=options) if options is not Non
             run(i)
     if case == "async_two_jits_steps":  # the queued work runs inside the trace
         w.block_until_ready()
+    if case == "jitted_step_window_end":  # compiled before the trace: calls of 0.1 ms
+        window_end()
 w.block_until_ready()
 params = {"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}
 if case.startswith("tfdata_"):
@@ -279,6 +299,8 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
         env = {"JAX_PLATFORMS": "cpu", "PATH": "/usr/bin:/bin"}
         if case in DEVICE_COUNTS:
             env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICE_COUNTS[case]}"
+        if case == "jitted_step_window_end":
+            env["PYTHONPATH"] = str(ROOT)  # tfobs.capture.jax_profiler
         if case in WITH_TENSORFLOW:
             jax_python = sys.executable
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"

@@ -26,6 +26,8 @@ from tfobs.summary import FunctionCalls
 CALL_STAT = "tf_function_call"
 JAX_CALL = "PjitFunction("
 SESSION_RUN = "SessionRun"
+# tfobs's own call in a live JAX window: the drain that ends it (capture/jax_profiler.py).
+OWN_CALLS = frozenset({JAX_CALL + "tfobs_window_end)"})
 MAX_CALL_ROWS = 10
 REMOTE_REQUEST = "EagerService:Enqueue"
 # A call's eager execution, and the part of it run on this host: a parameter-server
@@ -46,7 +48,7 @@ def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
     first event lacks the stat a few more are read: if one has it, the name is "mixed" and
     only its events with the stat count."""
     jitted = [m for m, n in host.names.items()
-              if n.startswith(JAX_CALL) or n == SESSION_RUN]
+              if (n.startswith(JAX_CALL) and n not in OWN_CALLS) or n == SESSION_RUN]
     stat_id = host.stat_ids.get(CALL_STAT)
     if stat_id is None:
         return np.array(sorted(jitted), np.int64), set()

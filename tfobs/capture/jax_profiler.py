@@ -5,7 +5,10 @@ is jaxlib's `ProfilerSession` made directly, never through `jax.profiler.start_t
 module state the user's own profiling owns); `stop()` returns the XSpace. JAX dispatches
 steps asynchronously, so a step's Python returns while its kernels still run: `drain()`
 runs one tiny computation per local device and waits for it (a device runs its work in
-order, so it finishes after everything queued before it).
+order, so it finishes after everything queued before it). That computation is the jitted
+`tfobs_window_end` (its scalar placed with `device_put`, no jax.numpy call): the window's
+capture holds its call as `PjitFunction(tfobs_window_end)`, which the reduction leaves out of
+the job's own calls (`tfobs.analysis.calls.OWN_CALLS`).
 
 A session held by someone else (the user's `jax.profiler.trace`, a remote capture through
 the profiler server) is seen at `stop()`: jaxlib answers ALREADY_EXISTS there.
@@ -46,6 +49,7 @@ class JaxBackend:
         self._profiler = _profiler
         self._marker = jax_marker()
         self._zeros: dict[Any, Any] = {}  # device -> a scalar kept on it for drain()
+        self._window_end: Any = None  # jax.jit(tfobs_window_end), made at the first drain
 
     def open(self, logdir: str, levels: tuple[int, int, int]) -> Any:
         self._jax.devices()  # backends first, so their device tracers join the session
@@ -64,12 +68,16 @@ class JaxBackend:
     def drain(self) -> None:
         jax = self._jax
         zeros = self._zeros
+        if self._window_end is None:
+            self._window_end = jax.jit(tfobs_window_end)
         waits = []
         for device in jax.local_devices():
             zero = zeros.get(device)
             if zero is None:
-                zero = zeros[device] = jax.device_put(jax.numpy.zeros((), "int32"), device)
-            waits.append(zero + 1)
+                import numpy as np  # JAX's own dependency
+
+                zero = zeros[device] = jax.device_put(np.zeros((), np.int32), device)
+            waits.append(self._window_end(zero))
         for value in waits:
             value.block_until_ready()
 
@@ -84,6 +92,11 @@ class JaxBackend:
 
     def marker(self, step_num: int) -> Any:
         return self._marker(step_num)
+
+
+def tfobs_window_end(x: Any) -> Any:
+    """The drain's computation: named so captures tell it from the job's own calls."""
+    return x + 1
 
 
 class _Marker:

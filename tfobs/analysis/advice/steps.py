@@ -184,8 +184,12 @@ def check(s: WindowSummary) -> list[Advice]:
 
 def _op_by_op(st: Steps) -> Advice | None:
     """jax_op_by_op: the window's jitted calls per step (each function's calls per second
-    over its own span, times the step period), where most are not one function's."""
-    jitted = [c for c in st.calls if c.source == "python" and c.name.startswith(JAX_CALL_PREFIX)]
+    over its own span, times the step period; functions called at least once per step),
+    where most are not one function's."""
+    # Only functions called in every step: a one-off call (a metric read after the loop)
+    # has a "rate" of one over its own duration, thousands per step.
+    jitted = [c for c in st.calls if c.source == "python"
+              and c.name.startswith(JAX_CALL_PREFIX) and c.count >= st.count]
     per_step = sum(c.per_s for c in jitted) * st.interval_s
     if len(jitted) < OP_BY_OP_FUNCTIONS or per_step < OP_BY_OP_CALLS:
         return None
