@@ -276,3 +276,35 @@ def test_jax_demo_stops_after_the_windows_asked_for(tmp_path):
     assert len(done) == 1, proc.stdout
     # Ended by its windows: well inside the 300 s cap, even on a busy machine.
     assert took < 200 and float(done[0].split("seconds=")[1].split()[0]) < 150, done
+
+
+JAX_UNMARKED_SCRIPT = """
+import sys, time
+sys.modules["tensorflow"] = None  # as in a venv without TensorFlow
+import tfobs
+from tfobs.runtime import capture_thread
+capture_thread.NO_STEPS_WARN_S = 1.0
+tfobs.enable(metrics_port=-1, capture_dir=sys.argv[1], nvml=False)
+import jax, jax.numpy as jnp
+step = jax.jit(lambda w: w @ w / 64.0)
+w = jnp.ones((64, 64))
+end = time.monotonic() + 4
+while time.monotonic() < end:  # a JAX loop that marks no step
+    w = step(w).block_until_ready()
+print("done", flush=True)
+"""
+
+
+def test_a_jax_loop_that_marks_no_step_is_told_jaxs_marker_once(tmp_path):
+    """A JAX job without step markers never gets a window; before this, its log said
+    nothing at all (the no-step line waited for TensorFlow's runtime, which a JAX job never
+    starts). It is told JAX's own marker, once."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFOBS_")}
+    proc = subprocess.run([sys.executable, "-c", JAX_UNMARKED_SCRIPT, str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**env, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = [line for line in proc.stderr.splitlines() if "no training step" in line]
+    assert len(said) == 1, proc.stderr[-2000:]
+    assert "jax.profiler.StepTraceAnnotation" in said[0] and "tfobs.step(i)" in said[0]
+    assert "tf.profiler" not in said[0] and "train_on_batch" not in said[0]

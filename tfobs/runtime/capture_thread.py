@@ -47,6 +47,14 @@ JAX_UNDER_TF_MESSAGE = (
     "tfobs profiles TensorFlow, which the job ran before enable() (a tf.data pipeline built "
     "first), and TensorFlow's profiler sees none of JAX's steps; fix: "
     "tfobs.enable(framework=\"jax\") or TFOBS_FRAMEWORK=jax (docs/frameworks.md)")
+# The same moment in a JAX job (JAX's backend set up, TensorFlow not): a loop that marks no
+# step, told JAX's own marker.
+JAX_NO_STEPS_MESSAGE = (
+    "tfobs has seen no training step in the %.0f s since enable(), and profiles nothing "
+    "until one is marked: wrap each step of the loop in "
+    "`with jax.profiler.StepTraceAnnotation(\"train\", step_num=i):` (or "
+    "`with tfobs.step(i):`), with `jax.block_until_ready` on its result inside it; Keras "
+    "fit on the JAX backend is marked for you (docs/frameworks.md: A JAX training loop)")
 QUEUE_SIZE = 2  # captures waiting for reduction; the budget keeps it from filling
 # A capped window waits this long without a step (none running, none begun) for the
 # training thread to end it, before this thread ends it itself.
@@ -117,13 +125,20 @@ class CaptureThread:
             return
         if self._health.steps > 0 or markers.any_step_begun():
             self._no_steps_at = None
-        elif time.monotonic() >= at and _tf_runtime_initialised():
+        elif time.monotonic() >= at:
+            tf_ran = _tf_runtime_initialised()
+            jax_ran = framework.jax_running()
+            if not (tf_ran or jax_ran):  # nothing trains yet (a long data load, imports)
+                return
             self._no_steps_at = None
-            backend = self._w.slot.backend
-            jax_unseen = (getattr(backend, "name", None) == "tensorflow"
-                          and framework.jax_running())
-            _log.warning(JAX_UNDER_TF_MESSAGE if jax_unseen else NO_STEPS_MESSAGE,
-                         NO_STEPS_WARN_S)
+            name = getattr(self._w.slot.backend, "name", None)
+            if name == "tensorflow" and jax_ran:
+                message = JAX_UNDER_TF_MESSAGE
+            elif name == "jax" or (jax_ran and not tf_ran):
+                message = JAX_NO_STEPS_MESSAGE
+            else:
+                message = NO_STEPS_MESSAGE
+            _log.warning(message, NO_STEPS_WARN_S)
 
     def _capture(self, window: OpenWindow) -> None:
         w = self._w
