@@ -298,6 +298,9 @@ class InputPipeline:
     # tf.distribute's per-replica input ran (MultiDeviceIterator ops): its iterators are
     # `::Generator` stages that run no Python, unlike `from_generator`'s.
     per_replica_input: bool = False
+    # copy_to_device / prefetch_to_device ran (IteratorFromStringHandleV2 ops): its copy is
+    # a `::Generator` stage too, that runs no Python.
+    device_copy_input: bool = False
     # Window self time of ops XProf counts as host input by their type alone and tfobs
     # does not (`EagerService:Enqueue`, a parameter-server worker's queue of eager requests
     # from its coordinator: type "Enqueue"), and their names.

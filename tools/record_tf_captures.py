@@ -335,6 +335,21 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "repeat -> prefetch: the same per-file `Map` stage under four cycle elements "
         "(`ParallelInterleaveV4[0]::Map` .. `[3]::Map`); steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`; no tfobs markers", {}),
+    "copy_to_device_loop": (
+        "custom loop over `from_tensor_slices -> shuffle(1024) -> batch(64) -> repeat -> "
+        "apply(copy_to_device(\"/cpu:0\")) -> prefetch(2)`: the copy is a `::Generator` "
+        "stage that runs no Python (IteratorFromStringHandleV2 ops), not `from_generator`; "
+        "steps marked `Trace(\"train\", step_num=i, _r=1)`", {}),
+    "prefetch_to_device_loop": (
+        "custom loop over `from_tensor_slices -> map(tanh, num_parallel_calls=2) -> batch(64) "
+        "-> repeat -> apply(prefetch_to_device(\"/cpu:0\", 2))` (prefetch_to_device is "
+        "copy_to_device then prefetch); steps marked `Trace(\"train\", step_num=i, _r=1)`",
+        {}),
+    "eager_eval_after_steps": (
+        "custom loop whose step is a tf.function, marked `Trace(\"train\", step_num=i, _r=1)`, "
+        "then, inside the same trace and after the last step, an evaluation pass that calls "
+        "the model eagerly five times (`model(x, training=False)` with a 30 ms pause each): "
+        "the model's math runs eagerly between the steps, not in them", {}),
     "image_dir_fit": (
         "Keras 3 fit over `keras.utils.image_dataset_from_directory` of 96 small JPEGs in two "
         "class folders (file reads and JPEG decoding in tf.data), no prefetch; tfobs's Keras "
@@ -1803,6 +1818,42 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
               .interleave(lambda f: tf.data.TextLineDataset(f).map(parse),
                           cycle_length=params["files"], num_parallel_calls=tf.data.AUTOTUNE)
               .batch(params["batch"]).repeat().prefetch(1))
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
+
+    elif case == "eager_eval_after_steps":
+        params = {"batch": 64, "steps": 12, "features": 32, "eval_calls": 5}
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(random_batches(4096, params["features"], params["batch"]))
+        held_out = rng.random((512, params["features"]), np.float32)
+
+        def train_then_evaluate() -> None:
+            for i in range(3, 3 + params["steps"]):
+                with train_root(i):
+                    step(*next(it))
+            for _ in range(params["eval_calls"]):  # eager: no tf.function around it
+                model(held_out, training=False)
+                time.sleep(0.03)
+
+        for i in range(3):
+            with train_root(i):
+                step(*next(it))
+        profile(train_then_evaluate)
+
+    elif case in ("copy_to_device_loop", "prefetch_to_device_loop"):
+        params = {"batch": 64, "steps": 20, "features": 32}
+        x = rng.normal(size=(4096, 32)).astype("float32")
+        y = rng.normal(size=(4096, 1)).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        if case == "copy_to_device_loop":
+            ds = (ds.shuffle(1024).batch(64).repeat()
+                  .apply(tf.data.experimental.copy_to_device("/cpu:0")).prefetch(2))
+        else:
+            ds = (ds.map(lambda a, b: (tf.tanh(a), b), num_parallel_calls=2).batch(64)
+                  .repeat().apply(tf.data.experimental.prefetch_to_device("/cpu:0", 2)))
         model = mlp(params["features"], 64)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
         it = iter(ds)

@@ -22,6 +22,8 @@ from tfobs.analysis.advice.input_pipeline import MAP_IN_INTERLEAVE_FIX, MAP_SERI
 from tfobs.analysis.advice.launch import (
     EAGER_BETWEEN_FIX,
     EAGER_CONVERSION_FIX,
+    EAGER_MATH_BETWEEN_FIX,
+    EAGER_STEP_FIX,
     QUEUE_WAIT_FIX,
 )
 from tfobs.analysis.advice.steps import OP_BY_OP_CALLS
@@ -294,6 +296,42 @@ def test_per_replica_input_is_not_blamed_on_from_generator() -> None:
     assert not fired(s, "tfdata_from_generator") and not fired(s, "tfdata_slowest_stage")
     g = summary(GENERATOR)  # a real from_generator: no MultiDeviceIterator
     assert not g.input_pipeline.per_replica_input and not fired(g, "tfdata_per_replica_input")
+
+
+@pytest.mark.parametrize("name", ["generated__tf2.21cpu__copy_to_device_loop",
+                                  "generated__tf2.21cpu__prefetch_to_device_loop"])
+def test_device_copy_is_not_blamed_on_from_generator(name: str) -> None:
+    # copy_to_device / prefetch_to_device copy each element in a `::Generator` stage that
+    # runs IteratorFromStringHandleV2 ops and no Python: from_generator's fix would not apply.
+    s = summary(name)
+    ip = s.input_pipeline
+    assert ip.device_copy_input and ip.python_op_s == 0 and not ip.per_replica_input
+    assert ip.slowest_stage.name.endswith("::Generator")
+    assert not fired(s, "tfdata_from_generator")
+    if s.input_bound.verdict in ("highly", "moderately"):
+        a = one(s, "tfdata_slowest_stage")
+        assert "copy_to_device or prefetch_to_device" in a.message
+        own = a.evidence["dataset_stages_s_per_step"]
+        assert own > 0
+        if own >= 0.5 * a.evidence["slowest_stage_s_per_step"]:
+            assert "copy waits for that dataset" in a.message and "before copy_to_device" in a.fix
+        else:
+            assert "the copy itself" in a.message and "buffer_size" in a.fix
+    g = summary(GENERATOR)  # a real from_generator runs Python and copies nothing
+    assert not g.input_pipeline.device_copy_input and fired(g, "tfdata_from_generator")
+
+
+def test_device_copy_names_the_copy_itself_where_the_dataset_keeps_ahead() -> None:
+    # The prefetch_to_device summary with its dataset's own stages made cheap.
+    s = summary("generated__tf2.21cpu__prefetch_to_device_loop")
+    slow = s.input_pipeline.slowest_stage
+    stages = tuple(st if st.name == slow.name or slow.name.startswith(st.name + "::")
+                   else dataclasses.replace(st, self_s=st.self_s / 100)
+                   for st in s.input_pipeline.stages)
+    cheap = dataclasses.replace(
+        s, input_pipeline=dataclasses.replace(s.input_pipeline, stages=stages), advice=())
+    a = one(dataclasses.replace(cheap, advice=advise(cheap)), "tfdata_slowest_stage")
+    assert "the copy itself" in a.message and "prefetch_to_device(device, buffer_size" in a.fix
 
 
 def test_per_replica_input_blames_a_slow_distributed_dataset_from_summary() -> None:
@@ -997,6 +1035,18 @@ def test_eager_ops_between_the_steps_names_the_callbacks() -> None:
     assert b.fix != EAGER_BETWEEN_FIX and "between the steps" not in b.message
     back = WindowSummary.from_dict(s.to_dict())  # the figure survives JSON
     assert back.ops.eager_between_steps_s == s.ops.eager_between_steps_s
+
+
+def test_eager_model_math_between_the_steps_is_not_blamed_on_the_step() -> None:
+    # The step is a tf.function; the eager MatMuls are an evaluation pass after the last
+    # step. "the step itself is no tf.function" would send the user to the wrong code.
+    s = summary("generated__tf2.21cpu__eager_eval_after_steps")
+    a = one(s, "eager_ops")
+    assert a.evidence["model_math_eager"] == 1 and a.evidence["between_steps_share"] >= 0.5
+    assert "runs between the steps" in a.message and "no tf.function" not in a.message
+    assert a.fix == EAGER_MATH_BETWEEN_FIX
+    # The model's math inside the steps still gets the step's fix.
+    assert one(summary("generated__tf2.21cpu__fit_run_eagerly"), "eager_ops").fix == EAGER_STEP_FIX
 
 
 def test_jax_op_by_op_names_a_step_without_jit() -> None:

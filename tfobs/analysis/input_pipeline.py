@@ -98,6 +98,16 @@ def per_replica_input(host_ops: dict[str, OpAgg]) -> bool:
     return any(op.op_type in PER_REPLICA_OPS for op in host_ops.values())
 
 
+# tf.data's copy_to_device (and prefetch_to_device, built on it) is a GeneratorDataset whose
+# functions read the source dataset's iterator through a string handle, once per element.
+DEVICE_COPY_OPS = ("IteratorFromStringHandleV2",)
+
+
+def device_copy_input(host_ops: dict[str, OpAgg]) -> bool:
+    """Whether copy_to_device / prefetch_to_device's copy ran in the window."""
+    return any(op.op_type in DEVICE_COPY_OPS for op in host_ops.values())
+
+
 def python_op_seconds(host_ops: dict[str, OpAgg], host: Timeline | None = None) -> float:
     """Self time of the ops that call back into Python (py_function, numpy_function,
     from_generator) run by tf.data: with `host`, the share of their time on tf.data's

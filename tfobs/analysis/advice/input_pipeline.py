@@ -195,8 +195,12 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
     # tf.distribute's per-replica iterators are Generator stages too; with no Python op in
     # the window the slow one is theirs, and from_generator's fix would not apply.
     per_replica = generator and ip.per_replica_input and ip.python_op_s == 0
+    # So is copy_to_device's (prefetch_to_device's) copy of each element.
+    device_copy = generator and ip.device_copy_input and ip.python_op_s == 0
     if per_replica and slow is not None:
         out.append(_per_replica(s, slow, base, where))
+    elif device_copy and slow is not None:
+        out.append(_device_copy(s, slow, base, where))
     elif generator:
         out.append(FROM_GENERATOR.advice(
             "warning", f"tf.data reads from a Python generator{where}.",
@@ -241,18 +245,49 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
     return out
 
 
+def _own_stages_s(s: WindowSummary, slow: TfDataStage) -> float:
+    """Self time per step of the dataset's own stages: every stage but the slow one and the
+    names above it (those wrap it and the dataset's stages alike). By key: a slow stage
+    merged over epochs leaves out each epoch's part of it."""
+    key = same_stage_key(slow.name)
+    skip = {key} | {key.rsplit("::", k)[0] for k in range(1, key.count("::") + 1)}
+    return sum(st.self_s for st in s.input_pipeline.stages
+               if same_stage_key(st.name) not in skip) / max(s.steps.count, 1)
+
+
+def _device_copy(s: WindowSummary, slow: TfDataStage, base: dict[str, float],
+                 where: str) -> Advice:
+    """copy_to_device / prefetch_to_device's copy is the slowest stage: its self time is the
+    wait for the dataset it copies from and the copy itself; which one, the dataset's own
+    stages say (as for tf.distribute's per-replica input)."""
+    own = _own_stages_s(s, slow)
+    wait = slow.self_s / max(s.steps.count, 1)
+    evidence = {**base, "dataset_stages_s_per_step": own}
+    gate = (f"{_GATE}, the slowest stage a Generator running copy_to_device's "
+            "IteratorFromStringHandleV2 ops and no Python op")
+    text = (f"The slowest tf.data stage is the copy of each element by copy_to_device or "
+            f"prefetch_to_device, a Generator stage that runs no Python{where}; the dataset "
+            f"it copies from takes {1e3 * own:.2f} ms per step in its own stages")
+    if own >= DATASET_SHARE * wait:
+        return SLOWEST_STAGE.advice(
+            "warning", text + ": the copy waits for that dataset.", evidence, gate,
+            "make the dataset before the copy keep ahead: map/interleave with "
+            "num_parallel_calls=tf.data.AUTOTUNE, cache() what fits in memory, and a "
+            ".prefetch(tf.data.AUTOTUNE) before copy_to_device")
+    return SLOWEST_STAGE.advice(
+        "warning", text + ": the wait is the copy itself.", evidence, gate,
+        "a copy to the CPU the dataset already runs on buys nothing: drop copy_to_device / "
+        "prefetch_to_device and end the pipeline with .prefetch(tf.data.AUTOTUNE); to a GPU, "
+        "give the copy a buffer (prefetch_to_device(device, buffer_size=2 or more)) so it "
+        "runs ahead of the step")
+
+
 def _per_replica(s: WindowSummary, slow: TfDataStage, base: dict[str, float],
                  where: str) -> Advice:
     """tf.distribute's per-replica iterators are the slowest stage: is it the dataset they
     read (its own stages, below theirs), or the hand-off itself?"""
     per_step = max(s.steps.count, 1)
-    # The dataset's own stages: every stage but the slow one and the names above it (those
-    # wrap the per-replica iterators and the dataset's alike).
-    # By key: a slow stage merged over epochs leaves out each epoch's part of it.
-    key = same_stage_key(slow.name)
-    skip = {key} | {key.rsplit("::", k)[0] for k in range(1, key.count("::") + 1)}
-    own = sum(st.self_s for st in s.input_pipeline.stages
-              if same_stage_key(st.name) not in skip) / per_step
+    own = _own_stages_s(s, slow)
     wait = slow.self_s / per_step
     each = slow.self_s / max(slow.count, 1)
     evidence = {**base, "dataset_stages_s_per_step": own, "s_per_replica_batch": each}

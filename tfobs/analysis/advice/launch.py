@@ -110,6 +110,12 @@ EAGER_BETWEEN_FIX = (
     "(ModelCheckpoint(save_freq='epoch') or a larger save_freq in batches), move per-batch "
     "callback work to on_epoch_end, log and read metrics every N batches, and run several "
     "steps per call (Model.compile(steps_per_execution=N))")
+# The model's math run eagerly between the steps: the training step is compiled, the code
+# around it (an evaluation pass in a custom loop, a callback calling the model) is not.
+EAGER_MATH_BETWEEN_FIX = (
+    "wrap what calls the model between the steps in @tf.function too (an evaluation step, "
+    "a metric computed from model outputs), or run it every N steps; Keras's evaluate and "
+    "predict compile theirs unless run_eagerly=True")
 # Eager queue dequeues (tf.queue.FIFOQueue and kin, filled by other code): the step waits
 # there for its batch. XProf counts that wait as eager host op time, not input, so its
 # verdict reads "not" input-bound; tf.function around the step would not remove it.
@@ -182,7 +188,12 @@ def _eager(s: WindowSummary) -> list[Advice]:
     share = converted / s.ops.eager_s
     between = s.ops.eager_between_steps_s / s.ops.eager_s if s.steps.count else 0.0
     # The first of these that holds says what the eager time is, and names its fix.
-    if math:
+    if math and between >= EAGER_BETWEEN_SHARE:  # an evaluation or callback outside steps
+        step_eager, fix = (f" {100 * between:.0f} % of it, the model's math among it "
+                           f"({', '.join(math)}), runs between the steps, not in them: code "
+                           "outside the step calls the model eagerly (an evaluation loop, "
+                           "a callback).", EAGER_MATH_BETWEEN_FIX)
+    elif math:
         step_eager, fix = (f" The model's own math runs eagerly ({', '.join(math)}): the step "
                            "itself is no tf.function.", EAGER_STEP_FIX)
     elif wait_share >= QUEUE_WAIT_SHARE:
