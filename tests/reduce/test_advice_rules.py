@@ -18,7 +18,14 @@ import pytest
 import tfobs
 from tests.conftest import CAPTURES
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
-from tfobs.analysis.advice.input_pipeline import MAP_IN_INTERLEAVE_FIX, MAP_SERIAL
+from tfobs.analysis.advice.input_pipeline import (
+    MAP_IN_INTERLEAVE_FIX,
+    MAP_SERIAL,
+    PYDATASET_PREFETCH_FIX,
+)
+from tfobs.analysis.advice.input_pipeline import (
+    NO_PREFETCH as NO_PREFETCH_RULE,  # the name NO_PREFETCH is its capture's here
+)
 from tfobs.analysis.advice.launch import (
     EAGER_BETWEEN_FIX,
     EAGER_CONVERSION_FIX,
@@ -1035,6 +1042,18 @@ def test_eager_ops_between_the_steps_names_the_callbacks() -> None:
     assert b.fix != EAGER_BETWEEN_FIX and "between the steps" not in b.message
     back = WindowSummary.from_dict(s.to_dict())  # the figure survives JSON
     assert back.ops.eager_between_steps_s == s.ops.eager_between_steps_s
+
+
+def test_no_prefetch_on_a_generator_pipeline_names_keras_pydataset_buffer() -> None:
+    # Keras fit over a PyDataset builds `from_generator` with no prefetch the user can add:
+    # the fix names the PyDataset's own buffer beside `.prefetch`.
+    s = summary("generated__tf2.21cpu__pydataset_fit")
+    assert fired(s, "tfdata_from_generator")
+    a = one(s, "tfdata_no_prefetch")
+    assert a.fix == PYDATASET_PREFETCH_FIX and "max_queue_size=" in a.fix
+    plain = summary(NO_PREFETCH)  # a tf.data pipeline of the job's own
+    assert not fired(plain, "tfdata_from_generator")
+    assert one(plain, "tfdata_no_prefetch").fix == NO_PREFETCH_RULE.fix
 
 
 def test_eager_model_math_between_the_steps_is_not_blamed_on_the_step() -> None:

@@ -55,6 +55,13 @@ NO_PREFETCH = Rule(
     "input-bound and no tf.data stage is a Prefetch",
     "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
     f"{TFDATA}: Prefetching")
+# A pipeline read from a Python generator may be Keras's own: fit over a PyDataset (or
+# Sequence) builds `from_generator` without a prefetch, which the user cannot add.
+PYDATASET_PREFETCH_FIX = (
+    f"{NO_PREFETCH.fix} where the pipeline is yours; a Keras PyDataset (or Sequence) passed "
+    "to fit builds this pipeline itself, without one: there its workers= (with "
+    "use_multiprocessing=True for Python-heavy batches) and max_queue_size= are the buffer "
+    "that keeps batches ready")
 FILE_READ = Rule(
     "tfdata_file_read", "input pipeline",
     "input-bound and file reads are the slowest stage or >= 50 % of host input time",
@@ -222,7 +229,8 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
     if ip.stages and not any("::Prefetch" in st.name for st in ip.stages):
         out.append(NO_PREFETCH.advice(
             "warning", f"The input pipeline has no prefetch stage{where}.",
-            {**base, "stages_seen": float(len(ip.stages))}, _GATE))
+            {**base, "stages_seen": float(len(ip.stages))}, _GATE,
+            PYDATASET_PREFETCH_FIX if generator else ""))
     totals = ip.host_input_total_s or ip.host_input_s
     reads = totals.get("demanded_file_read", 0.0) + totals.get("advanced_file_read", 0.0)
     host_in = sum(totals.values())
