@@ -345,6 +345,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "-> repeat -> apply(prefetch_to_device(\"/cpu:0\", 2))` (prefetch_to_device is "
         "copy_to_device then prefetch); steps marked `Trace(\"train\", step_num=i, _r=1)`",
         {}),
+    "shuffle_fill_in_window": (
+        "custom loop whose iterator over `from_tensor_slices(20,000 rows) -> "
+        "shuffle(20,000) -> batch(64)` is made inside the trace: the first marked step "
+        "waits for the whole shuffle buffer to fill (XProf drops that step, as the first); "
+        "steps marked `Trace(\"train\", step_num=i, _r=1)`", {}),
     "eager_eval_after_steps": (
         "custom loop whose step is a tf.function, marked `Trace(\"train\", step_num=i, _r=1)`, "
         "then, inside the same trace and after the last step, an evaluation pass that calls "
@@ -1822,6 +1827,24 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
         it = iter(ds)
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
+
+    elif case == "shuffle_fill_in_window":
+        params = {"batch": 64, "steps": 15, "features": 32, "rows": 20000}
+        x = rng.random((params["rows"], params["features"]), np.float32)
+        y = rng.random((params["rows"], 1), np.float32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(params["rows"])
+              .batch(params["batch"]))
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        step(x[:64], y[:64])  # traced before the window
+
+        def fresh_iterator_steps() -> None:
+            it = iter(ds)  # its first next() fills the shuffle buffer
+            for i in range(params["steps"]):
+                with train_root(i):
+                    step(*next(it))
+
+        profile(fresh_iterator_steps)
 
     elif case == "eager_eval_after_steps":
         params = {"batch": 64, "steps": 12, "features": 32, "eval_calls": 5}

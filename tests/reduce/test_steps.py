@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -80,3 +81,19 @@ def test_capture_without_steps_says_none() -> None:
     assert s.steps.method == "none" and s.steps.count == 0
     assert s.input_bound.verdict == "unknown"
     assert s.environment.device_type == "GPU" and s.environment.device_count >= 1
+
+
+def test_a_long_dropped_first_step_is_named_in_the_note() -> None:
+    # The iterator is made inside the window: its first next() fills a 20,000-element
+    # shuffle buffer. XProf drops that step (the first) and so do the figures; the note says
+    # how long it took, against the steps kept, so a window of 0.16 s is not read as 2 ms
+    # steps alone.
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__shuffle_fill_in_window.xplane.pb")
+    first = re.search(r"the first took ([\d.]+) ms, (\d+)x the mean step", s.steps.note)
+    assert first is not None, s.steps.note
+    assert float(first.group(2)) >= 10 and "the last took" not in s.steps.note
+    assert float(first.group(1)) / 1e3 > s.steps.count * s.steps.mean_s  # most of the window
+    # Steps of even length: no such words.
+    even = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__tiny_steps_long.xplane.pb")
+    assert "first and last step dropped" in even.steps.note
+    assert "x the mean step" not in even.steps.note

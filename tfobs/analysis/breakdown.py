@@ -456,6 +456,9 @@ class StepTimes:
     seconds: list[list[float]]
     totals: dict[int, int]  # ps per event type over the kept steps
     dropped: int = 0  # steps XProf drops (first and last)
+    # Those two steps' durations, seconds (first, last): a long one (a shuffle buffer
+    # filling, a first trace) is in none of the kept steps' figures.
+    dropped_s: tuple[float, float] = (0.0, 0.0)
     # Each kept step's place among the groups given, and its span (absolute ps): columns,
     # so thousands of steps are not read one attribute at a time.
     index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -561,7 +564,9 @@ def _kept_times(groups: Sequence[StepGroup], total: np.ndarray, sums: np.ndarray
                 ok |= present[:, at[t]]
     keep = np.flatnonzero(ok)
     dropped = 0
+    dropped_s = (0.0, 0.0)
     if drop_incomplete and keep.size > DROP_INCOMPLETE_THRESHOLD:
+        dropped_s = (int(total[keep[0]]) / 1e12, int(total[keep[-1]]) / 1e12)
         keep, dropped = keep[1:-1], 2
     ps, order, present = ps[keep], order[keep], present[keep]
     rows, cols = np.nonzero(present)
@@ -576,7 +581,7 @@ def _kept_times(groups: Sequence[StepGroup], total: np.ndarray, sums: np.ndarray
         chosen = groups[int(keep[0]):int(keep[-1]) + 1]
     else:
         chosen = [groups[k] for k in keep.tolist()]
-    return StepTimes(chosen, seconds.tolist(), totals, dropped, index=keep,
+    return StepTimes(chosen, seconds.tolist(), totals, dropped, dropped_s, index=keep,
                      seconds_array=seconds)
 
 

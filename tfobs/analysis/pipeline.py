@@ -275,6 +275,7 @@ def _steps(
     note = found.note
     if kept.dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
+        note += _long_dropped(kept.dropped_s, sum(durations) / n if n else 0.0)
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
     method = found.method if items else "none"
@@ -482,6 +483,24 @@ def concurrent_lines(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray | None
     order = np.argsort(kept.begin_ps, kind="stable")
     ends_so_far = np.maximum.accumulate(kept.end_ps[order])
     return lines if bool((kept.begin_ps[order][1:] < ends_so_far[:-1]).any()) else None
+
+
+# A dropped step this many times the kept steps' mean is named: its time is in no figure.
+LONG_DROPPED = 10.0
+
+
+def _long_dropped(dropped_s: tuple[float, float], mean_s: float) -> str:
+    """The note's words for a dropped first or last step much longer than the steps kept
+    (a shuffle buffer filling, a first trace or compile, a checkpoint), else ''."""
+    if mean_s <= 0:
+        return ""
+    said = [f"the {which} took {1e3 * d:.1f} ms, {d / mean_s:.0f}x the mean step"
+            for which, d in zip(("first", "last"), dropped_s, strict=True)
+            if d >= LONG_DROPPED * mean_s]
+    if not said:
+        return ""
+    return (f" ({' and '.join(said)}: what it did, such as a shuffle buffer filling or a "
+            "first trace, is in none of the figures)")
 
 
 def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray,
