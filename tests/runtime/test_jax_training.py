@@ -104,7 +104,11 @@ def test_jax_windows_end_on_the_training_thread_after_the_device_drained(tmp_pat
         assert w["end_at"] == "step_boundary" and w["end_thread"] == result["main_thread"]
         assert w["end_drain_s"] > 0 and w["end_stop_s"] > 0
         steps = w["summary"]["steps"]
-        assert steps["count"] >= 4, steps  # XProf's step grouping of the "train" markers
+        # Every step of the window is in its capture, the first included (five steps: XProf
+        # drops none). jaxlib's annotation decides to record when it is made: a window opened
+        # when it was entered lost its first step.
+        nums = [st["step_num"] for st in steps["items"]]
+        assert nums == list(range(w["first"], w["last"] + 1)), (nums, w["first"], w["last"])
     assert not result["errors"], result["errors"]
 
 
