@@ -109,6 +109,11 @@ CASES = {
                       "gradient's dispatched as a program of its own: `PjitFunction(matmul)`, "
                       "`PjitFunction(mul)`, ...), marked `StepTraceAnnotation(\"train\", "
                       "step_num=i)`",
+    "block_tree_metrics": "the SGD step under `jax.jit` returning the weights and a metrics "
+                          "dict of three scalars (loss, gradient norm, largest weight), each "
+                          "step ending `jax.block_until_ready((w, metrics))` inside its "
+                          "`StepTraceAnnotation(\"train\", step_num=i)`: a tree's wait, "
+                          "which PjRt writes no `Await` pair for",
     "jitted_step_window_end": "the jitted SGD step marked `StepTraceAnnotation(\"train\", "
                               "step_num=i)`, then, after the last step and inside the "
                               "trace, what ends a window in a real job: one-off jax.numpy "
@@ -171,6 +176,14 @@ elif case == "async_two_jits_steps":
     grad = jax.jit(jax.grad(lambda w, x: ((jnp.tanh(x @ w) @ w.T - x) ** 2).mean()))
     apply = jax.jit(lambda w, g: w - 0.01 * g)
     step = lambda w, x: apply(w, grad(w, x))
+elif case == "block_tree_metrics":
+    def with_metrics(w, x):
+        loss, g = jax.value_and_grad(lambda w: ((x @ w) ** 2).mean())(w)
+        w = w - 0.01 * g
+        return w, {"loss": loss, "grad_norm": jnp.sqrt((g ** 2).sum()), "w_max": w.max()}
+    tree_step = jax.jit(with_metrics)
+    step = lambda w, x: tree_step(w, x)[0]  # the warm-up below
+    w, x = jnp.ones((256, 256)), jnp.ones((256, 256))
 elif case == "op_by_op_steps":  # no jax.jit: the job's forgotten one
     step = lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
 elif case == "compute_wait_steps":
@@ -216,7 +229,8 @@ def mark(i):
                 "python_loader_thread", "compute_wait_steps", "recompile_each_step",
                 "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
-                "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end"):
+                "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
+                "block_tree_metrics"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -252,6 +266,10 @@ def run(i):
             x = batches.get()
         if case in ("tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_no_tracer"):
             x = next(batches)
+        if case == "block_tree_metrics":
+            w, metrics = tree_step(w, x)
+            jax.block_until_ready((w, metrics))
+            return
         w = step(w, x)
         if case not in ("async_dispatch_steps", "async_two_jits_steps"):
             w.block_until_ready()

@@ -109,6 +109,22 @@ def test_a_step_waiting_on_its_compiled_program_is_not_python_work() -> None:
     assert busy.size and (busy[1:, 0] > busy[:-1, 1]).all()  # merged and sorted
 
 
+def test_a_wait_for_a_tree_of_arrays_is_not_python_work() -> None:
+    # `jax.block_until_ready((w, metrics))`: PjRt writes no Await pair for a tree's wait,
+    # and the program's thunks on XLA's pool leave gaps no op covers; the CPU client's
+    # "wait for completion" event spans the program. Without it the wait read as 25 % of
+    # the step in Python and a warning to move the data loader out of the step (as on live
+    # Flax jobs blocking on a metrics dict).
+    path = CAPTURES / "generated__jax0.10cpu__block_tree_metrics.xplane.pb"
+    host = Timeline(parse(path.read_bytes()).plane("/host:CPU"))
+    assert host.mids_named(python_time.PROGRAM_WAIT)
+    assert not host.mids_named(python_time.BUFFER_AWAIT)
+    s = tfobs.analyze(path)
+    assert s.steps.count == 10 and s.steps.python_traced_s < 0.1 * s.steps.mean_s
+    advice = _codes(s).get("python_in_step")
+    assert advice is None or advice.severity == "info"
+
+
 def test_the_outer_markers_python_counts_once_per_thread() -> None:
     # Epoch steps of six train steps each: the Python inside them (marker set-up) is a
     # sliver of each epoch, never more than the epoch; the note names the inner markers.

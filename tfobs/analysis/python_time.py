@@ -184,6 +184,10 @@ def holds_markers(ld: LineData, spans: Sequence[tuple[int, int]]) -> bool:
 # PjRt's wait for a result: `CommonPjRtBuffer::Await` begins it (a `_p` stat) and a second
 # `CommonPjRtBuffer::Await` on the same thread (the matching `_c`) marks where it resumed.
 BUFFER_AWAIT = "CommonPjRtBuffer::Await"
+# XLA's CPU client waiting for a program it runs to complete (on its own thread, while the
+# program's thunks run on the Eigen pool): a `block_until_ready` of a tree of several arrays
+# waits there with no Await pair, and the thunks leave gaps no op event covers.
+PROGRAM_WAIT = "ThunkExecutor::Execute (wait for completion)"
 # A function traced or compiled again inside the step: its Python (autograph, JAX's
 # lowering) is `tf_function_retracing`'s finding, with that fix; not counted twice here.
 REBUILDS = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING)
@@ -193,7 +197,8 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None,
                   line: LineData | None = None) -> np.ndarray:
     """When a step waits on its compiled program, or builds one again, as merged (begin,
     end) ps rows: the program's ops (events with a `program_id` stat: XLA's CPU thunks in
-    a JAX job) on any line of the host plane, PjRt's buffer waits (from an `Await` to the
+    a JAX job) on any line of the host plane, XLA's CPU client waiting for a program to
+    complete (`PROGRAM_WAIT`), PjRt's buffer waits (from an `Await` to the
     `Await` that consumes it on the same line), and tf.function traces and JAX compiles
     (`REBUILDS`). `python`: the Python events' metadata ids, where the caller has them.
     `line`: the Python thread asked about; a program's ops on that line itself are left out:
@@ -203,6 +208,7 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None,
     rows = []
     awaits = id_array(host.mids_named(BUFFER_AWAIT))
     building = id_array(host.mids_named(*REBUILDS))
+    running = id_array(host.mids_named(PROGRAM_WAIT))
     program = {ids["program_id"]: "program_id"} if "program_id" in ids else {}
     links = {ids[k]: k for k in ("_p", "_c") if k in ids}
     if python is None:
@@ -212,6 +218,9 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None,
             continue
         begin, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
         if building.size and (at := member(ld.mid_arr, building, ld.dense_top)).any():
+            rows.append(np.stack([begin[at], end[at]], 1))
+        if (running.size and ld is not line
+                and (at := member(ld.mid_arr, running, ld.dense_top)).any()):
             rows.append(np.stack([begin[at], end[at]], 1))
         # A program's ops are no Python events: only the others' stats are read (the
         # Python tracer's events, most of a Python thread's, carry none).
