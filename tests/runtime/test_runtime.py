@@ -438,6 +438,41 @@ def test_a_job_that_marks_no_step_is_told_how_once(tmp_path, kind):
         assert said == [], said
 
 
+EPOCH_NUMBERS_SCRIPT = textwrap.dedent("""
+    import sys, time, tensorflow as tf, tfobs
+    rt = tfobs.enable(metrics_port=-1, capture_dir=sys.argv[1], nvml=False,
+                      first_window_step=5, interval_steps=20, window_steps=5,
+                      overhead_budget=0.5)
+    w = tf.Variable(tf.ones((64, 64)))
+    @tf.function
+    def step():
+        w.assign(tf.tanh(w @ w) * 0.5)
+    for epoch in range(4):  # each epoch numbers its steps from 0, as enumerate(dataset) does
+        for i in range(30):
+            with tfobs.step(i):
+                step()
+                time.sleep(0.01)
+    rt.wait_idle(60)
+    print("captured", rt.health.windows.get("captured", 0), flush=True)
+""")
+
+
+@pytest.mark.slow  # runs a process
+@pytest.mark.waits
+def test_windows_go_on_when_step_numbers_start_over_each_epoch(tmp_path):
+    """A custom loop numbering each epoch's steps from 0 (or a job calling fit again): the
+    windows were planned by number only forward, so after the first epoch's none opened
+    again and nothing said why (2 windows in 4 epochs). Planned again from the new count."""
+    proc = subprocess.run([sys.executable, "-c", EPOCH_NUMBERS_SCRIPT, str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    captured = int(proc.stdout.split("captured")[-1].split()[0])
+    assert captured >= 5, proc.stderr[-3000:]  # two per epoch planned, the budget may skip one
+    said = [line for line in proc.stderr.splitlines() if "step numbers went back" in line]
+    assert len(said) == 1 and "from 29 to 0" in said[0], said
+
+
 JAX_AFTER_TF_SCRIPT = textwrap.dedent("""
     import os, sys, time
     os.environ["JAX_PLATFORMS"] = "cpu"

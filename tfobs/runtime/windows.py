@@ -66,6 +66,7 @@ class OpenWindow:
 
 
 _said_overlap = Once()
+_said_numbers_back = Once()
 
 RECENT_STEPS = 15  # untraced steps kept for the median a window's export is held against
 PROBE_STEPS = 10  # steps before the first window whose CPU use says whether a core is free
@@ -114,6 +115,10 @@ class Windows:
         # no scheduled windows there (an on-demand capture still works).
         self.runs_steps = runs_steps
         self._next_start = next_window_start(0, policy) if runs_steps else sys.maxsize
+        # The latest step number begun, and how far back a number must go to be a new count
+        # (numbered per epoch, a new fit, a stray number), not another thread's step.
+        self._last_num = 0
+        self._back_gap = policy.window_steps + 1
         self.length = WindowLength(policy.window_steps, policy.export_step_stretch)
         self._recent: deque[float] = deque(maxlen=RECENT_STEPS)
         self._base_s: float | None = None  # median untraced step when the window opened
@@ -146,6 +151,9 @@ class Windows:
         if self.end_running:  # another thread is ending a window
             self._end_done.wait(END_GATE_WAIT_S)
         window = self.tracing
+        if step_num + self._back_gap < self._last_num:
+            self._numbers_went_back(step_num, window)
+        self._last_num = step_num
         if window is not None:
             if window.end_requested:  # capped: end between the last step and this one
                 self._end_at_boundary(window)
@@ -159,6 +167,20 @@ class Windows:
             self._open(step_num)
         except Exception as exc:  # never into training
             self._failures.report("schedule", exc)
+
+    def _numbers_went_back(self, step_num: int, window: OpenWindow | None) -> None:
+        """The step numbers started over (a loop numbering each epoch's steps from 0, a new
+        `fit`, a stray large number): windows are planned again from this number, or none
+        would open until the numbers passed the old plan. An open window ends here."""
+        back_from = self._last_num
+        if window is not None:
+            window.end_requested = True  # its steps' numbers no longer count up to its end
+        if self.runs_steps:
+            self._next_start = next_window_start(step_num, self.policy)
+        if _said_numbers_back.first():
+            say(f"tfobs: step numbers went back from {back_from} to {step_num} (steps "
+                "numbered per epoch, or a new fit): windows are planned again from step "
+                f"{self._next_start}")
 
     def step_end(self, step_num: int, duration_s: float,
                  trace_key: tuple[str, int] | None = None) -> None:
