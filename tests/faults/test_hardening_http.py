@@ -1203,3 +1203,17 @@ def test_a_network_spraying_failed_auth_is_refused_but_its_trusted_scraper_is_no
     assert srv.errors.count("http_blocked") == 1  # the network, not its addresses one by one
     assert get("127.0.1.250", trusted).startswith(b"HTTP/1.1 200 ")  # the trusted one not
     assert get("127.0.2.1", bad).startswith(b"HTTP/1.1 401")  # another network not
+
+
+@pytest.mark.parametrize("accept", ["text/plain; version=x.y",
+                                    "application/openmetrics-text; version=abc"])
+def test_a_malformed_accept_header_gets_the_text_format_at_once(servers: Any,
+                                                               accept: str) -> None:
+    # prometheus_client's choose_encoder raises on a version it cannot parse; the server
+    # answered nothing and held the connection to its 10 s deadline, counting an error.
+    srv = servers()
+    start = time.monotonic()
+    status, body = scrape(srv.port, headers={"Accept": accept}, timeout=5.0)
+    assert status == 200 and b"demo_total 3.0" in body
+    assert time.monotonic() - start < 2.0
+    assert srv.errors == []

@@ -249,12 +249,22 @@ def wanted_names(path: str) -> list[str]:
     return sorted(set(urllib.parse.parse_qs(query).get("name[]", [])))
 
 
+def encoder_for(accept: str) -> tuple[Callable[[Any], bytes], str]:
+    """prometheus_client's encoder and content type for an Accept header; the plain text
+    format where the header is malformed (`version=x.y` makes choose_encoder raise), as for
+    no header: a scraper's odd header is no reason to drop the scrape."""
+    try:
+        return choose_encoder(accept)
+    except Exception:
+        return choose_encoder("")
+
+
 def render_key(req: Request) -> str:
     """The page variant a request asks for: requests with equal keys share a rendering."""
     path = req.route
     if path != "/metrics":
         return "api" if path == "/api/windows" else "page"
-    _encoder, content_type = choose_encoder(req.headers.get("accept", ""))
+    _encoder, content_type = encoder_for(req.headers.get("accept", ""))
     names = ",".join(wanted_names(req.path))
     return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}|{names}"
 
@@ -262,7 +272,7 @@ def render_key(req: Request) -> str:
 def render_metrics(registry: Any, req: Request, on_error: Callable[[str], None]) -> Rendered:
     """The exposition in the format and encoding the request accepts, filtered by name."""
     try:
-        encoder, content_type = choose_encoder(req.headers.get("accept", ""))
+        encoder, content_type = encoder_for(req.headers.get("accept", ""))
         names = wanted_names(req.path)
         if names and hasattr(registry, "restricted_registry"):
             registry = registry.restricted_registry(names)
