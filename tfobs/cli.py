@@ -56,12 +56,23 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # ConfigError, CaptureError: bad input, one line, no traceback
         print(f"tfobs {args.command}: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except OSError as exc:  # stdout on a full disk, a device gone: one line, no traceback
+        where = f" ({exc.filename})" if exc.filename else " (writing the output)"
+        print(f"tfobs {args.command}: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
 
 
 def console() -> NoReturn:
     """The `tfobs` console script and `python -m tfobs.cli`: `main()`, then the exit."""
     argv = sys.argv[1:]
-    code = main(argv)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): nowhere to write
+        sys.stdout = open(os.devnull, "w")  # the process's own, to its end
+        print("tfobs: standard output is closed; give it a file or a pipe", file=sys.stderr)
+        _exit_now(1)
+    try:
+        code = main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the command's modules load
+        code = 130
     if argv and argv[0] in QUICK_EXIT:
         _exit_now(code)
     sys.exit(code)

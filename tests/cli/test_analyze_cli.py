@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -153,3 +154,72 @@ def test_html_to_unwritable_path_is_one_line(tmp_path: pathlib.Path,
     assert main(["analyze", str(TFKERAS), "--html", str(target)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--html" in err
+
+
+def test_a_bad_capture_among_several_is_named_and_the_others_still_read(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "plugins" / "profile" / "r1"
+    run.mkdir(parents=True)
+    shutil.copyfile(TFKERAS, run / "hostA.xplane.pb")
+    (run / "hostB.xplane.pb").write_bytes(TFKERAS.read_bytes()[:5000])  # truncated
+    trace = tmp_path / "vm.trace.json.gz"
+    trace.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    assert main(["analyze", str(tmp_path), str(trace)]) == 2
+    captured = capsys.readouterr()
+    # hostA's table is printed; each bad file gets one line naming it (and what analyze
+    # reads, for a TensorBoard trace); before, the first bad one stopped everything.
+    assert captured.out.count("tfobs analyze ") == 1 and "hostA.xplane.pb" in captured.out
+    errs = captured.err.strip().splitlines()
+    assert len(errs) == 2 and all(e.startswith("tfobs analyze: ") for e in errs)
+    assert "hostB.xplane.pb" in errs[0] and str(trace) in errs[1]
+    assert "*.xplane.pb" in errs[1] and "Traceback" not in captured.err
+
+
+def test_html_of_a_capture_with_a_non_utf8_name_replaces_the_page_whole(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    odd = pathlib.Path(os.fsdecode(bytes(tmp_path) + b"/bad\xff.xplane.pb"))
+    shutil.copyfile(TFKERAS, odd)
+    page = tmp_path / "report.html"
+    page.write_text("the old page\n")
+    # The name's odd byte made the write fail half way: the old page was left empty.
+    assert main(["analyze", str(odd), "--html", str(page)]) == 0
+    html = page.read_text(encoding="utf-8")
+    assert html.lstrip().lower().startswith("<!doctype html") and "bad\ufffd" in html
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_names_from_the_capture_cannot_add_lines_to_the_table(
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tfobs.xspace import schema
+
+    space = schema.XSpace()
+    space.ParseFromString(TFKERAS.read_bytes())
+    for plane in space.planes:
+        for md in plane.event_metadata.values():
+            if md.name.startswith("Iterator::"):
+                md.name += "\nFAKE LINE"
+    space.hostnames[:] = ["h1\nFAKE HOST"]
+    path = tmp_path / "crafted.xplane.pb"
+    path.write_bytes(space.SerializeToString())
+    assert main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\\nFAKE LINE" in out  # shown, escaped
+    assert not [line for line in out.splitlines() if line.startswith("FAKE")]
+
+
+@pytest.mark.parametrize("how", ["full_disk", "closed"])
+def test_an_output_that_cannot_be_written_is_one_line(how: str) -> None:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-m", "tfobs.cli", "analyze", str(TFKERAS)]
+    if how == "full_disk":
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(cmd, stdout=full, stderr=subprocess.PIPE, text=True,
+                                  cwd=root, timeout=120)
+    else:  # started with its standard output closed (`>&-`)
+        proc = subprocess.run(cmd, stderr=subprocess.PIPE, text=True, cwd=root, timeout=120,
+                              preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert ("No space left on device" in lines[0] if how == "full_disk"
+            else "standard output is closed" in lines[0])

@@ -12,6 +12,7 @@ put there): every control character (C0, DEL, C1) and bidirectional override is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import math
@@ -81,19 +82,29 @@ def run(args: argparse.Namespace) -> int:
     # window's reduction) and resumes before anything long-running (--serve).
     collecting = gc.isenabled()
     gc.disable()
+    failed = 0
     try:
         for path in args.paths:
             try:
-                for source in _sources(path, args.run):
+                sources = _sources(path, args.run)
+            except CaptureError as exc:
+                failed += _fail(_named(" ".join(str(exc).split()), path))
+                continue
+            # Each capture on its own: a bad one among several is said, by name, and the
+            # others are still summarised (the exit status says one failed).
+            for source in sources:
+                try:
                     summaries.append(analyze(source, run=args.run, top_n=args.top))
                     labels.append(str(source))
-            except CaptureError as exc:
-                return _fail(" ".join(str(exc).split()))
-            except Exception as exc:  # never a traceback on bad input
-                return _fail(f"cannot analyze {path}: {type(exc).__name__}: {exc}")
+                except CaptureError as exc:
+                    failed += _fail(_named(" ".join(str(exc).split()), source))
+                except Exception as exc:  # never a traceback on bad input
+                    failed += _fail(f"cannot analyze {source}: {type(exc).__name__}: {exc}")
     finally:
         if collecting:
             gc.enable()
+    if not summaries:
+        return 2
     if args.format == "json":
         docs = [_no_nan(s.to_dict()) for s in summaries]
         # Rendered once (json.dump to a stream writes every token separately), written in
@@ -103,27 +114,50 @@ def run(args: argparse.Namespace) -> int:
         for i in range(0, len(text), _CHUNK):
             sys.stdout.write(text[i:i + _CHUNK])
     else:
-        pages = (render(s, p) for s, p in zip(summaries, labels, strict=True))
+        # A file name that is not UTF-8 shows its odd bytes escaped (`\xff`): written as
+        # they are, a UTF-8 terminal or file refuses them.
+        pages = (render(s, os.fsencode(p).decode("utf-8", "backslashreplace"))
+                 for s, p in zip(summaries, labels, strict=True))
         sys.stdout.write(printable("\n".join(pages)))
     if args.html:
         from tfobs.export.page import render_page
 
+        # Several captures: a before/after page (history, first against last). A file name
+        # that is not UTF-8 shows its odd bytes as U+FFFD.
+        names = [os.fsencode(os.path.basename(os.path.normpath(p))).decode("utf-8", "replace")
+                 for p in labels]
+        page = render_page(summaries[-1], history=list(
+            zip(names, summaries, strict=True)) if len(summaries) > 1 else (),
+            source=names[-1]).encode("utf-8", "replace")
+        # Written beside the target, then moved over it: a failed write leaves the old file.
+        part = f"{args.html}.{os.getpid()}.part"
         try:
-            with open(args.html, "w", encoding="utf-8") as f:
-                # Several captures: a before/after page (history, first against last).
-                names = [os.path.basename(os.path.normpath(p)) for p in labels]
-                f.write(render_page(summaries[-1], history=list(
-                    zip(names, summaries, strict=True)) if len(summaries) > 1 else (),
-                    source=names[-1]))
+            with open(part, "wb") as f:
+                f.write(page)
+            os.replace(part, args.html)
         except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
             return _fail(f"cannot write --html {args.html}: {exc.strerror or exc}")
         # stderr: stdout holds the table or the JSON, which scripts read
         print(f"tfobs analyze: wrote {args.html}", file=sys.stderr, flush=True)
     if args.serve is not None:
         from tfobs.export.replay import serve
 
-        return int(serve(summaries, port=args.serve, bind=args.bind, seconds=args.seconds) or 0)
-    return 0
+        served = int(serve(summaries, port=args.serve, bind=args.bind,
+                           seconds=args.seconds) or 0)
+        return served or (2 if failed else 0)
+    return 2 if failed else 0
+
+
+def _named(message: str, path: str) -> str:
+    """`message` naming the capture it is about, where it does not yet; a TensorBoard trace
+    (`*.trace.json.gz`) is told apart, as analyze reads XSpace captures only."""
+    text = message if path in message else f"{path}: {message}"
+    if path.endswith((".trace.json.gz", ".trace.json")):
+        text += ("; analyze reads *.xplane.pb captures (the run folder's, beside this "
+                 "trace): give it that file or the folder")
+    return text
 
 
 def _sources(path: str, run: str | None) -> list[str]:
@@ -167,10 +201,13 @@ def _bar(ratio: float) -> str:
 def render(s: WindowSummary, label: str = "") -> str:
     """The overview page as plain text."""
     out: list[str] = []
-    add = out.append
+
+    def add(line: str) -> None:  # one line each: a name from the capture may hold "\n"
+        out.append(line.replace("\n", "\\n"))
+
     env = s.environment
     add(f"tfobs analyze {label}".rstrip())
-    add(f"  hosts: {', '.join(env.hosts) or '-'}   devices: {env.device_count} x "
+    add(f"  hosts: {', '.join(dict.fromkeys(env.hosts)) or '-'}   devices: {env.device_count} x "
         f"{env.device_type}   window: {s.duration_s:.2f} s")
     st = s.steps
     add("")
@@ -273,7 +310,7 @@ def render_advice(s: WindowSummary) -> list[str]:
             out.append(f"      fix: {a.fix}")
         if a.guide:
             out.append(f"      guide: {a.guide}")
-    return out
+    return [line.replace("\n", "\\n") for line in out]  # names in messages: one line
 
 
 def _num(v: float) -> str:
