@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import numbers
 import os
 import re
 import socket
@@ -296,11 +297,10 @@ class Config:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             opt = _BY_NAME[f.name]
-            if isinstance(opt.default, float) and isinstance(value, int) and not isinstance(
-                value, bool
-            ):
-                object.__setattr__(self, f.name, float(value))  # 10 is a fine 10.0
-                value = float(value)
+            plain = _plain(opt.default, value)
+            if plain is not value:
+                object.__setattr__(self, f.name, plain)
+                value = plain
             allowed = opt.check(value)
             if allowed:
                 raise _conflict(f"tfobs option {f.name}={_shown(f.name, value)} is invalid: "
@@ -504,6 +504,21 @@ def _conflict(message: str, *names: str) -> ConfigError:
     err = ConfigError(message)
     err.options = names  # type: ignore[attr-defined]  # which options Config.load may drop
     return err
+
+
+def _plain(default: Any, value: Any) -> Any:
+    """`value` as the option's own type where the caller passed an equivalent: 10 is a fine
+    10.0, a pathlib.Path a fine folder, a numpy integer a fine count; else `value` itself."""
+    if isinstance(value, bool) or isinstance(default, bool):
+        return value
+    if isinstance(default, str) and isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        return path if isinstance(path, str) else value
+    if isinstance(default, int) and isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(default, float) and isinstance(value, numbers.Real):
+        return float(value)
+    return value
 
 
 def _shown(name: str, value: Any) -> str:

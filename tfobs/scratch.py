@@ -35,12 +35,22 @@ def scratch_folder_problem(value: object) -> str:
 def local_folder_problem(path: str) -> str:
     """'' when this process can write to the folder `path` or make it (every missing part of
     it), else why not, e.g. "this path is a file": checked when the option is set, so a bad
-    folder fails enable() instead of every window (capture_dir) or every keep (keep_dir)."""
+    folder fails enable() instead of every window (capture_dir) or every keep (keep_dir).
+    Where the nearest folder that exists looks writable, one folder is made in it and
+    removed: permission bits do not tell a root process that /proc or a read-only mount
+    takes no folder."""
     if "\0" in path:  # os.path.exists() says False for it; every open() would fail
         return "this path holds a NUL byte"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8: the profilers take UTF-8 paths
+        return "this path is not valid UTF-8 (the profilers take UTF-8 paths only)"
     target = os.path.abspath(path)
     nearest = target
     while not os.path.exists(nearest):  # the nearest part that exists: tfobs makes the rest
+        if os.path.lexists(nearest):  # a link to nothing: makedirs would fail on it
+            return (f"{'this path' if nearest == target else nearest} is a symbolic link to "
+                    "nothing (dangling, or a loop)")
         parent = os.path.dirname(nearest)
         if parent == nearest:
             return ""
@@ -50,4 +60,9 @@ def local_folder_problem(path: str) -> str:
     if not os.access(nearest, os.W_OK | os.X_OK):
         return ("this folder is not writable" if nearest == target
                 else f"cannot make it: {nearest} is not writable")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".tfobs-check-", dir=nearest))
+    except OSError as exc:
+        return (f"cannot make a folder in {nearest}: "
+                f"{exc.strerror or type(exc).__name__}")
     return ""

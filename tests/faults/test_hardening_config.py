@@ -333,6 +333,32 @@ def test_a_folder_path_holding_a_nul_byte_is_refused_at_enable(option: str, tmp_
         Config.load(environ={}, **{option: f"{tmp_path}/a\0b"})
 
 
+@pytest.mark.parametrize("option", ["capture_dir", "keep_dir"])
+@pytest.mark.parametrize("kind", ["dangling_link", "link_loop", "not_utf8", "proc"])
+def test_a_folder_no_window_could_write_is_refused_at_enable(option: str, kind: str,
+                                                             tmp_path) -> None:
+    # Each passed the check and then failed every window (or keep) with a line that named
+    # no option: makedirs's "File exists" on a link to nothing, pybind's four-line dump for
+    # a non-UTF-8 path, "No such file" where root may write /proc's bits but make nothing.
+    if kind == "dangling_link":
+        path = tmp_path / "scratch"
+        path.symlink_to(tmp_path / "gone")
+        want = "symbolic link to nothing"
+    elif kind == "link_loop":
+        path = tmp_path / "loop"
+        path.symlink_to(tmp_path / "loop")
+        want = "symbolic link to nothing"
+    elif kind == "not_utf8":
+        path = os.fsdecode(bytes(tmp_path) + b"/cap\xff")
+        want = "not valid UTF-8"
+    else:
+        path, want = "/proc", "/proc"
+    with pytest.raises(ConfigError, match=rf"{option}=.*") as info:
+        Config.load(environ={}, **{option: str(path)})
+    assert want in str(info.value) and "\n" not in str(info.value)
+    assert not list(tmp_path.glob(".tfobs-check-*"))  # the probe leaves nothing
+
+
 def test_a_huge_row_count_reduces_as_every_row_and_a_huge_memory_limit_is_no_limit() -> None:
     """The layers under the options, reached without them: `tfobs.analyze(top_n=...)` and a
     reduce helper whose limit no OS takes (before: CaptureError, and a helper that exited at
@@ -349,3 +375,19 @@ def test_a_huge_row_count_reduces_as_every_row_and_a_huge_memory_limit_is_no_lim
         assert reply["steps"]["count"] == analyze(CAPTURE, top_n=5).steps.count
     finally:
         helper.stop(1.0)
+
+
+def test_a_path_or_a_numpy_number_is_taken_as_its_plain_value(tmp_path) -> None:
+    # Both were refused with a line that did not say why ("use an integer >= 1" for
+    # numpy.int64(100), "a folder this process can write" for a writable pathlib.Path).
+    import pathlib
+
+    import numpy as np
+
+    cfg = Config.load(environ={}, capture_dir=pathlib.Path(tmp_path),
+                      interval_steps=np.int64(100), window_max_s=np.float32(5))
+    assert cfg.capture_dir == str(tmp_path) and type(cfg.capture_dir) is str
+    assert cfg.interval_steps == 100 and type(cfg.interval_steps) is int
+    assert cfg.window_max_s == 5.0 and type(cfg.window_max_s) is float
+    with pytest.raises(ConfigError, match="interval_steps=2.5"):  # a fraction is no count
+        Config.load(environ={}, interval_steps=2.5)

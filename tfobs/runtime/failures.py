@@ -23,4 +23,6 @@ class Failures:
     def report(self, stage: ErrorStage, exc: object) -> None:
         self._health.count_error(stage)
         if self._logged.first(stage):
-            _log.warning("tfobs %s error (counted in tfobs_errors_total): %s", stage, exc)
+            # one line: TensorFlow's file system errors carry "\n\t when reading ..."
+            _log.warning("tfobs %s error (counted in tfobs_errors_total): %s", stage,
+                         " ".join(str(exc).split()))
