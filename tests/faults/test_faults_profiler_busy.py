@@ -73,6 +73,26 @@ def test_users_profiler_wins_at_every_point_of_the_cycle(tmp_path):
     assert os.listdir(tmp_path / "cap") == []
 
 
+def test_a_profiler_start_imported_before_enable_still_wins(tmp_path):
+    # `from tensorflow.profiler.experimental import start, stop` at the job's top binds the
+    # functions tfobs's hook replaces later: that start raised AlreadyExistsError into the
+    # job mid-window, and its stop wrote a 4-byte capture. It makes its session through a
+    # module global tfobs fronts, so it pre-empts the window as the hooked start does.
+    user = tmp_path / "user"
+    plan = [{"step": 63, "do": "user_start_early", "logdir": str(user)},  # window 60 traces
+            {"step": 75, "do": "user_stop_early"}]
+    run = run_job({"capture_dir": str(tmp_path / "cap")}, plan=plan)
+    assert_unharmed(run, baseline())
+    acts = run.report["actions"]
+    assert all(a["ok"] for a in acts), acts
+    steps = profiled_steps(user)
+    assert len(steps) == 1 and steps[0] >= 3, steps
+    outcome = {r["first_step"]: r for r in run.report["records"]}
+    assert outcome[60]["outcome"] == "skipped_busy", outcome[60]
+    assert "the user's tf.profiler.experimental.start" in outcome[60]["reason"]
+    assert outcome[90]["outcome"] == "captured" and not run.errors
+
+
 def test_profiler_server_and_tfobs_share_the_profiler(tmp_path):
     port = free_port()
     remote = {name: tmp_path / name for name in ("busy", "collide", "after")}

@@ -312,3 +312,49 @@ def test_a_jax_loop_that_marks_no_step_is_told_jaxs_marker_once(tmp_path):
     assert len(said) == 1, proc.stderr[-2000:]
     assert "jax.profiler.StepTraceAnnotation" in said[0] and "tfobs.step(i)" in said[0]
     assert "tf.profiler" not in said[0] and "train_on_batch" not in said[0]
+
+
+JAX_EARLY_START_SCRIPT = """
+import sys, time
+sys.modules["tensorflow"] = None  # as in a venv without TensorFlow
+import jax, jax.numpy as jnp
+from jax.profiler import start_trace, stop_trace  # at the top: before enable()
+import tfobs
+rt = tfobs.enable(metrics_port=-1, capture_dir=sys.argv[1], nvml=False, first_window_step=5,
+                  interval_steps=20, window_steps=5, overhead_budget=0.5, framework="jax")
+step = jax.jit(lambda w: w @ w / 64.0)
+w = jnp.ones((64, 64))
+for i in range(50):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        w = step(w).block_until_ready()
+    time.sleep(0.01)
+    if i == 6:  # window 5 traces
+        start_trace(sys.argv[2])
+    if i == 10:
+        stop_trace()
+rt.wait_idle(60)
+start_trace(sys.argv[3])  # and the profiler is the job's again afterwards
+step(w).block_until_ready()
+stop_trace()
+print("windows", dict(rt.health.windows), flush=True)
+"""
+
+
+def test_a_start_trace_imported_before_enable_still_wins(tmp_path):
+    """`from jax.profiler import start_trace, stop_trace` at the job's top binds the
+    function tfobs's hook replaces later: its stop_trace raised ALREADY_EXISTS into the job
+    and every later start_trace failed. It makes its session through a module global tfobs
+    fronts, so it pre-empts the window as the hooked one does."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFOBS_")}
+    user, after = tmp_path / "user", tmp_path / "after"
+    proc = subprocess.run(
+        [sys.executable, "-c", JAX_EARLY_START_SCRIPT, str(tmp_path / "cap"), str(user),
+         str(after)], cwd=ROOT, capture_output=True, text=True, timeout=180,
+        env={**env, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    import tfobs
+
+    for folder in (user, after):
+        (capture,) = folder.rglob("*.xplane.pb")
+        assert tfobs.analyze(capture).steps.method != "none" or folder == after
+    assert "'skipped_busy': 1" in proc.stdout and "'captured'" in proc.stdout, proc.stdout

@@ -61,6 +61,10 @@ def note(entry: dict[str, Any]) -> None:
 # -- the user's side: actions ------------------------------------------------------------
 
 
+# `tf.profiler.experimental.start` and `stop` as the job imported them before enable().
+EARLY: dict[str, Any] = {}
+
+
 def do_action(action: dict[str, Any], rt: Any, state: str = "") -> None:
     import tensorflow as tf
 
@@ -72,6 +76,10 @@ def do_action(action: dict[str, Any], rt: Any, state: str = "") -> None:
             tf.profiler.experimental.start(action["logdir"])
         elif name == "user_stop":
             tf.profiler.experimental.stop()
+        elif name == "user_start_early":  # the function the job imported before enable()
+            EARLY["start"](action["logdir"])
+        elif name == "user_stop_early":
+            EARLY["stop"]()
         elif name == "print":
             print(action["text"], flush=True)
         elif name == "remount":  # e.g. options "ro" or "rw" of a tmpfs the test mounted
@@ -376,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
 
     keras.utils.set_random_seed(7)
     tf.config.experimental.enable_op_determinism()
+    # As a script that imports them at its top: references tfobs's hooks never replace.
+    from tensorflow.profiler.experimental import start, stop
+
+    EARLY.update(start=start, stop=stop)
 
     stop_requested = threading.Event()
     model_ref: list[Any] = []

@@ -1,6 +1,8 @@
 """Methods of a framework's class replaced by tfobs's wrappers and put back on uninstall,
 for the step markers a job already writes (`jax_steps.py`, `tf_steps.py`). The class itself
-is changed, so an instance or an alias made before `tfobs.enable()` is wrapped too."""
+is changed, so an instance or an alias made before `tfobs.enable()` is wrapped too. Also the
+stand-in for a profiler binding module through which the job's own sessions pre-empt
+tfobs's window (`PreemptingProfilerModule`)."""
 
 from __future__ import annotations
 
@@ -66,3 +68,25 @@ def exit_ending_step(exit_: Callable[..., Any], what: str) -> Callable[..., Any]
         return result
 
     return __exit__
+
+
+class PreemptingProfilerModule:
+    """A framework's profiler binding module (TensorFlow's `_pywrap_profiler`, jaxlib's
+    `_profiler`) as its Python API module sees it, whose `ProfilerSession(...)` first calls
+    `preempt()`: a `start` the job imported before `enable()` (`from jax.profiler import
+    start_trace`) is not the wrapped one, but it makes its session through this module
+    global, looked up at the call. Everything else is the module's own."""
+
+    def __init__(self, module: Any, preempt: Callable[[], None]) -> None:
+        self._tfobs_module = module
+        self._tfobs_preempt = preempt
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tfobs_module, name)
+
+    def ProfilerSession(self, *args: Any, **kwargs: Any) -> Any:  # the binding's name
+        try:
+            self._tfobs_preempt()
+        except Exception:  # the user's session is made all the same
+            _log.debug("tfobs: pre-empting for the user's profiler failed", exc_info=True)
+        return self._tfobs_module.ProfilerSession(*args, **kwargs)

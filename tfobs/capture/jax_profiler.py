@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from tfobs import forks
+from tfobs.capture.class_hooks import PreemptingProfilerModule
 
 
 def jax_marker() -> Callable[[int], Any]:
@@ -143,7 +144,16 @@ def install_yield_hook(slot: Any) -> None:
         _original = original
         profiler.start_trace = start_trace  # jax.profiler.trace looks it up here
         jax.profiler.start_trace = start_trace
+        # A start_trace imported before enable() is the original: it pre-empts through the
+        # module global it makes its session with (tfobs's own sessions use jaxlib's module).
+        profiler._profiler = PreemptingProfilerModule(profiler._profiler, _preempt_for_user)
         forks.after_fork_in_child(_forget_slot)  # a child's slot is not the parent's
+
+
+def _preempt_for_user() -> None:
+    slot_now = _yield_to
+    if slot_now is not None:
+        slot_now.preempt("the user's jax.profiler.start_trace took the profiler")
 
 
 def _forget_slot() -> None:
@@ -163,3 +173,6 @@ def uninstall_yield_hook() -> None:
         profiler.start_trace = _original
         jax.profiler.start_trace = _original
         _original = None
+        front = profiler._profiler
+        if isinstance(front, PreemptingProfilerModule):
+            profiler._profiler = front._tfobs_module

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tfobs import forks
 from tfobs.capture import quiet_log
+from tfobs.capture.class_hooks import PreemptingProfilerModule
 
 if TYPE_CHECKING:
     from tfobs.capture.session import ProfilerSlot
@@ -181,7 +182,17 @@ def install_yield_hook(slot: ProfilerSlot) -> None:
         _hook_original = original
         profiler_v2.start = start
         _set_api_start(tf, start)
+        # A `start` imported before enable() is the original: it pre-empts through the
+        # module global it makes its session with.
+        profiler_v2._pywrap_profiler = PreemptingProfilerModule(
+            profiler_v2._pywrap_profiler, _preempt_for_user)
         forks.after_fork_in_child(_forget_slot)  # a child's slot is not the parent's
+
+
+def _preempt_for_user() -> None:
+    slot_now = _hook_slot
+    if slot_now is not None:
+        slot_now.preempt("the user's tf.profiler.experimental.start took the profiler")
 
 
 def _set_api_start(tf: Any, fn: Any) -> None:
@@ -208,3 +219,6 @@ def uninstall_yield_hook() -> None:
         profiler_v2.start = _hook_original
         _set_api_start(tf, _hook_original)
         _hook_original = None
+        front = profiler_v2._pywrap_profiler
+        if isinstance(front, PreemptingProfilerModule):
+            profiler_v2._pywrap_profiler = front._tfobs_module
