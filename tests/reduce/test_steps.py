@@ -97,3 +97,19 @@ def test_a_long_dropped_first_step_is_named_in_the_note() -> None:
     even = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__tiny_steps_long.xplane.pb")
     assert "first and last step dropped" in even.steps.note
     assert "x the mean step" not in even.steps.note
+
+
+def test_steps_of_several_marker_names_are_said_per_name() -> None:
+    # A loop marking "train" steps and, every fifth, a "test" step: XProf times them
+    # together; the note gives each name's count and mean, so an evaluation's steps are not
+    # read as the training's.
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__train_and_test_markers.xplane.pb")
+    found = re.search(r"steps of 2 marker names, timed together as XProf does "
+                      r"\(train (\d+) of ([\d.]+) ms, test (\d+) of ([\d.]+) ms", s.steps.note)
+    assert found is not None, s.steps.note
+    train = [st for st in s.steps.items if st.marker == "train"]
+    assert int(found.group(1)) == len(train) and int(found.group(3)) == s.steps.count - len(train)
+    mean_ms = 1e3 * sum(st.duration_s for st in train) / len(train)
+    assert float(found.group(2)) == pytest.approx(mean_ms, abs=0.006)
+    one_name = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__tiny_steps_long.xplane.pb")
+    assert "marker names" not in one_name.steps.note

@@ -101,6 +101,24 @@ def test_traces_without_root_or_from_keras_are_no_steps(runtime):
     assert runtime.health.steps == 3
 
 
+@pytest.mark.parametrize("name", ["test", "eval", "Validation"])
+def test_an_evaluation_marked_as_a_step_is_no_training_step_live(runtime, name):
+    # A loop marking its evaluation `Trace("test", step_num=i, _r=1)` beside its training
+    # steps: XProf makes both steps (the reduction's note names each); the live step time,
+    # count and window plan are the training's. Other names are the job's own step names.
+    x = tf.ones((8, 8))
+    for i in range(6):
+        with Trace("train", step_num=i, _r=1):
+            _train(x)
+        if i % 3 == 2:
+            with Trace(name, step_num=i, _r=1):
+                _train(x)
+    assert runtime.health.steps == 6
+    with Trace("batch", step_num=6, _r=1):  # a job's own name for its training step
+        _train(x)
+    assert runtime.health.steps == 7
+
+
 def test_a_trace_that_fails_to_begin_leaves_no_step_open(runtime, monkeypatch):
     from tensorflow.python.profiler import trace
 

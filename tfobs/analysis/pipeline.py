@@ -264,12 +264,13 @@ def _steps(
     duration = (kept.end_ps - kept.begin_ps) / 1e12
     durations = duration.tolist()
     starts = [base_ns + ns for ns in (kept.begin_ps // 1000).tolist()]
+    marks = step_markers(groups)
     items = build_all(Step, nums, starts, durations,
                       # each row holds one figure per category (summed below)
                       row_dicts(CATEGORIES, kept.seconds),
                       tops,
                       [0.0] * len(groups),
-                      step_markers(groups))
+                      marks)
     n = len(items)
     sums = kept.category_sums()
     note = found.note
@@ -278,6 +279,9 @@ def _steps(
         note += _long_dropped(kept.dropped_s, sum(durations) / n if n else 0.0)
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
+    mixed = _mixed_markers(marks, durations)
+    if mixed:
+        note = (note + "; " if note else "") + mixed
     method = found.method if items else "none"
     lines = concurrent_lines(found, kept)
     if lines is not None:
@@ -483,6 +487,23 @@ def concurrent_lines(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray | None
     order = np.argsort(kept.begin_ps, kind="stable")
     ends_so_far = np.maximum.accumulate(kept.end_ps[order])
     return lines if bool((kept.begin_ps[order][1:] < ends_so_far[:-1]).any()) else None
+
+
+def _mixed_markers(marks: list[str], durations: list[float]) -> str:
+    """The note's words where the steps come from markers of several names (a "train" and
+    an "eval" annotation of one loop): XProf times them as one kind of step; per name, how
+    many and their mean, so an evaluation's long steps are not read as the training's."""
+    if len(set(marks)) < 2:
+        return ""
+    sums: dict[str, list[float]] = {}
+    for name, d in zip(marks, durations, strict=True):
+        row = sums.setdefault(name or "(unnamed)", [0, 0.0])
+        row[0] += 1
+        row[1] += d
+    each = ", ".join(f"{name} {int(n)} of {1e3 * t / n:.2f} ms"
+                     for name, (n, t) in sorted(sums.items(), key=lambda kv: -kv[1][0]))
+    return (f"steps of {len(sums)} marker names, timed together as XProf does ({each} on "
+            "average)")
 
 
 # A dropped step this many times the kept steps' mean is named: its time is in no figure.

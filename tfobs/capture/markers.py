@@ -283,13 +283,24 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             _step_opened(1)
 
 
+# Annotation names of evaluation and inference, not training: XProf makes them steps too
+# (its figures mix them, and the reduction's note says so), but the live step time, the
+# step count and the window plan are the training steps'.
+EVALUATION_NAMES = frozenset({"eval", "evaluate", "evaluation", "test", "val", "valid",
+                              "validate", "validation", "predict", "prediction", "infer",
+                              "inference"})
+
+
 def begin_marked(step_num: Any, framework: str, name: Any = "train") -> step | None:
     """A step the framework's own annotation marks (tf_keras's "train" events,
     `jax.profiler.StepTraceAnnotation`): timed and sent to the runtime like `tfobs.step`,
     without a marker of tfobs's own. `name`: the annotation's name in the trace. None inside
-    a step already marked. End it with `marker.__exit__(None, None, None)`."""
+    a step already marked, and for an evaluation's annotation (`EVALUATION_NAMES`). End it
+    with `marker.__exit__(None, None, None)`."""
     global marked_by
     if _step_depth():
+        return None
+    if name != "train" and str(name).lower() in EVALUATION_NAMES:
         return None
     t = _perf()
     marked_by = framework

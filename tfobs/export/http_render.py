@@ -255,7 +255,8 @@ def encoder_for(accept: str) -> tuple[Callable[[Any], bytes], str]:
     no header: a scraper's odd header is no reason to drop the scrape."""
     try:
         return choose_encoder(accept)
-    except Exception:
+    except Exception:  # a header prometheus_client cannot parse: the default format
+        log.debug("tfobs: Accept header %r not understood", accept[:200], exc_info=True)
         return choose_encoder("")
 
 
