@@ -168,3 +168,22 @@ def test_enable_again_in_a_notebook_says_what_happens_and_how_to_get_a_window(
             r"budget\)", refusal[0]), lines
     # Following the lines: capture_now() gives a window in the next five steps.
     assert "\ncapture_now True" in proc.stdout and "captured 2" in proc.stdout, proc.stdout
+
+
+def test_the_next_window_named_is_the_plans_own() -> None:
+    # A window that failed to open has no last step (-1): the line named step 5 (the first
+    # window's) long after it passed. The plan's own next start is named, also where the
+    # step numbers started over.
+    from types import SimpleNamespace
+
+    from tfobs.capture.schedule import Policy
+    from tfobs.runtime import progress
+
+    policy = Policy(interval_steps=20, window_steps=5, first_window_step=5, window_max_s=10.0,
+                    overhead_budget=0.01)
+    budget = SimpleNamespace(not_before=0.0, clock=lambda: 1.0)
+    runtime = SimpleNamespace(policy=policy, budget=budget, next_scheduled_step=lambda: 60)
+    assert progress.next_window(runtime, -1) == "next window at step 60"
+    assert progress.next_window(runtime, 44) == "next window at step 60"
+    unplanned = SimpleNamespace(policy=policy, budget=budget, next_scheduled_step=lambda: -1)
+    assert progress.next_window(unplanned, 44) == "next window at step 60"

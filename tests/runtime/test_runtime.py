@@ -447,11 +447,11 @@ EPOCH_NUMBERS_SCRIPT = textwrap.dedent("""
     @tf.function
     def step():
         w.assign(tf.tanh(w @ w) * 0.5)
-    for epoch in range(4):  # each epoch numbers its steps from 0, as enumerate(dataset) does
+    for epoch in range(6):  # each epoch numbers its steps from 0, as enumerate(dataset) does
         for i in range(30):
             with tfobs.step(i):
                 step()
-                time.sleep(0.01)
+                time.sleep(0.02)
     rt.wait_idle(60)
     print("captured", rt.health.windows.get("captured", 0), flush=True)
 """)
@@ -468,7 +468,9 @@ def test_windows_go_on_when_step_numbers_start_over_each_epoch(tmp_path):
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     captured = int(proc.stdout.split("captured")[-1].split()[0])
-    assert captured >= 5, proc.stderr[-3000:]  # two per epoch planned, the budget may skip one
+    # Two planned per epoch, at steps 5 and 20; the first epoch alone holds two, so a third
+    # is a later epoch's (on a busy machine the budget skips some of the rest).
+    assert captured >= 3, proc.stderr[-3000:]
     said = [line for line in proc.stderr.splitlines() if "step numbers went back" in line]
     assert len(said) == 1 and "from 29 to 0" in said[0], said
 

@@ -104,7 +104,10 @@ def next_window(runtime: Runtime, after_step: int, step_s: float = 0.0) -> str:
     """When the next scheduled window comes, as a phrase: its step, and, with the step time
     (`step_s`), about when; or when the budget lets it, where the budget rests longer."""
     policy = runtime.policy
-    step = next_window_start(max(after_step, 0) + 1, policy)
+    # The plan's own next start where there is one: it moved on past a window that failed
+    # to open (`after_step` -1) and starts over where the step numbers did.
+    planned = runtime.next_scheduled_step() if hasattr(runtime, "next_scheduled_step") else -1
+    step = planned if planned >= 0 else next_window_start(max(after_step, 0) + 1, policy)
     wait_s = budget_wait_s(runtime)
     reach_s = (step - after_step) * step_s if step_s > 0 else 0.0
     text = f"next window at step {step}"
