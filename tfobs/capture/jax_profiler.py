@@ -134,9 +134,7 @@ def install_yield_hook(slot: Any) -> None:
         original = profiler.start_trace
 
         def start_trace(*args: Any, **kwargs: Any) -> Any:
-            slot_now = _yield_to
-            if slot_now is not None:
-                slot_now.preempt("the user's jax.profiler.start_trace took the profiler")
+            _preempt_for_user()
             return original(*args, **kwargs)
 
         start_trace.__doc__ = original.__doc__

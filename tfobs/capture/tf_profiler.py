@@ -164,9 +164,7 @@ def install_yield_hook(slot: ProfilerSlot) -> None:
         original = profiler_v2.start
 
         def start(logdir: str, options: Any = None) -> None:
-            slot_now = _hook_slot
-            if slot_now is not None:
-                slot_now.preempt("the user's tf.profiler.experimental.start took the profiler")
+            _preempt_for_user()
             was_free = profiler_v2._profiler is None
             try:
                 original(logdir, options)
