@@ -557,9 +557,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             tf.profiler.experimental.stop()
 
     def warm_then_profile(one_step: Any, steps: int, warm: int = 3,
-                          marker: Any = None) -> None:
+                          marker: Any = None, after: Any = None) -> None:
         """`warm` marked steps outside the trace, then `steps` more inside it; each marked
-        by `marker(i)` (default `tfobs.step(i)`)."""
+        by `marker(i)` (default `tfobs.step(i)`); `after()`, if given, inside the trace
+        after the last step."""
         mark = marker or tfobs.step
 
         def loop(n: int, first: int) -> None:
@@ -567,8 +568,13 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                 with mark(i):
                     one_step(i)
 
+        def traced() -> None:
+            loop(steps, warm)
+            if after is not None:
+                after()
+
         loop(warm, 0)
-        profile(lambda: loop(steps, warm))
+        profile(traced)
 
     def train_root(i: int) -> Any:
         """`Trace("train", step_num=i, _r=1)`: the job's own step marker, no tfobs."""
@@ -1853,18 +1859,13 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         it = iter(random_batches(4096, params["features"], params["batch"]))
         held_out = rng.random((512, params["features"]), np.float32)
 
-        def train_then_evaluate() -> None:
-            for i in range(3, 3 + params["steps"]):
-                with train_root(i):
-                    step(*next(it))
+        def evaluate() -> None:
             for _ in range(params["eval_calls"]):  # eager: no tf.function around it
                 model(held_out, training=False)
                 time.sleep(0.03)
 
-        for i in range(3):
-            with train_root(i):
-                step(*next(it))
-        profile(train_then_evaluate)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
+                          after=evaluate)
 
     elif case in ("copy_to_device_loop", "prefetch_to_device_loop"):
         params = {"batch": 64, "steps": 20, "features": 32}
