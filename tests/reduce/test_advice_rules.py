@@ -159,6 +159,17 @@ def _stage(s: WindowSummary, suffix: str) -> TfDataStage:
     return found
 
 
+def _merged_parts(s: WindowSummary, pattern: str, n: int) -> tuple[list[TfDataStage],
+                                                                     TfDataStage]:
+    """The `n` stages whose names match `pattern` (XProf's rows, one per index) and the
+    slowest stage, checked to be their sum."""
+    parts = [st for st in s.input_pipeline.stages if re.search(pattern, st.name)]
+    assert len(parts) == n
+    slowest = s.input_pipeline.slowest_stage
+    assert slowest.self_s == pytest.approx(sum(st.self_s for st in parts))
+    return parts, slowest
+
+
 @pytest.mark.parametrize("name, parallel, named", [
     # map(sleep 4 ms) then batch, fused into MapAndBatch: its workers wait in the Map below
     ("generated__tf2.20cpu__tfkeras_fit", "::MapAndBatch", "::MapAndBatch::Map"),
@@ -191,12 +202,8 @@ def test_interleave_cycle_elements_are_one_stage_and_their_map_gets_its_own_fix(
     # interleave(lambda f: TextLineDataset(f).map(parse), cycle_length=4): the same per-file
     # Map under four cycle elements; XProf's table (and tfobs's stages) list each apart.
     s = summary("generated__tf2.21cpu__interleave_file_maps")
-    branches = [st for st in s.input_pipeline.stages
-                if re.search(r"::ParallelInterleaveV4\[\d\]::Map$", st.name)]
-    assert len(branches) == 4
-    slowest = s.input_pipeline.slowest_stage
+    branches, slowest = _merged_parts(s, r"::ParallelInterleaveV4\[\d\]::Map$", 4)
     assert slowest.name == re.sub(r"\[\d\]::Map$", "[*]::Map", branches[0].name)
-    assert slowest.self_s == pytest.approx(sum(st.self_s for st in branches))
     assert slowest.count == sum(st.count for st in branches)
     # no one branch is the largest stage; together they are (the interleave's wait is theirs)
     assert max(st.self_s for st in branches) < _stage(s, "::ParallelInterleaveV4").self_s
@@ -215,12 +222,9 @@ def test_a_repeats_epochs_are_one_stage() -> None:
     # cache_file_fit: the window crosses an epoch; the file cache's reads under ForeverRepeat[0]
     # and [1] are the same stage.
     s = summary("generated__tf2.21cpu__cache_file_fit")
-    epochs = [st for st in s.input_pipeline.stages
-              if re.search(r"ForeverRepeat\[\d\]::Prefetch::BatchV2::FileCacheImpl$", st.name)]
-    assert len(epochs) == 2
-    slowest = s.input_pipeline.slowest_stage
+    _, slowest = _merged_parts(
+        s, r"ForeverRepeat\[\d\]::Prefetch::BatchV2::FileCacheImpl$", 2)
     assert "ForeverRepeat[*]::Prefetch::BatchV2::FileCacheImpl" in slowest.name
-    assert slowest.self_s == pytest.approx(sum(st.self_s for st in epochs))
 
 
 def test_tfdata_no_prefetch_fires_without_a_prefetch_stage() -> None:
