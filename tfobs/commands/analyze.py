@@ -82,13 +82,14 @@ def run(args: argparse.Namespace) -> int:
     # window's reduction) and resumes before anything long-running (--serve).
     collecting = gc.isenabled()
     gc.disable()
-    failed = 0
+    failed = False  # a capture that could not be read: said on its line, exit 2 at the end
     try:
         for path in args.paths:
             try:
                 sources = _sources(path, args.run)
             except CaptureError as exc:
-                failed += _fail(_named(" ".join(str(exc).split()), path))
+                _fail(_named(" ".join(str(exc).split()), path))
+                failed = True
                 continue
             # Each capture on its own: a bad one among several is said, by name, and the
             # others are still summarised (the exit status says one failed).
@@ -97,9 +98,11 @@ def run(args: argparse.Namespace) -> int:
                     summaries.append(analyze(source, run=args.run, top_n=args.top))
                     labels.append(str(source))
                 except CaptureError as exc:
-                    failed += _fail(_named(" ".join(str(exc).split()), source))
+                    _fail(_named(" ".join(str(exc).split()), source))
+                    failed = True
                 except Exception as exc:  # never a traceback on bad input
-                    failed += _fail(f"cannot analyze {source}: {type(exc).__name__}: {exc}")
+                    _fail(f"cannot analyze {source}: {type(exc).__name__}: {exc}")
+                    failed = True
     finally:
         if collecting:
             gc.enable()
