@@ -272,11 +272,13 @@ def _steps(
                       [0.0] * len(groups),
                       marks)
     n = len(items)
+    total_s = sum(durations)
+    mean_s = total_s / n if n else 0.0
     sums = kept.category_sums()
     note = found.note
     if kept.dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
-        note += _long_dropped(kept.dropped_s, sum(durations) / n if n else 0.0)
+        note += _long_dropped(kept.dropped_s, mean_s)
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
     mixed = _mixed_markers(marks, durations)
@@ -290,14 +292,14 @@ def _steps(
     steps = Steps(
         count=n,
         method=method,
-        mean_s=(sum(durations) / n) if n else 0.0,
+        mean_s=mean_s,
         items=tuple(items),
         note=note,
         interval_s=interval_s,
         outside_ratio=outside,
         top_events_left_out=left_out,
     )
-    return steps, sums, 0.0 + sum(durations)
+    return steps, sums, 0.0 + total_s
 
 
 def _time_ranks(kept: bd.StepTimes, nums: list[int]) -> np.ndarray:
