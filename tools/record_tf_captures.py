@@ -345,6 +345,13 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "-> repeat -> apply(prefetch_to_device(\"/cpu:0\", 2))` (prefetch_to_device is "
         "copy_to_device then prefetch); steps marked `Trace(\"train\", step_num=i, _r=1)`",
         {}),
+    "rejection_resample_loop": (
+        "custom loop over `from_tensor_slices` of imbalanced labels (70 % class 0) -> repeat "
+        "-> `rejection_resample(class_func, target_dist=[0.25] * 4)` with the initial "
+        "distribution estimated -> map(drop class) -> batch(16) -> prefetch(2)`: the slowest "
+        "stage is rejection_resample's own sequential acceptance check "
+        "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
+        "`Trace(\"train\", step_num=i, _r=1)`", {}),
     "shuffle_fill_in_window": (
         "custom loop whose iterator over `from_tensor_slices(20,000 rows) -> "
         "shuffle(20,000) -> batch(64)` is made inside the trace: the first marked step "
@@ -1866,6 +1873,19 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "rejection_resample_loop":
+        params = {"batch": 16, "steps": 8, "features": 32}
+        x = rng.normal(size=(20000, 32)).astype("float32")
+        y = np.where(rng.random(20000) < 0.7, 0, rng.integers(1, 4, size=20000))
+        ds = (tf.data.Dataset.from_tensor_slices((x, y.astype("int32"))).repeat()
+              .rejection_resample(lambda a, b: b, target_dist=[0.25] * 4, seed=1)
+              .map(lambda label, pair: (pair[0], tf.cast(pair[1], tf.float32)[..., None]))
+              .batch(params["batch"]).prefetch(2))
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
 
     elif case in ("copy_to_device_loop", "prefetch_to_device_loop"):
         params = {"batch": 64, "steps": 20, "features": 32}

@@ -22,6 +22,7 @@ from tfobs.analysis.advice.input_pipeline import (
     MAP_IN_INTERLEAVE_FIX,
     MAP_SERIAL,
     PYDATASET_PREFETCH_FIX,
+    REJECTION_RESAMPLE_FIX,
 )
 from tfobs.analysis.advice.input_pipeline import (
     NO_PREFETCH as NO_PREFETCH_RULE,  # the name NO_PREFETCH is its capture's here
@@ -216,6 +217,23 @@ def test_interleave_cycle_elements_are_one_stage_and_their_map_gets_its_own_fix(
     assert f"{slowest.name} " in render(s) and slowest.merged_note in render(s)
     assert slowest.merged_note in page.render_page(s)
     assert summary(SERIAL).input_pipeline.slowest_stage.merged_note == ""
+
+
+def test_rejection_resamples_own_sequential_map_gets_a_fix_the_user_can_apply() -> None:
+    # rejection_resample checks every element it draws in a sequential map of its own
+    # (zip(acceptance, initial distribution).map(check), zipped with the data, filtered):
+    # "pass num_parallel_calls to Dataset.map" names a map the user never wrote.
+    s = summary("generated__tf2.21cpu__rejection_resample_loop")
+    slow = s.input_pipeline.slowest_stage
+    assert re.search(r"::Filter::ParallelMapV2::Zip\[0\]::Map$", slow.name)
+    a = one(s, "tfdata_map_serial")
+    assert a.fix == REJECTION_RESAMPLE_FIX and "sample_from_datasets" in a.fix
+    # the same shape without the acceptance check's own zip below it is a user's map
+    alone = tuple(st for st in s.input_pipeline.stages if not st.name.startswith(slow.name + "::"))
+    plain = dataclasses.replace(
+        s, input_pipeline=dataclasses.replace(s.input_pipeline, stages=alone), advice=())
+    assert one(dataclasses.replace(plain, advice=advise(plain)),
+               "tfdata_map_serial").fix == MAP_SERIAL.fix
 
 
 def test_a_repeats_epochs_are_one_stage() -> None:

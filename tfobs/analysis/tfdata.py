@@ -49,6 +49,10 @@ _SAME_STAGE = re.compile(r"(::(?:ForeverRepeat|FiniteRepeat|Repeat|FlatMap|Inter
                          r"\[\d+\]")
 _INTERLEAVE_ELEMENT = re.compile(r"::(?:Interleave|ParallelInterleave(?:V\d+)?|"
                                  r"LegacyParallelInterleave(?:V\d+)?)\[(?:\d+|\*)\]::[^:]+$")
+# Dataset.rejection_resample's own sequential map: its per-element acceptance check, a map
+# over zip(acceptance, initial distribution) that may print (a stateful op, so tf.data keeps
+# it sequential), zipped with the data, mapped through class_func and filtered.
+_REJECTION_CHECK = re.compile(r"::Filter::(?:ParallelMapV2|Map)::Zip\[0\]::Map$")
 _INDEX = re.compile(r"(\[\d+\])")
 _LAST_INDEX = re.compile(r"\[(?:\d+|\*)\]$")
 
@@ -77,6 +81,14 @@ def in_interleave_element(name: str) -> bool:
     """The stage runs inside an interleave's function, once per cycle element:
     `...::ParallelInterleaveV4[2]::Map` (or `[*]`, its elements together)."""
     return _INTERLEAVE_ELEMENT.search(name) is not None
+
+
+def in_rejection_resample(name: str, all_stages: tuple[TfDataStage, ...]) -> bool:
+    """The stage is the acceptance check `Dataset.rejection_resample` builds (above): a
+    `::Map` under a filter's zip, reading a zip of its own."""
+    inner = name + "::Zip["
+    return (_REJECTION_CHECK.search(name) is not None
+            and any(st.name.startswith(inner) for st in all_stages))
 
 
 def _merge_same_stages(all_stages: tuple[TfDataStage, ...]) -> dict[str, TfDataStage]:

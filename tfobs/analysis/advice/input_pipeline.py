@@ -21,7 +21,7 @@ from tfobs.analysis.advice.rule import (
 )
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
 from tfobs.analysis.input_pipeline import _FILE_SOURCES
-from tfobs.analysis.tfdata import in_interleave_element, same_stage_key
+from tfobs.analysis.tfdata import in_interleave_element, in_rejection_resample, same_stage_key
 from tfobs.summary import Advice, TfDataStage, WindowSummary
 
 INPUT_BOUND = Rule(
@@ -50,6 +50,14 @@ MAP_IN_INTERLEAVE_FIX = (
     "the map runs inside the interleave's function, one element at a time per file: move it "
     "after the interleave, interleave(...).map(fn, num_parallel_calls=tf.data.AUTOTUNE), or "
     "pass num_parallel_calls=tf.data.AUTOTUNE to that inner map")
+# Dataset.rejection_resample's acceptance check is its own sequential map, run for every
+# element drawn, rejected ones included: no argument of the user's map reaches it.
+REJECTION_RESAMPLE_FIX = (
+    "the map is Dataset.rejection_resample's own acceptance check, run once for every "
+    "element it draws, rejected ones included; no num_parallel_calls reaches it. Draw fewer "
+    "elements: resample with Dataset.sample_from_datasets over one filtered dataset per "
+    "class (weights = the target distribution), which rejects nothing, or move target_dist "
+    "closer to the data's own distribution")
 NO_PREFETCH = Rule(
     "tfdata_no_prefetch", "input pipeline",
     "input-bound and no tf.data stage is a Prefetch",
@@ -225,7 +233,8 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
     if slow is not None and _kind(slow) == "Map":
         out.append(MAP_SERIAL.advice(
             "warning", f"The slowest tf.data stage is a sequential map{where}.", base, _GATE,
-            MAP_IN_INTERLEAVE_FIX if in_interleave_element(slow.name) else ""))
+            REJECTION_RESAMPLE_FIX if in_rejection_resample(slow.name, ip.stages)
+            else MAP_IN_INTERLEAVE_FIX if in_interleave_element(slow.name) else ""))
     if ip.stages and not any("::Prefetch" in st.name for st in ip.stages):
         out.append(NO_PREFETCH.advice(
             "warning", f"The input pipeline has no prefetch stage{where}.",
