@@ -515,3 +515,27 @@ def test_graph_mode_session_steps_hold_their_executors_and_unmarked_runs_are_cal
     assert (calls.name, calls.count, calls.source) == ("SessionRun", 20, "python")
     assert "holds 20 calls of 'SessionRun'" in loop.steps.note
     assert "calls_without_steps" in _codes(loop)
+
+
+@pytest.mark.parametrize(("stem", "per_step"), [
+    ("generated__tf2.21cpu__keras3_spe4_plain", 4),  # inferred from the executions
+    ("generated__tf2.21cpu__keras3_spe4_callback", 4),  # tfobs's callback, strided numbers
+    ("generated__tf2.21cpu__gru_spe3_fit", 3),
+    ("generated__tf2.21cpu__evaluate_spe4", 4)])
+def test_a_step_of_several_batches_says_so_and_its_time_per_batch(stem: str,
+                                                                  per_step: int) -> None:
+    # steps_per_execution=k: XProf and tfobs time one execution of k batches as a step, k
+    # times the "ms/step" Keras prints; the note says so from the in-graph loop's reads.
+    s = tfobs.analyze(CAPTURES / f"{stem}.xplane.pb")
+    assert f"each step reads {per_step} batches in an in-graph loop" in s.steps.note
+    assert f"steps_per_execution={per_step})" in s.steps.note
+    assert f"{1e3 * s.steps.mean_s / per_step:.2f} ms per batch" in s.steps.note
+
+
+@pytest.mark.parametrize("capture", [
+    STRIDED,  # numbered ten apart, one batch each
+    CAPTURES / "generated__tf2.21cpu__mirrored_fit.xplane.pb",  # per-replica iterators
+    CAPTURES / "generated__tf2.21cpu__copy_to_device_loop.xplane.pb",  # two iterators
+    CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb"])  # steps_per_execution=1
+def test_a_step_of_one_batch_takes_no_batches_note(capture: pathlib.Path) -> None:
+    assert "batches in an in-graph loop" not in tfobs.analyze(capture).steps.note

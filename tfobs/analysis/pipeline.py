@@ -31,7 +31,7 @@ from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merge_c
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.python_time import annotated_tfdata_next, python_in_steps
-from tfobs.analysis.step_notes import concurrent_note
+from tfobs.analysis.step_notes import concurrent_note, several_batches_note
 from tfobs.analysis.steps import (
     FoundSteps,
     StepGroup,
@@ -161,6 +161,14 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         hlo, hlo_bits = hlo_programs(space)
     device_ops = ops.device_op_metrics(devices, hlo, gpu_events.table)
     stages = tfdata.stages(host_ops)
+    # Batches taken inside in-graph loops: Keras's steps_per_execution loop reads each with
+    # get_next_as_optional (`while/body/.../OptionalGetValue`), in one call, one step here.
+    batches = sum(a.count for name, a in host_ops.items()
+                  if name.endswith("OptionalGetValue") and "while/" in name)
+    several = several_batches_note(batches, len(found.groups), _usual_stride(steps),
+                                   steps.mean_s) if steps.count else ""
+    if several:
+        steps = dataclasses.replace(steps, note="; ".join(n for n in (steps.note, several) if n))
     h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
              ) / 1e12 / steps.count if steps.count else 0.0
     h2d_ratio = h2d_s / steps.mean_s if steps.mean_s > 0 else 0.0
@@ -524,6 +532,13 @@ def _long_dropped(dropped_s: tuple[float, float], mean_s: float) -> str:
         return ""
     return (f" ({' and '.join(said)}: what it did, such as a shuffle buffer filling or a "
             "first trace, is in none of the figures)")
+
+
+def _usual_stride(steps: Steps) -> int:
+    """The most common difference of consecutive step numbers (1 where fewer than 2 steps)."""
+    nums = sorted(st.step_num for st in steps.items)
+    strides = [b - a for a, b in zip(nums, nums[1:], strict=False) if b > a]
+    return max(set(strides), key=strides.count) if strides else 1
 
 
 def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray,

@@ -66,3 +66,24 @@ def concurrent_note(threads: int) -> str:
     return (f"steps of {threads} threads overlap in time: each step is timed whole, as "
             "XProf times it, so a step's time includes its waits on the other threads; "
             "'steps start every' is per thread")
+
+
+def several_batches_note(batches: int, steps_found: int, stride: int, mean_s: float) -> str:
+    """The note's words where each step reads several batches: Keras's
+    `steps_per_execution=k` runs k batches in one call (an execution), which XProf and
+    tfobs take for one step, so a step reads k times Keras's own time per step.
+
+    `batches`: the batches taken inside in-graph loops in the window; `steps_found`: the
+    steps found there, dropped ones included; `stride`: the usual step-number stride (tfobs's
+    Keras callback numbers an execution by its first batch). Silent where the batches per
+    step are not near a whole number of two or more, or the stride says otherwise."""
+    if steps_found < 2 or batches < 2 * steps_found:
+        return ""
+    k = round(batches / steps_found)
+    if abs(batches / steps_found - k) > 0.1 * k or stride not in (1, k):
+        return ""
+    return (f"each step reads {k} batches in an in-graph loop ({batches} in {steps_found} "
+            f"steps): under Model.compile(steps_per_execution={k}) a step "
+            f"here is one execution of {k} of Keras's steps, {1e3 * mean_s / k:.2f} ms per "
+            "batch")
+
