@@ -123,6 +123,11 @@ CASES = {
                               "all compiled before the trace (calls of about 0.1 ms); "
                               "each step also sleeps 15 ms (a step of a real model's "
                               "length)",
+    "rng_split_outside_jit": "the jitted SGD step marked `StepTraceAnnotation(\"train\", "
+                             "step_num=i)`, its batch noised each step by JAX calls made "
+                             "outside jit inside the marker (`jax.random.split` of the key, "
+                             "`jax.random.normal`, an add): JAX's own Python dispatch "
+                             "(`core.py bind`) in the step",
     "two_thread_steps": "two Python threads each running its own copy of the step on its "
                         "own weights, both marking `StepTraceAnnotation(\"train\", "
                         "step_num=i)` from 0 (steps of two threads that overlap in time, "
@@ -208,8 +213,11 @@ if case.startswith("tfdata_"):
             for _ in range(40):
                 batches.put(next(source))
         threading.Thread(target=loader, daemon=True).start()
+key, x0 = jax.random.key(0), x
 for _ in range(3):
     w = step(w, x).block_until_ready()
+    if case == "rng_split_outside_jit":  # the op-by-op calls compiled before the trace
+        (x0 + 0.01 * jax.random.normal(jax.random.split(key)[1], x0.shape)).block_until_ready()
 if case == "tfobs_step":
     import tfobs
 if case == "jitted_step_window_end":
@@ -230,7 +238,7 @@ def mark(i):
                 "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
-                "block_tree_metrics"):
+                "block_tree_metrics", "rng_split_outside_jit"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -266,6 +274,10 @@ def run(i):
             x = batches.get()
         if case in ("tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_no_tracer"):
             x = next(batches)
+        if case == "rng_split_outside_jit":  # op by op, outside jit: JAX's Python dispatch
+            global key
+            key, sub = jax.random.split(key)
+            x = x0 + 0.01 * jax.random.normal(sub, x0.shape)
         if case == "block_tree_metrics":
             w, metrics = tree_step(w, x)
             jax.block_until_ready((w, metrics))

@@ -125,6 +125,27 @@ def test_a_wait_for_a_tree_of_arrays_is_not_python_work() -> None:
     assert advice is None or advice.severity == "info"
 
 
+def test_jaxs_own_python_in_the_step_gets_its_own_fix_not_the_loaders() -> None:
+    # random.split and random.normal outside jit: each call is JAX's Python dispatch
+    # (`core.py bind`), which moving a data loader off the step would not touch.
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__rng_split_outside_jit.xplane.pb")
+    a = _codes(s)["python_in_step"]
+    assert any(t.startswith("core.py:") and t.endswith(" bind") for t in s.steps.python_traced_top)
+    bind_what, bind_fix = steps_advice.FRAMEWORK_PYTHON[1][2:]
+    assert bind_what in a.message and a.fix.startswith(bind_fix)
+    # Flax NNX's graph walk (a Flax job; the project's JAX venv has no Flax), by its names
+    nnx = ("graphlib.py:882 _graph_flatten", "builtins isinstance",
+           "core.py:2746 __instancecheck__")
+    assert [w for w, _ in steps_advice.framework_python(nnx)] == [
+        steps_advice.FRAMEWORK_PYTHON[0][2]]
+    # a job's own file of the same base name and another function is the job's
+    assert steps_advice.framework_python(("core.py:12 train_step", "graphlib.py:3 load")) == []
+    # TensorFlow windows are never read this way
+    tf_window = tfobs.analyze(TF_TRACER)
+    traced = _codes(tf_window).get("python_in_step")
+    assert traced is None or bind_fix not in traced.fix
+
+
 def test_the_outer_markers_python_counts_once_per_thread() -> None:
     # Epoch steps of six train steps each: the Python inside them (marker set-up) is a
     # sliver of each epoch, never more than the epoch; the note names the inner markers.

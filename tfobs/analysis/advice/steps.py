@@ -103,6 +103,19 @@ TRACED_FIX = (
     "The Python tracer itself slows each Python call: profile once with it off to size "
     "the rest")
 
+# Python the JAX stack itself runs in the step, known by file and function (the tracer
+# names files by their base name only): a loader's fix would not reach it.
+FRAMEWORK_PYTHON = (
+    ("graphlib.py", ("_graph_flatten", "_graph_unflatten", "flatten", "unflatten"),
+     "Flax NNX walking the model's object graph in Python on each nnx.jit call",
+     "split the model once (graphdef, state = nnx.split(model)) and jax.jit a step that "
+     "takes and returns the state, calling nnx.merge(graphdef, state) inside it (or wrap "
+     "the jitted call in nnx.cached_partial), so no call walks the graph in Python"),
+    ("core.py", ("bind", "bind_with_trace"),
+     "JAX dispatching operations one at a time outside jit (a primitive's bind)",
+     "move those operations (random.split, metric math, optimizer updates) into the jitted "
+     "step: outside jit each one pays Python dispatch"),
+)
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
 CALLBACK_SHARE = 1 / 3  # of the traced Python, from which the callbacks are named
 CALLBACK_FIX = (
@@ -167,7 +180,8 @@ def check(s: WindowSummary) -> list[Advice]:
         op_pct = 100.0 * st.python_op_s / st.mean_s
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
         if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
-            out.append(_traced(st, traced_pct, op_by_op is not None))
+            out.append(_traced(st, traced_pct, op_by_op is not None,
+                               s.environment.framework == "jax"))
         if op_pct >= PYTHON_OP_PCT:
             out.append(PYTHON_IN_STEP.advice(
                 "warning" if op_pct + other_pct >= HIGH_PCT else "info",
@@ -212,10 +226,23 @@ def dispatch_only(st: Steps) -> bool:
     return st.work_outside_ratio > 0 and DISPATCH_NOTE_START in st.note
 
 
-def _traced(st: Steps, traced_pct: float, op_by_op: bool = False) -> Advice:
+def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(what, fix) of each FRAMEWORK_PYTHON entry among the step's top Python functions
+    ("graphlib.py:882 _graph_flatten"), in FRAMEWORK_PYTHON's order."""
+    seen = set()
+    for label in top:
+        where, _, function = label.partition(" ")
+        seen.add((where.split(":")[0], function))
+    return [(what, fix) for file, functions, what, fix in FRAMEWORK_PYTHON
+            if any((file, f) in seen for f in functions)]
+
+
+def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = False
+            ) -> Advice:
     """python_in_step from the Python tracer's events, naming the host callbacks and the
-    tf.data waits that hold a share of them, and JAX's own dispatch of a step run op by op
-    (`op_by_op`: jax_op_by_op fired; its fix comes first)."""
+    tf.data waits that hold a share of them, JAX's own dispatch of a step run op by op
+    (`op_by_op`: jax_op_by_op fired; its fix comes first) and, in a JAX window (`jax`),
+    the JAX stack's own Python."""
     callbacks = st.python_callback_s / st.python_traced_s
     tfdata = st.python_tfdata_next_s / st.python_traced_s
     parts, fixes = [], []
@@ -231,6 +258,10 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False) -> Advice:
         parts.append(f"{1e3 * st.python_tfdata_next_s:.2f} ms per step of it inside a "
                      "tf.data iterator's next(), waiting for the batch")
         fixes.append(TFDATA_NEXT_FIX)
+    if jax:
+        for what, fix in framework_python(st.python_traced_top):
+            parts.append(f"{what} is among it")
+            fixes.append(fix)
     return PYTHON_IN_STEP.advice(
         "warning" if traced_pct >= HIGH_PCT else "info",
         f"{traced_pct:.1f} % of step time runs Python functions inside the step "
