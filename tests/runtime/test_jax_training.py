@@ -110,6 +110,11 @@ def test_jax_windows_end_on_the_training_thread_after_the_device_drained(tmp_pat
         nums = [st["step_num"] for st in steps["items"]]
         assert nums == list(range(w["first"], w["last"] + 1)), (nums, w["first"], w["last"])
     assert not result["errors"], result["errors"]
+    # The drain's jit was compiled once on the capture thread after the first step, before
+    # any window: the first window's end did not compile it on the training thread.
+    prepared = [c for c in result["calls"] if c["call"] == "prepare"]
+    assert [c["thread"] for c in prepared] == ["tfobs-capture"], result["calls"]
+    assert result["calls"].index(prepared[0]) == 0, result["calls"]
 
 
 def test_two_training_threads_windows_end_while_neither_step_runs(tmp_path):

@@ -64,6 +64,7 @@ def _recorded(name, fn):
 
 JaxBackend.drain = _recorded("drain", JaxBackend.drain)
 JaxBackend.stop = _recorded("stop", JaxBackend.stop)
+JaxBackend.prepare = _recorded("prepare", JaxBackend.prepare)
 
 
 def init(key):

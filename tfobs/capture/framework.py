@@ -46,6 +46,11 @@ class Backend(Protocol):
     def drain(self) -> None:
         """Training thread: wait until the device work the job queued has finished."""
 
+    def prepare(self) -> None:
+        """Capture thread, once, after the job's first step and before a window opens:
+        make what `drain()` needs, so the first window's end does not make it on the
+        training thread."""
+
     def is_busy(self, exc: BaseException) -> bool:
         """The start failed because another profiler session holds the profiler."""
 

@@ -66,11 +66,22 @@ class JaxBackend:
     def discard(self, session: Any) -> None:
         del session  # the destructor stops tracing without collecting
 
+    def prepare(self) -> None:
+        """The drain's jit compiled and its scalars placed (tens of ms, once), by running it
+        once on the capture thread: after the job's first step, so JAX's backends are the
+        job's own (a `jax.distributed.initialize` comes before any computation)."""
+        self._run_window_end()
+
     def drain(self) -> None:
+        self._run_window_end()
+
+    def _run_window_end(self) -> None:
+        """`tfobs_window_end` on every local device, waited for."""
         jax = self._jax
         zeros = self._zeros
-        if self._window_end is None:
-            self._window_end = jax.jit(tfobs_window_end)
+        window_end = self._window_end
+        if window_end is None:  # made here if prepare() has not run yet (or runs now)
+            window_end = self._window_end = jax.jit(tfobs_window_end)
         waits = []
         for device in jax.local_devices():
             zero = zeros.get(device)
@@ -78,7 +89,7 @@ class JaxBackend:
                 import numpy as np  # JAX's own dependency
 
                 zero = zeros[device] = jax.device_put(np.zeros((), np.int32), device)
-            waits.append(self._window_end(zero))
+            waits.append(window_end(zero))
         for value in waits:
             value.block_until_ready()
 

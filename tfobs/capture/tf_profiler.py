@@ -95,6 +95,9 @@ class TfBackend:
         with quiet_log.quiet():
             del session  # the C++ destructor stops tracing without writing anything
 
+    def prepare(self) -> None:
+        """Nothing to make: SyncDevice and the eager queues' wait are TensorFlow's own."""
+
     def drain(self) -> None:
         """Wait for the job's queued device work on this worker: a `SyncDevice` op on each
         local GPU (a stream runs its kernels in order), then the async eager queues; the

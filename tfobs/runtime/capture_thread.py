@@ -78,6 +78,7 @@ class CaptureThread:
         self._after_first_step: Callable[[], bool] | None = after_first_step
         self._tick = tick  # once a second (the runtime watches what the job imported)
         self._cut_said = Once()  # later cuts are on each window's record
+        self._prepared = False  # the backend's prepare() has run
         # When to say that no step was seen (None: said, a step came, or no steps are run
         # here: parameter servers and evaluators).
         self._no_steps_at: float | None = (
@@ -107,6 +108,7 @@ class CaptureThread:
                 self._tick()
             except Exception as exc:
                 self._failures.report("capture", exc)
+        self._prepare_backend()
         start = self._after_first_step
         if start is not None and (self._health.steps > 0 or _tf_runtime_initialised()):
             self._after_first_step = None
@@ -118,6 +120,20 @@ class CaptureThread:
                 self._sink.fold()  # bounds the durations waiting in the sink
             except Exception as exc:
                 self._failures.report(self._sink.stage, exc)
+
+    def _prepare_backend(self) -> None:
+        """The backend's `prepare()`, once, after the first step, while no window is open
+        (its work would be in that window's capture)."""
+        if self._prepared or self._health.steps <= 0 or self._w.inflight is not None:
+            return
+        backend = self._w.slot.backend
+        if backend is None:
+            return
+        self._prepared = True
+        try:
+            backend.prepare()
+        except Exception as exc:  # the first window's end makes it instead
+            self._failures.report("capture", exc)
 
     def _check_steps_seen(self) -> None:
         at = self._no_steps_at

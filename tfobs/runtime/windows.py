@@ -185,6 +185,8 @@ class Windows:
     def step_end(self, step_num: int, duration_s: float,
                  trace_key: tuple[str, int] | None = None) -> None:
         self._health.steps += 1
+        if self._health.steps == 1:
+            self.wake.set()  # the capture thread prepares the backend, off this thread
         self.in_step = False
         window = self.tracing
         if window is not None and window.close.is_set():  # the profiler was taken by the
