@@ -368,6 +368,13 @@ def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
     assert r.content_type.startswith("text/plain") and "# EOF" not in r.text
     text = scrape(exporter.url, OPENMETRICS, encoding="gzip").text
     assert "tfobs_step_duration_seconds_count" in text
+    # gzip only where the client takes it: a q-value of 0 (or no number) refuses it
+    for encoding, gzipped in (("gzip;q=0", False), ("br, GZIP; q=0.5", True),
+                              ("gzip;q=0.0, identity", False), ("gzip;q=x", False),
+                              ("identity", False), ("deflate, gzip", True)):
+        raw = scrape(exporter.url, OPENMETRICS, encoding=encoding)
+        assert (raw.content_encoding == "gzip") is gzipped, encoding
+        assert "tfobs_step_duration_seconds_count" in raw.text
 
 
 @pytest.mark.slow  # starts the metrics HTTP server

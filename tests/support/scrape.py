@@ -23,6 +23,7 @@ class Scraped:
     status: int
     content_type: str
     body: bytes  # un-gzipped
+    content_encoding: str = ""  # as sent: "gzip" where the body came gzipped
 
     @property
     def text(self) -> str:
@@ -62,6 +63,7 @@ def scrape(url: str, accept: str = "", encoding: str = "",
         body = r.read()
         if r.getheader("Content-Encoding") == "gzip":
             body = gzip.decompress(body)
-        return Scraped(r.status, r.getheader("Content-Type", ""), body)
+        return Scraped(r.status, r.getheader("Content-Type", ""), body,
+                       r.getheader("Content-Encoding", ""))
     finally:
         conn.close()

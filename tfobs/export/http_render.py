@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from prometheus_client.exposition import choose_encoder, gzip_accepted
+from prometheus_client.exposition import choose_encoder
 
 from tfobs.export.http_admission import TokenBucket
 from tfobs.export.http_limits import Limits
@@ -260,6 +260,25 @@ def encoder_for(accept: str) -> tuple[Callable[[Any], bytes], str]:
         return choose_encoder("")
 
 
+def gzip_wanted(accept_encoding: str) -> bool:
+    """Whether the client takes gzip: listed with a q-value above 0 (RFC 9110, 12.5.3).
+    prometheus_client's `gzip_accepted` reads no q-value, so `gzip;q=0` (gzip refused)
+    would get gzip; a q-value that is no number refuses it (identity is always safe)."""
+    for part in accept_encoding.split(","):
+        coding, *params = part.split(";")
+        if coding.strip().lower() != "gzip":
+            continue
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    return float(value) > 0
+                except ValueError:
+                    return False
+        return True
+    return False
+
+
 def render_key(req: Request) -> str:
     """The page variant a request asks for: requests with equal keys share a rendering."""
     path = req.route
@@ -267,7 +286,7 @@ def render_key(req: Request) -> str:
         return "api" if path == "/api/windows" else "page"
     _encoder, content_type = encoder_for(req.headers.get("accept", ""))
     names = ",".join(wanted_names(req.path))
-    return f"m|{content_type}|{gzip_accepted(req.headers.get('accept-encoding', ''))}|{names}"
+    return f"m|{content_type}|{gzip_wanted(req.headers.get('accept-encoding', ''))}|{names}"
 
 
 def render_metrics(registry: Any, req: Request, on_error: Callable[[str], None]) -> Rendered:
@@ -282,7 +301,7 @@ def render_metrics(registry: Any, req: Request, on_error: Callable[[str], None])
         log.debug("tfobs: rendering /metrics failed", exc_info=True)
         on_error("export_prometheus")
         return 500, "text/plain; charset=utf-8", b"metrics failed\n", ()
-    if gzip_accepted(req.headers.get("accept-encoding", "")):
+    if gzip_wanted(req.headers.get("accept-encoding", "")):
         return 200, content_type, gzip.compress(body, compresslevel=1), (
             ("Content-Encoding", "gzip"),)
     return 200, content_type, body, ()
