@@ -352,6 +352,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "adapt_then_fit": (
+        "Keras 3: `Normalization.adapt` over a tf.data pipeline, then `fit` with tfobs's Keras "
+        "callback, both inside one trace (a capture begun before training): adapt's eager "
+        "ops (`_EagerConst`, `Mean`, `AddV2`) all run before the first step", {}),
     "shuffle_fill_in_window": (
         "custom loop whose iterator over `from_tensor_slices(20,000 rows) -> "
         "shuffle(20,000) -> batch(64)` is made inside the trace: the first marked step "
@@ -1873,6 +1877,25 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "adapt_then_fit":
+        params = {"batch": 64, "steps": 20, "features": 32}
+        x = rng.normal(size=(4096, 32)).astype("float32")
+        y = rng.normal(size=(4096, 1)).astype("float32")
+        norm = keras.layers.Normalization()
+        model = keras.Sequential([keras.Input((32,)), norm, keras.layers.Dense(64, "relu"),
+                                  keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).prefetch(2)
+        norm.adapt(ds.take(4).map(lambda a, b: a))  # adapt and fit traced once, untraced
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()()]}
+        model.fit(ds.take(4), epochs=1, **kw)
+
+        def adapt_and_fit() -> None:
+            norm.adapt(ds.map(lambda a, b: a))
+            model.fit(ds.repeat(), epochs=1, steps_per_epoch=params["steps"], **kw)
+
+        profile(adapt_and_fit)
 
     elif case == "rejection_resample_loop":
         params = {"batch": 16, "steps": 8, "features": 32}

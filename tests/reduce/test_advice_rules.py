@@ -28,6 +28,7 @@ from tfobs.analysis.advice.input_pipeline import (
     NO_PREFETCH as NO_PREFETCH_RULE,  # the name NO_PREFETCH is its capture's here
 )
 from tfobs.analysis.advice.launch import (
+    EAGER_BEFORE_FIX,
     EAGER_BETWEEN_FIX,
     EAGER_CONVERSION_FIX,
     EAGER_MATH_BETWEEN_FIX,
@@ -1064,6 +1065,26 @@ def test_eager_ops_between_the_steps_names_the_callbacks() -> None:
     assert b.fix != EAGER_BETWEEN_FIX and "between the steps" not in b.message
     back = WindowSummary.from_dict(s.to_dict())  # the figure survives JSON
     assert back.ops.eager_between_steps_s == s.ops.eager_between_steps_s
+
+
+def test_eager_set_up_before_the_first_step_is_not_blamed_on_callbacks() -> None:
+    # Normalization.adapt in the same trace as fit, before its first step: eager ops outside
+    # the steps, yet no callback's; the window caught set-up once, which the steps never pay.
+    s = summary("generated__tf2.21cpu__adapt_then_fit")
+    a = one(s, "eager_ops")
+    assert s.ops.eager_before_steps_s >= 0.9 * s.ops.eager_s
+    assert a.severity == "info" and a.fix == EAGER_BEFORE_FIX
+    assert "before the window's first step" in a.message and "callbacks" not in a.message
+    assert a.evidence["before_steps_share"] == pytest.approx(
+        s.ops.eager_before_steps_s / s.ops.eager_s)
+    # eager work between the steps, or after the last one (an evaluation), is no set-up
+    for name in ("generated__tf2.21cpu__checkpoint_callback_fit",
+                 "generated__tf2.21cpu__eager_eval_after_steps"):
+        other = summary(name)
+        assert other.ops.eager_before_steps_s < 0.1 * other.ops.eager_s
+        assert one(other, "eager_ops").fix != EAGER_BEFORE_FIX
+    back = WindowSummary.from_dict(s.to_dict())  # the figure survives JSON
+    assert back.ops.eager_before_steps_s == s.ops.eager_before_steps_s
 
 
 def test_no_prefetch_on_a_generator_pipeline_names_keras_pydataset_buffer() -> None:

@@ -76,36 +76,38 @@ def _executed(host: Timeline, keep: Callable[[str], bool]) -> dict[int, str]:
 
 
 def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]] = ()
-              ) -> tuple[float, tuple[OpStat, ...], float]:
+              ) -> tuple[float, tuple[OpStat, ...], float, float]:
     """(seconds of eager op execution in the window, the longest eager op types, the
     seconds of it that start outside the `steps`: between them, where Keras callbacks and a
-    loop's own Python run). `steps`: absolute (begin, end) ps, in order, not overlapping;
-    none: 0 seconds between them."""
+    loop's own Python run, and the part of those before the first step). `steps`: absolute
+    (begin, end) ps, in order, not overlapping; none: 0 seconds outside them."""
     if host is None:
-        return 0.0, (), 0.0
+        return 0.0, (), 0.0, 0.0
     kinds = _executed(host, _eager_kind)
     if not kinds:
-        return 0.0, (), 0.0
+        return 0.0, (), 0.0, 0.0
     mids = np.fromiter(kinds, np.int64, len(kinds))
     begins = np.array([b for b, _ in steps], np.int64)
     step_ends = np.array([e for _, e in steps], np.int64)
     total: dict[str, list[int]] = {}
-    outside = 0
+    outside = before = 0
     for ld in host.lines:
         hit = member(ld.mid_arr, mids, ld.dense_top)  # np.isin, by a table of the ids
         if not hit.any():
             continue
         durations = ld.end_arr[hit] - ld.start_arr[hit]
         if begins.size:
-            _, inside = span_of(ld.start_arr[hit] + ld.start_ps, begins, step_ends)
+            starts = ld.start_arr[hit] + ld.start_ps
+            _, inside = span_of(starts, begins, step_ends)
             outside += int(durations[~inside].sum())
+            before += int(durations[starts < begins[0]].sum())
         for mid, d in zip(ld.mid_arr[hit].tolist(), durations.tolist(), strict=True):
             agg = total.setdefault(kinds[mid], [0, 0])
             agg[0] += 1
             agg[1] += int(d)
     rows = sorted(total.items(), key=lambda kv: (-kv[1][1], kv[0]))
     stats = tuple(OpStat(k, k, False, c, ps / 1e12, ps / 1e12) for k, (c, ps) in rows[:top_n])
-    return sum(ps for _, (_, ps) in rows) / 1e12, stats, outside / 1e12
+    return sum(ps for _, (_, ps) in rows) / 1e12, stats, outside / 1e12, before / 1e12
 
 
 def eager_note(seconds: float, top: tuple[OpStat, ...], window_s: float) -> str:

@@ -200,7 +200,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         from tfobs.analysis.kernels import reduce_kernels
 
         kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
-    eager_s, eager_top, between_s = eager_ops(host, top_n, _group_spans(found))
+    eager_s, eager_top, between_s, before_s = eager_ops(host, top_n, _group_spans(found))
     if not steps.count and not steps.calls and eager_s > 0:  # say what the window held
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
@@ -233,6 +233,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,
                                 eager_between_steps_s=between_s,
+                                eager_before_steps_s=before_s,
                                 graph_building_s=building_s, graph_builds=builds,
                                 host_collectives_s=ops.host_collective_seconds(host, spans),
                                 checkpoint_s=checkpoint_s, checkpoint_writes=writes),

@@ -110,6 +110,13 @@ EAGER_BETWEEN_FIX = (
     "(ModelCheckpoint(save_freq='epoch') or a larger save_freq in batches), move per-batch "
     "callback work to on_epoch_end, log and read metrics every N batches, and run several "
     "steps per call (Model.compile(steps_per_execution=N))")
+# Eager ops before the window's first step: set-up a capture caught once (a capture begun
+# before training: Normalization.adapt, weights loaded, a first evaluation), not the steps.
+EAGER_BEFORE_FIX = (
+    "the steps do not pay it: read them from a window of steps alone (start the profiler "
+    "after the set-up, e.g. TensorBoard(profile_batch=(10, 20)); tfobs's own windows open "
+    "at a step); where the set-up runs again (each epoch), move it out of the loop or into "
+    "a tf.function")
 # The model's math run eagerly between the steps: the training step is compiled, the code
 # around it (an evaluation pass in a custom loop, a callback calling the model) is not.
 EAGER_MATH_BETWEEN_FIX = (
@@ -187,8 +194,16 @@ def _eager(s: WindowSummary) -> list[Advice]:
     converted = sum(o.self_s for o in s.ops.eager_top if o.op_type == EAGER_CONVERSION_OP)
     share = converted / s.ops.eager_s
     between = s.ops.eager_between_steps_s / s.ops.eager_s if s.steps.count else 0.0
+    before = s.ops.eager_before_steps_s / s.ops.eager_s if s.steps.count else 0.0
+    severity = "warning"
     # The first of these that holds says what the eager time is, and names its fix.
-    if math and between >= EAGER_BETWEEN_SHARE:  # an evaluation or callback outside steps
+    if before >= EAGER_BETWEEN_SHARE:  # set-up before the steps, once in this window
+        severity = "info"
+        step_eager, fix = (f" {100 * before:.0f} % of it ({1e3 * s.ops.eager_before_steps_s:.2f}"
+                           " ms) runs before the window's first step: set-up the capture "
+                           "caught (Normalization.adapt, weights loaded, a first "
+                           "evaluation), not the steps.", EAGER_BEFORE_FIX)
+    elif math and between >= EAGER_BETWEEN_SHARE:  # an evaluation or callback outside steps
         step_eager, fix = (f" {100 * between:.0f} % of it, the model's math among it "
                            f"({', '.join(math)}), runs between the steps, not in them: code "
                            "outside the step calls the model eagerly (an evaluation loop, "
@@ -211,12 +226,13 @@ def _eager(s: WindowSummary) -> list[Advice]:
     else:
         step_eager, fix = "", ""
     return [EAGER.advice(
-        "warning",
+        severity,
         f"{one_digit(pct)}% of Op time on the host used eager execution "
         f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).{step_eager}",
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
          "model_math_eager": float(bool(math)), "conversion_share": share,
-         "between_steps_share": between, "queue_wait_share": wait_share},
+         "between_steps_share": between, "before_steps_share": before,
+         "queue_wait_share": wait_share},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)", fix=fix)]
 
 
