@@ -320,8 +320,9 @@ class Ops:
     # The part of eager_s that ran outside the window's steps (Keras callbacks, logging,
     # weight saving between the steps of a fit): window seconds.
     eager_between_steps_s: float = 0.0
-    # The part of it before the window's first step: set-up the window caught
-    # (Normalization.adapt, weights loaded, a first evaluation), window seconds.
+    # Eager op seconds before the window's first step kept (in no step, or in the dropped
+    # first one): set-up the window caught (Normalization.adapt, variables made, weights
+    # loaded, a first evaluation).
     eager_before_steps_s: float = 0.0
     # tf.function traces (graph building), or JAX jit compiles, inside the window's steps:
     # seconds, how many.

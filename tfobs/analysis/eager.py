@@ -75,11 +75,13 @@ def _executed(host: Timeline, keep: Callable[[str], bool]) -> dict[int, str]:
             if n.startswith(PREFIX) and keep(n[len(PREFIX):])}
 
 
-def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]] = ()
+def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]] = (),
+              first_kept_ps: int | None = None
               ) -> tuple[float, tuple[OpStat, ...], float, float]:
     """(seconds of eager op execution in the window, the longest eager op types, the
     seconds of it that start outside the `steps`: between them, where Keras callbacks and a
-    loop's own Python run, and the part of those before the first step). `steps`: absolute
+    loop's own Python run, and the seconds that start before the first step kept,
+    `first_kept_ps`: set-up, in no step or in the dropped first one). `steps`: absolute
     (begin, end) ps, in order, not overlapping; none: 0 seconds outside them."""
     if host is None:
         return 0.0, (), 0.0, 0.0
@@ -100,7 +102,8 @@ def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]
             starts = ld.start_arr[hit] + ld.start_ps
             _, inside = span_of(starts, begins, step_ends)
             outside += int(durations[~inside].sum())
-            before += int(durations[starts < begins[0]].sum())
+            first = begins[0] if first_kept_ps is None else first_kept_ps
+            before += int(durations[starts < first].sum())
         for mid, d in zip(ld.mid_arr[hit].tolist(), durations.tolist(), strict=True):
             agg = total.setdefault(kinds[mid], [0, 0])
             agg[0] += 1

@@ -200,7 +200,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         from tfobs.analysis.kernels import reduce_kernels
 
         kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
-    eager_s, eager_top, between_s, before_s = eager_ops(host, top_n, _group_spans(found))
+    eager_s, eager_top, between_s, before_s = eager_ops(
+        host, top_n, _group_spans(found),
+        int(kept.begin_ps.min()) if kept.begin_ps.size else None)
     if not steps.count and not steps.calls and eager_s > 0:  # say what the window held
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))

@@ -110,8 +110,9 @@ EAGER_BETWEEN_FIX = (
     "(ModelCheckpoint(save_freq='epoch') or a larger save_freq in batches), move per-batch "
     "callback work to on_epoch_end, log and read metrics every N batches, and run several "
     "steps per call (Model.compile(steps_per_execution=N))")
-# Eager ops before the window's first step: set-up a capture caught once (a capture begun
-# before training: Normalization.adapt, weights loaded, a first evaluation), not the steps.
+# Eager ops before the window's first measured step (in no step, or in the dropped first
+# one): set-up a capture caught once (a capture begun before training: variables made,
+# Normalization.adapt, weights loaded, a first evaluation), not the steps.
 EAGER_BEFORE_FIX = (
     "the steps do not pay it: read them from a window of steps alone (start the profiler "
     "after the set-up, e.g. TensorBoard(profile_batch=(10, 20)); tfobs's own windows open "
@@ -200,9 +201,10 @@ def _eager(s: WindowSummary) -> list[Advice]:
     if before >= EAGER_BETWEEN_SHARE:  # set-up before the steps, once in this window
         severity = "info"
         step_eager, fix = (f" {100 * before:.0f} % of it ({1e3 * s.ops.eager_before_steps_s:.2f}"
-                           " ms) runs before the window's first step: set-up the capture "
-                           "caught (Normalization.adapt, weights loaded, a first "
-                           "evaluation), not the steps.", EAGER_BEFORE_FIX)
+                           " ms) runs before the window's first measured step: set-up "
+                           "the capture caught (variables made, Normalization.adapt, "
+                           "weights loaded, a first evaluation), not the steps.",
+                           EAGER_BEFORE_FIX)
     elif math and between >= EAGER_BETWEEN_SHARE:  # an evaluation or callback outside steps
         step_eager, fix = (f" {100 * between:.0f} % of it, the model's math among it "
                            f"({', '.join(math)}), runs between the steps, not in them: code "
