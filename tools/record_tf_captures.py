@@ -352,6 +352,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "eager_metric_beside_step": (
+        "custom loop whose step, marked `Trace(\"train\", step_num=i, _r=1)`, calls its "
+        "tf.function train step once and then checks accuracy by calling the model eagerly "
+        "(`model(x)`, argmax, mean, `.numpy()`): the model's math runs eagerly inside the "
+        "steps, beside their compiled function", {}),
     "adapt_then_fit": (
         "Keras 3: `Normalization.adapt` over a tf.data pipeline, then `fit` with tfobs's Keras "
         "callback, both inside one trace (a capture begun before training): adapt's eager "
@@ -1877,6 +1882,22 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "eager_metric_beside_step":
+        params = {"batch": 64, "steps": 20, "features": 32}
+        x = rng.normal(size=(4096, 32)).astype("float32")
+        y = rng.normal(size=(4096, 1)).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+
+        def step_and_check(i: int) -> None:
+            xb, yb = next(it)
+            step(xb, yb)
+            tf.reduce_mean(tf.cast(model(xb) > 0.0, tf.float32)).numpy()  # eager
+
+        warm_then_profile(step_and_check, params["steps"], marker=train_root)
 
     elif case == "adapt_then_fit":
         params = {"batch": 64, "steps": 20, "features": 32}

@@ -31,6 +31,7 @@ from tfobs.analysis.advice.launch import (
     EAGER_BEFORE_FIX,
     EAGER_BETWEEN_FIX,
     EAGER_CONVERSION_FIX,
+    EAGER_MATH_BESIDE_FIX,
     EAGER_MATH_BETWEEN_FIX,
     EAGER_STEP_FIX,
     QUEUE_WAIT_FIX,
@@ -1065,6 +1066,19 @@ def test_eager_ops_between_the_steps_names_the_callbacks() -> None:
     assert b.fix != EAGER_BETWEEN_FIX and "between the steps" not in b.message
     back = WindowSummary.from_dict(s.to_dict())  # the figure survives JSON
     assert back.ops.eager_between_steps_s == s.ops.eager_between_steps_s
+
+
+def test_eager_model_math_beside_a_compiled_step_is_not_called_an_eager_step() -> None:
+    # Each step calls its tf.function once, then the model eagerly for an accuracy check:
+    # "the step itself is no tf.function" would send the user to a decorator already there.
+    s = summary("generated__tf2.21cpu__eager_metric_beside_step")
+    a = one(s, "eager_ops")
+    assert a.evidence["model_math_eager"] == 1 and a.fix == EAGER_MATH_BESIDE_FIX
+    assert "'train_step', called once per step" in a.message
+    assert "the step itself is no tf.function" not in a.message
+    # a loop with no compiled step keeps the eager-step fix
+    eager = summary("generated__tf2.21cpu__eager_loop")
+    assert one(eager, "eager_ops").fix == EAGER_STEP_FIX
 
 
 def test_eager_set_up_before_the_first_step_is_not_blamed_on_callbacks() -> None:

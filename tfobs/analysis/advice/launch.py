@@ -91,6 +91,13 @@ EAGER_STEP_FIX = (
     "decorate the training step (or the model call) with @tf.function; Keras's fit, evaluate "
     "and predict do that themselves unless Model.compile(run_eagerly=True) or "
     "tf.config.run_functions_eagerly(True) turns it off: remove those")
+# The model's math run eagerly inside steps that also call a tf.function once each: the
+# step function is compiled, code beside it in the step (an accuracy check, a metric from
+# the model's outputs) is not.
+EAGER_MATH_BESIDE_FIX = (
+    "compute it inside the step's tf.function (return the metric with the loss) or wrap "
+    "that code in @tf.function too, and read it every N steps; the step function itself is "
+    "compiled already")
 # `_EagerConst`: TensorFlow turning a NumPy array or Python value into a tensor where one is
 # passed to a tf.function or an op (a copy per call); most of the eager time in a custom
 # loop that feeds its step NumPy slices.
@@ -210,6 +217,11 @@ def _eager(s: WindowSummary) -> list[Advice]:
                            f"({', '.join(math)}), runs between the steps, not in them: code "
                            "outside the step calls the model eagerly (an evaluation loop, "
                            "a callback).", EAGER_MATH_BETWEEN_FIX)
+    elif math and (compiled := _per_step_function(s)):
+        step_eager, fix = (f" The model's own math runs eagerly ({', '.join(math)}) in the "
+                           f"steps beside their tf.function ('{compiled}', called once per "
+                           "step): code in the step outside that function calls the model "
+                           "eagerly.", EAGER_MATH_BESIDE_FIX)
     elif math:
         step_eager, fix = (f" The model's own math runs eagerly ({', '.join(math)}): the step "
                            "itself is no tf.function.", EAGER_STEP_FIX)
@@ -236,6 +248,13 @@ def _eager(s: WindowSummary) -> list[Advice]:
          "between_steps_share": between, "before_steps_share": before,
          "queue_wait_share": wait_share},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)", fix=fix)]
+
+
+def _per_step_function(s: WindowSummary) -> str:
+    """The tf.function the steps call at least once each (the steps' own compiled step),
+    or ""."""
+    called = [c for c in s.steps.calls if c.source == "python" and c.count >= s.steps.count]
+    return max(called, key=lambda c: c.total_s).name if called and s.steps.count else ""
 
 
 def _retracing(s: WindowSummary) -> list[Advice]:
