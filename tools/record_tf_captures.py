@@ -352,6 +352,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "check_numerics_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` with "
+        "`tf.debugging.enable_check_numerics()` left on: eager `CheckNumericsV2` ops on the "
+        "step's outputs and `DebugNumericSummaryV2` ops in its graph", {}),
     "eager_metric_beside_step": (
         "custom loop whose step, marked `Trace(\"train\", step_num=i, _r=1)`, calls its "
         "tf.function train step once and then checks accuracy by calling the model eagerly "
@@ -1882,6 +1886,17 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "check_numerics_loop":
+        params = {"batch": 64, "steps": 15, "features": 32}
+        tf.debugging.enable_check_numerics()
+        x = rng.normal(size=(4096, 32)).astype("float32")
+        y = rng.normal(size=(4096, 1)).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
 
     elif case == "eager_metric_beside_step":
         params = {"batch": 64, "steps": 20, "features": 32}

@@ -28,6 +28,7 @@ from tfobs.analysis.advice.input_pipeline import (
     NO_PREFETCH as NO_PREFETCH_RULE,  # the name NO_PREFETCH is its capture's here
 )
 from tfobs.analysis.advice.launch import (
+    CHECK_NUMERICS_FIX,
     EAGER_BEFORE_FIX,
     EAGER_BETWEEN_FIX,
     EAGER_CONVERSION_FIX,
@@ -1079,6 +1080,20 @@ def test_eager_model_math_beside_a_compiled_step_is_not_called_an_eager_step() -
     # a loop with no compiled step keeps the eager-step fix
     eager = summary("generated__tf2.21cpu__eager_loop")
     assert one(eager, "eager_ops").fix == EAGER_STEP_FIX
+
+
+def test_check_numerics_left_on_is_named_with_its_switch() -> None:
+    # tf.debugging.enable_check_numerics(): the eager time is its CheckNumericsV2 ops, which
+    # no tf.function removes; the fix turns the checks off.
+    s = summary("generated__tf2.21cpu__check_numerics_loop")
+    a = one(s, "eager_ops")
+    assert a.fix == CHECK_NUMERICS_FIX and a.evidence["check_numerics_share"] >= 0.5
+    assert "enable_check_numerics() is on" in a.message
+    wide = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__check_numerics_loop.xplane.pb",
+                         top_n=40)
+    assert any(o.op_type == "DebugNumericSummaryV2" for o in wide.ops.top)  # in the graph too
+    assert one(summary("generated__tf2.21cpu__eager_loop"), "eager_ops").evidence[
+        "check_numerics_share"] == 0
 
 
 def test_eager_set_up_before_the_first_step_is_not_blamed_on_callbacks() -> None:

@@ -91,6 +91,14 @@ EAGER_STEP_FIX = (
     "decorate the training step (or the model call) with @tf.function; Keras's fit, evaluate "
     "and predict do that themselves unless Model.compile(run_eagerly=True) or "
     "tf.config.run_functions_eagerly(True) turns it off: remove those")
+# tf.debugging.enable_check_numerics() left on: each eagerly run op's output is checked by
+# an eager CheckNumericsV2 (and each graph op's by a DebugNumericSummaryV2 in the graph).
+CHECK_NUMERICS_OP = "CheckNumerics"  # CheckNumericsV2, CheckNumerics
+CHECK_NUMERICS_SHARE = 0.5  # of the eager op time
+CHECK_NUMERICS_FIX = (
+    "turn the NaN/Inf checks off for training runs: tf.debugging.disable_check_numerics() "
+    "(or remove tf.debugging.enable_check_numerics()); they check every op's output, eager "
+    "and in every tf.function's graph (DebugNumericSummaryV2 ops)")
 # The model's math run eagerly inside steps that also call a tf.function once each: the
 # step function is compiled, code beside it in the step (an accuracy check, a metric from
 # the model's outputs) is not.
@@ -203,9 +211,14 @@ def _eager(s: WindowSummary) -> list[Advice]:
     share = converted / s.ops.eager_s
     between = s.ops.eager_between_steps_s / s.ops.eager_s if s.steps.count else 0.0
     before = s.ops.eager_before_steps_s / s.ops.eager_s if s.steps.count else 0.0
+    checks = sum(o.self_s for o in s.ops.eager_top
+                 if o.op_type.startswith(CHECK_NUMERICS_OP)) / s.ops.eager_s
     severity = "warning"
     # The first of these that holds says what the eager time is, and names its fix.
-    if before >= EAGER_BETWEEN_SHARE:  # set-up before the steps, once in this window
+    if checks >= CHECK_NUMERICS_SHARE:  # debugging left on
+        step_eager, fix = (f" {100 * checks:.0f} % of it is CheckNumericsV2: "
+                           "tf.debugging.enable_check_numerics() is on.", CHECK_NUMERICS_FIX)
+    elif before >= EAGER_BETWEEN_SHARE:  # set-up before the steps, once in this window
         severity = "info"
         step_eager, fix = (f" {100 * before:.0f} % of it ({1e3 * s.ops.eager_before_steps_s:.2f}"
                            " ms) runs before the window's first measured step: set-up "
@@ -246,6 +259,7 @@ def _eager(s: WindowSummary) -> list[Advice]:
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
          "model_math_eager": float(bool(math)), "conversion_share": share,
          "between_steps_share": between, "before_steps_share": before,
+         "check_numerics_share": checks,
          "queue_wait_share": wait_share},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)", fix=fix)]
 
