@@ -328,6 +328,9 @@ class Ops:
     # seconds, how many.
     graph_building_s: float = 0.0
     graph_builds: int = 0
+    # Of graph_builds, XLA's own compiles of a TensorFlow program (jit_compile=True, auto-
+    # clustering): one per new concrete input shape, even for a tf.function traced once.
+    xla_compiles: int = 0
     # Time inside the steps during which a collective op runs on the host
     # (CollectiveReduceV2 and kin: tf.distribute's all-reduce across replicas, devices or
     # workers), window seconds; XProf counts it as host compute, its 'Device Collective

@@ -352,6 +352,12 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "xla_shape_recompile_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a "
+        "`tf.function(jit_compile=True, reduce_retracing=True)` step fed batches of a new size "
+        "every other step (32, 40, 48, 56 rows): the function is traced once with a relaxed "
+        "batch dimension, yet XLA compiles once per new size (`CpuCompiler::RunBackend` in "
+        "the steps)", {}),
     "check_numerics_loop": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` with "
         "`tf.debugging.enable_check_numerics()` left on: eager `CheckNumericsV2` ops on the "
@@ -1886,6 +1892,20 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "xla_shape_recompile_loop":
+        params = {"steps": 12, "features": 32, "sizes": [32, 40, 48, 56]}
+        x = rng.normal(size=(4096, 32)).astype("float32")
+        y = rng.normal(size=(4096, 1)).astype("float32")
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01), jit_compile=True,
+                                reduce_retracing=True)
+
+        def sized_step(i: int) -> None:  # warm-up steps at 32 rows, then a new size often
+            rows = 32 if i < 3 else params["sizes"][(i // 2) % 4]
+            step(tf.constant(x[:rows]), tf.constant(y[:rows]))
+
+        warm_then_profile(sized_step, params["steps"], marker=train_root)
 
     elif case == "check_numerics_loop":
         params = {"batch": 64, "steps": 15, "features": 32}

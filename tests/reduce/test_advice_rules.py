@@ -36,6 +36,7 @@ from tfobs.analysis.advice.launch import (
     EAGER_MATH_BETWEEN_FIX,
     EAGER_STEP_FIX,
     QUEUE_WAIT_FIX,
+    XLA_RECOMPILE_FIX,
 )
 from tfobs.analysis.advice.steps import OP_BY_OP_CALLS
 from tfobs.analysis.tfdata import slowest_stage
@@ -797,6 +798,24 @@ def test_tf_function_retracing_fires_on_a_function_traced_in_every_step() -> Non
     assert a.evidence["graph_building_pct"] > 50  # tracing, not the ops, is the step
     assert s.ops.graph_building_s < step_s
     assert "input_signature" in a.fix and "reduce_retracing=True" in a.fix
+
+
+def test_xla_compiles_per_shape_inside_steps_are_named_with_their_own_fix() -> None:
+    # jit_compile=True with reduce_retracing=True: tf.function traces once with a relaxed
+    # batch dimension, yet XLA compiles each new size inside the steps. Counted before as
+    # nothing (no tf.function-graph_building event): a window 78 % compiling read as none.
+    s = summary("generated__tf2.21cpu__xla_shape_recompile_loop")
+    a = one(s, "tf_function_retracing")
+    assert s.ops.xla_compiles >= 2 and s.ops.xla_compiles == s.ops.graph_builds
+    assert a.severity == "warning" and a.evidence["graph_building_pct"] > 30
+    assert "XLA compiled" in a.message and a.fix == XLA_RECOMPILE_FIX
+    assert "drop_remainder=True" in a.fix
+    # a tf.function traced again keeps the tracing fix; the JAX compiles stay JAX's
+    assert summary(RETRACE).ops.xla_compiles == 0
+    assert "input_signature" in one(summary(RETRACE), "tf_function_retracing").fix
+    jax = summary("generated__jax0.10cpu__recompile_each_step")
+    assert jax.ops.graph_builds > 0 and one(jax, "tf_function_retracing").fix != XLA_RECOMPILE_FIX
+    assert WindowSummary.from_dict(s.to_dict()).ops.xla_compiles == s.ops.xla_compiles
 
 
 def test_tf_function_retracing_silent_on_traces_outside_steps() -> None:

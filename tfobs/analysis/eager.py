@@ -38,25 +38,34 @@ GRAPH_BUILDING = "tf.function-graph_building"  # TensorFlow's mark around a tf.f
 # static argument, shape or dtype). A compile counts once; its lowering adds time only.
 JAX_COMPILES = ("backend_compile_and_load", "backend_compile")
 JAX_LOWERING = "lower_sharding_computation"
+# XLA's own compile of a program (TensorFlow's jit_compile=True and auto-clustering; inside
+# JAX's compile marks above, which hold it): a tf.function traced once with a relaxed shape
+# is still compiled by XLA for each new concrete shape.
+XLA_COMPILES = ("CpuCompiler::RunBackend", "GpuCompiler::RunBackend")
 
 
-def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> tuple[float, int]:
-    """(seconds, count) of tf.function traces, or JAX compiles, that start inside the
-    `steps` (absolute (begin, end) ps, in order, not overlapping), the time clipped to the
-    step: `tf.function-graph_building` events (JAX: lowering and compile marks) not inside
-    another (tracing a function traces the functions it calls). Traces outside steps (a
-    fit's or an epoch's start building its datasets, a first compile before the loop) are
-    left out: only a trace inside a step is a function traced again."""
+def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]
+                   ) -> tuple[float, int, int]:
+    """(seconds, count, XLA compiles among them) of tf.function traces, XLA compiles or JAX
+    compiles that start inside the `steps` (absolute (begin, end) ps, in order, not
+    overlapping), the time clipped to the step: `tf.function-graph_building` events (JAX:
+    lowering and compile marks; XLA: its compiler's backend run) not inside another
+    (tracing a function traces the functions it calls). Traces outside steps (a fit's or an
+    epoch's start building its datasets, a first compile before the loop) are left out:
+    only a trace inside a step is a function traced again."""
     if host is None or not steps:
-        return 0.0, 0
-    names = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING)
+        return 0.0, 0, 0
+    # Under JAX the XLA backend runs beside its compile marks, not inside them: JAX's count.
+    jax = bool(host.mids_named(*JAX_COMPILES, JAX_LOWERING))
+    names = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING, *(() if jax else XLA_COMPILES))
     mids = id_array(host.mids_named(*names))
     if not mids.size:
-        return 0.0, 0
+        return 0.0, 0, 0
     lowering = id_array(host.mids_named(JAX_LOWERING))
+    xla = id_array(() if jax else host.mids_named(*XLA_COMPILES))
     begins = np.array([b for b, _ in steps], np.int64)
     step_ends = np.array([e for _, e in steps], np.int64)
-    total, count = 0, 0
+    total = count = xla_count = 0
     for ld in host.lines:
         at = outermost(ld, mids)
         if not at.size:
@@ -65,7 +74,8 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> t
         kk, inside = span_of(start, begins, step_ends)
         total += int((np.minimum(end, step_ends[kk]) - start)[inside].sum())
         count += int((inside & ~member(ld.mid_arr[at], lowering)).sum())
-    return total / 1e12, count
+        xla_count += int((inside & member(ld.mid_arr[at], xla)).sum())
+    return total / 1e12, count, xla_count
 
 
 def _executed(host: Timeline, keep: Callable[[str], bool]) -> dict[int, str]:

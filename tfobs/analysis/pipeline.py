@@ -206,7 +206,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     if not steps.count and not steps.calls and eager_s > 0:  # say what the window held
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
-    building_s, builds = graph_building(host, spans)
+    building_s, builds, xla_builds = graph_building(host, spans)
     checkpoint_s, writes = checkpoint_writes(host, found.root_lines if found.groups else None)
     remember_step_sums(steps, total_step_s, sums)
     return with_advice(WindowSummary(
@@ -237,6 +237,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                                 eager_between_steps_s=between_s,
                                 eager_before_steps_s=before_s,
                                 graph_building_s=building_s, graph_builds=builds,
+                                xla_compiles=xla_builds,
                                 host_collectives_s=ops.host_collective_seconds(host, spans),
                                 checkpoint_s=checkpoint_s, checkpoint_writes=writes),
         kernels=kernels,

@@ -271,6 +271,16 @@ def _per_step_function(s: WindowSummary) -> str:
     return max(called, key=lambda c: c.total_s).name if called and s.steps.count else ""
 
 
+# XLA compiling a TensorFlow program again: jit_compile=True (or auto-clustering) compiles one
+# executable per concrete input shape, a relaxed tf.function signature notwithstanding.
+XLA_RECOMPILE_FIX = (
+    "give the XLA-compiled function fixed shapes: batch with drop_remainder=True, pad varying "
+    "dimensions to a few sizes (padded_batch with padded_shapes, "
+    "bucket_by_sequence_length), or leave XLA off (jit_compile=False) for a function whose "
+    "shapes must vary; an input_signature or reduce_retracing stops tf.function's tracing, "
+    "not XLA's per-shape compiles")
+
+
 def _retracing(s: WindowSummary) -> list[Advice]:
     """tf.function traces in the window against its step time (XProf counts them as host
     compute and says nothing)."""
@@ -284,13 +294,19 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     jax = s.environment.framework == "jax"
     what = "JAX compiled a jitted function" if jax else "tf.function built a graph"
     again = "compiled" if jax else "traced"
+    xla = not jax and 2 * s.ops.xla_compiles >= s.ops.graph_builds
+    if xla:
+        what, again = "XLA compiled a TensorFlow program", "compiled"
     # One build may be a function's first call inside the window (an evaluation step's
     # first compile): worth a look; two or more are a function built again and again.
     return [RETRACING.advice(
         "warning" if s.ops.graph_builds >= 2 else "info",
         f"{what} {s.ops.graph_builds} times in {per} steps "
         f"({1e3 * s.ops.graph_building_s / per:.2f} ms per step, {one_digit(pct)} % of step "
-        f"time): a function is {again} again while training.",
+        f"time): a function is {again} again while training"
+        + (" (jit_compile=True compiles once per new input shape)." if xla else "."),
         {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
-         "graph_builds": float(s.ops.graph_builds)},
-        f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)")]
+         "graph_builds": float(s.ops.graph_builds),
+         "xla_compiles": float(s.ops.xla_compiles)},
+        f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)",
+        XLA_RECOMPILE_FIX if xla else "")]
