@@ -78,6 +78,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "fit_validation": (
         "Keras 3 fit with validation_data every epoch (test steps between train steps), "
         "Dropout and BatchNormalization, tfobs's Keras callback", {}),
+    "fit_validation_unmarked": (
+        "the `fit_validation` workload (Keras 3 fit with validation_data every epoch) with no "
+        "step markers (no tfobs callback: a TensorBoard-style profile): fit's training and "
+        "validation functions are both `multi_step_on_iterator`, two concrete functions", {}),
     "mirrored_fit": (
         "Keras 3 fit under MirroredStrategy over 2 logical CPU devices, tfobs's Keras "
         "callback", {}),
@@ -834,14 +838,20 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(2)
         fit_then_profile(model, ds, 4, params["steps"])
 
-    elif case == "fit_validation":
+    elif case in ("fit_validation", "fit_validation_unmarked"):
         params = {"batch": 64, "steps": 6, "validation_steps": 3, "epochs": 2}
         model = keras.Sequential([
             keras.Input((128,)), keras.layers.Dense(256), keras.layers.BatchNormalization(),
             keras.layers.ReLU(), keras.layers.Dropout(0.2), keras.layers.Dense(1)])
         model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
         ds = random_batches(64 * 8, 128, 64)
-        fit_then_profile(model, ds, 6, 6, epochs=2, validation_data=ds, validation_steps=3)
+        if case == "fit_validation_unmarked":
+            kw = {"verbose": 0, "validation_data": ds, "validation_steps": 3}
+            model.fit(ds, steps_per_epoch=6, epochs=1, **kw)  # traced, untraced
+            profile(lambda: model.fit(ds, steps_per_epoch=6, epochs=2, **kw))
+        else:
+            fit_then_profile(model, ds, 6, 6, epochs=2, validation_data=ds,
+                             validation_steps=3)
 
     elif case == "mirrored_fit":
         params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 64, "steps": 10}

@@ -539,3 +539,18 @@ def test_a_step_of_several_batches_says_so_and_its_time_per_batch(stem: str,
     CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb"])  # steps_per_execution=1
 def test_a_step_of_one_batch_takes_no_batches_note(capture: pathlib.Path) -> None:
     assert "batches in an in-graph loop" not in tfobs.analyze(capture).steps.note
+
+
+def test_inferred_steps_leave_out_the_validation_functions_executions() -> None:
+    # Keras 3 fit with validation_data and no markers: training and validation both run
+    # `multi_step_on_iterator`, two concrete functions. Steps are the training ones (the
+    # most run); the validation executions (forward only, a first trace among them) are
+    # named in the note, not mixed into the step time and the input verdict.
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__fit_validation_unmarked.xplane.pb")
+    assert s.steps.method == "inferred" and s.steps.count == 10  # 12 training, 2 dropped
+    assert "6 executions of another (multi_step_on_iterator_" in s.steps.note
+    assert "an evaluation's, beside training" in s.steps.note
+    # one function alone (an evaluation-only window) keeps every execution
+    only = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__evaluate_spe4.xplane.pb")
+    assert only.steps.count == 6 and "executions of another" not in only.steps.note
+

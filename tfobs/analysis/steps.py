@@ -11,6 +11,7 @@ Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, overload
@@ -833,6 +834,10 @@ class _Roots:
     # numbered by the number they hold (3.0, a scalar tensor's text): all or none.
     odd_nums: int = 0
     odd_read: int = 0
+    # Inferred steps: executions of another of Keras's functions (an evaluation's, beside
+    # the training one) left out of the steps, and that function's name.
+    other_runs: int = 0
+    other_function: str = ""
 
     def __len__(self) -> int:
         return len(self.num)
@@ -962,10 +967,40 @@ def _find_roots(host: Timeline) -> tuple[str, _Roots, _Unrooted]:
             last_end = end
             roots.append((0, ld.start_ps + start, li, i, -1, names[mid]))
     roots.sort()
+    roots, other_runs, other = _one_keras_function(host, roots)
     roots = roots[:MAX_STEPS]
     return "inferred", _Roots(np.array([r[2] for r in roots], np.int64),
                               np.array([r[3] for r in roots], np.int64),
-                              list(range(len(roots))), [r[5] for r in roots]), unrooted
+                              list(range(len(roots))), [r[5] for r in roots],
+                              other_runs=other_runs, other_function=other), unrooted
+
+
+_CONCRETE = "EagerLocalExecute: __inference_"
+
+
+def _one_keras_function(host: Timeline, roots: list[tuple[int, int, int, int, int, str]]
+                        ) -> tuple[list[tuple[int, int, int, int, int, str]], int, str]:
+    """The executions of the concrete function run most often, where Keras's step function
+    name covers several (fit's training function and its validation's are both
+    `multi_step_on_iterator`): (those roots, how many were left out, the name of the most
+    run of the others). Each execution names its function in the `EagerLocalExecute`
+    event it starts with."""
+    names = host.names
+    concrete = id_array([m for m, n in names.items() if n.startswith(_CONCRETE)])
+    function_of: list[str] = []
+    for _, _, li, i, _, _ in roots:
+        ld = host.lines[li]
+        # the events inside the execution (a first one traces its function first)
+        inside = slice(i + 1, int(np.searchsorted(ld.start_arr, ld.end_arr[i])))
+        hit = np.flatnonzero(np.isin(ld.mid_arr[inside], concrete))
+        function_of.append(names[int(ld.mid_arr[inside][hit[0]])][len(_CONCRETE):]
+                           if hit.size else "")
+    counts = Counter(f for f in function_of if f)
+    if len(counts) < 2:
+        return roots, 0, ""
+    (kept, _), (other, _) = counts.most_common(2)
+    picked = [r for r, f in zip(roots, function_of, strict=True) if f in (kept, "")]
+    return picked, len(roots) - len(picked), other
 
 
 def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
@@ -1018,6 +1053,10 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             "no step markers; steps inferred from Keras 3 "
             f"{'/'.join(sorted({r[3] for r in roots}))} executions"
         )
+        if roots.other_runs:
+            note += (f" of its most run function; {roots.other_runs} executions of another "
+                     f"({roots.other_function}: an evaluation's, beside training) are no "
+                     "step")
     elif grouper.has_tf_loop:
         method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
     else:
