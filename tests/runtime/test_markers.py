@@ -7,6 +7,7 @@ import os
 import statistics
 import time
 
+import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
@@ -224,6 +225,97 @@ def test_step_exception_still_ends_the_step(runtime):
     with pytest.raises(ZeroDivisionError), tfobs.step(1):
         1 / 0  # noqa: B018
     assert len(exporter.all_steps()) == 1
+
+
+def test_a_fit_that_died_mid_step_leaves_the_next_fit_counted(runtime):
+    # Keras calls neither on_train_batch_end nor on_train_end when fit raises (a bad record,
+    # out of memory, Ctrl-C): its open step made every later step on the thread "nested",
+    # so uncounted, for the rest of the process.
+    exporter = runtime.sinks[0]
+    model = _keras3_model()
+
+    def batches():
+        for i in range(40):
+            if i == 7:
+                raise ValueError("a corrupt record")
+            yield np.ones((8, 4), "float32"), np.ones((8, 2), "float32")
+
+    ds = tf.data.Dataset.from_generator(batches, output_signature=(
+        tf.TensorSpec((8, 4), tf.float32), tf.TensorSpec((8, 2), tf.float32)))
+    for stop in (ds, KeyboardInterrupt):
+        before = len(exporter.all_steps())
+        if stop is KeyboardInterrupt:  # Ctrl-C in a batch: from a callback, as a signal lands
+            class Interrupt(tf.keras.callbacks.Callback):
+                def on_train_batch_begin(self, batch, logs=None):
+                    if batch == 3:
+                        raise KeyboardInterrupt
+
+            with pytest.raises(KeyboardInterrupt):
+                model.fit(_dataset(), steps_per_epoch=10, epochs=1, verbose=0,
+                          callbacks=[Interrupt()])
+        else:
+            with pytest.raises(Exception, match="corrupt record"):
+                model.fit(stop, epochs=1, verbose=0)
+        assert markers._step_depth() == 0
+        model.fit(_dataset(), steps_per_epoch=5, epochs=1, verbose=0)
+        assert len(exporter.all_steps()) - before >= 5
+
+
+class _InterruptingHooks:
+    """Step hooks that raise KeyboardInterrupt in step_begin: a Ctrl-C landing while tfobs
+    opens a window (the profiler's start can take seconds)."""
+
+    def __init__(self) -> None:
+        self.ends: list[int] = []
+
+    def step_begin(self, step_num: int) -> None:
+        if step_num == 2:
+            raise KeyboardInterrupt
+
+    def step_end(self, step_num: int, duration_s: float,
+                 trace_key: tuple[str, int] | None = None) -> None:
+        self.ends.append(step_num)
+
+    def train_end(self) -> None:
+        pass
+
+
+def _enter_without_exit(num: int) -> None:
+    """A step whose `with` ended without its __exit__ finishing (a Ctrl-C landing as the
+    exit began): entered here, in a frame that then returns."""
+    tfobs.step(num).__enter__()
+
+
+def _marked_inside(num: int) -> None:
+    with tfobs.step(num):
+        assert markers._step_depth() == 1
+
+
+def test_a_ctrl_c_in_tfobss_own_step_code_leaves_no_step_open():
+    hooks = _InterruptingHooks()
+    markers.set_hooks(hooks)
+    try:
+        for i in range(4):
+            try:
+                with tfobs.step(i):
+                    pass
+            except KeyboardInterrupt:
+                pass
+        assert markers._step_depth() == 0 and hooks.ends == [0, 1, 3]
+        # A step left open by a `with` that has ended: the next loop's steps are not taken
+        # for steps inside it; a step inside a live one still is.
+        _enter_without_exit(10)
+        assert markers._step_depth() == 1
+        for i in range(11, 14):
+            with tfobs.step(i):
+                pass
+        assert markers._step_depth() == 0 and hooks.ends[-3:] == [11, 12, 13]
+        with tfobs.step(20):
+            _marked_inside(21)  # a marker in a function the step calls: part of step 20
+            assert markers._step_depth() == 1
+        assert hooks.ends[-1] == 20 and 21 not in hooks.ends
+    finally:
+        markers.set_hooks(None)
 
 
 def test_a_step_given_no_usable_number_is_numbered_not_raised(runtime, monkeypatch, caplog):

@@ -192,11 +192,16 @@ def _step_depth() -> int:
         return 0
 
 
-def _step_opened(by: int) -> None:
-    try:
-        _open.depth[0] += by
-    except AttributeError:
-        _depth()[0] += by
+def _abandon_fit_step() -> None:
+    """Close the step a Keras callback opened on this thread and no batch end closed: a
+    fit that raised (a bad record, out of memory, Ctrl-C) calls neither on_train_batch_end
+    nor on_train_end, and an open step makes every later one on this thread "nested", so
+    uncounted. Not a step of its own: no duration is sent."""
+    marker = getattr(_open, "fit_marker", None)
+    if marker is None:
+        return
+    _open.fit_marker = None
+    marker.abandon()
 
 
 def steps_open_elsewhere() -> int:
@@ -224,7 +229,8 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     step still ends it.
     """
 
-    __slots__ = ("step_num", "trace_key", "_trace", "_t0", "_own", "_open", "_nested")
+    __slots__ = ("step_num", "trace_key", "_trace", "_t0", "_own", "_open", "_nested",
+                 "_frame")
 
     def __init__(self, step_num: int) -> None:
         global _last_step
@@ -241,21 +247,36 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         self._own = 0.0
         self._open = False
         self._nested = False
+        # The frame whose `with` opened it, while open (held, so its identity is kept:
+        # Python makes a frame's object anew each time one is asked for otherwise).
+        self._frame: Any = None
 
     def __enter__(self) -> None:
+        caller = sys._getframe(1)
         if _step_depth():  # inside a step already marked (the job's own step trace, or an
-            self._nested = True  # outer tfobs.step): part of that step, not one more
-            return
+            outer = getattr(_open, "marker", None)  # outer tfobs.step): part of that step
+            if outer is None or outer._frame is None or _inside(outer._frame, caller):
+                self._nested = True
+                return
+            # The `with` that opened the step counted open has ended (this one is not inside
+            # it), yet its step was not closed: a Ctrl-C landed in tfobs's own code. Close it.
+            outer.abandon()
         t = _perf()
-        self._opened()
-        hooks = _hooks
-        if hooks is not None:
-            hooks.step_begin(self.step_num)  # may start the profiler: before the marker
-        try:
-            self._trace = _trace_begin(self.step_num)
-        except Exception:  # never let a marker break training: the step is timed, not traced
-            _log.debug("tfobs: step trace marker failed", exc_info=True)
-            self._trace = None
+        self._frame = caller
+        _open.marker = self
+        try:  # opened inside: a Ctrl-C lands after a call returns, and `with` calls no
+            self._opened()  # __exit__ when __enter__ raises
+            hooks = _hooks
+            if hooks is not None:
+                hooks.step_begin(self.step_num)  # may start the profiler: before the marker
+            try:
+                self._trace = _trace_begin(self.step_num)
+            except Exception:  # never let a marker break training: timed, not traced
+                _log.debug("tfobs: step trace marker failed", exc_info=True)
+                self._trace = None
+        except BaseException:  # Ctrl-C while the window opened
+            self.abandon()
+            raise
         self._t0 = _perf()
         self._own = self._t0 - t
 
@@ -265,22 +286,69 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             return
         t = _perf()
         duration = t - self._t0
-        if self._trace is not None:
-            self._trace.Stop()
-            self._trace = None
-        if self._open:
-            self._open = False
-            _step_opened(-1)
+        try:
+            if self._trace is not None:
+                trace, self._trace = self._trace, None
+                trace.Stop()
+        finally:  # a Ctrl-C in Stop must not leave the step open on this thread; written
+            if self._open:  # out, no call: a Ctrl-C lands where a call returns or a
+                try:  # function is entered, which would leave the count up for good
+                    depth = _open.depth
+                    depth[0] = depth[0] - 1 if depth[0] > 0 else 0
+                except AttributeError:
+                    pass
+                self._open = False
+                self._frame = None  # held no longer than the step: its locals go with it
         hooks = _hooks
         if hooks is not None:
             hooks.step_end(self.step_num, duration, self.trace_key)
         _own_s += self._own + (_perf() - t)
 
+    def abandon(self) -> None:
+        """Close the step without ending it (no duration sent): its trace stopped, its
+        thread no longer inside it, the runtime told training stopped mid-step."""
+        try:
+            if self._trace is not None:
+                trace, self._trace = self._trace, None
+                trace.Stop()
+        except Exception:
+            _log.debug("tfobs: step trace marker failed to stop", exc_info=True)
+        finally:
+            if self._open:  # as in __exit__
+                try:
+                    depth = _open.depth
+                    depth[0] = depth[0] - 1 if depth[0] > 0 else 0
+                except AttributeError:
+                    pass
+                self._open = False
+                self._frame = None  # held no longer than the step: its locals go with it
+        hooks = _hooks
+        if hooks is not None:
+            try:
+                hooks.train_end()  # its window, if any, ends now
+            except Exception:
+                _log.debug("tfobs: train_end failed", exc_info=True)
+
     def _opened(self) -> None:
         """Count this step as open on its thread (until `__exit__`)."""
         if not self._open:
-            self._open = True
-            _step_opened(1)
+            depth = _depth()
+            depth[0] += 1  # no call between these two lines, where a Ctrl-C could land:
+            self._open = True  # open and counted, or neither
+
+
+
+def _inside(opener: Any, frame: Any) -> bool:
+    """Whether `frame` runs inside the step whose `with` ran in `opener`: `opener` is one of
+    `frame`'s callers. A `with` in the same frame is taken for the next step (the same loop
+    again, or a later loop), not a step inside it: one function marking one step twice is
+    no loop anyone writes."""
+    caller = frame.f_back
+    while caller is not None:
+        if caller is opener:
+            return True
+        caller = caller.f_back
+    return False
 
 
 # Annotation names of evaluation and inference, not training: XProf makes them steps too
@@ -307,10 +375,15 @@ def begin_marked(step_num: Any, framework: str, name: Any = "train") -> step | N
     marker = step(step_num)
     if name != "train":
         marker.trace_key = (str(name), marker.step_num)
+    _open.marker = marker  # owns the thread's open step (no `with` of its own)
     marker._opened()
-    hooks = _hooks
-    if hooks is not None:
-        hooks.step_begin(marker.step_num)
+    try:
+        hooks = _hooks
+        if hooks is not None:
+            hooks.step_begin(marker.step_num)
+    except BaseException:  # Ctrl-C while the window opened: the caller gets no marker
+        marker.abandon()
+        raise
     marker._t0 = _perf()
     marker._own = marker._t0 - t
     return marker
@@ -340,6 +413,7 @@ class _MarkerMixin:
         return False
 
     def on_train_begin(self, logs: Any = None) -> None:
+        _abandon_fit_step()  # an earlier fit on this thread died mid-step
         model = getattr(self, "model", None)
         self._framework: str | None = "tensorflow"  # whose profiler sees the steps
         if type(model).__module__.startswith("tf_keras"):
@@ -370,18 +444,22 @@ class _MarkerMixin:
                 hooks.step_begin(marker.step_num)
             marker._t0 = _perf()
         marker._own = _perf() - t  # this whole callback is tfobs's per-step work
-        self._current = marker
+        self._current = _open.fit_marker = marker
+        if marker._open:
+            _open.marker = marker  # owns the thread's open step (no `with` of its own)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         ran = batch - self._batch + 1 if isinstance(batch, int) and isinstance(
             getattr(self, "_batch", None), int) else 1
         self._count += ran if ran >= 1 else 1  # Keras passes the execution's last batch
         marker, self._current = self._current, None
+        _open.fit_marker = None
         if marker is not None:
             marker.__exit__(None, None, None)
 
     def on_train_end(self, logs: Any = None) -> None:
         marker, self._current = self._current, None
+        _open.fit_marker = None
         if marker is not None:  # fit stopped mid-step (exception, stop_training)
             self._count += 1
             marker.__exit__(None, None, None)
@@ -506,7 +584,11 @@ def _wrap_fit(original: Any, make_callback: Any, callback_cls: type) -> Any:
                 args, kwargs = _with_callback(args, kwargs, position, make_callback, callback_cls)
             except Exception:  # odd callbacks argument: train without tfobs markers
                 _log.debug("tfobs could not add its callback to fit", exc_info=True)
-        return original(self, *args, **kwargs)
+        try:
+            return original(self, *args, **kwargs)
+        except BaseException:  # Keras calls no batch end, no train end: close its step
+            _abandon_fit_step()
+            raise
 
     fit.__tfobs_original__ = original  # type: ignore[attr-defined]
     return fit
