@@ -393,6 +393,35 @@ def _own_profile(tmp_path, run) -> tfobs.WindowSummary:
     return tfobs.analyze(capture)
 
 
+def test_step_numbers_of_2_to_the_63_or_more_reduce_as_xprof_reads_them(tmp_path,
+                                                                      monkeypatch):
+    # A uint64 counter or a hashed id as the step number: the marker writes it unsigned,
+    # and the reduction failed every window (OverflowError). tfobs reads it as int64 does
+    # (wrapped, in order); XProf reads such a number as 0 (a named difference).
+    from tests.support.xprof_reference import xprof_steps
+
+    monkeypatch.setattr(markers, "_backend", None)
+    monkeypatch.setattr(markers, "_hooks", None)
+
+    @tf.function
+    def train(x):
+        return tf.reduce_sum(x * x)
+
+    x = tf.ones((64,))
+    train(x)
+
+    def loop():
+        for i in range(6):
+            with tfobs.step(2**63 + i):
+                train(x)
+
+    s = _own_profile(tmp_path, loop)
+    assert [st.step_num for st in s.steps.items] == [2**63 + i - 2**64 for i in range(1, 5)]
+    (capture,) = tmp_path.rglob("*.xplane.pb")
+    steps, _ = xprof_steps(capture)
+    assert [x["name"] for x in steps] == ["train 0"] * s.steps.count
+
+
 def test_steps_are_marked_for_the_jobs_own_profiling_without_tfobs_running(
         tmp_path, monkeypatch):
     # No enable(): `tfobs.step` and tfobs's Keras callback still write the "train" markers

@@ -902,7 +902,7 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     for key in ("step_num", "iter_num"):  # iter_num wins, as XProf's group name reads it
         if key in nums:
             values, has = nums[key]
-            num[has] = values[has].astype(np.int64)  # negative numbers are the job's too
+            num[has] = _as_int64(values[has])  # negative numbers are the job's too
             numbered |= has
     # Markers whose step_num is no integer (a float, a tensor or variable passed as is,
     # which TensorFlow writes as text): XProf numbers every such step 0.
@@ -940,6 +940,16 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     step_nums = [j if k is None else k for j, k in enumerate(num[order].tolist())]
     return _Roots(line_of[order], pos[order], step_nums,
                   [names[m] for m in mid[order].tolist()], odd, read), unrooted
+
+
+def _as_int64(values: np.ndarray) -> np.ndarray:
+    """Step numbers (Python ints) as int64: a uint64 number of 2**63 or more (a hashed id,
+    an unsigned counter) wraps to a negative one, as a cast does, keeping the steps in
+    order (XProf reads such a number as 0: README, "Where tfobs differs from XProf")."""
+    try:
+        return values.astype(np.int64)
+    except OverflowError:
+        return np.array([v - 2**64 if v >= 2**63 else v for v in values.tolist()], np.int64)
 
 
 def _roots(host: Timeline) -> tuple[str, list[tuple[int, int, int, str]]]:
