@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import logging
+import math
 import numbers
 import os
 import re
@@ -517,7 +518,10 @@ def _plain(default: Any, value: Any) -> Any:
     if isinstance(default, int) and isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(default, float) and isinstance(value, numbers.Real):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int past any float (10**400): infinite, for the check
+            return math.inf if value > 0 else -math.inf
     return value
 
 

@@ -391,3 +391,9 @@ def test_a_path_or_a_numpy_number_is_taken_as_its_plain_value(tmp_path) -> None:
     assert cfg.window_max_s == 5.0 and type(cfg.window_max_s) is float
     with pytest.raises(ConfigError, match="interval_steps=2.5"):  # a fraction is no count
         Config.load(environ={}, interval_steps=2.5)
+    # an int past any float is refused by the option's range, or infinite where none bounds
+    # it; an OverflowError escaped enable() before
+    with pytest.raises(ConfigError, match="window_max_s=inf is invalid"):
+        Config.load(environ={}, window_max_s=10**400)
+    assert Config.load(environ={}, keep_on_step_time_rise=10**400).keep_on_step_time_rise \
+        == float("inf")
