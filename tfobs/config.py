@@ -476,7 +476,9 @@ def _parse_env(opt: Option, raw: str) -> Any:
         return int(text.replace("_", ""))
     if isinstance(default, float):
         return float(text)
-    return raw
+    # Text too, stripped: a manifest's stray space ("0.0.0.0 ", " " for unset) is no
+    # address, file or endpoint anyone means.
+    return text
 
 
 def _otel_fallbacks(values: dict[str, Any], env: Mapping[str, str]) -> None:

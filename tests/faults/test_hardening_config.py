@@ -397,3 +397,13 @@ def test_a_path_or_a_numpy_number_is_taken_as_its_plain_value(tmp_path) -> None:
         Config.load(environ={}, window_max_s=10**400)
     assert Config.load(environ={}, keep_on_step_time_rise=10**400).keep_on_step_time_rise \
         == float("inf")
+
+
+def test_text_options_from_the_environment_are_stripped_as_numbers_are() -> None:
+    # "0.0.0.0 " or a lone space (a manifest's quoting) turned the metrics server off.
+    cfg = Config.load(environ={"TFOBS_METRICS_BIND": " 127.0.0.1 ",
+                               "TFOBS_METRICS_TLS_CERT": " ", "TFOBS_METRICS_TLS_KEY": " ",
+                               "TFOBS_METRICS_BASIC_AUTH": " "})
+    assert cfg.metrics_bind == "127.0.0.1"
+    assert cfg.metrics_tls_cert == cfg.metrics_tls_key == cfg.metrics_basic_auth == ""
+
