@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import CAPTURES
 from tfobs.analysis import load
 from tfobs.cli import main
+from tfobs.errors import CaptureError
 
 TFKERAS = CAPTURES / "generated__tf2.20cpu__tfkeras_fit.xplane.pb"
 
@@ -113,6 +114,27 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: pathlib.Path,
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tfobs analyze: ")
     assert "Traceback" not in captured.err
+
+
+def test_a_gzip_bomb_is_refused_without_holding_its_expansion(monkeypatch) -> None:
+    # A small file that expands far past the limit: refused while counting, piece by
+    # piece, never held whole (4.2 GB of memory for a 3 MB file that expands to 3 GiB).
+    import tracemalloc
+
+    monkeypatch.setattr(load, "MAX_FILE_BYTES", 8 << 20)
+    monkeypatch.setattr(load, "_PIECE", 256 << 10)
+    packed = gzip.compress(b"\0" * (64 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(CaptureError, match="over the 2 GiB protobuf limit"):
+            load._plain(packed, "bomb.xplane.pb.gz")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 << 20, peak  # pieces, not the 8 MiB limit (nor the 64 MiB expansion)
+    # a gzip capture within the limit still reads whole, every member
+    members = gzip.compress(b"a" * 300_000) + gzip.compress(b"b" * 300_000)
+    assert load._plain(members, "two") == b"a" * 300_000 + b"b" * 300_000
 
 
 def test_command_does_not_import_tensorflow() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,27 +68,43 @@ def _plain(data: bytes, label: str) -> bytes:
     decompressed, every member, up to the protobuf limit (a small file may expand far)."""
     if not data.startswith(_GZIP_MAGIC):
         return data
-    out: list[bytes] = []
+    # Sized first, in pieces kept no longer than counted: a small file may expand past the
+    # limit (a gzip bomb), which is refused without holding gigabytes.
+    total = sum(len(piece) for piece in _gunzip(data, label))
+    if not total:
+        raise CaptureError(f"{label}: capture is empty once decompressed (0 bytes)")
+    return b"".join(_gunzip(data, label))
+
+
+_PIECE = 16 << 20  # bytes decompressed at a time
+
+
+def _gunzip(data: bytes, label: str) -> Iterator[bytes]:
+    """The decompressed bytes of every gzip member of `data`, piece by piece; CaptureError
+    past MAX_FILE_BYTES in all, or where the data is cut short or unreadable."""
     total = 0
     rest = data
     while rest:
         unzip = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            part = unzip.decompress(rest, MAX_FILE_BYTES + 1 - total)
-        except zlib.error as exc:
-            raise CaptureError(f"{label}: gzip-compressed but unreadable ({exc}); "
-                               "check the file with `gzip -t`") from None
-        total += len(part)
-        if total > MAX_FILE_BYTES or unzip.unconsumed_tail:
-            raise CaptureError(f"{label}: over the 2 GiB protobuf limit once decompressed")
+        tail = rest
+        while True:
+            try:
+                piece = unzip.decompress(tail, _PIECE)
+            except zlib.error as exc:
+                raise CaptureError(f"{label}: gzip-compressed but unreadable ({exc}); "
+                                   "check the file with `gzip -t`") from None
+            total += len(piece)
+            if total > MAX_FILE_BYTES:
+                raise CaptureError(f"{label}: over the 2 GiB protobuf limit once "
+                                   "decompressed")
+            yield piece
+            tail = unzip.unconsumed_tail
+            if unzip.eof or not (tail or piece):
+                break
         if not unzip.eof:
             raise CaptureError(f"{label}: gzip-compressed and cut short (truncated); "
                                "copy the whole file again")
-        out.append(part)
         rest = unzip.unused_data
-    if not total:
-        raise CaptureError(f"{label}: capture is empty once decompressed (0 bytes)")
-    return b"".join(out)
 
 
 def _read_regular_file(path: Path) -> bytes:
