@@ -128,6 +128,10 @@ CASES = {
                              "outside jit inside the marker (`jax.random.split` of the key, "
                              "`jax.random.normal`, an add): JAX's own Python dispatch "
                              "(`core.py bind`) in the step",
+    "metric_read_each_step": "the jitted SGD step marked `StepTraceAnnotation(\"train\", "
+                             "step_num=i)` returning its loss, read on the host every step "
+                             "(`float(loss)` and `int(loss > 0)`, as a progress print "
+                             "does): JAX's `array.py _value` in the step",
     "two_thread_steps": "two Python threads each running its own copy of the step on its "
                         "own weights, both marking `StepTraceAnnotation(\"train\", "
                         "step_num=i)` from 0 (steps of two threads that overlap in time, "
@@ -189,6 +193,12 @@ elif case == "block_tree_metrics":
     tree_step = jax.jit(with_metrics)
     step = lambda w, x: tree_step(w, x)[0]  # the warm-up below
     w, x = jnp.ones((256, 256)), jnp.ones((256, 256))
+elif case == "metric_read_each_step":
+    def with_loss(w, x):
+        loss, g = jax.value_and_grad(lambda w: ((x @ w) ** 2).mean())(w)
+        return w - 0.01 * g, loss
+    loss_step, history = jax.jit(with_loss), []
+    step = lambda w, x: loss_step(w, x)[0]  # the warm-up below
 elif case == "op_by_op_steps":  # no jax.jit: the job's forgotten one
     step = lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
 elif case == "compute_wait_steps":
@@ -238,7 +248,7 @@ def mark(i):
                 "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
-                "block_tree_metrics", "rng_split_outside_jit"):
+                "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -278,6 +288,10 @@ def run(i):
             global key
             key, sub = jax.random.split(key)
             x = x0 + 0.01 * jax.random.normal(sub, x0.shape)
+        if case == "metric_read_each_step":  # the loss read on the host every step
+            w, loss = loss_step(w, x)
+            history.append((float(loss), int(loss > 0)))
+            return
         if case == "block_tree_metrics":
             w, metrics = tree_step(w, x)
             jax.block_until_ready((w, metrics))

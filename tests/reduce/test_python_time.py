@@ -125,25 +125,44 @@ def test_a_wait_for_a_tree_of_arrays_is_not_python_work() -> None:
     assert advice is None or advice.severity == "info"
 
 
+def _framework(file: str) -> tuple[str, str]:
+    """(what, fix) of the FRAMEWORK_PYTHON entry for `file`."""
+    return next((w, f) for name, _, w, f in steps_advice.FRAMEWORK_PYTHON if name == file)
+
+
 def test_jaxs_own_python_in_the_step_gets_its_own_fix_not_the_loaders() -> None:
     # random.split and random.normal outside jit: each call is JAX's Python dispatch
     # (`core.py bind`), which moving a data loader off the step would not touch.
     s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__rng_split_outside_jit.xplane.pb")
     a = _codes(s)["python_in_step"]
     assert any(t.startswith("core.py:") and t.endswith(" bind") for t in s.steps.python_traced_top)
-    bind_what, bind_fix = steps_advice.FRAMEWORK_PYTHON[1][2:]
+    bind_what, bind_fix = _framework("core.py")
     assert bind_what in a.message and a.fix.startswith(bind_fix)
     # Flax NNX's graph walk (a Flax job; the project's JAX venv has no Flax), by its names
     nnx = ("graphlib.py:882 _graph_flatten", "builtins isinstance",
            "core.py:2746 __instancecheck__")
-    assert [w for w, _ in steps_advice.framework_python(nnx)] == [
-        steps_advice.FRAMEWORK_PYTHON[0][2]]
+    assert [w for w, _ in steps_advice.framework_python(nnx)] == [_framework("graphlib.py")[0]]
+    # a recompile's tracing calls bind too: named as tracing, not as dispatch outside jit
+    traced = ("partial_eval.py:1917 process_primitive", "core.py:660 bind", "builtins len")
+    assert [w for w, _ in steps_advice.framework_python(traced)] == [
+        _framework("partial_eval.py")[0]]
+    sliced = ("indexing.py:118 _parse_indices", "slicing.py:1481 _slice_impl")
+    assert "indexing a jax.Array" in steps_advice.framework_python(sliced)[0][0]
     # a job's own file of the same base name and another function is the job's
     assert steps_advice.framework_python(("core.py:12 train_step", "graphlib.py:3 load")) == []
     # TensorFlow windows are never read this way
     tf_window = tfobs.analyze(TF_TRACER)
     traced = _codes(tf_window).get("python_in_step")
     assert traced is None or bind_fix not in traced.fix
+
+
+def test_a_metric_read_on_the_host_every_step_is_named_with_its_fix() -> None:
+    # float(loss) every step: JAX's array.py _value waits for the device and copies back;
+    # "move the data loader out of the step" was the fix.
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__metric_read_each_step.xplane.pb")
+    a = _codes(s)["python_in_step"]
+    what, fix = _framework("array.py")
+    assert what in a.message and a.fix.startswith(fix) and "every N steps" in a.fix
 
 
 def test_the_outer_markers_python_counts_once_per_thread() -> None:

@@ -111,11 +111,28 @@ FRAMEWORK_PYTHON = (
      "split the model once (graphdef, state = nnx.split(model)) and jax.jit a step that "
      "takes and returns the state, calling nnx.merge(graphdef, state) inside it (or wrap "
      "the jitted call in nnx.cached_partial), so no call walks the graph in Python"),
+    # Tracing a function for a compile calls bind too: the tracer's own function names it
+    # (framework_python leaves bind out where it is there).
+    ("partial_eval.py", ("process_primitive", "trace_to_jaxpr_dynamic", "trace_to_subjaxpr"),
+     "JAX tracing a function to compile it, inside the step (a new shape, dtype or static "
+     "argument: see tf_function_retracing)",
+     "keep the jitted function's inputs the same shapes and dtypes each step and its static "
+     "arguments few (a learning rate as a traced argument, not static_argnums)"),
     ("core.py", ("bind", "bind_with_trace"),
      "JAX dispatching operations one at a time outside jit (a primitive's bind)",
      "move those operations (random.split, metric math, optimizer updates) into the jitted "
      "step: outside jit each one pays Python dispatch"),
+    ("indexing.py", ("_rewriting_take", "_parse_indices", "to_static_slice", "_getitem"),
+     "JAX indexing a jax.Array outside jit (x[:64]: each slice a program of its own)",
+     "slice on the host before the batch goes to the device (numpy arrays, or the loader "
+     "yielding batches), or inside the jitted step"),
+    ("array.py", ("_value", "__int__", "__float__", "__array__", "item", "tolist"),
+     "reading device values on the host (int(x), float(loss), np.asarray), each a wait for "
+     "the device and a copy back",
+     "keep metrics on the device (accumulate them in the jitted step) and read them every N "
+     "steps, not every step"),
 )
+_TRACING = "partial_eval.py"
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
 CALLBACK_SHARE = 1 / 3  # of the traced Python, from which the callbacks are named
 CALLBACK_FIX = (
@@ -233,8 +250,10 @@ def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
     for label in top:
         where, _, function = label.partition(" ")
         seen.add((where.split(":")[0], function))
-    return [(what, fix) for file, functions, what, fix in FRAMEWORK_PYTHON
-            if any((file, f) in seen for f in functions)]
+    found = [(file, what, fix) for file, functions, what, fix in FRAMEWORK_PYTHON
+             if any((file, f) in seen for f in functions)]
+    tracing = any(file == _TRACING for file, _, _ in found)
+    return [(what, fix) for file, what, fix in found if not (tracing and file == "core.py")]
 
 
 def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = False
@@ -260,7 +279,7 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
         fixes.append(TFDATA_NEXT_FIX)
     if jax:
         for what, fix in framework_python(st.python_traced_top):
-            parts.append(f"{what} is among it")
+            parts.append(f"among it, {what}")
             fixes.append(fix)
     return PYTHON_IN_STEP.advice(
         "warning" if traced_pct >= HIGH_PCT else "info",
