@@ -554,3 +554,18 @@ def test_inferred_steps_leave_out_the_validation_functions_executions() -> None:
     only = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__evaluate_spe4.xplane.pb")
     assert only.steps.count == 6 and "executions of another" not in only.steps.note
 
+
+
+def test_markers_inside_steps_of_the_same_name_are_told_apart_by_place() -> None:
+    # An outer Trace("train", _r=1) around six inner Trace("train", _r=1): "make 'train' the
+    # only step marker and 'train' a plain trace" said nothing a user could act on.
+    from types import SimpleNamespace
+
+    from tfobs.analysis.step_notes import nested_markers_note
+
+    groups = [SimpleNamespace(marker="train")] * 3
+    note = nested_markers_note(["train"] * 18, groups)
+    assert "each inner 'train' as a step" in note
+    assert "outer 'train' marker a plain trace of another name" in note
+    other = nested_markers_note(["batch"] * 18, [SimpleNamespace(marker="epoch")] * 3)
+    assert "'epoch' a plain trace" in other and "another name" not in other

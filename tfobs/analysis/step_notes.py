@@ -56,10 +56,14 @@ def nested_markers_note(taken: list[str], groups: Sequence[Any]) -> str:
         return ""
     inner = max(set(taken), key=taken.count)
     outer = max({g.marker for g in groups}, key=[g.marker for g in groups].count)
-    return (f"{len(taken)} step markers ('{inner}') lie inside the {len(groups)} "
+    said = (f"{len(taken)} step markers ('{inner}') lie inside the {len(groups)} "
             f"'{outer}' steps and are timed as part of them, as XProf times them: to time "
-            f"each '{inner}' as a step, make it the only step marker (`_r=1`; in JAX, "
-            f"StepTraceAnnotation) and '{outer}' a plain trace (no `_r`; TraceAnnotation)")
+            f"each inner '{inner}' as a step, ")
+    if inner == outer:  # one name for both: which to keep is said by where, not by name
+        return said + (f"keep `_r=1` on it alone and make the outer '{outer}' marker a "
+                       "plain trace of another name (no `_r`; in JAX, TraceAnnotation)")
+    return said + (f"make it the only step marker (`_r=1`; in JAX, StepTraceAnnotation) and "
+                   f"'{outer}' a plain trace (no `_r`; TraceAnnotation)")
 
 
 def concurrent_note(threads: int) -> str:
