@@ -451,6 +451,18 @@ def test_one_long_pause_is_a_pause_not_a_gap_in_every_step() -> None:
     assert a.evidence["longest_gap_s"] == pytest.approx(max(gaps))
     assert a.evidence["typical_gap_s"] < 0.1 * a.evidence["period_s"] <= a.evidence["gap_s"]
     assert a.evidence["pauses"] == 1 and "validation" in a.fix
+    # Its severity follows its share: a warning from a quarter of the step period.
+    small = dataclasses.replace(s, advice=())
+    starts = [st.start_ns for st in small.steps.items]
+    # the same pause made shorter, under a quarter of the period: an info
+    k = max(range(len(gaps)), key=gaps.__getitem__)
+    cut = int(0.3 * gaps[k] * 1e9)
+    items = tuple(st if i <= k else dataclasses.replace(st, start_ns=st.start_ns - cut)
+                  for i, st in enumerate(small.steps.items))
+    small = dataclasses.replace(small, steps=dataclasses.replace(small.steps, items=items))
+    shrunk = one(dataclasses.replace(small, advice=advise(small)), "step_pause")
+    assert 0.1 <= shrunk.evidence["gap_share"] < 0.25 and shrunk.severity == "info"
+    assert a.evidence["gap_share"] >= 0.25 and a.severity == "warning"
     # The steady callback gap stays `step_gap`.
     assert not fired(summary(CALLBACK), "step_pause")
 

@@ -56,7 +56,8 @@ STEP_GAP = Rule(
 STEP_PAUSE = Rule(
     "step_pause", "gaps between steps",
     "host time between steps >= 10 % of the step period, held by a few long pauses while "
-    "the typical gap is under 10 % (epoch ends, evaluation, checkpoints)",
+    "the typical gap is under 10 % (epoch ends, evaluation, checkpoints); a warning from "
+    "25 %",
     "find what runs in the pause (epoch-end callbacks, validation, checkpoint writes, a "
     "dataset iterator made anew each epoch) and run it less often or off the training thread",
     f"{GPU}: 2. Debug the performance of one GPU (gaps between steps)")
@@ -80,6 +81,7 @@ INPUT_OUTSIDE = Rule(
     "rather than marking inside `for batch in dataset:`; the input rules then see the wait",
     f"{PROFILER}: Input pipeline analyzer; {TFDATA}: Prefetching")
 RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, INPUT_OUTSIDE)
+PAUSE_WARNING_SHARE = 0.25  # of the step period: step_pause is a warning from here
 
 GAP_SHARE = 0.10
 CHECKPOINT_SHARE = 0.05  # of the window
@@ -181,8 +183,10 @@ def _gap(s: WindowSummary) -> Advice | None:
             evidence, threshold)
     k = max(range(len(gaps)), key=gaps.__getitem__)
     long = sum(g >= GAP_SHARE * typical_period for g in gaps)
+    # A few pauses are worth a look; holding a quarter of the time or more, they cost more
+    # than most of what the warnings name.
     return STEP_PAUSE.advice(
-        "info",
+        "warning" if share >= PAUSE_WARNING_SHARE else "info",
         f"{100 * share:.0f} % of the step period ({1e3 * mean_gap:.2f} ms of {1e3 * period:.2f}"
         f" ms) is host time between steps, held by {long} pause(s) of {len(gaps)} gaps: the "
         f"longest {1e3 * gaps[k]:.1f} ms, between steps {items[k].step_num} and "
