@@ -128,6 +128,12 @@ CASES = {
                              "outside jit inside the marker (`jax.random.split` of the key, "
                              "`jax.random.normal`, an add): JAX's own Python dispatch "
                              "(`core.py bind`) in the step",
+    "callback_on_xla_threads": "a jitted SGD step of a 512-wide least-squares model that "
+                               "logs its loss with `jax.debug.callback` (a Python logger "
+                               "that sleeps 2 ms) each step, marked "
+                               "`StepTraceAnnotation(\"train\", step_num=i)`: XLA runs the "
+                               "callback on its own worker threads, where the Python tracer "
+                               "writes no event (its `debug_callback` op holds the time)",
     "metric_read_each_step": "the jitted SGD step marked `StepTraceAnnotation(\"train\", "
                              "step_num=i)` returning its loss, read on the host every step "
                              "(`float(loss)` and `int(loss > 0)`, as a progress print "
@@ -193,6 +199,18 @@ elif case == "block_tree_metrics":
     tree_step = jax.jit(with_metrics)
     step = lambda w, x: tree_step(w, x)[0]  # the warm-up below
     w, x = jnp.ones((256, 256)), jnp.ones((256, 256))
+elif case == "callback_on_xla_threads":
+    import time as _time
+    logged = []
+    def logger(loss):
+        logged.append(float(loss))
+        _time.sleep(0.002)
+    def logged_step(w, x):
+        loss, g = jax.value_and_grad(lambda w: ((jnp.tanh(x @ w) @ w.T - x) ** 2).mean())(w)
+        jax.debug.callback(logger, loss)
+        return w - 0.01 * g
+    step = jax.jit(logged_step)
+    w, x = jnp.ones((512, 512)) * 0.01, jnp.ones((256, 512))
 elif case == "metric_read_each_step":
     def with_loss(w, x):
         loss, g = jax.value_and_grad(lambda w: ((x @ w) ** 2).mean())(w)
@@ -248,7 +266,8 @@ def mark(i):
                 "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
-                "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step"):
+                "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",
+                "callback_on_xla_threads"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)

@@ -156,6 +156,21 @@ def test_jaxs_own_python_in_the_step_gets_its_own_fix_not_the_loaders() -> None:
     assert traced is None or bind_fix not in traced.fix
 
 
+def test_a_host_callback_xla_runs_on_its_own_threads_is_counted_from_its_op() -> None:
+    # jax.debug.callback in a program XLA runs on its worker pool: the Python tracer writes
+    # nothing there, and the callback read as 0 (the loader's fix, an info).
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__callback_on_xla_threads.xplane.pb")
+    st = s.steps
+    assert st.python_callback_s > st.python_traced_s  # beyond the tracer's own events
+    assert 0.002 <= st.python_callback_s < st.mean_s  # the logger's 2 ms sleep, each step
+    a = _codes(s)["python_in_step"]
+    assert a.severity == "warning" and "more, on XLA's threads" in a.message
+    assert a.fix.startswith(steps_advice.CALLBACK_FIX)
+    # a callback on the Python thread is still read from the tracer's own events
+    on_thread = tfobs.analyze(DEBUG_PRINT).steps
+    assert 0 < on_thread.python_callback_s <= on_thread.python_traced_s
+
+
 def test_a_metric_read_on_the_host_every_step_is_named_with_its_fix() -> None:
     # float(loss) every step: JAX's array.py _value waits for the device and copies back;
     # "move the data loader out of the step" was the fix.

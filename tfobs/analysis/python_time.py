@@ -75,6 +75,9 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
     total, mids, ps, in_callbacks, in_tfdata = best
     if not total:
         return 0.0, (), 0.0, 0.0
+    # A callback XLA runs on its own worker threads leaves no Python tracer event there
+    # (the tracer sees the threads Python started); its op does, named for the callback.
+    in_callbacks = max(in_callbacks, _callback_ops_ps(host, steps))
     if 0 <= int(mids.min()) and int(mids.max()) < DENSE_IDS:  # ids are small counters
         by_id = np.zeros(int(mids.max()) + 1, np.int64)
         np.add.at(by_id, mids, ps)
@@ -93,6 +96,27 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
 # JAX's trampoline for host callbacks (jax/_src/callback.py): every jax.debug.print,
 # io_callback and pure_callback runs its Python inside it.
 _CALLBACK_FILE, _CALLBACK_FUNCTION = "callback.py:", " _wrapped_callback"
+
+
+# XLA's ops running a JAX host callback (jax.debug.print / debug.callback, pure_callback,
+# io_callback), on whichever thread XLA runs them.
+_CALLBACK_OPS = ("debug_callback", "pure_callback", "io_callback", "xla_python_cpu_callback",
+                 "xla_ffi_python_cpu_callback", "xla_python_gpu_callback")
+
+
+def _callback_ops_ps(host: Timeline, steps: np.ndarray) -> int:
+    """ps of host callback ops inside the steps (`steps`: merged (begin, end) rows)."""
+    ops = id_array(host.mids_where(lambda n: n.startswith(_CALLBACK_OPS)))
+    if not ops.size:
+        return 0
+    total = 0
+    for ld in host.lines:
+        at = member(ld.mid_arr, ops, ld.dense_top)
+        if at.any():
+            lo = ld.start_arr[at] + ld.start_ps
+            hi = ld.end_arr[at] + ld.start_ps
+            total += int(covered_ps(steps[:, 0], steps[:, 1], lo, hi).sum())
+    return total
 
 
 def _is_callback(name: str) -> bool:

@@ -270,7 +270,9 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
                      "(jax_op_by_op)")
         fixes.append(OP_BY_OP.fix)
     if callbacks >= CALLBACK_SHARE:
-        parts.append(f"{1e3 * st.python_callback_s:.2f} ms per step of it inside JAX host "
+        # More than the Python the tracer saw: callbacks XLA ran on its own threads.
+        where = "of it" if callbacks <= 1 else "more, on XLA's threads,"
+        parts.append(f"{1e3 * st.python_callback_s:.2f} ms per step {where} inside JAX host "
                      "callbacks (jax.debug.print, io_callback, pure_callback)")
         fixes.append(CALLBACK_FIX)
     if tfdata >= TFDATA_NEXT_SHARE:
@@ -281,8 +283,9 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
         for what, fix in framework_python(st.python_traced_top):
             parts.append(f"among it, {what}")
             fixes.append(fix)
+    held_pct = max(traced_pct, 100.0 * st.python_callback_s / st.mean_s)
     return PYTHON_IN_STEP.advice(
-        "warning" if traced_pct >= HIGH_PCT else "info",
+        "warning" if held_pct >= HIGH_PCT else "info",
         f"{traced_pct:.1f} % of step time runs Python functions inside the step "
         f"({1e3 * st.python_traced_s:.2f} ms per step; most in "
         f"{', '.join(st.python_traced_top)}), which XProf counts as host compute "
