@@ -286,6 +286,12 @@ def _enter_without_exit(num: int) -> None:
     tfobs.step(num).__enter__()
 
 
+def _loop(nums: range) -> None:
+    for i in nums:
+        with tfobs.step(i):
+            pass
+
+
 def _marked_inside(num: int) -> None:
     with tfobs.step(num):
         assert markers._step_depth() == 1
@@ -302,18 +308,23 @@ def test_a_ctrl_c_in_tfobss_own_step_code_leaves_no_step_open():
             except KeyboardInterrupt:
                 pass
         assert markers._step_depth() == 0 and hooks.ends == [0, 1, 3]
-        # A step left open by a `with` that has ended: the next loop's steps are not taken
-        # for steps inside it; a step inside a live one still is.
+        # A step left open by a `with` that has ended: a loop run later (its own frame, as a
+        # notebook cell run again) is no step inside it; a step inside a live one still is.
         _enter_without_exit(10)
         assert markers._step_depth() == 1
-        for i in range(11, 14):
-            with tfobs.step(i):
-                pass
+        _loop(range(11, 14))
         assert markers._step_depth() == 0 and hooks.ends[-3:] == [11, 12, 13]
         with tfobs.step(20):
             _marked_inside(21)  # a marker in a function the step calls: part of step 20
             assert markers._step_depth() == 1
         assert hooks.ends[-1] == 20 and 21 not in hooks.ends
+        # the same `with` entered again after its step was left open: the loop's next step
+        for i in range(30, 33):
+            marker = tfobs.step(i)
+            marker.__enter__()  # its exit never runs (a Ctrl-C as it began)
+        assert markers._step_depth() == 1  # one open, not three
+        marker.__exit__(None, None, None)
+        assert markers._step_depth() == 0 and hooks.ends[-1] == 32
     finally:
         markers.set_hooks(None)
 

@@ -230,7 +230,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     """
 
     __slots__ = ("step_num", "trace_key", "_trace", "_t0", "_own", "_open", "_nested",
-                 "_frame")
+                 "_frame", "_offset")
 
     def __init__(self, step_num: int) -> None:
         global _last_step
@@ -250,19 +250,21 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         # The frame whose `with` opened it, while open (held, so its identity is kept:
         # Python makes a frame's object anew each time one is asked for otherwise).
         self._frame: Any = None
+        self._offset = -1  # where in that frame's code its `with` is
 
     def __enter__(self) -> None:
         caller = sys._getframe(1)
         if _step_depth():  # inside a step already marked (the job's own step trace, or an
             outer = getattr(_open, "marker", None)  # outer tfobs.step): part of that step
-            if outer is None or outer._frame is None or _inside(outer._frame, caller):
+            if (outer is None or outer._frame is None
+                    or _inside(outer._frame, outer._offset, caller)):
                 self._nested = True
                 return
             # The `with` that opened the step counted open has ended (this one is not inside
             # it), yet its step was not closed: a Ctrl-C landed in tfobs's own code. Close it.
             outer.abandon()
         t = _perf()
-        self._frame = caller
+        self._frame, self._offset = caller, caller.f_lasti
         _open.marker = self
         try:  # opened inside: a Ctrl-C lands after a call returns, and `with` calls no
             self._opened()  # __exit__ when __enter__ raises
@@ -338,11 +340,12 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
 
 
 
-def _inside(opener: Any, frame: Any) -> bool:
-    """Whether `frame` runs inside the step whose `with` ran in `opener`: `opener` is one of
-    `frame`'s callers. A `with` in the same frame is taken for the next step (the same loop
-    again, or a later loop), not a step inside it: one function marking one step twice is
-    no loop anyone writes."""
+def _inside(opener: Any, offset: int, frame: Any) -> bool:
+    """Whether `frame`, about to open a step, runs inside the step whose `with` ran in
+    `opener` at `offset`: `opener` is `frame` at another `with` (one inside the other), or
+    one of `frame`'s callers. The same `with` again is the next step of its loop."""
+    if frame is opener:
+        return frame.f_lasti != offset
     caller = frame.f_back
     while caller is not None:
         if caller is opener:
