@@ -356,6 +356,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "saved_model_export_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` that exports the model with "
+        "`tf.saved_model.save` inside every sixth step: the export traces the model's "
+        "functions (`tf.function-graph_building`) and writes its variables (SaveV2) in those "
+        "steps", {}),
     "xla_shape_recompile_loop": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a "
         "`tf.function(jit_compile=True, reduce_retracing=True)` step fed batches of a new size "
@@ -1902,6 +1907,23 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "saved_model_export_loop":
+        params = {"batch": 64, "steps": 14, "features": 32, "export_every": 6}
+        x = rng.normal(size=(4096, 32)).astype("float32")
+        y = rng.normal(size=(4096, 1)).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        exports = tempfile.mkdtemp(prefix="tfobs-export-")
+
+        def step_and_export(i: int) -> None:
+            step(*next(it))
+            if i % params["export_every"] == 4:
+                tf.saved_model.save(model, os.path.join(exports, f"step{i}"))
+
+        warm_then_profile(step_and_export, params["steps"], marker=train_root)
 
     elif case == "xla_shape_recompile_loop":
         params = {"steps": 12, "features": 32, "sizes": [32, 40, 48, 56]}

@@ -35,6 +35,7 @@ from tfobs.analysis.advice.launch import (
     EAGER_MATH_BESIDE_FIX,
     EAGER_MATH_BETWEEN_FIX,
     EAGER_STEP_FIX,
+    EXPORT_FIX,
     QUEUE_WAIT_FIX,
     XLA_RECOMPILE_FIX,
 )
@@ -828,6 +829,18 @@ def test_xla_compiles_per_shape_inside_steps_are_named_with_their_own_fix() -> N
     jax = summary("generated__jax0.10cpu__recompile_each_step")
     assert jax.ops.graph_builds > 0 and one(jax, "tf_function_retracing").fix != XLA_RECOMPILE_FIX
     assert WindowSummary.from_dict(s.to_dict()).ops.xla_compiles == s.ops.xla_compiles
+
+
+def test_a_saved_model_export_in_the_steps_is_named_beside_retracing() -> None:
+    # tf.saved_model.save every sixth step: its traces read as "a function traced again",
+    # whose fix (input_signature) does nothing for an export.
+    s = summary("generated__tf2.21cpu__saved_model_export_loop")
+    a = one(s, "tf_function_retracing")
+    assert s.ops.checkpoint_writes >= 2 and s.ops.graph_builds >= 4
+    assert "SavedModel export traces as it saves" in a.message
+    assert a.fix.startswith(EXPORT_FIX) and "input_signature" in a.fix
+    retrace = one(summary(RETRACE), "tf_function_retracing")  # no checkpoint written
+    assert "SavedModel" not in retrace.message and not retrace.fix.startswith(EXPORT_FIX)
 
 
 def test_tf_function_retracing_silent_on_traces_outside_steps() -> None:

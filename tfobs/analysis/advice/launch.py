@@ -281,6 +281,15 @@ XLA_RECOMPILE_FIX = (
     "not XLA's per-shape compiles")
 
 
+# Traces in a window that also writes checkpoint files: a SavedModel export traces the
+# model's functions (and its save and restore functions) on every call.
+EXPORT_FIX = (
+    "where the traces come with the checkpoint writes, they are a SavedModel export "
+    "(tf.saved_model.save, Keras model.export) tracing the model's functions each time: "
+    "export less often or once after training, and save tf.train.Checkpoint (no tracing) "
+    "to resume from; else: ")
+
+
 def _retracing(s: WindowSummary) -> list[Advice]:
     """tf.function traces in the window against its step time (XProf counts them as host
     compute and says nothing)."""
@@ -297,6 +306,7 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     xla = not jax and 2 * s.ops.xla_compiles >= s.ops.graph_builds
     if xla:
         what, again = "XLA compiled a TensorFlow program", "compiled"
+    export = not jax and not xla and s.ops.checkpoint_writes > 0
     # One build may be a function's first call inside the window (an evaluation step's
     # first compile): worth a look; two or more are a function built again and again.
     return [RETRACING.advice(
@@ -304,9 +314,11 @@ def _retracing(s: WindowSummary) -> list[Advice]:
         f"{what} {s.ops.graph_builds} times in {per} steps "
         f"({1e3 * s.ops.graph_building_s / per:.2f} ms per step, {one_digit(pct)} % of step "
         f"time): a function is {again} again while training"
-        + (" (jit_compile=True compiles once per new input shape)." if xla else "."),
+        + (" (jit_compile=True compiles once per new input shape)." if xla else ".")
+        + (f" The window also writes {s.ops.checkpoint_writes} checkpoint(s) (SaveV2): a "
+           "SavedModel export traces as it saves." if export else ""),
         {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
          "graph_builds": float(s.ops.graph_builds),
          "xla_compiles": float(s.ops.xla_compiles)},
         f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)",
-        XLA_RECOMPILE_FIX if xla else "")]
+        XLA_RECOMPILE_FIX if xla else (EXPORT_FIX + RETRACING.fix) if export else "")]
