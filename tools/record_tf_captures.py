@@ -356,6 +356,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "cache_fill_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over `from_tensor_slices -> "
+        "map(a 64x64 matmul per row, num_parallel_calls=2) -> cache() -> batch(64) -> repeat "
+        "-> prefetch(2)`, profiled in its first epoch: the map runs below "
+        "`::MemoryCacheImpl` while the cache fills", {}),
     "saved_model_export_loop": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` that exports the model with "
         "`tf.saved_model.save` inside every sixth step: the export traces the model's "
@@ -1907,6 +1912,24 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "cache_fill_loop":
+        params = {"batch": 64, "steps": 16, "features": 64, "rows": 8192}
+        x = rng.normal(size=(params["rows"], 64)).astype("float32")
+        y = rng.normal(size=(params["rows"], 1)).astype("float32")
+        mix = tf.constant(rng.normal(size=(64, 64)).astype("float32"))
+
+        def heavy(a: Any, b: Any) -> Any:
+            for _ in range(4):
+                a = tf.tanh(tf.linalg.matvec(mix, a))
+            return a, b
+
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).map(heavy, num_parallel_calls=2)
+              .cache().batch(64).repeat().prefetch(2))
+        model = mlp(params["features"], 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
 
     elif case == "saved_model_export_loop":
         params = {"batch": 64, "steps": 14, "features": 32, "export_every": 6}

@@ -19,6 +19,7 @@ import tfobs
 from tests.conftest import CAPTURES
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
 from tfobs.analysis.advice.input_pipeline import (
+    CACHE_FILL_FIX,
     MAP_IN_INTERLEAVE_FIX,
     MAP_SERIAL,
     PYDATASET_PREFETCH_FIX,
@@ -27,6 +28,7 @@ from tfobs.analysis.advice.input_pipeline import (
 from tfobs.analysis.advice.input_pipeline import (
     NO_PREFETCH as NO_PREFETCH_RULE,  # the name NO_PREFETCH is its capture's here
 )
+from tfobs.analysis.advice.input_pipeline import SLOWEST_STAGE as SLOWEST_STAGE_RULE
 from tfobs.analysis.advice.launch import (
     CHECK_NUMERICS_FIX,
     EAGER_BEFORE_FIX,
@@ -239,6 +241,18 @@ def test_rejection_resamples_own_sequential_map_gets_a_fix_the_user_can_apply() 
         s, input_pipeline=dataclasses.replace(s.input_pipeline, stages=alone), advice=())
     assert one(dataclasses.replace(plain, advice=advise(plain)),
                "tfdata_map_serial").fix == MAP_SERIAL.fix
+
+
+def test_a_stage_below_a_filling_cache_says_later_epochs_skip_it() -> None:
+    # The first epoch of map -> cache(): the map runs below MemoryCacheImpl only while the
+    # cache fills; "cache() after expensive steps" told a user who had one already.
+    s = summary("generated__tf2.21cpu__cache_fill_loop")
+    assert "::MemoryCacheImpl::" in s.input_pipeline.slowest_stage.name
+    a = one(s, "tfdata_slowest_stage")
+    assert a.fix == CACHE_FILL_FIX + SLOWEST_STAGE_RULE.fix
+    # a cache read back (a later epoch) has nothing below it: no such word
+    read = summary("generated__tf2.21cpu__cache_shuffle_fit")
+    assert not any(a.fix.startswith(CACHE_FILL_FIX) for a in read.advice)
 
 
 def test_a_repeats_epochs_are_one_stage() -> None:

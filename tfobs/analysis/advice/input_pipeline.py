@@ -58,6 +58,14 @@ REJECTION_RESAMPLE_FIX = (
     "elements: resample with Dataset.sample_from_datasets over one filtered dataset per "
     "class (weights = the target distribution), which rejects nothing, or move target_dist "
     "closer to the data's own distribution")
+# A stage below an in-memory cache runs only while the cache fills (its first epoch); later
+# epochs read the cache (`::MemoryCacheImpl` with nothing below it) and skip it.
+CACHE_FILLING = "::MemoryCacheImpl::"
+CACHE_FILL_FIX = (
+    "the stage runs below a cache() that fills in this window (its first epoch): later "
+    "epochs read the cache and skip it, so profile a later epoch before changing it; if "
+    "every epoch is this slow, the cache is not reused (the dataset is built anew each "
+    "epoch); then: ")
 NO_PREFETCH = Rule(
     "tfdata_no_prefetch", "input pipeline",
     "input-bound and no tf.data stage is a Prefetch",
@@ -230,11 +238,13 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
             {**base, "python_op_s_per_step": ip.python_op_s / per_step,
              "python_op_share_of_tfdata": py_share},
             f"{_GATE} and Python ops >= {100 * PYTHON_OP_SHARE:g} % of tf.data stage time"))
+    filling = slow is not None and CACHE_FILLING in slow.name
     if slow is not None and _kind(slow) == "Map":
+        fix = (REJECTION_RESAMPLE_FIX if in_rejection_resample(slow.name, ip.stages)
+               else MAP_IN_INTERLEAVE_FIX if in_interleave_element(slow.name) else "")
         out.append(MAP_SERIAL.advice(
             "warning", f"The slowest tf.data stage is a sequential map{where}.", base, _GATE,
-            REJECTION_RESAMPLE_FIX if in_rejection_resample(slow.name, ip.stages)
-            else MAP_IN_INTERLEAVE_FIX if in_interleave_element(slow.name) else ""))
+            CACHE_FILL_FIX + (fix or MAP_SERIAL.fix) if filling else fix))
     if ip.stages and not any("::Prefetch" in st.name for st in ip.stages):
         out.append(NO_PREFETCH.advice(
             "warning", f"The input pipeline has no prefetch stage{where}.",
@@ -258,7 +268,8 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
                        f"({1e3 * slow.self_s / per_step:.2f} ms per step against "
                        f"{1e3 * input_s:.2f} ms of input wait).",
             {**base, "input_s_per_step": input_s}, f"{_GATE} and the stage's self time >= "
-            f"{100 * STAGE_SHARE:g} % of the input wait per step"))
+            f"{100 * STAGE_SHARE:g} % of the input wait per step",
+            CACHE_FILL_FIX + SLOWEST_STAGE.fix if filling else ""))
     return out
 
 
