@@ -108,3 +108,26 @@ def test_write_options_replaces_only_the_table() -> None:
     assert fresh.endswith(markdown_table() + "<!-- /section: options -->\nAfter.\n")
     with pytest.raises(ValueError, match="section"):
         tool.page_with_table("# Options\nno section\n", markdown_table())
+
+
+def test_enable_called_inside_a_tf_function_starts_the_one_runtime(tmp_path) -> None:
+    # AutoGraph converted enable(): the converted copy lost its `global` assignment, so the
+    # runtime it started was nobody's and a second enable() started another (two servers).
+    code = (
+        "import threading, tensorflow as tf, tfobs\n"
+        "from tfobs.runtime.lifecycle import current\n"
+        "@tf.function\n"
+        "def g(x):\n"
+        f"    tfobs.enable(metrics_port=-1, quiet=True, capture_dir={str(tmp_path)!r})\n"
+        "    return tf.reduce_sum(x)\n"
+        "g(tf.ones(3))\n"
+        "first = current()\n"
+        f"again = tfobs.enable(metrics_port=-1, quiet=True, capture_dir={str(tmp_path)!r})\n"
+        "names = [t.name for t in threading.enumerate() if t.name.startswith('tfobs-')]\n"
+        "print(first is not None and again is first, names.count('tfobs-capture'))\n"
+        "tfobs.disable()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=pathlib.Path(__file__).resolve().parents[2], timeout=180,
+                         check=True).stdout.split()
+    assert out == ["True", "1"]

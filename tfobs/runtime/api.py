@@ -34,3 +34,10 @@ def enable(**options: Unpack[EnableOptions]) -> Runtime | None:
     """
     given: dict[str, Any] = {name: value for name, value in options.items() if value is not None}
     return enable_config(Config.load(**given), explicit=bool(given))
+
+
+# AutoGraph calls an "autograph artifact" as it is rather than converting it: enable()
+# called inside a tf.function otherwise ran a converted copy whose `global` assignment was
+# lost, so a second enable() started a second runtime (two servers, two pipelines).
+enable.autograph_info__ = frozenset()  # type: ignore[attr-defined]
+

@@ -210,3 +210,9 @@ def _after_fork_child() -> None:
     runtime, _instance = _instance, None
     if runtime is not None:
         runtime.after_fork_in_child()
+
+
+# As tfobs.enable: called inside a tf.function, run as written, not converted by AutoGraph.
+for _public in (disable, capture_now, current):
+    _public.autograph_info__ = frozenset()  # type: ignore[attr-defined]
+
