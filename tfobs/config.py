@@ -111,14 +111,21 @@ def _keep_folder(v: Any) -> str:
     return f"{allowed} ({why})" if why else ""
 
 
+UNIX_SOCKET = "unix:"  # gRPC's target for a Unix domain socket (unix:path, unix:///path)
+
+
 def _endpoint(v: Any) -> str:
     """'' or a URL with a host and a valid port (scheme optional: `collector:4317` is how
-    many write a gRPC endpoint, and OpenTelemetry's exporter takes it)."""
-    allowed = "'' (no tracing) or a URL with a host, e.g. http://otel-collector:4317"
+    many write a gRPC endpoint, and OpenTelemetry's exporter takes it), or a gRPC Unix
+    socket (`unix:///run/otel.sock`, a collector beside the job)."""
+    allowed = ("'' (no tracing), a URL with a host, e.g. http://otel-collector:4317, or a "
+               "gRPC Unix socket, unix:///path/to.sock")
     if not isinstance(v, str):
         return allowed
     if not v:
         return ""
+    if v.startswith(UNIX_SOCKET):
+        return "" if v[len(UNIX_SOCKET):].strip("/") else allowed
     try:
         url = urllib.parse.urlsplit(v if "://" in v else "http://" + v)
         url.port  # noqa: B018 - raises ValueError for a port outside 0-65535
@@ -316,6 +323,11 @@ class Config:
                 "tfobs options metrics_tls_cert and metrics_tls_key go together: set both "
                 "(HTTPS) or neither (HTTP)", "metrics_tls_cert", "metrics_tls_key"
             )
+        if self.otlp_endpoint.startswith(UNIX_SOCKET) and self.otlp_protocol != "grpc":
+            raise _conflict(
+                f"tfobs option otlp_endpoint={self.otlp_endpoint!r} is a Unix socket, which "
+                "only gRPC reaches: set otlp_protocol='grpc' or give an http:// URL",
+                "otlp_endpoint", "otlp_protocol")
         if self.remote_capture and not self.remote_capture_token:
             raise _conflict(
                 "tfobs option remote_capture=True needs remote_capture_token "

@@ -23,6 +23,7 @@ from tests.support.otlp_receiver import (
     attributes,
 )
 from tfobs.config import Config
+from tfobs.errors import ConfigError
 from tfobs.export.otel import SPAN_STEP, SPAN_WINDOW, OtelExporter, plan_window
 from tfobs.health import HealthLedger
 from tfobs.summary import (
@@ -234,6 +235,21 @@ def test_capture_window_becomes_one_trace(receiver, name):
     if name != "tracelens__mi300_jax08_gemm__tw003":  # TF captures hold steps with events
         assert n_steps > 0
         assert any(s.top_events for s in summary.steps.items)
+
+
+def test_a_collector_on_a_unix_socket_gets_the_windows_trace(tmp_path):
+    # unix:///path is a gRPC target (a collector sidecar sharing a volume); it was refused
+    # as "no host", and the SDK would ask such a socket for TLS.
+    with OtlpReceiver(unix_socket=str(tmp_path / "otlp.sock")) as local:
+        assert local.endpoint.startswith("unix:///")
+        summary = built_summary()
+        window = record_for(summary, index=3)
+        spans, queued, exporter = sent_and_checked(local, summary, window, top_n=2)
+        assert len(spans) == queued > 1 and exporter.dropped_spans == 0
+    with pytest.raises(ConfigError, match="only gRPC reaches"):
+        Config.load(otlp_endpoint=f"unix://{tmp_path}/otlp.sock", otlp_protocol="http/protobuf")
+    with pytest.raises(ConfigError, match="otlp_endpoint"):
+        Config.load(otlp_endpoint="unix://")
 
 
 def test_built_summary_structure_and_ids(receiver):

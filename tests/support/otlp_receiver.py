@@ -99,6 +99,7 @@ class OtlpReceiver:
         *,
         delay_s: float = 5.0,
         status: grpc.StatusCode = grpc.StatusCode.UNAVAILABLE,
+        unix_socket: str = "",
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: use one of {MODES}")
@@ -108,6 +109,7 @@ class OtlpReceiver:
         self.calls = 0  # Export calls seen, answered or not
         self.requests: list[trace_service_pb2.ExportTraceServiceRequest] = []
         self.port = 0
+        self.unix_socket = unix_socket  # a path: served on that Unix socket, not TCP
         self._lock = threading.Lock()
         self._arrived = threading.Event()
         self._stopping = threading.Event()
@@ -115,12 +117,17 @@ class OtlpReceiver:
 
     @property
     def endpoint(self) -> str:
+        if self.unix_socket:
+            return f"unix://{self.unix_socket}"
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> OtlpReceiver:
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_TraceService(self), self._server)
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        if self.unix_socket:
+            self._server.add_insecure_port(f"unix://{self.unix_socket}")
+        else:
+            self.port = self._server.add_insecure_port("127.0.0.1:0")
         self._server.start()
         return self
 

@@ -441,6 +441,8 @@ def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | Non
         return OTLPSpanExporter(endpoint=url)
 
     insecure = None
+    if endpoint.startswith("unix:"):  # a local socket: no TLS (the SDK would ask for it)
+        return GrpcSpanExporter(endpoint=endpoint, insecure=True)
     if "://" not in endpoint:  # host:port: plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false
         insecure = env.get("OTEL_EXPORTER_OTLP_INSECURE", "true").strip().lower() != "false"
     return GrpcSpanExporter(endpoint=endpoint, insecure=insecure)
