@@ -53,7 +53,7 @@ def test_sigterm_during_a_window(tmp_path, handler):
         deadline = time.monotonic() + 5.0
         left = os.listdir(cap)
         while left and time.monotonic() < deadline:
-            assert left[0].startswith(f"tfobs-{proc.pid}-")
+            assert left[0].startswith(f"tfobs-{proc.pid}p")
             time.sleep(0.1)
             left = os.listdir(cap)
         assert left == [], left  # removed by the cleaner, not left in RAM-backed /dev/shm

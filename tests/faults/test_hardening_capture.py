@@ -247,13 +247,13 @@ def test_kill_9_mid_window_leaves_no_capture_folder(tmp_path: pathlib.Path) -> N
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "tracing"
-        assert list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*"))
+        assert list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}p*-*"))
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait(30)
     # Nothing runs in a process killed with -9: its cleaner process removes the folder.
     deadline = time.monotonic() + 10
-    while list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*")) and time.monotonic() < deadline:
+    while list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}p*-*")) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}-*"))
+    assert not list(tmp_path.glob(f"{DIR_PREFIX}{child.pid}p*-*"))
 

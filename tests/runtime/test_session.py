@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pathlib
 
 import pytest
 
@@ -15,7 +16,7 @@ from tensorflow.python.profiler.internal import _pywrap_profiler  # noqa: E402
 import tfobs  # noqa: E402
 from tests.support.memory_exporter import MemoryExporter  # noqa: E402
 from tests.support.mute_servers import statvfs_with_free  # noqa: E402
-from tfobs.capture.folder_cleanup import sweep_stale_dirs  # noqa: E402
+from tfobs.capture.folder_cleanup import owner, sweep_stale_dirs  # noqa: E402
 from tfobs.capture.session import ProfilerSlot  # noqa: E402
 from tfobs.config import Config  # noqa: E402
 from tfobs.runtime import Runtime  # noqa: E402
@@ -37,7 +38,7 @@ def _steps(n: int, start: int = 0) -> None:
 
 
 def _own_dirs(capture_dir: str) -> list[str]:
-    return glob.glob(os.path.join(capture_dir, f"tfobs-{os.getpid()}-*"))
+    return glob.glob(os.path.join(capture_dir, f"tfobs-{owner()}-*"))
 
 
 @pytest.fixture
@@ -123,12 +124,28 @@ def test_preempt_drops_active_window(slot):
 
 
 def test_sweep_removes_folders_of_dead_processes(tmp_path):
-    dead = tmp_path / "tfobs-999999999-abc"
-    mine = tmp_path / f"tfobs-{os.getpid()}-abc"
-    dead.mkdir()
-    mine.mkdir()
-    assert sweep_stale_dirs(str(tmp_path)) == 1
-    assert not dead.exists() and mine.exists()
+    dead = tmp_path / "tfobs-999999999-abc"  # named by PID alone, as an earlier tfobs did
+    mine = tmp_path / f"tfobs-{owner()}-abc"
+    here = owner().split("p", 1)[1]
+    dead_here = tmp_path / f"tfobs-999999998p{here}-abc"
+    # Another container's folder (another PID namespace) on a shared /dev/shm: a PID there
+    # says nothing here, alive or not, so it is left alone.
+    theirs = tmp_path / f"tfobs-999999997p{int(here) + 1}-abc"
+    for folder in (dead, mine, dead_here, theirs):
+        folder.mkdir()
+    assert sweep_stale_dirs(str(tmp_path)) == 2
+    assert not dead.exists() and not dead_here.exists()
+    assert mine.exists() and theirs.exists()
+
+
+def test_capture_folders_carry_the_pid_namespace(slot):
+    # Two containers' jobs, each PID 1, once shared one folder name: one's exit cleaner
+    # removed the other's live capture.
+    assert slot.start() is None
+    (folder,) = pathlib.Path(slot.capture_dir).glob("tfobs-*")
+    assert folder.name.startswith(f"tfobs-{owner()}-")
+    assert owner() == f"{os.getpid()}p{os.stat('/proc/self/ns/pid').st_ino}"
+    slot.finish()
 
 
 def test_short_room_after_a_window_moves_on_only_from_a_folder_tfobs_chose(

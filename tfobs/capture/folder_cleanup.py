@@ -1,8 +1,12 @@
 """Capture folders left behind: those of dead tfobs processes are swept when tfobs starts,
 and this process's own are removed when it ends in any way, kill -9 included.
 
-Each window's folder is `<capture_dir>/tfobs-<pid>-<random>`, often on RAM-backed /dev/shm,
-so a folder left by a killed job holds memory until someone deletes it.
+Each window's folder is `<capture_dir>/tfobs-<pid>p<pid namespace>-<random>`, often on
+RAM-backed /dev/shm, so a folder left by a killed job holds memory until someone deletes it.
+The PID namespace (its /proc inode) is part of the owner: containers sharing one folder
+(`--ipc=host`, a shared /dev/shm) run jobs with the same PIDs, and a folder is judged only
+by a process that sees its owner's PIDs. Folders named by PID alone (`tfobs-<pid>-...`, an
+earlier tfobs) are judged by PID, as they always were.
 """
 
 from __future__ import annotations
@@ -14,7 +18,22 @@ from typing import Any
 
 DIR_PREFIX = "tfobs-"
 
-_reapers: dict[tuple[int, str], Any] = {}  # (pid, folder) -> Popen of a kill -9 cleaner
+_reapers: dict[tuple[str, str], Any] = {}  # (owner, folder) -> Popen of a kill -9 cleaner
+
+
+def _pid_namespace() -> str:
+    """This process's PID namespace, as the inode of /proc/self/ns/pid ("0" where there is
+    none to read: not Linux)."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "0"
+
+
+def owner() -> str:
+    """This process's part of its capture folders' names: `<pid>p<pid namespace>` (read
+    each time: a forked child has its own PID)."""
+    return f"{os.getpid()}p{_pid_namespace()}"
 
 
 def start_kill_cleaner(capture_dir: str) -> bool:
@@ -26,7 +45,7 @@ def start_kill_cleaner(capture_dir: str) -> bool:
     process; True when running."""
     import subprocess
 
-    key = (os.getpid(), os.path.abspath(capture_dir))
+    key = (owner(), os.path.abspath(capture_dir))
     running = _reapers.get(key)
     if running is not None and running.poll() is None:
         return True
@@ -35,7 +54,7 @@ def start_kill_cleaner(capture_dir: str) -> bool:
         return False
     try:
         proc = subprocess.Popen(
-            [sh, "-c", 'read _ ; rm -rf -- "$0"/' + DIR_PREFIX + '"$1"-*', key[1], str(key[0])],
+            [sh, "-c", 'read _ ; rm -rf -- "$0"/' + DIR_PREFIX + '"$1"-*', key[1], key[0]],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             close_fds=True, start_new_session=True,
         )
@@ -48,9 +67,13 @@ def start_kill_cleaner(capture_dir: str) -> bool:
 def sweep_stale_dirs(capture_dir: str) -> int:
     """Delete capture folders left by tfobs processes that no longer exist."""
     removed = 0
+    here = _pid_namespace()
     for path in glob.glob(os.path.join(capture_dir, DIR_PREFIX + "*-*")):
-        pid_text = os.path.basename(path)[len(DIR_PREFIX):].split("-", 1)[0]
+        owner_text = os.path.basename(path)[len(DIR_PREFIX):].split("-", 1)[0]
+        pid_text, _, namespace = owner_text.partition("p")
         if not pid_text.isdigit() or int(pid_text) == os.getpid():
+            continue
+        if namespace and namespace != here:  # another container's: its PIDs are not ours
             continue
         if not _pid_alive(int(pid_text)):
             shutil.rmtree(path, ignore_errors=True)

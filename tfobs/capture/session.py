@@ -50,7 +50,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from tfobs.capture import forked_session, framework, markers
-from tfobs.capture.folder_cleanup import DIR_PREFIX, start_kill_cleaner, sweep_stale_dirs
+from tfobs.capture.folder_cleanup import (
+    DIR_PREFIX,
+    owner,
+    start_kill_cleaner,
+    sweep_stale_dirs,
+)
 from tfobs.capture.framework import Backend
 from tfobs.capture.heap import live_bytes, rss_bytes
 from tfobs.once import Once
@@ -229,7 +234,7 @@ class ProfilerSlot:
                 # A configured folder may not exist yet (fresh pod) or may have been
                 # removed by a tmp cleaner: make it, as TF's own profiler does for logdirs.
                 os.makedirs(self.capture_dir, exist_ok=True)
-                logdir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-",
+                logdir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{owner()}-",
                                           dir=self.capture_dir)
             except Exception as exc:
                 return CaptureResult(FAILED, f"cannot create capture folder: {exc}")

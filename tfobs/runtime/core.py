@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tfobs.capture import framework, markers
-from tfobs.capture.folder_cleanup import DIR_PREFIX
+from tfobs.capture.folder_cleanup import DIR_PREFIX, owner
 from tfobs.capture.schedule import Budget, Policy
 from tfobs.capture.session import ProfilerSlot
 from tfobs.config import Config
@@ -395,7 +395,7 @@ class Runtime:
                     pass
 
     def _remove_own_dirs(self) -> None:
-        pattern = os.path.join(self.slot.capture_dir, f"{DIR_PREFIX}{self.pid}-*")
+        pattern = os.path.join(self.slot.capture_dir, f"{DIR_PREFIX}{owner()}-*")
         for path in glob.glob(pattern):
             shutil.rmtree(path, ignore_errors=True)
 
