@@ -356,6 +356,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "two_output_tensorboard_fit": (
+        "Keras 3 fit of a functional model with two heads (classes and a regression, "
+        "loss_weights, a metric each) profiled by Keras's own TensorBoard callback "
+        "(`profile_batch=(4, 20)`), no tfobs callback: the callback's per-batch work turns "
+        "values into tensors (`_EagerConst`) between the steps", {}),
     "cache_fill_loop": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over `from_tensor_slices -> "
         "map(a 64x64 matmul per row, num_parallel_calls=2) -> cache() -> batch(64) -> repeat "
@@ -1912,6 +1917,22 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "two_output_tensorboard_fit":
+        params = {"batch": 64, "profile_batch": [4, 20], "features": 32}
+        inputs = keras.Input((32,))
+        hidden = keras.layers.Dense(128, activation="relu")(inputs)
+        model = keras.Model(inputs, {"cls": keras.layers.Dense(4, name="cls")(hidden),
+                                     "reg": keras.layers.Dense(1, name="reg")(hidden)})
+        model.compile("adam", loss={"cls": keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True), "reg": "mse"}, loss_weights={"cls": 1.0, "reg": 0.3},
+            metrics={"cls": ["accuracy"], "reg": ["mae"]})
+        x = rng.normal(size=(64 * 30, 32)).astype("float32")
+        labels = rng.integers(0, 4, size=(64 * 30,)).astype("int32")
+        ds = tf.data.Dataset.from_tensor_slices(
+            (x, {"cls": labels, "reg": x[:, :1]})).batch(64).prefetch(2)
+        board = keras.callbacks.TensorBoard(logdir, profile_batch=(4, 20))
+        model.fit(ds, epochs=1, verbose=0, callbacks=[board])
 
     elif case == "cache_fill_loop":
         params = {"batch": 64, "steps": 16, "features": 64, "rows": 8192}

@@ -1154,6 +1154,20 @@ def test_check_numerics_left_on_is_named_with_its_switch() -> None:
         "check_numerics_share"] == 0
 
 
+def test_conversions_between_the_steps_name_the_callbacks_not_numpy_inputs() -> None:
+    # Keras fit profiled by its TensorBoard callback: the _EagerConst ops run between the
+    # steps (the callbacks' per-batch work); "pass tensors to the tf.function" named inputs
+    # the job never passes.
+    s = summary("generated__tf2.21cpu__two_output_tensorboard_fit")
+    a = one(s, "eager_ops")
+    assert a.evidence["conversion_share"] >= 0.5 and a.evidence["between_steps_share"] >= 0.5
+    assert a.fix.startswith(EAGER_BETWEEN_FIX) and a.fix != EAGER_CONVERSION_FIX
+    assert "between the steps" in a.message
+    # conversions inside the steps (NumPy batches handed to each call) keep the tensors fix
+    inside = one(summary("generated__tf2.21cpu__predict_on_batch_loop"), "eager_ops")
+    assert inside.evidence["between_steps_share"] < 0.5 and inside.fix == EAGER_CONVERSION_FIX
+
+
 def test_eager_set_up_before_the_first_step_is_not_blamed_on_callbacks() -> None:
     # Normalization.adapt in the same trace as fit, before its first step: eager ops outside
     # the steps, yet no callback's; the window caught set-up once, which the steps never pay.

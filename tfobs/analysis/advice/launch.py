@@ -243,6 +243,13 @@ def _eager(s: WindowSummary) -> list[Advice]:
                            f"({1e3 * waited / per:.2f} ms per step): the steps wait for their "
                            "batches in a tf.queue, input wait that XProf counts as host op "
                            "time.", QUEUE_WAIT_FIX)
+    elif share >= EAGER_CONVERSION_SHARE and between >= EAGER_BETWEEN_SHARE:
+        step_eager, fix = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}, "
+                           f"{100 * between:.0f} % between the steps: values turned into "
+                           "tensors around the steps (Keras fit's per-batch logs and "
+                           "callbacks, or a loop converting its batches before the step).",
+                           EAGER_BETWEEN_FIX + "; in a loop of your own, hand the step "
+                           "tensors (a tf.data pipeline) rather than NumPy arrays")
     elif share >= EAGER_CONVERSION_SHARE:
         step_eager, fix = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays "
                            "or Python values turned into tensors where they are passed to a "
