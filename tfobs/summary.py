@@ -81,6 +81,7 @@ RuleId = Literal[
     "step_gap",
     "step_pause",
     "checkpoint_writes",
+    "summary_writes",
     "input_outside_steps",
     "kernel_launch_bound",
     "small_kernels",
@@ -340,6 +341,9 @@ class Ops:
     # thread where the window has no step): window seconds, how many writes. Not in eager_s.
     checkpoint_s: float = 0.0
     checkpoint_writes: int = 0
+    # tf.summary writes (scalars, histograms, a TensorBoard callback's), graph and eager:
+    # window seconds.
+    summary_writes_s: float = 0.0
 
 
 @dataclass(frozen=True)

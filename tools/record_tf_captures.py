@@ -356,6 +356,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "summary_every_step_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` whose tf.function step "
+        "writes `tf.summary.scalar` of the loss and `tf.summary.histogram` of each weight to "
+        "a file writer every step (`write_summary/` ops in the graph)", {}),
     "two_output_tensorboard_fit": (
         "Keras 3 fit of a functional model with two heads (classes and a regression, "
         "loss_weights, a metric each) profiled by Keras's own TensorBoard callback "
@@ -1917,6 +1921,31 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root,
                           after=evaluate)
+
+    elif case == "summary_every_step_loop":
+        params = {"batch": 64, "steps": 14, "features": 32}
+        x = rng.normal(size=(4096, 32)).astype("float32")
+        y = rng.normal(size=(4096, 1)).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
+        model = mlp(params["features"], 64)
+        opt = keras.optimizers.SGD(0.01)
+        writer = tf.summary.create_file_writer(tempfile.mkdtemp(prefix="tfobs-summaries-"))
+        it = iter(ds)
+
+        @tf.function
+        def logged_step(xb: Any, yb: Any, i: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            with writer.as_default(step=i):
+                tf.summary.scalar("loss", loss)
+                for w in model.trainable_variables:
+                    tf.summary.histogram(w.path.replace("/", "_"), w)
+            return loss
+
+        warm_then_profile(lambda i: logged_step(*next(it), tf.constant(i, tf.int64)),
+                          params["steps"], marker=train_root)
 
     elif case == "two_output_tensorboard_fit":
         params = {"batch": 64, "profile_batch": [4, 20], "features": 32}

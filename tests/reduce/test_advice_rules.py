@@ -1154,6 +1154,26 @@ def test_check_numerics_left_on_is_named_with_its_switch() -> None:
         "check_numerics_share"] == 0
 
 
+def test_summaries_written_every_step_are_measured_and_named() -> None:
+    # tf.summary.scalar and a histogram per weight in every step: a quarter of the window,
+    # which read only as 'All Others' (POTENTIALLY input-bound).
+    s = summary("generated__tf2.21cpu__summary_every_step_loop")
+    a = one(s, "summary_writes")
+    assert a.evidence["summary_writes_share"] == pytest.approx(
+        s.ops.summary_writes_s / s.duration_s)
+    assert a.evidence["summary_writes_share"] >= 0.05 and "record_if" in a.fix
+    ops = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__summary_every_step_loop.xplane.pb",
+                        top_n=10_000).ops.top
+    scoped = sum(o.self_s for o in ops if "write_summary/" in o.name
+                 or o.op_type.startswith("Write"))
+    # the graph's summary ops, and the writer's own ops run eagerly (its flush)
+    assert scoped <= s.ops.summary_writes_s <= scoped + s.ops.eager_s + 1e-9
+    assert WindowSummary.from_dict(s.to_dict()).ops.summary_writes_s == s.ops.summary_writes_s
+    for quiet in (HEALTHY, RETRACE):  # no summaries: nothing measured, nothing said
+        assert summary(quiet).ops.summary_writes_s == 0 and not fired(summary(quiet),
+                                                                         "summary_writes")
+
+
 def test_conversions_between_the_steps_name_the_callbacks_not_numpy_inputs() -> None:
     # Keras fit profiled by its TensorBoard callback: the _EagerConst ops run between the
     # steps (the callbacks' per-batch work); "pass tensors to the tf.function" named inputs

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from tfobs.analysis.ops import OpAgg
 from tfobs.analysis.timeline import Timeline, id_array, member, outermost, span_of
 from tfobs.summary import OpStat
 
@@ -76,6 +77,32 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]
         count += int((inside & ~member(ld.mid_arr[at], lowering)).sum())
         xla_count += int((inside & member(ld.mid_arr[at], xla)).sum())
     return total / 1e12, count, xla_count
+
+
+# tf.summary's writes: the ops that write an event (scalars, histograms, images, text) and
+# flush the writer, run eagerly or in a graph, where a summary op's own math (a histogram's
+# bucketing) sits under a `write_summary` name scope.
+SUMMARY_WRITE_OPS = frozenset({
+    "WriteSummary", "WriteScalarSummary", "WriteHistogramSummary", "WriteImageSummary",
+    "WriteAudioSummary", "WriteRawProtoSummary", "WriteGraphSummary", "FlushSummaryWriter"})
+SUMMARY_SCOPE = "write_summary/"
+
+
+def summary_writes(host: Timeline | None, host_ops: dict[str, OpAgg]) -> float:
+    """Seconds of tf.summary work in the window: graph ops of the summary writes and their
+    `write_summary/` scopes (self time, as the op table gives it), and the same writes run
+    eagerly (a Keras TensorBoard callback's)."""
+    graph = sum(a.self_ps for name, a in host_ops.items()
+                if a.op_type in SUMMARY_WRITE_OPS or SUMMARY_SCOPE in name)
+    eager = 0
+    if host is not None:
+        kinds = _executed(host, SUMMARY_WRITE_OPS.__contains__)
+        if kinds:
+            mids = np.fromiter(kinds, np.int64, len(kinds))
+            for ld in host.lines:
+                hit = member(ld.mid_arr, mids, ld.dense_top)
+                eager += int((ld.end_arr[hit] - ld.start_arr[hit]).sum())
+    return (graph + eager) / 1e12
 
 
 def _executed(host: Timeline, keep: Callable[[str], bool]) -> dict[int, str]:

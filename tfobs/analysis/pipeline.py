@@ -25,6 +25,7 @@ from tfobs.analysis.eager import (
     eager_note,
     eager_ops,
     graph_building,
+    summary_writes,
 )
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merge_columns
@@ -208,6 +209,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
     building_s, builds, xla_builds = graph_building(host, spans)
     checkpoint_s, writes = checkpoint_writes(host, found.root_lines if found.groups else None)
+    summaries_s = summary_writes(host, host_ops)
     remember_step_sums(steps, total_step_s, sums)
     return with_advice(WindowSummary(
         start_ns=start_ns,
@@ -239,7 +241,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                                 graph_building_s=building_s, graph_builds=builds,
                                 xla_compiles=xla_builds,
                                 host_collectives_s=ops.host_collective_seconds(host, spans),
-                                checkpoint_s=checkpoint_s, checkpoint_writes=writes),
+                                checkpoint_s=checkpoint_s, checkpoint_writes=writes,
+                                summary_writes_s=summaries_s),
         kernels=kernels,
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
                                steps_in_window=len(found.groups) if steps.count else 0,

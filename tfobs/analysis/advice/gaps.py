@@ -80,7 +80,18 @@ INPUT_OUTSIDE = Rule(
     "fetch the batch inside the marked step: `with tfobs.step(i): train_step(next(it))` "
     "rather than marking inside `for batch in dataset:`; the input rules then see the wait",
     f"{PROFILER}: Input pipeline analyzer; {TFDATA}: Prefetching")
-RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, INPUT_OUTSIDE)
+SUMMARY_WRITES = Rule(
+    "summary_writes", "gaps between steps",
+    "tf.summary writes (scalars, histograms, in the step's graph or a callback's) >= 5 % of "
+    "the window",
+    "write summaries every N steps, not every step: wrap them in "
+    "tf.summary.record_if(lambda: step % N == 0) and keep histograms rare; with Keras's "
+    "TensorBoard callback, update_freq='epoch' (or N batches) and histogram_freq=0 or a few "
+    "epochs",
+    "TensorBoard's tf.summary guide (tensorflow.org/api_docs/python/tf/summary/record_if); "
+    "Keras TensorBoard callback (keras.io/api/callbacks/tensorboard)")
+RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, SUMMARY_WRITES, INPUT_OUTSIDE)
+SUMMARY_SHARE = 0.05  # of the window
 PAUSE_WARNING_SHARE = 0.25  # of the step period: step_pause is a warning from here
 
 GAP_SHARE = 0.10
@@ -108,6 +119,7 @@ def check(s: WindowSummary) -> list[Advice]:
     if gap is not None:
         out.append(gap)
     out += _checkpoint(s)
+    out += _summaries(s)
     period = s.steps.interval_s
     outside = s.steps.input_between_s
     if period > 0 and 100 * outside / period >= MODERATELY_INPUT_PCT:
@@ -153,6 +165,21 @@ def _checkpoint(s: WindowSummary) -> list[Advice]:
         {"checkpoint_s": seconds, "checkpoint_writes": float(writes),
          "checkpoint_share": share},
         f"checkpoint writes >= {100 * CHECKPOINT_SHARE:g} % of the window (tfobs)")]
+
+
+def _summaries(s: WindowSummary) -> list[Advice]:
+    """tf.summary writes against the window (XProf counts them as host compute)."""
+    seconds = s.ops.summary_writes_s
+    if seconds <= 0 or s.duration_s <= 0 or seconds / s.duration_s < SUMMARY_SHARE:
+        return []
+    share = seconds / s.duration_s
+    per = f", {1e3 * seconds / s.steps.count:.2f} ms per step" if s.steps.count else ""
+    return [SUMMARY_WRITES.advice(
+        "warning",
+        f"tf.summary writes took {1e3 * seconds:.1f} ms of the {s.duration_s:.2f} s window "
+        f"({100 * share:.1f} %{per}): summaries written often.",
+        {"summary_writes_s": seconds, "summary_writes_share": share},
+        f"tf.summary writes >= {100 * SUMMARY_SHARE:g} % of the window (tfobs)")]
 
 
 def _gap(s: WindowSummary) -> Advice | None:
