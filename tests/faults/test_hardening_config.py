@@ -114,7 +114,7 @@ def test_a_capture_dir_that_is_a_file_or_not_writable_is_refused_at_enable(tmp_p
 def test_an_unusable_otlp_endpoint_is_named_at_the_start(endpoint: str) -> None:
     # Before, a malformed one turned tracing off with "Invalid IPv6 URL" (no setting named)
     # and a port past 65535 failed every export later.
-    with pytest.raises(ConfigError, match="otlp_endpoint=.*use '' \\(no tracing\\) or a URL"):
+    with pytest.raises(ConfigError, match="otlp_endpoint=.*use '' \\(no tracing\\), a URL"):
         Config.load(environ={}, otlp_endpoint=endpoint)
     for var in ("TFOBS_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
         cfg, said = load_quietly({var: endpoint})
