@@ -996,6 +996,10 @@ def _one_keras_function(host: Timeline, roots: list[tuple[int, int, int, int, in
     run of the others). Each execution names its function in the `EagerLocalExecute`
     event it starts with."""
     names = host.names
+    step_functions = {n for n in names.values() if n.startswith(_CONCRETE)
+                      and any(f in n for f in KERAS3_STEP_FUNCTIONS)}
+    if len(step_functions) < 2:  # one concrete function: every execution is its
+        return roots, 0, ""
     concrete = id_array([m for m, n in names.items() if n.startswith(_CONCRETE)])
     function_of: list[str] = []
     for _, _, li, i, _, _ in roots:
