@@ -35,6 +35,11 @@ CASES = {
                   "inside the step and runs past its end",
     "jitted_calls_only": "the same jitted step called 12 times with no marker at all (an "
                          "inference-like window: calls, no step)",
+    "async_calls_no_markers": "a jitted forward and backward pass of a 512-wide model "
+                              "called 12 times with no marker and no wait after each call "
+                              "(an inference-like loop that only reads its result at the "
+                              "end): each call returns before its work runs, which XLA's "
+                              "CPU threads do afterwards",
     "python_wait_steps": "the same step marked `StepTraceAnnotation(\"train\", step_num=i)`, "
                          "each step first waiting 2 ms in Python for its batch (a host data "
                          "loader: no tf.data, so no input op; XProf: 'All Others')",
@@ -199,6 +204,10 @@ elif case == "block_tree_metrics":
     tree_step = jax.jit(with_metrics)
     step = lambda w, x: tree_step(w, x)[0]  # the warm-up below
     w, x = jnp.ones((256, 256)), jnp.ones((256, 256))
+elif case == "async_calls_no_markers":
+    step = jax.jit(lambda w, x: w - 0.01 * jax.grad(
+        lambda w: ((jnp.tanh(x @ w) @ w.T - x) ** 2).mean())(w))
+    w, x = jnp.ones((512, 512)) * 0.01, jnp.ones((256, 512))
 elif case == "callback_on_xla_threads":
     import time as _time
     logged = []
@@ -271,7 +280,7 @@ def mark(i):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
-    if case == "jitted_calls_only":
+    if case in ("jitted_calls_only", "async_calls_no_markers"):
         return contextlib.nullcontext()
     return jax.profiler.TraceAnnotation("batch", step_num=i, _r=1)
 if case == "python_loader_thread":
@@ -316,7 +325,8 @@ def run(i):
             jax.block_until_ready((w, metrics))
             return
         w = step(w, x)
-        if case not in ("async_dispatch_steps", "async_two_jits_steps"):
+        if case not in ("async_dispatch_steps", "async_two_jits_steps",
+                        "async_calls_no_markers"):
             w.block_until_ready()
 options = None
 if case == "tfdata_wait_no_tracer":  # as tfobs's live windows: no Python tracer
@@ -345,8 +355,8 @@ with (jax.profiler.trace(logdir, profiler_options=options) if options is not Non
     else:
         for i in range(12):
             run(i)
-    if case == "async_two_jits_steps":  # the queued work runs inside the trace
-        w.block_until_ready()
+    if case in ("async_two_jits_steps", "async_calls_no_markers"):  # the queued work
+        w.block_until_ready()  # runs inside the trace
     if case == "jitted_step_window_end":  # compiled before the trace: calls of 0.1 ms
         window_end()
 w.block_until_ready()

@@ -397,6 +397,19 @@ def test_parameter_server_chief_times_the_coordinators_steps() -> None:
     assert "all_others_bound" not in _codes(s)
 
 
+def test_a_window_of_jitted_calls_that_return_before_their_work_says_so() -> None:
+    # No marker, no wait after each call: "0.03 ms per call" was the dispatch alone; the
+    # work ran after each call returned, on XLA's CPU threads.
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__async_calls_no_markers.xplane.pb")
+    assert s.steps.count == 0 and s.steps.calls[0].count == 12
+    assert "JAX returns from each call before its work runs" in s.steps.note
+    per_call = float(s.steps.note.split("ms in the window, ")[1].split(" ms per call")[0])
+    assert per_call > 10 * 1e3 * s.steps.calls[0].mean_s
+    # calls that wait for their work (block_until_ready each) take no such words
+    waited = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__jitted_calls_only.xplane.pb")
+    assert "asynchronous dispatch" not in waited.steps.note
+
+
 def test_a_jax_inference_window_reports_its_jitted_calls() -> None:
     # openxla/xprof's TPU inference capture: no step markers, JAX's PjitFunction(f) calls
     s = tfobs.analyze(CAPTURES / "xprof__tpu_inference_2.xplane.pb")

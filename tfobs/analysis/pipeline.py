@@ -43,7 +43,7 @@ from tfobs.analysis.steps import (
     step_nums,
 )
 from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
-from tfobs.analysis.xla_cpu_work import with_dispatch
+from tfobs.analysis.xla_cpu_work import calls_work_note, with_dispatch
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
@@ -420,7 +420,7 @@ def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
     found = function_calls(host)
     if steps.count or not found:
         return dataclasses.replace(steps, calls=found)
-    note = calls_note(found)
+    note = calls_note(found) + calls_work_note(found, host)
     if steps.unrooted_markers:
         note = steps.note + "; " + note
     return dataclasses.replace(steps, calls=found, note=note)

@@ -17,7 +17,7 @@ of 'All Others' is the step's own computation rather than Python.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from tfobs.analysis.gpu_idle import covered_ps
 from tfobs.analysis.python_time import union_rows
 from tfobs.analysis.timeline import Timeline
-from tfobs.summary import Steps
+from tfobs.summary import FunctionCalls, Steps
 
 # The threads of XLA's CPU runtime in a JAX process: PjRt's client pool and Eigen's.
 XLA_CPU_LINES = ("tf_XLAPjRtCpuClient", "XLAEigen")
@@ -33,6 +33,9 @@ XLA_CPU_LINES = ("tf_XLAPjRtCpuClient", "XLAEigen")
 # every step, and more of it than the steps' own time. (Steps that wait for their work leave
 # 13-25 % of it outside: the first and last steps' work, which XProf drops with them.)
 OUTSIDE_SHARE = 0.5
+# A window of jitted calls whose runtime work is this many times their own time is timing
+# their dispatch.
+DISPATCH_SHARE_OF_WORK = 2.0
 
 
 @dataclass(frozen=True)
@@ -103,3 +106,20 @@ def with_dispatch(steps: Steps, host: Timeline | None, begin_ps: np.ndarray,
     return dataclasses.replace(steps, work_outside_s=work.outside_s,
                                work_outside_ratio=work.outside_s / work.total_s,
                                work_in_other_s=work.in_other_s / steps.count, note=note)
+
+
+def calls_work_note(calls: Sequence[FunctionCalls], host: Timeline | None) -> str:
+    """Words for a window of jitted calls and no step (a JAX inference loop) where each call
+    returns before its work runs: the time per call is its dispatch, the runtime's work in
+    the window says what the calls cost. "" where the calls hold their work."""
+    jitted = [c for c in calls if c.source == "python" and c.name.startswith("PjitFunction(")]
+    if not jitted:
+        return ""
+    work = runtime_work(host, np.zeros(0, np.int64), np.zeros(0, np.int64)).total_s
+    count = sum(c.count for c in jitted)
+    dispatch = sum(c.total_s for c in jitted)
+    if not count or work <= DISPATCH_SHARE_OF_WORK * dispatch:
+        return ""
+    return (f"; JAX returns from each call before its work runs (asynchronous dispatch): "
+            f"the time per call is its dispatch, while XLA's CPU threads worked "
+            f"{1e3 * work:.2f} ms in the window, {1e3 * work / count:.2f} ms per call")
