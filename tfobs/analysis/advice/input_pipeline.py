@@ -171,6 +171,9 @@ def check(s: WindowSummary) -> list[Advice]:
                "listed), then the input pipeline. Check the input by training the same step "
                f"on synthetic data ({synthetic}): the step time drops by about "
                f"{one_digit(input_pct)} %")
+    few = _concentrated(s)
+    if few:
+        fix = few + fix
     out.append(INPUT_BOUND.advice(
         _SEVERITY[ib.verdict], ib.advice,
         {"input_pct": input_pct, "other_pct": other_pct, "step_s": s.steps.mean_s,
@@ -179,6 +182,41 @@ def check(s: WindowSummary) -> list[Advice]:
     if ib.verdict in ("highly", "moderately"):
         out += _stage_rules(s, input_pct)
     return out
+
+
+# The input wait is a few steps' where this share of it lies in at most FEW_STEPS of the
+# steps, and the other steps wait under MODERATELY_INPUT_PCT of their time.
+CONCENTRATED_SHARE = 0.7
+FEW_STEPS = 0.2
+FEW_STEPS_MIN = 10  # steps a window needs before a few of them can stand out
+
+
+def _concentrated(s: WindowSummary) -> str:
+    """Words for an input wait held by a few steps (the first after an epoch's new
+    iterator, a shuffle buffer refilling), "" where it is spread over the steps."""
+    items = s.steps.items
+    waits = sorted(((st.breakdown_s.get("input", 0.0), st) for st in items),
+                   key=lambda w: -w[0])
+    total = sum(w for w, _ in waits)
+    if len(items) < FEW_STEPS_MIN or total <= 0:
+        return ""
+    held, k = 0.0, 0
+    while held < CONCENTRATED_SHARE * total:
+        held += waits[k][0]
+        k += 1
+    if k > max(1, int(FEW_STEPS * len(items))):
+        return ""
+    rest = waits[k:]
+    rest_time = sum(st.duration_s for _, st in rest)
+    rest_pct = 100 * sum(w for w, _ in rest) / rest_time if rest_time > 0 else 0.0
+    if rest_pct >= MODERATELY_INPUT_PCT:
+        return ""
+    nums = ", ".join(str(st.step_num) for _, st in sorted(waits[:k], key=lambda w: w[1].step_num))
+    return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
+            f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their time "
+            "(a pipeline filling after a start: a new epoch's iterator, a shuffle buffer, a "
+            "cache): keep one iterator across epochs (repeat() with steps_per_epoch), "
+            "prefetch, and judge from a later window; then: ")
 
 
 def _hidden_wait(s: WindowSummary, hidden_pct: float) -> Advice:
