@@ -135,6 +135,9 @@ def test_a_gzip_bomb_is_refused_without_holding_its_expansion(monkeypatch) -> No
     # a gzip capture within the limit still reads whole, every member
     members = gzip.compress(b"a" * 300_000) + gzip.compress(b"b" * 300_000)
     assert load._plain(members, "two") == b"a" * 300_000 + b"b" * 300_000
+    # bytes after the last member that start none (zeros a copy padded it with) are
+    # ignored, as `gzip -t` ignores them
+    assert load._plain(members + b"\0" * 512, "padded") == b"a" * 300_000 + b"b" * 300_000
 
 
 def test_command_does_not_import_tensorflow() -> None:

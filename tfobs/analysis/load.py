@@ -105,6 +105,8 @@ def _gunzip(data: bytes, label: str) -> Iterator[bytes]:
             raise CaptureError(f"{label}: gzip-compressed and cut short (truncated); "
                                "copy the whole file again")
         rest = unzip.unused_data
+        if not rest.startswith(_GZIP_MAGIC):  # no member follows: padding (zeros a tape or
+            break  # a copy left), ignored as gzip itself ignores it
 
 
 def _read_regular_file(path: Path) -> bytes:

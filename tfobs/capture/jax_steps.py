@@ -13,6 +13,7 @@ class itself is wrapped, so an annotation imported before
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from tfobs.capture import markers
@@ -34,7 +35,8 @@ def _wrap(original: dict[str, Any]) -> dict[str, Any]:
 
     def __init__(self: Any, name: str, **kwargs: Any) -> None:
         try:  # before the annotation is made: a window opened here records it
-            marker = markers.begin_marked(kwargs.get("step_num"), "jax", name)
+            marker = markers.begin_marked(kwargs.get("step_num"), "jax", name,
+                                          sys._getframe(1), self)  # the code making it
         except Exception:  # never into the training loop: this step goes unmarked
             _log.debug("tfobs: JAX step marker failed", exc_info=True)
             marker = None

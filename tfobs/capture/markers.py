@@ -21,6 +21,7 @@ import logging
 import sys
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tfobs import forks
@@ -230,7 +231,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     """
 
     __slots__ = ("step_num", "trace_key", "_trace", "_t0", "_own", "_open", "_nested",
-                 "_frame", "_offset")
+                 "_frame", "_offset", "_abandoned", "_owner")
 
     def __init__(self, step_num: int) -> None:
         global _last_step
@@ -251,18 +252,15 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         # Python makes a frame's object anew each time one is asked for otherwise).
         self._frame: Any = None
         self._offset = -1  # where in that frame's code its `with` is
+        self._abandoned = False  # closed by abandon(): its __exit__ counts nothing
+        self._owner: Any = None  # a weak reference to the annotation that began it
 
     def __enter__(self) -> None:
         caller = sys._getframe(1)
         if _step_depth():  # inside a step already marked (the job's own step trace, or an
-            outer = getattr(_open, "marker", None)  # outer tfobs.step): part of that step
-            if (outer is None or outer._frame is None
-                    or _inside(outer._frame, outer._offset, caller)):
+            if not _left_open(caller):  # outer tfobs.step): part of that step
                 self._nested = True
                 return
-            # The `with` that opened the step counted open has ended (this one is not inside
-            # it), yet its step was not closed: a Ctrl-C landed in tfobs's own code. Close it.
-            outer.abandon()
         t = _perf()
         self._frame, self._offset = caller, caller.f_lasti
         _open.marker = self
@@ -284,7 +282,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
 
     def __exit__(self, *exc: object) -> None:
         global _own_s
-        if self._nested:
+        if self._nested or self._abandoned:  # closed already, not ended: no step to count
             return
         t = _perf()
         duration = t - self._t0
@@ -309,6 +307,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     def abandon(self) -> None:
         """Close the step without ending it (no duration sent): its trace stopped, its
         thread no longer inside it, the runtime told training stopped mid-step."""
+        self._abandoned = True
         try:
             if self._trace is not None:
                 trace, self._trace = self._trace, None
@@ -340,17 +339,21 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
 
 
 
-def _inside(opener: Any, offset: int, frame: Any) -> bool:
-    """Whether `frame`, about to open a step, runs inside the step whose `with` ran in
-    `opener` at `offset`: `opener` is `frame` at another `with` (one inside the other), or
-    one of `frame`'s callers. The same `with` again is the next step of its loop."""
-    if frame is opener:
-        return frame.f_lasti != offset
-    caller = frame.f_back
-    while caller is not None:
-        if caller is opener:
-            return True
-        caller = caller.f_back
+def _left_open(caller: Any) -> bool:
+    """Whether the step counted open on this thread was left open, and is closed here: the
+    marker `caller` is about to make again is its own (the same place in the same frame: the
+    next turn of its loop), or the framework annotation that began it is gone. Its own turn
+    never closed it: a Ctrl-C landed in tfobs's code, or an annotation was made and never
+    entered. Any other open step is a live outer one (a `with` further up, a Keras batch, a
+    context manager or ExitStack holding it)."""
+    outer = getattr(_open, "marker", None)
+    if outer is None:
+        return False
+    owner = outer._owner
+    gone = owner is not None and owner() is None  # its annotation was freed, never closed
+    if gone or (outer._frame is caller and caller.f_lasti == outer._offset):
+        outer.abandon()
+        return True
     return False
 
 
@@ -362,14 +365,18 @@ EVALUATION_NAMES = frozenset({"eval", "evaluate", "evaluation", "test", "val", "
                               "inference"})
 
 
-def begin_marked(step_num: Any, framework: str, name: Any = "train") -> step | None:
+def begin_marked(step_num: Any, framework: str, name: Any = "train",
+                 maker: Any = None, owner: Any = None) -> step | None:
     """A step the framework's own annotation marks (tf_keras's "train" events,
     `jax.profiler.StepTraceAnnotation`): timed and sent to the runtime like `tfobs.step`,
-    without a marker of tfobs's own. `name`: the annotation's name in the trace. None inside
-    a step already marked, and for an evaluation's annotation (`EVALUATION_NAMES`). End it
-    with `marker.__exit__(None, None, None)`."""
+    without a marker of tfobs's own. `name`: the annotation's name in the trace; `maker`:
+    the frame making the annotation, `owner` the annotation (an annotation made there again
+    while its last one is still counted open, or freed while open, was never entered or
+    closed: that step is closed). None inside a step
+    already marked, and for an evaluation's annotation (`EVALUATION_NAMES`). End it with
+    `marker.__exit__(None, None, None)`."""
     global marked_by
-    if _step_depth():
+    if _step_depth() and (maker is None or not _left_open(maker)):
         return None
     if name != "train" and str(name).lower() in EVALUATION_NAMES:
         return None
@@ -378,7 +385,14 @@ def begin_marked(step_num: Any, framework: str, name: Any = "train") -> step | N
     marker = step(step_num)
     if name != "train":
         marker.trace_key = (str(name), marker.step_num)
-    _open.marker = marker  # owns the thread's open step (no `with` of its own)
+    if maker is not None:
+        marker._frame, marker._offset = maker, maker.f_lasti
+    if owner is not None:
+        try:
+            marker._owner = weakref.ref(owner)
+        except TypeError:  # no weak references to it: judged by where it was made alone
+            pass
+    _open.marker = marker  # owns the thread's open step
     marker._opened()
     try:
         hooks = _hooks

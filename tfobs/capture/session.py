@@ -162,7 +162,12 @@ class ProfilerSlot:
         # How the backend is chosen at the first start when none was given (the runtime
         # puts its own here: it also places the framework's hooks).
         self.resolve: Callable[[], Backend | None] = self._resolve_alone
-        self._cond = threading.Condition(threading.Lock())
+        # Entered through its bare lock (`with self._lock`), not the Condition: a Ctrl-C
+        # lands as Condition.__enter__'s call to acquire returns, leaving the lock held with
+        # no `with` to release it (training and exit then wait forever); the C lock's own
+        # `with` gives a signal no such place.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._session: Any = None
         self._state = "idle"  # idle -> active -> stopping -> stopped -> exporting -> idle
         self._logdir = ""
@@ -222,7 +227,7 @@ class ProfilerSlot:
         if backend is None:
             return CaptureResult(FAILED, "no framework to profile: neither TensorFlow nor "
                                  "JAX is imported (set framework / TFOBS_FRAMEWORK)")
-        with self._cond:
+        with self._lock:
             if self._state != "idle":
                 return CaptureResult(SKIPPED_BUSY, f"tfobs window still {self._state}")
             try:
@@ -261,7 +266,7 @@ class ProfilerSlot:
         """Stop tracing now, on this thread: wait for the device, stop, collect (training
         thread at a step boundary; see the module doc). None when no session was tracing.
         Never raises: a failed stop is told by `finish()`."""
-        with self._cond:
+        with self._lock:
             if self._state != "active":
                 return None
             session, self._session = self._session, None
@@ -288,7 +293,7 @@ class ProfilerSlot:
         t2 = time.perf_counter()
         end = WindowEnd(at=at, drain_s=t1 - t0, stop_s=t2 - t1,
                         thread=threading.current_thread().name, active_s=t1 - self._started)
-        with self._cond:
+        with self._lock:
             self._collected, self.last_end = data, end
             self._written = data is None and not error
             if error:
@@ -387,7 +392,7 @@ class ProfilerSlot:
         written into the session's folder in TensorBoard's layout (`path`, `folder`, for
         the reduce helper; the caller deletes the folder). A session still tracing (no
         step boundary came) is ended here, off the training thread, and counted so."""
-        with self._cond:
+        with self._lock:
             if self._state == "stopping":  # the training thread is ending it right now
                 self._cond.wait_for(lambda: self._state != "stopping", end_wait_s)
             if self._state not in ("active", "stopped"):
@@ -396,7 +401,7 @@ class ProfilerSlot:
             unended = self._state == "active"
         if unended:
             self.end_tracing(at="capture_thread")
-        with self._cond:
+        with self._lock:
             if self._state != "stopped":
                 reason = self._preempted_reason or "the window was dropped"
                 return CaptureResult(SKIPPED_BUSY, reason)
@@ -434,7 +439,7 @@ class ProfilerSlot:
             del data
             if not handed:
                 shutil.rmtree(logdir, ignore_errors=True)
-            with self._cond:
+            with self._lock:
                 self._state, self._logdir = "idle", ""
                 self._cond.notify_all()
 
@@ -524,7 +529,7 @@ class ProfilerSlot:
         Returns True when the profiler is free afterwards.
         """
         deadline = time.monotonic() + timeout_s
-        with self._cond:
+        with self._lock:
             if self._state == "active":
                 session, self._session = self._session, None
                 self._state = "idle"

@@ -27,14 +27,15 @@ KERAS_MODULES = ("keras.", "tf_keras.", "tensorflow.python.keras.")
 hooks = ClassHooks()
 
 
-def _begin(name: Any, kwargs: dict[str, Any]) -> markers.step | None:
+def _begin(name: Any, kwargs: dict[str, Any], owner: Any = None) -> markers.step | None:
     """The step a `Trace` made by the job's own code begins, if it is a step root."""
     if not kwargs.get("_r"):
         return None
-    caller = sys._getframe(2).f_globals.get("__name__", "")  # who made the Trace
+    frame = sys._getframe(2)  # the code that made the Trace
+    caller = frame.f_globals.get("__name__", "")
     if isinstance(caller, str) and caller.startswith(KERAS_MODULES):
         return None
-    return markers.begin_marked(kwargs.get("step_num"), "tensorflow", name)
+    return markers.begin_marked(kwargs.get("step_num"), "tensorflow", name, frame, owner)
 
 
 def _trace_class() -> Any:
@@ -48,7 +49,7 @@ def _wrap(original: dict[str, Any]) -> dict[str, Any]:
 
     def __init__(self: Any, name: Any, **kwargs: Any) -> None:
         try:  # before the trace begins: a window opened here records it
-            marker = _begin(name, kwargs)
+            marker = _begin(name, kwargs, self)
         except Exception:  # never into the training loop: this step goes unmarked
             _log.debug("tfobs: TensorFlow step marker failed", exc_info=True)
             marker = None
