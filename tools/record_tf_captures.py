@@ -647,6 +647,20 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         return ds.map(lambda xb, yb: (
             tf.ensure_shape(tf.py_function(slow, [xb], tf.float32), shape), yb))
 
+    def sgd_loop(ds: Any, features: int, steps: int) -> None:
+        """`mlp(features, 64)` trained by SGD on `ds`'s batches in a custom loop marked
+        `train_root(i)`: `warm_then_profile`'s warm-up steps, then `steps` traced."""
+        model = mlp(features, 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), steps, marker=train_root)
+
+    def regression_data(rows: int = 4096, features: int = 32) -> tuple[Any, Any]:
+        """`rows` normal inputs of `features` and a normal target each, float32."""
+        x = rng.normal(size=(rows, features)).astype("float32")
+        y = rng.normal(size=(rows, 1)).astype("float32")
+        return x, y
+
     def random_batches(n: int, features: int, batch: int) -> Any:
         x = rng.random((n, features), np.float32)
         y = rng.random((n, 1), np.float32)
@@ -1884,10 +1898,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
               .interleave(lambda f: tf.data.TextLineDataset(f).map(parse),
                           cycle_length=params["files"], num_parallel_calls=tf.data.AUTOTUNE)
               .batch(params["batch"]).repeat().prefetch(1))
-        model = mlp(params["features"], 64)
-        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
-        it = iter(ds)
-        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
+        sgd_loop(ds, params["features"], params["steps"])
 
     elif case == "shuffle_fill_in_window":
         params = {"batch": 64, "steps": 15, "features": 32, "rows": 20000}
@@ -1924,8 +1935,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "summary_every_step_loop":
         params = {"batch": 64, "steps": 14, "features": 32}
-        x = rng.normal(size=(4096, 32)).astype("float32")
-        y = rng.normal(size=(4096, 1)).astype("float32")
+        x, y = regression_data()
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
         model = mlp(params["features"], 64)
         opt = keras.optimizers.SGD(0.01)
@@ -1976,15 +1986,11 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         ds = (tf.data.Dataset.from_tensor_slices((x, y)).map(heavy, num_parallel_calls=2)
               .cache().batch(64).repeat().prefetch(2))
-        model = mlp(params["features"], 64)
-        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
-        it = iter(ds)
-        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
+        sgd_loop(ds, params["features"], params["steps"])
 
     elif case == "saved_model_export_loop":
         params = {"batch": 64, "steps": 14, "features": 32, "export_every": 6}
-        x = rng.normal(size=(4096, 32)).astype("float32")
-        y = rng.normal(size=(4096, 1)).astype("float32")
+        x, y = regression_data()
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
         model = mlp(params["features"], 64)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
@@ -2000,8 +2006,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "xla_shape_recompile_loop":
         params = {"steps": 12, "features": 32, "sizes": [32, 40, 48, 56]}
-        x = rng.normal(size=(4096, 32)).astype("float32")
-        y = rng.normal(size=(4096, 1)).astype("float32")
+        x, y = regression_data()
         model = mlp(params["features"], 64)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01), jit_compile=True,
                                 reduce_retracing=True)
@@ -2015,18 +2020,13 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
     elif case == "check_numerics_loop":
         params = {"batch": 64, "steps": 15, "features": 32}
         tf.debugging.enable_check_numerics()
-        x = rng.normal(size=(4096, 32)).astype("float32")
-        y = rng.normal(size=(4096, 1)).astype("float32")
+        x, y = regression_data()
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
-        model = mlp(params["features"], 64)
-        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
-        it = iter(ds)
-        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
+        sgd_loop(ds, params["features"], params["steps"])
 
     elif case == "eager_metric_beside_step":
         params = {"batch": 64, "steps": 20, "features": 32}
-        x = rng.normal(size=(4096, 32)).astype("float32")
-        y = rng.normal(size=(4096, 1)).astype("float32")
+        x, y = regression_data()
         ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
         model = mlp(params["features"], 64)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
@@ -2041,8 +2041,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
     elif case == "adapt_then_fit":
         params = {"batch": 64, "steps": 20, "features": 32}
-        x = rng.normal(size=(4096, 32)).astype("float32")
-        y = rng.normal(size=(4096, 1)).astype("float32")
+        x, y = regression_data()
         norm = keras.layers.Normalization()
         model = keras.Sequential([keras.Input((32,)), norm, keras.layers.Dense(64, "relu"),
                                   keras.layers.Dense(1)])
@@ -2066,15 +2065,11 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
               .rejection_resample(lambda a, b: b, target_dist=[0.25] * 4, seed=1)
               .map(lambda label, pair: (pair[0], tf.cast(pair[1], tf.float32)[..., None]))
               .batch(params["batch"]).prefetch(2))
-        model = mlp(params["features"], 64)
-        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
-        it = iter(ds)
-        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
+        sgd_loop(ds, params["features"], params["steps"])
 
     elif case in ("copy_to_device_loop", "prefetch_to_device_loop"):
         params = {"batch": 64, "steps": 20, "features": 32}
-        x = rng.normal(size=(4096, 32)).astype("float32")
-        y = rng.normal(size=(4096, 1)).astype("float32")
+        x, y = regression_data()
         ds = tf.data.Dataset.from_tensor_slices((x, y))
         if case == "copy_to_device_loop":
             ds = (ds.shuffle(1024).batch(64).repeat()
@@ -2082,10 +2077,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         else:
             ds = (ds.map(lambda a, b: (tf.tanh(a), b), num_parallel_calls=2).batch(64)
                   .repeat().apply(tf.data.experimental.prefetch_to_device("/cpu:0", 2)))
-        model = mlp(params["features"], 64)
-        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
-        it = iter(ds)
-        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
+        sgd_loop(ds, params["features"], params["steps"])
 
     elif case == "image_dir_fit":
         params = {"batch": 16, "steps": 12, "images": 96, "size": 48}

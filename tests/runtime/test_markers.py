@@ -344,21 +344,29 @@ def test_a_jax_annotation_made_and_never_entered_leaves_no_step_open():
     # StepTraceAnnotation begins its step when it is made: one made and dropped (or a Ctrl-C
     # between its making and its `with`) left the thread's step open, and no later step
     # counted. Freed, its step is closed at the next one.
-    jax = pytest.importorskip("jax")
-    from tfobs.capture import jax_steps
-
-    ours = jax_steps.hooks.saved is None
-    jax_steps.install()
     hooks = _InterruptingHooks()
-    markers.set_hooks(hooks)
-    try:
+    with _jax_steps_hooked(hooks) as jax:
         dropped = jax.profiler.StepTraceAnnotation("train", step_num=5)
         assert markers._step_depth() == 1
         del dropped
         for i in range(6, 9):
             with jax.profiler.StepTraceAnnotation("train", step_num=i):
                 pass
-        assert markers._step_depth() == 0 and hooks.ends == [6, 7, 8]
+    assert markers._step_depth() == 0 and hooks.ends == [6, 7, 8]
+
+
+@contextlib.contextmanager
+def _jax_steps_hooked(hooks):
+    """JAX's StepTraceAnnotation wrapped for tfobs (as a running tfobs does) with `hooks`
+    as the runtime; JAX itself given to the body."""
+    jax = pytest.importorskip("jax")
+    from tfobs.capture import jax_steps
+
+    ours = jax_steps.hooks.saved is None
+    jax_steps.install()
+    markers.set_hooks(hooks)
+    try:
+        yield jax
     finally:
         markers.set_hooks(None)
         if ours:
@@ -428,6 +436,27 @@ def test_markers_time_their_own_work_but_not_the_step():
     assert 5 * 0.005 <= spent < 5 * 0.005 + 0.05  # the hooks' 5 ms a step, not the 20 ms
 
 
+def _marked_loop(monkeypatch, nums):
+    """A loop of a traced tf.function step, each marked `tfobs.step(n)` for `nums`, with no
+    tfobs running (its markers still write the trace's "train" events)."""
+    monkeypatch.setattr(markers, "_backend", None)
+    monkeypatch.setattr(markers, "_hooks", None)
+
+    @tf.function
+    def train(x):
+        return tf.reduce_sum(x * x)
+
+    x = tf.ones((64,))
+    train(x)
+
+    def loop():
+        for i in nums:
+            with tfobs.step(i):
+                train(x)
+
+    return loop
+
+
 def _own_profile(tmp_path, run) -> tfobs.WindowSummary:
     """`run()` under the job's own `tf.profiler.experimental.start/stop` (no tfobs running);
     the capture it wrote, reduced."""
@@ -447,22 +476,7 @@ def test_step_numbers_of_2_to_the_63_or_more_reduce_as_xprof_reads_them(tmp_path
     # (wrapped, in order); XProf reads such a number as 0 (a named difference).
     from tests.support.xprof_reference import xprof_steps
 
-    monkeypatch.setattr(markers, "_backend", None)
-    monkeypatch.setattr(markers, "_hooks", None)
-
-    @tf.function
-    def train(x):
-        return tf.reduce_sum(x * x)
-
-    x = tf.ones((64,))
-    train(x)
-
-    def loop():
-        for i in range(6):
-            with tfobs.step(2**63 + i):
-                train(x)
-
-    s = _own_profile(tmp_path, loop)
+    s = _own_profile(tmp_path, _marked_loop(monkeypatch, [2**63 + i for i in range(6)]))
     assert [st.step_num for st in s.steps.items] == [2**63 + i - 2**64 for i in range(1, 5)]
     (capture,) = tmp_path.rglob("*.xplane.pb")
     steps, _ = xprof_steps(capture)
@@ -473,22 +487,7 @@ def test_steps_are_marked_for_the_jobs_own_profiling_without_tfobs_running(
         tmp_path, monkeypatch):
     # No enable(): `tfobs.step` and tfobs's Keras callback still write the "train" markers
     # XProf (and tfobs) read, so TensorBoard's Profile tab shows the steps.
-    monkeypatch.setattr(markers, "_backend", None)
-    monkeypatch.setattr(markers, "_hooks", None)
-
-    @tf.function
-    def train(x):
-        return tf.reduce_sum(x * x)
-
-    x = tf.ones((64,))
-    train(x)
-
-    def loop():
-        for i in range(20, 30):
-            with tfobs.step(i):
-                train(x)
-
-    s = _own_profile(tmp_path / "loop", loop)
+    s = _own_profile(tmp_path / "loop", _marked_loop(monkeypatch, range(20, 30)))
     assert s.steps.method == "markers"
     assert [st.step_num for st in s.steps.items] == list(range(21, 29))  # ends dropped
     model = _keras3_model()
@@ -637,22 +636,12 @@ class _NamedHooks:
 def test_a_jax_step_annotation_gives_the_runtime_its_own_name():
     # The runtime names a step's exemplar as the trace names the step (marker name and
     # number): a `StepTraceAnnotation("batch", ...)` step is "batch 3", tfobs's own "train 4".
-    jax = pytest.importorskip("jax")
-    from tfobs.capture import jax_steps
-
-    ours = jax_steps.hooks.saved is None
-    jax_steps.install()
     hooks = _NamedHooks()
-    markers.set_hooks(hooks)
-    try:
+    with _jax_steps_hooked(hooks) as jax:
         with jax.profiler.StepTraceAnnotation("batch", step_num=3):
             pass
         with tfobs.step(4):
             pass
-    finally:
-        markers.set_hooks(None)
-        if ours:
-            jax_steps.uninstall()
     assert hooks.ended == [(3, ("batch", 3)), (4, None)]  # None: tfobs's own ("train", 4)
 
 

@@ -282,7 +282,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
 
     def __exit__(self, *exc: object) -> None:
         global _own_s
-        if self._nested or self._abandoned:  # closed already, not ended: no step to count
+        if self._nested:
             return
         t = _perf()
         duration = t - self._t0
@@ -299,6 +299,8 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
                     pass
                 self._open = False
                 self._frame = None  # held no longer than the step: its locals go with it
+        if self._abandoned:  # closed, not ended (`abandon`): no step to count
+            return
         hooks = _hooks
         if hooks is not None:
             hooks.step_end(self.step_num, duration, self.trace_key)
@@ -309,20 +311,9 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
         thread no longer inside it, the runtime told training stopped mid-step."""
         self._abandoned = True
         try:
-            if self._trace is not None:
-                trace, self._trace = self._trace, None
-                trace.Stop()
+            self.__exit__(None, None, None)
         except Exception:
             _log.debug("tfobs: step trace marker failed to stop", exc_info=True)
-        finally:
-            if self._open:  # as in __exit__
-                try:
-                    depth = _open.depth
-                    depth[0] = depth[0] - 1 if depth[0] > 0 else 0
-                except AttributeError:
-                    pass
-                self._open = False
-                self._frame = None  # held no longer than the step: its locals go with it
         hooks = _hooks
         if hooks is not None:
             try:
