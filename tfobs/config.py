@@ -535,7 +535,7 @@ def _plain(default: Any, value: Any) -> Any:
         try:
             return float(value)
         except OverflowError:  # an int past any float (10**400): infinite, for the check
-            return math.inf if value > 0 else -math.inf
+            return -math.inf if str(value).startswith("-") else math.inf
     return value
 
 

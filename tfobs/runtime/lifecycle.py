@@ -214,5 +214,5 @@ def _after_fork_child() -> None:
 
 # As tfobs.enable: called inside a tf.function, run as written, not converted by AutoGraph.
 for _public in (disable, capture_now, current):
-    _public.autograph_info__ = frozenset()  # type: ignore[attr-defined]
+    setattr(_public, "autograph_info__", frozenset())  # noqa: B010 - no such attribute typed
 
