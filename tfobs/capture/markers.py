@@ -329,7 +329,6 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
             self._open = True  # open and counted, or neither
 
 
-
 def _left_open(caller: Any) -> bool:
     """Whether the step counted open on this thread was left open, and is closed here: the
     marker `caller` is about to make again is its own (the same place in the same frame: the
@@ -363,8 +362,8 @@ def begin_marked(step_num: Any, framework: str, name: Any = "train",
     without a marker of tfobs's own. `name`: the annotation's name in the trace; `maker`:
     the frame making the annotation, `owner` the annotation (an annotation made there again
     while its last one is still counted open, or freed while open, was never entered or
-    closed: that step is closed). None inside a step
-    already marked, and for an evaluation's annotation (`EVALUATION_NAMES`). End it with
+    closed: that step is closed). None inside a step already marked, and for an
+    evaluation's annotation (`EVALUATION_NAMES`). End it with
     `marker.__exit__(None, None, None)`."""
     global marked_by
     if _step_depth() and (maker is None or not _left_open(maker)):
