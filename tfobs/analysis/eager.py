@@ -130,6 +130,7 @@ def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]
     step_ends = np.array([e for _, e in steps], np.int64)
     total: dict[str, list[int]] = {}
     outside = before = 0
+    first = (begins[0] if begins.size else 0) if first_kept_ps is None else first_kept_ps
     for ld in host.lines:
         hit = member(ld.mid_arr, mids, ld.dense_top)  # np.isin, by a table of the ids
         if not hit.any():
@@ -139,7 +140,6 @@ def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]
             starts = ld.start_arr[hit] + ld.start_ps
             _, inside = span_of(starts, begins, step_ends)
             outside += int(durations[~inside].sum())
-            first = begins[0] if first_kept_ps is None else first_kept_ps
             before += int(durations[starts < first].sum())
         for mid, d in zip(ld.mid_arr[hit].tolist(), durations.tolist(), strict=True):
             agg = total.setdefault(kinds[mid], [0, 0])

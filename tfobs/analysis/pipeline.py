@@ -420,7 +420,7 @@ def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
     found = function_calls(host)
     if steps.count or not found:
         return dataclasses.replace(steps, calls=found)
-    note = calls_note(found) + calls_work_note(found, host)
+    note = "; ".join(n for n in (calls_note(found), calls_work_note(found, host)) if n)
     if steps.unrooted_markers:
         note = steps.note + "; " + note
     return dataclasses.replace(steps, calls=found, note=note)

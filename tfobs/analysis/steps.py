@@ -1006,7 +1006,7 @@ def _one_keras_function(host: Timeline, roots: list[tuple[int, int, int, int, in
         ld = host.lines[li]
         # the events inside the execution (a first one traces its function first)
         inside = slice(i + 1, int(np.searchsorted(ld.start_arr, ld.end_arr[i])))
-        hit = np.flatnonzero(np.isin(ld.mid_arr[inside], concrete))
+        hit = np.flatnonzero(member(ld.mid_arr[inside], concrete))
         function_of.append(names[int(ld.mid_arr[inside][hit[0]])][len(_CONCRETE):]
                            if hit.size else "")
     counts = Counter(f for f in function_of if f)

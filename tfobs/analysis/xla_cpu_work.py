@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tfobs.analysis.calls import JAX_CALL
 from tfobs.analysis.gpu_idle import covered_ps
 from tfobs.analysis.python_time import union_rows
 from tfobs.analysis.timeline import Timeline
@@ -112,7 +113,7 @@ def calls_work_note(calls: Sequence[FunctionCalls], host: Timeline | None) -> st
     """Words for a window of jitted calls and no step (a JAX inference loop) where each call
     returns before its work runs: the time per call is its dispatch, the runtime's work in
     the window says what the calls cost. "" where the calls hold their work."""
-    jitted = [c for c in calls if c.source == "python" and c.name.startswith("PjitFunction(")]
+    jitted = [c for c in calls if c.source == "python" and c.name.startswith(JAX_CALL)]
     if not jitted:
         return ""
     work = runtime_work(host, np.zeros(0, np.int64), np.zeros(0, np.int64)).total_s
@@ -120,6 +121,6 @@ def calls_work_note(calls: Sequence[FunctionCalls], host: Timeline | None) -> st
     dispatch = sum(c.total_s for c in jitted)
     if not count or work <= DISPATCH_SHARE_OF_WORK * dispatch:
         return ""
-    return (f"; JAX returns from each call before its work runs (asynchronous dispatch): "
+    return (f"JAX returns from each call before its work runs (asynchronous dispatch): "
             f"the time per call is its dispatch, while XLA's CPU threads worked "
             f"{1e3 * work:.2f} ms in the window, {1e3 * work / count:.2f} ms per call")
