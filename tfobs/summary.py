@@ -341,6 +341,14 @@ class Ops:
     # thread where the window has no step): window seconds, how many writes. Not in eager_s.
     checkpoint_s: float = 0.0
     checkpoint_writes: int = 0
+    # The whole save's cost in the steps that hold one (its Python and eager variable reads
+    # besides the write ops): how many kept steps hold a write; their window seconds, and
+    # their 'All Others' seconds, beyond as many typical steps (the others' median); eager
+    # op seconds in the steps that hold a write.
+    checkpoint_steps: int = 0
+    checkpoint_steps_excess_s: float = 0.0
+    checkpoint_steps_other_s: float = 0.0
+    checkpoint_steps_eager_s: float = 0.0
     # tf.summary writes (scalars, histograms, a TensorBoard callback's), graph and eager:
     # window seconds.
     summary_writes_s: float = 0.0

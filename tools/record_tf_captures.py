@@ -356,6 +356,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "checkpoint_manager_steps": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a Keras model trained by "
+        "Adam, `tf.train.CheckpointManager.save()` every fourth step inside the marker: the "
+        "save's Python and its eager variable reads, beside SaveV2 and MergeV2Checkpoints, "
+        "make those steps several times longer", {}),
     "summary_every_step_loop": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` whose tf.function step "
         "writes `tf.summary.scalar` of the loss and `tf.summary.histogram` of each weight to "
@@ -1956,6 +1961,34 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: logged_step(*next(it), tf.constant(i, tf.int64)),
                           params["steps"], marker=train_root)
+
+    elif case == "checkpoint_manager_steps":
+        params = {"batch": 64, "steps": 18, "features": 32, "width": 256, "save_every": 4}
+        x, y = regression_data()
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2)
+        model = mlp(params["features"], params["width"])
+        opt = keras.optimizers.Adam(1e-3)
+        it = iter(ds)
+
+        @tf.function
+        def adam_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        folder = tempfile.mkdtemp(prefix="tfobs-ckpt-")
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, opt=opt),
+                                             folder, max_to_keep=2)
+
+        def train_and_save(i: int) -> None:
+            adam_step(*next(it))
+            if i % params["save_every"] == params["save_every"] - 1:
+                manager.save(checkpoint_number=i)
+
+        warm_then_profile(train_and_save, params["steps"], marker=train_root)
+        shutil.rmtree(folder, ignore_errors=True)
 
     elif case == "two_output_tensorboard_fit":
         params = {"batch": 64, "profile_batch": [4, 20], "features": 32}

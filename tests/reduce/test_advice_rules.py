@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import re
 
+import numpy as np
 import pytest
 
 import tfobs
@@ -1046,7 +1047,7 @@ def test_checkpoint_writes_count_everywhere_in_a_window_without_steps() -> None:
     space = parse((CAPTURES / f"{CHECKPOINT_ASYNC}.xplane.pb").read_bytes())
     view = space.plane(HOST_PLANE)
     host = Timeline(view, time_base_ps([view]))
-    seconds, writes = checkpoint_writes(host, None)
+    seconds, writes, _ = checkpoint_writes(host, None)
     assert writes == 6 and seconds > 0
     # The message then names no thread.
     s = summary(CHECKPOINT_SYNC)
@@ -1055,6 +1056,104 @@ def test_checkpoint_writes_count_everywhere_in_a_window_without_steps() -> None:
     assert a.message.startswith("Checkpoint writes took ")
     assert one(s, "checkpoint_writes").message.startswith(
         "Checkpoint writes on the training thread took ")
+
+
+CHECKPOINT_MANAGER = "generated__tf2.21cpu__checkpoint_manager_steps"  # a save every 4th step
+
+
+def _saving_steps(name: str) -> set[int]:
+    """The marked steps whose span holds a MergeV2Checkpoints, read from the capture's own
+    events (the root `train` markers and the merge ops on the training thread)."""
+    from tfobs.analysis.eager import PREFIX
+    from tfobs.xspace import schema
+
+    space = schema.XSpace().FromString((CAPTURES / f"{name}.xplane.pb").read_bytes())
+    (host,) = [p for p in space.planes if p.name == "/host:CPU"]
+    names = {k: m.name for k, m in host.event_metadata.items()}
+    step_stat = [k for k, m in host.stat_metadata.items() if m.name == "step_num"]
+    out = set()
+    for line in host.lines:
+        merges = [line.timestamp_ns * 1000 + e.offset_ps for e in line.events
+                  if names[e.metadata_id] == f"{PREFIX}MergeV2Checkpoints"]
+        for e in line.events:
+            if names[e.metadata_id] != "train":
+                continue
+            begin = line.timestamp_ns * 1000 + e.offset_ps
+            num = [st.int64_value or st.uint64_value for st in e.stats
+                   if st.metadata_id in step_stat]
+            if any(begin <= m < begin + e.duration_ps for m in merges):
+                out.add(num[0])
+    return out
+
+
+def test_checkpoint_writes_weigh_the_whole_save_in_the_steps_that_hold_one() -> None:
+    """CheckpointManager.save() every 4th step inside the marker: its write ops are a small
+    part of what those steps pay (the save's Python, its eager variable reads). The rule
+    counts the saving steps' time beyond the typical step, and the 'All Others' and eager
+    ops it makes point to the save, not to Python in the step or to tf.function."""
+    s = summary(CHECKPOINT_MANAGER)
+    kept = {st.step_num for st in s.steps.items}
+    saving = _saving_steps(CHECKPOINT_MANAGER) & kept
+    assert saving == {n for n in kept if n % 4 == 3} and len(saving) == s.ops.checkpoint_steps
+    durations = {st.step_num: st.duration_s for st in s.steps.items}
+    typical = float(np.median([d for n, d in durations.items() if n not in saving]))
+    excess = sum(durations[n] for n in saving) - len(saving) * typical
+    assert s.ops.checkpoint_steps_excess_s == pytest.approx(excess)
+    # The write ops are a fraction of it: the save's Python is most of its cost.
+    assert s.ops.checkpoint_steps_excess_s > 3 * s.ops.checkpoint_s
+    a = one(s, "checkpoint_writes")
+    total = sum(durations.values())
+    assert a.evidence["checkpoint_steps_share"] == pytest.approx(excess / total)
+    assert a.evidence["checkpoint_steps_share"] > 0.5
+    assert f"The {len(saving)} step(s) that save one" in a.message
+    # 'All Others' is mostly in those steps: all_others_bound says so and gives the
+    # checkpoint's fix, and comes after the checkpoint rule.
+    other = one(s, "all_others_bound")
+    held = sum(st.breakdown_s["other"] for st in s.steps.items if st.step_num in saving)
+    rest = [st.breakdown_s["other"] for st in s.steps.items if st.step_num not in saving]
+    assert s.ops.checkpoint_steps_other_s == pytest.approx(
+        held - len(saving) * float(np.median(rest)))
+    assert "save a checkpoint" in other.message and other.fix == a.fix
+    codes = [x.code for x in s.advice]
+    assert codes.index("checkpoint_writes") < codes.index("all_others_bound")
+    # The eager ops are the save's variable reads, in the saving steps (the dropped first
+    # step's save too), not set-up before the steps: info, with the save's fix.
+    eager = one(s, "eager_ops")
+    assert eager.severity == "info" and eager.evidence["checkpoint_steps_share"] >= 0.5
+    assert "save a checkpoint" in eager.message and "before the window" not in eager.message
+    assert "tf.function would not remove" in eager.fix
+
+
+def test_checkpoint_steps_need_a_step_free_of_saves_to_measure_against() -> None:
+    """Every step saving: no typical step, no excess; writes outside every step: no saving
+    step. An async save runs its writes on a thread of its own: none either."""
+    from tfobs.analysis.eager import checkpoint_steps
+
+    begin = np.array([0, 100, 200], np.int64)
+    end = begin + 50
+    other = np.array([0.1, 0.2, 0.3])
+    assert checkpoint_steps(None, np.array([10, 110, 210]), (begin, end, other),
+                            []) == (3, 0.0, 0.0, 0.0)
+    assert checkpoint_steps(None, np.array([60, 160]), (begin, end, other), []) == (
+        0, 0.0, 0.0, 0.0)
+    # One of three saving: beyond the median of the other two.
+    count, excess, other_excess, _ = checkpoint_steps(
+        None, np.array([210]), (begin, np.array([50, 150, 400]), other), [])
+    assert count == 1 and excess == pytest.approx((200 - 50) / 1e12)
+    assert other_excess == pytest.approx(0.3 - 0.15)
+    s = summary(CHECKPOINT_ASYNC)
+    assert s.ops.checkpoint_steps == 0 and s.ops.checkpoint_steps_excess_s == 0.0
+    assert all(a.fix != one(summary(CHECKPOINT_SYNC), "checkpoint_writes").fix
+               for a in fired(s, "all_others_bound"))
+
+
+def test_checkpoint_writes_in_steps_explain_other_on_every_checkpoint_capture() -> None:
+    """The two older captures of saves inside steps read the same way."""
+    for name in (CHECKPOINT_SYNC, "generated__tf2.21cpu__checkpoint_loop"):
+        s = summary(name)
+        a = one(s, "checkpoint_writes")
+        assert s.ops.checkpoint_steps >= 2 and a.evidence["checkpoint_steps_share"] > 0.3, name
+        assert one(s, "all_others_bound").fix == a.fix, name
 
 
 def test_eager_ops_names_a_step_that_runs_eagerly() -> None:

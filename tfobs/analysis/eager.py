@@ -161,27 +161,73 @@ def eager_note(seconds: float, top: tuple[OpStat, ...], window_s: float) -> str:
             f"{'; top: ' + named if named else ''})")
 
 
-def checkpoint_writes(host: Timeline | None, lines: Sequence[int] | None) -> tuple[float, int]:
-    """(seconds, writes) of checkpoint writes on the host lines `lines` (the threads that run
-    the steps; None: every line). A write on a thread of its own
-    (`tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True)`) does not hold
-    the steps and is left out. One write runs one `MergeV2Checkpoints` (or, where none, one
-    save op)."""
+def checkpoint_writes(host: Timeline | None, lines: Sequence[int] | None
+                      ) -> tuple[float, int, np.ndarray]:
+    """(seconds, writes, each write op's start: absolute ps, sorted) of checkpoint writes on
+    the host lines `lines` (the threads that run the steps; None: every line). A write on a
+    thread of its own (`tf.train.CheckpointOptions(experimental_enable_async_checkpoint=
+    True)`) does not hold the steps and is left out. One write runs one
+    `MergeV2Checkpoints` (or, where none, one save op)."""
+    none = np.zeros(0, np.int64)
     if host is None:
-        return 0.0, 0
+        return 0.0, 0, none
     kinds = _executed(host, CHECKPOINT_WRITE_OPS.__contains__)
     if not kinds:
-        return 0.0, 0
+        return 0.0, 0, none
     mids = np.fromiter(kinds, np.int64, len(kinds))
     merge = id_array([m for m, k in kinds.items() if k == "MergeV2Checkpoints"])
     total = merges = saves = 0
+    starts = [none]
     for li in range(len(host.lines)) if lines is None else lines:
         ld = host.lines[li]
         hit = member(ld.mid_arr, mids, ld.dense_top)
         if not hit.any():
             continue
         total += int((ld.end_arr[hit] - ld.start_arr[hit]).sum())
+        starts.append(ld.start_arr[hit] + ld.start_ps)
         merged = int(member(ld.mid_arr[hit], merge).sum()) if merge.size else 0
         merges += merged
         saves += int(hit.sum()) - merged
-    return total / 1e12, merges or saves
+    return total / 1e12, merges or saves, np.sort(np.concatenate(starts))
+
+
+def _holding(write_starts: np.ndarray, begin: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Which of the spans `begin..end` (any order, overlapping or not) hold a write's start."""
+    return (np.searchsorted(write_starts, end, side="left")
+            > np.searchsorted(write_starts, begin, side="left"))
+
+
+def checkpoint_steps(host: Timeline | None, write_starts: np.ndarray, kept: tuple[
+        np.ndarray, np.ndarray, np.ndarray], spans: Sequence[tuple[int, int]]
+        ) -> tuple[int, float, float, float]:
+    """What a checkpoint save costs the steps it runs in, beyond its write ops: the save's
+    Python (CheckpointManager, the object graph's walk), its eager variable reads and its
+    files. (kept steps holding a write; their time beyond as many typical steps, the median
+    of the others; the same for their 'All Others'; eager op time starting in any found step,
+    dropped ones too, that holds a write.) `kept`: the kept steps' begin and end (absolute
+    ps) and 'All Others' seconds; `spans`: every found step's (begin, end), in order, not
+    overlapping. With no step free of writes there is no typical step: no excess."""
+    if not write_starts.size:
+        return 0, 0.0, 0.0, 0.0
+    begin, end, other = kept
+    held = _holding(write_starts, begin, end)
+    count = int(held.sum())
+    excess = other_excess = 0.0
+    if 0 < count < held.size:
+        duration = (end - begin) / 1e12
+        excess = max(0.0, float(duration[held].sum() - count * np.median(duration[~held])))
+        other_excess = max(0.0, float(other[held].sum() - count * np.median(other[~held])))
+    eager = 0
+    lo = np.array([b for b, _ in spans], np.int64)
+    hi = np.array([e for _, e in spans], np.int64)
+    writing = _holding(write_starts, lo, hi)
+    kinds = _executed(host, _eager_kind) if host is not None and writing.any() else {}
+    if kinds:
+        mids = np.fromiter(kinds, np.int64, len(kinds))
+        lo, hi = lo[writing], hi[writing]
+        for ld in host.lines:  # type: ignore[union-attr]
+            hit = member(ld.mid_arr, mids, ld.dense_top)
+            if hit.any():
+                _, inside = span_of(ld.start_arr[hit] + ld.start_ps, lo, hi)
+                eager += int((ld.end_arr[hit] - ld.start_arr[hit])[inside].sum())
+    return count, excess, other_excess, eager / 1e12

@@ -21,6 +21,7 @@ from tfobs.analysis.advice.rule import remember_step_sums
 from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import (
+    checkpoint_steps,
     checkpoint_writes,
     eager_note,
     eager_ops,
@@ -208,7 +209,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
     building_s, builds, xla_builds = graph_building(host, spans)
-    checkpoint_s, writes = checkpoint_writes(host, found.root_lines if found.groups else None)
+    checkpoint_s, writes, write_starts = checkpoint_writes(
+        host, found.root_lines if found.groups else None)
+    saving = checkpoint_steps(host, write_starts, (kept.begin_ps, kept.end_ps, _column(
+        kept, "other")), _group_spans(found)) if writes and kept.groups else (0, 0.0, 0.0, 0.0)
     summaries_s = summary_writes(host, host_ops)
     remember_step_sums(steps, total_step_s, sums)
     return with_advice(WindowSummary(
@@ -242,6 +246,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                                 xla_compiles=xla_builds,
                                 host_collectives_s=ops.host_collective_seconds(host, spans),
                                 checkpoint_s=checkpoint_s, checkpoint_writes=writes,
+                                checkpoint_steps=saving[0],
+                                checkpoint_steps_excess_s=saving[1],
+                                checkpoint_steps_other_s=saving[2],
+                                checkpoint_steps_eager_s=saving[3],
                                 summary_writes_s=summaries_s),
         kernels=kernels,
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
@@ -409,6 +417,14 @@ def _unknown_spans(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray:
     return bd.unknown_spans((etype[sel].astype(np.int64), begin[sel].astype(np.int64),
                              end[sel].astype(np.int64), rank[group[sel]]),
                             kept.begin_ps, kept.end_ps)
+
+
+def _column(kept: bd.StepTimes, category: str) -> np.ndarray:
+    """One category's seconds per kept step."""
+    array = kept.seconds_array
+    if array is None:
+        array = np.array(kept.seconds, np.float64).reshape(len(kept.seconds), len(CATEGORIES))
+    return array[:, CATEGORIES.index(category)]
 
 
 def _per_step(seconds: float, count: int) -> float:

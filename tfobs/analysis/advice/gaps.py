@@ -64,7 +64,9 @@ STEP_PAUSE = Rule(
 CHECKPOINT = Rule(
     "checkpoint_writes", "gaps between steps",
     "checkpoint writes (SaveV2, MergeV2Checkpoints) on the thread that runs the steps >= 5 % "
-    "of the window: training waits for each write",
+    "of the window, or the steps that save one longer than the typical step by >= 5 % of "
+    "all step time (the save's Python and eager variable reads): training waits for each "
+    "save",
     "write checkpoints less often (tf.train.CheckpointManager(checkpoint_interval=N) with "
     "save(check_interval=True), tf_keras ModelCheckpoint(save_freq=N)), or let the write "
     "run beside training: tf.train.CheckpointOptions(experimental_enable_async_checkpoint="
@@ -95,7 +97,9 @@ SUMMARY_SHARE = 0.05  # of the window
 PAUSE_WARNING_SHARE = 0.25  # of the step period: step_pause is a warning from here
 
 GAP_SHARE = 0.10
-CHECKPOINT_SHARE = 0.05  # of the window
+CHECKPOINT_SHARE = 0.05  # of the window (write ops) or of all step time (the saving steps)
+# 'All Others' held by the steps that save a checkpoint: the save's Python, not the step's.
+CHECKPOINT_OTHER_SHARE = 0.5
 
 RUNTIME_FIX = (
     "most of that 'All Others' is the step's own compiled work, which XLA's CPU runtime ran "
@@ -114,11 +118,13 @@ def check(s: WindowSummary) -> list[Advice]:
     # A coordinator's steps are all 'other' (waiting for its workers): no Python to move.
     if s.steps.method != "markers_remote":
         found = category_advice(ALL_OTHERS, s, "other", "'All Others'", ALL_OTHERS_TEXT)
-        out += [_runtime_in_other(s, found)] if found else []
+        out += [_saving_in_other(s, _runtime_in_other(s, found))] if found else []
+    saving = _checkpoint(s)
+    # The save that explains 'All Others' comes before it: its fix is the one to act on.
+    out = saving + out if out and out[0].fix == CHECKPOINT.fix else out + saving
     gap = _gap(s)
     if gap is not None:
         out.append(gap)
-    out += _checkpoint(s)
     out += _summaries(s)
     period = s.steps.interval_s
     outside = s.steps.input_between_s
@@ -150,21 +156,48 @@ def _runtime_in_other(s: WindowSummary, found: Advice) -> Advice:
         fix=RUNTIME_FIX)
 
 
+def _saving_in_other(s: WindowSummary, found: Advice) -> Advice:
+    """all_others_bound where most of 'All Others' lies in the steps that save a checkpoint:
+    the message says how much, and the fix is the checkpoint's."""
+    other = s.breakdown_s.get("other", 0.0) * s.steps.count
+    held = s.ops.checkpoint_steps_other_s
+    if other <= 0 or held < CHECKPOINT_OTHER_SHARE * other:
+        return found
+    return dataclasses.replace(
+        found,
+        message=(f"{found.message} Of it, {1e3 * held:.1f} ms ({100 * held / other:.0f} %) "
+                 f"is in the {s.ops.checkpoint_steps} step(s) that save a checkpoint: the "
+                 "save's own Python, not the step's (checkpoint_writes)."),
+        evidence={**found.evidence, "checkpoint_steps_other_s": held, "other_total_s": other},
+        fix=CHECKPOINT.fix)
+
+
 def _checkpoint(s: WindowSummary) -> list[Advice]:
-    """Checkpoint writes the steps' thread waited for, against the window."""
+    """Checkpoint writes the steps' thread waited for, against the window, and what the
+    steps that save one take beyond the typical step, against all step time."""
     seconds, writes = s.ops.checkpoint_s, s.ops.checkpoint_writes
-    if seconds <= 0 or s.duration_s <= 0 or seconds / s.duration_s < CHECKPOINT_SHARE:
+    share = seconds / s.duration_s if s.duration_s > 0 else 0.0
+    step_total = s.steps.mean_s * s.steps.count
+    excess, saving = s.ops.checkpoint_steps_excess_s, s.ops.checkpoint_steps
+    excess_share = excess / step_total if step_total > 0 else 0.0
+    if seconds <= 0 or max(share, excess_share) < CHECKPOINT_SHARE:
         return []
-    share = seconds / s.duration_s
+    steps_cost = (f" The {saving} step(s) that save one run {1e3 * excess / saving:.1f} ms "
+                  f"longer each than the typical step: {1e3 * excess:.1f} ms, "
+                  f"{100 * excess_share:.0f} % of the steps' time (its write ops, and the "
+                  "save's Python and eager variable reads around them)."
+                  if saving and excess > 0 else "")
     return [CHECKPOINT.advice(
         "warning",
         f"Checkpoint writes{' on the training thread' if s.steps.count else ''} took "
         f"{1e3 * seconds:.1f} ms of the "
         f"{s.duration_s:.2f} s window ({100 * share:.1f} %): {writes} writes, "
-        f"{1e3 * seconds / max(writes, 1):.1f} ms each.",
+        f"{1e3 * seconds / max(writes, 1):.1f} ms each.{steps_cost}",
         {"checkpoint_s": seconds, "checkpoint_writes": float(writes),
-         "checkpoint_share": share},
-        f"checkpoint writes >= {100 * CHECKPOINT_SHARE:g} % of the window (tfobs)")]
+         "checkpoint_share": share, "checkpoint_steps": float(saving),
+         "checkpoint_steps_excess_s": excess, "checkpoint_steps_share": excess_share},
+        f"checkpoint writes >= {100 * CHECKPOINT_SHARE:g} % of the window, or the saving "
+        f"steps' excess >= {100 * CHECKPOINT_SHARE:g} % of step time (tfobs)")]
 
 
 def _summaries(s: WindowSummary) -> list[Advice]:

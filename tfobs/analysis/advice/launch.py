@@ -128,6 +128,11 @@ EAGER_BETWEEN_FIX = (
 # Eager ops before the window's first measured step (in no step, or in the dropped first
 # one): set-up a capture caught once (a capture begun before training: variables made,
 # Normalization.adapt, weights loaded, a first evaluation), not the steps.
+EAGER_SAVE_FIX = (
+    "these eager ops are the checkpoint save's, which tf.function would not remove: save less "
+    "often (tf.train.CheckpointManager(checkpoint_interval=N) with save(check_interval=True), "
+    "ModelCheckpoint(save_freq=N)) or asynchronously "
+    "(tf.train.CheckpointOptions(experimental_enable_async_checkpoint=True))")
 EAGER_BEFORE_FIX = (
     "the steps do not pay it: read them from a window of steps alone (start the profiler "
     "after the set-up, e.g. TensorBoard(profile_batch=(10, 20)); tfobs's own windows open "
@@ -213,11 +218,18 @@ def _eager(s: WindowSummary) -> list[Advice]:
     before = s.ops.eager_before_steps_s / s.ops.eager_s if s.steps.count else 0.0
     checks = sum(o.self_s for o in s.ops.eager_top
                  if o.op_type.startswith(CHECK_NUMERICS_OP)) / s.ops.eager_s
+    saving = s.ops.checkpoint_steps_eager_s / s.ops.eager_s
     severity = "warning"
     # The first of these that holds says what the eager time is, and names its fix.
     if checks >= CHECK_NUMERICS_SHARE:  # debugging left on
         step_eager, fix = (f" {100 * checks:.0f} % of it is CheckNumericsV2: "
                            "tf.debugging.enable_check_numerics() is on.", CHECK_NUMERICS_FIX)
+    elif saving >= EAGER_BETWEEN_SHARE:  # a checkpoint save's variable reads, counted there
+        severity = "info"
+        step_eager, fix = (f" {100 * saving:.0f} % of it runs in the steps that save a "
+                           "checkpoint: the save reads every variable eagerly "
+                           "(checkpoint_writes counts the save's whole cost).",
+                           EAGER_SAVE_FIX)
     elif before >= EAGER_BETWEEN_SHARE:  # set-up before the steps, once in this window
         severity = "info"
         step_eager, fix = (f" {100 * before:.0f} % of it ({1e3 * s.ops.eager_before_steps_s:.2f}"
@@ -266,7 +278,7 @@ def _eager(s: WindowSummary) -> list[Advice]:
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
          "model_math_eager": float(bool(math)), "conversion_share": share,
          "between_steps_share": between, "before_steps_share": before,
-         "check_numerics_share": checks,
+         "check_numerics_share": checks, "checkpoint_steps_share": saving,
          "queue_wait_share": wait_share},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)", fix=fix)]
 
