@@ -72,6 +72,7 @@ RuleId = Literal[
     "tfdata_py_function",
     "tfdata_map_serial",
     "tfdata_no_prefetch",
+    "tfdata_map_function",
     "tfdata_file_read",
     "tfdata_from_generator",
     "tfdata_per_replica_input",
@@ -307,6 +308,11 @@ class InputPipeline:
     # from its coordinator: type "Enqueue"), and their names.
     xprof_only_input_s: float = 0.0
     xprof_only_input_ops: tuple[str, ...] = ()
+    # TensorFlow ops tf.data's own threads run for its stages' functions (a parallel map's
+    # parse_example, decoding, augmentation), in no stage's self time: window seconds, and
+    # the longest op types.
+    function_ops_s: float = 0.0
+    function_ops_top: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

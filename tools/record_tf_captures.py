@@ -356,6 +356,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "stage is rejection_resample's own sequential acceptance check "
         "(`::Filter::ParallelMapV2::Zip[0]::Map`), run for every element drawn; steps marked "
         "`Trace(\"train\", step_num=i, _r=1)`", {}),
+    "tfrecord_parse_parallel_map": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over TFRecord files of "
+        "tf.train.Example (96 float features and a label) read in order, batched, then "
+        "`tf.io.parse_example` in a map with num_parallel_calls=AUTOTUNE: the parse runs on "
+        "tf.data's own threads, the file read is the slowest stage by self time", {}),
     "checkpoint_manager_steps": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a Keras model trained by "
         "Adam, `tf.train.CheckpointManager.save()` every fourth step inside the marker: the "
@@ -1961,6 +1966,42 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: logged_step(*next(it), tf.constant(i, tf.int64)),
                           params["steps"], marker=train_root)
+
+    elif case == "tfrecord_parse_parallel_map":
+        params = {"files": 4, "records_per_file": 1024, "features": 96, "batch": 128,
+                  "steps": 20}
+        folder = pathlib.Path(logdir) / "records"  # removed with the log folder
+        folder.mkdir(exist_ok=True)
+        files = []
+        for f in range(params["files"]):
+            path = str(folder / f"part-{f}.tfrecord")
+            with tf.io.TFRecordWriter(path) as writer:
+                for row in rng.random((params["records_per_file"], 96)).tolist():
+                    feat = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=row)),
+                            "y": tf.train.Feature(float_list=tf.train.FloatList(
+                                value=[row[0]]))}
+                    writer.write(tf.train.Example(features=tf.train.Features(
+                        feature=feat)).SerializeToString())
+            files.append(path)
+        spec = {"x": tf.io.FixedLenFeature((96,), tf.float32),
+                "y": tf.io.FixedLenFeature((1,), tf.float32)}
+        ds = (tf.data.TFRecordDataset(files).repeat().batch(params["batch"])
+              .map(lambda r: (lambda d: (d["x"], d["y"]))(tf.io.parse_example(r, spec)),
+                   num_parallel_calls=tf.data.AUTOTUNE)
+              .prefetch(1))
+        model = mlp(96, 32)
+        opt = keras.optimizers.SGD(0.01)
+        it = iter(ds)
+
+        @tf.function
+        def small_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        warm_then_profile(lambda i: small_step(*next(it)), params["steps"], marker=train_root)
 
     elif case == "checkpoint_manager_steps":
         params = {"batch": 64, "steps": 18, "features": 32, "width": 256, "save_every": 4}

@@ -423,8 +423,59 @@ def test_tfdata_slowest_stage_names_the_stage_when_no_specific_cause_fits() -> N
     assert a.evidence["slowest_stage_s_per_step"] >= 0.25 * a.evidence["input_s_per_step"] > 0
     assert "batch before map" in a.fix
     specific = {"tfdata_py_function", "tfdata_map_serial", "tfdata_no_prefetch",
-                "tfdata_file_read", "tfdata_from_generator", "tfdata_per_replica_input"}
+                "tfdata_file_read", "tfdata_from_generator", "tfdata_per_replica_input",
+                "tfdata_map_function"}
     assert not specific & {x.code for x in s.advice}
+    # The map's function ops are that stage's own work here: they are counted...
+    assert s.input_pipeline.function_ops_s > s.input_pipeline.slowest_stage.self_s
+    # ...and the stage that waits for them is the one named, the parallel map itself.
+
+
+PARSE_MAP = "generated__tf2.21cpu__tfrecord_parse_parallel_map"  # parse_example in parallel
+
+
+def _ops_on_tfdata_threads(name: str) -> dict[str, float]:
+    """Seconds per op type of the TensorFlow op events on tf.data's threads, read from the
+    capture's own events."""
+    from tfobs.xspace import schema
+
+    space = schema.XSpace().FromString((CAPTURES / f"{name}.xplane.pb").read_bytes())
+    (host,) = [p for p in space.planes if p.name == "/host:CPU"]
+    names = {k: m.name for k, m in host.event_metadata.items()}
+    out: dict[str, float] = {}
+    for line in host.lines:
+        if not line.name.startswith("tf_data"):
+            continue
+        for e in line.events:
+            head, sep, kind = names[e.metadata_id].partition(":")
+            if sep and head != "Iterator" and not kind.startswith(":"):
+                out[kind] = out.get(kind, 0.0) + e.duration_ps / 1e12
+    return out
+
+
+def test_tfdata_map_function_names_the_parse_a_parallel_map_runs_off_the_stages() -> None:
+    """parse_example in a parallel map after batch: its ops run on tf.data's own threads,
+    in no stage's self time, so XProf's slowest stage is the file read. The parse is the
+    heavier work: tfdata_map_function names it, and file reads are not blamed."""
+    s = summary(PARSE_MAP)
+    ip = s.input_pipeline
+    assert ip.slowest_stage.name.endswith("::TFRecord")  # XProf's (test_fidelity_xprof)
+    ops = _ops_on_tfdata_threads(PARSE_MAP)
+    assert ip.function_ops_top[0] == "ParseExampleV2" == max(ops, key=ops.__getitem__)
+    no_datasets = sum(v for k, v in ops.items() if "Dataset" not in k)
+    assert ip.function_ops_s == pytest.approx(no_datasets, rel=1e-6)
+    assert ip.function_ops_s > ip.slowest_stage.self_s
+    a = one(s, "tfdata_map_function")
+    per_step = ip.function_ops_s / s.steps.count
+    assert a.evidence["function_ops_s_per_step"] == pytest.approx(per_step)
+    assert a.evidence["function_ops_s_per_step"] > a.evidence["slowest_stage_s_per_step"]
+    assert "ParseExampleV2" in a.message and "parse_example on a batch" in a.fix
+    assert not fired(s, "tfdata_file_read") and not fired(s, "tfdata_slowest_stage")
+    # Where the file read is the heavier work, it is still named.
+    reads = dataclasses.replace(s, input_pipeline=dataclasses.replace(
+        ip, function_ops_s=0.1 * ip.slowest_stage.self_s))
+    codes = {x.code for x in advise(reads)}
+    assert "tfdata_file_read" in codes and "tfdata_map_function" not in codes
 
 
 def test_tfdata_slowest_stage_silent_when_a_specific_rule_fires_or_the_stage_is_small() -> None:

@@ -15,11 +15,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tfobs.analysis.eventtypes import DATASET
+from tfobs.analysis.eventtypes import DATASET, parse_tf_op
 from tfobs.analysis.gpu_idle import merge
 from tfobs.analysis.ops import OpAgg
 from tfobs.analysis.python_time import TFDATA_NEXT_EVENT, holds_markers
-from tfobs.analysis.timeline import Timeline, clip_to_spans, enclosed, id_array, member
+from tfobs.analysis.timeline import (
+    Timeline,
+    clip_to_spans,
+    enclosed,
+    id_array,
+    member,
+    outermost,
+)
 from tfobs.summary import INPUT_KINDS, OpStat
 
 _FILE_SOURCES = ("::TFRecord", "::TextLine", "::FixedLengthRecord", "::SSTable",
@@ -140,6 +147,36 @@ def _inside_tfdata_share(host: Timeline) -> float:
             continue
         inside += int(dur[enclosed(ld, q, p)].sum())  # Python ops inside iterator events
     return inside / total if total > 0 else 1.0
+
+
+def function_ops(host: Timeline | None, top_n: int = 3) -> tuple[float, tuple[str, ...]]:
+    """(seconds, the longest op types) of the TensorFlow ops tf.data's own threads run for
+    its stages' functions: a parallel map's or interleave's function (parse_example,
+    decoding, augmentation). XProf's stage self times come from the iterators' events
+    alone, so this work is in no stage's figure. Python ops (py_function) are left out:
+    `python_op_seconds` counts them."""
+    if host is None:
+        return 0.0, ()
+    kinds: dict[int, str] = {}
+    for mid, n in host.names.items():
+        op = parse_tf_op(n)
+        # A function that builds a dataset (interleave's TFRecordDataset) only opens it.
+        if op.category in ("tf", "jax") and op.type not in PYTHON_OPS and (
+                "Dataset" not in op.type):
+            kinds[mid] = op.type
+    if not kinds:
+        return 0.0, ()
+    mids = id_array(kinds)
+    by_type: dict[str, int] = {}
+    for ld in host.lines:
+        if not ld.name.startswith(TFDATA_THREADS):
+            continue
+        at = outermost(ld, mids)
+        for mid, d in zip(ld.mid_arr[at].tolist(), (ld.end_arr[at] - ld.start_arr[at]).tolist(),
+                          strict=True):
+            by_type[kinds[mid]] = by_type.get(kinds[mid], 0) + int(d)
+    top = sorted(by_type, key=lambda k: (-by_type[k], k))[:top_n]
+    return sum(by_type.values()) / 1e12, tuple(top)
 
 
 def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> float:

@@ -176,6 +176,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     h2d_ratio = h2d_s / steps.mean_s if steps.mean_s > 0 else 0.0
     totals = input_pipeline.host_input_totals(host_ops, h2d_ratio)
     xprof_input = input_pipeline.xprof_only_input(host_ops)
+    functions_s, functions_top = input_pipeline.function_ops(host) if stages else (0.0, ())
     per_step = {k: (v / steps.count if steps.count else v) for k, v in totals.items()}
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
@@ -237,6 +238,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             device_copy_input=input_pipeline.device_copy_input(host_ops),
             xprof_only_input_s=xprof_input[0],
             xprof_only_input_ops=xprof_input[1],
+            function_ops_s=functions_s,
+            function_ops_top=functions_top,
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,

@@ -78,6 +78,17 @@ PYDATASET_PREFETCH_FIX = (
     "to fit builds this pipeline itself, without one: there its workers= (with "
     "use_multiprocessing=True for Python-heavy batches) and max_queue_size= are the buffer "
     "that keeps batches ready")
+MAP_FUNCTION = Rule(
+    "tfdata_map_function", "input pipeline",
+    "input-bound and the TensorFlow ops tf.data's own threads run for its stages' functions "
+    "(a parallel map's parse_example, decoding, augmentation: in no stage's self time) take "
+    "longer than the slowest stage's self time, and >= 25 % of the input wait",
+    "make the mapped function cheaper: batch before map so it runs once per batch "
+    "(tf.io.parse_example on a batch of records, not parse_single_example per record), "
+    "parse or decode only the features the model reads, cache() after the map where the "
+    "data fits in memory, or do the work once offline (Dataset.save, then load); where the "
+    "training step uses the same cores, more parallel calls add no speed",
+    f"{TFDATA}: Vectorizing mapping; Caching; Parallelizing data transformation")
 FILE_READ = Rule(
     "tfdata_file_read", "input pipeline",
     "input-bound and file reads are the slowest stage or >= 50 % of host input time",
@@ -121,10 +132,15 @@ OUTPUT_BOUND = Rule(
     "output (outfeed) >= 5 % of step time (XProf: HIGHLY >= 20 %, MODERATELY >= 5 %)",
     "send less back to the host per step (fewer or smaller outfeed / host callbacks)",
     f"{PROFILER}: Input pipeline analyzer (output time)")
-RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, NO_PREFETCH, FILE_READ, FROM_GENERATOR,
+RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, NO_PREFETCH, MAP_FUNCTION, FILE_READ,
+         FROM_GENERATOR,
          PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND)
 
 FILE_READ_SHARE = 0.5
+# Stages whose own self time waits for their functions' ops (tfdata_slowest_stage and
+# tfdata_map_serial name those): tfdata_map_function is for a slowest stage of another kind.
+_FUNCTION_STAGES = ("ParallelMap", "Map", "ParallelInterleave", "ParallelFilter",
+                    "ParallelBatch")
 PYTHON_OP_SHARE = 0.10  # of the window's input-stage time
 STAGE_SHARE = 0.25  # the slowest stage must explain this much of the input wait
 # XProf's MODERATELY verdict asks to reduce both input and 'All Others'; where 'All Others' is
@@ -288,18 +304,34 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
             "warning", f"The input pipeline has no prefetch stage{where}.",
             {**base, "stages_seen": float(len(ip.stages))}, _GATE,
             PYDATASET_PREFETCH_FIX if generator else ""))
+    input_s = s.steps.mean_s * input_pct / 100.0
+    functions = ip.function_ops_s
+    if (slow is not None and not _kind(slow).startswith(_FUNCTION_STAGES)
+            and functions > slow.self_s and functions / per_step >= STAGE_SHARE * input_s):
+        out.append(MAP_FUNCTION.advice(
+            "warning",
+            f"tf.data's own threads run {1e3 * functions / per_step:.2f} ms per step of "
+            f"TensorFlow ops for its stages' functions (top: {', '.join(ip.function_ops_top)})"
+            f", more than its slowest stage by self time{where}: the mapped functions are "
+            "the pipeline's heaviest work, which no stage's self time holds.",
+            {**base, "function_ops_s_per_step": functions / per_step,
+             "input_s_per_step": input_s},
+            f"{_GATE}, function ops on tf.data's threads > the slowest stage's self time and "
+            f">= {100 * STAGE_SHARE:g} % of the input wait per step"))
     totals = ip.host_input_total_s or ip.host_input_s
     reads = totals.get("demanded_file_read", 0.0) + totals.get("advanced_file_read", 0.0)
     host_in = sum(totals.values())
     read_share = reads / host_in if host_in > 0 else 0.0
-    slow_is_file = slow is not None and slow.name.endswith(_FILE_SOURCES)
+    # A file source slowest by self time is not the pipeline's heaviest work where its
+    # functions' ops outweigh every read.
+    slow_is_file = (slow is not None and slow.name.endswith(_FILE_SOURCES)
+                    and functions <= reads)
     if reads > 0 and (slow_is_file or read_share >= FILE_READ_SHARE):
         out.append(FILE_READ.advice(
             "warning", f"File reads take {100 * read_share:.0f} % of host input time{where}.",
             {**base, "file_read_share": read_share, "file_read_s_per_step": reads / per_step},
             f"{_GATE} and file reads the slowest stage or >= {100 * FILE_READ_SHARE:g} % of "
             "host input time"))
-    input_s = s.steps.mean_s * input_pct / 100.0
     if not out and slow is not None and slow.self_s / per_step >= STAGE_SHARE * input_s:
         out.append(SLOWEST_STAGE.advice(
             "warning", f"The slowest tf.data stage is {slow.name} "
