@@ -104,6 +104,7 @@ RuleId = Literal[
     "python_in_step",
     "markers_time_dispatch",
     "jax_op_by_op",
+    "optimizer_update",
 ]
 RULE_IDS: tuple[str, ...] = typing.get_args(RuleId)
 Severity = Literal["info", "warning", "critical"]  # least severe first
@@ -358,6 +359,11 @@ class Ops:
     # tf.summary writes (scalars, histograms, a TensorBoard callback's), graph and eager:
     # window seconds.
     summary_writes_s: float = 0.0
+    # The optimizers' update (ops under an optimizer's name scope, fused ResourceApply*
+    # kernels), op self time in window seconds; of it, sparse gradients made dense
+    # (UnsortedSegmentSum: an Embedding's IndexedSlices for a dense update).
+    optimizer_s: float = 0.0
+    optimizer_densify_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -361,6 +361,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "tf.train.Example (96 float features and a label) read in order, batched, then "
         "`tf.io.parse_example` in a map with num_parallel_calls=AUTOTUNE: the parse runs on "
         "tf.data's own threads, the file read is the slowest stage by self time", {}),
+    "tfkeras_embedding_adam_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` training a tf_keras "
+        "(Keras 2) Embedding(40000, 32) + Dense model with tf_keras's Adam on batches of 16: "
+        "the update (`Adam/...`: every row's moments, the sparse gradient made dense) is "
+        "most of each step", {}),
     "checkpoint_manager_steps": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a Keras model trained by "
         "Adam, `tf.train.CheckpointManager.save()` every fourth step inside the marker: the "
@@ -2002,6 +2007,30 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return loss
 
         warm_then_profile(lambda i: small_step(*next(it)), params["steps"], marker=train_root)
+
+    elif case == "tfkeras_embedding_adam_loop":
+        import tf_keras
+
+        params = {"vocab": 40000, "dim": 32, "length": 6, "batch": 16, "steps": 14}
+        model = tf_keras.Sequential([
+            tf_keras.layers.Embedding(40000, 32, input_length=6),
+            tf_keras.layers.GlobalAveragePooling1D(), tf_keras.layers.Dense(1)])
+        model.build((None, 6))
+        opt = tf_keras.optimizers.Adam(1e-3)
+        ids = rng.integers(0, 40000, size=(16 * 64, 6)).astype("int32")
+        target = rng.normal(size=(16 * 64, 1)).astype("float32")
+        it = iter(tf.data.Dataset.from_tensor_slices((ids, target)).batch(16).repeat()
+                  .prefetch(2))
+
+        @tf.function
+        def embed_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        warm_then_profile(lambda i: embed_step(*next(it)), params["steps"], marker=train_root)
 
     elif case == "checkpoint_manager_steps":
         params = {"batch": 64, "steps": 18, "features": 32, "width": 256, "save_every": 4}

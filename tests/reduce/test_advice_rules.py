@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import typing
 
 import numpy as np
 import pytest
@@ -1107,6 +1108,65 @@ def test_checkpoint_writes_count_everywhere_in_a_window_without_steps() -> None:
     assert a.message.startswith("Checkpoint writes took ")
     assert one(s, "checkpoint_writes").message.startswith(
         "Checkpoint writes on the training thread took ")
+
+
+EMBEDDING_ADAM = "generated__tf2.21cpu__tfkeras_embedding_adam_loop"  # tf_keras, Adam/...
+SPARSE_ADAM = "generated__tf2.21cpu__sparse_adam_fit"  # Keras 3 fit, adam/... densifies
+
+
+def _op_self_s(name: str, keep: typing.Callable[[str], bool]) -> tuple[float, float]:
+    """(self seconds of the host ops whose name `keep` takes, of all host TF ops, tf.data's
+    iterators left out), from the op table tfobs shares with XProf's framework_op_stats
+    (tests/reduce/test_fidelity_xprof.py holds the two equal)."""
+    from tfobs.analysis import ops
+    from tfobs.analysis.pipeline import HOST_PLANE, parse, time_base_ps
+    from tfobs.analysis.timeline import Timeline
+
+    view = parse((CAPTURES / f"{name}.xplane.pb").read_bytes()).plane(HOST_PLANE)
+    table = ops.host_op_metrics(Timeline(view, time_base_ps([view])))
+    tf_ops = [a for n, a in table.items() if not n.startswith("Iterator::")]
+    return (sum(a.self_ps for a in tf_ops if keep(a.name)) / 1e12,
+            sum(a.self_ps for a in tf_ops) / 1e12)
+
+
+def test_optimizer_update_names_an_update_that_outweighs_the_step() -> None:
+    """An Embedding of 40,000 rows under tf_keras's Adam on batches of 16: the update
+    (`Adam/...`) is nearly all the op time; Keras 3's fit of the same kind (`adam/...`
+    inside fit's function) also makes the sparse gradient dense for it."""
+    s = summary(EMBEDDING_ADAM)
+    update, total = _op_self_s(EMBEDDING_ADAM, lambda n: n.startswith("Adam/"))
+    assert s.ops.optimizer_s == pytest.approx(update) and update > 0.5 * total
+    a = one(s, "optimizer_update")
+    assert a.evidence["optimizer_share"] == pytest.approx(update / total)
+    assert "larger batches" in a.fix and "Adagrad" in a.fix
+    sparse = summary(SPARSE_ADAM)
+    update, total = _op_self_s(SPARSE_ADAM, lambda n: "/adam/" in n)
+    dense, _ = _op_self_s(SPARSE_ADAM, lambda n: "/adam/" in n and "UnsortedSegmentSum" in n)
+    b = one(sparse, "optimizer_update")
+    assert b.evidence["optimizer_share"] == pytest.approx(update / total)
+    assert sparse.ops.optimizer_densify_s == pytest.approx(dense) and dense > 0
+    assert "UnsortedSegmentSum" in b.message
+
+
+def test_optimizer_update_silent_where_the_update_is_a_usual_share() -> None:
+    """A small model under Adam spends up to a third of its op time in the update: no
+    advice there, nor without an optimizer."""
+    for name in (CHECKPOINT_MANAGER, "generated__tf2.21cpu__two_output_tensorboard_fit",
+                 HEAVY):
+        s = summary(name)
+        assert not fired(s, "optimizer_update"), name
+    assert summary(CHECKPOINT_MANAGER).ops.optimizer_s > 0
+
+
+@pytest.mark.parametrize(("name", "update"), [
+    ("StatefulPartitionedCall/adam/Sub_2", True), ("adam_1/Mul", True),
+    ("Adam/Adam/update/ResourceApplyAdam", True), ("training/SGD/mul", True),
+    ("sequential/dense/adamant/MatMul", False), ("my_sgd_layer/MatMul", False),
+    ("gradient_tape/sequential/dense/MatMul", False)])
+def test_optimizer_scope_is_a_whole_name_component(name: str, update: bool) -> None:
+    from tfobs.analysis.ops import OPTIMIZER_SCOPE
+
+    assert bool(OPTIMIZER_SCOPE.search(name)) is update
 
 
 CHECKPOINT_MANAGER = "generated__tf2.21cpu__checkpoint_manager_steps"  # a save every 4th step

@@ -433,15 +433,43 @@ def host_collective_seconds(host: Timeline | None, spans: Sequence[tuple[int, in
     return sum(b - a for a, b in merge(parts)) / 1e12
 
 
+# The update an optimizer applies each step: ops under its name scope (Keras 3 "adam/...",
+# tf_keras "Adam/...", "StatefulPartitionedCall/adam/..." inside fit's function; the scope is
+# the optimizer's name, these its classes' defaults) and the fused update kernels tf_keras
+# and tf.compat.v1 optimizers run (ResourceApplyAdam, ResourceSparseApplyAdagrad, ...).
+OPTIMIZER_SCOPE = re.compile(
+    r"(?:^|/)(?:adam|adamw|sgd|rmsprop|adagrad|adadelta|adamax|nadam|ftrl|lion|lamb|"
+    r"adafactor|loss_scale_optimizer|gradientdescent|momentum)(?:_\d+)?/", re.IGNORECASE)
+OPTIMIZER_OP_TYPES = ("ResourceApply", "ResourceSparseApply", "Apply")
+# A sparse gradient (an Embedding's IndexedSlices) made dense for a dense update.
+DENSIFY_OP = "UnsortedSegmentSum"
+
+
+def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
+                      ) -> tuple[float, float]:
+    """(self seconds of the optimizers' update ops in the window, of it the sparse
+    gradients made dense: `UnsortedSegmentSum` under an optimizer's scope)."""
+    update = densify = 0
+    for table in (host_ops, device_ops):
+        for name, a in table.items():
+            if OPTIMIZER_SCOPE.search(name) or a.op_type.startswith(OPTIMIZER_OP_TYPES):
+                update += a.self_ps
+                densify += a.self_ps if a.op_type == DENSIFY_OP else 0
+    return update / 1e12, densify / 1e12
+
+
 def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: int) -> Ops:
     host_ps = sum(a.self_ps for a in host_ops.values())
     device_ps = sum(a.self_ps for a in device_ops.values())
     every = list(host_ops.values()) + list(device_ops.values())
     every.sort(key=lambda a: (-a.self_ps, a.name))
     total = host_ps + device_ps
+    update_s, densify_s = optimizer_seconds(host_ops, device_ops)
     return Ops(
         host_s=host_ps / 1e12,
         device_s=device_ps / 1e12,
         host_ratio=host_ps / total if total > 0 else 0.0,
         top=tuple(a.stat() for a in every[:top_n]),
+        optimizer_s=update_s,
+        optimizer_densify_s=densify_s,
     )

@@ -18,6 +18,7 @@ from tfobs.analysis.advice import (
     launch,
     memory,
     multi_device,
+    optimizer,
     placement,
     precision,
     steps,
@@ -27,7 +28,8 @@ from tfobs.summary import RULE_IDS, SEVERITIES, Advice, WindowSummary
 
 __all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "markdown_table", "with_advice"]
 
-_FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device, steps)
+_FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device, steps,
+             optimizer)
 RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
 
 
