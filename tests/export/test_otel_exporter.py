@@ -7,6 +7,7 @@ where a test needs an exact shape (span cap, faults), are built directly.
 from __future__ import annotations
 
 import http.server
+import re
 import threading
 import time
 
@@ -514,3 +515,49 @@ def test_absent_receiver_counts_everything_dropped():
     exporter.shutdown(3)
     assert time.perf_counter() - t < 4
     assert exporter.dropped_spans == queued == 5
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_an_absent_receiver_is_one_line_in_the_jobs_log_with_its_cause(protocol, caplog):
+    """OpenTelemetry's OTLP exporters log each retry, "Shutdown in progress" and "Exporter
+    already shutdown" at WARNING: a job whose collector is down would read several lines
+    of another library at exit. tfobs's export says it once, with the first of those lines
+    as the cause, and a user's own OTLP exporter, on a thread of its own, still logs."""
+    import logging
+
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    with OtlpReceiver() as r:
+        endpoint = r.endpoint  # a port that was free and is now closed
+    if protocol == "http/protobuf":
+        endpoint += "/v1/traces"
+    caplog.set_level(logging.WARNING)
+    exporter = exporter_for(endpoint, otlp_protocol=protocol)
+    summary = built_summary(n_steps=2, events_per_step=1)
+    exporter.publish(summary, record_for(summary))
+    exporter.force_flush(5)
+    exporter.shutdown(3)
+    lines = [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
+    assert [rec.name for rec in lines] == ["tfobs.export.otel"], [
+        (rec.name, rec.getMessage()) for rec in lines]
+    text = lines[0].getMessage()
+    assert text.startswith(f"tfobs could not export 5 window spans over OTLP to {endpoint} (")
+    # The exporter's first line: a retry with its cause, or (no time left for one under a
+    # 1 s timeout) its give-up.
+    assert re.search(r"OTLP to \S+ \((Transient error|Failed to export)", text), text
+    # The filter goes with tfobs's exporter; on other threads it never held a line back.
+    from tfobs.export.otel import _EXPORTER_LOGGERS, _ExporterLog
+
+    for name in _EXPORTER_LOGGERS:
+        assert not [f for f in logging.getLogger(name).filters if isinstance(f, _ExporterLog)]
+    quiet = _ExporterLog()
+    quiet.install()
+    try:
+        caplog.clear()
+        own = OTLPSpanExporter(endpoint=endpoint.removeprefix("http://"), insecure=True)
+        # A message of its own: OpenTelemetry's DuplicateFilter drops a repeated format.
+        logging.getLogger(_EXPORTER_LOGGERS[0]).warning(f"the user's own line ({protocol})")  # noqa: G004
+        own.shutdown()
+    finally:
+        quiet.uninstall()
+    assert [rec.getMessage() for rec in caplog.records] == [f"the user's own line ({protocol})"]

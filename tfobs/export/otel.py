@@ -371,7 +371,71 @@ class _SpanQueueRoom:
         self.pending = 0  # the SDK clears its queue in a forked child too
 
 
-def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
+# The loggers of OpenTelemetry's OTLP exporters, which log every retry and every call after
+# shutdown at WARNING.
+_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http._common",
+)
+
+
+class _ExporterLog(logging.Filter):
+    """Keeps the OTLP exporters' lines written while they send tfobs's spans (each retry
+    against an absent receiver, "Shutdown in progress", "Exporter already shutdown" at
+    exit) out of the job's log: tfobs says once that spans could not be sent, with the first
+    of those lines as the reason, and counts the rest. Only the threads that export tfobs's
+    spans or shut its exporter down are quieted; a user's own OTLP exporters log as ever."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._threads: set[int] = set()
+        self._last: dict[int, str] = {}
+
+    def install(self) -> None:
+        for name in _EXPORTER_LOGGERS:
+            logger = logging.getLogger(name)
+            if self not in logger.filters:
+                # First: OpenTelemetry's own DuplicateFilter must not take a line dropped
+                # here for one written, and then drop the user's exporter's same line.
+                logger.filters.insert(0, self)
+
+    def uninstall(self) -> None:
+        for name in _EXPORTER_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+        self._threads.clear()
+
+    def enter(self) -> None:
+        """The calling thread sends or shuts down tfobs's spans from now on."""
+        self._threads.add(threading.get_ident())
+
+    def leave(self) -> None:
+        self._threads.discard(threading.get_ident())
+
+    def reason(self) -> str:
+        """The first line the exporter wrote on this thread since the last call (""),
+        shortened."""
+        text = self._last.pop(threading.get_ident(), "")
+        return text if len(text) <= 240 else text[:237] + "..."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ident = threading.get_ident()
+        if ident not in self._threads:
+            return True
+        try:
+            text = record.getMessage()
+        except Exception:  # a record whose arguments do not format
+            text = str(record.msg)
+        # The first line of a failed export names its cause; those after it (further
+        # retries, "Shutdown in progress") do not.
+        self._last.setdefault(ident, text)
+        _log.debug("OTLP exporter: %s", text)
+        return False
+
+
+def _counting_exporter(inner: Any, room: _SpanQueueRoom, quiet: _ExporterLog,
+                       endpoint: str = "") -> Any:
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
     class CountingSpanExporter(SpanExporter):
@@ -382,18 +446,25 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom) -> Any:
             self._warned = Once()  # one line, not one per batch
 
         def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            # The SDK's batch thread (or a force_flush's caller): while it sends tfobs's
+            # spans, the exporter's lines are tfobs's to say.
+            quiet.enter()
             try:
                 result: SpanExportResult = inner.export(spans)
             except Exception:  # a broken exporter must not kill the batch thread
                 _log.debug("OTLP span export raised", exc_info=True)
                 result = SpanExportResult.FAILURE
+            finally:
+                reason = quiet.reason()
+                quiet.leave()
             ok = result is SpanExportResult.SUCCESS
             room.exported(len(spans), ok)
             if not ok and self._warned.first():
                 _log.warning(
-                    "tfobs could not export %d window spans over OTLP; further failures are "
-                    "only counted (tfobs_dropped_total{what=\"spans\"})",
-                    len(spans),
+                    "tfobs could not export %d window spans over OTLP%s%s; further "
+                    "failures are only counted (tfobs_dropped_total{what=\"spans\"})",
+                    len(spans), f" to {endpoint}" if endpoint else "",
+                    f" ({reason})" if reason else "",
                 )
             return result
 
@@ -522,6 +593,7 @@ class OtelExporter:
         except ImportError as exc:  # the `otlp` extra is optional
             raise ImportError(f"{MISSING_OTLP} ({exc})") from exc
 
+        own_exporter = span_exporter is None
         if span_exporter is None:
             span_exporter = otlp_exporter(config.otlp_endpoint, config.otlp_protocol, env)
         ids = PlannedIdGenerator()
@@ -533,9 +605,12 @@ class OtelExporter:
             shutdown_on_exit=False,  # the runtime shuts us down with a deadline at exit
             **_no_self_metrics(TracerProvider, NoOpMeterProvider),
         )
+        self._quiet = _ExporterLog()
+        self._quiet.install()
         provider.add_span_processor(
             BatchSpanProcessor(
-                _counting_exporter(span_exporter, self._room),
+                _counting_exporter(span_exporter, self._room, self._quiet,
+                                   config.otlp_endpoint if own_exporter else ""),
                 max_queue_size=self._room.capacity,
                 max_export_batch_size=batch,
                 **_no_self_metrics(BatchSpanProcessor, NoOpMeterProvider),
@@ -628,15 +703,23 @@ class OtelExporter:
             cutter.join(max(0.0, deadline - time.monotonic()))
             worker.join(max(0.0, deadline - time.monotonic()))
         self._room.close()
+        if not worker.is_alive():  # else its export may still log: keep the filter on
+            self._quiet.uninstall()
 
     def _cut_export(self) -> None:
+        self._quiet.enter()
         try:
             self._parts.otlp.shutdown()
         except Exception:  # shutting down must not raise
             _log.debug("OTLP exporter shutdown raised", exc_info=True)
+        finally:
+            self._quiet.leave()
 
     def _shutdown_provider(self) -> None:
+        self._quiet.enter()
         try:
             self._parts.provider.shutdown()
         except Exception:
             _log.debug("TracerProvider shutdown raised", exc_info=True)
+        finally:
+            self._quiet.leave()
