@@ -131,3 +131,33 @@ def test_enable_called_inside_a_tf_function_starts_the_one_runtime(tmp_path) -> 
                          cwd=pathlib.Path(__file__).resolve().parents[2], timeout=180,
                          check=True).stdout.split()
     assert out == ["True", "1"]
+
+
+def test_a_script_named_like_a_standard_module_is_named_not_hung(tmp_path) -> None:
+    """A training script saved as http.py: enable() imports Python's http (the metrics
+    server), which runs the script again as module `http`, whose enable() waited for the
+    lock its own thread held: the job hung at its first line. Now the second call returns
+    None with one line naming the file and the fix, and the first goes on without metrics."""
+    script = tmp_path / "http.py"
+    script.write_text(
+        "import tfobs\n"
+        f"rt = tfobs.enable(quiet=True, metrics_port=0, capture_dir={str(tmp_path)!r})\n"
+        "print('started', __name__, rt is not None, flush=True)\n"
+        "if __name__ == '__main__':\n"
+        "    tfobs.disable()\n")
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).resolve().parents[2])}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["started http False", "started __main__ True"]
+    hint = f"{script} is imported as Python's 'http' module (rename it"
+    lines = [ln for ln in done.stderr.splitlines() if ln.startswith("tfobs:")]
+    assert len(lines) == 2 and all(hint in ln for ln in lines), lines
+    assert "called again while it was starting" in lines[0]
+    assert "metrics are not served" in lines[1]
+
+
+def test_shadowing_hint_is_empty_for_python_own_modules() -> None:
+    from tfobs.runtime.lifecycle import shadowing_hint
+
+    assert shadowing_hint() == ""

@@ -30,40 +30,77 @@ _log = logging.getLogger(__name__)
 
 _instance: Runtime | None = None
 _instance_lock = threading.Lock()
+_starting_on: int | None = None  # the thread inside enable_config's start, while it runs
 _registered = False
 
 
 def enable_config(config: Config, explicit: bool = True) -> Runtime | None:
     """Start tfobs with `config` (idempotent: a running instance is returned as it is, with
     a line saying so; `explicit`: options were given, so say when they differ)."""
-    global _instance
+    global _instance, _starting_on
+    if _starting_on == threading.get_ident():
+        # enable() reached again from inside its own start, on this thread: an import tfobs
+        # makes ran the user's code again (a script named like a standard module, http.py).
+        # Waiting for the lock this thread holds would hang the job.
+        _log.warning("tfobs: enable() was called again while it was starting, on the same "
+                     "thread%s; this call is ignored", shadowing_hint())
+        return None
     with _instance_lock:
-        running = _instance
-        if running is not None and running.running and running.pid == os.getpid():
-            differ = explicit and config != running.config
-            line = progress.again(running, differ)
-            if differ:  # a warning: shown even with quiet
-                _log.warning(line)
-            else:
-                progress.say(line)
-            return running
-        if not config.enabled:
-            return None
-        progress.configure(config.quiet)
-        missing = framework_missing(config.framework)
-        if missing:
-            _log.warning(missing)
-            return None
-        runtime = _build(config)
+        _starting_on = threading.get_ident()
         try:
-            runtime.start()
-        except Exception:
-            runtime.stop(timeout_s=1.0)
-            raise
-        _instance = runtime
-        _register_process_hooks()
-        progress.say(progress.started(runtime))
-        return runtime
+            return _enable_locked(config, explicit)
+        finally:
+            _starting_on = None
+
+
+def _enable_locked(config: Config, explicit: bool) -> Runtime | None:
+    """enable_config's work, under `_instance_lock`."""
+    global _instance
+    running = _instance
+    if running is not None and running.running and running.pid == os.getpid():
+        differ = explicit and config != running.config
+        line = progress.again(running, differ)
+        if differ:  # a warning: shown even with quiet
+            _log.warning(line)
+        else:
+            progress.say(line)
+        return running
+    if not config.enabled:
+        return None
+    progress.configure(config.quiet)
+    missing = framework_missing(config.framework)
+    if missing:
+        _log.warning(missing)
+        return None
+    runtime = _build(config)
+    try:
+        runtime.start()
+    except Exception:
+        runtime.stop(timeout_s=1.0)
+        raise
+    _instance = runtime
+    _register_process_hooks()
+    progress.say(progress.started(runtime))
+    return runtime
+
+
+def shadowing_hint() -> str:
+    """'' or, where files outside Python's own library were imported under the names of
+    its standard modules (a script named http.py beside the training script), the clause
+    that names them and the fix."""
+    import sysconfig
+
+    roots = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")}
+    found = []
+    for name in sorted(sys.stdlib_module_names):
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None) if module is not None else None
+        if path and not any(os.path.realpath(path).startswith(r + os.sep) for r in roots):
+            found.append(f"{path} is imported as Python's '{name}' module")
+    if not found:
+        return ""
+    return ": " + "; ".join(found) + " (rename it: a file named like a standard module " \
+        "beside the script shadows it)"
 
 
 def framework_missing(framework: str = "auto") -> str:
@@ -113,7 +150,8 @@ def _build(config: Config) -> Runtime:
     try:
         from tfobs.export.prometheus import PrometheusExporter
     except ImportError as exc:
-        _log.warning("tfobs: Prometheus exporter unavailable (%s); metrics are not served", exc)
+        _log.warning("tfobs: Prometheus exporter unavailable (%s)%s; metrics are not served",
+                     exc, shadowing_hint())
     else:
         prometheus = PrometheusExporter(
             config, config.identity(), health, nvml=sources.nvml, tfmemory=sources.tfmemory,
