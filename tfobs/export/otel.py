@@ -425,7 +425,8 @@ class _ExporterLog(logging.Filter):
             return True
         try:
             text = record.getMessage()
-        except Exception:  # a record whose arguments do not format
+        except Exception:  # a record whose arguments do not format: its bare message
+            _log.debug("OTLP exporter line did not format", exc_info=True)
             text = str(record.msg)
         # The first line of a failed export names its cause; those after it (further
         # retries, "Shutdown in progress") do not.
