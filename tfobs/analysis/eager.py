@@ -13,6 +13,7 @@ by design; `tf.function` would not remove them), nor the ops that write a checkp
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -197,9 +198,18 @@ def _holding(write_starts: np.ndarray, begin: np.ndarray, end: np.ndarray) -> np
             > np.searchsorted(write_starts, begin, side="left"))
 
 
+class CheckpointSteps(NamedTuple):
+    """The steps that hold a checkpoint write (`Ops.checkpoint_steps*`)."""
+
+    steps: int = 0
+    excess_s: float = 0.0
+    other_s: float = 0.0
+    eager_s: float = 0.0
+
+
 def checkpoint_steps(host: Timeline | None, write_starts: np.ndarray, kept: tuple[
         np.ndarray, np.ndarray, np.ndarray], spans: Sequence[tuple[int, int]]
-        ) -> tuple[int, float, float, float]:
+        ) -> CheckpointSteps:
     """What a checkpoint save costs the steps it runs in, beyond its write ops: the save's
     Python (CheckpointManager, the object graph's walk), its eager variable reads and its
     files. (kept steps holding a write; their time beyond as many typical steps, the median
@@ -208,7 +218,7 @@ def checkpoint_steps(host: Timeline | None, write_starts: np.ndarray, kept: tupl
     ps) and 'All Others' seconds; `spans`: every found step's (begin, end), in order, not
     overlapping. With no step free of writes there is no typical step: no excess."""
     if not write_starts.size:
-        return 0, 0.0, 0.0, 0.0
+        return CheckpointSteps()
     begin, end, other = kept
     held = _holding(write_starts, begin, end)
     count = int(held.sum())
@@ -230,4 +240,4 @@ def checkpoint_steps(host: Timeline | None, write_starts: np.ndarray, kept: tupl
             if hit.any():
                 _, inside = span_of(ld.start_arr[hit] + ld.start_ps, lo, hi)
                 eager += int((ld.end_arr[hit] - ld.start_arr[hit])[inside].sum())
-    return count, excess, other_excess, eager / 1e12
+    return CheckpointSteps(count, excess, other_excess, eager / 1e12)

@@ -21,6 +21,7 @@ from tfobs.analysis.advice.rule import remember_step_sums
 from tfobs.analysis.calls import calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import (
+    CheckpointSteps,
     checkpoint_steps,
     checkpoint_writes,
     eager_note,
@@ -213,7 +214,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     checkpoint_s, writes, write_starts = checkpoint_writes(
         host, found.root_lines if found.groups else None)
     saving = checkpoint_steps(host, write_starts, (kept.begin_ps, kept.end_ps, _column(
-        kept, "other")), _group_spans(found)) if writes and kept.groups else (0, 0.0, 0.0, 0.0)
+        kept, "other")), _group_spans(found)) if writes and kept.groups else CheckpointSteps()
     summaries_s = summary_writes(host, host_ops)
     remember_step_sums(steps, total_step_s, sums)
     return with_advice(WindowSummary(
@@ -249,10 +250,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                                 xla_compiles=xla_builds,
                                 host_collectives_s=ops.host_collective_seconds(host, spans),
                                 checkpoint_s=checkpoint_s, checkpoint_writes=writes,
-                                checkpoint_steps=saving[0],
-                                checkpoint_steps_excess_s=saving[1],
-                                checkpoint_steps_other_s=saving[2],
-                                checkpoint_steps_eager_s=saving[3],
+                                checkpoint_steps=saving.steps,
+                                checkpoint_steps_excess_s=saving.excess_s,
+                                checkpoint_steps_other_s=saving.other_s,
+                                checkpoint_steps_eager_s=saving.eager_s,
                                 summary_writes_s=summaries_s),
         kernels=kernels,
         devices=reduce_devices(space, steps, short_gap_s=short_gap_s,
