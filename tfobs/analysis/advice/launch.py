@@ -330,9 +330,12 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     # first compile): worth a look; two or more are a function built again and again.
     return [RETRACING.advice(
         "warning" if s.ops.graph_builds >= 2 else "info",
-        f"{what} {s.ops.graph_builds} times in {per} steps "
+        f"{what} {'once' if s.ops.graph_builds == 1 else f'{s.ops.graph_builds} times'} "
+        f"in {per} steps "
         f"({1e3 * s.ops.graph_building_s / per:.2f} ms per step, {one_digit(pct)} % of step "
-        f"time): a function is {again} again while training"
+        + (f"time): a function is {again} again while training" if s.ops.graph_builds >= 2
+           else f"time): a function's first call in this window, or, where windows keep "
+                f"showing one, a function {again} again and again")
         + (" (jit_compile=True compiles once per new input shape)." if xla else ".")
         + (f" The window also writes {s.ops.checkpoint_writes} checkpoint(s) (SaveV2): a "
            "SavedModel export traces as it saves." if export else ""),
