@@ -314,6 +314,14 @@ class InputPipeline:
     # the longest op types.
     function_ops_s: float = 0.0
     function_ops_top: tuple[str, ...] = ()
+    # The root prefetch's fetches inside the steps (its `buffered_elements` stat), how many
+    # found a batch ready, window seconds of them all and of those that found its buffer
+    # empty: a pipeline that keeps up leaves only the hand-over of ready batches as input
+    # wait.
+    prefetch_fetches: int = 0
+    prefetch_ready: int = 0
+    prefetch_s: float = 0.0
+    prefetch_empty_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -366,6 +366,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "(Keras 2) Embedding(40000, 32) + Dense model with tf_keras's Adam on batches of 16: "
         "the update (`Adam/...`: every row's moments, the sparse gradient made dense) is "
         "most of each step", {}),
+    "two_pipelines_one_unprefetched": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` whose step reads two "
+        "datasets: features from a cheap prefetched pipeline, and side inputs from a "
+        "heavy parallel map with no prefetch (its root is `Iterator::Root::MapAndBatch`)",
+        {}),
     "checkpoint_manager_steps": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a Keras model trained by "
         "Adam, `tf.train.CheckpointManager.save()` every fourth step inside the marker: the "
@@ -2031,6 +2036,31 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return loss
 
         warm_then_profile(lambda i: embed_step(*next(it)), params["steps"], marker=train_root)
+
+    elif case == "two_pipelines_one_unprefetched":
+        params = {"batch": 64, "steps": 14, "features": 32}
+        x, y = regression_data()
+        cheap = iter(tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2))
+
+        def heavy(v: Any) -> Any:  # a few small matmuls per element
+            m = tf.tile(v[None, :], [32, 1])
+            return v + 1e-6 * tf.reduce_sum(tf.matmul(m, m, transpose_b=True))
+
+        side = iter(tf.data.Dataset.from_tensor_slices(x).repeat()
+                    .map(heavy, num_parallel_calls=tf.data.AUTOTUNE).batch(64))
+        model = mlp(32, 64)
+        opt = keras.optimizers.SGD(0.01)
+
+        @tf.function
+        def two_input_step(xb: Any, yb: Any, extra: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb + 0.0 * extra, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        warm_then_profile(lambda i: two_input_step(*next(cheap), next(side)), params["steps"],
+                          marker=train_root)
 
     elif case == "checkpoint_manager_steps":
         params = {"batch": 64, "steps": 18, "features": 32, "width": 256, "save_every": 4}

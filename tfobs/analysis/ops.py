@@ -452,6 +452,10 @@ def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
     update = densify = 0
     for table in (host_ops, device_ops):
         for name, a in table.items():
+            # tf.distribute all-reduces the gradients inside the optimizer's scope: that is
+            # communication (host_collectives_bound's), not the update.
+            if _COLLECTIVE_TYPE.match(a.op_type) or "AllReduce" in a.op_type:
+                continue
             if OPTIMIZER_SCOPE.search(name) or a.op_type.startswith(OPTIMIZER_OP_TYPES):
                 update += a.self_ps
                 densify += a.self_ps if a.op_type == DENSIFY_OP else 0

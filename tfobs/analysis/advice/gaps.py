@@ -41,7 +41,9 @@ ALL_OTHERS = Rule(
         "np.asarray) every N steps, not every step"))
 STEP_GAP = Rule(
     "step_gap", "gaps between steps",
-    "host time between one step's end and the next one's start >= 10 % of the step period",
+    "host time between one step's end and the next one's start >= 10 % of the step period "
+    "(critical from 50 %); pauses of 10x the typical gap holding half of it are named, with "
+    "step_pause's fix first",
     "lighten or drop per-batch Keras callbacks and metrics, or run several steps per call "
     "with Model.compile(steps_per_execution=N); in a hand-written loop (train_on_batch, "
     "tfobs.step), move the Python between calls (numpy batch building, predict_on_batch, "
@@ -97,6 +99,8 @@ SUMMARY_SHARE = 0.05  # of the window
 PAUSE_WARNING_SHARE = 0.25  # of the step period: step_pause is a warning from here
 
 GAP_SHARE = 0.10
+GAP_CRITICAL_SHARE = 0.5  # of the step period: most of the wall time is outside the steps
+PAUSE_FACTOR = 10  # a gap this many times the typical one is a pause
 CHECKPOINT_SHARE = 0.05  # of the window (write ops) or of all step time (the saving steps)
 # 'All Others' held by the steps that save a checkpoint: the save's Python, not the step's.
 CHECKPOINT_OTHER_SHARE = 0.5
@@ -236,11 +240,24 @@ def _gap(s: WindowSummary) -> Advice | None:
     typical = float(np.median(gaps))
     typical_period = float(np.median(apart))
     if typical_period <= 0 or typical / typical_period >= GAP_SHARE:
+        # Long pauses on top of the per-batch gap (an epoch's end, a validation run) may
+        # hold most of it: both are said, and both fixes given, the larger first.
+        pauses = [g for g in gaps if g >= PAUSE_FACTOR * typical > 0]
+        held = sum(pauses) / sum(gaps) if pauses else 0.0
+        also, fix = "", ""
+        if held >= 0.5:
+            also = (f" {len(pauses)} pause(s) of up to {1e3 * max(pauses):.1f} ms hold "
+                    f"{100 * held:.0f} % of it (an epoch's end, a validation run, a "
+                    f"checkpoint); the typical gap is {1e3 * typical:.2f} ms.")
+            fix = f"{STEP_PAUSE.fix}; then, for the gap every step pays: {STEP_GAP.fix}"
+            evidence = {**evidence, "typical_gap_s": typical, "pauses": float(len(pauses)),
+                        "pause_share": held}
         return STEP_GAP.advice(
-            "warning",
+            "critical" if share >= GAP_CRITICAL_SHARE else "warning",
             f"{100 * share:.0f} % of each step period ({1e3 * mean_gap:.2f} ms of "
-            f"{1e3 * period:.2f} ms) is host time between steps, outside the training step.",
-            evidence, threshold)
+            f"{1e3 * period:.2f} ms) is host time between steps, outside the training step."
+            + also, evidence, threshold + f"; critical from {100 * GAP_CRITICAL_SHARE:g} %",
+            fix)
     k = max(range(len(gaps)), key=gaps.__getitem__)
     long = sum(g >= GAP_SHARE * typical_period for g in gaps)
     # A few pauses are worth a look; holding a quarter of the time or more, they cost more

@@ -31,7 +31,9 @@ INPUT_BOUND = Rule(
     "no tf.data op (tfobs: a JAX job fed by tf.data)",
     "fix the input pipeline first; check by running the same step on synthetic data "
     "(where 'All Others' is twice the input wait or more, or the verdict is POTENTIALLY: "
-    "all_others_bound's fix first)",
+    "all_others_bound's fix first; where the root prefetch held a batch at >= 90 % of the "
+    "fetches that hold the wait, the pipeline keeps up: more work per step or several steps "
+    "per call; where a few fetches found it empty, those stalls first)",
     f"{GPU}: 1. Optimize the input pipeline; {PROFILER}: Input pipeline analyzer")
 PY_FUNCTION = Rule(
     "tfdata_py_function", "input pipeline",
@@ -68,7 +70,8 @@ CACHE_FILL_FIX = (
     "epoch); then: ")
 NO_PREFETCH = Rule(
     "tfdata_no_prefetch", "input pipeline",
-    "input-bound and no tf.data stage is a Prefetch",
+    "input-bound and no tf.data stage is a Prefetch, or none is above the slowest stage "
+    "(a job reading two datasets that prefetches one)",
     "end the pipeline with .prefetch(tf.data.AUTOTUNE)",
     f"{TFDATA}: Prefetching")
 # A pipeline read from a Python generator may be Keras's own: fit over a PyDataset (or
@@ -187,17 +190,79 @@ def check(s: WindowSummary) -> list[Advice]:
                "listed), then the input pipeline. Check the input by training the same step "
                f"on synthetic data ({synthetic}): the step time drops by about "
                f"{one_digit(input_pct)} %")
-    few = _concentrated(s)
-    if few:
+    ip = s.input_pipeline
+    evidence = {"input_pct": input_pct, "other_pct": other_pct, "step_s": s.steps.mean_s,
+                "expected_saving_pct": max(input_pct, hidden_pct)}
+    if ip.prefetch_fetches:
+        evidence.update(prefetch_fetches=float(ip.prefetch_fetches),
+                        prefetch_ready=float(ip.prefetch_ready),
+                        prefetch_empty_s=ip.prefetch_empty_s)
+    # tf.distribute's and copy_to_device's hand-offs have rules of their own.
+    keeps_up = (_keeps_up(s) if ib.verdict != "potentially" and not ip.per_replica_input
+                and not ip.device_copy_input else "")
+    few = _concentrated(s) or _stalls(s)
+    if keeps_up and ib.verdict == "moderately" and other_pct >= OTHER_FIRST * input_pct:
+        fix = (f"reduce both, the larger first: {others} against {one_digit(input_pct)} % of "
+               "input wait. Read all_others_bound first (and python_in_step where it is "
+               f"listed); as for the input, {keeps_up}")
+    elif keeps_up:
+        fix = keeps_up
+    elif few:
         fix = few + fix
-    out.append(INPUT_BOUND.advice(
-        _SEVERITY[ib.verdict], ib.advice,
-        {"input_pct": input_pct, "other_pct": other_pct, "step_s": s.steps.mean_s,
-         "expected_saving_pct": max(input_pct, hidden_pct)},
-        _THRESHOLD, fix))
-    if ib.verdict in ("highly", "moderately"):
+    out.append(INPUT_BOUND.advice(_SEVERITY[ib.verdict], ib.advice, evidence, _THRESHOLD, fix))
+    # A pipeline that keeps up has no stage to fix: its wait is the hand-over.
+    if ib.verdict in ("highly", "moderately") and not keeps_up:
         out += _stage_rules(s, input_pct)
     return out
+
+
+# A root prefetch that held a batch at this share of the fetches in the steps, its empty
+# fetches holding under the stall share of the input wait, keeps up with the steps.
+READY_SHARE = 0.9
+STALL_SHARE = 0.3
+FETCHES_HOLD = 0.5  # of the input wait: the share the root prefetch's fetches must take
+
+
+def _keeps_up(s: WindowSummary) -> str:
+    """The fix where the pipeline keeps up (its prefetch buffer held a batch at nearly every
+    fetch): the input wait is tf.data handing over ready batches, "" otherwise."""
+    ip = s.input_pipeline
+    waited = s.breakdown_s.get("input", 0.0) * s.steps.count
+    # The fetches must hold the wait: a second pipeline without a prefetch (its own
+    # root) waits where they do not look.
+    if (ip.prefetch_fetches < FEW_STEPS_MIN or waited <= 0
+            or ip.prefetch_ready < READY_SHARE * ip.prefetch_fetches
+            or ip.prefetch_s < FETCHES_HOLD * waited
+            or ip.prefetch_empty_s >= STALL_SHARE * waited):
+        return ""
+    per = s.breakdown_s["input"]
+    several = ("Model.compile(steps_per_execution=N); in a loop of your own, a tf.function "
+               "that runs several steps over the iterator")
+    return (f"the pipeline keeps up: its prefetch buffer held a ready batch at "
+            f"{ip.prefetch_ready} of {ip.prefetch_fetches} fetches in the steps, so the "
+            f"{1e3 * per:.2f} ms of input wait per step is tf.data handing over a ready batch "
+            "(IteratorGetNext's own cost), which a faster pipeline does not shorten; against "
+            f"steps of {1e3 * s.steps.mean_s:.2f} ms it is a fixed cost per step: put more "
+            f"work in each step (a larger batch) or run several steps per call ({several})")
+
+
+def _stalls(s: WindowSummary) -> str:
+    """Words for an input wait held by a few fetches that found the prefetch buffer empty
+    while the others found a batch ready (a refill after an epoch's start), "" otherwise;
+    read from the fetches where the per-step waits are blurred by the hand-over's."""
+    ip = s.input_pipeline
+    waited = s.breakdown_s.get("input", 0.0) * s.steps.count
+    empty = ip.prefetch_fetches - ip.prefetch_ready
+    if (ip.prefetch_fetches < FEW_STEPS_MIN or waited <= 0 or empty <= 0
+            or ip.prefetch_empty_s < CONCENTRATED_SHARE * waited
+            or empty > max(1, int(FEW_STEPS * ip.prefetch_fetches))):
+        return ""
+    return (f"the wait is a few stalls: {100 * min(1.0, ip.prefetch_empty_s / waited):.0f} % "
+            f"of it in {empty} of {ip.prefetch_fetches} fetches that found the prefetch "
+            "buffer empty, the others finding a batch ready (a pipeline filling after a "
+            "start: a new epoch's iterator, a shuffle buffer refilling, a cache): keep one "
+            "iterator across epochs (repeat() with steps_per_epoch), shuffle after cache() "
+            "or repeat() before shuffle, and judge from a later window; then: ")
 
 
 # The input wait is a few steps' where this share of it lies in at most FEW_STEPS of the
@@ -299,9 +364,19 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
         out.append(MAP_SERIAL.advice(
             "warning", f"The slowest tf.data stage is a sequential map{where}.", base, _GATE,
             CACHE_FILL_FIX + (fix or MAP_SERIAL.fix) if filling else fix))
-    if ip.stages and not any("::Prefetch" in st.name for st in ip.stages):
+    # Per pipeline: a job reading two datasets may prefetch one and not the slow one, whose
+    # stages then have no Prefetch above them (tf.distribute's and copy_to_device's hand-offs
+    # are Generator stages with their own rules).
+    unprefetched = (not any("::Prefetch" in st.name for st in ip.stages) if ip.stages
+                    else False)
+    slow_alone = (slow is not None and "::Prefetch" not in slow.name
+                  and not per_replica and not device_copy)
+    if unprefetched or slow_alone:
+        what = ("The input pipeline has no prefetch stage" if unprefetched else
+                "The pipeline of the slowest tf.data stage has no prefetch stage (another "
+                "pipeline of the job has one)")
         out.append(NO_PREFETCH.advice(
-            "warning", f"The input pipeline has no prefetch stage{where}.",
+            "warning", f"{what}{where}.",
             {**base, "stages_seen": float(len(ip.stages))}, _GATE,
             PYDATASET_PREFETCH_FIX if generator else ""))
     input_s = s.steps.mean_s * input_pct / 100.0

@@ -14,8 +14,9 @@ from tfobs.summary import Advice, WindowSummary
 
 UPDATE = Rule(
     "optimizer_update", "optimizer",
-    "the optimizer's update ops (its name scope, fused ResourceApply* kernels) >= 50 % of "
-    "the window's op time, tf.data's iterators left out",
+    "the optimizer's update ops (its name scope, fused ResourceApply* kernels; tf.distribute's "
+    "all-reduce left out) >= 50 % of the window's op time, tf.data's iterators left out, "
+    "and >= 30 % of the steps' time",
     "the update costs per parameter, not per example: train on larger batches (fewer "
     "updates for the same data), compile the step with XLA (tf.function(jit_compile=True), "
     "Model.compile(jit_compile=True)) so the update's elementwise ops fuse, and for a large "
@@ -27,6 +28,7 @@ UPDATE = Rule(
 RULES = (UPDATE,)
 
 UPDATE_SHARE = 0.5  # of op time: small models under Adam spend up to a third there
+STEP_SHARE = 0.3  # of the steps' time
 
 
 def check(s: WindowSummary) -> list[Advice]:
@@ -34,6 +36,11 @@ def check(s: WindowSummary) -> list[Advice]:
     tfdata_s = sum(st.self_s for st in s.input_pipeline.stages)
     op_s = ops.host_s + ops.device_s - tfdata_s
     if ops.optimizer_s <= 0 or op_s <= 0 or ops.optimizer_s / op_s < UPDATE_SHARE:
+        return []
+    # Half of a tiny step's few ops is no cost worth a change: the update must weigh on
+    # the step itself too.
+    step_s = s.steps.mean_s * s.steps.count
+    if step_s > 0 and ops.optimizer_s < STEP_SHARE * step_s:
         return []
     share = ops.optimizer_s / op_s
     per = f", {1e3 * ops.optimizer_s / s.steps.count:.2f} ms per step" if s.steps.count else ""
@@ -47,4 +54,5 @@ def check(s: WindowSummary) -> list[Advice]:
         f"({1e3 * ops.optimizer_s:.1f} ms in the window{per}).{dense}",
         {"optimizer_share": share, "optimizer_s": ops.optimizer_s,
          "optimizer_densify_share": densify},
-        f"optimizer update >= {100 * UPDATE_SHARE:g} % of op time (tfobs)")]
+        f"optimizer update >= {100 * UPDATE_SHARE:g} % of op time and >= "
+        f"{100 * STEP_SHARE:g} % of step time (tfobs)")]
