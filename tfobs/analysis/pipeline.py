@@ -182,6 +182,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
 
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
     spans = _StepSpans(kept.begin_ps, kept.end_ps)
+    fetches = (input_pipeline.prefetch_fetches(host, spans) if stages
+               else (0, 0, 0.0, 0.0))
     traced_s, traced_top, callback_s, tfdata_next_s = (
         (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
     # tfobs's own events around next() (live JAX windows, no Python tracer), GPU or not.
@@ -241,9 +243,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             xprof_only_input_ops=xprof_input[1],
             function_ops_s=functions_s,
             function_ops_top=functions_top,
-            **dict(zip(("prefetch_fetches", "prefetch_ready", "prefetch_s", "prefetch_empty_s"),
-                       input_pipeline.prefetch_fetches(host, spans) if stages
-                       else (0, 0, 0.0, 0.0), strict=True)),
+            prefetch_fetches=fetches[0],
+            prefetch_ready=fetches[1],
+            prefetch_s=fetches[2],
+            prefetch_empty_s=fetches[3],
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,
