@@ -83,6 +83,7 @@ RuleId = Literal[
     "step_pause",
     "checkpoint_writes",
     "summary_writes",
+    "tf_print",
     "input_outside_steps",
     "kernel_launch_bound",
     "small_kernels",
@@ -372,6 +373,8 @@ class Ops:
     # (UnsortedSegmentSum: an Embedding's IndexedSlices for a dense update).
     optimizer_s: float = 0.0
     optimizer_densify_s: float = 0.0
+    # tf.print's ops (StringFormat, PrintV2), op self time in window seconds.
+    print_s: float = 0.0
 
 
 @dataclass(frozen=True)

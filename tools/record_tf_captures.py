@@ -371,6 +371,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "datasets: features from a cheap prefetched pipeline, and side inputs from a "
         "heavy parallel map with no prefetch (its root is `Iterator::Root::MapAndBatch`)",
         {}),
+    "tf_print_every_step": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` whose tf.function step "
+        "ends with two `tf.print` calls (the loss and a weight norm, and a slice of the first "
+        "kernel) every step, to a file: StringFormat and PrintV2 ops in each step", {}),
     "checkpoint_manager_steps": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a Keras model trained by "
         "Adam, `tf.train.CheckpointManager.save()` every fourth step inside the marker: the "
@@ -2060,6 +2064,29 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return loss
 
         warm_then_profile(lambda i: two_input_step(*next(cheap), next(side)), params["steps"],
+                          marker=train_root)
+
+    elif case == "tf_print_every_step":
+        params = {"batch": 64, "steps": 16, "features": 32}
+        x, y = regression_data()
+        it = iter(tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2))
+        model = mlp(32, 64)
+        opt = keras.optimizers.SGD(0.01)
+        out_file = pathlib.Path(logdir) / "printed.txt"  # removed with the log folder
+        sink = f"file://{out_file}"
+
+        @tf.function
+        def printing_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            tf.print("loss", loss, "norm", tf.linalg.global_norm(model.trainable_variables),
+                     output_stream=sink)
+            tf.print(model.trainable_variables[0][:4], summarize=-1, output_stream=sink)
+            return loss
+
+        warm_then_profile(lambda i: printing_step(*next(it)), params["steps"],
                           marker=train_root)
 
     elif case == "checkpoint_manager_steps":

@@ -1636,3 +1636,21 @@ def test_no_prefetch_is_judged_per_pipeline() -> None:
     # A pipeline with none at all keeps the older sentence.
     bare = one(summary(NO_PREFETCH), "tfdata_no_prefetch")
     assert bare.message.startswith("The input pipeline has no prefetch stage")
+
+
+def test_tf_print_every_step_is_named() -> None:
+    """Two tf.print calls at the end of every step: their ops are a tenth of a short step,
+    which XProf counts as host compute and tfobs names, with the every-N-steps fix."""
+    name = "generated__tf2.21cpu__tf_print_every_step"
+    s = summary(name)
+    printed, _ = _op_self_s(name, lambda n: n.split("/")[-1].startswith(
+        ("StringFormat", "PrintV2")))
+    assert s.ops.print_s == pytest.approx(printed) and printed > 0
+    a = one(s, "tf_print")
+    step_s = sum(st.duration_s for st in s.steps.items)
+    assert a.evidence["print_share"] == pytest.approx(printed / step_s)
+    assert printed >= 0.05 * step_s
+    assert "step % N == 0" in a.fix
+    # A loop that prints nothing: no tf.print ops, no advice.
+    quiet = summary(CHECKPOINT_MANAGER)
+    assert quiet.ops.print_s == 0.0 and not fired(quiet, "tf_print")

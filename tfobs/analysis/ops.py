@@ -462,6 +462,10 @@ def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
     return update / 1e12, densify / 1e12
 
 
+# tf.print in a graph: formatting the values (StringFormat) and writing them (PrintV2).
+PRINT_OP_TYPES = frozenset({"PrintV2", "StringFormat", "Print"})
+
+
 def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: int) -> Ops:
     host_ps = sum(a.self_ps for a in host_ops.values())
     device_ps = sum(a.self_ps for a in device_ops.values())
@@ -476,4 +480,5 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
         top=tuple(a.stat() for a in every[:top_n]),
         optimizer_s=update_s,
         optimizer_densify_s=densify_s,
+        print_s=sum(a.self_ps for a in every if a.op_type in PRINT_OP_TYPES) / 1e12,
     )

@@ -94,7 +94,16 @@ SUMMARY_WRITES = Rule(
     "epochs",
     "TensorBoard's tf.summary guide (tensorflow.org/api_docs/python/tf/summary/record_if); "
     "Keras TensorBoard callback (keras.io/api/callbacks/tensorboard)")
-RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, SUMMARY_WRITES, INPUT_OUTSIDE)
+PRINT = Rule(
+    "tf_print", "gaps between steps",
+    "tf.print's ops (StringFormat, PrintV2) >= 5 % of step time",
+    "print every N steps, not every step: inside the tf.function, `if step % N == 0: "
+    "tf.print(...)` on a tensor step (AutoGraph makes it a tf.cond), or return the values "
+    "and print them from Python every N steps; take debugging prints out once done",
+    "tf.print (tensorflow.org/api_docs/python/tf/print); tf.function guide "
+    "(tensorflow.org/guide/function): AutoGraph conditionals")
+RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, SUMMARY_WRITES, PRINT, INPUT_OUTSIDE)
+PRINT_SHARE = 0.05  # of step time
 SUMMARY_SHARE = 0.05  # of the window
 PAUSE_WARNING_SHARE = 0.25  # of the step period: step_pause is a warning from here
 
@@ -130,6 +139,7 @@ def check(s: WindowSummary) -> list[Advice]:
     if gap is not None:
         out.append(gap)
     out += _summaries(s)
+    out += _prints(s)
     period = s.steps.interval_s
     outside = s.steps.input_between_s
     if period > 0 and 100 * outside / period >= MODERATELY_INPUT_PCT:
@@ -217,6 +227,21 @@ def _summaries(s: WindowSummary) -> list[Advice]:
         f"({100 * share:.1f} %{per}): summaries written often.",
         {"summary_writes_s": seconds, "summary_writes_share": share},
         f"tf.summary writes >= {100 * SUMMARY_SHARE:g} % of the window (tfobs)")]
+
+
+def _prints(s: WindowSummary) -> list[Advice]:
+    """tf.print's ops against the steps' time (XProf counts them as host compute)."""
+    step_s = s.steps.mean_s * s.steps.count
+    if s.ops.print_s <= 0 or step_s <= 0 or s.ops.print_s / step_s < PRINT_SHARE:
+        return []
+    share = s.ops.print_s / step_s
+    return [PRINT.advice(
+        "warning",
+        f"tf.print's ops (StringFormat, PrintV2) take {1e3 * s.ops.print_s / s.steps.count:.2f}"
+        f" ms per step, {100 * share:.1f} % of step time: the step formats and prints values "
+        "every time it runs.",
+        {"print_s": s.ops.print_s, "print_share": share},
+        f"tf.print ops >= {100 * PRINT_SHARE:g} % of step time (tfobs)")]
 
 
 def _gap(s: WindowSummary) -> Advice | None:
