@@ -375,6 +375,19 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` whose tf.function step "
         "ends with two `tf.print` calls (the loss and a weight norm, and a slice of the first "
         "kernel) every step, to a file: StringFormat and PrintV2 ops in each step", {}),
+    "scan_running_mean_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a pipeline that "
+        "normalizes each element by a running mean kept with `Dataset.scan`, then batches "
+        "and prefetches: the scan runs one element at a time", {}),
+    "window_flat_map_series_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` training a Conv1D model on "
+        "sliding windows made by `Dataset.window(33, shift=1).flat_map(batch)` over a long "
+        "series, then batched and prefetched", {}),
+    "sample_from_datasets_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over "
+        "`sample_from_datasets` of a heavy parallel map (weight 0.8) and a plain dataset "
+        "(0.2), batched and prefetched: the selector's own stage (no index) waits for them",
+        {}),
     "checkpoint_manager_steps": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a Keras model trained by "
         "Adam, `tf.train.CheckpointManager.save()` every fourth step inside the marker: the "
@@ -2088,6 +2101,58 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: printing_step(*next(it)), params["steps"],
                           marker=train_root)
+
+    elif case in ("scan_running_mean_loop", "window_flat_map_series_loop",
+                  "sample_from_datasets_loop"):
+        params = {"batch": 64, "steps": 16}
+        if case == "scan_running_mean_loop":
+            x, y = regression_data()
+
+            def running(state: Any, e: Any) -> Any:
+                n, mean = state
+                xb, yb = e
+                mean = mean + (xb - mean) / tf.cast(n + 1, tf.float32)
+                return (n + 1, mean), (xb - mean, yb)
+
+            ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+                  .scan((tf.constant(0, tf.int64), tf.zeros([32])), running)
+                  .batch(64).prefetch(2))
+            features = 32
+        elif case == "window_flat_map_series_loop":
+            series = (np.sin(np.arange(100_000) * 0.01)
+                      + 0.1 * rng.normal(size=100_000)).astype("float32")
+            ds = (tf.data.Dataset.from_tensor_slices(series).window(33, shift=1,
+                                                                    drop_remainder=True)
+                  .flat_map(lambda w: w.batch(33)).map(lambda w: (w[:-1], w[-1:]))
+                  .batch(64).prefetch(2))
+            features = 32
+        else:
+            x, y = regression_data()
+
+            def heavy(xb: Any, yb: Any) -> Any:
+                m = tf.tile(xb[None, :], [48, 1])
+                return xb + 1e-6 * tf.reduce_sum(tf.matmul(m, m, transpose_b=True)), yb
+
+            slow = tf.data.Dataset.from_tensor_slices((x, y)).repeat().map(
+                heavy, num_parallel_calls=tf.data.AUTOTUNE)
+            plain = tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+            ds = (tf.data.Dataset.sample_from_datasets([slow, plain], weights=[0.8, 0.2],
+                                                       seed=1)
+                  .batch(64).prefetch(2))
+            features = 32
+        it = iter(ds)
+        model = mlp(features, 64)
+        opt = keras.optimizers.SGD(0.01)
+
+        @tf.function
+        def small_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        warm_then_profile(lambda i: small_step(*next(it)), params["steps"], marker=train_root)
 
     elif case == "checkpoint_manager_steps":
         params = {"batch": 64, "steps": 18, "features": 32, "width": 256, "save_every": 4}

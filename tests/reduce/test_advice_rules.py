@@ -1654,3 +1654,33 @@ def test_tf_print_every_step_is_named() -> None:
     # A loop that prints nothing: no tf.print ops, no advice.
     quiet = summary(CHECKPOINT_MANAGER)
     assert quiet.ops.print_s == 0.0 and not fired(quiet, "tf_print")
+
+
+@pytest.mark.parametrize(("name", "said", "fix"), [
+    ("generated__tf2.21cpu__scan_running_mean_loop", "a scan, sequential by nature",
+     "scan within each batch"),
+    ("generated__tf2.21cpu__window_flat_map_series_loop", "the flat_map of Dataset.window",
+     "timeseries_dataset_from_array"),
+])
+def test_a_sequential_stage_gets_its_own_fix(name: str, said: str, fix: str) -> None:
+    """A scan and a window's flat_map run one element at a time: batching before a map or
+    more parallel calls would not reach them."""
+    s = summary(name)
+    a = one(s, "tfdata_slowest_stage")
+    kind = s.input_pipeline.slowest_stage.name.rsplit("::", 1)[-1]
+    assert kind == ("Scan" if "scan" in name else "FlatMap")
+    assert said in a.message and fix in a.fix and "batch before map" not in a.fix
+
+
+def test_sample_from_datasets_selector_points_to_the_dataset_it_waits_for() -> None:
+    """The slowest stage is sample_from_datasets' own choice of source (a
+    `DirectedInterleave::` stage with no index): the fix names the heaviest dataset drawn
+    from (`DirectedInterleave[k]`), not the selector."""
+    s = summary("generated__tf2.21cpu__sample_from_datasets_loop")
+    slow = s.input_pipeline.slowest_stage.name
+    assert "::DirectedInterleave::" in slow
+    drawn = [st for st in s.input_pipeline.stages if "::DirectedInterleave[" in st.name]
+    heaviest = max(drawn, key=lambda st: st.self_s)
+    a = one(s, "tfdata_slowest_stage")
+    assert "own choice of source" in a.message and heaviest.name in a.fix
+    assert heaviest.name.split("::DirectedInterleave[")[1].startswith("0]")  # the heavy map

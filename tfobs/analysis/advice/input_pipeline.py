@@ -408,14 +408,55 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
             f"{_GATE} and file reads the slowest stage or >= {100 * FILE_READ_SHARE:g} % of "
             "host input time"))
     if not out and slow is not None and slow.self_s / per_step >= STAGE_SHARE * input_s:
+        what, specific = _sequential_stage(slow, ip.stages, per_step)
+        fix = specific or (SLOWEST_STAGE.fix if filling else "")
         out.append(SLOWEST_STAGE.advice(
             "warning", f"The slowest tf.data stage is {slow.name} "
                        f"({1e3 * slow.self_s / per_step:.2f} ms per step against "
-                       f"{1e3 * input_s:.2f} ms of input wait).",
+                       f"{1e3 * input_s:.2f} ms of input wait){what}.",
             {**base, "input_s_per_step": input_s}, f"{_GATE} and the stage's self time >= "
             f"{100 * STAGE_SHARE:g} % of the input wait per step",
-            CACHE_FILL_FIX + SLOWEST_STAGE.fix if filling else ""))
+            CACHE_FILL_FIX + fix if filling else fix))
     return out
+
+
+# Stages no num_parallel_calls reaches, with the fix each needs instead of the generic one.
+SCAN_FIX = (
+    "Dataset.scan carries its state from one element to the next, so it runs one element at "
+    "a time: compute the running state offline, or batch first and scan within each batch "
+    "with vectorized ops (tf.math.cumsum, tf.scan over the batch inside one map)")
+WINDOW_FIX = (
+    "window().flat_map() builds a small dataset for every window, one after another: for "
+    "sliding windows use keras.utils.timeseries_dataset_from_array, or batch a long run and "
+    "cut its windows in one op (tf.signal.frame) inside a parallel map")
+
+
+def _sequential_stage(slow: TfDataStage, stages: tuple[TfDataStage, ...], per_step: int
+                      ) -> tuple[str, str]:
+    """(words for the message, the fix) where the slowest stage is one of a kind whose fix
+    is not the generic one: a scan, a window's flat_map, sample_from_datasets' selector;
+    ("", "") otherwise."""
+    kind, key = _kind(slow), same_stage_key(slow.name)
+    if kind == "Scan":
+        return ": a scan, sequential by nature", SCAN_FIX
+    if kind == "FlatMap" and any(same_stage_key(st.name) == key + "::Window" for st in stages):
+        return ": the flat_map of Dataset.window", WINDOW_FIX
+    head, sep, rest = key.partition("::DirectedInterleave::")
+    if sep and rest:
+        # sample_from_datasets / choose_from_datasets draw each element's source from a
+        # dataset of their own (`DirectedInterleave::...`, no index); the datasets drawn from
+        # are `DirectedInterleave[k]`. The selector's self time waits for them.
+        inputs = [st for st in stages if same_stage_key(st.name).startswith(
+            head + "::DirectedInterleave[")]
+        if inputs:
+            big = max(inputs, key=lambda st: st.self_s)
+            return (": sample_from_datasets' (or choose_from_datasets') own choice of source, "
+                    "not one of the datasets it draws from",
+                    "the choice of source waits for the datasets it draws from: make those "
+                    f"cheaper, the heaviest first ({big.name}, "
+                    f"{1e3 * big.self_s / per_step:.2f} ms per step): parallel map, cache() "
+                    "what fits in memory, prefetch each before sampling")
+    return "", ""
 
 
 def _own_stages_s(s: WindowSummary, slow: TfDataStage) -> float:
