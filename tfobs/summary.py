@@ -323,6 +323,11 @@ class InputPipeline:
     prefetch_ready: int = 0
     prefetch_s: float = 0.0
     prefetch_empty_s: float = 0.0
+    # A `for batch in dataset` loop inside a tf.function (a ReduceDataset op): window
+    # seconds, inside the steps, of its batches' fetches and of the iterators made for it;
+    # input XProf counts as host compute.
+    in_graph_loop_input_s: float = 0.0
+    in_graph_loop_iterators_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -388,6 +388,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "`sample_from_datasets` of a heavy parallel map (weight 0.8) and a plain dataset "
         "(0.2), batched and prefetched: the selector's own stage (no index) waits for them",
         {}),
+    "epoch_loop_in_function": (
+        "one tf.function call per epoch, marked `Trace(\"train\", step_num=i, _r=1)`: "
+        "`for xb, yb in dataset:` inside the function (AutoGraph's ReduceDataset op) over a "
+        "heavy parallel map, the dataset handed in on each call (a new iterator each time)",
+        {}),
     "checkpoint_manager_steps": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a Keras model trained by "
         "Adam, `tf.train.CheckpointManager.save()` every fourth step inside the marker: the "
@@ -2153,6 +2158,32 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return loss
 
         warm_then_profile(lambda i: small_step(*next(it)), params["steps"], marker=train_root)
+
+    elif case == "epoch_loop_in_function":
+        params = {"rows": 768, "batch": 64, "epochs": 6}
+        x, y = regression_data(768)
+
+        def heavy(xb: Any, yb: Any) -> Any:
+            m = tf.tile(xb[None, :], [48, 1])
+            return xb + 1e-6 * tf.reduce_sum(tf.matmul(m, m, transpose_b=True)), yb
+
+        ds = (tf.data.Dataset.from_tensor_slices((x, y))
+              .map(heavy, num_parallel_calls=2).batch(64).prefetch(2))
+        model = mlp(32, 64)
+        opt = keras.optimizers.SGD(0.01)
+
+        @tf.function
+        def epoch(dataset: Any) -> Any:
+            total = tf.constant(0.0)
+            for xb, yb in dataset:
+                with tf.GradientTape() as tape:
+                    loss = mse(yb, model(xb, training=True))
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+                total += loss
+            return total
+
+        warm_then_profile(lambda i: epoch(ds), params["epochs"], warm=2, marker=train_root)
 
     elif case == "checkpoint_manager_steps":
         params = {"batch": 64, "steps": 18, "features": 32, "width": 256, "save_every": 4}

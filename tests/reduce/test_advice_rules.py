@@ -1684,3 +1684,38 @@ def test_sample_from_datasets_selector_points_to_the_dataset_it_waits_for() -> N
     a = one(s, "tfdata_slowest_stage")
     assert "own choice of source" in a.message and heaviest.name in a.fix
     assert heaviest.name.split("::DirectedInterleave[")[1].startswith("0]")  # the heavy map
+
+
+def test_a_dataset_loop_inside_the_function_is_input_xprof_does_not_see() -> None:
+    """One tf.function call per epoch looping `for xb, yb in dataset:` inside: AutoGraph
+    runs the loop as a ReduceDataset op that takes its batches without IteratorGetNext, so
+    XProf reads NOT input-bound. tfobs counts the loop's fetches (`ReduceIterator::Root`)
+    and the iterator made on each call (`MakeIterator::*`)."""
+    from tfobs.xspace import schema
+
+    name = "generated__tf2.21cpu__epoch_loop_in_function"
+    s = summary(name)
+    assert s.input_bound.verdict == "not"
+    space = schema.XSpace().FromString((CAPTURES / f"{name}.xplane.pb").read_bytes())
+    (host,) = [p for p in space.planes if p.name == "/host:CPU"]
+    names = {k: m.name for k, m in host.event_metadata.items()}
+    shift = s.start_ns if min(ln.timestamp_ns for ln in host.lines) < 10**15 else 0
+    spans = [(st.start_ns, st.start_ns + st.duration_s * 1e9) for st in s.steps.items]
+    fetched = made = 0.0
+    for line in host.lines:
+        for e in line.events:
+            at = shift + line.timestamp_ns + e.offset_ps / 1e3
+            if not any(b <= at < end for b, end in spans):
+                continue
+            if names[e.metadata_id] == "ReduceIterator::Root":
+                fetched += e.duration_ps / 1e12
+            elif names[e.metadata_id] == "MakeIterator::RootDataset":  # the outermost one
+                made += e.duration_ps / 1e12
+    ip = s.input_pipeline
+    assert ip.in_graph_loop_input_s == pytest.approx(fetched) and fetched > 0
+    assert ip.in_graph_loop_iterators_s == pytest.approx(made, rel=0.05) and made > 0
+    a = one(s, "input_bound")
+    step_s = sum(st.duration_s for st in s.steps.items)
+    assert a.evidence["in_graph_loop_input_pct"] == pytest.approx(100 * fetched / step_s)
+    assert a.severity == ("critical" if fetched >= 0.2 * step_s else "warning")
+    assert "a new one on every call" in a.message and "iter(dataset)" in a.fix

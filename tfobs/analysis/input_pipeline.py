@@ -226,6 +226,38 @@ def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]
     return fetches, ready, all_ps / 1e12, empty_ps / 1e12
 
 
+# A `for batch in dataset` loop inside a tf.function: AutoGraph runs it as a ReduceDataset
+# op, which makes its iterator (`MakeIterator::*`) and takes each batch (`ReduceIterator::
+# Root`) inside the op, on a tf.data thread of its own: no IteratorGetNext, so no input time
+# to XProf.
+REDUCE_FETCH = "ReduceIterator::Root"
+MAKE_ITERATOR = "MakeIterator::"
+
+
+def in_graph_loop_input(host: Timeline | None, steps: Sequence[tuple[int, int]]
+                        ) -> tuple[float, float]:
+    """(seconds of batches taken by dataset loops run inside the graph, seconds of iterators
+    made for them), of the events that start inside the `steps` (absolute (begin, end) ps,
+    in order, not overlapping), outermost ones only."""
+    if host is None or not steps:
+        return 0.0, 0.0
+    fetch = id_array(host.mids_named(REDUCE_FETCH))
+    if not fetch.size:
+        return 0.0, 0.0
+    make = id_array(host.mids_where(lambda n: n.startswith(MAKE_ITERATOR)))
+    lo = np.array([b for b, _ in steps], np.int64)
+    hi = np.array([e for _, e in steps], np.int64)
+    out = [0, 0]
+    for ld in host.lines:
+        for k, mids in enumerate((fetch, make)):
+            at = outermost(ld, mids) if mids.size else mids
+            if not at.size:
+                continue
+            _, inside = span_of(ld.start_arr[at] + ld.start_ps, lo, hi)
+            out[k] += int((ld.end_arr[at] - ld.start_arr[at])[inside].sum())
+    return out[0] / 1e12, out[1] / 1e12
+
+
 def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> float:
     """Mean input wait per gap between consecutive `steps` (absolute (begin, end) ps, in
     order), in seconds: `IteratorGetNext*` events (XProf's input-wait events), and tfobs's

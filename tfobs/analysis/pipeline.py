@@ -184,6 +184,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     spans = _StepSpans(kept.begin_ps, kept.end_ps)
     fetches = (input_pipeline.prefetch_fetches(host, spans) if stages
                else (0, 0, 0.0, 0.0))
+    in_graph = input_pipeline.in_graph_loop_input(host, spans)
     traced_s, traced_top, callback_s, tfdata_next_s = (
         (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
     # tfobs's own events around next() (live JAX windows, no Python tracer), GPU or not.
@@ -247,6 +248,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             prefetch_ready=fetches[1],
             prefetch_s=fetches[2],
             prefetch_empty_s=fetches[3],
+            in_graph_loop_input_s=in_graph[0],
+            in_graph_loop_iterators_s=in_graph[1],
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,

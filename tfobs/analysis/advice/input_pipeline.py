@@ -165,6 +165,11 @@ def check(s: WindowSummary) -> list[Advice]:
     if ib.verdict not in ("highly", "moderately") and hidden_pct >= MODERATELY_INPUT_PCT:
         out.append(_hidden_wait(s, hidden_pct))  # XProf's NOT or POTENTIALLY misses it
         return out
+    step_s = s.steps.mean_s * s.steps.count
+    graph_pct = 100.0 * s.input_pipeline.in_graph_loop_input_s / step_s if step_s > 0 else 0.0
+    if ib.verdict not in ("highly", "moderately") and graph_pct >= MODERATELY_INPUT_PCT:
+        out.append(_in_graph_wait(s, graph_pct))  # a loop XProf sees no input op in
+        return out
     if ib.verdict not in _SEVERITY:
         return out
     input_pct = step_pct(s, "input")
@@ -298,6 +303,34 @@ def _concentrated(s: WindowSummary) -> str:
             "(a pipeline filling after a start: a new epoch's iterator, a shuffle buffer, a "
             "cache): keep one iterator across epochs (repeat() with steps_per_epoch), "
             "prefetch, and judge from a later window; then: ")
+
+
+def _in_graph_wait(s: WindowSummary, graph_pct: float) -> Advice:
+    """A `for batch in dataset` loop inside the step's tf.function: AutoGraph runs it as one
+    ReduceDataset op that takes its batches itself, with no IteratorGetNext, so XProf
+    counts the wait as host compute."""
+    ip = s.input_pipeline
+    step_s = s.steps.mean_s * s.steps.count
+    made = 100.0 * ip.in_graph_loop_iterators_s / step_s
+    anew = (f" Making that loop's iterator takes another {one_digit(made)} % "
+            f"({1e3 * ip.in_graph_loop_iterators_s / s.steps.count:.2f} ms per step): a new "
+            "one on every call." if made >= MODERATELY_INPUT_PCT else "")
+    return INPUT_BOUND.advice(
+        "critical" if graph_pct >= HIGHLY_INPUT_PCT else "warning",
+        f"{one_digit(graph_pct)} % of step time waits for batches inside a dataset loop run "
+        "in the graph (`for batch in dataset:` inside the tf.function: a ReduceDataset op), "
+        "which XProf counts as host compute, not input, so its verdict, "
+        f"'{s.input_bound.verdict}' input-bound, misses it.{anew}",
+        {"input_pct": step_pct(s, "input"), "in_graph_loop_input_pct": graph_pct,
+         "in_graph_loop_iterators_pct": made, "step_s": s.steps.mean_s,
+         "expected_saving_pct": graph_pct},
+        f"batches taken inside an in-graph dataset loop >= {MODERATELY_INPUT_PCT:g} % of step "
+        f"time (tfobs; critical from {HIGHLY_INPUT_PCT:g} %, XProf's thresholds)",
+        "fix that loop's pipeline as any input pipeline: end it with "
+        ".prefetch(tf.data.AUTOTUNE), map with num_parallel_calls=tf.data.AUTOTUNE, cache() "
+        "what fits in memory; and rather than handing the function the dataset (a new "
+        "iterator every call), make one iterator (iter(dataset)) and pass that, taking "
+        "batches with next() inside the function")
 
 
 def _hidden_wait(s: WindowSummary, hidden_pct: float) -> Advice:
