@@ -84,6 +84,7 @@ RuleId = Literal[
     "checkpoint_writes",
     "summary_writes",
     "tf_print",
+    "long_steps",
     "input_outside_steps",
     "kernel_launch_bound",
     "small_kernels",

@@ -393,6 +393,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "`for xb, yb in dataset:` inside the function (AutoGraph's ReduceDataset op) over a "
         "heavy parallel map, the dataset handed in on each call (a new iterator each time)",
         {}),
+    "evaluate_inside_steps": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a compiled Keras 3 "
+        "model whose every fifth step also runs `model.evaluate` on 8 validation batches "
+        "inside the marker: those steps take many times the others", {}),
     "checkpoint_manager_steps": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a Keras model trained by "
         "Adam, `tf.train.CheckpointManager.save()` every fourth step inside the marker: the "
@@ -2184,6 +2188,22 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return total
 
         warm_then_profile(lambda i: epoch(ds), params["epochs"], warm=2, marker=train_root)
+
+    elif case == "evaluate_inside_steps":
+        params = {"batch": 64, "steps": 18, "features": 32, "every": 5, "val_batches": 8}
+        x, y = regression_data()
+        it = iter(tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat().prefetch(2))
+        val = tf.data.Dataset.from_tensor_slices((x[:512], y[:512])).batch(64)
+        model = mlp(32, 64)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        model.evaluate(val, verbose=0)  # its function traced before the window
+
+        def train_and_check(i: int) -> None:
+            model.train_on_batch(*next(it))
+            if i % params["every"] == params["every"] - 1:
+                model.evaluate(val, verbose=0)
+
+        warm_then_profile(train_and_check, params["steps"], marker=train_root)
 
     elif case == "checkpoint_manager_steps":
         params = {"batch": 64, "steps": 18, "features": 32, "width": 256, "save_every": 4}

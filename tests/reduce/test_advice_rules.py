@@ -1719,3 +1719,26 @@ def test_a_dataset_loop_inside_the_function_is_input_xprof_does_not_see() -> Non
     assert a.evidence["in_graph_loop_input_pct"] == pytest.approx(100 * fetched / step_s)
     assert a.severity == ("critical" if fetched >= 0.2 * step_s else "warning")
     assert "a new one on every call" in a.message and "iter(dataset)" in a.fix
+
+
+def test_long_steps_are_named_apart_from_the_typical_ones() -> None:
+    """model.evaluate inside every fifth marked step: those steps take several times the
+    others, and the window's averages mix the two kinds. long_steps names them and their
+    share; a window whose long steps are a refill, a save or a retrace leaves that to the
+    rule that reads it."""
+    s = summary("generated__tf2.21cpu__evaluate_inside_steps")
+    durations = {st.step_num: st.duration_s for st in s.steps.items}
+    typical = float(np.median(list(durations.values())))
+    long = sorted(n for n, d in durations.items() if d >= 3 * typical)
+    assert long == [n for n in durations if n % 5 == 4]
+    excess = sum(durations[n] for n in long) - len(long) * typical
+    a = one(s, "long_steps")
+    assert a.evidence["long_steps"] == len(long)
+    assert a.evidence["long_excess_share"] == pytest.approx(excess / sum(durations.values()))
+    assert f"steps {', '.join(map(str, long))})" in a.message and "evaluation" in a.fix
+    for other in (CHECKPOINT_MANAGER, "generated__tf2.21cpu__xla_shape_recompile_loop"):
+        o = summary(other)
+        assert not fired(o, "long_steps"), other
+    assert fired(summary(CHECKPOINT_MANAGER), "checkpoint_writes")
+    assert fired(summary("generated__tf2.21cpu__xla_shape_recompile_loop"),
+                 "tf_function_retracing")

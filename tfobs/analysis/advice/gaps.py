@@ -102,7 +102,21 @@ PRINT = Rule(
     "and print them from Python every N steps; take debugging prints out once done",
     "tf.print (tensorflow.org/api_docs/python/tf/print); tf.function guide "
     "(tensorflow.org/guide/function): AutoGraph conditionals")
-RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, SUMMARY_WRITES, PRINT, INPUT_OUTSIDE)
+LONG_STEPS = Rule(
+    "long_steps", "gaps between steps",
+    "a few steps (<= 25 % of them, >= 3x the typical step) hold >= 30 % of the steps' time "
+    "beyond typical steps, and no input wait, checkpoint save or retrace explains it",
+    "find what those steps run that the others do not (an evaluation, logging, a host sync "
+    "or a save inside the marked step: open the trace at those step numbers) and move it out "
+    "of the step or run it less often; judge the step itself by the typical steps",
+    f"{GPU}: 2. Debug the performance of one GPU (step-time graph)")
+RULES = (ALL_OTHERS, STEP_GAP, STEP_PAUSE, CHECKPOINT, SUMMARY_WRITES, PRINT, LONG_STEPS,
+         INPUT_OUTSIDE)
+LONG_FACTOR = 3.0  # of the median step
+LONG_MAX_SHARE = 0.25  # of the steps: more than that is no "few"
+LONG_EXCESS_SHARE = 0.3  # of the steps' time
+LONG_MIN_STEPS = 8
+LONG_MIN_EXCESS_S = 1e-3  # a window's worth: microsecond steps' jitter is no finding
 PRINT_SHARE = 0.05  # of step time
 SUMMARY_SHARE = 0.05  # of the window
 PAUSE_WARNING_SHARE = 0.25  # of the step period: step_pause is a warning from here
@@ -140,6 +154,7 @@ def check(s: WindowSummary) -> list[Advice]:
         out.append(gap)
     out += _summaries(s)
     out += _prints(s)
+    out += _long_steps(s)
     period = s.steps.interval_s
     outside = s.steps.input_between_s
     if period > 0 and 100 * outside / period >= MODERATELY_INPUT_PCT:
@@ -227,6 +242,48 @@ def _summaries(s: WindowSummary) -> list[Advice]:
         f"({100 * share:.1f} %{per}): summaries written often.",
         {"summary_writes_s": seconds, "summary_writes_share": share},
         f"tf.summary writes >= {100 * SUMMARY_SHARE:g} % of the window (tfobs)")]
+
+
+def _long_steps(s: WindowSummary) -> list[Advice]:
+    """A few steps far longer than the typical one that hold much of the time: the window's
+    averages mix two kinds of step, and what the long ones run is the finding."""
+    items = s.steps.items
+    if len(items) < LONG_MIN_STEPS:
+        return []
+    durations = np.array([st.duration_s for st in items])
+    typical = float(np.median(durations))
+    long = np.flatnonzero(durations >= LONG_FACTOR * typical)
+    total = float(durations.sum())
+    if not long.size or long.size > LONG_MAX_SHARE * len(items) or total <= 0:
+        return []
+    excess = float(durations[long].sum()) - long.size * typical
+    if excess < LONG_EXCESS_SHARE * total or excess < LONG_MIN_EXCESS_S:
+        return []
+    # Where the excess is a category a rule already reads (the input wait of a pipeline
+    # refilling, a checkpoint save, a function traced or compiled again), that rule says it.
+    by_category = {c: float(sum(items[k].breakdown_s.get(c, 0.0) for k in long.tolist()))
+                   - long.size * float(np.median([st.breakdown_s.get(c, 0.0) for st in items]))
+                   for c in ("input", "host_compute", "device_compute", "other")}
+    explained = max(by_category["input"], s.ops.checkpoint_steps_excess_s,
+                    s.ops.graph_building_s)
+    if explained >= 0.5 * excess:
+        return []
+    where = max(by_category, key=by_category.__getitem__)
+    label = {"input": "input wait", "host_compute": "host compute",
+             "device_compute": "device compute", "other": "'All Others' (Python)"}[where]
+    nums = ", ".join(str(items[k].step_num) for k in long.tolist()[:8])
+    more = ", ..." if long.size > 8 else ""
+    return [LONG_STEPS.advice(
+        "warning",
+        f"{long.size} of {len(items)} steps (steps {nums}{more}) take "
+        f"{1e3 * float(durations[long].mean()):.2f} ms on average against "
+        f"{1e3 * typical:.2f} ms for the typical step: their excess, mostly {label}, is "
+        f"{100 * excess / total:.0f} % of the steps' time, so the window's averages mix two "
+        "kinds of step.",
+        {"long_steps": float(long.size), "typical_step_s": typical,
+         "long_excess_s": excess, "long_excess_share": excess / total},
+        f"steps >= {LONG_FACTOR:g}x the median, at most {100 * LONG_MAX_SHARE:g} % of the "
+        f"steps, their excess >= {100 * LONG_EXCESS_SHARE:g} % of step time (tfobs)")]
 
 
 def _prints(s: WindowSummary) -> list[Advice]:
