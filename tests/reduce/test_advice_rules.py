@@ -1742,3 +1742,20 @@ def test_long_steps_are_named_apart_from_the_typical_ones() -> None:
     assert fired(summary(CHECKPOINT_MANAGER), "checkpoint_writes")
     assert fired(summary("generated__tf2.21cpu__xla_shape_recompile_loop"),
                  "tf_function_retracing")
+
+
+def test_long_steps_leave_a_jax_window_alone() -> None:
+    """A JAX step returns once dispatched; the step that reads a value (float(loss) every N
+    steps) waits for those before it. Uneven markers there are the dispatch, not steps that
+    run something more, so the same figures in a JAX window give no long_steps."""
+    s = summary("generated__tf2.21cpu__evaluate_inside_steps")
+    jax = dataclasses.replace(s, environment=dataclasses.replace(s.environment,
+                                                                 framework="jax"))
+    assert fired(s, "long_steps") and "long_steps" not in {a.code for a in advise(jax)}
+
+
+def test_jax_fixes_name_a_jit_made_inside_the_loop_and_indexing_outside_it() -> None:
+    by_id = {r.id: r for r in RULES}
+    assert "made inside the loop" in by_id["tf_function_retracing"].jax_fix
+    assert "outside the loop" in by_id["tf_function_retracing"].jax_fix
+    assert "pass the indices into the jitted step" in by_id["jax_op_by_op"].fix

@@ -148,6 +148,13 @@ def test_jaxs_own_python_in_the_step_gets_its_own_fix_not_the_loaders() -> None:
         _framework("partial_eval.py")[0]]
     sliced = ("indexing.py:118 _parse_indices", "slicing.py:1481 _slice_impl")
     assert "indexing a jax.Array" in steps_advice.framework_python(sliced)[0][0]
+    # jnp.array on a nested Python list: any function of array_constructors.py (the
+    # tracer names a lambda there), with the NumPy-batch fix
+    listed = ("tree_util.py:87 tree_flatten", "array_constructors.py:283 <lambda>")
+    ((what, fix),) = steps_advice.framework_python(listed)
+    assert "from Python objects" in what and "np.asarray(rows, np.float32)" in fix
+    # per-element reads: the host-read entry says to fetch a vector once
+    assert "never element by element" in _framework("array.py")[1]
     # a job's own file of the same base name and another function is the job's
     assert steps_advice.framework_python(("core.py:12 train_step", "graphlib.py:3 load")) == []
     # TensorFlow windows are never read this way

@@ -248,7 +248,9 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
     """A few steps far longer than the typical one that hold much of the time: the window's
     averages mix two kinds of step, and what the long ones run is the finding."""
     items = s.steps.items
-    if len(items) < LONG_MIN_STEPS:
+    # A JAX step returns once dispatched and the step that reads a value waits for the
+    # ones before it (float(loss) every N steps): uneven markers are that, not the steps.
+    if len(items) < LONG_MIN_STEPS or s.environment.framework == "jax":
         return []
     durations = np.array([st.duration_s for st in items])
     typical = float(np.median(durations))

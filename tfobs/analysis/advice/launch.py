@@ -73,9 +73,12 @@ RETRACING = Rule(
     "tf.function guide (tensorflow.org/guide/function): Controlling retracing",
     jax_fix=(
         "a jitted function compiles again for every new value of a static argument "
-        "(static_argnums / static_argnames) and every new input shape or dtype: pass numbers "
-        "that change as traced arguments, pad or bucket shapes to a few sizes, keep dtypes "
-        "fixed; jax.config.update('jax_log_compiles', True) logs each compile and its cause"))
+        "(static_argnums / static_argnames) and every new input shape or dtype, and a "
+        "jax.jit(...) made inside the loop (a new lambda or partial each step) compiles on "
+        "every call, its cache keyed on the function object: make the jitted function once, "
+        "outside the loop; pass numbers that change as traced arguments, pad or bucket shapes "
+        "to a few sizes, keep dtypes fixed; jax.config.update('jax_log_compiles', True) logs "
+        "each compile and its cause"))
 RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER, RETRACING)
 
 SMALL_RATIO = 0.5

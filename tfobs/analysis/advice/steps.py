@@ -83,7 +83,10 @@ OP_BY_OP = Rule(
     "jit the whole step: the loss, its gradient and the update in one function under "
     "jax.jit (a loop of small operations inside it as jax.lax.scan or fori_loop), so each "
     "step dispatches one compiled program; outside jax.jit every jax.numpy call is "
-    "dispatched, and its first call compiled, on its own",
+    "dispatched, and its first call compiled, on its own. Where the update is one jit "
+    "already, the calls listed are the batch's indexing and building outside it "
+    "(x[idx], jnp.array): pass the indices into the jitted step and gather there, or "
+    "index NumPy arrays on the host",
     f"{PROFILER}: Profiling custom training loops; JAX documentation: Just-in-time "
     "compilation (jax.jit)")
 RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, MARKERS_TIME_DISPATCH, OP_BY_OP)
@@ -130,7 +133,13 @@ FRAMEWORK_PYTHON = (
      "reading device values on the host (int(x), float(loss), np.asarray), each a wait for "
      "the device and a copy back",
      "keep metrics on the device (accumulate them in the jitted step) and read them every N "
-     "steps, not every step"),
+     "steps, not every step; read a vector once (np.asarray(v), jax.device_get), never "
+     "element by element (float(v[i]) in a loop is one copy per element)"),
+    ("array_constructors.py", ("*",),
+     "jnp.array / jnp.asarray building an array from Python objects (a nested list is "
+     "flattened one Python value at a time)",
+     "build batches as NumPy arrays (np.asarray(rows, np.float32) once, or a loader that "
+     "yields arrays) and hand those to the jitted step"),
 )
 _TRACING = "partial_eval.py"
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
@@ -250,8 +259,10 @@ def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
     for label in top:
         where, _, function = label.partition(" ")
         seen.add((where.split(":")[0], function))
+    files = {file for file, _ in seen}
     found = [(file, what, fix) for file, functions, what, fix in FRAMEWORK_PYTHON
-             if any((file, f) in seen for f in functions)]
+             if any((file, f) in seen for f in functions)
+             or ("*" in functions and file in files)]
     tracing = any(file == _TRACING for file, _, _ in found)
     return [(what, fix) for file, what, fix in found if not (tracing and file == "core.py")]
 
