@@ -238,6 +238,11 @@ class Steps:
     # TensorFlow op, so XProf sees no input there). From tfobs's own event around next()
     # (live JAX windows), else from the Python tracer (then a part of python_traced_s).
     python_tfdata_next_s: float = 0.0
+    # The same thread's Python between the steps (the Python tracer on): seconds per gap
+    # between consecutive steps, and its functions with the most of it (a loop's own
+    # loader: next() of a Python generator).
+    python_between_s: float = 0.0
+    python_between_top: tuple[str, ...] = ()
     # Host-only captures of a JAX job: seconds of XLA's CPU runtime work in the window that
     # ran outside every step, and its share of that runtime's work
     # (tfobs.analysis.xla_cpu_work).

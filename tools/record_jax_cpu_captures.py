@@ -67,6 +67,11 @@ CASES = {
                             "block_until_ready in the loop: XLA's CPU runtime runs each step's "
                             "work after its marker closes (one wait after the last step, inside "
                             "the trace)",
+    "python_generator_between_steps": "`for x in batches:` over a Python generator that "
+                                      "builds each batch in numpy (about 3 ms), the step "
+                                      "marked `StepTraceAnnotation(\"train\", step_num=i)` "
+                                      "after next() returns: the loader's Python lies "
+                                      "between the steps, on their thread",
     "python_loader_thread": "`StepTraceAnnotation(\"train\", step_num=i)` steps fed by a "
                             "Python loader thread that builds each batch in numpy and sleeps "
                             "1 ms per batch, two batches ahead (a queue): its Python runs "
@@ -276,7 +281,7 @@ def mark(i):
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
                 "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",
-                "callback_on_xla_threads"):
+                "callback_on_xla_threads", "python_generator_between_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -296,9 +301,17 @@ def update():  # the step as a Python function of the job's own (a frame of its 
     global w
     w = step(w, x)
     w.block_until_ready()
+if case == "python_generator_between_steps":
+    import numpy as np
+    def numpy_batches():  # a job's own loader: numpy work per batch, no thread
+        rng = np.random.default_rng(0)
+        while True:
+            raw = rng.random((64, 128, 24), np.float32)
+            yield np.tanh(raw).mean(axis=2) * np.float32(0.5)
+    batches = numpy_batches()
 def run(i):
     global w, x
-    if case == "tfdata_wait_between_steps":
+    if case in ("tfdata_wait_between_steps", "python_generator_between_steps"):
         x = next(batches)
     with mark(i):
         if case == "compute_wait_steps":

@@ -499,3 +499,24 @@ def test_a_damaged_tf_data_event_takes_no_time_from_the_others(path, where) -> N
     field = "python_tfdata_next_s" if where == "in" else "input_between_s"
     before = getattr(tfobs.analyze(path).steps, field)
     assert getattr(tfobs.analyze(space.SerializeToString()).steps, field) == before > 0
+
+
+def test_python_between_the_steps_names_the_loops_own_loader() -> None:
+    """`for x in batches:` over a Python generator, the step marked after next() returns:
+    the loader's Python runs between the steps on their own thread. step_gap says how much
+    of each gap it is and names the generator, read from the Python tracer's events."""
+    name = "generated__jax0.10cpu__python_generator_between_steps"
+    s = tfobs.analyze(CAPTURES / f"{name}.xplane.pb")
+    st = s.steps
+    assert st.python_between_top[0].endswith(" numpy_batches")
+    starts = [x.start_ns for x in st.items]
+    gaps = [(b - a) / 1e9 - x.duration_s for a, b, x in zip(starts, starts[1:], st.items,
+                                                             strict=False)]
+    mean_gap = sum(gaps) / len(gaps)
+    assert 0.5 * mean_gap <= st.python_between_s <= 1.01 * mean_gap
+    a = _codes(s)["step_gap"]
+    assert "Python on the steps' thread" in a.message and "numpy_batches" in a.message
+    assert a.evidence["python_between_s"] == st.python_between_s
+    # A loader on a thread of its own leaves the steps' thread idle between them.
+    threaded = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__python_loader_thread.xplane.pb")
+    assert threaded.steps.python_between_s < 0.1 * threaded.steps.interval_s

@@ -187,6 +187,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     in_graph = input_pipeline.in_graph_loop_input(host, spans)
     traced_s, traced_top, callback_s, tfdata_next_s = (
         (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
+    # The same thread's Python between the steps: a loop's own loader (next(batches)).
+    gaps = _gaps(kept.begin_ps, kept.end_ps)
+    between_s, between_top, _, _ = (
+        python_in_steps(host, spans, gaps) if gaps and not has_device else (0.0, (), 0.0, 0.0))
     # tfobs's own events around next() (live JAX windows, no Python tracer), GPU or not.
     tfdata_next_s = annotated_tfdata_next(
         host, spans, (lambda: _device_busy(gpu_events, accel)) if has_device else None
@@ -200,7 +204,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                               steps.count),
         python_traced_s=_per_step(traced_s, steps.count), python_traced_top=traced_top,
         python_callback_s=_per_step(callback_s, steps.count),
-        python_tfdata_next_s=_per_step(tfdata_next_s, steps.count)), host)
+        python_tfdata_next_s=_per_step(tfdata_next_s, steps.count),
+        python_between_s=between_s / len(gaps) if gaps else 0.0,
+        python_between_top=between_top), host)
     memory = reduce_memory(host, top_n, found.step_of)
     kernels = Kernels()
     if any(is_gpu_plane(p) for p in space.planes):
@@ -430,6 +436,16 @@ def _unknown_spans(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray:
     return bd.unknown_spans((etype[sel].astype(np.int64), begin[sel].astype(np.int64),
                              end[sel].astype(np.int64), rank[group[sel]]),
                             kept.begin_ps, kept.end_ps)
+
+
+def _gaps(begin: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
+    """The time between consecutive kept steps (absolute ps), where there is some."""
+    if begin.size < 2:
+        return []
+    order = np.argsort(begin, kind="stable")
+    b, e = begin[order], end[order]
+    gap = b[1:] > e[:-1]
+    return list(zip(e[:-1][gap].tolist(), b[1:][gap].tolist(), strict=True))
 
 
 def _column(kept: bd.StepTimes, category: str) -> np.ndarray:

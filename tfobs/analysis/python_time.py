@@ -46,7 +46,8 @@ PYTHON_EVENT_PREFIX = "$"
 TOP_FUNCTIONS = 3
 
 
-def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
+def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]],
+                    within: Sequence[tuple[int, int]] | None = None
                     ) -> tuple[float, tuple[str, ...], float, float]:
     """(seconds of Python inside the steps on the thread that runs them, that thread's
     functions with the most of it, longest first, at most TOP_FUNCTIONS, names without the
@@ -54,13 +55,15 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]]
     tf.data iterator's next()). `spans`: the steps as
     (begin, end) ps on the host's time base; the thread that runs them is the one holding
     their markers (a Python loader thread's work overlaps the steps without being theirs),
-    the most Python where no thread holds them."""
-    if host is None or not spans:
+    the most Python where no thread holds them. `within`: other spans of that thread to
+    read instead of the steps (the gaps between them)."""
+    if host is None or not spans or within is not None and not within:
         return 0.0, (), 0.0, 0.0
     py = id_array(host.mids_where(lambda n: n.startswith(PYTHON_EVENT_PREFIX)))
     if not py.size:
         return 0.0, (), 0.0, 0.0
-    steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
+    steps = np.array(merge(sorted(spans if within is None else within)),
+                     np.int64).reshape(-1, 2)
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
     marking = [ld for ld in lines if holds_markers(ld, spans)]
     trampolines = id_array(host.mids_where(_is_callback))

@@ -336,6 +336,14 @@ def _gap(s: WindowSummary) -> Advice | None:
             fix = f"{STEP_PAUSE.fix}; then, for the gap every step pays: {STEP_GAP.fix}"
             evidence = {**evidence, "typical_gap_s": typical, "pauses": float(len(pauses)),
                         "pause_share": held}
+        python = s.steps.python_between_s
+        if python >= 0.5 * mean_gap > 0 and s.steps.python_between_top:
+            # The Python tracer saw what fills the gap on the steps' own thread.
+            also += (f" {1e3 * python:.2f} ms of each gap is Python on the steps' thread "
+                     f"(most in {', '.join(s.steps.python_between_top[:3])}): the loop's own "
+                     "work between the steps, such as a Python data loader building the "
+                     "next batch, which XProf counts as no input.")
+            evidence = {**evidence, "python_between_s": python}
         return STEP_GAP.advice(
             "critical" if share >= GAP_CRITICAL_SHARE else "warning",
             f"{100 * share:.0f} % of each step period ({1e3 * mean_gap:.2f} ms of "
