@@ -33,7 +33,11 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merge_columns
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
-from tfobs.analysis.python_time import annotated_tfdata_next, python_in_steps
+from tfobs.analysis.python_time import (
+    annotated_tfdata_next,
+    is_python_event,
+    python_in_steps,
+)
 from tfobs.analysis.step_notes import concurrent_note, several_batches_note
 from tfobs.analysis.steps import (
     FoundSteps,
@@ -188,9 +192,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     traced_s, traced_top, callback_s, tfdata_next_s = (
         (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
     # The same thread's Python between the steps: a loop's own loader (next(batches)).
-    gaps = _gaps(kept.begin_ps, kept.end_ps)
+    traced = not has_device and host is not None and bool(host.mids_where(is_python_event))
+    gaps = _gaps(kept.begin_ps, kept.end_ps) if traced else []
     between_s, between_top, _, _ = (
-        python_in_steps(host, spans, gaps) if gaps and not has_device else (0.0, (), 0.0, 0.0))
+        python_in_steps(host, spans, gaps) if gaps else (0.0, (), 0.0, 0.0))
     # tfobs's own events around next() (live JAX windows, no Python tracer), GPU or not.
     tfdata_next_s = annotated_tfdata_next(
         host, spans, (lambda: _device_busy(gpu_events, accel)) if has_device else None

@@ -46,6 +46,11 @@ PYTHON_EVENT_PREFIX = "$"
 TOP_FUNCTIONS = 3
 
 
+def is_python_event(name: str) -> bool:
+    """Whether an event is the Python tracer's (`$<file>:<line> <function>`)."""
+    return name.startswith(PYTHON_EVENT_PREFIX)
+
+
 def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]],
                     within: Sequence[tuple[int, int]] | None = None
                     ) -> tuple[float, tuple[str, ...], float, float]:

@@ -10,6 +10,8 @@ and the absence of Python ops), file sources as `::TFRecord`, `::TextLine`, ...
 
 from __future__ import annotations
 
+import numpy as np
+
 from tfobs.analysis.advice.rule import (
     GPU,
     PROFILER,
@@ -281,23 +283,25 @@ def _concentrated(s: WindowSummary) -> str:
     """Words for an input wait held by a few steps (the first after an epoch's new
     iterator, a shuffle buffer refilling), "" where it is spread over the steps."""
     items = s.steps.items
-    waits = sorted(((st.breakdown_s.get("input", 0.0), st) for st in items),
-                   key=lambda w: -w[0])
-    total = sum(w for w, _ in waits)
-    if len(items) < FEW_STEPS_MIN or total <= 0:
+    if len(items) < FEW_STEPS_MIN:
         return ""
-    held, k = 0.0, 0
-    while held < CONCENTRATED_SHARE * total:
-        held += waits[k][0]
-        k += 1
+    # Columns: a long window has thousands of steps.
+    wait = np.array([st.breakdown_s.get("input", 0.0) for st in items])
+    total = float(wait.sum())
+    if total <= 0:
+        return ""
+    order = np.argsort(-wait, kind="stable")  # longest wait first, ties in step order
+    held_by = np.cumsum(wait[order])
+    k = int(np.searchsorted(held_by, CONCENTRATED_SHARE * total)) + 1
     if k > max(1, int(FEW_STEPS * len(items))):
         return ""
-    rest = waits[k:]
-    rest_time = sum(st.duration_s for _, st in rest)
-    rest_pct = 100 * sum(w for w, _ in rest) / rest_time if rest_time > 0 else 0.0
+    held = float(held_by[k - 1])
+    rest = order[k:]
+    rest_time = float(np.array([st.duration_s for st in items])[rest].sum())
+    rest_pct = 100 * float(wait[rest].sum()) / rest_time if rest_time > 0 else 0.0
     if rest_pct >= MODERATELY_INPUT_PCT:
         return ""
-    nums = ", ".join(str(st.step_num) for _, st in sorted(waits[:k], key=lambda w: w[1].step_num))
+    nums = ", ".join(str(n) for n in sorted(items[j].step_num for j in order[:k].tolist()))
     return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
             f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their time "
             "(a pipeline filling after a start: a new epoch's iterator, a shuffle buffer, a "
