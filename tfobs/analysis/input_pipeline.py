@@ -39,14 +39,15 @@ KINDS = INPUT_KINDS  # the kinds are defined in summary.py
 
 
 def kind_of(op: OpAgg) -> str | None:
+    # tf.data's stages first: a window may hold thousands of them (a window() per element).
+    if op.op_type == DATASET:
+        if op.name.endswith(_FILE_SOURCES):
+            return "advanced_file_read" if any(a in op.name for a in _ADVANCED) else (
+                "demanded_file_read")
+        return "preprocessing"
     if op.op_type.startswith("InfeedEnqueue") or op.op_type.upper() == "MEMCPYHTOD":
         return "enqueue"
-    if op.op_type != DATASET:
-        return None
-    if op.name.endswith(_FILE_SOURCES):
-        return "advanced_file_read" if any(a in op.name for a in _ADVANCED) else (
-            "demanded_file_read")
-    return "preprocessing"
+    return None
 
 
 # XProf 2.24.2 (`IsInputOpNew`) also takes any op whose type is one of these as input:

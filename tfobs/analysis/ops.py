@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable
-from tfobs.analysis.eventtypes import JAX_OP_TYPE, derive_op_type, parse_tf_op
+from tfobs.analysis.eventtypes import DATASET, JAX_OP_TYPE, derive_op_type, parse_tf_op
 from tfobs.analysis.gpu_idle import merge
 from tfobs.analysis.timeline import (
     LineData,
@@ -454,7 +454,8 @@ def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
         for name, a in table.items():
             # tf.distribute all-reduces the gradients inside the optimizer's scope: that is
             # communication (host_collectives_bound's), not the update.
-            if _COLLECTIVE_TYPE.match(a.op_type) or "AllReduce" in a.op_type:
+            if (a.op_type == DATASET or _COLLECTIVE_TYPE.match(a.op_type)
+                    or "AllReduce" in a.op_type):  # tf.data's stages are no update
                 continue
             if OPTIMIZER_SCOPE.search(name) or a.op_type.startswith(OPTIMIZER_OP_TYPES):
                 update += a.self_ps

@@ -192,7 +192,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     traced_s, traced_top, callback_s, tfdata_next_s = (
         (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
     # The same thread's Python between the steps: a loop's own loader (next(batches)).
-    traced = not has_device and host is not None and bool(host.mids_where(is_python_event))
+    traced = (not has_device and host is not None
+              and bool(host.mids_where_once(is_python_event)))
     gaps = _gaps(kept.begin_ps, kept.end_ps) if traced else []
     between_s, between_top, _, _ = (
         python_in_steps(host, spans, gaps) if gaps else (0.0, (), 0.0, 0.0))

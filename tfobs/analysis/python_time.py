@@ -64,7 +64,7 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]],
     read instead of the steps (the gaps between them)."""
     if host is None or not spans or within is not None and not within:
         return 0.0, (), 0.0, 0.0
-    py = id_array(host.mids_where(lambda n: n.startswith(PYTHON_EVENT_PREFIX)))
+    py = id_array(host.mids_where_once(is_python_event))
     if not py.size:
         return 0.0, (), 0.0, 0.0
     steps = np.array(merge(sorted(spans if within is None else within)),
@@ -244,7 +244,7 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None,
     program = {ids["program_id"]: "program_id"} if "program_id" in ids else {}
     links = {ids[k]: k for k in ("_p", "_c") if k in ids}
     if python is None:
-        python = id_array(host.mids_where(lambda n: n.startswith(PYTHON_EVENT_PREFIX)))
+        python = id_array(host.mids_where_once(is_python_event))
     for ld in host.lines:
         if not len(ld):
             continue

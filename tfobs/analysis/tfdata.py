@@ -26,6 +26,7 @@ different pipelines and stay apart. `stages` keeps XProf's rows, one per name.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 
 from tfobs.analysis.eventtypes import DATASET
@@ -71,6 +72,7 @@ def slowest_stage(all_stages: tuple[TfDataStage, ...]) -> TfDataStage | None:
     return max(pool, key=lambda st: st.self_s) if pool else None
 
 
+@functools.lru_cache(maxsize=8192)  # bounded: the names of a few windows' stages
 def same_stage_key(name: str) -> str:
     """The name with the indices of one stage run for several inputs made `[*]` (above):
     stages with one key are one stage; a name below another has its key below the other's."""

@@ -163,10 +163,19 @@ class Timeline:
         self.names = plane.event_names
         self.stat_ids = plane.stat_ids
         self._by_name: dict[str, list[int]] | None = None
+        self._where: dict[Any, frozenset[int]] = {}
 
     def mids_where(self, predicate: Any) -> set[int]:
         """Metadata ids whose event name satisfies `predicate(name)`."""
         return {mid for mid, name in self.names.items() if predicate(name)}
+
+    def mids_where_once(self, predicate: Any) -> frozenset[int]:
+        """`mids_where` for a module-level predicate several analyses ask with: scanned
+        once per plane (a window of thousands of stage names pays a millisecond a scan)."""
+        found = self._where.get(predicate)
+        if found is None:
+            found = self._where[predicate] = frozenset(self.mids_where(predicate))
+        return found
 
     def mids_named(self, *names: str) -> set[int]:
         """Metadata ids of events named exactly one of `names`: by a name index built on
