@@ -450,14 +450,19 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom, quiet: _ExporterLog,
             # The SDK's batch thread (or a force_flush's caller): while it sends tfobs's
             # spans, the exporter's lines are tfobs's to say.
             quiet.enter()
+            raised = ""
             try:
                 result: SpanExportResult = inner.export(spans)
-            except Exception:  # a broken exporter must not kill the batch thread
+            except Exception as exc:  # a broken exporter must not kill the batch thread
                 _log.debug("OTLP span export raised", exc_info=True)
                 result = SpanExportResult.FAILURE
+                # Older HTTP exporters let a refused connection raise, unlogged.
+                raised = f"{type(exc).__name__}: {exc}"
+                raised = raised if len(raised) <= 240 else raised[:237] + "..."
             finally:
                 reason = quiet.reason()
                 quiet.leave()
+            reason = reason or raised
             ok = result is SpanExportResult.SUCCESS
             room.exported(len(spans), ok)
             if not ok and self._warned.first():
