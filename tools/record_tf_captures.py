@@ -2053,15 +2053,8 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         it = iter(tf.data.Dataset.from_tensor_slices((ids, target)).batch(16).repeat()
                   .prefetch(2))
 
-        @tf.function
-        def embed_step(xb: Any, yb: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = mse(yb, model(xb, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
-
-        warm_then_profile(lambda i: embed_step(*next(it)), params["steps"], marker=train_root)
+        step = build_train_step(tf, model, mse, opt)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], marker=train_root)
 
     elif case == "two_pipelines_one_unprefetched":
         params = {"batch": 64, "steps": 14, "features": 32}
@@ -2149,19 +2142,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                                                        seed=1)
                   .batch(64).prefetch(2))
             features = 32
-        it = iter(ds)
-        model = mlp(features, 64)
-        opt = keras.optimizers.SGD(0.01)
-
-        @tf.function
-        def small_step(xb: Any, yb: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = mse(yb, model(xb, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
-
-        warm_then_profile(lambda i: small_step(*next(it)), params["steps"], marker=train_root)
+        sgd_loop(ds, features, params["steps"])
 
     elif case == "epoch_loop_in_function":
         params = {"rows": 768, "batch": 64, "epochs": 6}
@@ -2212,21 +2193,14 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model = mlp(params["features"], params["width"])
         opt = keras.optimizers.Adam(1e-3)
         it = iter(ds)
-
-        @tf.function
-        def adam_step(xb: Any, yb: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = mse(yb, model(xb, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-            return loss
+        step = build_train_step(tf, model, mse, opt)
 
         folder = tempfile.mkdtemp(prefix="tfobs-ckpt-")
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model, opt=opt),
                                              folder, max_to_keep=2)
 
         def train_and_save(i: int) -> None:
-            adam_step(*next(it))
+            step(*next(it))
             if i % params["save_every"] == params["save_every"] - 1:
                 manager.save(checkpoint_number=i)
 
