@@ -18,7 +18,14 @@ from typing import NamedTuple
 import numpy as np
 
 from tfobs.analysis.ops import OpAgg
-from tfobs.analysis.timeline import Timeline, id_array, member, outermost, span_of
+from tfobs.analysis.timeline import (
+    Timeline,
+    id_array,
+    member,
+    outermost,
+    span_bounds,
+    span_of,
+)
 from tfobs.summary import OpStat
 
 PREFIX = "EagerLocalExecute: "
@@ -65,8 +72,7 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]
         return 0.0, 0, 0
     lowering = id_array(host.mids_named(JAX_LOWERING))
     xla = id_array(() if jax else host.mids_named(*XLA_COMPILES))
-    begins = np.array([b for b, _ in steps], np.int64)
-    step_ends = np.array([e for _, e in steps], np.int64)
+    begins, step_ends = span_bounds(steps)
     total = count = xla_count = 0
     for ld in host.lines:
         at = outermost(ld, mids)
@@ -127,8 +133,7 @@ def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]
     if not kinds:
         return 0.0, (), 0.0, 0.0
     mids = np.fromiter(kinds, np.int64, len(kinds))
-    begins = np.array([b for b, _ in steps], np.int64)
-    step_ends = np.array([e for _, e in steps], np.int64)
+    begins, step_ends = span_bounds(steps)
     total: dict[str, list[int]] = {}
     outside = before = 0
     first = (begins[0] if begins.size else 0) if first_kept_ps is None else first_kept_ps
@@ -228,8 +233,7 @@ def checkpoint_steps(host: Timeline | None, write_starts: np.ndarray, kept: tupl
         excess = max(0.0, float(duration[held].sum() - count * np.median(duration[~held])))
         other_excess = max(0.0, float(other[held].sum() - count * np.median(other[~held])))
     eager = 0
-    lo = np.array([b for b, _ in spans], np.int64)
-    hi = np.array([e for _, e in spans], np.int64)
+    lo, hi = span_bounds(spans)
     writing = _holding(write_starts, lo, hi)
     kinds = _executed(host, _eager_kind) if host is not None and writing.any() else {}
     if kinds:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tfobs.analysis.device_events import LaunchTable, PlaneTable, is_gpu_plane
-from tfobs.analysis.timeline import summable, time_base_ps, unique
+from tfobs.analysis.timeline import span_bounds, summable, time_base_ps, unique
 from tfobs.summary import COPY_DIRECTIONS, DeviceActivity, Steps
 from tfobs.xspace.reader import PlaneView, SpaceView
 from tfobs.xspace.schema import HOST_PLANE
@@ -250,8 +250,7 @@ def _covered(spans: list[tuple[int, int]], lo: np.ndarray, hi: np.ndarray) -> np
     """Picoseconds of each [lo, hi] inside the merged, sorted `spans`."""
     if not spans:
         return np.zeros(lo.size, np.int64)
-    return covered_ps(np.array([b for b, _ in spans], np.int64),
-                      np.array([e for _, e in spans], np.int64), lo, hi)
+    return covered_ps(*span_bounds(spans), lo, hi)
 
 
 def covered_ps(begin: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray

@@ -27,6 +27,7 @@ from tfobs.analysis.timeline import (
     int_stats_at,
     member,
     outermost,
+    span_bounds,
     span_of,
 )
 from tfobs.summary import INPUT_KINDS, OpStat
@@ -202,8 +203,7 @@ def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]
     mids = id_array(host.mids_named(ROOT_PREFETCH))
     if not mids.size:
         return 0, 0, 0.0, 0.0
-    lo = np.array([b for b, _ in steps], np.int64)
-    hi = np.array([e for _, e in steps], np.int64)
+    lo, hi = span_bounds(steps)
     wanted = {host.stat_ids[k]: k for k in (BUFFERED, LIMIT) if k in host.stat_ids}
     fetches = ready = 0
     all_ps = empty_ps = 0
@@ -246,8 +246,7 @@ def in_graph_loop_input(host: Timeline | None, steps: Sequence[tuple[int, int]]
     if not fetch.size:
         return 0.0, 0.0
     make = id_array(host.mids_where(lambda n: n.startswith(MAKE_ITERATOR)))
-    lo = np.array([b for b, _ in steps], np.int64)
-    hi = np.array([e for _, e in steps], np.int64)
+    lo, hi = span_bounds(steps)
     out = [0, 0]
     for ld in host.lines:
         for k, mids in enumerate((fetch, make)):

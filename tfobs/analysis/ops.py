@@ -27,6 +27,7 @@ from tfobs.analysis.timeline import (
     clip_to_spans,
     id_array,
     member,
+    span_bounds,
     summable,
     sums_fit,
 )
@@ -420,8 +421,7 @@ def host_collective_seconds(host: Timeline | None, spans: Sequence[tuple[int, in
     if not mids.size:
         return 0.0
     steps = sorted(spans)
-    begin = np.array([b for b, _ in steps], np.int64)
-    end = np.array([e for _, e in steps], np.int64)
+    begin, end = span_bounds(steps)
     parts: list[tuple[int, int]] = []
     for ld in host.lines:
         at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))

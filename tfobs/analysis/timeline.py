@@ -11,7 +11,7 @@ int64 and no analysis needs exact-integer fallbacks. Times beyond that span are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -457,6 +457,12 @@ def unique(values: np.ndarray) -> np.ndarray:
         return copied
     ranked = np.sort(values)
     return ranked[np.concatenate(([True], ranked[1:] != ranked[:-1]))]
+
+
+def span_bounds(spans: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The (begin, end) pairs `spans` as two int64 arrays, begins and ends."""
+    both = np.array(spans, np.int64).reshape(-1, 2)
+    return np.ascontiguousarray(both[:, 0]), np.ascontiguousarray(both[:, 1])
 
 
 def span_of(start: np.ndarray, lo: np.ndarray, hi: np.ndarray

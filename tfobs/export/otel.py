@@ -381,6 +381,11 @@ _EXPORTER_LOGGERS = (
 )
 
 
+def _shortened(text: str, limit: int = 240) -> str:
+    """A cause for the job's one line: at most `limit` characters."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 class _ExporterLog(logging.Filter):
     """Keeps the OTLP exporters' lines written while they send tfobs's spans (each retry
     against an absent receiver, "Shutdown in progress", "Exporter already shutdown" at
@@ -416,8 +421,7 @@ class _ExporterLog(logging.Filter):
     def reason(self) -> str:
         """The first line the exporter wrote on this thread since the last call (""),
         shortened."""
-        text = self._last.pop(threading.get_ident(), "")
-        return text if len(text) <= 240 else text[:237] + "..."
+        return _shortened(self._last.pop(threading.get_ident(), ""))
 
     def filter(self, record: logging.LogRecord) -> bool:
         ident = threading.get_ident()
@@ -457,8 +461,7 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom, quiet: _ExporterLog,
                 _log.debug("OTLP span export raised", exc_info=True)
                 result = SpanExportResult.FAILURE
                 # Older HTTP exporters let a refused connection raise, unlogged.
-                raised = f"{type(exc).__name__}: {exc}"
-                raised = raised if len(raised) <= 240 else raised[:237] + "..."
+                raised = _shortened(f"{type(exc).__name__}: {exc}")
             finally:
                 reason = quiet.reason()
                 quiet.leave()

@@ -23,6 +23,7 @@ from tfobs.analysis.advice.rule import (
     Rule,
     category_advice,
     runtime_holds_other,
+    step_total_s,
 )
 from tfobs.analysis.breakdown import MODERATELY_INPUT_PCT
 from tfobs.summary import Advice, WindowSummary
@@ -188,7 +189,7 @@ def _runtime_in_other(s: WindowSummary, found: Advice) -> Advice:
 def _saving_in_other(s: WindowSummary, found: Advice) -> Advice:
     """all_others_bound where most of 'All Others' lies in the steps that save a checkpoint:
     the message says how much, and the fix is the checkpoint's."""
-    other = s.breakdown_s.get("other", 0.0) * s.steps.count
+    other = step_total_s(s, "other")
     held = s.ops.checkpoint_steps_other_s
     if other <= 0 or held < CHECKPOINT_OTHER_SHARE * other:
         return found
@@ -206,7 +207,7 @@ def _checkpoint(s: WindowSummary) -> list[Advice]:
     steps that save one take beyond the typical step, against all step time."""
     seconds, writes = s.ops.checkpoint_s, s.ops.checkpoint_writes
     share = seconds / s.duration_s if s.duration_s > 0 else 0.0
-    step_total = s.steps.mean_s * s.steps.count
+    step_total = step_total_s(s)
     excess, saving = s.ops.checkpoint_steps_excess_s, s.ops.checkpoint_steps
     excess_share = excess / step_total if step_total > 0 else 0.0
     if seconds <= 0 or max(share, excess_share) < CHECKPOINT_SHARE:
@@ -290,7 +291,7 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
 
 def _prints(s: WindowSummary) -> list[Advice]:
     """tf.print's ops against the steps' time (XProf counts them as host compute)."""
-    step_s = s.steps.mean_s * s.steps.count
+    step_s = step_total_s(s)
     if s.ops.print_s <= 0 or step_s <= 0 or s.ops.print_s / step_s < PRINT_SHARE:
         return []
     share = s.ops.print_s / step_s

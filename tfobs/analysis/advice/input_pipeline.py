@@ -20,6 +20,7 @@ from tfobs.analysis.advice.rule import (
     one_digit,
     runtime_holds_other,
     step_pct,
+    step_total_s,
 )
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
 from tfobs.analysis.input_pipeline import _FILE_SOURCES
@@ -167,7 +168,7 @@ def check(s: WindowSummary) -> list[Advice]:
     if ib.verdict not in ("highly", "moderately") and hidden_pct >= MODERATELY_INPUT_PCT:
         out.append(_hidden_wait(s, hidden_pct))  # XProf's NOT or POTENTIALLY misses it
         return out
-    step_s = s.steps.mean_s * s.steps.count
+    step_s = step_total_s(s)
     graph_pct = 100.0 * s.input_pipeline.in_graph_loop_input_s / step_s if step_s > 0 else 0.0
     if ib.verdict not in ("highly", "moderately") and graph_pct >= MODERATELY_INPUT_PCT:
         out.append(_in_graph_wait(s, graph_pct))  # a loop XProf sees no input op in
@@ -234,7 +235,7 @@ def _keeps_up(s: WindowSummary) -> str:
     """The fix where the pipeline keeps up (its prefetch buffer held a batch at nearly every
     fetch): the input wait is tf.data handing over ready batches, "" otherwise."""
     ip = s.input_pipeline
-    waited = s.breakdown_s.get("input", 0.0) * s.steps.count
+    waited = step_total_s(s, "input")
     # The fetches must hold the wait: a second pipeline without a prefetch (its own
     # root) waits where they do not look.
     if (ip.prefetch_fetches < FEW_STEPS_MIN or waited <= 0
@@ -258,7 +259,7 @@ def _stalls(s: WindowSummary) -> str:
     while the others found a batch ready (a refill after an epoch's start), "" otherwise;
     read from the fetches where the per-step waits are blurred by the hand-over's."""
     ip = s.input_pipeline
-    waited = s.breakdown_s.get("input", 0.0) * s.steps.count
+    waited = step_total_s(s, "input")
     empty = ip.prefetch_fetches - ip.prefetch_ready
     if (ip.prefetch_fetches < FEW_STEPS_MIN or waited <= 0 or empty <= 0
             or ip.prefetch_empty_s < CONCENTRATED_SHARE * waited
@@ -314,7 +315,7 @@ def _in_graph_wait(s: WindowSummary, graph_pct: float) -> Advice:
     ReduceDataset op that takes its batches itself, with no IteratorGetNext, so XProf
     counts the wait as host compute."""
     ip = s.input_pipeline
-    step_s = s.steps.mean_s * s.steps.count
+    step_s = step_total_s(s)
     made = 100.0 * ip.in_graph_loop_iterators_s / step_s
     anew = (f" Making that loop's iterator takes another {one_digit(made)} % "
             f"({1e3 * ip.in_graph_loop_iterators_s / s.steps.count:.2f} ms per step): a new "

@@ -9,7 +9,7 @@ them by the optimizer's name scope (`ops.optimizer_s`).
 
 from __future__ import annotations
 
-from tfobs.analysis.advice.rule import PROFILER, Rule
+from tfobs.analysis.advice.rule import PROFILER, Rule, step_total_s
 from tfobs.summary import Advice, WindowSummary
 
 UPDATE = Rule(
@@ -39,7 +39,7 @@ def check(s: WindowSummary) -> list[Advice]:
         return []
     # Half of a tiny step's few ops is no cost worth a change: the update must weigh on
     # the step itself too.
-    step_s = s.steps.mean_s * s.steps.count
+    step_s = step_total_s(s)
     if step_s > 0 and ops.optimizer_s < STEP_SHARE * step_s:
         return []
     share = ops.optimizer_s / op_s

@@ -40,6 +40,12 @@ def step_pct(s: WindowSummary, category: str) -> float:
     return 100.0 * s.breakdown_ratio.get(category, 0.0)
 
 
+def step_total_s(s: WindowSummary, category: str = "") -> float:
+    """The steps' total time, or one category's summed over the steps (seconds)."""
+    total, sums = _step_sums(s.steps)
+    return sums.get(category, 0.0) if category else total
+
+
 # The last window's step sums, as one tuple (one read and one write: safe across the
 # reduce threads): every rule reads them, and a long window has thousands of steps. The
 # steps are held weakly: the cache never keeps a window's thousands of steps alive.
