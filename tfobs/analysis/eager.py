@@ -19,6 +19,7 @@ import numpy as np
 
 from tfobs.analysis.ops import OpAgg
 from tfobs.analysis.timeline import (
+    Spans,
     Timeline,
     id_array,
     member,
@@ -119,7 +120,7 @@ def _executed(host: Timeline, keep: Callable[[str], bool]) -> dict[int, str]:
             if n.startswith(PREFIX) and keep(n[len(PREFIX):])}
 
 
-def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]] = (),
+def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]] | Spans = (),
               first_kept_ps: int | None = None
               ) -> tuple[float, tuple[OpStat, ...], float, float]:
     """(seconds of eager op execution in the window, the longest eager op types, the
@@ -213,7 +214,7 @@ class CheckpointSteps(NamedTuple):
 
 
 def checkpoint_steps(host: Timeline | None, write_starts: np.ndarray, kept: tuple[
-        np.ndarray, np.ndarray, np.ndarray], spans: Sequence[tuple[int, int]]
+        np.ndarray, np.ndarray, np.ndarray], spans: Sequence[tuple[int, int]] | Spans
         ) -> CheckpointSteps:
     """What a checkpoint save costs the steps it runs in, beyond its write ops: the save's
     Python (CheckpointManager, the object graph's walk), its eager variable reads and its

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tfobs.analysis.device_events import LaunchTable, PlaneTable, is_gpu_plane
-from tfobs.analysis.timeline import span_bounds, summable, time_base_ps, unique
+from tfobs.analysis.timeline import Spans, span_bounds, summable, time_base_ps, unique
 from tfobs.summary import COPY_DIRECTIONS, DeviceActivity, Steps
 from tfobs.xspace.reader import PlaneView, SpaceView
 from tfobs.xspace.schema import HOST_PLANE
@@ -181,17 +181,24 @@ def merge(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def merge_columns(begin: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
-    """`merge` of the intervals `begin[k]..end[k]`, given as columns: a long window's
-    thousands of steps merge without a Python tuple each."""
+    """`merge` of the intervals `begin[k]..end[k]`, given as columns."""
+    merged = merged_spans(begin, end)
+    return list(zip(merged.begin.tolist(), merged.end.tolist(), strict=True))
+
+
+def merged_spans(begin: np.ndarray, end: np.ndarray) -> Spans:
+    """`merge_columns`, kept as columns: a long window's thousands of steps merge without
+    a Python tuple each."""
     if not begin.size:
-        return []
+        none = np.zeros(0, np.int64)
+        return Spans(none, none)
     order = np.lexsort((end, begin))
     b, reach = begin[order], np.maximum.accumulate(end[order])
     # A new interval where it starts after every earlier one has ended; each ends at the
     # reach of its last member (no earlier interval reaches past its start).
     first = np.flatnonzero(np.r_[True, b[1:] > reach[:-1]])
     last = np.r_[first[1:] - 1, b.size - 1]
-    return list(zip(b[first].tolist(), reach[last].tolist(), strict=True))
+    return Spans(b[first].astype(np.int64), reach[last].astype(np.int64))
 
 
 def percentile(values: list[float], q: float) -> float:

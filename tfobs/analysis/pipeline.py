@@ -30,7 +30,7 @@ from tfobs.analysis.eager import (
     summary_writes,
 )
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
-from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merge_columns
+from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merged_spans
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.python_time import (
@@ -48,7 +48,7 @@ from tfobs.analysis.steps import (
     step_markers,
     step_nums,
 )
-from tfobs.analysis.timeline import LineData, Timeline, lookup, time_base_ps
+from tfobs.analysis.timeline import LineData, Spans, Timeline, lookup, span_bounds, time_base_ps
 from tfobs.analysis.xla_cpu_work import calls_work_note, with_dispatch
 from tfobs.errors import CaptureError
 from tfobs.summary import (
@@ -219,8 +219,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         from tfobs.analysis.kernels import reduce_kernels
 
         kernels = reduce_kernels(space, hlo, gpu_events.table, hlo_bits)
+    group_spans = _group_spans(found)
     eager_s, eager_top, between_s, before_s = eager_ops(
-        host, top_n, _group_spans(found),
+        host, top_n, group_spans,
         int(kept.begin_ps.min()) if kept.begin_ps.size else None)
     if not steps.count and not steps.calls and eager_s > 0:  # say what the window held
         steps = dataclasses.replace(steps, note="; ".join(
@@ -229,7 +230,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     checkpoint_s, writes, write_starts = checkpoint_writes(
         host, found.root_lines if found.groups else None)
     saving = checkpoint_steps(host, write_starts, (kept.begin_ps, kept.end_ps, _column(
-        kept, "other")), _group_spans(found)) if writes and kept.groups else CheckpointSteps()
+        kept, "other")), group_spans) if writes and kept.groups else CheckpointSteps()
     summaries_s = summary_writes(host, host_ops)
     remember_step_sums(steps, total_step_s, sums)
     return with_advice(WindowSummary(
@@ -402,16 +403,17 @@ class _StepSpans(Sequence[tuple[int, int]]):
     they look for and never read a span, and a long window has thousands."""
 
     def __init__(self, begin: np.ndarray, end: np.ndarray) -> None:
-        self._begin, self._end = begin, end
+        if begin.size > 1 and not (begin[1:] > begin[:-1]).all():  # usually in order
+            order = np.lexsort((end, begin))
+            begin, end = begin[order], end[order]
+        self._begin = begin
+        self.columns = Spans(begin, end)  # what span_bounds reads: no list made
         self._spans: list[tuple[int, int]] | None = None
 
     def _list(self) -> list[tuple[int, int]]:
         if self._spans is None:
-            begin, end = self._begin, self._end
-            if begin.size > 1 and not (begin[1:] > begin[:-1]).all():  # usually in order
-                order = np.lexsort((end, begin))
-                begin, end = begin[order], end[order]
-            self._spans = list(zip(begin.tolist(), end.tolist(), strict=True))
+            self._spans = list(zip(self.columns.begin.tolist(), self.columns.end.tolist(),
+                                   strict=True))
         return self._spans
 
     def __len__(self) -> int:
@@ -486,12 +488,13 @@ def _device_busy(events: GpuEvents, planes: Sequence[PlaneView]) -> np.ndarray:
                      np.concatenate([a.end for a in acts])], 1).astype(np.int64)
 
 
-def _group_spans(found: FoundSteps) -> list[tuple[int, int]]:
+def _group_spans(found: FoundSteps) -> Spans:
     """Every found step's (begin, end) ps, merged: from the walk's columns where it made
     them (a long window's thousands of steps make no StepGroup here)."""
     if found.spans is not None:
-        return merge_columns(found.spans[0], found.spans[1])
-    return merge(sorted((g.begin_ps, g.end_ps) for g in found.groups))
+        return merged_spans(found.spans[0], found.spans[1])
+    merged = merge(sorted((g.begin_ps, g.end_ps) for g in found.groups))
+    return Spans(*span_bounds(merged))
 
 
 def _input_spans(groups: Sequence[StepGroup]) -> list[tuple[int, int]]:

@@ -12,7 +12,7 @@ int64 and no analysis needs exact-integer fallbacks. Times beyond that span are 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -459,8 +459,21 @@ def unique(values: np.ndarray) -> np.ndarray:
     return ranked[np.concatenate(([True], ranked[1:] != ranked[:-1]))]
 
 
-def span_bounds(spans: Sequence[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+class Spans(NamedTuple):
+    """(begin, end) spans kept as two int64 columns: a long window's thousands of merged
+    steps pass from one analysis to the next without a Python tuple each."""
+
+    begin: np.ndarray
+    end: np.ndarray
+
+
+def span_bounds(spans: Sequence[tuple[int, int]] | Spans) -> tuple[np.ndarray, np.ndarray]:
     """The (begin, end) pairs `spans` as two int64 arrays, begins and ends."""
+    if isinstance(spans, Spans):
+        return spans.begin, spans.end
+    columns = getattr(spans, "columns", None)  # a sequence that keeps its columns too
+    if isinstance(columns, Spans):
+        return columns.begin, columns.end
     both = np.array(spans, np.int64).reshape(-1, 2)
     return np.ascontiguousarray(both[:, 0]), np.ascontiguousarray(both[:, 1])
 
