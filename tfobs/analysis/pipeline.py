@@ -36,6 +36,7 @@ from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.python_time import (
     annotated_tfdata_next,
     is_python_event,
+    python_in_regions,
     python_in_steps,
 )
 from tfobs.analysis.step_notes import concurrent_note, several_batches_note
@@ -189,14 +190,15 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     fetches = (input_pipeline.prefetch_fetches(host, spans) if stages
                else (0, 0, 0.0, 0.0))
     in_graph = input_pipeline.in_graph_loop_input(host, spans)
-    traced_s, traced_top, callback_s, tfdata_next_s = (
-        (0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans))
-    # The same thread's Python between the steps: a loop's own loader (next(batches)).
+    # The Python in the steps, and the same thread's between them: a loop's own loader
+    # (next(batches)).
     traced = (not has_device and host is not None
               and bool(host.mids_where_once(is_python_event)))
-    gaps = _gaps(kept.begin_ps, kept.end_ps) if traced else []
-    between_s, between_top, _, _ = (
-        python_in_steps(host, spans, gaps) if gaps else (0.0, (), 0.0, 0.0))
+    gaps = _gaps(kept.begin_ps if traced else kept.begin_ps[:0], kept.end_ps)
+    (traced_s, traced_top, callback_s, tfdata_next_s), (between_s, between_top, _, _) = (
+        python_in_regions(host, spans, [spans, gaps]) if gaps.begin.size
+        else ((0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans),
+              (0.0, (), 0.0, 0.0)))
     # tfobs's own events around next() (live JAX windows, no Python tracer), GPU or not.
     tfdata_next_s = annotated_tfdata_next(
         host, spans, (lambda: _device_busy(gpu_events, accel)) if has_device else None
@@ -211,7 +213,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_traced_s=_per_step(traced_s, steps.count), python_traced_top=traced_top,
         python_callback_s=_per_step(callback_s, steps.count),
         python_tfdata_next_s=_per_step(tfdata_next_s, steps.count),
-        python_between_s=between_s / len(gaps) if gaps else 0.0,
+        python_between_s=between_s / gaps.begin.size if gaps.begin.size else 0.0,
         python_between_top=between_top), host)
     memory = reduce_memory(host, top_n, found.step_of)
     kernels = Kernels()
@@ -446,14 +448,15 @@ def _unknown_spans(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray:
                             kept.begin_ps, kept.end_ps)
 
 
-def _gaps(begin: np.ndarray, end: np.ndarray) -> list[tuple[int, int]]:
+def _gaps(begin: np.ndarray, end: np.ndarray) -> Spans:
     """The time between consecutive kept steps (absolute ps), where there is some."""
     if begin.size < 2:
-        return []
+        none = np.zeros(0, np.int64)
+        return Spans(none, none)
     order = np.argsort(begin, kind="stable")
     b, e = begin[order], end[order]
     gap = b[1:] > e[:-1]
-    return list(zip(e[:-1][gap].tolist(), b[1:][gap].tolist(), strict=True))
+    return Spans(e[:-1][gap], b[1:][gap])
 
 
 def _column(kept: bd.StepTimes, category: str) -> np.ndarray:
@@ -696,7 +699,7 @@ def _host_candidates(groups: Sequence[StepGroup], top_n: int, names: dict[int, s
                      found: FoundSteps | None = None, index: np.ndarray | None = None
                      ) -> list[list[Candidate]]:
     """`_candidate_columns` as Python tuples per step."""
-    out: list[list[Candidate]] = [[] for _ in groups]
+    out: list[list[Candidate]] = [[] for _ in range(len(groups))]  # no StepGroup made
     found_cols = _candidate_columns(groups, top_n, names, found, index)
     if found_cols is None:
         return out
@@ -722,7 +725,7 @@ def _host_top_events(groups: Sequence[StepGroup], top_n: int, names: dict[int, s
     `index`: each group's place in `found.groups`."""
     found_cols = _candidate_columns(groups, top_n, names, found, index)
     if found_cols is None or not found_cols[0].size:
-        return [() for _ in groups], 0
+        return [()] * len(groups), 0  # iterating `groups` would make every StepGroup
     step, start, dur, mids = found_cols
     distinct = np.unique(mids)
     label = [names[m] for m in distinct.tolist()]

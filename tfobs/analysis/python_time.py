@@ -29,15 +29,17 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from tfobs.analysis.eager import GRAPH_BUILDING, JAX_COMPILES, JAX_LOWERING
-from tfobs.analysis.gpu_idle import covered_ps, merge
+from tfobs.analysis.gpu_idle import covered_ps, merge, merged_spans
 from tfobs.analysis.timeline import (
     DENSE_IDS,
     LineData,
+    Spans,
     Timeline,
     clip_to_spans,
     id_array,
     int_stats_at,
     member,
+    span_bounds,
     unique,
 )
 from tfobs.xspace.columns import wire
@@ -51,8 +53,8 @@ def is_python_event(name: str) -> bool:
     return name.startswith(PYTHON_EVENT_PREFIX)
 
 
-def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]],
-                    within: Sequence[tuple[int, int]] | None = None
+def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]] | Spans,
+                    within: Sequence[tuple[int, int]] | Spans | None = None
                     ) -> tuple[float, tuple[str, ...], float, float]:
     """(seconds of Python inside the steps on the thread that runs them, that thread's
     functions with the most of it, longest first, at most TOP_FUNCTIONS, names without the
@@ -62,27 +64,44 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]],
     their markers (a Python loader thread's work overlaps the steps without being theirs),
     the most Python where no thread holds them. `within`: other spans of that thread to
     read instead of the steps (the gaps between them)."""
-    if host is None or not spans or within is not None and not within:
-        return 0.0, (), 0.0, 0.0
+    return python_in_regions(host, spans, [spans if within is None else within])[0]
+
+
+PythonFigures = tuple[float, tuple[str, ...], float, float]
+
+
+def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | Spans,
+                      regions: Sequence[Sequence[tuple[int, int]] | Spans]
+                      ) -> list[PythonFigures]:
+    """`python_in_steps` read within each of `regions` (the steps, the gaps between them):
+    one pass over the thread's events serves them all (a long window's main thread holds
+    tens of thousands)."""
+    none: PythonFigures = (0.0, (), 0.0, 0.0)
+    if host is None or not len(spans):
+        return [none] * len(regions)
     py = id_array(host.mids_where_once(is_python_event))
     if not py.size:
-        return 0.0, (), 0.0, 0.0
-    steps = np.array(merge(sorted(spans if within is None else within)),
-                     np.int64).reshape(-1, 2)
+        return [none] * len(regions)
+    rows = [np.stack(merged_spans(*span_bounds(r)), 1) for r in regions]
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
     marking = [ld for ld in lines if holds_markers(ld, spans)]
     trampolines = id_array(host.mids_where(_is_callback))
     nexts = id_array(host.mids_where(_is_tfdata_next))
-    best: tuple[int, np.ndarray, np.ndarray, int, int] = (0, py[:0], py[:0], 0, 0)
+    best: list[tuple[int, np.ndarray, np.ndarray, int, int]] = [
+        (0, py[:0], py[:0], 0, 0)] * len(regions)
     for ld in marking or lines:
-        mids, ps, lo = _innermost_python(ld, py, steps, compiled_work(host, py, ld))
-        total = int(ps.sum())
-        if total > best[0]:
-            best = (total, mids, ps, _within(ld, trampolines, lo, ps),
-                    _within(ld, nexts, lo, ps))
-    total, mids, ps, in_callbacks, in_tfdata = best
-    if not total:
-        return 0.0, (), 0.0, 0.0
+        found = _innermost_python_in(ld, py, rows, compiled_work(host, py, ld))
+        for r, (mids, ps, lo) in enumerate(found):
+            total = int(ps.sum())
+            if total > best[r][0]:
+                best[r] = (total, mids, ps, _within(ld, trampolines, lo, ps),
+                           _within(ld, nexts, lo, ps))
+    return [_python_figures(host, steps, *found) if found[0] else none
+            for steps, found in zip(rows, best, strict=True)]
+
+
+def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndarray,
+                    ps: np.ndarray, in_callbacks: int, in_tfdata: int) -> PythonFigures:
     # A callback XLA runs on its own worker threads leaves no Python tracer event there
     # (the tracer sees the threads Python started); its op does, named for the callback.
     in_callbacks = max(in_callbacks, _callback_ops_ps(host, steps))
@@ -167,7 +186,7 @@ def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]
     ids = id_array(host.mids_where(lambda n: n == TFDATA_NEXT_EVENT))
     if not ids.size:
         return 0.0
-    steps = np.array(merge(sorted(spans)), np.int64).reshape(-1, 2)
+    steps = np.stack(merged_spans(*span_bounds(spans)), 1)
     waits: list[tuple[int, int]] = []
     for ld in host.lines:
         at = np.flatnonzero(member(ld.mid_arr, ids, ld.dense_top))
@@ -198,19 +217,26 @@ def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> 
     return int(ps[_inside(lo, union_rows(iv))].sum())
 
 
-def holds_markers(ld: LineData, spans: Sequence[tuple[int, int]]) -> bool:
+def holds_markers(ld: LineData, spans: Sequence[tuple[int, int]] | Spans) -> bool:
     """Some event of the line spans a step exactly: that step's marker."""
-    begin = np.array(sorted(b for b, _ in spans), np.int64)
+    begin, end = span_bounds(spans)
+    if begin.size > 1 and not (begin[1:] >= begin[:-1]).all():
+        order = np.lexsort((end, begin))
+        begin, end = begin[order], end[order]
     start = ld.start_arr + ld.start_ps
-    at = np.searchsorted(begin, start)
-    hit = at < begin.size
-    hit[hit] &= begin[at[hit]] == start[hit]
+    lo = np.searchsorted(begin, start)
+    hit = lo < begin.size
+    hit[hit] &= begin[lo[hit]] == start[hit]
     if not hit.any():
         return False
-    ends = {(b, e) for b, e in spans}
     stop = ld.end_arr + ld.start_ps
-    return any((b, e) in ends for b, e in zip(start[hit].tolist(), stop[hit].tolist(),
-                                              strict=True))
+    at, first = np.flatnonzero(hit), lo[hit]
+    if (end[first] == stop[at]).any():
+        return True
+    # Steps sharing a begin: each of them, not only the first, may be the one matched.
+    last = np.searchsorted(begin, start[at], side="right")
+    return any(stop[a] in end[f:n].tolist() for a, f, n in zip(
+        at.tolist(), first.tolist(), last.tolist(), strict=True) if n - f > 1)
 
 
 # PjRt's wait for a result: `CommonPjRtBuffer::Await` begins it (a `_p` stat) and a second
@@ -301,25 +327,37 @@ def union_rows(iv: np.ndarray) -> np.ndarray:
 def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(metadata id, ps, start) of each stretch of the line, inside a step, whose innermost
-    event is a Python event, less the time compiled work (`busy`) runs beside it.
-    Stretches run between consecutive event and step boundaries; the innermost event of
-    one is the last-begun event still open at its start."""
+    event is a Python event, less the time compiled work (`busy`) runs beside it."""
+    return _innermost_python_in(ld, py, [steps], busy)[0]
+
+
+def _innermost_python_in(ld: LineData, py: np.ndarray, regions: list[np.ndarray],
+                         busy: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """`_innermost_python` within each of `regions` (merged (begin, end) rows). Stretches
+    run between consecutive event, region and busy boundaries: each lies wholly inside or
+    wholly outside every region and the compiled work. The innermost event of one is the
+    last-begun event still open at its start."""
     start = ld.start_arr + ld.start_ps
     end = ld.end_arr + ld.start_ps
-    # The busy intervals' bounds cut the stretches too: each then lies wholly inside or
-    # wholly outside the compiled work.
-    cuts = unique(np.concatenate([start, end, steps.ravel(), busy.ravel()]))
+    cuts = unique(np.concatenate([start, end, *(r.ravel() for r in regions), busy.ravel()]))
     lo, hi = cuts[:-1], cuts[1:]
-    keep = _inside(lo, steps)
+    inside = [_inside(lo, r) for r in regions]
+    keep = np.logical_or.reduce(inside) if len(inside) > 1 else inside[0].copy()
     if busy.size:
         keep &= ~_inside(lo, busy)
-    lo, hi = lo[keep], hi[keep]
-    owner = _last_open(start, end, lo)
+    at = np.flatnonzero(keep)
+    owner = _last_open(start, end, lo[at])
     found = owner >= 0
-    lo, hi, owner = lo[found], hi[found], owner[found]
+    at, owner = at[found], owner[found]
     mids = ld.mid_arr[owner]
     is_py = member(mids, py, ld.dense_top)
-    return mids[is_py], (hi - lo)[is_py], lo[is_py]
+    at, mids = at[is_py], mids[is_py]
+    out = []
+    for region in inside:
+        mine = region[at]
+        k = at[mine]
+        out.append((mids[mine], hi[k] - lo[k], lo[k]))
+    return out
 
 
 def _inside(at: np.ndarray, spans: np.ndarray) -> np.ndarray:
