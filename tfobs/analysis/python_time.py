@@ -317,11 +317,10 @@ def union_rows(iv: np.ndarray) -> np.ndarray:
         return np.zeros((0, 2), np.int64)
     iv = iv[np.argsort(iv[:, 0], kind="stable")]
     reach = np.maximum.accumulate(iv[:, 1])
-    new = np.r_[True, iv[1:, 0] > reach[:-1]]  # begins after every earlier one ended
-    group = np.cumsum(new) - 1
-    ends = np.zeros(int(group[-1]) + 1, np.int64)
-    np.maximum.at(ends, group, iv[:, 1])
-    return np.stack([iv[new, 0], ends], 1)
+    first = np.flatnonzero(np.r_[True, iv[1:, 0] > reach[:-1]])  # begins after all ended
+    # Each union ends at the reach of its last row: no earlier row reaches past its start.
+    last = np.r_[first[1:] - 1, reach.size - 1]
+    return np.stack([iv[first, 0], reach[last]], 1)
 
 
 def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.ndarray

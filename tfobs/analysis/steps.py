@@ -919,7 +919,7 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
         ld, on = host.lines[li], np.flatnonzero(line_of == li)
         start[on] = ld.start_arr[pos[on]] + ld.start_ps
         mid[on] = ld.mid_arr[pos[on]]
-        odd_here = np.intersect1d(on, odd_at)
+        odd_here = np.intersect1d(on, odd_at) if odd_at.size else odd_at
         if odd_here.size:
             stats = host.stat_values_many(ld, pos[odd_here].tolist(),
                                           {ids["step_num"]: "step_num"})
