@@ -148,6 +148,10 @@ CASES = {
                              "step_num=i)` returning its loss, read on the host every step "
                              "(`float(loss)` and `int(loss > 0)`, as a progress print "
                              "does): JAX's `array.py _value` in the step",
+    "tiny_steps_long": "3,000 steps of a tiny jitted update (a 16x16 matmul), each marked "
+                       "`StepTraceAnnotation(\"train\", step_num=i)` and waited for: a long "
+                       "window of small steps, as high-throughput jobs make (the speed "
+                       "benchmark's JAX long window)",
     "two_thread_steps": "two Python threads each running its own copy of the step on its "
                         "own weights, both marking `StepTraceAnnotation(\"train\", "
                         "step_num=i)` from 0 (steps of two threads that overlap in time, "
@@ -233,6 +237,9 @@ elif case == "metric_read_each_step":
     step = lambda w, x: loss_step(w, x)[0]  # the warm-up below
 elif case == "op_by_op_steps":  # no jax.jit: the job's forgotten one
     step = lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
+elif case == "tiny_steps_long":
+    step = jax.jit(lambda w, x: w - 0.001 * (x @ w))
+    w, x = jnp.ones((16, 16)), jnp.ones((16, 16))
 elif case == "compute_wait_steps":
     def twenty(w, x):
         def body(_, w):
@@ -281,7 +288,8 @@ def mark(i):
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
                 "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",
-                "callback_on_xla_threads", "python_generator_between_steps"):
+                "callback_on_xla_threads", "python_generator_between_steps",
+                "tiny_steps_long"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -341,6 +349,7 @@ def run(i):
         if case not in ("async_dispatch_steps", "async_two_jits_steps",
                         "async_calls_no_markers"):
             w.block_until_ready()
+steps = 3000 if case == "tiny_steps_long" else 12
 options = None
 if case == "tfdata_wait_no_tracer":  # as tfobs's live windows: no Python tracer
     options = jax.profiler.ProfileOptions()
@@ -366,14 +375,14 @@ with (jax.profiler.trace(logdir, profiler_options=options) if options is not Non
                 for i in range(6 * e, 6 * e + 6):
                     run(i)
     else:
-        for i in range(12):
+        for i in range(steps):
             run(i)
     if case in ("async_two_jits_steps", "async_calls_no_markers"):  # the queued work
         w.block_until_ready()  # runs inside the trace
     if case == "jitted_step_window_end":  # compiled before the trace: calls of 0.1 ms
         window_end()
 w.block_until_ready()
-params = {"jax": jax.__version__, "steps": 12, "python": sys.version.split()[0]}
+params = {"jax": jax.__version__, "steps": steps, "python": sys.version.split()[0]}
 if case.startswith("tfdata_"):
     params["tensorflow"] = tf.__version__
 print(json.dumps(params))

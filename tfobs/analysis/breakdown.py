@@ -96,15 +96,17 @@ def all_type_times(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] 
 
 
 def _type_cells(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] | None,
-                spans: tuple[np.ndarray, np.ndarray] | None = None
+                spans: tuple[np.ndarray, np.ndarray] | None = None,
+                swept: tuple[np.ndarray, ...] | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | list[dict[int, int]]:
     """`all_type_times` as the compiled gaps leave it, (time per group and type, first
     gap per group and type, the type of each column), where `_wire` is there; else the
-    dicts. `spans`: the groups' (begin_ps, end_ps) as arrays, where the caller has them."""
+    dicts. `spans`: the groups' (begin_ps, end_ps) as arrays, where the caller has them;
+    `swept`: `_swept_bounds` of `columns`, where the caller made it."""
     cols = event_columns(groups) if columns is None else columns
     if cols is None or (columns is not None and (columns[2] < columns[1]).any()):
         return [_reference(g) for g in groups]
-    time, grp, current, types = _swept_bounds(*cols)
+    time, grp, current, types = swept if swept is not None else _swept_bounds(*cols)
     # Gaps: bound k to bound k + 1 of the same group, clipped to the group's span.
     g_begin, g_end = spans if spans is not None else (
         np.array([x.begin_ps for x in groups], np.int64),
@@ -147,10 +149,18 @@ def unknown_spans(typed: tuple[np.ndarray, ...], g_begin: np.ndarray, g_end: np.
     from the sweep `_type_cells` runs: the stretches between a step's event bounds where no
     type is in force, and the parts of the step before its first bound and after its last.
     `typed`: the steps' events (type, begin, end, group), groups numbering `g_begin`."""
+    swept = _swept_bounds(*typed)[:3] if typed[0].size else None
+    return unknown_spans_swept(swept, g_begin, g_end)
+
+
+def unknown_spans_swept(swept: tuple[np.ndarray, ...] | None, g_begin: np.ndarray,
+                        g_end: np.ndarray) -> np.ndarray:
+    """`unknown_spans` from the sweep's bounds (time, group, type in force after each;
+    None: no event), groups numbering `g_begin`."""
     rows = []
     seen = np.zeros(g_begin.size, bool)
-    if typed[0].size:
-        time, grp, current, _ = _swept_bounds(*typed)
+    if swept is not None and swept[0].size:
+        time, grp, current = swept
         gap = np.flatnonzero((grp[:-1] == grp[1:]) & (current[:-1] == et.UNKNOWN_TIME))
         g = grp[gap]
         rows.append(np.stack([np.maximum(time[gap], g_begin[g]),
@@ -466,6 +476,10 @@ class StepTimes:
     end_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # `seconds` as the (steps, categories) array it was made from, where kept.
     seconds_array: np.ndarray | None = field(default=None, repr=False)
+    # The breakdown's sweep of the groups' event bounds (time, group: place among the
+    # groups given, type in force after the bound), where it ran on the found columns.
+    swept: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(
+        default=None, repr=False, compare=False)
 
     def category_sums(self) -> dict[str, float]:
         """Each category's seconds summed over the steps left to right (a cumulative sum
@@ -507,11 +521,16 @@ def step_breakdowns(
         new = rank[group]
         sel = new >= 0
         columns = (etype[sel], e_begin[sel], e_end[sel], new[sel])
-    cells = _type_cells(timed, columns, (begin[at], end[at]))
+    swept = None
+    if columns is not None and not (columns[2] < columns[1]).any():
+        swept = _swept_bounds(*columns)
+    cells = _type_cells(timed, columns, (begin[at], end[at]), swept)
     if isinstance(cells, list):
         cells = _cells_of(cells)
     kept = _kept_times(timed, (end - begin)[at], *cells, has_device, require_compute,
                        drop_incomplete)
+    if swept is not None:  # the unknown time's spans read it again (`unknown_spans_swept`)
+        kept.swept = (swept[0], at[swept[1]], swept[2])
     kept.index = at[kept.index]
     kept.begin_ps, kept.end_ps = begin[kept.index], end[kept.index]
     return kept

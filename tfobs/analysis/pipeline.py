@@ -436,12 +436,17 @@ class _StepSpans(Sequence[tuple[int, int]]):
 
 def _unknown_spans(found: FoundSteps, kept: bd.StepTimes) -> np.ndarray:
     """The kept steps' unknown time ('All Others') as (begin, end) rows, absolute ps."""
+    rank = np.full(len(found.groups), -1, np.int64)
+    rank[kept.index] = np.arange(kept.index.size)
+    if kept.swept is not None:  # the breakdown's own sweep, its kept steps' rows
+        time, group, current = kept.swept
+        sel = rank[group] >= 0
+        return bd.unknown_spans_swept((time[sel], rank[group[sel]], current[sel]),
+                                      kept.begin_ps, kept.end_ps)
     columns = found.typed if found.typed is not None else bd.event_columns(found.groups)
     if columns is None:  # an event ends before it begins: the breakdown swept no columns
         return np.zeros((0, 2), np.int64)
     etype, begin, end, group = columns
-    rank = np.full(len(found.groups), -1, np.int64)
-    rank[kept.index] = np.arange(kept.index.size)
     sel = rank[group] >= 0
     return bd.unknown_spans((etype[sel].astype(np.int64), begin[sel].astype(np.int64),
                              end[sel].astype(np.int64), rank[group[sel]]),
