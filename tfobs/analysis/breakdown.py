@@ -349,12 +349,16 @@ def _hold_sticky_types(current: np.ndarray, start: np.ndarray, typ: np.ndarray,
         padded = np.append(higher, n)  # none left: held to the group's end
         release[mine] = padded[pos]
     release = np.minimum(release, group_end)
+    # The type in force just before each candidate (0 at a group's first bound), read
+    # before the loop: `current` changes only after it.
+    prev = np.maximum(cand - 1, 0)
+    new_group = (cand == 0) | (grp[prev] != grp[cand])
+    in_force = np.where(new_group, 0, current[prev])
     held_type, held_until = 0, -1
     stretches: list[tuple[int, int, int]] = []
-    for c, t, r in zip(cand.tolist(), cand_typ.tolist(), release.tolist(), strict=True):
-        new_group = c == 0 or grp[c - 1] != grp[c]
-        before = 0 if new_group else int(current[c - 1])
-        if not new_group and c - 1 < held_until:
+    for c, t, r, before, fresh in zip(cand.tolist(), cand_typ.tolist(), release.tolist(),
+                                      in_force.tolist(), new_group.tolist(), strict=True):
+        if not fresh and c - 1 < held_until:
             before = max(before, held_type)
         if t <= before:
             continue
