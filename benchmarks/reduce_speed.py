@@ -1,7 +1,8 @@
 """Reduction speed: tfobs against XProf's five main tools and a bare parse, same bytes.
 
     python benchmarks/reduce_speed.py                 # the 4 largest test captures and the
-                                                      # long window of 4,000 tiny steps
+                                                      # long windows of thousands of tiny
+                                                      # steps (TF and JAX)
     python benchmarks/reduce_speed.py --captures 6 --repeat 5 --process-repeat 3
     python benchmarks/reduce_speed.py --process-sizes 10,50,100,175,300,450,700,1200
                                       # only whole processes, on the test captures nearest
@@ -41,8 +42,10 @@ sys.path.insert(0, str(ROOT))
 TOOLS = ("overview_page", "input_pipeline_analyzer", "kernel_stats", "memory_profile",
          "framework_op_stats")
 TARGET_XPROF, TARGET_PARSE, TARGET_PROCESS, TARGET_SMALL = 0.10, 5.0, 0.15, 1.0
-# A long window of small steps (high-throughput jobs): per-step costs show here.
-LONG_WINDOW = "generated__tf2.21cpu__tiny_steps_long.xplane.pb"
+# Long windows of small steps (high-throughput jobs): per-step costs show here. TF's
+# 4,000 steps of few events each; JAX's 3,000, each with its Python tracer's events.
+LONG_WINDOWS = ("generated__tf2.21cpu__tiny_steps_long.xplane.pb",
+                "generated__jax0.10cpu__tiny_steps_long.xplane.pb")
 
 _XPROF_PROCESS = """
 import pathlib, shutil, sys, tempfile
@@ -111,9 +114,10 @@ def main() -> int:
         return _process_sweep(by_size, [float(k) * 1e3 for k in args.process_sizes.split(",")],
                               args.process_repeat)
     captures = [pathlib.Path(p) for p in args.paths] or by_size[-args.captures:][::-1]
-    long_window = ROOT / "tests" / "data" / "captures" / LONG_WINDOW
-    if not args.paths and long_window.exists() and long_window not in captures:
-        captures.append(long_window)
+    for name in () if args.paths else LONG_WINDOWS:
+        long_window = ROOT / "tests" / "data" / "captures" / name
+        if long_window.exists() and long_window not in captures:
+            captures.append(long_window)
 
     from tfobs.analysis.pipeline import reduce_xspace
     from tfobs.xspace import schema
