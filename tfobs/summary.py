@@ -104,6 +104,7 @@ RuleId = Literal[
     "markers_without_root",
     "calls_without_steps",
     "python_in_step",
+    "python_thread_contention",
     "markers_time_dispatch",
     "jax_op_by_op",
     "optimizer_update",
@@ -243,6 +244,14 @@ class Steps:
     # loader: next() of a Python generator).
     python_between_s: float = 0.0
     python_between_top: tuple[str, ...] = ()
+    # Python run inside the steps by the busiest Python thread other than the steps' own
+    # (the Python tracer on, host-only captures): seconds per step, the thread's name and
+    # its functions with the most of it.
+    # Python threads share one GIL: a thread that keeps running Python (a polling loop)
+    # makes the step's own Python wait. Waits that release the GIL are left out.
+    python_other_thread_s: float = 0.0
+    python_other_thread: str = ""
+    python_other_thread_top: tuple[str, ...] = ()
     # Host-only captures of a JAX job: seconds of XLA's CPU runtime work in the window that
     # ran outside every step, and its share of that runtime's work
     # (tfobs.analysis.xla_cpu_work).

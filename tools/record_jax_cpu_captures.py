@@ -148,6 +148,11 @@ CASES = {
                              "step_num=i)` returning its loss, read on the host every step "
                              "(`float(loss)` and `int(loss > 0)`, as a progress print "
                              "does): JAX's `array.py _value` in the step",
+    "polling_thread_steps": "`StepTraceAnnotation(\"train\", step_num=i)` steps of the "
+                            "jitted SGD step, waited for, while a Python thread of the job's "
+                            "own polls a threading.Event in a busy loop (a hundred "
+                            "additions between checks; started before the trace: no event "
+                            "of its loop's frame) and holds the GIL whenever it can",
     "tiny_steps_long": "3,000 steps of a tiny jitted update (a 16x16 matmul), each marked "
                        "`StepTraceAnnotation(\"train\", step_num=i)` and waited for: a long "
                        "window of small steps, as high-throughput jobs make (the speed "
@@ -289,7 +294,7 @@ def mark(i):
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
                 "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",
                 "callback_on_xla_threads", "python_generator_between_steps",
-                "tiny_steps_long"):
+                "tiny_steps_long", "polling_thread_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -350,6 +355,16 @@ def run(i):
                         "async_calls_no_markers"):
             w.block_until_ready()
 steps = 3000 if case == "tiny_steps_long" else 12
+if case == "polling_thread_steps":  # a job's watchdog written as a busy loop
+    import threading
+    stop = threading.Event()
+    def poll():
+        n = 0
+        while not stop.is_set():
+            for _ in range(100):
+                n += 1
+    threading.Thread(target=poll, daemon=True).start()
+    time.sleep(0.05)
 options = None
 if case == "tfdata_wait_no_tracer":  # as tfobs's live windows: no Python tracer
     options = jax.profiler.ProfileOptions()
@@ -382,6 +397,8 @@ with (jax.profiler.trace(logdir, profiler_options=options) if options is not Non
     if case == "jitted_step_window_end":  # compiled before the trace: calls of 0.1 ms
         window_end()
 w.block_until_ready()
+if case == "polling_thread_steps":
+    stop.set()
 params = {"jax": jax.__version__, "steps": steps, "python": sys.version.split()[0]}
 if case.startswith("tfdata_"):
     params["tensorflow"] = tf.__version__

@@ -520,3 +520,53 @@ def test_python_between_the_steps_names_the_loops_own_loader() -> None:
     # A loader on a thread of its own leaves the steps' thread idle between them.
     threaded = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__python_loader_thread.xplane.pb")
     assert threaded.steps.python_between_s < 0.1 * threaded.steps.interval_s
+
+
+POLLING = CAPTURES / "generated__jax0.10cpu__polling_thread_steps.xplane.pb"
+
+
+def test_a_python_thread_polling_through_the_steps_is_named_as_gil_contention() -> None:
+    """A thread of the job's own polls a threading.Event in a busy loop while the steps run:
+    its Python holds the GIL the step's Python and JAX's dispatch need. The thread's loop
+    frame began before the trace (only its is_set calls are events): the short silences
+    between them count as its Python. The usual fix, a background Python thread, is the
+    cause here: neither all_others_bound nor python_in_step may give it."""
+    from tfobs.analysis.advice.gaps import CONTENTION_FIX
+
+    s = tfobs.analyze(POLLING)
+    st = s.steps
+    assert st.python_other_thread_top[0] == "threading.py:575 is_set"
+    assert st.python_other_thread_s >= 0.8 * st.mean_s
+    codes = _codes(s)
+    a = codes["python_thread_contention"]
+    assert a.severity == "warning" and "is_set" in a.message
+    assert a.evidence["other_thread_pct"] == pytest.approx(100 * st.python_other_thread_s
+                                                          / st.mean_s)
+    assert codes["all_others_bound"].fix == CONTENTION_FIX
+    for advice in s.advice:
+        assert "background thread" not in advice.fix or advice.code == "input_bound", advice
+
+
+def test_the_polling_threads_own_events_are_what_names_it() -> None:
+    # The same capture less the polling thread's events: no other thread, no contention.
+    from tfobs.xspace import schema
+
+    space = schema.XSpace.FromString(POLLING.read_bytes())
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    is_set = {k for k, m in host.event_metadata.items() if m.name.endswith(" is_set")}
+    for line in host.lines:
+        if line.events and all(e.metadata_id in is_set for e in line.events):
+            del line.events[:]
+    s = tfobs.analyze(space.SerializeToString())
+    assert s.steps.python_other_thread_s == 0.0
+    assert "python_thread_contention" not in _codes(s)
+
+
+@pytest.mark.parametrize("name", ["python_loader_thread", "tfdata_wait_loader_thread"])
+def test_a_loader_thread_that_waits_is_no_contention(name: str) -> None:
+    # A loader thread's Python is short beside its waits (a sleep, a queue, tf.data's own
+    # threads), which release the GIL: no contention read.
+    s = tfobs.analyze(CAPTURES / f"generated__jax0.10cpu__{name}.xplane.pb")
+    assert s.steps.python_other_thread  # the loader thread is read
+    assert 0 < s.steps.python_other_thread_s < 0.2 * s.steps.mean_s
+    assert "python_thread_contention" not in _codes(s)

@@ -36,6 +36,7 @@ from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.python_time import (
     annotated_tfdata_next,
     is_python_event,
+    python_beside_steps,
     python_in_regions,
     python_in_steps,
 )
@@ -199,6 +200,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_in_regions(host, spans, [spans, gaps]) if gaps.begin.size
         else ((0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans),
               (0.0, (), 0.0, 0.0)))
+    # Another Python thread running Python through the steps: the GIL the steps wait for.
+    other_s, other_name, other_top = (
+        python_beside_steps(host, spans) if traced else (0.0, "", ()))
     # tfobs's own events around next() (live JAX windows, no Python tracer), GPU or not.
     tfdata_next_s = annotated_tfdata_next(
         host, spans, (lambda: _device_busy(gpu_events, accel)) if has_device else None
@@ -214,7 +218,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_callback_s=_per_step(callback_s, steps.count),
         python_tfdata_next_s=_per_step(tfdata_next_s, steps.count),
         python_between_s=between_s / gaps.begin.size if gaps.begin.size else 0.0,
-        python_between_top=between_top), host)
+        python_between_top=between_top,
+        python_other_thread_s=_per_step(other_s, steps.count), python_other_thread=other_name,
+        python_other_thread_top=other_top), host)
     memory = reduce_memory(host, top_n, found.step_of)
     kernels = Kernels()
     if any(is_gpu_plane(p) for p in space.planes):

@@ -105,6 +105,70 @@ def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndar
     # A callback XLA runs on its own worker threads leaves no Python tracer event there
     # (the tracer sees the threads Python started); its op does, named for the callback.
     in_callbacks = max(in_callbacks, _callback_ops_ps(host, steps))
+    return (total / 1e12, _top_functions(host, mids, ps), in_callbacks / 1e12,
+            in_tfdata / 1e12)
+
+
+def _python_function(name: str) -> bool:
+    """A Python function's event (`$file.py:12 name`), not a C function's (`$time sleep`,
+    `$<unknown> acquire`): C code may wait with the GIL released, Python code holds it."""
+    return is_python_event(name) and ":" in name.partition(" ")[0]
+
+
+# A stretch of a Python thread with no event open, between two of its events, at most this
+# long: the thread ran Python bytecode of a frame entered before the trace began (a loop
+# calling small functions); a thread waiting for the GIL leaves longer silences.
+UNSEEN_PYTHON_PS = 10_000_000  # 10 us
+
+
+def python_beside_steps(host: Timeline | None, spans: Sequence[tuple[int, int]] | Spans
+                        ) -> tuple[float, str, tuple[str, ...]]:
+    """(seconds of Python run inside the steps by the busiest Python thread other than the
+    one holding the step markers, that thread's name, its functions with the most of it,
+    longest first, at most TOP_FUNCTIONS). Python threads share one GIL: a thread that
+    keeps running Python (a polling loop, a busy logger) makes the step's own Python wait.
+    Counted: stretches whose innermost event is a Python function, and the short silences
+    between the thread's events (`UNSEEN_PYTHON_PS`); C calls, which may release the GIL
+    (a sleep, a lock, a queue's or a socket's read), are not. Nothing where no thread
+    holds the markers."""
+    none: tuple[float, str, tuple[str, ...]] = (0.0, "", ())
+    if host is None or not len(spans):
+        return none
+    py = id_array(host.mids_where_once(is_python_event))
+    if not py.size:
+        return none
+    functions = id_array(host.mids_where_once(_python_function))
+    lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
+    marking = {id(ld) for ld in lines if holds_markers(ld, spans)}
+    if not marking:
+        return none
+    steps = np.stack(merged_spans(*span_bounds(spans)), 1)
+    best: tuple[int, str, np.ndarray, np.ndarray] = (0, "", py[:0], py[:0])
+    for ld in lines:
+        if id(ld) in marking:
+            continue
+        start, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
+        cuts = unique(np.concatenate([start, end, steps.ravel()]))
+        lo, hi = cuts[:-1], cuts[1:]
+        at = np.flatnonzero(_inside(lo, steps))
+        lo, hi = lo[at], hi[at]
+        owner = _last_open(start, end, lo)
+        seen = owner >= 0
+        mids = ld.mid_arr[np.maximum(owner, 0)]
+        held = ~seen & (hi - lo <= UNSEEN_PYTHON_PS) & (lo >= start[0]) & (hi <= end.max())
+        held[seen] = member(mids[seen], functions, ld.dense_top)
+        total = int((hi - lo)[held].sum())
+        if total > best[0]:
+            named = held & seen
+            best = (total, ld.name, mids[named], (hi - lo)[named])
+    total, name, mids, ps = best
+    return (total / 1e12, name, _top_functions(host, mids, ps) if mids.size else ()
+            ) if total else none
+
+
+def _top_functions(host: Timeline, mids: np.ndarray, ps: np.ndarray) -> tuple[str, ...]:
+    """The functions (metadata ids `mids`, each stretch's `ps`) with the most time, longest
+    first, at most TOP_FUNCTIONS, without the tracer's `$`."""
     if 0 <= int(mids.min()) and int(mids.max()) < DENSE_IDS:  # ids are small counters
         by_id = np.zeros(int(mids.max()) + 1, np.int64)
         np.add.at(by_id, mids, ps)
@@ -116,8 +180,7 @@ def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndar
         np.add.at(sums, at, ps)
     label = [host.names[m] for m in names.tolist()]
     top = sorted(range(names.size), key=lambda j: (-int(sums[j]), label[j]))[:TOP_FUNCTIONS]
-    return (total / 1e12, tuple(label[j][len(PYTHON_EVENT_PREFIX):] for j in top),
-            in_callbacks / 1e12, in_tfdata / 1e12)
+    return tuple(label[j][len(PYTHON_EVENT_PREFIX):] for j in top)
 
 
 # JAX's trampoline for host callbacks (jax/_src/callback.py): every jax.debug.print,

@@ -22,6 +22,7 @@ from tfobs.analysis.advice.rule import (
     TFDATA,
     Rule,
     category_advice,
+    other_thread_share,
     runtime_holds_other,
     step_total_s,
 )
@@ -137,6 +138,13 @@ RUNTIME_FIX = (
     "that is left out of the step")
 
 # XProf's sentence (kAllOthersPythonExplanation), after the percentage.
+# 'All Others' under another Python thread's GIL (python_thread_contention): moving the
+# step's Python to a background thread, the usual fix, adds to the cause.
+CONTENTION_FIX = (
+    "another Python thread runs Python through most of the steps (python_thread_contention): "
+    "the step's Python waits for the GIL there; quiet that thread first (block or sleep "
+    "instead of polling, or move its work to another process), then judge 'All Others' again")
+
 ALL_OTHERS_TEXT = (" % of the total step time sampled is spent on 'All Others' time. "
                    "This could be due to Python execution overhead.")
 
@@ -146,6 +154,8 @@ def check(s: WindowSummary) -> list[Advice]:
     # A coordinator's steps are all 'other' (waiting for its workers): no Python to move.
     if s.steps.method != "markers_remote":
         found = category_advice(ALL_OTHERS, s, "other", "'All Others'", ALL_OTHERS_TEXT)
+        if found and other_thread_share(s.steps):  # the step's Python waits for the GIL
+            found = dataclasses.replace(found, fix=CONTENTION_FIX)
         out += [_saving_in_other(s, _runtime_in_other(s, found))] if found else []
     saving = _checkpoint(s)
     # The save that explains 'All Others' comes before it: its fix is the one to act on.

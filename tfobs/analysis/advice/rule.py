@@ -116,3 +116,15 @@ def runtime_holds_other(s: WindowSummary) -> bool:
     """Whether most of the steps' 'All Others' is that compiled work (`work_in_other_s`)."""
     other = s.breakdown_s.get("other", 0.0)
     return other > 0 and s.steps.work_in_other_s >= RUNTIME_SHARE * other
+
+
+# Another Python thread running Python through the steps (`steps.python_other_thread_s`):
+# named from this share of step time (python_thread_contention).
+OTHER_THREAD_SHARE = 0.5
+
+
+def other_thread_share(st: Steps) -> float:
+    """The busiest other Python thread's Python as a share of step time, where it is
+    `OTHER_THREAD_SHARE` or more; else 0."""
+    share = st.python_other_thread_s / st.mean_s if st.count and st.mean_s > 0 else 0.0
+    return share if share >= OTHER_THREAD_SHARE else 0.0

@@ -13,9 +13,11 @@ from tfobs.analysis.advice.rule import (
     GPU,
     HIGH_PCT,
     MODERATE_PCT,
+    OTHER_THREAD_SHARE,
     PROFILER,
     TFDATA,
     Rule,
+    other_thread_share,
     step_pct,
 )
 from tfobs.analysis.xla_cpu_work import DISPATCH_NOTE_START, OUTSIDE_SHARE
@@ -57,6 +59,17 @@ PYTHON_IN_STEP = Rule(
     "prefetch) so it runs ahead of the step; keep numpy preprocessing out of the marked "
     "step the same way",
     f"{TFDATA}: Vectorizing mapping; {GPU}: 2. Debug the performance of one GPU")
+# Another Python thread running Python through the steps: the GIL the step's Python waits for.
+THREAD_CONTENTION = Rule(
+    "python_thread_contention", "steps",
+    "on a host-only capture with the Python tracer on, a Python thread other than the "
+    "steps' own runs Python (Python functions innermost, and the short silences between "
+    "its events) through >= 50 % of step time",
+    "stop that thread from running Python all the time: block on a queue.Queue or "
+    "threading.Event with a timeout instead of polling in a loop, sleep between its checks, "
+    "or move its work into another process (multiprocessing); Python threads take turns on "
+    "one GIL, so moving more of the step's work to a background Python thread would not help",
+    f"{GPU}: 2. Debug the performance of one GPU")
 MARKERS_TIME_DISPATCH = Rule(
     "markers_time_dispatch", "steps",
     "host-only capture: XLA's CPU runtime ran at least half its work in the window outside "
@@ -89,7 +102,8 @@ OP_BY_OP = Rule(
     "index NumPy arrays on the host",
     f"{PROFILER}: Profiling custom training loops; JAX documentation: Just-in-time "
     "compilation (jax.jit)")
-RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, MARKERS_TIME_DISPATCH, OP_BY_OP)
+RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, THREAD_CONTENTION,
+         MARKERS_TIME_DISPATCH, OP_BY_OP)
 # Rules whose figures a window of dispatch-only steps makes meaningless: the time around
 # the markers is the compiled work itself, not Python (see markers_time_dispatch).
 SUPERSEDED_BY_DISPATCH = ("all_others_bound", "step_gap")
@@ -198,6 +212,21 @@ def check(s: WindowSummary) -> list[Advice]:
              "steps_s": st.mean_s * st.count},
             f"XLA CPU work outside every step >= {100 * OUTSIDE_SHARE:g} % of it and >= the "
             "steps' own time (tfobs)"))
+    other = other_thread_share(st)
+    if other:
+        thread = f"'{st.python_other_thread}'" if st.python_other_thread else "with no name"
+        most = (f" (most in {', '.join(st.python_other_thread_top)})"
+                if st.python_other_thread_top else "")
+        out.append(THREAD_CONTENTION.advice(
+            "warning",
+            f"A Python thread other than the steps' own (thread {thread}) ran Python "
+            f"through {100 * other:.0f} % of the steps' time{most}: Python threads take turns "
+            "on one GIL, so the step's Python and its framework's dispatch wait their turn, "
+            "which the breakdown shows as host compute and 'All Others'.",
+            {"other_thread_pct": 100 * other,
+             "other_thread_s_per_step": st.python_other_thread_s},
+            f"another Python thread's Python >= {100 * OTHER_THREAD_SHARE:g} % of step time "
+            "(tfobs, Python tracer on)"))
     op_by_op = _op_by_op(st) if st.count and st.interval_s > 0 else None
     if op_by_op is not None:
         out.append(op_by_op)
@@ -275,7 +304,13 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
     the JAX stack's own Python."""
     callbacks = st.python_callback_s / st.python_traced_s
     tfdata = st.python_tfdata_next_s / st.python_traced_s
+    other = other_thread_share(st)
     parts, fixes = [], []
+    if other:
+        parts.append(f"another Python thread ran Python through {100 * other:.0f} % of the "
+                     "steps' time, so the step's own Python waits for the GIL "
+                     "(python_thread_contention)")
+        fixes.append(THREAD_CONTENTION.fix)
     if op_by_op:
         parts.append("JAX dispatching the step operation by operation is in it "
                      "(jax_op_by_op)")
@@ -303,7 +338,9 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
         "(the Python tracer's events)" + "".join(f"; {p}" for p in parts) + ".",
         {"python_traced_pct": traced_pct,
          "python_traced_s_per_step": st.python_traced_s,
-         "callback_share": callbacks, "tfdata_next_share": tfdata},
+         "callback_share": callbacks, "tfdata_next_share": tfdata,
+         **({"other_thread_pct": 100 * other} if other else {})},
         f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
         f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %",
-        "; then ".join([*fixes, TRACED_FIX]) if fixes else TRACED_FIX)
+        # The usual fix moves Python to a background thread: the cause, under contention.
+        "; then ".join(fixes if other else [*fixes, TRACED_FIX]) if fixes else TRACED_FIX)
