@@ -93,6 +93,7 @@ RuleId = Literal[
     "tf_function_retracing",
     "host_ops_on_gpu_job",
     "extra_copies",
+    "host_to_device_copies",
     "low_16bit_compute",
     "tensor_core_unused",
     "layout_transposes",
@@ -252,6 +253,10 @@ class Steps:
     python_other_thread_s: float = 0.0
     python_other_thread: str = ""
     python_other_thread_top: tuple[str, ...] = ()
+    # Host-only captures: seconds per step of copies from host arrays into device buffers
+    # (PjRt's `H2D Dispatch`: jax.device_put of a numpy batch), which XProf counts as host
+    # compute.
+    host_to_device_s: float = 0.0
     # Host-only captures of a JAX job: seconds of XLA's CPU runtime work in the window that
     # ran outside every step, and its share of that runtime's work
     # (tfobs.analysis.xla_cpu_work).

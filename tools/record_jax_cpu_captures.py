@@ -153,6 +153,10 @@ CASES = {
                             "own polls a threading.Event in a busy loop (a hundred "
                             "additions between checks; started before the trace: no event "
                             "of its loop's frame) and holds the GIL whenever it can",
+    "device_put_each_step": "`StepTraceAnnotation(\"train\", step_num=i)` steps that each "
+                            "copy a new 16 MiB numpy batch (1024x4096 float32) to the device "
+                            "with `jax.device_put` outside jit, then run a jitted "
+                            "least-squares step on it and wait for it",
     "tiny_steps_long": "3,000 steps of a tiny jitted update (a 16x16 matmul), each marked "
                        "`StepTraceAnnotation(\"train\", step_num=i)` and waited for: a long "
                        "window of small steps, as high-throughput jobs make (the speed "
@@ -242,6 +246,11 @@ elif case == "metric_read_each_step":
     step = lambda w, x: loss_step(w, x)[0]  # the warm-up below
 elif case == "op_by_op_steps":  # no jax.jit: the job's forgotten one
     step = lambda w, x: w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
+elif case == "device_put_each_step":
+    import numpy as np
+    host_batches = [np.random.default_rng(k).random((1024, 4096), np.float32) for k in range(2)]
+    step = jax.jit(lambda w, x: w - 1e-6 * (x.T @ (x @ w)))
+    w, x = jnp.zeros((4096, 1)), jnp.asarray(host_batches[0])
 elif case == "tiny_steps_long":
     step = jax.jit(lambda w, x: w - 0.001 * (x @ w))
     w, x = jnp.ones((16, 16)), jnp.ones((16, 16))
@@ -294,7 +303,7 @@ def mark(i):
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
                 "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",
                 "callback_on_xla_threads", "python_generator_between_steps",
-                "tiny_steps_long", "polling_thread_steps"):
+                "tiny_steps_long", "polling_thread_steps", "device_put_each_step"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -342,6 +351,8 @@ def run(i):
             global key
             key, sub = jax.random.split(key)
             x = x0 + 0.01 * jax.random.normal(sub, x0.shape)
+        if case == "device_put_each_step":  # a new host batch copied in every step
+            x = jax.device_put(host_batches[i % 2])
         if case == "metric_read_each_step":  # the loss read on the host every step
             w, loss = loss_step(w, x)
             history.append((float(loss), int(loss > 0)))

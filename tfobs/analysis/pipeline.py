@@ -51,7 +51,7 @@ from tfobs.analysis.steps import (
     step_nums,
 )
 from tfobs.analysis.timeline import LineData, Spans, Timeline, lookup, span_bounds, time_base_ps
-from tfobs.analysis.xla_cpu_work import calls_work_note, with_dispatch
+from tfobs.analysis.xla_cpu_work import calls_work_note, host_to_device_s, with_dispatch
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
@@ -220,7 +220,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_between_s=between_s / gaps.begin.size if gaps.begin.size else 0.0,
         python_between_top=between_top,
         python_other_thread_s=_per_step(other_s, steps.count), python_other_thread=other_name,
-        python_other_thread_top=other_top), host)
+        python_other_thread_top=other_top,
+        host_to_device_s=0.0 if has_device else _per_step(
+            host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count)), host)
     memory = reduce_memory(host, top_n, found.step_of)
     kernels = Kernels()
     if any(is_gpu_plane(p) for p in space.planes):

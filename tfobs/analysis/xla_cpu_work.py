@@ -124,3 +124,32 @@ def calls_work_note(calls: Sequence[FunctionCalls], host: Timeline | None) -> st
     return (f"JAX returns from each call before its work runs (asynchronous dispatch): "
             f"the time per call is its dispatch, while XLA's CPU threads worked "
             f"{1e3 * work:.2f} ms in the window, {1e3 * work / count:.2f} ms per call")
+
+
+# PjRt's copy of a host array into a device buffer (`jax.device_put` of a numpy array, a
+# batch handed to a jitted function), run on the client's threads; on a CPU "device" too.
+H2D_EVENTS = ("H2D Dispatch",)
+
+
+def host_to_device_s(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray
+                     ) -> float:
+    """Seconds of host-to-device copies (`H2D_EVENTS`, on any host thread, overlaps once)
+    inside the kept steps (`begin_ps`, `end_ps`: absolute ps). XProf counts them as host
+    compute on a host-only capture."""
+    if host is None or not begin_ps.size:
+        return 0.0
+    mids = host.mids_named(*H2D_EVENTS)
+    if not mids:
+        return 0.0
+    ids = np.fromiter(mids, np.int64, len(mids))
+    rows = []
+    for ld in host.lines:
+        at = np.flatnonzero(np.isin(ld.mid_arr, ids))
+        if at.size:
+            rows.append(np.stack([ld.start_arr[at] + ld.start_ps,
+                                  ld.end_arr[at] + ld.start_ps], 1))
+    if not rows:
+        return 0.0
+    copies = union_rows(np.concatenate(rows))
+    steps = union_rows(np.stack([begin_ps, end_ps], 1).astype(np.int64))
+    return int(covered_ps(steps[:, 0], steps[:, 1], copies[:, 0], copies[:, 1]).sum()) / 1e12

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, on_gpu
+from tfobs.analysis.advice.rule import GPU, HIGH_PCT, PROFILER, Rule, on_gpu
 from tfobs.summary import Advice, WindowSummary
 
 HOST_OPS = Rule(
@@ -26,7 +26,17 @@ COPIES = Rule(
     jax_fix=(
         "avoid round trips to the host inside the step (np.asarray, float(), jax.device_get "
         "of device arrays, host callbacks); keep arrays on the GPU until the step ends"))
-RULES = (HOST_OPS, COPIES)
+H2D = Rule(
+    "host_to_device_copies", "op placement",
+    "host-only capture and copies of host arrays into device buffers (PjRt's H2D Dispatch: "
+    "jax.device_put of a numpy batch) >= 10 % of step time",
+    "copy the next batch while the step runs: a prefetch-to-device iterator (a thread or "
+    "iterator calling jax.device_put a batch or two ahead, e.g. flax.jax_utils."
+    "prefetch_to_device), keep data that fits on the device there once and index it inside "
+    "jax.jit, and send less per step (a smaller dtype, augmentation on the device)",
+    f"{GPU}: 1. Optimize the input pipeline (host-to-device copies)")
+RULES = (HOST_OPS, COPIES, H2D)
+H2D_SHARE = 0.10
 
 HOST_SHARE = 0.20
 COPY_SHARE = 0.05
@@ -34,7 +44,7 @@ COPY_SHARE = 0.05
 
 def check(s: WindowSummary) -> list[Advice]:
     if not on_gpu(s):
-        return []
+        return _h2d(s)
     out: list[Advice] = []
     host_ops = [o for o in s.ops.top if not o.on_device and o.op_type != "Iterator"]
     tfdata_s = sum(st.self_s for st in s.input_pipeline.stages)
@@ -63,3 +73,21 @@ def check(s: WindowSummary) -> list[Advice]:
                  "d2d_s": d.copy_s.get("d2d", 0.0)},
                 f"d2h + d2d copies >= {100 * COPY_SHARE:g} % of step time (tfobs)"))
     return out
+
+
+def _h2d(s: WindowSummary) -> list[Advice]:
+    """host_to_device_copies on a host-only capture: the copies into device buffers that
+    XProf counts as host compute (on a GPU the copies are device activity, read apart)."""
+    st = s.steps
+    share = st.host_to_device_s / st.mean_s if st.count and st.mean_s > 0 else 0.0
+    if share < H2D_SHARE:
+        return []
+    return [H2D.advice(
+        "warning" if 100 * share >= HIGH_PCT else "info",
+        f"{100 * share:.0f} % of step time copies host arrays into device buffers "
+        f"({1e3 * st.host_to_device_s:.2f} ms per step of H2D Dispatch: jax.device_put of a "
+        "numpy batch, or a numpy array passed to a jitted function), which XProf counts as "
+        "host compute; the step waits for each copy.",
+        {"host_to_device_s": st.host_to_device_s, "host_to_device_share": share},
+        f"host-to-device copies >= {100 * H2D_SHARE:g} % of step time on a host-only "
+        f"capture (tfobs); warning from {HIGH_PCT:g} %")]
