@@ -361,6 +361,17 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "tf.train.Example (96 float features and a label) read in order, batched, then "
         "`tf.io.parse_example` in a map with num_parallel_calls=AUTOTUNE: the parse runs on "
         "tf.data's own threads, the file read is the slowest stage by self time", {}),
+    "micro_batches_in_function": (
+        "custom loop whose tf.function takes the iterator and reads three micro-batches of 32 "
+        "from it (gradient accumulation: one SGD update per step) from a prefetched "
+        "from_tensor_slices pipeline; tfobs.step markers", {}),
+    "interleave_records_loop": (
+        "custom loop over three TFRecord files read by interleave(num_parallel_calls=AUTOTUNE, "
+        "deterministic=False), each record parsed alone in a parallel map "
+        "(parse_single_example, then 64 sines per feature), batched and prefetched eight "
+        "deep: the buffer keeps up while "
+        "tf.data's own threads work on the host's cores beside the step; tfobs.step markers",
+        {}),
     "tfkeras_embedding_adam_loop": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` training a tf_keras "
         "(Keras 2) Embedding(40000, 32) + Dense model with tf_keras's Adam on batches of 16: "
@@ -2039,6 +2050,61 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: small_step(*next(it)), params["steps"], marker=train_root)
 
+    elif case == "micro_batches_in_function":
+        params = {"micro_batches": 3, "micro_batch": 32, "features": 16, "steps": 16}
+        x = rng.random((4096, 16)).astype("float32")
+        it = iter(tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(32)
+                  .prefetch(8))
+        model = mlp(16, 128)
+        opt = keras.optimizers.SGD(0.01)
+        model.build((None, 16))
+
+        @tf.function
+        def accumulate(iterator: Any) -> Any:
+            sums = [tf.zeros_like(v) for v in model.trainable_variables]
+            for _ in range(3):  # unrolled: three fetches of the iterator per step
+                xb, yb = next(iterator)
+                with tf.GradientTape() as tape:
+                    loss = mse(yb, model(xb, training=True)) / 3.0
+                grads = tape.gradient(loss, model.trainable_variables)
+                sums = [a + g for a, g in zip(sums, grads, strict=True)]
+            opt.apply_gradients(zip(sums, model.trainable_variables, strict=True))
+            return loss
+
+        warm_then_profile(lambda i: accumulate(it), params["steps"])
+    elif case == "interleave_records_loop":
+        params = {"files": 3, "records_per_file": 1500, "features": 48, "batch": 32,
+                  "steps": 16}
+        folder = pathlib.Path(logdir) / "records"  # removed with the log folder
+        folder.mkdir(exist_ok=True)
+        files = []
+        for f in range(params["files"]):
+            path = str(folder / f"shard-{f}.tfrecord")
+            with tf.io.TFRecordWriter(path) as writer:
+                for row in rng.random((params["records_per_file"], 48)).tolist():
+                    feat = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=row)),
+                            "y": tf.train.Feature(float_list=tf.train.FloatList(
+                                value=[row[0]]))}
+                    writer.write(tf.train.Example(features=tf.train.Features(
+                        feature=feat)).SerializeToString())
+            files.append(path)
+        spec = {"x": tf.io.FixedLenFeature((48,), tf.float32),
+                "y": tf.io.FixedLenFeature((1,), tf.float32)}
+        waves = tf.linspace(0.0, 1.0, 64)[None, :]
+
+        def smooth(row: Any) -> Any:  # per-record feature work on tf.data's threads
+            return tf.reduce_mean(tf.sin(row[:, None] * waves), 1)
+
+        ds = (tf.data.Dataset.from_tensor_slices(files).repeat()
+              .interleave(tf.data.TFRecordDataset, cycle_length=3,
+                          num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+              .map(lambda r: (lambda d: (smooth(d["x"]), d["y"]))(
+                  tf.io.parse_single_example(r, spec)), num_parallel_calls=tf.data.AUTOTUNE)
+              .batch(params["batch"]).prefetch(8))
+        model = mlp(48, 1024)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], warm=8)
     elif case == "tfkeras_embedding_adam_loop":
         import tf_keras
 

@@ -1759,3 +1759,41 @@ def test_jax_fixes_name_a_jit_made_inside_the_loop_and_indexing_outside_it() -> 
     assert "made inside the loop" in by_id["tf_function_retracing"].jax_fix
     assert "outside the loop" in by_id["tf_function_retracing"].jax_fix
     assert "pass the indices into the jitted step" in by_id["jax_op_by_op"].fix
+
+
+MICRO = "generated__tf2.21cpu__micro_batches_in_function"  # 3 in-graph fetches per step
+SHARED = "generated__tf2.21cpu__interleave_records_loop"  # ready, busy tf.data threads
+
+
+def test_a_pipeline_read_inside_the_function_keeps_up_by_its_fetches_alone() -> None:
+    """The iterator read inside the tf.function (three micro-batches a step): the input
+    wait is mostly the fetch ops' own cost, which no tf.data event times, so the root
+    prefetch's events hold under half of it although its buffer was ready every time.
+    With every pipeline prefetched at its root, that still reads as a pipeline that keeps
+    up, with the fetches per step said; a second pipeline without a prefetch
+    (two_pipelines_one_unprefetched) still does not."""
+    s = summary(MICRO)
+    ip = s.input_pipeline
+    waited = s.breakdown_s["input"] * s.steps.count
+    assert ip.prefetch_ready == ip.prefetch_fetches == 3 * s.steps.count  # the kept steps
+    assert ip.prefetch_s < 0.5 * waited  # what the fetches alone hold
+    a = one(s, "input_bound")
+    assert "the pipeline keeps up" in a.fix and "3 batches each" in a.fix
+    assert not fired(s, "tfdata_slowest_stage")
+    two = summary("generated__tf2.21cpu__two_pipelines_one_unprefetched")
+    assert "keeps up" not in one(two, "input_bound").fix
+
+
+def test_a_host_only_pipeline_that_keeps_up_still_takes_the_steps_cores() -> None:
+    """A ready buffer on a CPU-only job: tf.data's threads still run their work on the cores
+    the step computes on, so the fix no longer says a cheaper pipeline cannot help."""
+    s = summary(SHARED)
+    ip = s.input_pipeline
+    assert ip.prefetch_ready == ip.prefetch_fetches
+    work = (sum(st.self_s for st in ip.stages) + ip.function_ops_s) / s.steps.count
+    assert work >= 0.25 * s.steps.mean_s
+    fix = one(s, "input_bound").fix
+    assert "the pipeline keeps up" in fix
+    assert f"{1e3 * work:.2f} ms of pipeline work per step" in fix and "take(1)" in fix
+    # Little pipeline work beside the steps: no such caveat.
+    assert "pipeline work per step" not in one(summary(MICRO), "input_bound").fix

@@ -17,6 +17,7 @@ from tfobs.analysis.advice.rule import (
     PROFILER,
     TFDATA,
     Rule,
+    on_gpu,
     one_digit,
     runtime_holds_other,
     step_pct,
@@ -25,7 +26,7 @@ from tfobs.analysis.advice.rule import (
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
 from tfobs.analysis.input_pipeline import _FILE_SOURCES
 from tfobs.analysis.tfdata import in_interleave_element, in_rejection_resample, same_stage_key
-from tfobs.summary import Advice, TfDataStage, WindowSummary
+from tfobs.summary import Advice, InputPipeline, TfDataStage, WindowSummary
 
 INPUT_BOUND = Rule(
     "input_bound", "input pipeline",
@@ -192,6 +193,8 @@ def check(s: WindowSummary) -> list[Advice]:
                f"rests on {others}. Read all_others_bound first (and python_in_step where it "
                "is listed); check the input by training the same step on synthetic data "
                f"({synthetic}): the step time should not move")
+        shared = _shared_cores(s)
+        fix += f", unless {shared}" if shared else ""
     elif ib.verdict == "moderately" and other_pct >= OTHER_FIRST * input_pct:
         fix = (f"reduce both, the larger first: {others} against {one_digit(input_pct)} % of "
                "input wait. Read all_others_bound first (and python_in_step where it is "
@@ -229,6 +232,9 @@ def check(s: WindowSummary) -> list[Advice]:
 READY_SHARE = 0.9
 STALL_SHARE = 0.3
 FETCHES_HOLD = 0.5  # of the input wait: the share the root prefetch's fetches must take
+# tf.data's own work per step, as a share of the step, from which a host-only job is told
+# that the pipeline's threads take the step's cores.
+SHARED_CORES_SHARE = 0.25
 
 
 def _keeps_up(s: WindowSummary) -> str:
@@ -236,22 +242,57 @@ def _keeps_up(s: WindowSummary) -> str:
     fetch): the input wait is tf.data handing over ready batches, "" otherwise."""
     ip = s.input_pipeline
     waited = step_total_s(s, "input")
-    # The fetches must hold the wait: a second pipeline without a prefetch (its own
-    # root) waits where they do not look.
+    # Where a second pipeline has no prefetch (a root of its own), its wait lies where the
+    # fetches do not look: they must hold most of the wait. With every root prefetched, the
+    # rest is the fetch op's own cost (an iterator read inside the tf.function, Keras fit).
     if (ip.prefetch_fetches < FEW_STEPS_MIN or waited <= 0
             or ip.prefetch_ready < READY_SHARE * ip.prefetch_fetches
-            or ip.prefetch_s < FETCHES_HOLD * waited
+            or (ip.prefetch_s < FETCHES_HOLD * waited and _unprefetched_root(ip))
             or ip.prefetch_empty_s >= STALL_SHARE * waited):
         return ""
     per = s.breakdown_s["input"]
     several = ("Model.compile(steps_per_execution=N); in a loop of your own, a tf.function "
                "that runs several steps over the iterator")
+    count = s.steps.count
+    fetches = ip.prefetch_fetches / count if count else 0.0
+    larger = (f"; the steps take {fetches:.0f} batches each (micro-batches): fetch one larger "
+              "batch per step and split it inside the step" if fetches >= 2 else "")
+    shared = _shared_cores(s)
+    if shared:
+        shared = f"; but {shared} (check: the same step on dataset.take(1).cache().repeat())"
     return (f"the pipeline keeps up: its prefetch buffer held a ready batch at "
             f"{ip.prefetch_ready} of {ip.prefetch_fetches} fetches in the steps, so the "
             f"{1e3 * per:.2f} ms of input wait per step is tf.data handing over a ready batch "
-            "(IteratorGetNext's own cost), which a faster pipeline does not shorten; against "
-            f"steps of {1e3 * s.steps.mean_s:.2f} ms it is a fixed cost per step: put more "
-            f"work in each step (a larger batch) or run several steps per call ({several})")
+            "(IteratorGetNext's own cost), which a faster pipeline does not shorten as a "
+            f"wait; against steps of {1e3 * s.steps.mean_s:.2f} ms it is a fixed cost per "
+            "step: put more work in each step (a larger batch) or run several steps per call "
+            f"({several})" + larger + shared)
+
+
+def _shared_cores(s: WindowSummary) -> str:
+    """Words for a host-only job whose tf.data threads do a good share of a step's work on
+    the cores the step computes on (their work is the step's loss even when every batch
+    is ready), "" otherwise."""
+    ip, count = s.input_pipeline, s.steps.count
+    work = (sum(st.self_s for st in ip.stages) + ip.function_ops_s) / count if count else 0.0
+    if on_gpu(s) or not work >= SHARED_CORES_SHARE * s.steps.mean_s > 0:
+        return ""
+    return (f"on this host-only job tf.data's threads run {1e3 * work:.2f} ms of pipeline "
+            f"work per step ({100 * work / s.steps.mean_s:.0f} % of a step) on the cores the "
+            "step computes on: a cheaper pipeline (cache() after the decoding, fewer parallel "
+            "calls, work moved offline) frees them, which can shorten the step by more than "
+            "its input share")
+
+
+def _unprefetched_root(ip: InputPipeline) -> bool:
+    """Whether a pipeline of the window has no prefetch at its root (a stage
+    `Iterator::Root::<not Prefetch>`)."""
+    for stage in ip.stages:
+        parts = stage.name.split("::")
+        if len(parts) >= 3 and parts[:2] == ["Iterator", "Root"]:
+            if parts[2].split("[")[0] != "Prefetch":
+                return True
+    return False
 
 
 def _stalls(s: WindowSummary) -> str:
