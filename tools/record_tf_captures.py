@@ -372,6 +372,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "deep: the buffer keeps up while "
         "tf.data's own threads work on the host's cores beside the step; tfobs.step markers",
         {}),
+    "filter_after_map_loop": (
+        "custom loop over range() -> a parallel map making a 64-feature row from 4,096 sines "
+        "per element -> filter() keeping one element in eight -> batch(16) -> prefetch: the "
+        "filter drops most of what the map made; tfobs.step markers", {}),
     "tfkeras_embedding_adam_loop": (
         "custom loop marked `Trace(\"train\", step_num=i, _r=1)` training a tf_keras "
         "(Keras 2) Embedding(40000, 32) + Dense model with tf_keras's Adam on batches of 16: "
@@ -2050,6 +2054,22 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: small_step(*next(it)), params["steps"], marker=train_root)
 
+    elif case == "filter_after_map_loop":
+        params = {"keep_one_in": 8, "batch": 16, "sines": 4096, "steps": 14}
+        grid = tf.linspace(0.0, 1.0, 4096)
+
+        def make_row(i: Any) -> Any:  # heavy per-element work the filter mostly drops
+            wave = tf.sin(tf.cast(i, tf.float32) * grid)
+            return i, tf.reduce_mean(tf.reshape(wave, (64, 64)), 1)
+
+        ds = (tf.data.Dataset.range(10**9)
+              .map(make_row, num_parallel_calls=tf.data.AUTOTUNE)
+              .filter(lambda i, row: tf.equal(i % 8, 0))
+              .map(lambda i, row: (row, row[:1]))
+              .batch(16).prefetch(2))
+        step = build_train_step(tf, mlp(64, 32), mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], warm=4)
     elif case == "micro_batches_in_function":
         params = {"micro_batches": 3, "micro_batch": 32, "features": 16, "steps": 16}
         x = rng.random((4096, 16)).astype("float32")

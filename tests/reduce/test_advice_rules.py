@@ -1797,3 +1797,40 @@ def test_a_host_only_pipeline_that_keeps_up_still_takes_the_steps_cores() -> Non
     assert f"{1e3 * work:.2f} ms of pipeline work per step" in fix and "take(1)" in fix
     # Little pipeline work beside the steps: no such caveat.
     assert "pipeline work per step" not in one(summary(MICRO), "input_bound").fix
+
+
+FILTER = "generated__tf2.21cpu__filter_after_map_loop"
+
+
+def test_a_filter_that_drops_most_of_a_maps_work_is_named() -> None:
+    """range -> heavy parallel map -> filter keeping one in eight: the filter is the slowest
+    stage by self time (it waits for the map's elements it then drops), and the fix is to
+    filter before the work, not to make the stage cheaper."""
+    from tfobs.analysis.advice.input_pipeline import FILTER_FIX
+
+    s = summary(FILTER)
+    stages = {st.name: st for st in s.input_pipeline.stages}
+    filt = s.input_pipeline.slowest_stage
+    assert filt is not None and filt.name.endswith("::Filter")
+    depth = filt.name.count("::") + 1  # the filter's input: one level under it
+    made = max(st.count for name, st in stages.items()
+               if name.startswith(filt.name + "::") and name.count("::") == depth)
+    assert filt.count <= 0.2 * made  # one in eight, and the batches' first elements
+    a = one(s, "tfdata_slowest_stage")
+    assert f"a filter that keeps {filt.count} of {made} elements" in a.message
+    assert a.fix == FILTER_FIX
+
+
+def test_a_filter_that_keeps_most_of_its_input_is_not_named() -> None:
+    from tfobs.analysis.advice.input_pipeline import _filter_keeps
+    from tfobs.summary import TfDataStage
+
+    root = "Iterator::Root::Prefetch::MapAndBatch"
+    stages = (TfDataStage(f"{root}::Filter", 0.2, 900),
+              TfDataStage(f"{root}::Filter::ParallelMapV2", 0.1, 1000),
+              TfDataStage(f"{root}::Filter::ParallelMapV2::Range", 0.01, 1000))
+    assert _filter_keeps(stages[0], stages) is None  # keeps 90 %
+    dropping = (TfDataStage(f"{root}::Filter", 0.2, 100), *stages[1:])
+    assert _filter_keeps(dropping[0], dropping) == (dropping[0], 1000)
+    # The filter's input, slowest itself, is named through its filter too.
+    assert _filter_keeps(dropping[1], dropping) == (dropping[0], 1000)

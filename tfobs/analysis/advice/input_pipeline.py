@@ -510,12 +510,43 @@ WINDOW_FIX = (
     "cut its windows in one op (tf.signal.frame) inside a parallel map")
 
 
+# A filter that drops most of what its input made: that work is thrown away.
+FILTER_KEEPS = 0.5  # of its input's elements, at or under which the filter is named
+FILTER_FIX = (
+    "every element the filter drops was made first by the stages under it: filter before "
+    "the expensive work (move filter() ahead of the map, computing the predicate on the raw "
+    "element), or filter whole batches after batch() (tf.boolean_mask); the predicate runs "
+    "one element at a time in the filter's own thread")
+
+
+def _filter_keeps(slow: TfDataStage, stages: tuple[TfDataStage, ...]
+                  ) -> tuple[TfDataStage, int] | None:
+    """(the filter, its input's elements) where the slowest stage is a Filter, or the
+    input of one, that keeps at most `FILTER_KEEPS` of its input's elements; else None."""
+    key = same_stage_key(slow.name)
+    filt = slow if _kind(slow) == "Filter" else next(
+        (st for st in stages if _kind(st) == "Filter"
+         and same_stage_key(st.name) == key.rsplit("::", 1)[0]), None)
+    if filt is None or not filt.count:
+        return None
+    under = same_stage_key(filt.name) + "::"
+    made = max((st.count for st in stages if same_stage_key(st.name).startswith(under)
+                and "::" not in same_stage_key(st.name)[len(under):]), default=0)
+    return (filt, made) if made and filt.count <= FILTER_KEEPS * made else None
+
+
 def _sequential_stage(slow: TfDataStage, stages: tuple[TfDataStage, ...], per_step: int
                       ) -> tuple[str, str]:
     """(words for the message, the fix) where the slowest stage is one of a kind whose fix
-    is not the generic one: a scan, a window's flat_map, sample_from_datasets' selector;
-    ("", "") otherwise."""
+    is not the generic one: a scan, a window's flat_map, sample_from_datasets' selector, a
+    filter that drops most of its input (or that filter's input); ("", "") otherwise."""
     kind, key = _kind(slow), same_stage_key(slow.name)
+    dropped = _filter_keeps(slow, stages)
+    if dropped is not None:
+        filt, made = dropped
+        return (f": {'a filter' if filt is slow else 'the input of a filter'} that keeps "
+                f"{filt.count} of {made} elements ({100 * filt.count / made:.0f} %), so each "
+                f"element kept costs the work of about {made / filt.count:.0f}", FILTER_FIX)
     if kind == "Scan":
         return ": a scan, sequential by nature", SCAN_FIX
     if kind == "FlatMap" and any(same_stage_key(st.name) == key + "::Window" for st in stages):
