@@ -71,6 +71,7 @@ RuleId = Literal[
     "input_bound",
     "tfdata_py_function",
     "tfdata_map_serial",
+    "tfdata_one_thread",
     "tfdata_no_prefetch",
     "tfdata_map_function",
     "tfdata_file_read",
@@ -343,6 +344,11 @@ class InputPipeline:
     prefetch_ready: int = 0
     prefetch_s: float = 0.0
     prefetch_empty_s: float = 0.0
+    # tf.data's pool threads (`tf_data_private_threadpool`, where its parallel stages run)
+    # that ran something in the window, and the busiest one's busy share of the window: one
+    # thread busy throughout runs every parallel call in turn (a pool capped at one thread).
+    pool_threads: int = 0
+    pool_busy: float = 0.0
     # A `for batch in dataset` loop inside a tf.function (a ReduceDataset op): window
     # seconds, inside the steps, of its batches' fetches and of the iterators made for it;
     # input XProf counts as host compute.

@@ -372,6 +372,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "deep: the buffer keeps up while "
         "tf.data's own threads work on the host's cores beside the step; tfobs.step markers",
         {}),
+    "one_thread_pool_loop": (
+        "custom loop over range() -> map(num_parallel_calls=4) making a 64-feature row from "
+        "16,384 sines per element -> batch(16) -> prefetch, under "
+        "options.threading.private_threadpool_size = 1: the parallel calls share one thread; "
+        "tfobs.step markers", {}),
     "filter_after_map_loop": (
         "custom loop over range() -> a parallel map making a 64-feature row from 4,096 sines "
         "per element -> filter() keeping one element in eight -> batch(16) -> prefetch: the "
@@ -2054,6 +2059,20 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(lambda i: small_step(*next(it)), params["steps"], marker=train_root)
 
+    elif case == "one_thread_pool_loop":
+        params = {"num_parallel_calls": 4, "private_threadpool_size": 1, "batch": 16,
+                  "sines": 16384, "steps": 14}
+        grid = tf.linspace(0.0, 1.0, 16384)
+        options = tf.data.Options()
+        options.threading.private_threadpool_size = 1
+        ds = (tf.data.Dataset.range(10**9)
+              .map(lambda i: tf.reduce_mean(tf.reshape(
+                  tf.sin(tf.cast(i, tf.float32) * grid), (64, 256)), 1), num_parallel_calls=4)
+              .map(lambda row: (row, row[:1]))
+              .batch(16).prefetch(2).with_options(options))
+        step = build_train_step(tf, mlp(64, 32), mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], warm=4)
     elif case == "filter_after_map_loop":
         params = {"keep_one_in": 8, "batch": 16, "sines": 4096, "steps": 14}
         grid = tf.linspace(0.0, 1.0, 4096)

@@ -1834,3 +1834,26 @@ def test_a_filter_that_keeps_most_of_its_input_is_not_named() -> None:
     assert _filter_keeps(dropping[0], dropping) == (dropping[0], 1000)
     # The filter's input, slowest itself, is named through its filter too.
     assert _filter_keeps(dropping[1], dropping) == (dropping[0], 1000)
+
+
+ONE_THREAD = "generated__tf2.21cpu__one_thread_pool_loop"
+
+
+def test_parallel_stages_on_a_pool_of_one_thread_are_named() -> None:
+    """map(num_parallel_calls=4) under private_threadpool_size=1: one pool thread runs every
+    call in turn, busy most of the window; the fix gives tf.data its threads back."""
+    s = summary(ONE_THREAD)
+    ip = s.input_pipeline
+    assert ip.pool_threads == 1 and ip.pool_busy >= 0.6
+    a = one(s, "tfdata_one_thread")
+    assert "ParallelMapV2" in a.message and "one thread" in a.message
+    assert a.evidence["pool_busy"] == ip.pool_busy and "private_threadpool_size" in a.fix
+
+
+@pytest.mark.parametrize("name", ["parallel_map_slow_fit", "pydataset_fit",
+                                  "filter_after_map_loop"])
+def test_a_pool_of_the_hosts_cores_or_an_idle_thread_is_not_one_thread(name: str) -> None:
+    # The default pool (one thread per core: two here), busy or not; one thread hardly used.
+    s = summary(f"generated__tf2.21cpu__{name}")
+    assert s.input_pipeline.pool_threads >= 1
+    assert not fired(s, "tfdata_one_thread")

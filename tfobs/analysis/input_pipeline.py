@@ -27,6 +27,7 @@ from tfobs.analysis.timeline import (
     int_stats_at,
     member,
     outermost,
+    outermost_of,
     span_bounds,
     span_of,
 )
@@ -181,6 +182,23 @@ def function_ops(host: Timeline | None, top_n: int = 3) -> tuple[float, tuple[st
             by_type[kinds[mid]] = by_type.get(kinds[mid], 0) + int(d)
     top = sorted(by_type, key=lambda k: (-by_type[k], k))[:top_n]
     return sum(by_type.values()) / 1e12, tuple(top)
+
+
+# The threads tf.data runs its parallel stages' work on (`num_parallel_calls`): a pool sized
+# to the host's cores unless the dataset's options cap it.
+POOL_THREADS = "tf_data_private_threadpool"
+
+
+def pool_threads(host: Timeline | None, window_s: float) -> tuple[int, float]:
+    """(tf.data's pool threads that ran something in the window, the busiest one's busy
+    share of the window: its outermost events' time). One thread busy all through the
+    window runs every parallel call one after another."""
+    if host is None or window_s <= 0:
+        return 0, 0.0
+    busy = [int((ld.end_arr[at] - ld.start_arr[at]).sum())
+            for ld in host.lines if ld.name.startswith(POOL_THREADS) and len(ld)
+            for at in [outermost_of(ld, np.arange(len(ld)))]]
+    return len(busy), (min(1.0, max(busy) / 1e12 / window_s) if busy else 0.0)
 
 
 # The pipeline's last stage as the step sees it: each get_next of a root `prefetch` is one

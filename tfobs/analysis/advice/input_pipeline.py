@@ -139,9 +139,21 @@ OUTPUT_BOUND = Rule(
     "output (outfeed) >= 5 % of step time (XProf: HIGHLY >= 20 %, MODERATELY >= 5 %)",
     "send less back to the host per step (fewer or smaller outfeed / host callbacks)",
     f"{PROFILER}: Input pipeline analyzer (output time)")
-RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, NO_PREFETCH, MAP_FUNCTION, FILE_READ,
-         FROM_GENERATOR,
-         PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND)
+ONE_THREAD = Rule(
+    "tfdata_one_thread", "input pipeline",
+    "input-bound, the pipeline has parallel stages (num_parallel_calls), and tf.data's "
+    "thread pool ran on one thread, busy >= 60 % of the window",
+    "give tf.data its threads: drop options.threading.private_threadpool_size=1 (by default "
+    "tf.data sizes its pool to the host's cores) or set it to the cores it may use, leave "
+    "options.threading.max_intra_op_parallelism unset, and check the job's CPU limit (a "
+    "container with one core gives the pool one thread)",
+    f"{TFDATA}: Parallelizing data transformation")
+RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, ONE_THREAD, NO_PREFETCH, MAP_FUNCTION,
+         FILE_READ, FROM_GENERATOR, PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND)
+# Stages whose work runs on tf.data's pool (num_parallel_calls, parallel interleave).
+PARALLEL_STAGES = ("ParallelMap", "MapAndBatch", "ParallelInterleave", "ParallelBatch",
+                   "ParallelFilter")
+ONE_THREAD_BUSY = 0.6  # of the window, from which one pool thread is the cap
 
 FILE_READ_SHARE = 0.5
 # Stages whose own self time waits for their functions' ops (tfdata_slowest_stage and
@@ -436,6 +448,16 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
             {**base, "python_op_s_per_step": ip.python_op_s / per_step,
              "python_op_share_of_tfdata": py_share},
             f"{_GATE} and Python ops >= {100 * PYTHON_OP_SHARE:g} % of tf.data stage time"))
+    parallel = sorted({_kind(st) for st in ip.stages if _kind(st).startswith(PARALLEL_STAGES)})
+    if parallel and ip.pool_threads == 1 and ip.pool_busy >= ONE_THREAD_BUSY:
+        out.append(ONE_THREAD.advice(
+            "warning",
+            f"tf.data's parallel stages ({', '.join(parallel)}) ran on one thread of its "
+            f"pool, busy {100 * ip.pool_busy:.0f} % of the window: their parallel calls run "
+            f"one after another{where}.",
+            {**base, "pool_threads": float(ip.pool_threads), "pool_busy": ip.pool_busy},
+            f"{_GATE}, parallel stages, one pool thread busy >= "
+            f"{100 * ONE_THREAD_BUSY:g} % of the window"))
     filling = slow is not None and CACHE_FILLING in slow.name
     if slow is not None and _kind(slow) == "Map":
         fix = (REJECTION_RESAMPLE_FIX if in_rejection_resample(slow.name, ip.stages)
