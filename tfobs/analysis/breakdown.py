@@ -354,6 +354,11 @@ def _hold_sticky_types(current: np.ndarray, start: np.ndarray, typ: np.ndarray,
     prev = np.maximum(cand - 1, 0)
     new_group = (cand == 0) | (grp[prev] != grp[cand])
     in_force = np.where(new_group, 0, current[prev])
+    # A candidate at or under the type in force holds nothing and changes no state (a held
+    # type only raises it): only the others go through the loop.
+    rise = np.flatnonzero(cand_typ > in_force)
+    cand, cand_typ, release = cand[rise], cand_typ[rise], release[rise]
+    in_force, new_group = in_force[rise], new_group[rise]
     held_type, held_until = 0, -1
     stretches: list[tuple[int, int, int]] = []
     for c, t, r, before, fresh in zip(cand.tolist(), cand_typ.tolist(), release.tolist(),
@@ -364,8 +369,20 @@ def _hold_sticky_types(current: np.ndarray, start: np.ndarray, typ: np.ndarray,
             continue
         held_type, held_until = t, r
         stretches.append((c, r, t))
-    for c, r, t in stretches:
-        np.maximum(current[c:r], t, out=current[c:r])
+    if not stretches:
+        return
+    cs, rs, ts = (np.array(col, np.int64) for col in zip(*stretches, strict=True))
+    if (rs[1:] < rs[:-1]).any():  # not nested in order: one stretch at a time
+        for c, r, t in stretches:
+            np.maximum(current[c:r], t, out=current[c:r])
+        return
+    # A later stretch starts higher and ends no earlier (a start that releases the earlier
+    # type releases it too): at each bound the last stretch begun, if it still holds, is
+    # the highest.
+    lo, hi = int(cs[0]), int(rs[-1])
+    k = np.searchsorted(cs, np.arange(lo, hi), side="right") - 1
+    held = np.where(np.arange(lo, hi) < rs[k], ts[k], 0)
+    np.maximum(current[lo:hi], held.astype(current.dtype), out=current[lo:hi])
 
 
 def _small_types(typ: np.ndarray) -> np.ndarray | None:

@@ -84,7 +84,8 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
         return [none] * len(regions)
     rows = [np.stack(merged_spans(*span_bounds(r)), 1) for r in regions]
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
-    marking = [ld for ld in lines if holds_markers(ld, spans)]
+    # One Python thread is the one read, whether it holds the markers or not.
+    marking = [ld for ld in lines if holds_markers(ld, spans)] if len(lines) > 1 else lines
     trampolines = id_array(host.mids_where(_is_callback))
     nexts = id_array(host.mids_where(_is_tfdata_next))
     best: list[tuple[int, np.ndarray, np.ndarray, int, int]] = [
@@ -139,6 +140,8 @@ def python_beside_steps(host: Timeline | None, spans: Sequence[tuple[int, int]] 
         return none
     functions = id_array(host.mids_where_once(_python_function))
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
+    if len(lines) < 2:  # no other Python thread
+        return none
     marking = {id(ld) for ld in lines if holds_markers(ld, spans)}
     if not marking:
         return none
