@@ -124,10 +124,11 @@ EAGER_CONVERSION_FIX = (
 # tf.function around the step would not remove them.
 EAGER_BETWEEN_SHARE = 0.5  # of the eager op time
 EAGER_BETWEEN_FIX = (
-    "lighten what runs between the steps: save checkpoints less often "
-    "(ModelCheckpoint(save_freq='epoch') or a larger save_freq in batches), move per-batch "
-    "callback work to on_epoch_end, log and read metrics every N batches, and run several "
-    "steps per call (Model.compile(steps_per_execution=N))")
+    "lighten what runs between the steps: where a checkpoint callback saves every few "
+    "batches, save less often (ModelCheckpoint(save_freq='epoch') or a larger save_freq in "
+    "batches); move per-batch callback work to on_epoch_end (EarlyStopping's and "
+    "ReduceLROnPlateau's checks read and assign variables eagerly), log and read metrics "
+    "every N batches, and run several steps per call (Model.compile(steps_per_execution=N))")
 # Eager ops before the window's first measured step (in no step, or in the dropped first
 # one): set-up a capture caught once (a capture begun before training: variables made,
 # Normalization.adapt, weights loaded, a first evaluation), not the steps.
