@@ -1857,3 +1857,20 @@ def test_a_pool_of_the_hosts_cores_or_an_idle_thread_is_not_one_thread(name: str
     s = summary(f"generated__tf2.21cpu__{name}")
     assert s.input_pipeline.pool_threads >= 1
     assert not fired(s, "tfdata_one_thread")
+
+
+def test_a_few_stalled_fetches_behind_bucketing_name_the_buckets() -> None:
+    """bucket_by_sequence_length (GroupByWindow) hands a batch over only when its bucket is
+    full: where it is the slowest stage, a few stalled fetches are its buckets filling, not
+    a pipeline starting, and the fix is the buckets'."""
+    from tfobs.analysis.advice.input_pipeline import BUCKET_WAIT
+
+    s = summary(STALLS)
+    assert one(s, "input_bound").fix.startswith("the wait is a few stalls: ")
+    bucket = TfDataStage("Iterator::Root::Prefetch::GroupByWindow", 0.02, 20)
+    grouped = dataclasses.replace(s, input_pipeline=dataclasses.replace(
+        s.input_pipeline, slowest_stage=bucket,
+        stages=(bucket, *s.input_pipeline.stages)))
+    fix = next(a for a in advise(grouped) if a.code == "input_bound").fix
+    assert fix.startswith("the wait is a few stalls: ") and BUCKET_WAIT in fix
+    assert "a new epoch's iterator" not in fix

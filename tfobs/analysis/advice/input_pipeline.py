@@ -318,6 +318,10 @@ def _stalls(s: WindowSummary) -> str:
             or ip.prefetch_empty_s < CONCENTRATED_SHARE * waited
             or empty > max(1, int(FEW_STEPS * ip.prefetch_fetches))):
         return ""
+    if _bucketing(s):
+        return (f"the wait is a few stalls: {100 * min(1.0, ip.prefetch_empty_s / waited):.0f}"
+                f" % of it in {empty} of {ip.prefetch_fetches} fetches that found the prefetch "
+                f"buffer empty, the others finding a batch ready: {BUCKET_WAIT}; then: ")
     return (f"the wait is a few stalls: {100 * min(1.0, ip.prefetch_empty_s / waited):.0f} % "
             f"of it in {empty} of {ip.prefetch_fetches} fetches that found the prefetch "
             "buffer empty, the others finding a batch ready (a pipeline filling after a "
@@ -356,11 +360,31 @@ def _concentrated(s: WindowSummary) -> str:
     if rest_pct >= MODERATELY_INPUT_PCT:
         return ""
     nums = ", ".join(str(n) for n in sorted(items[j].step_num for j in order[:k].tolist()))
+    if _bucketing(s):
+        return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
+                f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their "
+                f"time: {BUCKET_WAIT}; then: ")
     return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
             f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their time "
             "(a pipeline filling after a start: a new epoch's iterator, a shuffle buffer, a "
             "cache): keep one iterator across epochs (repeat() with steps_per_epoch), "
             "prefetch, and judge from a later window; then: ")
+
+
+# Bucketing (bucket_by_sequence_length, group_by_window) hands a batch over only when its
+# bucket is full: a step now and then waits for a rarely hit bucket, with no pipeline start.
+BUCKET_WAIT = (
+    "the pipeline groups elements by key (GroupByWindow: bucket_by_sequence_length or "
+    "group_by_window), and a batch leaves only when its bucket is full, so a step waits "
+    "now and then for a bucket few elements fall in: fewer or wider buckets (bucket "
+    "boundaries that split the lengths evenly), smaller batches for the rare buckets "
+    "(bucket_batch_sizes), and a deeper prefetch to cover the wait")
+
+
+def _bucketing(s: WindowSummary) -> bool:
+    """Whether the slowest tf.data stage groups elements by key (`GroupByWindow`)."""
+    slow = s.input_pipeline.slowest_stage
+    return slow is not None and _kind(slow) == "GroupByWindow"
 
 
 def _in_graph_wait(s: WindowSummary, graph_pct: float) -> Advice:
