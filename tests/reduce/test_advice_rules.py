@@ -1874,3 +1874,19 @@ def test_a_few_stalled_fetches_behind_bucketing_name_the_buckets() -> None:
     fix = next(a for a in advise(grouped) if a.code == "input_bound").fix
     assert fix.startswith("the wait is a few stalls: ") and BUCKET_WAIT in fix
     assert "a new epoch's iterator" not in fix
+
+
+def test_a_keras_job_already_running_several_steps_per_call_is_told_so() -> None:
+    """Keras 3 fit with steps_per_execution=4: each marked step is one call fetching four
+    batches; a fix suggesting steps_per_execution=N says the job already has 4. A fit at
+    steps_per_execution=1 (one fetch per call) keeps the plain fix."""
+    from tfobs.analysis.advice import keras_steps_per_call
+
+    s = summary("generated__tf2.21cpu__keras3_spe4_plain")
+    assert keras_steps_per_call(s) == 4
+    a = one(s, "all_others_bound")
+    assert "already sets steps_per_execution=4" in a.fix
+    plain = summary("generated__tf2.21cpu__slow_callback")
+    assert keras_steps_per_call(plain) == 1
+    gap = one(plain, "step_gap")
+    assert "steps_per_execution=N" in gap.fix and "already sets" not in gap.fix

@@ -26,7 +26,8 @@ from tfobs.analysis.advice import (
 from tfobs.analysis.advice.rule import Rule
 from tfobs.summary import RULE_IDS, SEVERITIES, Advice, WindowSummary
 
-__all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "markdown_table", "with_advice"]
+__all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "keras_steps_per_call",
+           "markdown_table", "with_advice"]
 
 _FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device, steps,
              optimizer)
@@ -45,8 +46,33 @@ def advise(summary: WindowSummary) -> tuple[Advice, ...]:
         out = [dataclasses.replace(a, fix=by_id[a.code].jax_fix)
                if a.code in by_id and by_id[a.code].jax_fix and a.fix == by_id[a.code].fix
                else a for a in out]
+    per_call = keras_steps_per_call(summary)
+    if per_call > 1:
+        note = MULTI_STEP_NOTE.format(n=per_call)
+        out = [dataclasses.replace(a, fix=a.fix + note) if SEVERAL_PER_CALL in a.fix else a
+               for a in out]
     rank = {s: i for i, s in enumerate(reversed(SEVERITIES))}
     return tuple(sorted(out, key=lambda a: rank.get(a.severity, len(rank))))
+
+
+# Keras 3 runs each call of its train function as `multi_step_on_iterator`, fetching
+# steps_per_execution batches in it: the fixes that suggest several steps per call say how
+# many the job already runs.
+KERAS_MULTI_STEP = "multi_step_on_iterator"
+SEVERAL_PER_CALL = "steps_per_execution=N"
+MULTI_STEP_NOTE = (
+    " (each step here is one call of about {n} training steps: the job already sets "
+    "steps_per_execution={n}; raise it further only for the per-call cost left once the "
+    "rest is done)")
+
+
+def keras_steps_per_call(summary: WindowSummary) -> int:
+    """The batches a Keras step fetches per call (its steps_per_execution), where the steps
+    are Keras's `multi_step_on_iterator` calls and its root prefetch was read; 0 otherwise."""
+    st, ip = summary.steps, summary.input_pipeline
+    if not st.count or not any(c.name == KERAS_MULTI_STEP for c in st.calls):
+        return 0
+    return round(ip.prefetch_fetches / st.count)
 
 
 def with_advice(summary: WindowSummary) -> WindowSummary:
