@@ -157,6 +157,10 @@ CASES = {
                             "copy a new 16 MiB numpy batch (1024x4096 float32) to the device "
                             "with `jax.device_put` outside jit, then run a jitted "
                             "least-squares step on it and wait for it",
+    "shape_buckets_steps": "`StepTraceAnnotation(\"train\", step_num=i)` steps of the jitted "
+                           "SGD step on batches padded to a new bucket length every three "
+                           "steps (64 rows warmed before the trace; 96, 128, 160 and 192 first "
+                           "seen inside it): each new bucket traces and compiles the step",
     "tiny_steps_long": "3,000 steps of a tiny jitted update (a 16x16 matmul), each marked "
                        "`StepTraceAnnotation(\"train\", step_num=i)` and waited for: a long "
                        "window of small steps, as high-throughput jobs make (the speed "
@@ -303,7 +307,8 @@ def mark(i):
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
                 "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",
                 "callback_on_xla_threads", "python_generator_between_steps",
-                "tiny_steps_long", "polling_thread_steps", "device_put_each_step"):
+                "tiny_steps_long", "polling_thread_steps", "device_put_each_step",
+                "shape_buckets_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -351,6 +356,8 @@ def run(i):
             global key
             key, sub = jax.random.split(key)
             x = x0 + 0.01 * jax.random.normal(sub, x0.shape)
+        if case == "shape_buckets_steps":  # a new padded length every three steps
+            x = jnp.ones((64 + 32 * min(i // 3, 4), 128))
         if case == "device_put_each_step":  # a new host batch copied in every step
             x = jax.device_put(host_batches[i % 2])
         if case == "metric_read_each_step":  # the loss read on the host every step
@@ -365,7 +372,7 @@ def run(i):
         if case not in ("async_dispatch_steps", "async_two_jits_steps",
                         "async_calls_no_markers"):
             w.block_until_ready()
-steps = 3000 if case == "tiny_steps_long" else 12
+steps = {"tiny_steps_long": 3000, "shape_buckets_steps": 15}.get(case, 12)
 if case == "polling_thread_steps":  # a job's watchdog written as a busy loop
     import threading
     stop = threading.Event()

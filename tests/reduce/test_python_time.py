@@ -570,3 +570,18 @@ def test_a_loader_thread_that_waits_is_no_contention(name: str) -> None:
     assert s.steps.python_other_thread  # the loader thread is read
     assert 0 < s.steps.python_other_thread_s < 0.2 * s.steps.mean_s
     assert "python_thread_contention" not in _codes(s)
+
+
+def test_jax_tracing_a_new_shape_is_read_as_tracing_not_op_by_op_dispatch() -> None:
+    """A padded bucket length first seen inside the window traces the jitted step again:
+    its Python (JAX 0.10's partial_eval.py default_process_primitive, and the primitives'
+    bind it calls) is tracing, named with tf_function_retracing; not JAX dispatching
+    operations one at a time outside jit, whose fix (move them into the jitted step) the
+    job already follows."""
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__shape_buckets_steps.xplane.pb")
+    a = _codes(s)["python_in_step"]
+    assert any(t.startswith("partial_eval.py:") for t in s.steps.python_traced_top)
+    assert "JAX tracing a function to compile it" in a.message
+    assert "one at a time outside jit" not in a.message
+    assert "jitted step:" not in a.fix and "bucket" in a.fix
+    assert _codes(s)["tf_function_retracing"].evidence["graph_builds"] >= 4

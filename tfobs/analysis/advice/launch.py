@@ -77,8 +77,10 @@ RETRACING = Rule(
         "jax.jit(...) made inside the loop (a new lambda or partial each step) compiles on "
         "every call, its cache keyed on the function object: make the jitted function once, "
         "outside the loop; pass numbers that change as traced arguments, pad or bucket shapes "
-        "to a few sizes, keep dtypes fixed; jax.config.update('jax_log_compiles', True) logs "
-        "each compile and its cause"))
+        "to a few sizes and warm each before training (one call per bucket shape, or each "
+        "shape's executable from jitted.lower(*args).compile(), called directly: a bucket's "
+        "first use otherwise compiles mid-training), keep dtypes fixed; "
+        "jax.config.update('jax_log_compiles', True) logs each compile and its cause"))
 RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER, RETRACING)
 
 SMALL_RATIO = 0.5

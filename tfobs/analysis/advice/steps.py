@@ -130,11 +130,14 @@ FRAMEWORK_PYTHON = (
      "the jitted call in nnx.cached_partial), so no call walks the graph in Python"),
     # Tracing a function for a compile calls bind too: the tracer's own function names it
     # (framework_python leaves bind out where it is there).
-    ("partial_eval.py", ("process_primitive", "trace_to_jaxpr_dynamic", "trace_to_subjaxpr"),
+    # Every function of partial_eval.py is tracing (JAX 0.10 names its per-primitive frame
+    # default_process_primitive, older ones process_primitive).
+    ("partial_eval.py", ("*",),
      "JAX tracing a function to compile it, inside the step (a new shape, dtype or static "
      "argument: see tf_function_retracing)",
-     "keep the jitted function's inputs the same shapes and dtypes each step and its static "
-     "arguments few (a learning rate as a traced argument, not static_argnums)"),
+     "keep the jitted function's inputs the same shapes and dtypes each step (padding to a "
+     "few bucket sizes, each warmed by one call before training) and its static arguments "
+     "few (a learning rate as a traced argument, not static_argnums)"),
     ("core.py", ("bind", "bind_with_trace"),
      "JAX dispatching operations one at a time outside jit (a primitive's bind)",
      "move those operations (random.split, metric math, optimizer updates) into the jitted "
