@@ -349,6 +349,9 @@ class InputPipeline:
     # thread busy throughout runs every parallel call in turn (a pool capped at one thread).
     pool_threads: int = 0
     pool_busy: float = 0.0
+    # Those threads' busy time together, window seconds: the pipeline's work on the host's
+    # cores beside the step.
+    pool_busy_s: float = 0.0
     # A `for batch in dataset` loop inside a tf.function (a ReduceDataset op): window
     # seconds, inside the steps, of its batches' fetches and of the iterators made for it;
     # input XProf counts as host compute.

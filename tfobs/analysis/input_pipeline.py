@@ -189,16 +189,20 @@ def function_ops(host: Timeline | None, top_n: int = 3) -> tuple[float, tuple[st
 POOL_THREADS = "tf_data_private_threadpool"
 
 
-def pool_threads(host: Timeline | None, window_s: float) -> tuple[int, float]:
+def pool_threads(host: Timeline | None, window_s: float) -> tuple[int, float, float]:
     """(tf.data's pool threads that ran something in the window, the busiest one's busy
-    share of the window: its outermost events' time). One thread busy all through the
-    window runs every parallel call one after another."""
+    share of the window, all of them's busy seconds: their outermost events' time). One
+    thread busy all through the window runs every parallel call one after another; the
+    seconds are the pipeline's work on the host's cores (its stages' self times add up
+    waits on one another)."""
     if host is None or window_s <= 0:
-        return 0, 0.0
+        return 0, 0.0, 0.0
     busy = [int((ld.end_arr[at] - ld.start_arr[at]).sum())
             for ld in host.lines if ld.name.startswith(POOL_THREADS) and len(ld)
             for at in [outermost_of(ld, np.arange(len(ld)))]]
-    return len(busy), (min(1.0, max(busy) / 1e12 / window_s) if busy else 0.0)
+    if not busy:
+        return 0, 0.0, 0.0
+    return len(busy), min(1.0, max(busy) / 1e12 / window_s), sum(busy) / 1e12
 
 
 # The pipeline's last stage as the step sees it: each get_next of a root `prefetch` is one

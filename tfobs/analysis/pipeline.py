@@ -243,7 +243,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         kept, "other")), group_spans) if writes and kept.groups else CheckpointSteps()
     summaries_s = summary_writes(host, host_ops)
     remember_step_sums(steps, total_step_s, sums)
-    pool = input_pipeline.pool_threads(host, duration_s) if stages else (0, 0.0)
+    pool = input_pipeline.pool_threads(host, duration_s) if stages else (0, 0.0, 0.0)
     return with_advice(WindowSummary(
         start_ns=start_ns,
         duration_s=duration_s,
@@ -276,6 +276,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             in_graph_loop_iterators_s=in_graph[1],
             pool_threads=pool[0],
             pool_busy=pool[1],
+            pool_busy_s=pool[2],
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,

@@ -143,7 +143,8 @@ RUNTIME_FIX = (
 CONTENTION_FIX = (
     "another Python thread runs Python through most of the steps (python_thread_contention): "
     "the step's Python waits for the GIL there; quiet that thread first (block or sleep "
-    "instead of polling, or move its work to another process), then judge 'All Others' again")
+    "instead of polling; run its work less often or in another process), then judge 'All "
+    "Others' again")
 
 ALL_OTHERS_TEXT = (" % of the total step time sampled is spent on 'All Others' time. "
                    "This could be due to Python execution overhead.")

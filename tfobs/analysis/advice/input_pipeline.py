@@ -22,6 +22,7 @@ from tfobs.analysis.advice.rule import (
     runtime_holds_other,
     step_pct,
     step_total_s,
+    window_steps,
 )
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
 from tfobs.analysis.input_pipeline import _FILE_SOURCES
@@ -246,7 +247,7 @@ STALL_SHARE = 0.3
 FETCHES_HOLD = 0.5  # of the input wait: the share the root prefetch's fetches must take
 # tf.data's own work per step, as a share of the step, from which a host-only job is told
 # that the pipeline's threads take the step's cores.
-SHARED_CORES_SHARE = 0.25
+SHARED_CORES_SHARE = 0.2
 
 
 def _keeps_up(s: WindowSummary) -> str:
@@ -285,8 +286,8 @@ def _shared_cores(s: WindowSummary) -> str:
     """Words for a host-only job whose tf.data threads do a good share of a step's work on
     the cores the step computes on (their work is the step's loss even when every batch
     is ready), "" otherwise."""
-    ip, count = s.input_pipeline, s.steps.count
-    work = (sum(st.self_s for st in ip.stages) + ip.function_ops_s) / count if count else 0.0
+    ip = s.input_pipeline
+    work = ip.pool_busy_s / window_steps(s) if s.steps.count else 0.0
     if on_gpu(s) or not work >= SHARED_CORES_SHARE * s.steps.mean_s > 0:
         return ""
     return (f"on this host-only job tf.data's threads run {1e3 * work:.2f} ms of pipeline "

@@ -128,3 +128,13 @@ def other_thread_share(st: Steps) -> float:
     `OTHER_THREAD_SHARE` or more; else 0."""
     share = st.python_other_thread_s / st.mean_s if st.count and st.mean_s > 0 else 0.0
     return share if share >= OTHER_THREAD_SHARE else 0.0
+
+
+def window_steps(s: WindowSummary) -> float:
+    """The steps a window's totals (op time, tf.data's threads' time) were spent over: the
+    window's length over the step period (the kept steps, the dropped first and last, parts
+    of others), at least the kept steps. Dividing such a total by the kept steps alone
+    reads more than a step holds."""
+    st = s.steps
+    by_period = s.duration_s / st.interval_s if st.interval_s > 0 else 0.0
+    return max(float(st.count), by_period)

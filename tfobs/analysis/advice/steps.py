@@ -65,10 +65,12 @@ THREAD_CONTENTION = Rule(
     "on a host-only capture with the Python tracer on, a Python thread other than the "
     "steps' own runs Python (Python functions innermost, and the short silences between "
     "its events) through >= 50 % of step time",
-    "stop that thread from running Python all the time: block on a queue.Queue or "
-    "threading.Event with a timeout instead of polling in a loop, sleep between its checks, "
-    "or move its work into another process (multiprocessing); Python threads take turns on "
-    "one GIL, so moving more of the step's work to a background Python thread would not help",
+    "quiet that thread: where it polls (a loop checking a flag, a queue or a file), block on "
+    "a queue.Queue or threading.Event with a timeout instead, or sleep between its checks; "
+    "where it works (an asynchronous checkpoint writer, a logger, a metrics exporter), run "
+    "that work less often (a larger save interval) or in another process "
+    "(multiprocessing); Python threads take turns on one GIL, so moving more of the step's "
+    "work to a background Python thread would not help",
     f"{GPU}: 2. Debug the performance of one GPU")
 MARKERS_TIME_DISPATCH = Rule(
     "markers_time_dispatch", "steps",
