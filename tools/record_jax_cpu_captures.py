@@ -161,6 +161,11 @@ CASES = {
                            "SGD step on batches padded to a new bucket length every three "
                            "steps (64 rows warmed before the trace; 96, 128, 160 and 192 first "
                            "seen inside it): each new bucket traces and compiles the step",
+    "orbax_saves_steps": "`StepTraceAnnotation(\"train\", step_num=i)` steps of the jitted "
+                         "SGD step, each calling orbax's `CheckpointManager.save(i, ...)` "
+                         "(save_interval_steps=4, asynchronous, its default): every fourth "
+                         "step saves the weights (needs orbax-checkpoint beside JAX: "
+                         "--jax-python of a venv that has it)",
     "tiny_steps_long": "3,000 steps of a tiny jitted update (a 16x16 matmul), each marked "
                        "`StepTraceAnnotation(\"train\", step_num=i)` and waited for: a long "
                        "window of small steps, as high-throughput jobs make (the speed "
@@ -255,6 +260,12 @@ elif case == "device_put_each_step":
     host_batches = [np.random.default_rng(k).random((1024, 4096), np.float32) for k in range(2)]
     step = jax.jit(lambda w, x: w - 1e-6 * (x.T @ (x @ w)))
     w, x = jnp.zeros((4096, 1)), jnp.asarray(host_batches[0])
+elif case == "orbax_saves_steps":
+    import tempfile
+    import orbax.checkpoint as ocp
+    saves = ocp.CheckpointManager(tempfile.mkdtemp(prefix="tfobs-orbax-"),
+                                  options=ocp.CheckpointManagerOptions(
+                                      max_to_keep=2, save_interval_steps=4))
 elif case == "tiny_steps_long":
     step = jax.jit(lambda w, x: w - 0.001 * (x @ w))
     w, x = jnp.ones((16, 16)), jnp.ones((16, 16))
@@ -308,7 +319,7 @@ def mark(i):
                 "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",
                 "callback_on_xla_threads", "python_generator_between_steps",
                 "tiny_steps_long", "polling_thread_steps", "device_put_each_step",
-                "shape_buckets_steps"):
+                "shape_buckets_steps", "orbax_saves_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -372,7 +383,10 @@ def run(i):
         if case not in ("async_dispatch_steps", "async_two_jits_steps",
                         "async_calls_no_markers"):
             w.block_until_ready()
-steps = {"tiny_steps_long": 3000, "shape_buckets_steps": 15}.get(case, 12)
+        if case == "orbax_saves_steps":  # writes at every fourth step
+            saves.save(i, args=ocp.args.StandardSave({"w": w}))
+steps = {"tiny_steps_long": 3000, "shape_buckets_steps": 15, "orbax_saves_steps": 17}.get(
+    case, 12)
 if case == "polling_thread_steps":  # a job's watchdog written as a busy loop
     import threading
     stop = threading.Event()
@@ -417,9 +431,13 @@ with (jax.profiler.trace(logdir, profiler_options=options) if options is not Non
 w.block_until_ready()
 if case == "polling_thread_steps":
     stop.set()
+if case == "orbax_saves_steps":
+    saves.wait_until_finished()
 params = {"jax": jax.__version__, "steps": steps, "python": sys.version.split()[0]}
 if case.startswith("tfdata_"):
     params["tensorflow"] = tf.__version__
+if case == "orbax_saves_steps":
+    params["orbax_checkpoint"] = getattr(ocp, "__version__", "")
 print(json.dumps(params))
 """
 

@@ -585,3 +585,24 @@ def test_jax_tracing_a_new_shape_is_read_as_tracing_not_op_by_op_dispatch() -> N
     assert "one at a time outside jit" not in a.message
     assert "jitted step:" not in a.fix and "bucket" in a.fix
     assert _codes(s)["tf_function_retracing"].evidence["graph_builds"] >= 4
+
+
+def test_a_jax_jobs_checkpoint_saves_are_read_from_its_librarys_python() -> None:
+    """orbax's CheckpointManager.save every step, writing every fourth: the saving steps
+    hold the library's Python (checkpoint_manager.py, async_checkpointer.py, ...) for tens
+    of milliseconds; the checks between take microseconds. checkpoint_writes counts the
+    saves and what the saving steps cost, with orbax's fix."""
+    from tfobs.analysis.advice.gaps import CHECKPOINT
+
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__orbax_saves_steps.xplane.pb")
+    ops = s.ops
+    assert 3 <= ops.checkpoint_writes <= 6  # every fourth of 17 steps (the dropped ones too)
+    assert 0 < ops.checkpoint_steps < s.steps.count
+    durations = sorted(x.duration_s for x in s.steps.items)
+    typical = durations[len(durations) // 2]
+    assert ops.checkpoint_steps_excess_s >= ops.checkpoint_steps * 5 * typical
+    a = _codes(s)["checkpoint_writes"]
+    assert a.fix == CHECKPOINT.jax_fix and "save_interval_steps" in a.fix
+    assert "checkpoint library's Python" in a.message
+    # A JAX job that saves nothing reads none.
+    assert tfobs.analyze(PLAIN).ops.checkpoint_writes == 0

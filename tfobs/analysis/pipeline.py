@@ -37,6 +37,7 @@ from tfobs.analysis.python_time import (
     annotated_tfdata_next,
     is_python_event,
     python_beside_steps,
+    python_checkpoint_saves,
     python_in_regions,
     python_in_steps,
 )
@@ -239,6 +240,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     building_s, builds, xla_builds = graph_building(host, spans)
     checkpoint_s, writes, write_starts = checkpoint_writes(
         host, found.root_lines if found.groups else None)
+    if not writes and traced:  # a JAX job's checkpoint library, in Python
+        checkpoint_s, writes, write_starts = python_checkpoint_saves(
+            host, found.root_lines if found.groups else None)
     saving = checkpoint_steps(host, write_starts, (kept.begin_ps, kept.end_ps, _column(
         kept, "other")), group_spans) if writes and kept.groups else CheckpointSteps()
     summaries_s = summary_writes(host, host_ops)

@@ -39,6 +39,7 @@ from tfobs.analysis.timeline import (
     id_array,
     int_stats_at,
     member,
+    outermost,
     span_bounds,
     unique,
 )
@@ -108,6 +109,41 @@ def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndar
     in_callbacks = max(in_callbacks, _callback_ops_ps(host, steps))
     return (total / 1e12, _top_functions(host, mids, ps), in_callbacks / 1e12,
             in_tfdata / 1e12)
+
+
+# A JAX job's checkpoint library runs in Python (orbax: checkpoint_manager.py,
+# async_checkpointer.py, ...; flax's checkpoints.py): the Python tracer's file names say so.
+# A save writes files (a millisecond or more); a check whether to save takes microseconds.
+CHECKPOINT_FILE = "checkpoint"
+MIN_SAVE_PS = 1_000_000_000  # 1 ms
+
+
+def _checkpoint_python(name: str) -> bool:
+    return is_python_event(name) and CHECKPOINT_FILE in name.partition(" ")[0].lower()
+
+
+def python_checkpoint_saves(host: Timeline | None, lines: Sequence[int] | None
+                            ) -> tuple[float, int, np.ndarray]:
+    """(seconds, saves, each save's start: absolute ps, sorted) of a checkpoint library's
+    Python calls of a millisecond or more, outermost, on the host lines `lines` (the
+    threads that run the steps; None: every line), as `eager.checkpoint_writes` reads
+    TensorFlow's write ops: a JAX job's saves (orbax's CheckpointManager.save)."""
+    none = np.zeros(0, np.int64)
+    if host is None:
+        return 0.0, 0, none
+    mids = id_array(host.mids_where_once(_checkpoint_python))
+    if not mids.size:
+        return 0.0, 0, none
+    total, starts = 0, []
+    for li, ld in enumerate(host.lines):
+        if lines is not None and li not in lines:
+            continue
+        at = outermost(ld, mids)
+        at = at[(ld.end_arr[at] - ld.start_arr[at]) >= MIN_SAVE_PS]
+        total += int((ld.end_arr[at] - ld.start_arr[at]).sum())
+        starts.append(ld.start_arr[at] + ld.start_ps)
+    found = np.sort(np.concatenate(starts)) if starts else none
+    return total / 1e12, int(found.size), found
 
 
 def _python_function(name: str) -> bool:

@@ -76,7 +76,13 @@ CHECKPOINT = Rule(
     "run beside training: tf.train.CheckpointOptions(experimental_enable_async_checkpoint="
     "True); keep the checkpoint folder on a fast local disk",
     "Training checkpoints guide (tensorflow.org/guide/checkpoint); tf.train.CheckpointOptions "
-    "(experimental_enable_async_checkpoint)")
+    "(experimental_enable_async_checkpoint)",
+    jax_fix=(
+        "save less often (orbax CheckpointManager with "
+        "CheckpointManagerOptions(save_interval_steps=N)) and keep the saves asynchronous "
+        "(orbax's default): a save waits for the one before it to finish, and its writer "
+        "thread's Python shares the GIL with the steps; keep the checkpoint folder on a fast "
+        "local disk"))
 INPUT_OUTSIDE = Rule(
     "input_outside_steps", "gaps between steps",
     "input wait (IteratorGetNext, or tfobs's event around a JAX job's tf.data next()) "
@@ -160,7 +166,7 @@ def check(s: WindowSummary) -> list[Advice]:
         out += [_saving_in_other(s, _runtime_in_other(s, found))] if found else []
     saving = _checkpoint(s)
     # The save that explains 'All Others' comes before it: its fix is the one to act on.
-    out = saving + out if out and out[0].fix == CHECKPOINT.fix else out + saving
+    out = saving + out if out and out[0].fix == _checkpoint_fix(s) else out + saving
     gap = _gap(s)
     if gap is not None:
         out.append(gap)
@@ -210,7 +216,12 @@ def _saving_in_other(s: WindowSummary, found: Advice) -> Advice:
                  f"is in the {s.ops.checkpoint_steps} step(s) that save a checkpoint: the "
                  "save's own Python, not the step's (checkpoint_writes)."),
         evidence={**found.evidence, "checkpoint_steps_other_s": held, "other_total_s": other},
-        fix=CHECKPOINT.fix)
+        fix=_checkpoint_fix(s))
+
+
+def _checkpoint_fix(s: WindowSummary) -> str:
+    """checkpoint_writes' fix in the job's framework's terms."""
+    return CHECKPOINT.jax_fix if s.environment.framework == "jax" else CHECKPOINT.fix
 
 
 def _checkpoint(s: WindowSummary) -> list[Advice]:
@@ -223,10 +234,11 @@ def _checkpoint(s: WindowSummary) -> list[Advice]:
     excess_share = excess / step_total if step_total > 0 else 0.0
     if seconds <= 0 or max(share, excess_share) < CHECKPOINT_SHARE:
         return []
+    around = ("the checkpoint library's Python" if s.environment.framework == "jax"
+              else "its write ops, and the save's Python and eager variable reads around them")
     steps_cost = (f" The {saving} step(s) that save one run {1e3 * excess / saving:.1f} ms "
                   f"longer each than the typical step: {1e3 * excess:.1f} ms, "
-                  f"{100 * excess_share:.0f} % of the steps' time (its write ops, and the "
-                  "save's Python and eager variable reads around them)."
+                  f"{100 * excess_share:.0f} % of the steps' time ({around})."
                   if saving and excess > 0 else "")
     return [CHECKPOINT.advice(
         "warning",
