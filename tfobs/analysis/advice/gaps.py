@@ -34,7 +34,8 @@ ALL_OTHERS = Rule(
     "'All Others' >= 3 % of step time (XProf: moderate >= 3 %, high >= 15 %)",
     "move Python work out of the step: numpy preprocessing into tf.data (Dataset.map) or "
     "into the tf.function as TensorFlow ops, eager ops into tf.function, and run several "
-    "steps per call (Model.compile(steps_per_execution=N))",
+    "steps per call (Keras: Model.compile(steps_per_execution=N); a loop of your own: a "
+    "tf.function that runs several steps over the iterator)",
     f"{PROFILER}: Overview page (step-time graph); {GPU}: 2. Debug the performance of one GPU",
     jax_fix=(
         "move Python work out of the step: build the next batches ahead of it (a prefetching "

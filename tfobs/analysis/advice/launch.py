@@ -340,8 +340,10 @@ def _retracing(s: WindowSummary) -> list[Advice]:
         f"in {per} steps "
         f"({1e3 * s.ops.graph_building_s / per:.2f} ms per step, {one_digit(pct)} % of step "
         + (f"time): a function is {again} again while training" if s.ops.graph_builds >= 2
-           else f"time): a function's first call in this window, or, where windows keep "
-                f"showing one, a function {again} again and again")
+           else f"time): a function's first call in this window, a batch of a new shape "
+                "(an epoch's last, smaller batch where the dataset does not "
+                "batch(..., drop_remainder=True)), or, where windows keep showing one, a "
+                f"function {again} again and again")
         + (" (jit_compile=True compiles once per new input shape)." if xla else ".")
         + (f" The window also writes {s.ops.checkpoint_writes} checkpoint(s) (SaveV2): a "
            "SavedModel export traces as it saves." if export else ""),
