@@ -97,7 +97,7 @@ def all_type_times(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] 
 
 def _type_cells(groups: Sequence[StepGroup], columns: tuple[np.ndarray, ...] | None,
                 spans: tuple[np.ndarray, np.ndarray] | None = None,
-                swept: tuple[np.ndarray, ...] | None = None
+                swept: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None] | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | list[dict[int, int]]:
     """`all_type_times` as the compiled gaps leave it, (time per group and type, first
     gap per group and type, the type of each column), where `_wire` is there; else the
