@@ -543,6 +543,7 @@ def test_a_python_thread_polling_through_the_steps_is_named_as_gil_contention() 
     assert a.evidence["other_thread_pct"] == pytest.approx(100 * st.python_other_thread_s
                                                           / st.mean_s)
     assert codes["all_others_bound"].fix == CONTENTION_FIX
+    assert a.fix == steps_advice.THREAD_CONTENTION.fix  # a polling thread: no writer
     for advice in s.advice:
         assert "background thread" not in advice.fix or advice.code == "input_bound", advice
 
@@ -604,5 +605,10 @@ def test_a_jax_jobs_checkpoint_saves_are_read_from_its_librarys_python() -> None
     a = _codes(s)["checkpoint_writes"]
     assert a.fix == CHECKPOINT.jax_fix and "save_interval_steps" in a.fix
     assert "checkpoint library's Python" in a.message
+    # orbax's asynchronous writer runs Python through the steps: named as the checkpoint
+    # library's, with fewer saves as the fix, not a rewritten thread.
+    writer = _codes(s)["python_thread_contention"]
+    assert "checkpoint library's writer" in writer.message
+    assert writer.fix == steps_advice.WRITER_FIX
     # A JAX job that saves nothing reads none.
     assert tfobs.analyze(PLAIN).ops.checkpoint_writes == 0

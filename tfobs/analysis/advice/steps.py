@@ -72,6 +72,12 @@ THREAD_CONTENTION = Rule(
     "(multiprocessing); Python threads take turns on one GIL, so moving more of the step's "
     "work to a background Python thread would not help",
     f"{GPU}: 2. Debug the performance of one GPU")
+# The other thread is a checkpoint library's asynchronous writer: fewer saves, not a
+# rewritten thread.
+WRITER_FIX = (
+    "the thread writes the job's checkpoints in the background: save less often (orbax "
+    "CheckpointManagerOptions(save_interval_steps=N); see checkpoint_writes), and keep what "
+    "each save writes small (the parameters and optimizer state, not derived values)")
 MARKERS_TIME_DISPATCH = Rule(
     "markers_time_dispatch", "steps",
     "host-only capture: XLA's CPU runtime ran at least half its work in the window outside "
@@ -222,16 +228,23 @@ def check(s: WindowSummary) -> list[Advice]:
         thread = f"'{st.python_other_thread}'" if st.python_other_thread else "with no name"
         most = (f" (most in {', '.join(st.python_other_thread_top)})"
                 if st.python_other_thread_top else "")
+        # A checkpoint library's writer thread (orbax's asynchronous save): the saves are
+        # the work to make rarer, which checkpoint_writes sizes.
+        writer = s.ops.checkpoint_writes > 0 and any(
+            "checkpoint" in f.partition(" ")[0].lower() for f in st.python_other_thread_top)
         out.append(THREAD_CONTENTION.advice(
             "warning",
             f"A Python thread other than the steps' own (thread {thread}) ran Python "
             f"through {100 * other:.0f} % of the steps' time{most}: Python threads take turns "
             "on one GIL, so the step's Python and its framework's dispatch wait their turn, "
-            "which the breakdown shows as host compute and 'All Others'.",
+            "which the breakdown shows as host compute and 'All Others'."
+            + (" The thread is a checkpoint library's writer (checkpoint_writes)." if writer
+               else ""),
             {"other_thread_pct": 100 * other,
              "other_thread_s_per_step": st.python_other_thread_s},
             f"another Python thread's Python >= {100 * OTHER_THREAD_SHARE:g} % of step time "
-            "(tfobs, Python tracer on)"))
+            "(tfobs, Python tracer on)",
+            WRITER_FIX if writer else ""))
     op_by_op = _op_by_op(st) if st.count and st.interval_s > 0 else None
     if op_by_op is not None:
         out.append(op_by_op)
