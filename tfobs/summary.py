@@ -258,6 +258,11 @@ class Steps:
     # (PjRt's `H2D Dispatch`: jax.device_put of a numpy batch), which XProf counts as host
     # compute.
     host_to_device_s: float = 0.0
+    # The events that begin in the longest gap between the kept steps on the steps'
+    # threads, outermost, longest first (an epoch's end: validation calls, an iterator torn
+    # down or made), and their seconds in it.
+    pause_top: tuple[str, ...] = ()
+    pause_top_s: tuple[float, ...] = ()
     # Host-only captures of a JAX job: seconds of XLA's CPU runtime work in the window that
     # ran outside every step, and its share of that runtime's work
     # (tfobs.analysis.xla_cpu_work).

@@ -1896,3 +1896,24 @@ def test_a_keras_job_already_running_several_steps_per_call_is_told_so() -> None
     assert keras_steps_per_call(plain) == 1
     gap = one(plain, "step_gap")
     assert "steps_per_execution=N" in gap.fix and "already sets" not in gap.fix
+
+
+@pytest.mark.parametrize("name, first", [
+    ("generated__tf2.21cpu__fit_validation", "multi_step_on_iterator"),
+    ("generated__tf2.21cpu__numpy_epochs_fit", "TFE_DeleteTensorHandle")])
+def test_a_pause_between_steps_says_what_runs_in_it(name: str, first: str) -> None:
+    """Keras fit with validation: the longest pause holds the validation's function call;
+    fit on numpy arrays over epochs: the old iterator's tensors freed at each epoch's end.
+    The events that begin in the pause (outermost) name it, each within the pause."""
+    s = summary(name)
+    st = s.steps
+    assert st.pause_top[0] == first
+    starts = [x.start_ns for x in st.items]
+    longest = max((b - a) / 1e9 - x.duration_s
+                  for a, b, x in zip(starts, starts[1:], st.items, strict=False))
+    assert 0 < sum(st.pause_top_s) <= longest + 1e-9
+    assert list(st.pause_top_s) == sorted(st.pause_top_s, reverse=True)
+    a = one(s, "step_pause")
+    assert f"The longest pause holds: {first} {1e3 * st.pause_top_s[0]:.2f} ms" in a.message
+    back = WindowSummary.from_dict(s.to_dict())  # the figures survive JSON
+    assert back.steps.pause_top == st.pause_top and back.steps.pause_top_s == st.pause_top_s

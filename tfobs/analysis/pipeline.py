@@ -33,6 +33,7 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merged_spans
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
+from tfobs.analysis.pauses import longest_pause
 from tfobs.analysis.python_time import (
     annotated_tfdata_next,
     is_python_event,
@@ -201,6 +202,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_in_regions(host, spans, [spans, gaps]) if gaps.begin.size
         else ((0.0, (), 0.0, 0.0) if has_device else python_in_steps(host, spans),
               (0.0, (), 0.0, 0.0)))
+    pause = longest_pause(host, found.root_lines, spans.columns.begin, spans.columns.end)
     # Another Python thread running Python through the steps: the GIL the steps wait for.
     other_s, other_name, other_top = (
         python_beside_steps(host, spans) if traced else (0.0, "", ()))
@@ -222,6 +224,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_between_top=between_top,
         python_other_thread_s=_per_step(other_s, steps.count), python_other_thread=other_name,
         python_other_thread_top=other_top,
+        pause_top=pause[0], pause_top_s=pause[1],
         host_to_device_s=0.0 if has_device else _per_step(
             host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count)), host)
     memory = reduce_memory(host, top_n, found.step_of)

@@ -328,6 +328,28 @@ def _prints(s: WindowSummary) -> list[Advice]:
         f"tf.print ops >= {100 * PRINT_SHARE:g} % of step time (tfobs)")]
 
 
+# What the commonest events that begin in a pause between steps are, for a reader.
+PAUSE_EVENTS = {
+    "TFE_DeleteTensorHandle": "tensors freed: an iterator or a dataset torn down",
+    "TFE_Py_FastPathExecute_C": "ops run eagerly from Python",
+    "multi_step_on_iterator": "a Keras function call: validation or evaluation",
+    "one_step_on_iterator": "a Keras function call: validation or evaluation",
+    "MakeIterator": "a dataset iterator made",
+    "AnonymousIteratorV3": "a dataset iterator made",
+}
+
+
+def _pause_contents(s: WindowSummary) -> str:
+    """" The longest pause holds: ..." from the events that begin in it, "" without."""
+    st = s.steps
+    if not st.pause_top:
+        return ""
+    named = ", ".join(
+        f"{n} {1e3 * t:.2f} ms" + (f" ({PAUSE_EVENTS[n]})" if n in PAUSE_EVENTS else "")
+        for n, t in zip(st.pause_top, st.pause_top_s, strict=True))
+    return f" The longest pause holds: {named}."
+
+
 def _gap(s: WindowSummary) -> Advice | None:
     items = s.steps.items
     if len(items) < 2:
@@ -357,7 +379,8 @@ def _gap(s: WindowSummary) -> Advice | None:
         if held >= 0.5:
             also = (f" {len(pauses)} pause(s) of up to {1e3 * max(pauses):.1f} ms hold "
                     f"{100 * held:.0f} % of it (an epoch's end, a validation run, a "
-                    f"checkpoint); the typical gap is {1e3 * typical:.2f} ms.")
+                    f"checkpoint); the typical gap is {1e3 * typical:.2f} ms."
+                    + _pause_contents(s))
             fix = f"{STEP_PAUSE.fix}; then, for the gap every step pays: {STEP_GAP.fix}"
             evidence = {**evidence, "typical_gap_s": typical, "pauses": float(len(pauses)),
                         "pause_share": held}
@@ -384,6 +407,7 @@ def _gap(s: WindowSummary) -> Advice | None:
         f"{100 * share:.0f} % of the step period ({1e3 * mean_gap:.2f} ms of {1e3 * period:.2f}"
         f" ms) is host time between steps, held by {long} pause(s) of {len(gaps)} gaps: the "
         f"longest {1e3 * gaps[k]:.1f} ms, between steps {items[k].step_num} and "
-        f"{items[k + 1].step_num}; the typical gap is {1e3 * typical:.2f} ms.",
+        f"{items[k + 1].step_num}; the typical gap is {1e3 * typical:.2f} ms."
+        + _pause_contents(s),
         {**evidence, "typical_gap_s": typical, "longest_gap_s": gaps[k], "pauses": long},
         threshold + ", the median gap under it")
