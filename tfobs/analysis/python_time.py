@@ -186,15 +186,11 @@ def python_beside_steps(host: Timeline | None, spans: Sequence[tuple[int, int]] 
     for ld in lines:
         if id(ld) in marking:
             continue
-        start, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
-        cuts = unique(np.concatenate([start, end, steps.ravel()]))
-        lo, hi = cuts[:-1], cuts[1:]
-        at = np.flatnonzero(_inside(lo, steps))
-        lo, hi = lo[at], hi[at]
-        owner = _last_open(start, end, lo)
+        lo, hi, _, owner = _stretches(ld, [steps], np.zeros((0, 2), np.int64))
         seen = owner >= 0
         mids = ld.mid_arr[np.maximum(owner, 0)]
-        held = ~seen & (hi - lo <= UNSEEN_PYTHON_PS) & (lo >= start[0]) & (hi <= end.max())
+        first, last = ld.start_arr[0] + ld.start_ps, ld.end_arr.max() + ld.start_ps
+        held = ~seen & (hi - lo <= UNSEEN_PYTHON_PS) & (lo >= first) & (hi <= last)
         held[seen] = member(mids[seen], functions, ld.dense_top)
         total = int((hi - lo)[held].sum())
         if total > best[0]:
@@ -415,14 +411,7 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None,
 def union_rows(iv: np.ndarray) -> np.ndarray:
     """(begin, end) rows as their union: sorted, disjoint rows."""
     iv = iv[iv[:, 1] > iv[:, 0]]  # a damaged capture's events may end before they begin
-    if not iv.size:
-        return np.zeros((0, 2), np.int64)
-    iv = iv[np.argsort(iv[:, 0], kind="stable")]
-    reach = np.maximum.accumulate(iv[:, 1])
-    first = np.flatnonzero(np.r_[True, iv[1:, 0] > reach[:-1]])  # begins after all ended
-    # Each union ends at the reach of its last row: no earlier row reaches past its start.
-    last = np.r_[first[1:] - 1, reach.size - 1]
-    return np.stack([iv[first, 0], reach[last]], 1)
+    return np.stack(merged_spans(iv[:, 0], iv[:, 1]), 1)
 
 
 def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.ndarray
@@ -434,10 +423,28 @@ def _innermost_python(ld: LineData, py: np.ndarray, steps: np.ndarray, busy: np.
 
 def _innermost_python_in(ld: LineData, py: np.ndarray, regions: list[np.ndarray],
                          busy: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """`_innermost_python` within each of `regions` (merged (begin, end) rows). Stretches
-    run between consecutive event, region and busy boundaries: each lies wholly inside or
-    wholly outside every region and the compiled work. The innermost event of one is the
-    last-begun event still open at its start."""
+    """`_innermost_python` within each of `regions` (merged (begin, end) rows)."""
+    lo, hi, inside, owner = _stretches(ld, regions, busy)
+    at = np.flatnonzero(owner >= 0)
+    mids = ld.mid_arr[owner[at]]
+    is_py = member(mids, py, ld.dense_top)
+    at, mids = at[is_py], mids[is_py]
+    out = []
+    for region in inside:
+        mine = region[at]
+        k = at[mine]
+        out.append((mids[mine], hi[k] - lo[k], lo[k]))
+    return out
+
+
+def _stretches(ld: LineData, regions: list[np.ndarray], busy: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray]:
+    """(start, end, whether it lies in each of `regions`, the innermost event open at its
+    start or -1) of each stretch of the line that lies in some region and outside `busy`
+    (merged (begin, end) rows, absolute ps). Stretches run between consecutive event,
+    region and busy bounds: each lies wholly inside or wholly outside every region and the
+    busy time. The innermost event of one is the last-begun event still open at its
+    start."""
     start = ld.start_arr + ld.start_ps
     end = ld.end_arr + ld.start_ps
     cuts = unique(np.concatenate([start, end, *(r.ravel() for r in regions), busy.ravel()]))
@@ -447,18 +454,7 @@ def _innermost_python_in(ld: LineData, py: np.ndarray, regions: list[np.ndarray]
     if busy.size:
         keep &= ~_inside(lo, busy)
     at = np.flatnonzero(keep)
-    owner = _last_open(start, end, lo[at])
-    found = owner >= 0
-    at, owner = at[found], owner[found]
-    mids = ld.mid_arr[owner]
-    is_py = member(mids, py, ld.dense_top)
-    at, mids = at[is_py], mids[is_py]
-    out = []
-    for region in inside:
-        mine = region[at]
-        k = at[mine]
-        out.append((mids[mine], hi[k] - lo[k], lo[k]))
-    return out
+    return lo[at], hi[at], [m[at] for m in inside], _last_open(start, end, lo[at])
 
 
 def _inside(at: np.ndarray, spans: np.ndarray) -> np.ndarray:

@@ -163,7 +163,7 @@ class Timeline:
         self.names = plane.event_names
         self.stat_ids = plane.stat_ids
         self._by_name: dict[str, list[int]] | None = None
-        self._where: dict[Any, Any] = {}
+        self._where: dict[Any, frozenset[int]] = {}
 
     def mids_where(self, predicate: Any) -> set[int]:
         """Metadata ids whose event name satisfies `predicate(name)`."""
@@ -176,13 +176,6 @@ class Timeline:
         if found is None:
             found = self._where[predicate] = frozenset(self.mids_where(predicate))
         return found
-
-    def once(self, key: Any, make: Any) -> Any:
-        """`make()`, made once per plane for `key`: a figure of this plane alone that
-        several analyses (or one analysis asked twice) read."""
-        if key not in self._where:
-            self._where[key] = make()
-        return self._where[key]
 
     def mids_named(self, *names: str) -> set[int]:
         """Metadata ids of events named exactly one of `names`: by a name index built on

@@ -25,7 +25,7 @@ import numpy as np
 from tfobs.analysis.calls import JAX_CALL
 from tfobs.analysis.gpu_idle import covered_ps
 from tfobs.analysis.python_time import union_rows
-from tfobs.analysis.timeline import Timeline
+from tfobs.analysis.timeline import Timeline, id_array, member
 from tfobs.summary import FunctionCalls, Steps
 
 # The threads of XLA's CPU runtime in a JAX process: PjRt's client pool and Eigen's.
@@ -138,13 +138,12 @@ def host_to_device_s(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.nda
     compute on a host-only capture."""
     if host is None or not begin_ps.size:
         return 0.0
-    mids = host.mids_named(*H2D_EVENTS)
-    if not mids:
+    ids = id_array(host.mids_named(*H2D_EVENTS))
+    if not ids.size:
         return 0.0
-    ids = np.fromiter(mids, np.int64, len(mids))
     rows = []
     for ld in host.lines:
-        at = np.flatnonzero(np.isin(ld.mid_arr, ids))
+        at = np.flatnonzero(member(ld.mid_arr, ids, ld.dense_top))
         if at.size:
             rows.append(np.stack([ld.start_arr[at] + ld.start_ps,
                                   ld.end_arr[at] + ld.start_ps], 1))
