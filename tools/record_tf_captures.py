@@ -713,6 +713,27 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         return ds.map(lambda xb, yb: (
             tf.ensure_shape(tf.py_function(slow, [xb], tf.float32), shape), yb))
 
+    def example_records(prefix: str, count: int, rows: int, features: int
+                        ) -> tuple[list[str], dict[str, Any]]:
+        """`count` TFRecord files (`<prefix>-<k>.tfrecord`, in the log folder, removed with
+        it) of `rows` tf.train.Example each: `features` random floats "x" and the first of
+        them as the label "y"; and the parse spec that reads them."""
+        folder = pathlib.Path(logdir) / "records"
+        folder.mkdir(exist_ok=True)
+        files = []
+        for f in range(count):
+            path = str(folder / f"{prefix}-{f}.tfrecord")
+            with tf.io.TFRecordWriter(path) as writer:
+                for row in rng.random((rows, features)).tolist():
+                    feat = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=row)),
+                            "y": tf.train.Feature(float_list=tf.train.FloatList(
+                                value=[row[0]]))}
+                    writer.write(tf.train.Example(features=tf.train.Features(
+                        feature=feat)).SerializeToString())
+            files.append(path)
+        return files, {"x": tf.io.FixedLenFeature((features,), tf.float32),
+                       "y": tf.io.FixedLenFeature((1,), tf.float32)}
+
     def sgd_loop(ds: Any, features: int, steps: int) -> None:
         """`mlp(features, 64)` trained by SGD on `ds`'s batches in a custom loop marked
         `train_root(i)`: `warm_then_profile`'s warm-up steps, then `steps` traced."""
@@ -2026,21 +2047,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
     elif case == "tfrecord_parse_parallel_map":
         params = {"files": 4, "records_per_file": 1024, "features": 96, "batch": 128,
                   "steps": 20}
-        folder = pathlib.Path(logdir) / "records"  # removed with the log folder
-        folder.mkdir(exist_ok=True)
-        files = []
-        for f in range(params["files"]):
-            path = str(folder / f"part-{f}.tfrecord")
-            with tf.io.TFRecordWriter(path) as writer:
-                for row in rng.random((params["records_per_file"], 96)).tolist():
-                    feat = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=row)),
-                            "y": tf.train.Feature(float_list=tf.train.FloatList(
-                                value=[row[0]]))}
-                    writer.write(tf.train.Example(features=tf.train.Features(
-                        feature=feat)).SerializeToString())
-            files.append(path)
-        spec = {"x": tf.io.FixedLenFeature((96,), tf.float32),
-                "y": tf.io.FixedLenFeature((1,), tf.float32)}
+        files, spec = example_records("part", params["files"], params["records_per_file"], 96)
         ds = (tf.data.TFRecordDataset(files).repeat().batch(params["batch"])
               .map(lambda r: (lambda d: (d["x"], d["y"]))(tf.io.parse_example(r, spec)),
                    num_parallel_calls=tf.data.AUTOTUNE)
@@ -2114,21 +2121,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
     elif case == "interleave_records_loop":
         params = {"files": 3, "records_per_file": 1500, "features": 48, "batch": 32,
                   "steps": 16}
-        folder = pathlib.Path(logdir) / "records"  # removed with the log folder
-        folder.mkdir(exist_ok=True)
-        files = []
-        for f in range(params["files"]):
-            path = str(folder / f"shard-{f}.tfrecord")
-            with tf.io.TFRecordWriter(path) as writer:
-                for row in rng.random((params["records_per_file"], 48)).tolist():
-                    feat = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=row)),
-                            "y": tf.train.Feature(float_list=tf.train.FloatList(
-                                value=[row[0]]))}
-                    writer.write(tf.train.Example(features=tf.train.Features(
-                        feature=feat)).SerializeToString())
-            files.append(path)
-        spec = {"x": tf.io.FixedLenFeature((48,), tf.float32),
-                "y": tf.io.FixedLenFeature((1,), tf.float32)}
+        files, spec = example_records("shard", params["files"], params["records_per_file"], 48)
         waves = tf.linspace(0.0, 1.0, 64)[None, :]
 
         def smooth(row: Any) -> Any:  # per-record feature work on tf.data's threads
