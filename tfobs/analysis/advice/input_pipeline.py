@@ -319,16 +319,14 @@ def _stalls(s: WindowSummary) -> str:
             or ip.prefetch_empty_s < CONCENTRATED_SHARE * waited
             or empty > max(1, int(FEW_STEPS * ip.prefetch_fetches))):
         return ""
-    if _bucketing(s):
-        return (f"the wait is a few stalls: {100 * min(1.0, ip.prefetch_empty_s / waited):.0f}"
-                f" % of it in {empty} of {ip.prefetch_fetches} fetches that found the prefetch "
-                f"buffer empty, the others finding a batch ready: {BUCKET_WAIT}; then: ")
+    cause = (f": {BUCKET_WAIT}" if _bucketing(s) else
+             " (a pipeline filling after a start: a new epoch's iterator, a shuffle buffer "
+             "refilling, a cache): keep one iterator across epochs (repeat() with "
+             "steps_per_epoch), shuffle after cache() or repeat() before shuffle, and judge "
+             "from a later window")
     return (f"the wait is a few stalls: {100 * min(1.0, ip.prefetch_empty_s / waited):.0f} % "
             f"of it in {empty} of {ip.prefetch_fetches} fetches that found the prefetch "
-            "buffer empty, the others finding a batch ready (a pipeline filling after a "
-            "start: a new epoch's iterator, a shuffle buffer refilling, a cache): keep one "
-            "iterator across epochs (repeat() with steps_per_epoch), shuffle after cache() "
-            "or repeat() before shuffle, and judge from a later window; then: ")
+            f"buffer empty, the others finding a batch ready{cause}; then: ")
 
 
 # The input wait is a few steps' where this share of it lies in at most FEW_STEPS of the
@@ -361,15 +359,13 @@ def _concentrated(s: WindowSummary) -> str:
     if rest_pct >= MODERATELY_INPUT_PCT:
         return ""
     nums = ", ".join(str(n) for n in sorted(items[j].step_num for j in order[:k].tolist()))
-    if _bucketing(s):
-        return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
-                f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their "
-                f"time: {BUCKET_WAIT}; then: ")
+    cause = (f": {BUCKET_WAIT}" if _bucketing(s) else
+             " (a pipeline filling after a start: a new epoch's iterator, a shuffle buffer, "
+             "a cache): keep one iterator across epochs (repeat() with steps_per_epoch), "
+             "prefetch, and judge from a later window")
     return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
-            f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their time "
-            "(a pipeline filling after a start: a new epoch's iterator, a shuffle buffer, a "
-            "cache): keep one iterator across epochs (repeat() with steps_per_epoch), "
-            "prefetch, and judge from a later window; then: ")
+            f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their "
+            f"time{cause}; then: ")
 
 
 # Bucketing (bucket_by_sequence_length, group_by_window) hands a batch over only when its
