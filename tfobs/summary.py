@@ -362,6 +362,11 @@ class InputPipeline:
     # input XProf counts as host compute.
     in_graph_loop_input_s: float = 0.0
     in_graph_loop_iterators_s: float = 0.0
+    # A loader that marks its own stages (grain: `_ipl_stage_*` stats), whose outermost
+    # stage inside a step XProf times as input: seconds per step the steps spent in those
+    # stages, and the stages' names (longest first, at most 3). 0 / () without one.
+    loader_input_s: float = 0.0
+    loader_stages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

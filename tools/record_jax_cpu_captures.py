@@ -166,6 +166,18 @@ CASES = {
                          "(save_interval_steps=4, asynchronous, its default): every fourth "
                          "step saves the weights (needs orbax-checkpoint beside JAX: "
                          "--jax-python of a venv that has it)",
+    "grain_threads_steps": "`StepTraceAnnotation(\"train\", step_num=i)` steps that each take "
+                           "the next batch of a grain pipeline (`MapDataset.range(4096)."
+                           "map(record).batch(64).to_iter_dataset(ReadOptions(num_threads=2, "
+                           "prefetch_buffer_size=2))`, a per-record numpy transform slower "
+                           "than the step) and run a jitted least-squares step on it: grain "
+                           "marks its stages (`_ipl_stage_*` stats), which XProf times as "
+                           "input (needs grain beside JAX: --jax-python of a venv that has "
+                           "it)",
+    "grain_workers_steps": "the same steps fed by `grain.DataLoader(worker_count=2)` (two "
+                           "worker processes running the per-record transform, then "
+                           "`Batch(64)`): the main thread's stages wait for the workers "
+                           "(needs grain beside JAX)",
     "tiny_steps_long": "3,000 steps of a tiny jitted update (a 16x16 matmul), each marked "
                        "`StepTraceAnnotation(\"train\", step_num=i)` and waited for: a long "
                        "window of small steps, as high-throughput jobs make (the speed "
@@ -266,6 +278,23 @@ elif case == "orbax_saves_steps":
     saves = ocp.CheckpointManager(tempfile.mkdtemp(prefix="tfobs-orbax-"),
                                   options=ocp.CheckpointManagerOptions(
                                       max_to_keep=2, save_interval_steps=4))
+elif case in ("grain_threads_steps", "grain_workers_steps"):
+    import grain, grain_job  # grain_job: the transform, importable by worker processes
+    from absl import flags
+    flags.FLAGS.mark_as_parsed()  # grain reads its flags; a -c script parses none
+    step = jax.jit(lambda w, x: w - 0.01 * x.T @ (x @ w) / x.shape[0])
+    w = jnp.zeros((256, 1))
+    if case == "grain_threads_steps":
+        batches = iter(grain.MapDataset.range(4096).map(grain_job.record).batch(64)
+                       .to_iter_dataset(grain.ReadOptions(num_threads=2,
+                                                          prefetch_buffer_size=2)))
+    else:
+        batches = iter(grain.DataLoader(
+            data_source=grain_job.Records(), worker_count=2,
+            sampler=grain.samplers.IndexSampler(num_records=4096, shuffle=False, seed=0,
+                                                num_epochs=None),
+            operations=[grain_job.Slow(), grain.transforms.Batch(64, drop_remainder=True)]))
+    x = next(batches)["x"]  # workers started, the first batch made before the trace
 elif case == "tiny_steps_long":
     step = jax.jit(lambda w, x: w - 0.001 * (x @ w))
     w, x = jnp.ones((16, 16)), jnp.ones((16, 16))
@@ -319,7 +348,8 @@ def mark(i):
                 "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",
                 "callback_on_xla_threads", "python_generator_between_steps",
                 "tiny_steps_long", "polling_thread_steps", "device_put_each_step",
-                "shape_buckets_steps", "orbax_saves_steps"):
+                "shape_buckets_steps", "orbax_saves_steps", "grain_threads_steps",
+                "grain_workers_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -363,6 +393,8 @@ def run(i):
             x = batches.get()
         if case in ("tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_no_tracer"):
             x = next(batches)
+        if case in ("grain_threads_steps", "grain_workers_steps"):
+            x = next(batches)["x"]
         if case == "rng_split_outside_jit":  # op by op, outside jit: JAX's Python dispatch
             global key
             key, sub = jax.random.split(key)
@@ -438,7 +470,37 @@ if case.startswith("tfdata_"):
     params["tensorflow"] = tf.__version__
 if case == "orbax_saves_steps":
     params["orbax_checkpoint"] = getattr(ocp, "__version__", "")
+if case.startswith("grain_"):
+    from importlib.metadata import version
+    params["grain"] = version("grain")
 print(json.dumps(params))
+"""
+
+
+# The grain cases' records and per-record transform (numpy, slower than the step).
+_GRAIN_JOB = """
+import grain
+import numpy as np
+
+
+def record(i):
+    v = np.random.default_rng(i).normal(size=256).astype("float32")
+    for _ in range(20):
+        v = np.tanh(v + np.sort(v)[::-1] * 0.01)
+    return {"x": v}
+
+
+class Records:
+    def __len__(self):
+        return 4096
+
+    def __getitem__(self, i):
+        return int(i)
+
+
+class Slow(grain.transforms.Map):
+    def map(self, element):
+        return record(element)
 """
 
 
@@ -449,6 +511,9 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={DEVICE_COUNTS[case]}"
         if case == "jitted_step_window_end":
             env["PYTHONPATH"] = str(ROOT)  # tfobs.capture.jax_profiler
+        if case.startswith("grain_"):  # the transform as a module grain's workers import
+            (pathlib.Path(logdir) / "grain_job.py").write_text(_GRAIN_JOB)
+            env["PYTHONPATH"] = logdir
         if case in WITH_TENSORFLOW:
             jax_python = sys.executable
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"

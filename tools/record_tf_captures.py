@@ -377,6 +377,13 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "16,384 sines per element -> batch(16) -> prefetch, under "
         "options.threading.private_threadpool_size = 1: the parallel calls share one thread; "
         "tfobs.step markers", {}),
+    "snapshot_read_loop": (
+        "custom loop over a dataset read back from Dataset.snapshot: from_tensor_slices of "
+        "4,096 rows of 256 -> a parallel map of 20 rounds of sin/cos per value -> "
+        "snapshot(path), written by one full pass before the window, then repeat() -> "
+        "batch(64) -> prefetch(2): the map does not run on read, the snapshot's own reader "
+        "(a parallel map over its SnapshotReader) reads one element at a time; tfobs.step "
+        "markers", {}),
     "filter_after_map_loop": (
         "custom loop over range() -> a parallel map making a 64-feature row from 4,096 sines "
         "per element -> filter() keeping one element in eight -> batch(16) -> prefetch: the "
@@ -2080,6 +2087,26 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         step = build_train_step(tf, mlp(64, 32), mse, keras.optimizers.SGD(0.01))
         it = iter(ds)
         warm_then_profile(lambda i: step(*next(it)), params["steps"], warm=4)
+    elif case == "snapshot_read_loop":
+        params = {"rows": 4096, "features": 256, "rounds": 20, "batch": 64, "steps": 16}
+        snap = tempfile.mkdtemp(prefix="tfobs-snapshot-")
+        x = rng.normal(size=(4096, 256)).astype("float32")
+
+        def heavy(row: Any, label: Any) -> Any:  # work the snapshot saves on read
+            for _ in range(20):
+                row = tf.sin(row) + tf.cos(row) * 0.5
+            return row, label
+
+        written = (tf.data.Dataset.from_tensor_slices((x, x[:, :1]))
+                   .map(heavy, num_parallel_calls=tf.data.AUTOTUNE).snapshot(snap))
+        for _ in written:  # the first full pass writes the snapshot, before the window
+            pass
+        params["snapshot_bytes"] = sum(p.stat().st_size for p in pathlib.Path(snap).rglob("*")
+                                       if p.is_file())
+        it = iter(written.repeat().batch(64).prefetch(2))
+        step = build_train_step(tf, mlp(256, 256), mse, keras.optimizers.SGD(0.01))
+        warm_then_profile(lambda i: step(*next(it)), params["steps"], warm=4)
+        shutil.rmtree(snap, ignore_errors=True)
     elif case == "filter_after_map_loop":
         params = {"keep_one_in": 8, "batch": 16, "sines": 4096, "steps": 14}
         grid = tf.linspace(0.0, 1.0, 4096)

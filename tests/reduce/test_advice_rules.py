@@ -811,6 +811,21 @@ def test_memory_fragmentation_from_summary() -> None:
     a = next(a for a in advise(_memory(base, fragmentation_ratio=0.7))
              if a.code == "memory_fragmentation")
     assert a.evidence["fragmentation"] == pytest.approx(0.7)
+    assert "TF_GPU_ALLOCATOR" in a.fix  # a GPU's allocator (GPU_0_bfc)
+
+
+def test_a_small_host_heap_is_never_called_fragmented() -> None:
+    """A CPU job's allocator (Keras fit with jit_compile read 12 MB of 25 GB, 56 %
+    fragmented at its peak): nothing to run short of. The same share on a heap of 2 GiB
+    is named, with a host allocator's fix (a host allocator named for the GPU it serves)."""
+    base = summary("generated__tf2.21cpu__xla_fit")
+    m = base.memory[0]
+    assert m.allocator == "bfc_cpu_allocator_for_gpu" and m.capacity_bytes > 2**33
+    small = _memory(base, fragmentation_ratio=0.56, peak_bytes=12 << 20)
+    assert not fired(small, "memory_fragmentation")
+    a = next(a for a in advise(_memory(base, fragmentation_ratio=0.56, peak_bytes=2 << 30))
+             if a.code == "memory_fragmentation")
+    assert "TF_GPU_ALLOCATOR" not in a.fix and a.fix.startswith("allocate large")
 
 
 # --- multi-device ---------------------------------------------------------------------------
@@ -1825,6 +1840,24 @@ def test_a_filter_that_drops_most_of_a_maps_work_is_named() -> None:
     a = one(s, "tfdata_slowest_stage")
     assert f"a filter that keeps {filt.count} of {made} elements" in a.message
     assert a.fix == FILTER_FIX
+
+
+def test_a_snapshots_own_reader_is_not_taken_for_the_jobs_map() -> None:
+    """map -> snapshot, written before the window and read in it: the slowest stage is the
+    parallel map over the snapshot's SnapshotReader (the snapshot's own reading), not the
+    job's map, which does not run on read; the fix is the snapshot's, not vectorizing."""
+    from tfobs.analysis.advice.input_pipeline import SNAPSHOT_FIX
+
+    s = summary("generated__tf2.21cpu__snapshot_read_loop")
+    slow = s.input_pipeline.slowest_stage
+    assert slow is not None and slow.name.endswith("ParallelMapV2")
+    assert any(st.name.startswith(slow.name + "::SnapshotReader")
+               for st in s.input_pipeline.stages)
+    a = one(s, "tfdata_slowest_stage")
+    assert "the snapshot's own reader" in a.message and a.fix == SNAPSHOT_FIX
+    # A map of the job's own, with no snapshot under it, keeps the generic fix.
+    plain = summary("generated__tf2.21cpu__parallel_map_slow_fit")
+    assert all(SNAPSHOT_FIX != x.fix for x in plain.advice)
 
 
 def test_a_filter_that_keeps_most_of_its_input_is_not_named() -> None:

@@ -9,13 +9,14 @@ damaged bytes (same values, or the same one-line error), and loop by loop.
 from __future__ import annotations
 
 import pathlib
+import types
 
 import numpy as np
 import pytest
 
 from tests.conftest import capture_paths, fidelity_capture_paths
 from tests.reduce.test_fast_paths import _random_stats_space, _varint
-from tfobs.analysis import breakdown, ops, steps
+from tfobs.analysis import breakdown, ops, python_time, steps
 from tfobs.analysis.pipeline import reduce_xspace
 from tfobs.analysis.timeline import Timeline, int_stats_at
 from tfobs.errors import CaptureError
@@ -441,3 +442,52 @@ def test_op_nesting_leaves_overflowing_sums_to_python() -> None:
     ends = np.array([far, 0, far], np.int64)
     assert ops.op_nesting(starts, ends) is None
     assert ops._nesting(starts.tolist(), ends.tolist())[1][0] == 2 * far - 1
+
+
+def _spans(rng: np.random.Generator, count: int) -> np.ndarray:
+    """Merged (begin, end) rows, sorted and disjoint (touching ones and instants too)."""
+    cuts = np.sort(rng.integers(-50, 6000, 2 * count)).astype(np.int64)
+    return cuts.reshape(-1, 2)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_stretches_equal_numpy(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python thread's stretches (`_wire.stretches`): nested and overlapping events,
+    instants, equal starts, one to three regions and busy time that may be empty; the
+    same stretches, owners and region flags as the numpy cut-and-sort."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    start = np.sort(rng.integers(0, 5000, n)).astype(np.int64)
+    end = start + np.where(rng.random(n) < 0.1, 0, rng.integers(0, 900, n))
+    line = types.SimpleNamespace(start_arr=start - 7, end_arr=end - 7, start_ps=7)
+    regions = [_spans(rng, int(rng.integers(0, 40))) for _ in range(int(rng.integers(1, 4)))]
+    busy = _spans(rng, int(rng.integers(0, 30)))
+    got = python_time._stretches(line, regions, busy)  # type: ignore[arg-type]
+    want = _without_walks(monkeypatch, lambda: python_time._stretches(
+        line, regions, busy))  # type: ignore[arg-type]
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert [g.tolist() for g in got[2]] == [w.tolist() for w in want[2]]
+    assert got[3].tolist() == want[3].tolist()
+
+
+def test_stretches_leave_events_ending_before_they_start_to_numpy() -> None:
+    start, end = np.array([0, 5], np.int64), np.array([10, 3], np.int64)
+    rows = np.array([[0, 20]], np.int64)
+    assert python_time._compiled_stretches(start, end, [rows], rows[:0]) is None
+    line = types.SimpleNamespace(start_arr=start, end_arr=end, start_ps=0)
+    lo, hi, inside, owner = python_time._stretches(line, [rows], rows[:0])  # type: ignore
+    assert (lo.tolist(), hi.tolist(), owner.tolist()) == (
+        [0, 3, 5, 10], [3, 5, 10, 20], [0, 0, 0, -1])
+
+
+def test_stretches_refuse_outputs_too_short_for_every_cut() -> None:
+    from tfobs.xspace import _wire
+
+    two, offs = np.array([0, 5], np.int64), np.array([0, 2, 2], np.int64)
+    short = np.zeros(5, np.int64)  # 2 events and 2 bounds cut up to 6 times
+    with pytest.raises(ValueError, match="stretches"):
+        _wire.stretches(two, two, two, offs, short, short.copy(), short.copy(),
+                        np.zeros(6, np.uint8))
+    with pytest.raises(ValueError, match="stretches"):  # no region beside the busy set
+        _wire.stretches(two, two, two, np.array([0, 2], np.int64), *(np.zeros(6, np.int64)
+                        for _ in range(3)), np.zeros(6, np.uint8))

@@ -150,8 +150,12 @@ def test_the_advice_reads_the_reductions_step_sums_and_keeps_no_window_alive() -
     ref = rule._LAST[0]
     assert ref is not None and ref() is s.steps
     cached = rule._step_sums(s.steps)
-    rule._LAST = (None, 0.0, {})  # recomputed step by step
+    column = rule.step_seconds(s.steps, "input")  # the reduction's own array
+    assert rule._LAST[3] is not None
+    rule._LAST = (None, 0.0, {}, None)  # recomputed step by step
     assert rule._step_sums(s.steps) == cached
+    assert column.tolist() == [st.breakdown_s["input"] for st in s.steps.items]
+    assert rule.step_seconds(s.steps, "input").tolist() == column.tolist()
     items = weakref.ref(s.steps)
     del s, ref
     gc.collect()

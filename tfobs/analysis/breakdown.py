@@ -359,6 +359,40 @@ def _hold_sticky_types(current: np.ndarray, start: np.ndarray, typ: np.ndarray,
     rise = np.flatnonzero(cand_typ > in_force)
     cand, cand_typ, release = cand[rise], cand_typ[rise], release[rise]
     in_force, new_group = in_force[rise], new_group[rise]
+    if not cand.size:
+        return
+    # Each candidate sees the stretch the one before it began, if that still holds. Where
+    # every candidate begins one (the usual case: one per step), that is read off the
+    # columns; otherwise the candidates go one at a time.
+    held_before = ~new_group[1:] & (cand[1:] - 1 < release[:-1])
+    before = in_force.copy()
+    before[1:] = np.where(held_before, np.maximum(in_force[1:], cand_typ[:-1]), in_force[1:])
+    if (cand_typ > before).all():
+        cs, rs, ts = cand, release, cand_typ
+    else:
+        cs, rs, ts = _sticky_one_by_one(cand, cand_typ, release, in_force, new_group)
+        if not cs.size:
+            return
+    if (rs[1:] < rs[:-1]).any():  # not nested in order: one stretch at a time
+        for c, r, t in zip(cs.tolist(), rs.tolist(), ts.tolist(), strict=True):
+            np.maximum(current[c:r], t, out=current[c:r])
+        return
+    # A later stretch starts higher and ends no earlier (a start that releases the earlier
+    # type releases it too): at each bound the last stretch begun, if it still holds, is
+    # the highest.
+    lo, hi = int(cs[0]), int(rs[-1])
+    last = np.full(hi - lo, -1, np.int64)
+    last[cs - lo] = np.arange(cs.size)  # the stretches' starts are distinct bounds
+    k = np.maximum.accumulate(last)
+    held = np.where(np.arange(lo, hi) < rs[k], ts[k], 0)
+    np.maximum(current[lo:hi], held.astype(current.dtype), out=current[lo:hi])
+
+
+def _sticky_one_by_one(cand: np.ndarray, cand_typ: np.ndarray, release: np.ndarray,
+                       in_force: np.ndarray, new_group: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sticky stretches (start, release, type) as the reference sweep finds them, one
+    candidate at a time (`_hold_sticky_types`)."""
     held_type, held_until = 0, -1
     stretches: list[tuple[int, int, int]] = []
     for c, t, r, before, fresh in zip(cand.tolist(), cand_typ.tolist(), release.tolist(),
@@ -370,19 +404,10 @@ def _hold_sticky_types(current: np.ndarray, start: np.ndarray, typ: np.ndarray,
         held_type, held_until = t, r
         stretches.append((c, r, t))
     if not stretches:
-        return
+        none = np.zeros(0, np.int64)
+        return none, none, none
     cs, rs, ts = (np.array(col, np.int64) for col in zip(*stretches, strict=True))
-    if (rs[1:] < rs[:-1]).any():  # not nested in order: one stretch at a time
-        for c, r, t in stretches:
-            np.maximum(current[c:r], t, out=current[c:r])
-        return
-    # A later stretch starts higher and ends no earlier (a start that releases the earlier
-    # type releases it too): at each bound the last stretch begun, if it still holds, is
-    # the highest.
-    lo, hi = int(cs[0]), int(rs[-1])
-    k = np.searchsorted(cs, np.arange(lo, hi), side="right") - 1
-    held = np.where(np.arange(lo, hi) < rs[k], ts[k], 0)
-    np.maximum(current[lo:hi], held.astype(current.dtype), out=current[lo:hi])
+    return cs, rs, ts
 
 
 def _small_types(typ: np.ndarray) -> np.ndarray | None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from tfobs.analysis.eventtypes import DATASET, parse_tf_op
 from tfobs.analysis.gpu_idle import merge
+from tfobs.analysis.input_stages import INPUT_CATEGORIES
 from tfobs.analysis.ops import OpAgg
 from tfobs.analysis.python_time import TFDATA_NEXT_EVENT, holds_markers
 from tfobs.analysis.timeline import (
@@ -42,6 +43,8 @@ KINDS = INPUT_KINDS  # the kinds are defined in summary.py
 
 def kind_of(op: OpAgg) -> str | None:
     # tf.data's stages first: a window may hold thousands of them (a window() per element).
+    if op.stage:  # a loader's stage: its category says (`input_stages.INPUT_CATEGORIES`)
+        return INPUT_CATEGORIES.get(op.op_type.lower())
     if op.op_type == DATASET:
         if op.name.endswith(_FILE_SOURCES):
             return "advanced_file_read" if any(a in op.name for a in _ADVANCED) else (
@@ -61,7 +64,7 @@ _XPROF_INPUT_TYPES = ("enqueue", "read", "preprocessing", "unknown")
 def xprof_only_input(host_ops: dict[str, OpAgg]) -> tuple[float, tuple[str, ...]]:
     """(window self seconds, names) of the ops XProf counts as input by type alone."""
     rows = [op for op in host_ops.values()
-            if kind_of(op) is None and op.op_type.lower() in _XPROF_INPUT_TYPES]
+            if not op.stage and kind_of(op) is None and op.op_type.lower() in _XPROF_INPUT_TYPES]
     rows.sort(key=lambda op: (-op.self_ps, op.name))
     return (sum(op.self_ps for op in rows) / 1e12,
             tuple(f"{op.name}:{op.op_type}" for op in rows))

@@ -21,6 +21,7 @@ import numpy as np
 from tfobs.analysis.device_events import GPU_PLANE_PREFIX, PlaneTable
 from tfobs.analysis.eventtypes import DATASET, JAX_OP_TYPE, derive_op_type, parse_tf_op
 from tfobs.analysis.gpu_idle import merge
+from tfobs.analysis.input_stages import stage_ops
 from tfobs.analysis.timeline import (
     LineData,
     Timeline,
@@ -45,6 +46,8 @@ class OpAgg:
     count: int = 0
     self_ps: int = 0
     total_ps: int = 0
+    # A loader's input pipeline stage (`input_stages`): op_type is its category.
+    stage: bool = False
 
     def stat(self) -> OpStat:
         return OpStat(self.name, self.op_type, self.on_device, self.count,
@@ -56,28 +59,44 @@ def is_host_op(name: str) -> bool:
 
 
 def host_op_metrics(host: Timeline | None) -> dict[str, OpAgg]:
-    """{op name: aggregate} for the host plane."""
+    """{op name: aggregate} for the host plane (a loader's stages: one row per stage object,
+    keyed `name` NUL `stage id`)."""
     out: dict[str, OpAgg] = {}
     if host is None:
         return out
     op_mids = id_array([mid for mid, n in host.names.items() if is_host_op(n)])
+    stages = stage_ops(host)
+    # Stage ops are keyed past every metadata id (`_add` reads them from `stage_rows`).
+    first_key = max(host.names, default=0) + 1
+    stage_rows = ({first_key + k: row for k, row in enumerate(
+        zip(stages.names, stages.categories, stages.ids, strict=True))} if stages else {})
     closed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per thread, close order
-    for ld in host.lines:
-        pos = np.flatnonzero(member(ld.mid_arr, op_mids, ld.dense_top))
+    for li, ld in enumerate(host.lines):
+        is_op = member(ld.mid_arr, op_mids, ld.dense_top)
+        keys = ld.mid_arr
+        if stages is not None and li in stages.lines:
+            # An event with a stage id is an op by its stage alone, never by its name.
+            at, key = stages.lines[li]
+            is_op = is_op.copy()
+            is_op[stages.untaken[li]] = False
+            is_op[at] = True
+            keys = keys.copy()
+            keys[at] = first_key + key
+        pos = np.flatnonzero(is_op)
         if not pos.size:
             continue
         done, dur, self_ps = self_times(ld.start_arr[pos], ld.end_arr[pos])
-        closed.append((ld.mid_arr[pos[done]], dur, self_ps))
+        closed.append((keys[pos[done]], dur, self_ps))
     if not closed:
         return out
     # Every thread at once (names still in order of first appearance, thread by thread)
     # where the sums fit int64 together, as they do but in corrupt captures.
     mids, dur, self_ps = (np.concatenate(c) for c in zip(*closed, strict=True))
     if sums_fit(dur):
-        _add(out, host.names, mids, dur, self_ps)
+        _add(out, host.names, mids, dur, self_ps, stage_rows)
     else:
         for thread in closed:
-            _add(out, host.names, *thread)
+            _add(out, host.names, *thread, stage_rows)
     return out
 
 
@@ -173,9 +192,11 @@ def _nesting_laminar(starts: np.ndarray, ends: np.ndarray) -> tuple[Any, Any] | 
 
 
 def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np.ndarray,
-         self_ps: np.ndarray) -> None:
+         self_ps: np.ndarray, stage_rows: dict[int, tuple[str, str, int]] | None = None
+         ) -> None:
     """Add closed ops to `out`, per name in order of first appearance (their sums known
-    to fit int64: `sums_fit`)."""
+    to fit int64: `sums_fit`); `stage_rows`: key -> (name, category, stage id) of the
+    loader's stages among `mids`."""
     unique, first, inverse = np.unique(mids, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
     total = np.zeros(unique.size, np.int64)
@@ -187,10 +208,17 @@ def _add(out: dict[str, OpAgg], names: dict[int, str], mids: np.ndarray, dur: np
     # As Python ints in one conversion each (indexing numpy scalars one by one is slow).
     for mid, n, tot, own in zip(unique[order].tolist(), count[order].tolist(),
                                 total[order].tolist(), self_sum[order].tolist(), strict=True):
-        op = parse_tf_op(names[mid])
-        agg = out.get(op.name)  # XProf keys its host op table by op name
-        if agg is None:
-            agg = out[op.name] = OpAgg(op.name, op.type, False)
+        stage = stage_rows.get(mid) if stage_rows else None
+        if stage is not None:  # XProf keys a stage's row by its stage id
+            key = f"{stage[0]}\x00{stage[2]}"
+            agg = out.get(key)
+            if agg is None:
+                agg = out[key] = OpAgg(stage[0], stage[1], False, stage=True)
+        else:
+            op = parse_tf_op(names[mid])
+            agg = out.get(op.name)  # XProf keys its host op table by op name
+            if agg is None:
+                agg = out[op.name] = OpAgg(op.name, op.type, False)
         agg.count += n
         agg.total_ps += tot
         agg.self_ps += own

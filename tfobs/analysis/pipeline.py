@@ -31,6 +31,7 @@ from tfobs.analysis.eager import (
 )
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merged_spans
+from tfobs.analysis.input_stages import loader_wait
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.pauses import longest_pause
@@ -176,8 +177,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     # get_next_as_optional (`while/body/.../OptionalGetValue`), in one call, one step here.
     batches = sum(a.count for name, a in host_ops.items()
                   if name.endswith("OptionalGetValue") and "while/" in name)
+    # The stride is read only where batches outnumber the steps (a sort of every step).
     several = several_batches_note(batches, len(found.groups), _usual_stride(steps),
-                                   steps.mean_s) if steps.count else ""
+                                   steps.mean_s) if steps.count and batches else ""
     if several:
         steps = dataclasses.replace(steps, note="; ".join(n for n in (steps.note, several) if n))
     h2d_s = (types_total.get(et.HOST_TO_DEVICE, 0) + types_total.get(et.DEVICE_WAIT_HOST, 0)
@@ -249,8 +251,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     saving = checkpoint_steps(host, write_starts, (kept.begin_ps, kept.end_ps, _column(
         kept, "other")), group_spans) if writes and kept.groups else CheckpointSteps()
     summaries_s = summary_writes(host, host_ops)
-    remember_step_sums(steps, total_step_s, sums)
+    remember_step_sums(steps, total_step_s, sums, kept.seconds_array)
     pool = input_pipeline.pool_threads(host, duration_s) if stages else (0, 0.0, 0.0)
+    loader = loader_wait(host, spans.columns.begin, spans.columns.end, found.root_lines)
     return with_advice(WindowSummary(
         start_ns=start_ns,
         duration_s=duration_s,
@@ -284,6 +287,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             pool_threads=pool[0],
             pool_busy=pool[1],
             pool_busy_s=pool[2],
+            loader_input_s=_per_step(loader[0], steps.count),
+            loader_stages=loader[1],
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,

@@ -30,6 +30,7 @@ import numpy as np
 
 from tfobs.analysis.eager import GRAPH_BUILDING, JAX_COMPILES, JAX_LOWERING
 from tfobs.analysis.gpu_idle import covered_ps, merge, merged_spans
+from tfobs.analysis.input_stages import stage_spans
 from tfobs.analysis.timeline import (
     DENSE_IDS,
     LineData,
@@ -92,7 +93,11 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
     best: list[tuple[int, np.ndarray, np.ndarray, int, int]] = [
         (0, py[:0], py[:0], 0, 0)] * len(regions)
     for ld in marking or lines:
-        found = _innermost_python_in(ld, py, rows, compiled_work(host, py, ld))
+        # A loader's outermost input stages are input wait to XProf, not host compute.
+        busy = compiled_work(host, py, ld)
+        if (stages := stage_spans(host, ld)).size:
+            busy = union_rows(np.concatenate([busy, stages]))
+        found = _innermost_python_in(ld, py, rows, busy)
         for r, (mids, ps, lo) in enumerate(found):
             total = int(ps.sum())
             if total > best[r][0]:
@@ -447,6 +452,9 @@ def _stretches(ld: LineData, regions: list[np.ndarray], busy: np.ndarray
     start."""
     start = ld.start_arr + ld.start_ps
     end = ld.end_arr + ld.start_ps
+    compiled = _compiled_stretches(start, end, regions, busy)
+    if compiled is not None:
+        return compiled
     cuts = unique(np.concatenate([start, end, *(r.ravel() for r in regions), busy.ravel()]))
     lo, hi = cuts[:-1], cuts[1:]
     inside = [_inside(lo, r) for r in regions]
@@ -455,6 +463,30 @@ def _stretches(ld: LineData, regions: list[np.ndarray], busy: np.ndarray
         keep &= ~_inside(lo, busy)
     at = np.flatnonzero(keep)
     return lo[at], hi[at], [m[at] for m in inside], _last_open(start, end, lo[at])
+
+
+def _compiled_stretches(start: np.ndarray, end: np.ndarray, regions: list[np.ndarray],
+                        busy: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray] | None:
+    """`_stretches` by the compiled sweep (`_wire.stretches`: no sort of every bound, which
+    a long window's Python thread of tens of thousands of events pays); None where it is
+    not built or the events are laid out otherwise (one ending before it starts)."""
+    lib = wire()
+    if lib is None or not 1 <= len(regions) < 64:
+        return None
+    sets = [*(np.ascontiguousarray(r, np.int64).ravel() for r in regions),
+            np.ascontiguousarray(busy, np.int64).ravel()]
+    offs = np.zeros(len(sets) + 1, np.int64)
+    offs[1:] = np.cumsum([s.size for s in sets])
+    size = 2 * start.size + int(offs[-1])
+    lo, hi, owner = (np.empty(size, np.int64) for _ in range(3))
+    flags = np.empty((len(regions), size), np.uint8)
+    count = lib.stretches(np.ascontiguousarray(start, np.int64),
+                          np.ascontiguousarray(end, np.int64), np.concatenate(sets), offs,
+                          lo, hi, owner, flags)
+    if count < 0:
+        return None
+    return lo[:count], hi[:count], [f[:count].view(bool) for f in flags], owner[:count]
 
 
 def _inside(at: np.ndarray, spans: np.ndarray) -> np.ndarray:

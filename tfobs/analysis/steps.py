@@ -19,6 +19,7 @@ from typing import TypeVar, overload
 import numpy as np
 
 from tfobs.analysis import eventtypes as et
+from tfobs.analysis.input_stages import root_stages, stage_mids
 from tfobs.analysis.step_notes import (
     TF_LOOP_NOTE,
     nested_markers_note,
@@ -288,7 +289,7 @@ class _Grouper:
         process = id_array(host.mids_named("ExecutorState::Process"))
         get_next = id_array(host.mids_named(*_GET_NEXT_OPS))
         tf_data = id_array(host.mids_named(*_TF_DATA_FUNCTIONS))
-        linking = unique(np.concatenate((id_array(ctx), get_next, tf_data)))
+        linking = unique(np.concatenate((id_array(ctx), get_next, tf_data, stage_mids(host))))
         chosen = [(li, np.flatnonzero(member(ld.mid_arr, linking, ld.dense_top)))
                   for li, ld in enumerate(host.lines)]
         chosen = [(li, at) for li, at in chosen if at.size]
@@ -645,12 +646,13 @@ def _making_steps(roots: _Roots, root_group: np.ndarray) -> np.ndarray:
 
 def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int],
                          root_group: np.ndarray, m_group: np.ndarray, m_line: np.ndarray,
-                         m_pos: np.ndarray
+                         m_pos: np.ndarray, waits: np.ndarray | None = None
                          ) -> tuple[StepGroups, Members, tuple[np.ndarray, np.ndarray],
                                     Typed | None]:
     """The steps of a compiled walk, their members (`member_events`' columns), each step's
     own root left out, their spans (begin_ps, end_ps) and their typed events
-    (`_add_typed_events`), straight from the walk's columns."""
+    (`_add_typed_events`; `waits`: `input_stages.root_stages`), straight from the walk's
+    columns."""
     step_of_group = np.full(int(root_group.max(initial=-1)) + 1, -1, np.int64)
     picked = np.flatnonzero(_making_steps(roots, root_group))
     nums, markers = roots.num, roots.name
@@ -672,8 +674,9 @@ def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int
 
     if not nums or not m_group.size:
         return steps(None), ([], _NONE, _NONE, _NONE), spans, None
-    fast = _compiled_members(host, mids_type, (m_group, m_line, m_pos), step_of_group,
-                             (root_line, root_pos))
+    # A loader's stages are typed event by event (the compiled pass types by name).
+    fast = None if waits is not None else _compiled_members(
+        host, mids_type, (m_group, m_line, m_pos), step_of_group, (root_line, root_pos))
     if fast is not None:
         members, typed = fast
         return steps(typed), members, spans, typed
@@ -693,7 +696,7 @@ def _groups_from_columns(host: Timeline, roots: _Roots, mids_type: dict[int, int
     lds = [host.lines[li] for li in used.tolist()]
     line = number[m_line]
     members = (lds, k, line, plane_indices(lds, line, m_pos))
-    typed = _typed_events(host, mids_type, members)
+    typed = _typed_events(host, mids_type, members, waits)
     return steps(typed), members, spans, typed
 
 
@@ -743,14 +746,15 @@ def _first_seen(values: np.ndarray, size: int) -> np.ndarray:
 
 
 def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[int, int],
-                      members: Members | None = None) -> tuple[Members, Typed | None]:
+                      members: Members | None = None, waits: np.ndarray | None = None
+                      ) -> tuple[Members, Typed | None]:
     """Each group's members with a CPU event type (`mids_type`), as one chunk (type,
     absolute begin, absolute end) in member order: every group in one pass over the
     members of all, read from the plane's columns. Returns `member_events(groups)` (or the
     `members` given) and the chunks as one set of columns (type, begin, end, group)."""
     if members is None:
         members = member_events(groups)
-    typed = _typed_events(host, mids_type, members)
+    typed = _typed_events(host, mids_type, members, waits)
     if typed is not None:
         bounds = np.searchsorted(typed[3], np.arange(len(groups) + 1)).tolist()
         for g, lo, hi in zip(groups, bounds, bounds[1:], strict=False):
@@ -758,15 +762,19 @@ def _add_typed_events(host: Timeline, groups: list[StepGroup], mids_type: dict[i
     return members, typed
 
 
-def _typed_events(host: Timeline, mids_type: dict[int, int], members: Members
-                  ) -> Typed | None:
+def _typed_events(host: Timeline, mids_type: dict[int, int], members: Members,
+                  waits: np.ndarray | None = None) -> Typed | None:
     """The members with a CPU event type as columns (type, begin, end, group); None
-    where there is no member."""
+    where there is no member. `waits`: per plane event, a loader's outermost input stage
+    (`input_stages.root_stages`), which XProf types as input wait where it would be host
+    compute."""
     lds, group, line, flat = members
     if not lds:
         return None
     cols = host.columns
     etype = lookup(cols.mid[flat], mids_type, -1)  # -1: not a CPU event type
+    if waits is not None:
+        etype[(etype == et.HOST_COMPUTE) & waits[flat]] = et.HOST_WAIT_INPUT
     typed = np.flatnonzero(etype >= 0)
     flat, line, group, etype = flat[typed], line[typed], group[typed], etype[typed]
     begin = cols.offset[flat] + np.array([ld.start_ps for ld in lds], np.int64)[line]
@@ -897,7 +905,7 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     line_of, pos = _positions(host, flat)
     stat_ids = {ids[k]: k for k in ("step_num", "iter_num") if k in ids}
     nums = int_stats_at(host, flat, stat_ids)
-    num = np.full(flat.size, None, object)  # None: no integer step number
+    num = np.zeros(flat.size, np.int64)  # where `numbered`: the root's integer step number
     numbered = np.zeros(flat.size, bool)
     for key in ("step_num", "iter_num"):  # iter_num wins, as XProf's group name reads it
         if key in nums:
@@ -927,19 +935,24 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
                             strict=True))
     # Read numbers only where every odd marker holds one: numbers by place beside read
     # ones would repeat.
-    if held and None not in held.values():
-        for k, number in held.items():
-            num[k] = number
-        read = len(held)
+    if not (held and None not in held.values()):
+        held = {}
+    read = len(held)
     # In XProf's order (higher root levels first, then by time): one sort of the columns,
     # not of thousands of tuples (line and position make every key distinct).
     order = np.lexsort((pos, line_of, start, -level))
     if order.size > MAX_STEPS:
         order = order[:MAX_STEPS]
     # A root without a step number takes its place in the order, as XProf numbers it.
-    step_nums = [j if k is None else k for j, k in enumerate(num[order].tolist())]
+    step_nums = np.where(numbered[order], num[order], np.arange(order.size)).tolist()
+    if held:  # read numbers may pass int64: set as Python ints
+        place = np.full(flat.size, -1, np.int64)
+        place[order] = np.arange(order.size)
+        for k, number in held.items():
+            if place[k] >= 0:
+                step_nums[place[k]] = number
     return _Roots(line_of[order], pos[order], step_nums,
-                  [names[m] for m in mid[order].tolist()], odd, read), unrooted
+                  list(map(names.__getitem__, mid[order].tolist())), odd, read), unrooted
 
 
 def _as_int64(values: np.ndarray) -> np.ndarray:
@@ -1027,6 +1040,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         return FoundSteps("none", [], note, unrooted_markers=unrooted.count,
                           unrooted_name=unrooted.name)
     grouper = _Grouper(host)
+    waits = root_stages(host)
     mids_type = {mid: t for mid, name in host.names.items()
                  if (t := et.classify_cpu(name, has_device)) is not None}
     groups: Sequence[StepGroup]
@@ -1035,7 +1049,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     # but make no step.
     flat_walk = grouper.walk_flat(roots.line, roots.pos)
     if flat_walk is not None:  # compiled: members as columns, no per-step lists
-        groups, read, spans, typed = _groups_from_columns(host, roots, mids_type, *flat_walk)
+        groups, read, spans, typed = _groups_from_columns(host, roots, mids_type, *flat_walk,
+                                                          waits=waits)
         taken = [roots.name[k] for k in np.flatnonzero(flat_walk[0] < 0).tolist()]
         group_lines = roots.line[_making_steps(roots, flat_walk[0])]
     else:
@@ -1060,7 +1075,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
             made_lines.append(li)
         groups = built
         group_lines = np.array(made_lines, np.int64)
-        read, typed = _add_typed_events(host, built, mids_type)
+        read, typed = _add_typed_events(host, built, mids_type, waits=waits)
     note = ""
     if method == "inferred":
         note = (
@@ -1088,7 +1103,7 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
                       spans=spans, root_lines=tuple(np.unique(roots.line).tolist()),
                       group_lines=group_lines,
-                      remote_call_roots=sum(n in REMOTE_CALL_ROOTS for n in roots.name))
+                      remote_call_roots=sum(map(roots.name.count, REMOTE_CALL_ROOTS)))
 
 
 def link_codes(high: np.ndarray, low: np.ndarray, consumer: np.ndarray

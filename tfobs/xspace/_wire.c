@@ -1249,6 +1249,166 @@ static PyObject *w_last_open(PyObject *self, PyObject *args)
     return PyBool_FromLong(ok);
 }
 
+/* Pop the least end of the binary min-heap (end, idx) of `n` entries; returns the new size. */
+static Py_ssize_t heap_pop(int64_t *hend, int64_t *hidx, Py_ssize_t n)
+{
+    n--;
+    int64_t e = hend[n], x = hidx[n];
+    Py_ssize_t i = 0;
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && hend[c + 1] < hend[c])
+            c++;
+        if (hend[c] >= e)
+            break;
+        hend[i] = hend[c];
+        hidx[i] = hidx[c];
+        i = c;
+    }
+    hend[i] = e;
+    hidx[i] = x;
+    return n;
+}
+
+static void heap_push(int64_t *hend, int64_t *hidx, Py_ssize_t n, int64_t e, int64_t x)
+{
+    Py_ssize_t i = n;
+    while (i) {
+        Py_ssize_t up = (i - 1) / 2;
+        if (hend[up] <= e)
+            break;
+        hend[i] = hend[up];
+        hidx[i] = hidx[up];
+        i = up;
+    }
+    hend[i] = e;
+    hidx[i] = x;
+}
+
+/* stretches(start, end, bounds, offs, lo, hi, owner, flags) -> int: one thread's events
+ * (`start` sorted, each ending at or after its start) and span sets (set k's merged
+ * (begin, end) rows flattened at bounds[offs[k]:offs[k + 1]]; the last set is the busy
+ * time, the others the regions) cut into stretches between consecutive distinct times of
+ * all of them (python_time._stretches): each stretch lying in some region and outside
+ * the busy time, in time order, with its start, end, the last-begun event still open at
+ * its start (-1: none) and whether it lies in each region (flags[k * M + q], M the
+ * outputs' length, at least 2 * events + bounds). One sweep: starts in order, ends from a
+ * heap of the begun events, each set's bounds by a pointer (inside = odd count passed).
+ * The count written; -1 when the input is laid out otherwise (the numpy code decides). */
+static PyObject *w_stretches(PyObject *self, PyObject *args)
+{
+    static const struct arg spec[] = {
+        {"start", 8, 0, DIM(1), 0},
+        {"end", 8, 0, DIM(1), 0},
+        {"bounds", 8, 0, DIM(2), 0},
+        {"offs", 8, 0, DIM(3), 0},
+        {"lo", 8, 1, DIM(4), 0},
+        {"hi", 8, 1, DIM(4), 0},
+        {"owner", 8, 1, DIM(4), 0},
+        {"flags", 1, 1, ANY, 0},
+    };
+    Py_buffer v[NARGS(spec)];
+    Py_ssize_t dims[NDIMS];
+    if (take_all(args, spec, NARGS(spec), v, dims))
+        return NULL;
+    const int64_t *start = v[0].buf, *end = v[1].buf, *bounds = v[2].buf, *offs = v[3].buf;
+    int64_t *lo = v[4].buf, *hi = v[5].buf, *owner = v[6].buf;
+    uint8_t *flags = v[7].buf;
+    Py_ssize_t n = dims[1], nb = dims[2], sets = dims[3] - 1, m = dims[4];
+    if (sets < 2 || sets > 64 || m < 2 * n + nb || v[7].len < (sets - 1) * m) {
+        release(v, NARGS(spec));
+        return PyErr_Format(PyExc_ValueError, "stretches: 2-64 span sets and outputs of at "
+                            "least 2 * events + bounds items");
+    }
+    int64_t result = 0;
+    Py_ssize_t ptr[64];
+    int ok = offs[0] == 0 && offs[sets] == nb;
+    for (Py_ssize_t k = 0; ok && k < sets; k++) {
+        ok = offs[k] <= offs[k + 1] && (offs[k + 1] - offs[k]) % 2 == 0;
+        for (int64_t j = offs[k] + 1; ok && j < offs[k + 1]; j++)
+            ok = bounds[j - 1] <= bounds[j];
+        ptr[k] = ok ? offs[k] : 0;
+    }
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = end[i] >= start[i] && (i == 0 || start[i - 1] <= start[i]);
+    if (!ok) {
+        release(v, NARGS(spec));
+        return PyLong_FromLong(-1);
+    }
+    int64_t *scratch = PyMem_RawMalloc((3 * (size_t)n + 1) * sizeof(int64_t));
+    uint8_t *closed = PyMem_RawCalloc((size_t)n + 1, 1);
+    if (!scratch || !closed) {
+        PyMem_RawFree(scratch);
+        PyMem_RawFree(closed);
+        release(v, NARGS(spec));
+        return PyErr_NoMemory();
+    }
+    int64_t *stack = scratch, *hend = scratch + n, *hidx = scratch + 2 * n;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t next = 0, depth = 0, heap = 0, q = 0;
+    int have = 0;
+    int64_t t = 0;
+    for (;;) {
+        /* The next distinct time of any stream: the end of the stretch begun at t. */
+        int found = 0;
+        int64_t u = 0;
+        if (next < n) {
+            u = start[next];
+            found = 1;
+        }
+        if (heap && (!found || hend[0] < u)) {
+            u = hend[0];
+            found = 1;
+        }
+        for (Py_ssize_t k = 0; k < sets; k++)
+            if (ptr[k] < offs[k + 1] && (!found || bounds[ptr[k]] < u)) {
+                u = bounds[ptr[k]];
+                found = 1;
+            }
+        if (!found)
+            break;
+        if (have) {
+            int in_region = 0;
+            for (Py_ssize_t k = 0; k + 1 < sets; k++)
+                in_region |= (int)((ptr[k] - offs[k]) & 1);
+            if (in_region && !((ptr[sets - 1] - offs[sets - 1]) & 1)) {
+                lo[q] = t;
+                hi[q] = u;
+                owner[q] = depth ? stack[depth - 1] : -1;
+                for (Py_ssize_t k = 0; k + 1 < sets; k++)
+                    flags[k * m + q] = (uint8_t)((ptr[k] - offs[k]) & 1);
+                q++;
+            }
+        }
+        /* Everything at u: events begun join the stack and the heap, events ended close,
+         * each set's pointer passes its bounds, closed events leave the stack's top. */
+        t = u;
+        have = 1;
+        while (next < n && start[next] == t) {
+            stack[depth++] = next;
+            heap_push(hend, hidx, heap++, end[next], next);
+            next++;
+        }
+        while (heap && hend[0] <= t) {
+            closed[hidx[0]] = 1;
+            heap = heap_pop(hend, hidx, heap);
+        }
+        for (Py_ssize_t k = 0; k < sets; k++)
+            while (ptr[k] < offs[k + 1] && bounds[ptr[k]] <= t)
+                ptr[k]++;
+        while (depth && closed[stack[depth - 1]])
+            depth--;
+    }
+    result = q;
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(scratch);
+    PyMem_RawFree(closed);
+    release(v, NARGS(spec));
+    return PyLong_FromLongLong(result);
+}
+
 /* op_nesting(starts, ends, done, child) -> bool: the host op table's stack walk over one
  * thread's ops sorted by start (ops._nesting): the order ops close into done, each op's
  * direct children's time into child (zeroed here). An op overlapping the one open
@@ -1309,6 +1469,7 @@ static PyMethodDef methods[] = {
     {"group_walk", w_group_walk, METH_VARARGS, "Step groups from roots, by nesting and links."},
     {"op_nesting", w_op_nesting, METH_VARARGS, "Close order and child time of nested ops."},
     {"last_open", w_last_open, METH_VARARGS, "Last begun event still open at each time."},
+    {"stretches", w_stretches, METH_VARARGS, "A thread's stretches in regions, outside busy."},
     {"link_codes", w_link_codes, METH_VARARGS, "Codes of link keys, consumers by code."},
     {"int_stats", w_int_stats, METH_VARARGS, "Wanted integer stats of events, one walk."},
     {"line_events", w_line_events, METH_VARARGS, "Event spans of serialized lines."},

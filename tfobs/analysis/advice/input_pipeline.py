@@ -21,6 +21,7 @@ from tfobs.analysis.advice.rule import (
     one_digit,
     runtime_holds_other,
     step_pct,
+    step_seconds,
     step_total_s,
     window_steps,
 )
@@ -38,7 +39,9 @@ INPUT_BOUND = Rule(
     "(where 'All Others' is twice the input wait or more, or the verdict is POTENTIALLY: "
     "all_others_bound's fix first; where the root prefetch held a batch at >= 90 % of the "
     "fetches that hold the wait, the pipeline keeps up: more work per step or several steps "
-    "per call; where a few fetches found it empty, those stalls first)",
+    "per call; where a few fetches found it empty, those stalls first; where the steps "
+    "wait in a data loader's own stages (grain), its knobs: cheaper or vectorized "
+    "transforms, more workers, a deeper buffer)",
     f"{GPU}: 1. Optimize the input pipeline; {PROFILER}: Input pipeline analyzer")
 PY_FUNCTION = Rule(
     "tfdata_py_function", "input pipeline",
@@ -217,6 +220,10 @@ def check(s: WindowSummary) -> list[Advice]:
     ip = s.input_pipeline
     evidence = {"input_pct": input_pct, "other_pct": other_pct, "step_s": s.steps.mean_s,
                 "expected_saving_pct": max(input_pct, hidden_pct)}
+    loader = _loader(s, input_pct, synthetic)
+    if loader and ib.verdict != "potentially":
+        fix = loader
+        evidence["loader_input_pct"] = 100.0 * ip.loader_input_s / s.steps.mean_s
     if ip.prefetch_fetches:
         evidence.update(prefetch_fetches=float(ip.prefetch_fetches),
                         prefetch_ready=float(ip.prefetch_ready),
@@ -238,6 +245,27 @@ def check(s: WindowSummary) -> list[Advice]:
     if ib.verdict in ("highly", "moderately") and not keeps_up:
         out += _stage_rules(s, input_pct)
     return out
+
+
+# The share of the input wait a loader's own stages must hold for its fix to be given.
+LOADER_SHARE = 0.5
+
+
+def _loader(s: WindowSummary, input_pct: float, synthetic: str) -> str:
+    """The fix where the steps wait in a loader's marked stages (grain), "" otherwise: its
+    knobs, not tf.data's."""
+    ip = s.input_pipeline
+    per = s.breakdown_s.get("input", 0.0)
+    if not ip.loader_stages or per <= 0 or ip.loader_input_s < LOADER_SHARE * per:
+        return ""
+    return (f"the steps wait in the data loader's stages ({', '.join(ip.loader_stages)}: "
+            f"{1e3 * ip.loader_input_s:.2f} ms per step): make its per-record transforms "
+            "cheaper or vectorize them (batch first, then transform whole batches), give it "
+            "more workers where cores are free (grain: DataLoader(worker_count=...), or "
+            "ReadOptions(num_threads=...) for a dataset's to_iter_dataset) and a deeper "
+            "buffer (worker_buffer_size, prefetch_buffer_size) so batches arrive evenly. "
+            f"Check: train the same step on synthetic data ({synthetic}); the step time "
+            f"drops by about {one_digit(input_pct)} % (the input share of step time)")
 
 
 # A root prefetch that held a batch at this share of the fetches in the steps, its empty
@@ -343,7 +371,7 @@ def _concentrated(s: WindowSummary) -> str:
     if len(items) < FEW_STEPS_MIN:
         return ""
     # Columns: a long window has thousands of steps.
-    wait = np.array([st.breakdown_s.get("input", 0.0) for st in items])
+    wait = step_seconds(s.steps, "input")
     total = float(wait.sum())
     if total <= 0:
         return ""
@@ -553,6 +581,12 @@ WINDOW_FIX = (
     "cut its windows in one op (tf.signal.frame) inside a parallel map")
 
 
+SNAPSHOT_FIX = (
+    "Dataset.snapshot reads its files back one element at a time: snapshot after batch() "
+    "(fewer, larger records), or cache() instead where the data fits in memory; the map "
+    "under the snapshot already ran when it was written")
+
+
 # A filter that drops most of what its input made: that work is thrown away.
 FILTER_KEEPS = 0.5  # of its input's elements, at or under which the filter is named
 FILTER_FIX = (
@@ -590,6 +624,10 @@ def _sequential_stage(slow: TfDataStage, stages: tuple[TfDataStage, ...], per_st
         return (f": {'a filter' if filt is slow else 'the input of a filter'} that keeps "
                 f"{filt.count} of {made} elements ({100 * filt.count / made:.0f} %), so each "
                 f"element kept costs the work of about {made / filt.count:.0f}", FILTER_FIX)
+    if any(same_stage_key(st.name).startswith(key + "::SnapshotReader") for st in stages):
+        return (": the snapshot's own reader (a parallel map over its SnapshotReader), not a "
+                "map of the job's: the stages under the snapshot do not run when it is read",
+                SNAPSHOT_FIX)
     if kind == "Scan":
         return ": a scan, sequential by nature", SCAN_FIX
     if kind == "FlatMap" and any(same_stage_key(st.name) == key + "::Window" for st in stages):

@@ -5,7 +5,9 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from tfobs.summary import Advice, RuleId, Steps, WindowSummary
+import numpy as np
+
+from tfobs.summary import CATEGORIES, Advice, RuleId, Steps, WindowSummary
 
 # The three guides the fixes come from, as "<guide>: <section>".
 PROFILER = "TensorFlow Profiler guide (tensorflow.org/guide/profiler)"
@@ -48,16 +50,19 @@ def step_total_s(s: WindowSummary, category: str = "") -> float:
 
 # The last window's step sums, as one tuple (one read and one write: safe across the
 # reduce threads): every rule reads them, and a long window has thousands of steps. The
-# steps are held weakly: the cache never keeps a window's thousands of steps alive.
-_LAST: tuple[weakref.ref[Steps] | None, float, dict[str, float]] = (None, 0.0, {})
+# steps are held weakly: the cache never keeps a window's thousands of steps alive. The
+# last item: each step's seconds per category (rows in step order, CATEGORIES' columns).
+_LAST: tuple[weakref.ref[Steps] | None, float, dict[str, float], np.ndarray | None] = (
+    None, 0.0, {}, None)
 
 
-def remember_step_sums(steps: Steps, total_s: float, sums: dict[str, float]) -> None:
+def remember_step_sums(steps: Steps, total_s: float, sums: dict[str, float],
+                       seconds: np.ndarray | None = None) -> None:
     """The reduction's own sums over `steps.items` (step time, and each category's, added
     left to right over the steps as `_step_sums` adds them), so the rules need not add
-    them again."""
+    them again; `seconds`: the steps' breakdowns as the array their dicts were made of."""
     global _LAST
-    _LAST = (weakref.ref(steps), total_s, sums)
+    _LAST = (weakref.ref(steps), total_s, sums, seconds)
 
 
 def _step_sums(steps: Steps) -> tuple[float, dict[str, float]]:
@@ -69,8 +74,19 @@ def _step_sums(steps: Steps) -> tuple[float, dict[str, float]]:
             for k, v in st.breakdown_s.items():
                 sums[k] = sums.get(k, 0.0) + v
         # the same left-to-right float sums as summing each category over the steps
-        last = _LAST = (weakref.ref(steps), sum(st.duration_s for st in steps.items), sums)
+        last = _LAST = (weakref.ref(steps), sum(st.duration_s for st in steps.items), sums,
+                        None)
     return last[1], last[2]
+
+
+def step_seconds(steps: Steps, category: str) -> np.ndarray:
+    """Each step's seconds in one category, in step order (a long window's thousands of
+    steps read from the reduction's own array where it is at hand)."""
+    last = _LAST
+    if (last[0] is not None and last[0]() is steps and last[3] is not None
+            and category in CATEGORIES and last[3].shape == (len(steps.items), len(CATEGORIES))):
+        return np.ascontiguousarray(last[3][:, CATEGORIES.index(category)])
+    return np.array([st.breakdown_s.get(category, 0.0) for st in steps.items], np.float64)
 
 
 def one_digit(x: float) -> str:
