@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from tfobs.analysis.advice.rule import GPU, PROFILER, Rule
 from tfobs.summary import Advice, WindowSummary
 
@@ -13,14 +15,24 @@ NEAR_CAPACITY = Rule(
     f"{PROFILER}: Memory profile tool; {GPU}: 3. Enable mixed precision")
 FRAGMENTATION = Rule(
     "memory_fragmentation", "memory",
-    "an allocator >= 50 % fragmented at its peak",
+    "an allocator >= 50 % fragmented at its peak, a peak of 1 GiB or 10 % of its capacity "
+    "or more",
     "allocate large, long-lived buffers first and keep shapes static so the allocator can "
     "reuse blocks; TF_GPU_ALLOCATOR=cuda_malloc_async on GPUs",
     f"{PROFILER}: Memory profile tool (fragmentation)")
+# A host allocator's fix: the GPU allocator setting does not apply.
+_HOST_FIX = FRAGMENTATION.fix.partition("; TF_GPU_ALLOCATOR")[0]
 RULES = (NEAR_CAPACITY, FRAGMENTATION)
 
 CAPACITY_SHARE = 0.90
 FRAG = 0.5
+# Fragmentation of a small heap costs nothing: a CPU job's few megabytes of a host's
+# gigabytes read 56 % fragmented (tf.keras fit, jit_compile) and can never run short.
+FRAG_MIN_PEAK = 1 << 30
+FRAG_MIN_SHARE = 0.10
+# A GPU's own memory ("GPU_0_bfc"); host allocators may name GPUs too
+# ("bfc_cpu_allocator_for_gpu", "gpu_host_bfc": pinned host memory).
+_DEVICE_ALLOCATOR = re.compile(r"GPU_\d+_")
 
 
 def check(s: WindowSummary) -> list[Advice]:
@@ -33,10 +45,13 @@ def check(s: WindowSummary) -> list[Advice]:
                            f"capacity ({m.peak_bytes} of {m.capacity_bytes} bytes).",
                 {"peak_bytes": float(m.peak_bytes), "capacity_bytes": float(m.capacity_bytes),
                  "peak_share": use}, f"peak >= {100 * CAPACITY_SHARE:g} % of capacity (tfobs)"))
-        if m.fragmentation_ratio >= FRAG:
+        if m.fragmentation_ratio >= FRAG and (m.peak_bytes >= FRAG_MIN_PEAK
+                                              or use >= FRAG_MIN_SHARE):
             out.append(FRAGMENTATION.advice(
                 "warning", f"Allocator {m.allocator} was {100 * m.fragmentation_ratio:.0f}% "
                            "fragmented at its peak.",
                 {"fragmentation": m.fragmentation_ratio, "peak_bytes": float(m.peak_bytes)},
-                f"fragmentation at peak >= {100 * FRAG:g} % (tfobs)"))
+                f"fragmentation at peak >= {100 * FRAG:g} %, peak >= 1 GiB or "
+                f"{100 * FRAG_MIN_SHARE:g} % of capacity (tfobs)",
+                "" if _DEVICE_ALLOCATOR.match(m.allocator) else _HOST_FIX))
     return out
