@@ -248,3 +248,34 @@ def test_an_output_that_cannot_be_written_is_one_line(how: str) -> None:
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert ("No space left on device" in lines[0] if how == "full_disk"
             else "standard output is closed" in lines[0])
+
+
+def test_long_names_are_cut_in_the_middle_so_their_tails_stay_apart() -> None:
+    """Three gradient ops of one scope path (a GRU's while body) differ only at their end;
+    a kernel name's start stays readable too."""
+    from tfobs.commands.analyze import _short
+
+    scope = ("gradient_tape/sequential_1/gru_1/while/sequential_1/gru_1/while_grad/body/_149/"
+             "gradient_tape/sequential_1/gru_1/while/gru_cell_1/")
+    names = [scope + t for t in ("strided_slice_grad/StridedSliceGrad",
+                                 "MatMul_1_grad/MatMul_1", "MatMul_1_grad/MatMul")]
+    cut = [_short(n) for n in names]
+    assert len(set(cut)) == 3 and all(len(c) == 90 and "..." in c for c in cut)
+    assert cut[2].endswith("MatMul_1_grad/MatMul") and cut[0].startswith("gradient_tape/")
+    assert _short("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64") == (
+        "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64")
+
+
+def test_a_host_allocators_memory_from_before_the_window_is_named_so() -> None:
+    """XProf's "unused preallocated device memory" row is, on a host allocator, what the job
+    held before the window began (its arrays, constants, variables): the text says that,
+    the JSON keeps XProf's name."""
+    import tfobs
+    from tfobs.commands.analyze import render
+
+    s = tfobs.analyze(CAPTURES / "advice__healthy.xplane.pb")
+    (m,) = [m for m in s.memory if m.allocator == "mklcpu"]
+    assert any(a.op_name == "unused preallocated device memory" for a in m.top_allocations)
+    text = render(s)
+    assert "held since before the window (XProf: preallocated)" in text
+    assert "unused preallocated device memory" not in text

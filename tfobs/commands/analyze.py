@@ -192,8 +192,24 @@ def _ms(seconds: float) -> str:
 
 
 def _short(name: str, width: int = 90) -> str:
-    """Library kernel names run to hundreds of characters; keep the telling start."""
-    return name if len(name) <= width else name[: width - 3] + "..."
+    """A name cut to `width` in the middle: library kernel names tell most at their start,
+    op names and tf.data stages at their end (`.../while_grad/body/_149/.../MatMul_1`,
+    `...::SnapshotReader::ParallelInterleaveV4[0]::SnapshotDatasetReader/_0`)."""
+    if len(name) <= width:
+        return name
+    head = (width - 3) * 2 // 5
+    return name[:head] + "..." + name[len(name) - (width - 3 - head):]
+
+
+def _allocation(name: str, allocator: str) -> str:
+    """An allocation row's name; XProf's row for the heap bytes no allocation in the window
+    accounts for says what they are on a host allocator (no device memory is preallocated
+    there: the job's arrays, constants and variables made before the window)."""
+    from tfobs.analysis.memory import UNUSED_PREALLOCATED
+
+    if name == UNUSED_PREALLOCATED and not allocator.startswith("GPU_"):
+        return "held since before the window (XProf: preallocated)"
+    return name or "-"
 
 
 def _bar(ratio: float) -> str:
@@ -293,7 +309,7 @@ def render(s: WindowSummary, label: str = "") -> str:
                 f"{frag}  allocs {m.allocations}")
             for a in m.top_allocations:
                 add(f"    {a.bytes / 2**20:10.2f} MiB  {a.data_type or '-':<9} "
-                    f"{a.shape or '-':<16} {_short(a.op_name or '-', 70)}")
+                    f"{a.shape or '-':<16} {_short(_allocation(a.op_name, m.allocator), 70)}")
     out.extend(render_advice(s))
     return "\n".join(out) + "\n"
 
