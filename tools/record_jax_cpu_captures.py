@@ -138,6 +138,11 @@ CASES = {
                              "outside jit inside the marker (`jax.random.split` of the key, "
                              "`jax.random.normal`, an add): JAX's own Python dispatch "
                              "(`core.py bind`) in the step",
+    "ema_outside_jit_steps": "`StepTraceAnnotation(\"train\", step_num=i)` steps of a jitted "
+                             "SGD step on a three-layer model, then an average of the weights "
+                             "kept outside jit (`ema = tree_map(lambda e, p: 0.999 * e + "
+                             "0.001 * p, ema, params)`: a multiply and an add per leaf, "
+                             "each its own compiled program) and a wait",
     "callback_on_xla_threads": "a jitted SGD step of a 512-wide least-squares model that "
                                "logs its loss with `jax.debug.callback` (a Python logger "
                                "that sleeps 2 ms) each step, marked "
@@ -295,6 +300,19 @@ elif case in ("grain_threads_steps", "grain_workers_steps"):
                                                 num_epochs=None),
             operations=[grain_job.Slow(), grain.transforms.Batch(64, drop_remainder=True)]))
     x = next(batches)["x"]  # workers started, the first batch made before the trace
+elif case == "ema_outside_jit_steps":
+    def sgd(params, x):
+        def loss(params):
+            h = x
+            for p in params:
+                h = jnp.tanh(h @ p)
+            return (h ** 2).mean()
+        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, jax.grad(loss)(params))
+    step = jax.jit(sgd)
+    w = [jnp.ones((128, 256)) * 0.01, jnp.ones((256, 256)) * 0.01, jnp.ones((256, 8)) * 0.01]
+    ema = w
+    def average(ema, params):  # outside jit: every multiply and add dispatched on its own
+        return jax.tree_util.tree_map(lambda e, p: 0.999 * e + 0.001 * p, ema, params)
 elif case == "tiny_steps_long":
     step = jax.jit(lambda w, x: w - 0.001 * (x @ w))
     w, x = jnp.ones((16, 16)), jnp.ones((16, 16))
@@ -322,7 +340,9 @@ if case.startswith("tfdata_"):
         threading.Thread(target=loader, daemon=True).start()
 key, x0 = jax.random.key(0), x
 for _ in range(3):
-    w = step(w, x).block_until_ready()
+    w = jax.block_until_ready(step(w, x))
+    if case == "ema_outside_jit_steps":
+        ema = jax.block_until_ready(average(ema, w))
     if case == "rng_split_outside_jit":  # the op-by-op calls compiled before the trace
         (x0 + 0.01 * jax.random.normal(jax.random.split(key)[1], x0.shape)).block_until_ready()
 if case == "tfobs_step":
@@ -349,7 +369,7 @@ def mark(i):
                 "callback_on_xla_threads", "python_generator_between_steps",
                 "tiny_steps_long", "polling_thread_steps", "device_put_each_step",
                 "shape_buckets_steps", "orbax_saves_steps", "grain_threads_steps",
-                "grain_workers_steps"):
+                "grain_workers_steps", "ema_outside_jit_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -407,6 +427,11 @@ def run(i):
             w, loss = loss_step(w, x)
             history.append((float(loss), int(loss > 0)))
             return
+        if case == "ema_outside_jit_steps":
+            global ema
+            w = step(w, x)
+            ema = jax.block_until_ready(average(ema, w))
+            return
         if case == "block_tree_metrics":
             w, metrics = tree_step(w, x)
             jax.block_until_ready((w, metrics))
@@ -460,7 +485,7 @@ with (jax.profiler.trace(logdir, profiler_options=options) if options is not Non
         w.block_until_ready()  # runs inside the trace
     if case == "jitted_step_window_end":  # compiled before the trace: calls of 0.1 ms
         window_end()
-w.block_until_ready()
+jax.block_until_ready(w)
 if case == "polling_thread_steps":
     stop.set()
 if case == "orbax_saves_steps":

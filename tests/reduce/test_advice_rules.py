@@ -1518,6 +1518,16 @@ def test_jax_op_by_op_names_a_step_without_jit() -> None:
     assert fired(gpu, "kernel_launch_bound")
 
 
+def test_jax_op_by_op_beside_a_jitted_update_names_the_parameter_arithmetic() -> None:
+    """A jitted update, then a tree_map average of the weights outside jit: its multiplies
+    and adds are the step's other programs; the fix puts them in the jitted step, and says
+    the calls' time is their dispatch alone."""
+    a = one(summary("generated__jax0.10cpu__ema_outside_jit_steps"), "jax_op_by_op")
+    assert a.evidence["jitted_functions"] >= 3 and a.evidence["jitted_calls_per_step"] >= 9
+    assert "multiply" in a.message and "add" in a.message and "dispatch" in a.message
+    assert "tree_map outside jit" in a.fix and "returned with the update" in a.fix
+
+
 @pytest.mark.parametrize("name", [
     "generated__jax0.10cpu__step_annotation",  # one jitted call a step
     "generated__jax0.10cpu__async_two_jits_steps",  # two jitted functions a step

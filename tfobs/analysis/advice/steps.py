@@ -105,9 +105,11 @@ OP_BY_OP = Rule(
     "jax.jit (a loop of small operations inside it as jax.lax.scan or fori_loop), so each "
     "step dispatches one compiled program; outside jax.jit every jax.numpy call is "
     "dispatched, and its first call compiled, on its own. Where the update is one jit "
-    "already, the calls listed are the batch's indexing and building outside it "
-    "(x[idx], jnp.array): pass the indices into the jitted step and gather there, or "
-    "index NumPy arrays on the host",
+    "already, the calls listed run beside it: arithmetic over the parameters (multiply, "
+    "add: a tree_map outside jit for an average of the weights, weight decay or "
+    "clipping) belongs in the jitted step, returned with the update; the batch's indexing "
+    "and building (x[idx], jnp.array) goes there too, as indices gathered inside it, or "
+    "as NumPy indexing on the host",
     f"{PROFILER}: Profiling custom training loops; JAX documentation: Just-in-time "
     "compilation (jax.jit)")
 RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, THREAD_CONTENTION,
@@ -287,7 +289,8 @@ def _op_by_op(st: Steps) -> Advice | None:
         "warning",
         f"Each step dispatches {per_step:.0f} jitted programs of {len(jitted)} functions "
         f"({names}, ...): the step runs JAX operation by operation, {1e3 * call_s:.2f} ms of "
-        f"its {1e3 * st.interval_s:.2f} ms period in those calls.",
+        f"its {1e3 * st.interval_s:.2f} ms period in those calls (their dispatch: each "
+        "small program's own pass over its arrays comes on top).",
         {"jitted_calls_per_step": per_step, "jitted_functions": float(len(jitted)),
          "jitted_call_s_per_step": call_s},
         f">= {OP_BY_OP_CALLS} jitted calls per step of >= {OP_BY_OP_FUNCTIONS} functions "
