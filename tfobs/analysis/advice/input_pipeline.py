@@ -455,12 +455,28 @@ def _hidden_wait(s: WindowSummary, hidden_pct: float) -> Advice:
          "step_s": s.steps.mean_s, "expected_saving_pct": hidden_pct},
         f"time inside tf.data's next() within the steps >= {MODERATELY_INPUT_PCT:g} % of "
         f"step time (tfobs; critical from {HIGHLY_INPUT_PCT:g} %, XProf's thresholds)",
-        "fix the input pipeline first: end it with .prefetch(tf.data.AUTOTUNE), pass "
-        "num_parallel_calls=tf.data.AUTOTUNE to map, cache() what fits in memory; where it "
-        "already prefetches, the time is next()'s own cost (a tenth of a millisecond or "
-        "more a call): fetch fewer, larger batches, or fetch on a loader thread. Check by "
-        "training on one batch reused every step: the step time drops by about "
+        _hidden_fix(s.steps.python_tfdata_next_s) + ". Check by training on one batch "
+        "reused every step: the step time drops by about "
         f"{one_digit(hidden_pct)} %")
+
+
+# A wait in next() this long per step is the pipeline's work, not the call's own cost.
+SLOW_NEXT_S = 1e-3
+
+
+def _hidden_fix(wait_s: float) -> str:
+    """The fix for a wait inside tf.data's next() that XProf does not see, by its length
+    per step: a millisecond or more is a pipeline that does not keep up; less may be the
+    call's own cost where the pipeline already prefetches."""
+    keep_up = ("fix the input pipeline first: end it with .prefetch(tf.data.AUTOTUNE), pass "
+               "num_parallel_calls=tf.data.AUTOTUNE to map, cache() what fits in memory")
+    if wait_s >= SLOW_NEXT_S:
+        return (f"{keep_up}; where it does all that already, its work is the wait "
+                f"({1e3 * wait_s:.2f} ms per step): batch before a vectorizable map, cut the "
+                "per-element work or move fixed preprocessing offline, or give it more cores")
+    return (f"{keep_up}; where it already prefetches, the time is next()'s own cost (a tenth "
+            "of a millisecond or more a call): fetch fewer, larger batches, or fetch on a "
+            "loader thread")
 
 
 def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
