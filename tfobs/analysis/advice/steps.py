@@ -107,9 +107,9 @@ OP_BY_OP = Rule(
     "dispatched, and its first call compiled, on its own. Where the update is one jit "
     "already, the calls listed run beside it: arithmetic over the parameters (multiply, "
     "add: a tree_map outside jit for an average of the weights, weight decay or "
-    "clipping) belongs in the jitted step, returned with the update; the batch's indexing "
-    "and building (x[idx], jnp.array) goes there too, as indices gathered inside it, or "
-    "as NumPy indexing on the host",
+    "clipping) belongs in the jitted step, returned with the update; for the batch's "
+    "indexing and building (x[idx], jnp.array), pass the indices into the jitted step and "
+    "gather there, or index NumPy arrays on the host",
     f"{PROFILER}: Profiling custom training loops; JAX documentation: Just-in-time "
     "compilation (jax.jit)")
 RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, THREAD_CONTENTION,
