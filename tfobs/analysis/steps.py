@@ -428,8 +428,7 @@ class _Grouper:
         from_process = has_sid & has_it & process & ~get_next
         ctx_p = has_p & has_pt & ~to_next
         ctx_c = has_c & has_ct & ~to_next
-        minus_one = np.full(picked.size, np.iinfo(np.uint64).max, np.uint64)
-        zero = np.zeros(picked.size, np.uint64)
+        minus_one, zero = np.uint64(np.iinfo(np.uint64).max), np.uint64(0)
         for consumer, mask, ctx_mask, (t, v) in (
                 (True, to_next | ctx_c, ctx_c & ~to_next, (ct, c)),
                 (False, from_process | ctx_p, ctx_p, (pt, p))):
@@ -437,9 +436,9 @@ class _Grouper:
             if not sel.size:
                 continue
             ctx_sel = ctx_mask[sel]
-            keys = (np.where(ctx_sel, t[sel], minus_one[sel]),
+            keys = (np.where(ctx_sel, t[sel], minus_one),
                     np.where(ctx_sel, v[sel], sid[sel]),
-                    np.where(ctx_sel, zero[sel], it[sel]))
+                    np.where(ctx_sel, zero, it[sel]))
             self._keys.append((keys, lines[sel], picked[sel], consumer))
 
     def _loops(self, st: dict[str, tuple[np.ndarray, np.ndarray]], process: np.ndarray,
@@ -791,6 +790,14 @@ def members_of(found: FoundSteps, kept: Sequence[StepGroup],
     if found.members is None:
         return member_events(kept)
     lds, group, line, flat = found.members
+    if (index is not None and len(index) == len(kept) and len(index)
+            and int(index[-1]) - int(index[0]) + 1 == len(index)
+            and (group.size < 2 or bool((group[1:] >= group[:-1]).all()))):
+        # A run of the steps (all but the first and last, the usual case) of members held
+        # by step: one slice, no index per member.
+        first = int(index[0])
+        lo, hi = np.searchsorted(group, [first, first + len(index)])
+        return lds, group[lo:hi] - first, line[lo:hi], flat[lo:hi]
     rank = np.full(len(found.groups), -1, np.int64)
     if index is not None and len(index) == len(kept):
         rank[index] = np.arange(len(kept))
@@ -888,10 +895,11 @@ def _explicit_roots(host: Timeline) -> tuple[_Roots, _Unrooted]:
     scan = int_stats_at(host, np.arange(n, dtype=np.int64), wanted, raw=True)
     none = np.zeros(n, bool)
     has_r = scan["_r"][1] if "_r" in scan else none
-    is_root = (has_r | member(mids, legacy)) & ~member(mids, implicit)
+    not_implicit = ~member(mids, implicit) if implicit.size else ~none
+    is_root = (has_r | member(mids, legacy) if legacy.size else has_r) & not_implicit
     unrooted = _Unrooted()
     if "step_num" in scan:
-        loose = np.flatnonzero(scan["step_num"][1] & ~is_root & ~member(mids, implicit))
+        loose = np.flatnonzero(scan["step_num"][1] & ~is_root & not_implicit)
         loose = loose[[":" not in names[m] for m in mids[loose].tolist()]]
         if loose.size:
             counts = np.bincount(mids[loose])
