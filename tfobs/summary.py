@@ -110,6 +110,7 @@ RuleId = Literal[
     "markers_time_dispatch",
     "jax_op_by_op",
     "optimizer_update",
+    "padded_batch_loop",
 ]
 RULE_IDS: tuple[str, ...] = typing.get_args(RuleId)
 Severity = Literal["info", "warning", "critical"]  # least severe first

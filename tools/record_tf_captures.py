@@ -377,6 +377,15 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "16,384 sines per element -> batch(16) -> prefetch, under "
         "options.threading.private_threadpool_size = 1: the parallel calls share one thread; "
         "tfobs.step markers", {}),
+    "padded_batch_gru_loop": (
+        "custom loop training a GRU(32) -> Dense(1) on 2,048 sequences of 16 features, their "
+        "lengths drawn from 4 to 64, cached then padded_batch(32) -> prefetch: each batch "
+        "padded to its longest sequence, so the GRU's while loop runs near 64 iterations a "
+        "step on sequences averaging 34; tfobs.step markers", {}),
+    "bucketed_gru_loop": (
+        "the same sequences and GRU, batched by Dataset.bucket_by_sequence_length (bucket "
+        "boundaries every 8 steps of length, batches of 32): each batch padded only to its "
+        "bucket's longest; tfobs.step markers", {}),
     "snapshot_read_loop": (
         "custom loop over a dataset read back from Dataset.snapshot: from_tensor_slices of "
         "4,096 rows of 256 -> a parallel map of 20 rounds of sin/cos per value -> "
@@ -2087,6 +2096,49 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         step = build_train_step(tf, mlp(64, 32), mse, keras.optimizers.SGD(0.01))
         it = iter(ds)
         warm_then_profile(lambda i: step(*next(it)), params["steps"], warm=4)
+    elif case in ("padded_batch_gru_loop", "bucketed_gru_loop"):
+        params = {"sequences": 2048, "features": 16, "lengths": [4, 64], "batch": 32,
+                  "steps": 10}
+        lengths = rng.integers(4, 65, size=2048)
+        sequences = [rng.normal(size=(int(n), 16)).astype("float32") for n in lengths]
+        labels = np.array([[float(q[:, 0].mean())] for q in sequences], "float32")
+        params["mean_length"] = float(lengths.mean())
+
+        def pairs() -> Any:
+            yield from zip(sequences, labels, strict=True)
+
+        source = tf.data.Dataset.from_generator(pairs, output_signature=(
+            tf.TensorSpec([None, 16], tf.float32), tf.TensorSpec([1], tf.float32))).cache()
+        if case == "padded_batch_gru_loop":
+            batched = source.repeat().padded_batch(32, padded_shapes=([None, 16], [1]))
+        else:
+            batched = source.repeat().bucket_by_sequence_length(
+                lambda q, y: tf.shape(q)[0], list(range(12, 65, 8)), [32] * 8)
+        it = iter(batched.prefetch(2))
+        for _ in range(70):  # the cache filled (64 batches an epoch) before the window
+            next(it)
+        model = keras.Sequential([keras.Input((None, 16)), keras.layers.GRU(32),
+                                  keras.layers.Dense(1)])
+        opt = keras.optimizers.Adam(1e-3)
+
+        @tf.function(input_signature=[tf.TensorSpec([None, None, 16]),
+                                      tf.TensorSpec([None, 1])])
+        def rnn_step(xb: Any, yb: Any) -> Any:  # one trace for every padded length
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        padded: list[int] = []
+
+        def one(i: int) -> None:
+            xb, yb = next(it)
+            padded.append(int(xb.shape[1]))
+            rnn_step(xb, yb)
+
+        warm_then_profile(one, params["steps"])
+        params["padded_lengths"] = padded[-params["steps"]:]
     elif case == "snapshot_read_loop":
         params = {"rows": 4096, "features": 256, "rounds": 20, "batch": 64, "steps": 16}
         snap = tempfile.mkdtemp(prefix="tfobs-snapshot-")

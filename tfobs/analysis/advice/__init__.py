@@ -19,6 +19,7 @@ from tfobs.analysis.advice import (
     memory,
     multi_device,
     optimizer,
+    padding,
     placement,
     precision,
     steps,
@@ -30,7 +31,7 @@ __all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "keras_steps_per
            "markdown_table", "with_advice"]
 
 _FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device, steps,
-             optimizer)
+             optimizer, padding)
 RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
 
 
