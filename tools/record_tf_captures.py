@@ -132,6 +132,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit of a small MLP on NumPy arrays with ModelCheckpoint(save_weights_only=True, "
         "save_freq=2): the weights go to a .weights.h5 file every other batch, read eagerly "
         "(ReadVariableOp) between the steps; no step markers (steps inferred)", {}),
+    "checkpoint_every_4_fit": (
+        "Keras 3 fit of an MLP (128-512-512-10) on NumPy arrays, 3 epochs of 8 batches, with "
+        "ModelCheckpoint(save_weights_only=True, save_freq=4): a .weights.h5 write from Python "
+        "after every fourth batch, a pause between the steps that no op covers but the "
+        "weights' eager reads; no step markers (steps inferred)", {}),
     "sparse_custom_loop": (
         "custom loop, a wide model over tf.SparseTensor features (embedding_lookup_sparse) "
         "beside a dense tower; tfobs.step markers", {}),
@@ -1250,6 +1255,21 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                                                 save_weights_only=True, save_freq=2)
         model.fit(x[:128], y[:128], batch_size=32, epochs=1, verbose=0, callbacks=[saver])
         profile(lambda: model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[saver]))
+        shutil.rmtree(saved, ignore_errors=True)
+
+    elif case == "checkpoint_every_4_fit":
+        params = {"batch": 32, "save_freq": 4, "epochs": 3, "steps": 24}
+        x = rng.normal(size=(256, 128)).astype(np.float32)
+        y = rng.integers(0, 10, size=256)
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(512, "relu"),
+                                  keras.layers.Dense(512, "relu"), keras.layers.Dense(10)])
+        model.compile(optimizer="adam",
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        saved = tempfile.mkdtemp(prefix="tfobs-weights-")
+        saver = keras.callbacks.ModelCheckpoint(os.path.join(saved, "w.weights.h5"),
+                                                save_weights_only=True, save_freq=4)
+        model.fit(x[:64], y[:64], batch_size=32, epochs=1, verbose=0, callbacks=[saver])
+        profile(lambda: model.fit(x, y, batch_size=32, epochs=3, verbose=0, callbacks=[saver]))
         shutil.rmtree(saved, ignore_errors=True)
 
     elif case == "sparse_custom_loop":

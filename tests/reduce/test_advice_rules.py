@@ -1988,3 +1988,25 @@ def test_padded_batches_run_through_a_loop_are_named() -> None:
 def test_a_loop_without_padded_batches_or_padding_without_a_loop_is_not_named(
         name: str) -> None:
     assert not fired(summary(name), "padded_batch_loop")
+
+
+def test_pauses_every_n_steps_are_named_with_their_stride() -> None:
+    """ModelCheckpoint(save_freq=4) in Keras 3 fit: a pause after every fourth batch, the
+    .weights.h5 write from Python (no op covers it); the gap's advice says the stride and
+    gives the checkpoint's fix first."""
+    s = summary("generated__tf2.21cpu__checkpoint_every_4_fit")
+    a = one(s, "step_gap")
+    assert a.evidence["pause_every_steps"] == 4
+    assert "fall every 4 steps" in a.message and "something runs every 4 batches" in a.message
+    assert a.fix.startswith("what runs every 4 batches is the pause")
+    assert "ModelCheckpoint(save_freq=4)" in a.fix
+
+
+def test_a_stride_needs_three_pauses_without_a_miss() -> None:
+    from tfobs.analysis.advice.gaps import _every
+
+    s = summary("generated__tf2.21cpu__checkpoint_every_4_fit")
+    assert _every(s, [7, 10, 11, 15, 18, 19, 23]) == (4, [7, 11, 15, 19, 23])  # epoch ends
+    assert _every(s, [3, 7, 12]) is None  # 4, then 5: no stride
+    assert _every(s, [5, 9]) is None  # two are no pattern
+    assert _every(s, [2, 4, 6, 8]) == (2, [2, 4, 6, 8])

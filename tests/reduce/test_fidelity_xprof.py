@@ -75,6 +75,7 @@ NO_MARKERS = {"generated__tf2.20cpu__keras3_fit", "generated__tf2.21cpu__keras3_
               "generated__tf2.21cpu__evaluate_only", "generated__tf2.21cpu__evaluate_spe4",
               "generated__tf2.21cpu__jpeg_decode_plain_fit",
               "generated__tf2.21cpu__checkpoint_callback_fit",
+              "generated__tf2.21cpu__checkpoint_every_4_fit",
               "generated__tf2.21cpu__fit_validation_unmarked",
               "generated__tf2.21cpu__two_output_tensorboard_fit"}
 TF_LOOP = {"generated__tf2.21cpu__" + case for case in (

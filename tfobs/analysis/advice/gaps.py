@@ -373,17 +373,19 @@ def _gap(s: WindowSummary) -> Advice | None:
     if typical_period <= 0 or typical / typical_period >= GAP_SHARE:
         # Long pauses on top of the per-batch gap (an epoch's end, a validation run) may
         # hold most of it: both are said, and both fixes given, the larger first.
-        pauses = [g for g in gaps if g >= PAUSE_FACTOR * typical > 0]
+        at = [j for j, g in enumerate(gaps) if g >= PAUSE_FACTOR * typical > 0]
+        pauses = [gaps[j] for j in at]
         held = sum(pauses) / sum(gaps) if pauses else 0.0
         also, fix = "", ""
         if held >= 0.5:
+            periodic, first = _periodic(s, [items[j].step_num for j in at], len(at))
             also = (f" {len(pauses)} pause(s) of up to {1e3 * max(pauses):.1f} ms hold "
                     f"{100 * held:.0f} % of it (an epoch's end, a validation run, a "
-                    f"checkpoint); the typical gap is {1e3 * typical:.2f} ms."
+                    f"checkpoint); the typical gap is {1e3 * typical:.2f} ms." + periodic[0]
                     + _pause_contents(s))
-            fix = f"{STEP_PAUSE.fix}; then, for the gap every step pays: {STEP_GAP.fix}"
+            fix = f"{first}; then, for the gap every step pays: {STEP_GAP.fix}"
             evidence = {**evidence, "typical_gap_s": typical, "pauses": float(len(pauses)),
-                        "pause_share": held}
+                        "pause_share": held, **periodic[1]}
         python = s.steps.python_between_s
         if python >= 0.5 * mean_gap > 0 and s.steps.python_between_top:
             # The Python tracer saw what fills the gap on the steps' own thread.
@@ -399,7 +401,11 @@ def _gap(s: WindowSummary) -> Advice | None:
             + also, evidence, threshold + f"; critical from {100 * GAP_CRITICAL_SHARE:g} %",
             fix)
     k = max(range(len(gaps)), key=gaps.__getitem__)
-    long = sum(g >= GAP_SHARE * typical_period for g in gaps)
+    at = [j for j, g in enumerate(gaps) if g >= GAP_SHARE * typical_period]
+    long = len(at)
+    evidence = {**evidence, "typical_gap_s": typical, "longest_gap_s": gaps[k], "pauses": long}
+    (periodic, extra), fix = _periodic(s, [items[j].step_num for j in at], long)
+    evidence.update(extra)
     # A few pauses are worth a look; holding a quarter of the time or more, they cost more
     # than most of what the warnings name.
     return STEP_PAUSE.advice(
@@ -408,6 +414,50 @@ def _gap(s: WindowSummary) -> Advice | None:
         f" ms) is host time between steps, held by {long} pause(s) of {len(gaps)} gaps: the "
         f"longest {1e3 * gaps[k]:.1f} ms, between steps {items[k].step_num} and "
         f"{items[k + 1].step_num}; the typical gap is {1e3 * typical:.2f} ms."
-        + _pause_contents(s),
-        {**evidence, "typical_gap_s": typical, "longest_gap_s": gaps[k], "pauses": long},
-        threshold + ", the median gap under it")
+        + periodic + _pause_contents(s), evidence,
+        threshold + ", the median gap under it", "" if fix == STEP_PAUSE.fix else fix)
+
+
+# Pauses at a fixed stride of steps: a callback or hook the job runs every N batches.
+PERIODIC_MIN = 3  # pauses in one stride, from which they are a pattern
+PERIODIC_FIX = (
+    "what runs every {n} batches is the pause: where an epoch is {n} batches, the epoch's end "
+    "(its callbacks, a validation run, a new iterator); else a checkpoint save every {n} "
+    "batches (Keras 3's ModelCheckpoint(save_freq={n}) writes its .weights.h5 or .keras file "
+    "from Python, which leaves no event in the capture: save_freq='epoch' or a larger N), a "
+    "logger, an evaluation or a metric read every {n} batches; run it less often or off the "
+    "training thread")
+
+
+def _periodic(s: WindowSummary, after: list[int], pauses: int
+              ) -> tuple[tuple[str, dict[str, float]], str]:
+    """((words, evidence), the pauses' fix) where pauses after steps `after` fall every N
+    steps (`_every`); ("", {}) and STEP_PAUSE's fix otherwise."""
+    every = _every(s, after)
+    if every is None:
+        return ("", {}), STEP_PAUSE.fix
+    stride, run = every
+    words = (f" {len(run)} of them fall every {stride} steps (after steps "
+             f"{', '.join(map(str, run[:6]))}{', ...' if len(run) > 6 else ''}): something "
+             f"runs every {stride} batches.")
+    fix = PERIODIC_FIX.format(n=stride) + (
+        f"; for the other pauses, {STEP_PAUSE.fix}" if pauses > len(run) else "")
+    return (words, {"pause_every_steps": float(stride)}), fix
+
+
+def _every(s: WindowSummary, after: list[int]) -> tuple[int, list[int]] | None:
+    """(stride, the step numbers) of the most pauses, after steps `after`, that fall every
+    N steps without a miss (N two or more; other pauses, an epoch's end, may sit between
+    them), at least PERIODIC_MIN of them; the smaller stride on a tie."""
+    best: tuple[int, list[int]] | None = None
+    if len(after) < PERIODIC_MIN:
+        return None
+    for stride in range(2, (after[-1] - after[0]) // (PERIODIC_MIN - 1) + 1):
+        by_phase: dict[int, list[int]] = {}
+        for n in after:
+            by_phase.setdefault(n % stride, []).append(n)
+        for run in by_phase.values():
+            whole = all(b - a == stride for a, b in zip(run, run[1:], strict=False))
+            if whole and len(run) >= PERIODIC_MIN and (best is None or len(run) > len(best[1])):
+                best = (stride, run)
+    return best
