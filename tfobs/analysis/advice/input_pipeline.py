@@ -261,9 +261,11 @@ def _loader(s: WindowSummary, input_pct: float, synthetic: str) -> str:
     return (f"the steps wait in the data loader's stages ({', '.join(ip.loader_stages)}: "
             f"{1e3 * ip.loader_input_s:.2f} ms per step): make its per-record transforms "
             "cheaper or vectorize them (batch first, then transform whole batches), give it "
-            "more workers where cores are free (grain: DataLoader(worker_count=...), or "
+            "more workers where cores are free (grain: DataLoader(worker_count=...), "
+            "mp_prefetch(MultiprocessingOptions(num_workers=...)), or "
             "ReadOptions(num_threads=...) for a dataset's to_iter_dataset) and a deeper "
-            "buffer (worker_buffer_size, prefetch_buffer_size) so batches arrive evenly. "
+            "buffer (worker_buffer_size, per_worker_buffer_size, prefetch_buffer_size) so "
+            "batches arrive evenly. "
             f"Check: train the same step on synthetic data ({synthetic}); the step time "
             f"drops by about {one_digit(input_pct)} % (the input share of step time)")
 
