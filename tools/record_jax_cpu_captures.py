@@ -89,6 +89,11 @@ CASES = {
                            "marked `StepTraceAnnotation(\"train\", step_num=i)`: JAX lowers "
                            "and compiles the function again inside every step "
                            "(`lower_sharding_computation`, `backend_compile_and_load`)",
+    "io_callback_steps": "the step under `jax.jit` logging its loss to a file with "
+                         "`jax.experimental.io_callback(log, None, loss, ordered=True)` "
+                         "(a line written and flushed each step), marked "
+                         "`StepTraceAnnotation(\"train\", step_num=i)`: each call of the "
+                         "jitted step leaves JAX's C++ fast path",
     "debug_print_steps": "the step under `jax.jit` with a `jax.debug.print` of its loss, "
                          "marked `StepTraceAnnotation(\"train\", step_num=i)`: the compiled "
                          "step stops at each call to run the print's Python (JAX's "
@@ -230,6 +235,18 @@ elif case == "recompile_each_step":
         lambda w: ((x @ w) ** 2).mean())(w), static_argnums=2)
     calls = itertools.count()
     step = lambda w, x: scaled(w, x, next(calls))  # a new static value: a new compile
+elif case == "io_callback_steps":
+    import tempfile
+    from jax.experimental import io_callback
+    journal = open(tempfile.mktemp(prefix="tfobs-loss-"), "w")
+    def log(loss):  # a metric logger in the job's own code
+        journal.write(f"{float(loss):.6f}\\n")
+        journal.flush()
+    def logged(w, x):
+        loss = ((x @ w) ** 2).mean()
+        io_callback(log, None, loss, ordered=True)
+        return w - 0.01 * jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
+    step = jax.jit(logged)
 elif case == "debug_print_steps":
     def printed(w, x):
         loss = ((x @ w) ** 2).mean()
@@ -362,7 +379,8 @@ def mark(i):
                 "sharded_two_devices", "scan_four_steps", "async_dispatch_steps",
                 "async_two_jits_steps",
                 "python_loader_thread", "compute_wait_steps", "recompile_each_step",
-                "debug_print_steps", "tfdata_loader_steps", "tfdata_wait_in_steps",
+                "debug_print_steps", "io_callback_steps", "tfdata_loader_steps",
+                "tfdata_wait_in_steps",
                 "tfdata_wait_between_steps", "tfdata_wait_loader_thread",
                 "tfdata_wait_no_tracer", "op_by_op_steps", "jitted_step_window_end",
                 "block_tree_metrics", "rng_split_outside_jit", "metric_read_each_step",

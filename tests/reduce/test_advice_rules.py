@@ -2010,3 +2010,17 @@ def test_a_stride_needs_three_pauses_without_a_miss() -> None:
     assert _every(s, [3, 7, 12]) is None  # 4, then 5: no stride
     assert _every(s, [5, 9]) is None  # two are no pattern
     assert _every(s, [2, 4, 6, 8]) == (2, [2, 4, 6, 8])
+
+
+def test_an_io_callback_logger_gets_the_loggers_fix_not_a_loaders() -> None:
+    """io_callback(log, ...) in the jitted step: the step's Python is JAX's slow dispatch
+    path the callback sends each call down, named as such; the fix returns the value and
+    logs it on the host, and says nothing of loading batches ahead (no loader here)."""
+    from tfobs.analysis.advice.steps import CALLBACK_FIX, TRACED_FIX
+
+    a = one(summary("generated__jax0.10cpu__io_callback_steps"), "python_in_step")
+    assert a.evidence["callback_share"] >= 1 / 3
+    assert "inside JAX host callbacks" in a.message
+    assert "JAX's Python dispatch path" in a.message
+    assert a.fix.startswith(CALLBACK_FIX) and TRACED_FIX not in a.fix
+    assert "log them on the host every N steps" in a.fix

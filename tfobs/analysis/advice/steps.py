@@ -162,6 +162,16 @@ FRAMEWORK_PYTHON = (
      "keep metrics on the device (accumulate them in the jitted step) and read them every N "
      "steps, not every step; read a vector once (np.asarray(v), jax.device_get), never "
      "element by element (float(v[i]) in a loop is one copy per element)"),
+    ("pjit.py", ("cache_miss", "_pjit_call_impl_python"),
+     "JAX's Python dispatch path: jitted calls that left their C++ fast path (a host "
+     "callback in the step, or an argument re-checked on every call)",
+     "keep host callbacks out of the jitted step and pass it arrays of a fixed dtype and "
+     "sharding, not Python scalars, so each call takes the compiled fast path"),
+    ("pxla.py", ("__call__", "shard_args"),
+     "JAX's Python dispatch path: jitted calls that left their C++ fast path (a host "
+     "callback in the step, or an argument re-checked on every call)",
+     "keep host callbacks out of the jitted step and pass it arrays of a fixed dtype and "
+     "sharding, not Python scalars, so each call takes the compiled fast path"),
     ("array_constructors.py", ("*",),
      "jnp.array / jnp.asarray building an array from Python objects (a nested list is "
      "flattened one Python value at a time)",
@@ -172,10 +182,11 @@ _TRACING = "partial_eval.py"
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
 CALLBACK_SHARE = 1 / 3  # of the traced Python, from which the callbacks are named
 CALLBACK_FIX = (
-    "each JAX host callback stops the compiled step to run Python: take jax.debug.print "
-    "out of the training step (return the values and print them every N steps on the host) "
-    "and keep io_callback / pure_callback work out of the step (precompute it, or do it in "
-    "the input pipeline)")
+    "each JAX host callback stops the compiled step to run Python, and sends every call of "
+    "it down JAX's slower Python dispatch: take jax.debug.print and io_callback logging out "
+    "of the training step (return the values from the step and print or log them on the "
+    "host every N steps), and keep other io_callback / pure_callback work out of it "
+    "(precompute it, or do it in the input pipeline)")
 
 # Python inside a tf.data iterator's next(): a JAX step fed by tf.data waiting for its batch.
 TFDATA_NEXT_SHARE = 1 / 3  # of the traced Python, from which the wait is named
@@ -347,7 +358,11 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
                      "tf.data iterator's next(), waiting for the batch")
         fixes.append(TFDATA_NEXT_FIX)
     if jax:
+        seen = set()
         for what, fix in framework_python(st.python_traced_top):
+            if what in seen:  # two files of one cause (pjit.py, pxla.py)
+                continue
+            seen.add(what)
             parts.append(f"among it, {what}")
             fixes.append(fix)
     held_pct = max(traced_pct, 100.0 * st.python_callback_s / st.mean_s)
@@ -364,4 +379,6 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
         f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
         f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %",
         # The usual fix moves Python to a background thread: the cause, under contention.
-        "; then ".join(fixes if other else [*fixes, TRACED_FIX]) if fixes else TRACED_FIX)
+        # Where host callbacks hold the Python, loading batches ahead is beside the point.
+        "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE else [*fixes, TRACED_FIX])
+        if fixes else TRACED_FIX)
