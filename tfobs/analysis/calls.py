@@ -63,25 +63,41 @@ def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
         at = np.flatnonzero(member(ld.mid_arr, plain, ld.dense_top))
         if not at.size:
             continue
-        todo = _events_by_name(ld.mid_arr[at], left, ld.dense_top)
+        sub = ld.mid_arr[at]
+        todo = _first_events(sub, left, ld.dense_top)
         # Each name's first event, read in one batch (positions in line order).
-        heads = [int(at[events[0]]) for _, events in todo]
+        heads = [int(at[first]) for _, first in todo]
         order = sorted(range(len(heads)), key=heads.__getitem__)
         read = host.stat_values_many(ld, [heads[j] for j in order], wanted)
         has_stat = [False] * len(heads)
         for j, values in zip(order, read, strict=True):
             has_stat[j] = CALL_STAT in values
-        for (mid, events), i, called in zip(todo, heads, has_stat, strict=True):
+        for (mid, _), i, called in zip(todo, heads, has_stat, strict=True):
             left.discard(mid)
             if called:
                 found.append(mid)
-            elif events.size > 1 and ld.start_arr[at[events[1]]] < ld.end_arr[i]:
+                continue
+            events = np.flatnonzero(sub == mid)[:1 + _MIXED_PROBE]  # a rare second look
+            if events.size > 1 and ld.start_arr[at[events[1]]] < ld.end_arr[i]:
                 # its next event lies inside it: a marker around a call of its own name?
                 probe = at[events[1:1 + _MIXED_PROBE]].tolist()
                 if any(CALL_STAT in v for v in host.stat_values_many(ld, probe, wanted)):
                     found.append(mid)
                     mixed.add(mid)
     return np.array(sorted(found + jitted), np.int64), mixed
+
+
+def _first_events(mids: np.ndarray, wanted: set[int], top: int | None
+                  ) -> list[tuple[int, int]]:
+    """For each id of `wanted` among `mids`, in id order: the id and the position of its
+    first event in `mids`. One unbuffered pass where the ids are small (each id's least
+    position), else `_events_by_name`'s."""
+    if top is None:
+        return [(m, int(events[0])) for m, events in _events_by_name(mids, wanted, top)]
+    none = np.iinfo(np.int64).max
+    first = np.full(top + 1, none, np.int64)
+    np.minimum.at(first, mids, np.arange(mids.size))
+    return [(m, int(first[m])) for m in np.flatnonzero(first != none).tolist() if m in wanted]
 
 
 def _events_by_name(mids: np.ndarray, wanted: set[int], top: int | None
