@@ -507,9 +507,9 @@ class StepTimes:
     """The steps XProf keeps (well formed, first and last dropped) with their breakdowns."""
 
     groups: Sequence[StepGroup]
-    # Per step, seconds per category in CATEGORIES order: each the sum of its event types'
-    # times in the order the sweep met them, as XProf adds them up.
-    seconds: list[list[float]]
+    # Per step (rows), seconds per category in CATEGORIES order (columns): each the sum of
+    # its event types' times in the order the sweep met them, as XProf adds them up.
+    seconds_array: np.ndarray
     totals: dict[int, int]  # ps per event type over the kept steps
     dropped: int = 0  # steps XProf drops (first and last)
     # Those two steps' durations, seconds (first, last): a long one (a shuffle buffer
@@ -520,21 +520,23 @@ class StepTimes:
     index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     begin_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     end_ps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # `seconds` as the (steps, categories) array it was made from, where kept.
-    seconds_array: np.ndarray | None = field(default=None, repr=False)
     # The breakdown's sweep of the groups' event bounds (time, group: place among the
     # groups given, type in force after the bound), where it ran on the found columns.
     swept: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(
         default=None, repr=False, compare=False)
 
+    @property
+    def seconds(self) -> list[list[float]]:
+        """`seconds_array` as Python lists, one per step."""
+        rows: list[list[float]] = self.seconds_array.tolist()
+        return rows
+
     def category_sums(self) -> dict[str, float]:
         """Each category's seconds summed over the steps left to right (a cumulative sum
         adds in that order, as summing each step's figure in turn does)."""
-        if not self.seconds:
-            return dict.fromkeys(CATEGORIES, 0.0)
         array = self.seconds_array
-        if array is None:
-            array = np.array(self.seconds, np.float64)
+        if not array.size:
+            return dict.fromkeys(CATEGORIES, 0.0)
         last = np.cumsum(array, axis=0)[-1]
         return {c: 0.0 + x for c, x in zip(CATEGORIES, last.tolist(), strict=True)}
 
@@ -646,8 +648,7 @@ def _kept_times(groups: Sequence[StepGroup], total: np.ndarray, sums: np.ndarray
         chosen = groups[int(keep[0]):int(keep[-1]) + 1]
     else:
         chosen = [groups[k] for k in keep.tolist()]
-    return StepTimes(chosen, seconds.tolist(), totals, dropped, dropped_s, index=keep,
-                     seconds_array=seconds)
+    return StepTimes(chosen, seconds, totals, dropped, dropped_s, index=keep)
 
 
 def verdict(input_pct: float, other_pct: float, have_steps: bool) -> str:

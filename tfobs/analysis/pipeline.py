@@ -67,7 +67,7 @@ from tfobs.summary import (
     TimedEvent,
     WindowSummary,
     build_all,
-    row_dicts,
+    column_dicts,
 )
 from tfobs.xspace.reader import PlaneView, SpaceView, parse
 from tfobs.xspace.schema import HOST_PLANE
@@ -342,7 +342,7 @@ def _steps(
     marks = step_markers(groups)
     items = build_all(Step, nums, starts, durations,
                       # each row holds one figure per category (summed below)
-                      row_dicts(CATEGORIES, kept.seconds),
+                      column_dicts(CATEGORIES, kept.seconds_array),
                       tops,
                       [0.0] * len(groups),
                       marks)
@@ -490,10 +490,8 @@ def _gaps(begin: np.ndarray, end: np.ndarray) -> Spans:
 
 def _column(kept: bd.StepTimes, category: str) -> np.ndarray:
     """One category's seconds per kept step."""
-    array = kept.seconds_array
-    if array is None:
-        array = np.array(kept.seconds, np.float64).reshape(len(kept.seconds), len(CATEGORIES))
-    return array[:, CATEGORIES.index(category)]
+    column: np.ndarray = kept.seconds_array[:, CATEGORIES.index(category)]
+    return column
 
 
 def _per_step(seconds: float, count: int) -> float:

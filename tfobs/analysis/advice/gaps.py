@@ -378,14 +378,15 @@ def _gap(s: WindowSummary) -> Advice | None:
         held = sum(pauses) / sum(gaps) if pauses else 0.0
         also, fix = "", ""
         if held >= 0.5:
-            periodic, first = _periodic(s, [items[j].step_num for j in at], len(at))
+            (stride_words, stride_evidence), first = _periodic(
+                s, [items[j].step_num for j in at], len(at))
             also = (f" {len(pauses)} pause(s) of up to {1e3 * max(pauses):.1f} ms hold "
                     f"{100 * held:.0f} % of it (an epoch's end, a validation run, a "
-                    f"checkpoint); the typical gap is {1e3 * typical:.2f} ms." + periodic[0]
+                    f"checkpoint); the typical gap is {1e3 * typical:.2f} ms." + stride_words
                     + _pause_contents(s))
             fix = f"{first}; then, for the gap every step pays: {STEP_GAP.fix}"
             evidence = {**evidence, "typical_gap_s": typical, "pauses": float(len(pauses)),
-                        "pause_share": held, **periodic[1]}
+                        "pause_share": held, **stride_evidence}
         python = s.steps.python_between_s
         if python >= 0.5 * mean_gap > 0 and s.steps.python_between_top:
             # The Python tracer saw what fills the gap on the steps' own thread.
