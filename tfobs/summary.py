@@ -79,6 +79,7 @@ RuleId = Literal[
     "tfdata_per_replica_input",
     "tfdata_slowest_stage",
     "output_bound",
+    "tfdata_shares_cores",
     "all_others_bound",
     "step_gap",
     "step_pause",

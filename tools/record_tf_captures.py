@@ -124,6 +124,14 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit of a conv net with RandomFlip/RandomTranslation layers in the model and "
         "tf.image ops in a parallel tf.data map after cache and shuffle; tfobs's Keras callback",
         {}),
+    "augment_in_pipeline_fit": (
+        "Keras 3 fit of a small conv net on 64x64x3 images, batch 32, its random augmentation "
+        "(RandomFlip, RandomRotation(0.1), RandomZoom(0.1) as a Keras model) applied in a "
+        "parallel tf.data map on each batch before prefetch: every batch ready, tf.data's "
+        "threads busy on the cores the step computes on; tfobs's Keras callback", {}),
+    "augment_in_model_fit": (
+        "the same fit with the three Random* layers at the start of the model instead (the "
+        "control of augment_in_pipeline_fit); tfobs's Keras callback", {}),
     "jpeg_decode_plain_fit": (
         "Keras 3 fit of a small conv net, no step markers (steps inferred), fed by a parallel "
         "tf.data map decoding and resizing JPEG images; the conv output's allocation reaches "
@@ -1225,6 +1233,26 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model.compile(optimizer=keras.optimizers.Adam(1e-3),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         fit_then_profile(model, ds, 4, params["steps"])
+
+    elif case in ("augment_in_pipeline_fit", "augment_in_model_fit"):
+        params = {"batch": 32, "image": [64, 64, 3], "steps": 16}
+        x = rng.uniform(size=(1024, 64, 64, 3)).astype(np.float32)
+        y = rng.integers(0, 10, size=1024)
+        layers = [keras.layers.RandomFlip("horizontal"), keras.layers.RandomRotation(0.1),
+                  keras.layers.RandomZoom(0.1)]
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32)
+        if case == "augment_in_pipeline_fit":
+            augment = keras.Sequential(layers)
+            ds = ds.map(lambda a, b: (augment(a, training=True), b),
+                        num_parallel_calls=tf.data.AUTOTUNE)
+            layers = []
+        model = keras.Sequential([
+            keras.Input((64, 64, 3)), *layers, keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(), keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        fit_then_profile(model, ds.prefetch(2), 3, params["steps"])
 
     elif case == "jpeg_decode_plain_fit":
         params = {"batch": 32, "image": [32, 32, 3], "resize": [24, 24], "steps": 16}

@@ -2024,3 +2024,19 @@ def test_an_io_callback_logger_gets_the_loggers_fix_not_a_loaders() -> None:
     assert "JAX's Python dispatch path" in a.message
     assert a.fix.startswith(CALLBACK_FIX) and TRACED_FIX not in a.fix
     assert "log them on the host every N steps" in a.fix
+
+
+def test_a_pipeline_that_takes_a_host_only_steps_cores_is_named() -> None:
+    """Augmentation in a parallel tf.data map on a CPU job: every batch ready (XProf: NOT
+    input-bound), yet tf.data's threads work most of a step's time per step on the cores
+    the step computes on. The same layers in the model (the control) leave the pool idle."""
+    s = summary("generated__tf2.21cpu__augment_in_pipeline_fit")
+    assert s.input_bound.verdict == "not" and s.environment.device_count == 0
+    a = one(s, "tfdata_shares_cores")
+    assert a.evidence["pool_share_of_step"] >= 0.5 and "NOT input-bound" in a.message
+    assert "preprocessing layers in the model" in a.fix
+    assert not fired(summary("generated__tf2.21cpu__augment_in_model_fit"),
+                     "tfdata_shares_cores")
+    # Input-bound jobs hear it in input_bound's fix instead; GPU jobs never.
+    assert not fired(summary("generated__tf2.21cpu__interleave_records_loop"),
+                     "tfdata_shares_cores")

@@ -152,8 +152,24 @@ ONE_THREAD = Rule(
     "options.threading.max_intra_op_parallelism unset, and check the job's CPU limit (a "
     "container with one core gives the pool one thread)",
     f"{TFDATA}: Parallelizing data transformation")
+SHARES_CORES = Rule(
+    "tfdata_shares_cores", "input pipeline",
+    "a host-only job not input-bound to XProf (each batch ready) whose tf.data pool threads "
+    "work >= half a step's time per step on the cores the step computes on; a warning from "
+    "a whole step's time",
+    "the pipeline's work takes the step's cores: make it cheaper (batch before the map so "
+    "ops run on whole batches, random augmentation as Keras preprocessing layers in the "
+    "model, cache() after deterministic work) or cap tf.data's threads "
+    "(options.threading.private_threadpool_size) so the step keeps its cores; on a GPU host "
+    "the same pipeline would run beside the device",
+    f"{TFDATA}: Vectorizing mapping; Caching; Parallelizing data transformation")
 RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, ONE_THREAD, NO_PREFETCH, MAP_FUNCTION,
-         FILE_READ, FROM_GENERATOR, PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND)
+         FILE_READ, FROM_GENERATOR, PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND,
+         SHARES_CORES)
+# tf.data's pool work per step, as a share of the step, from which a job XProf calls not
+# input-bound is told its pipeline takes the step's cores (info), and a warning.
+CORES_INFO_SHARE = 0.5
+CORES_WARNING_SHARE = 1.0
 # Stages whose work runs on tf.data's pool (num_parallel_calls, parallel interleave).
 PARALLEL_STAGES = ("ParallelMap", "MapAndBatch", "ParallelInterleave", "ParallelBatch",
                    "ParallelFilter")
@@ -176,8 +192,32 @@ _THRESHOLD = (f"input >= {HIGHLY_INPUT_PCT:g} % highly, >= {MODERATELY_INPUT_PCT
 _GATE = f"input >= {MODERATELY_INPUT_PCT:g} % of step time (XProf's moderately input-bound)"
 
 
+def _pipeline_cores(s: WindowSummary) -> list[Advice]:
+    """tfdata_shares_cores: a host-only job XProf calls not input-bound whose tf.data threads
+    work beside the steps on the cores they compute on."""
+    ip, st = s.input_pipeline, s.steps
+    if on_gpu(s) or not st.count or st.mean_s <= 0 or s.input_bound.verdict in (
+            "highly", "moderately", "unknown"):
+        return []  # an input-bound job's input_bound fix says it (`_shared_cores`)
+    work = ip.pool_busy_s / window_steps(s)
+    share = work / st.mean_s
+    if share < CORES_INFO_SHARE:
+        return []
+    cores = ip.pool_busy_s / s.duration_s if s.duration_s > 0 else 0.0
+    return [SHARES_CORES.advice(
+        "warning" if share >= CORES_WARNING_SHARE else "info",
+        f"tf.data's pool threads work {1e3 * work:.2f} ms per step ({cores:.1f} cores' worth "
+        f"of the window) beside steps of {1e3 * st.mean_s:.2f} ms that compute on the "
+        f"host's cores: XProf calls the job {s.input_bound.verdict.upper()} input-bound (each "
+        "batch was ready), but the pipeline takes CPU the step could use.",
+        {"pool_work_s_per_step": work, "pool_share_of_step": share, "pool_cores": cores},
+        f"host-only, not input-bound, tf.data pool work per step >= "
+        f"{100 * CORES_INFO_SHARE:g} % of step time (tfobs); a warning from "
+        f"{100 * CORES_WARNING_SHARE:g} %")]
+
+
 def check(s: WindowSummary) -> list[Advice]:
-    out = _output(s)
+    out = _output(s) + _pipeline_cores(s)
     ib = s.input_bound
     # A JAX step waiting in tf.data's next(): input XProf cannot see (no TensorFlow op).
     hidden_pct = (100.0 * s.steps.python_tfdata_next_s / s.steps.mean_s
