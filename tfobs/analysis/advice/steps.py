@@ -132,6 +132,12 @@ TRACED_FIX = (
 
 # Python the JAX stack itself runs in the step, known by file and function (the tracer
 # names files by their base name only): a loader's fix would not reach it.
+# A jitted call JAX runs through its Python dispatch (pjit.py, pxla.py), not its C++ one.
+_SLOW_DISPATCH = (
+    "JAX's Python dispatch path: jitted calls that left their C++ fast path (a host "
+    "callback in the step, or an argument re-checked on every call)",
+    "keep host callbacks out of the jitted step and pass it arrays of a fixed dtype and "
+    "sharding, not Python scalars, so each call takes the compiled fast path")
 FRAMEWORK_PYTHON = (
     ("graphlib.py", ("_graph_flatten", "_graph_unflatten", "flatten", "unflatten"),
      "Flax NNX walking the model's object graph in Python on each nnx.jit call",
@@ -162,16 +168,8 @@ FRAMEWORK_PYTHON = (
      "keep metrics on the device (accumulate them in the jitted step) and read them every N "
      "steps, not every step; read a vector once (np.asarray(v), jax.device_get), never "
      "element by element (float(v[i]) in a loop is one copy per element)"),
-    ("pjit.py", ("cache_miss", "_pjit_call_impl_python"),
-     "JAX's Python dispatch path: jitted calls that left their C++ fast path (a host "
-     "callback in the step, or an argument re-checked on every call)",
-     "keep host callbacks out of the jitted step and pass it arrays of a fixed dtype and "
-     "sharding, not Python scalars, so each call takes the compiled fast path"),
-    ("pxla.py", ("__call__", "shard_args"),
-     "JAX's Python dispatch path: jitted calls that left their C++ fast path (a host "
-     "callback in the step, or an argument re-checked on every call)",
-     "keep host callbacks out of the jitted step and pass it arrays of a fixed dtype and "
-     "sharding, not Python scalars, so each call takes the compiled fast path"),
+    ("pjit.py", ("cache_miss", "_pjit_call_impl_python"), *_SLOW_DISPATCH),
+    ("pxla.py", ("__call__", "shard_args"), *_SLOW_DISPATCH),
     ("array_constructors.py", ("*",),
      "jnp.array / jnp.asarray building an array from Python objects (a nested list is "
      "flattened one Python value at a time)",
