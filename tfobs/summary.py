@@ -421,6 +421,10 @@ class Ops:
     optimizer_densify_s: float = 0.0
     # tf.print's ops (StringFormat, PrintV2), op self time in window seconds.
     print_s: float = 0.0
+    # XLA:CPU running compiled programs (jit_compile=True; outermost
+    # `CpuExecutable::Execute*` events), window seconds: their ops are XLA's own, in no op
+    # row (XProf's table has none of them either).
+    xla_programs_s: float = 0.0
 
 
 @dataclass(frozen=True)

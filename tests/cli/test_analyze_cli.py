@@ -279,3 +279,18 @@ def test_a_host_allocators_memory_from_before_the_window_is_named_so() -> None:
     text = render(s)
     assert "held since before the window (XProf: preallocated)" in text
     assert "unused preallocated device memory" not in text
+
+
+def test_xla_programs_outside_the_op_table_are_said() -> None:
+    """Under jit_compile=True on a CPU host XLA runs the step's compiled program: its ops
+    are XLA's, in no op row (XProf's table has none either); the text says how long."""
+    import tfobs
+    from tfobs.commands.analyze import render
+
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__xla_fit.xplane.pb")
+    assert s.ops.xla_programs_s > 0.25 * s.steps.mean_s * s.steps.count
+    assert s.ops.xla_programs_s > max(o.self_s for o in s.ops.top)  # more than any row
+    assert all("CpuExecutable" not in o.name for o in s.ops.top)
+    assert "XLA's compiled programs (jit_compile)" in render(s)
+    plain = tfobs.analyze(CAPTURES / "advice__healthy.xplane.pb")
+    assert plain.ops.xla_programs_s == 0 and "XLA's compiled programs" not in render(plain)

@@ -28,6 +28,7 @@ from tfobs.analysis.timeline import (
     clip_to_spans,
     id_array,
     member,
+    outermost,
     span_bounds,
     summable,
     sums_fit,
@@ -489,6 +490,27 @@ def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
                 update += a.self_ps
                 densify += a.self_ps if a.op_type == DENSIFY_OP else 0
     return update / 1e12, densify / 1e12
+
+
+# XLA:CPU running a compiled program (a function under jit_compile=True): its ops are XLA's
+# thunks, no TensorFlow op.
+XLA_PROGRAM = "CpuExecutable::Execute"
+
+
+def xla_program_seconds(host: Timeline | None) -> float:
+    """Window seconds of XLA:CPU's compiled programs: outermost `CpuExecutable::Execute*`
+    events on every host thread."""
+    if host is None:
+        return 0.0
+    mids = id_array(host.mids_where(lambda n: n.startswith(XLA_PROGRAM)))
+    if not mids.size:
+        return 0.0
+    total = 0
+    for ld in host.lines:
+        at = outermost(ld, mids)
+        if at.size:
+            total += int((ld.end_arr[at] - ld.start_arr[at]).sum())
+    return total / 1e12
 
 
 # tf.print in a graph: formatting the values (StringFormat) and writing them (PrintV2).

@@ -279,6 +279,9 @@ def render(s: WindowSummary, label: str = "") -> str:
         for op in s.ops.top:
             where = "device" if op.on_device else "host"
             add(f"  {_ms(op.self_s)}  x{op.count:<6} {where:<6} {_short(op.name)}")
+    if s.ops.xla_programs_s > 0:
+        add(f"  XLA's compiled programs (jit_compile): {_ms(s.ops.xla_programs_s).strip()} "
+            "in the window, in no row above (their ops are XLA's, not TensorFlow's)")
     k = s.kernels
     if k.total_s > 0 or k.items:
         add("")
