@@ -525,12 +525,6 @@ class StepTimes:
     swept: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(
         default=None, repr=False, compare=False)
 
-    @property
-    def seconds(self) -> list[list[float]]:
-        """`seconds_array` as Python lists, one per step."""
-        rows: list[list[float]] = self.seconds_array.tolist()
-        return rows
-
     def category_sums(self) -> dict[str, float]:
         """Each category's seconds summed over the steps left to right (a cumulative sum
         adds in that order, as summing each step's figure in turn does)."""

@@ -91,32 +91,15 @@ def _first_events(mids: np.ndarray, wanted: set[int], top: int | None
                   ) -> list[tuple[int, int]]:
     """For each id of `wanted` among `mids`, in id order: the id and the position of its
     first event in `mids`. One unbuffered pass where the ids are small (each id's least
-    position), else `_events_by_name`'s."""
+    position), else one sort."""
     if top is None:
-        return [(m, int(events[0])) for m, events in _events_by_name(mids, wanted, top)]
+        ids, first_at = np.unique(mids, return_index=True)
+        return [(m, k) for m, k in zip(ids.tolist(), first_at.tolist(), strict=True)
+                if m in wanted]
     none = np.iinfo(np.int64).max
     first = np.full(top + 1, none, np.int64)
     np.minimum.at(first, mids, np.arange(mids.size))
     return [(m, int(first[m])) for m in np.flatnonzero(first != none).tolist() if m in wanted]
-
-
-def _events_by_name(mids: np.ndarray, wanted: set[int], top: int | None
-                    ) -> list[tuple[int, np.ndarray]]:
-    """For each id of `wanted` among `mids`, in id order: the id and where its first events
-    are in `mids` (the first two, or its first 1 + _MIXED_PROBE where one look suffices).
-    A line holds a few such names, each thousands of times: a pass per name, not a sort."""
-    if top is not None:
-        present = [m for m in np.flatnonzero(np.bincount(mids, minlength=top + 1)).tolist()
-                   if m in wanted]
-        if len(present) <= 32:
-            return [(m, np.flatnonzero(mids == m)[:1 + _MIXED_PROBE]) for m in present]
-    by_mid = np.argsort(mids, kind="stable")  # each name's, in order
-    ranked = mids[by_mid]
-    first = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
-    ends = np.r_[first[1:], by_mid.size]
-    return [(m, by_mid[k:min(e, k + 1 + _MIXED_PROBE)])
-            for m, k, e in zip(ranked[first].tolist(), first.tolist(), ends.tolist(),
-                               strict=True) if m in wanted]
 
 
 def _calls_at(host: Timeline, ld: LineData, mids: np.ndarray, mixed: set[int]) -> np.ndarray:

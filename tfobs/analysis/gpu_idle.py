@@ -192,17 +192,15 @@ def merged_spans(begin: np.ndarray, end: np.ndarray) -> Spans:
     if not begin.size:
         none = np.zeros(0, np.int64)
         return Spans(none, none)
-    if (end >= begin).all():
-        # No span ends before it starts: the order among equal begins changes nothing, so
-        # begins already in order (a line's events, the steps) need no sort at all.
-        if (begin[1:] >= begin[:-1]).all():
-            b, reach = begin, np.maximum.accumulate(end)
-        else:
-            order = np.argsort(begin, kind="stable")
-            b, reach = begin[order], np.maximum.accumulate(end[order])
-    else:
+    # Where no span ends before it starts, the order among equal begins changes nothing, so
+    # begins already in order (a line's events, the steps) need no sort at all.
+    order: np.ndarray | None = None
+    if not (end >= begin).all():
         order = np.lexsort((end, begin))
-        b, reach = begin[order], np.maximum.accumulate(end[order])
+    elif not (begin[1:] >= begin[:-1]).all():
+        order = np.argsort(begin, kind="stable")
+    b, e = (begin, end) if order is None else (begin[order], end[order])
+    reach = np.maximum.accumulate(e)
     # A new interval where it starts after every earlier one has ended; each ends at the
     # reach of its last member (no earlier interval reaches past its start).
     first = np.flatnonzero(np.r_[True, b[1:] > reach[:-1]])

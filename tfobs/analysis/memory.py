@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -285,6 +286,14 @@ def _active_at_peak(
 
 
 UNUSED_PREALLOCATED = "unused preallocated device memory"
+# A GPU's own memory ("GPU_0_bfc"); host allocators may name GPUs too
+# ("bfc_cpu_allocator_for_gpu", "gpu_host_bfc": pinned host memory).
+_DEVICE_ALLOCATOR = re.compile(r"GPU_\d+_")
+
+
+def device_allocator(name: str) -> bool:
+    """Whether an allocator is a GPU's own memory, not the host's."""
+    return _DEVICE_ALLOCATOR.match(name) is not None
 
 # TensorFlow's DataType enum (types.proto) -> `DataTypeString`, as XProf shows it.
 _DATA_TYPES = (

@@ -205,9 +205,9 @@ def _allocation(name: str, allocator: str) -> str:
     """An allocation row's name; XProf's row for the heap bytes no allocation in the window
     accounts for says what they are on a host allocator (no device memory is preallocated
     there: the job's arrays, constants and variables made before the window)."""
-    from tfobs.analysis.memory import UNUSED_PREALLOCATED
+    from tfobs.analysis.memory import UNUSED_PREALLOCATED, device_allocator
 
-    if name == UNUSED_PREALLOCATED and not allocator.startswith("GPU_"):
+    if name == UNUSED_PREALLOCATED and not device_allocator(allocator):
         return "held since before the window (XProf: preallocated)"
     return name or "-"
 

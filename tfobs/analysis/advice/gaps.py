@@ -379,7 +379,7 @@ def _gap(s: WindowSummary) -> Advice | None:
         also, fix = "", ""
         if held >= 0.5:
             (stride_words, stride_evidence), first = _periodic(
-                s, [items[j].step_num for j in at], len(at))
+                [items[j].step_num for j in at], len(at))
             also = (f" {len(pauses)} pause(s) of up to {1e3 * max(pauses):.1f} ms hold "
                     f"{100 * held:.0f} % of it (an epoch's end, a validation run, a "
                     f"checkpoint); the typical gap is {1e3 * typical:.2f} ms." + stride_words
@@ -405,7 +405,7 @@ def _gap(s: WindowSummary) -> Advice | None:
     at = [j for j, g in enumerate(gaps) if g >= GAP_SHARE * typical_period]
     long = len(at)
     evidence = {**evidence, "typical_gap_s": typical, "longest_gap_s": gaps[k], "pauses": long}
-    (periodic, extra), fix = _periodic(s, [items[j].step_num for j in at], long)
+    (periodic, extra), fix = _periodic([items[j].step_num for j in at], long)
     evidence.update(extra)
     # A few pauses are worth a look; holding a quarter of the time or more, they cost more
     # than most of what the warnings name.
@@ -430,11 +430,10 @@ PERIODIC_FIX = (
     "training thread")
 
 
-def _periodic(s: WindowSummary, after: list[int], pauses: int
-              ) -> tuple[tuple[str, dict[str, float]], str]:
+def _periodic(after: list[int], pauses: int) -> tuple[tuple[str, dict[str, float]], str]:
     """((words, evidence), the pauses' fix) where pauses after steps `after` fall every N
     steps (`_every`); ("", {}) and STEP_PAUSE's fix otherwise."""
-    every = _every(s, after)
+    every = _every(after)
     if every is None:
         return ("", {}), STEP_PAUSE.fix
     stride, run = every
@@ -446,7 +445,7 @@ def _periodic(s: WindowSummary, after: list[int], pauses: int
     return (words, {"pause_every_steps": float(stride)}), fix
 
 
-def _every(s: WindowSummary, after: list[int]) -> tuple[int, list[int]] | None:
+def _every(after: list[int]) -> tuple[int, list[int]] | None:
     """(stride, the step numbers) of the most pauses, after steps `after`, that fall every
     N steps without a miss (N two or more; other pauses, an epoch's end, may sit between
     them), at least PERIODIC_MIN of them; the smaller stride on a tie."""

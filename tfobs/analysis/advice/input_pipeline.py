@@ -199,7 +199,7 @@ def _pipeline_cores(s: WindowSummary) -> list[Advice]:
     if on_gpu(s) or not st.count or st.mean_s <= 0 or s.input_bound.verdict in (
             "highly", "moderately", "unknown"):
         return []  # an input-bound job's input_bound fix says it (`_shared_cores`)
-    work = ip.pool_busy_s / window_steps(s)
+    work = _pool_work(s)
     share = work / st.mean_s
     if share < CORES_INFO_SHARE:
         return []
@@ -356,8 +356,7 @@ def _shared_cores(s: WindowSummary) -> str:
     """Words for a host-only job whose tf.data threads do a good share of a step's work on
     the cores the step computes on (their work is the step's loss even when every batch
     is ready), "" otherwise."""
-    ip = s.input_pipeline
-    work = ip.pool_busy_s / window_steps(s) if s.steps.count else 0.0
+    work = _pool_work(s)
     if on_gpu(s) or not work >= SHARED_CORES_SHARE * s.steps.mean_s > 0:
         return ""
     return (f"on this host-only job tf.data's threads run {1e3 * work:.2f} ms of pipeline "
@@ -365,6 +364,11 @@ def _shared_cores(s: WindowSummary) -> str:
             "step computes on: a cheaper pipeline (cache() after the decoding, fewer parallel "
             "calls, work moved offline) frees them, which can shorten the step by more than "
             "its input share")
+
+
+def _pool_work(s: WindowSummary) -> float:
+    """tf.data's pool threads' busy time per step (over the steps the window spans)."""
+    return s.input_pipeline.pool_busy_s / window_steps(s) if s.steps.count else 0.0
 
 
 def _unprefetched_root(ip: InputPipeline) -> bool:

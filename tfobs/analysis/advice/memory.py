@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 from tfobs.analysis.advice.rule import GPU, PROFILER, Rule
+from tfobs.analysis.memory import device_allocator
 from tfobs.summary import Advice, WindowSummary
 
 NEAR_CAPACITY = Rule(
@@ -30,9 +29,6 @@ FRAG = 0.5
 # gigabytes read 56 % fragmented (tf.keras fit, jit_compile) and can never run short.
 FRAG_MIN_PEAK = 1 << 30
 FRAG_MIN_SHARE = 0.10
-# A GPU's own memory ("GPU_0_bfc"); host allocators may name GPUs too
-# ("bfc_cpu_allocator_for_gpu", "gpu_host_bfc": pinned host memory).
-_DEVICE_ALLOCATOR = re.compile(r"GPU_\d+_")
 
 
 def check(s: WindowSummary) -> list[Advice]:
@@ -53,5 +49,5 @@ def check(s: WindowSummary) -> list[Advice]:
                 {"fragmentation": m.fragmentation_ratio, "peak_bytes": float(m.peak_bytes)},
                 f"fragmentation at peak >= {100 * FRAG:g} %, peak >= 1 GiB or "
                 f"{100 * FRAG_MIN_SHARE:g} % of capacity (tfobs)",
-                "" if _DEVICE_ALLOCATOR.match(m.allocator) else _HOST_FIX))
+                "" if device_allocator(m.allocator) else _HOST_FIX))
     return out
