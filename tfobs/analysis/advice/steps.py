@@ -313,7 +313,8 @@ def dispatch_only(st: Steps) -> bool:
 
 def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
     """(what, fix) of each FRAMEWORK_PYTHON entry among the step's top Python functions
-    ("graphlib.py:882 _graph_flatten"), in FRAMEWORK_PYTHON's order."""
+    ("graphlib.py:882 _graph_flatten"), in FRAMEWORK_PYTHON's order, each cause once (two
+    files may hold one: pjit.py, pxla.py)."""
     seen = set()
     for label in top:
         where, _, function = label.partition(" ")
@@ -323,7 +324,8 @@ def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
              if any((file, f) in seen for f in functions)
              or ("*" in functions and file in files)]
     tracing = any(file == _TRACING for file, _, _ in found)
-    return [(what, fix) for file, what, fix in found if not (tracing and file == "core.py")]
+    causes = [(what, fix) for file, what, fix in found if not (tracing and file == "core.py")]
+    return list(dict.fromkeys(causes))
 
 
 def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = False
@@ -356,11 +358,7 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
                      "tf.data iterator's next(), waiting for the batch")
         fixes.append(TFDATA_NEXT_FIX)
     if jax:
-        seen = set()
         for what, fix in framework_python(st.python_traced_top):
-            if what in seen:  # two files of one cause (pjit.py, pxla.py)
-                continue
-            seen.add(what)
             parts.append(f"among it, {what}")
             fixes.append(fix)
     held_pct = max(traced_pct, 100.0 * st.python_callback_s / st.mean_s)
