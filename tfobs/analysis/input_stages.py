@@ -46,8 +46,18 @@ def _strings(host: Timeline, ld: LineData, positions: np.ndarray, key: str) -> l
     return [v if isinstance(v := got.get(key), str) else "" for got in values]
 
 
+# `_carrying` per host timeline and stat (the step grouping and the stages' typing both ask
+# for the stage names'; held weakly: freed with the timeline).
+_CARRYING: weakref.WeakKeyDictionary[Timeline, dict[str, list[tuple[LineData, np.ndarray]]]] = (
+    weakref.WeakKeyDictionary())
+
+
 def _carrying(host: Timeline, key: str) -> list[tuple[LineData, np.ndarray]]:
-    """Each line's sorted positions of the events that carry stat `key`."""
+    """Each line's sorted positions of the events that carry stat `key` (one scan of the
+    plane's stats per timeline and stat)."""
+    known = _CARRYING.setdefault(host, {})
+    if key in known:
+        return known[key]
     present = stat_present(host, np.arange(len(host.columns), dtype=np.int64),
                            host.stat_ids[key])
     out = []
@@ -57,6 +67,7 @@ def _carrying(host: Timeline, key: str) -> list[tuple[LineData, np.ndarray]]:
         at = np.flatnonzero(present[ld.indices(np.arange(len(ld)))])
         if at.size:
             out.append((ld, at))
+    known[key] = out
     return out
 
 
