@@ -46,8 +46,11 @@ def test_gpu_check_runs_every_part_on_cpu(tmp_path):
                                                        "elementwise"]
     assert all(p["steps"] > 0 and p["scrapes"] > 0 for p in gpm["phases"]), gpm["phases"]
     assert gpm["windows"].get("captured", 0) >= 3
-    # two training threads: windows captured, none stopped under the other thread's step
+    # two training threads: windows captured; a stop under the other thread's step only as
+    # the bounded fallback (`steps_open`, when the threads' steps never pause on a loaded
+    # machine), and then counted
     (threads,) = results["threads"]
     assert threads["died"] is False and threads["windows"].get("captured", 0) >= 2, threads
-    assert threads["stops"] >= 2 and threads["stops_under_other_step"] == 0, threads
-    assert verdict["threads_died"] == 0 and verdict["threads_stops_under_other_step"] == 0
+    assert threads["stops"] >= 2 and threads["stops_uncounted"] == 0, threads
+    assert threads["stops_under_other_step"] <= threads["ends"].get("steps_open", 0), threads
+    assert verdict["threads_died"] == 0 and verdict["threads_stops_uncounted"] == 0

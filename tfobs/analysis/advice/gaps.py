@@ -24,6 +24,7 @@ from tfobs.analysis.advice.rule import (
     category_advice,
     other_thread_share,
     runtime_holds_other,
+    step_field,
     step_total_s,
 )
 from tfobs.analysis.breakdown import MODERATELY_INPUT_PCT
@@ -277,7 +278,7 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
     # ones before it (float(loss) every N steps): uneven markers are that, not the steps.
     if len(items) < LONG_MIN_STEPS or s.environment.framework == "jax":
         return []
-    durations = np.array([st.duration_s for st in items])
+    durations = step_field(s.steps, "duration_s")
     typical = float(np.median(durations))
     long = np.flatnonzero(durations >= LONG_FACTOR * typical)
     total = float(durations.sum())
@@ -354,10 +355,10 @@ def _gap(s: WindowSummary) -> Advice | None:
     items = s.steps.items
     if len(items) < 2:
         return None
-    start = np.array([st.start_ns for st in items], np.int64)
+    start = step_field(s.steps, "start_ns")
     apart = (start[1:] - start[:-1]) / 1e9
     # Each as max(0.0, apart - duration) gives it (0.0 for -0.0 too), all at once.
-    gap = apart - np.array([st.duration_s for st in items[:-1]])
+    gap = apart - step_field(s.steps, "duration_s")[:-1]
     gaps = np.where(gap > 0.0, gap, 0.0).tolist()
     period = (items[-1].start_ns - items[0].start_ns) / 1e9 / (len(items) - 1)
     mean_gap = sum(gaps) / len(gaps)

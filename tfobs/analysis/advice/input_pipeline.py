@@ -20,6 +20,7 @@ from tfobs.analysis.advice.rule import (
     on_gpu,
     one_digit,
     runtime_holds_other,
+    step_field,
     step_pct,
     step_seconds,
     step_total_s,
@@ -428,7 +429,7 @@ def _concentrated(s: WindowSummary) -> str:
         return ""
     held = float(held_by[k - 1])
     rest = order[k:]
-    rest_time = float(np.array([st.duration_s for st in items])[rest].sum())
+    rest_time = float(step_field(s.steps, "duration_s")[rest].sum())
     rest_pct = 100 * float(wait[rest].sum()) / rest_time if rest_time > 0 else 0.0
     if rest_pct >= MODERATELY_INPUT_PCT:
         return ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import weakref
 from dataclasses import dataclass
 
@@ -87,6 +88,27 @@ def step_seconds(steps: Steps, category: str) -> np.ndarray:
             and category in CATEGORIES and last[3].shape == (len(steps.items), len(CATEGORIES))):
         return np.ascontiguousarray(last[3][:, CATEGORIES.index(category)])
     return np.array([st.breakdown_s.get(category, 0.0) for st in steps.items], np.float64)
+
+
+# The last window's step fields read as arrays (same tuple discipline as _LAST).
+_FIELDS: tuple[weakref.ref[Steps] | None, dict[str, np.ndarray]] = (None, {})
+
+
+def step_field(steps: Steps, name: str) -> np.ndarray:
+    """Each step's `name` ("start_ns": int64, "duration_s": float64) in step order, read
+    once per window: several rules read them, and a long window has thousands of steps."""
+    global _FIELDS
+    last = _FIELDS
+    if last[0] is None or last[0]() is not steps:
+        last = _FIELDS = (weakref.ref(steps), {})
+    column = last[1].get(name)
+    if column is None:
+        dtype = np.int64 if name == "start_ns" else np.float64
+        column = np.fromiter(map(operator.attrgetter(name), steps.items), dtype,
+                             len(steps.items))
+        column.flags.writeable = False  # shared by the rules
+        last[1][name] = column
+    return column
 
 
 def one_digit(x: float) -> str:
