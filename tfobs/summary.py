@@ -560,6 +560,16 @@ class WindowSummary:
         total = sum(self.breakdown_s.values())
         return {k: (v / total if total > 0 else 0.0) for k, v in self.breakdown_s.items()}
 
+    def input_beyond_xprof(self) -> tuple[str, str] | None:
+        """(severity, finding) where tfobs's input_bound advice reads a wait XProf's verdict
+        misses (a JAX job's tf.data `next()`, a dataset loop inside a tf.function: host
+        compute to XProf), for the places that show XProf's verdict; None where the advice
+        is XProf's own statement or absent."""
+        for a in self.advice:
+            if a.code == "input_bound" and a.message != self.input_bound.advice:
+                return a.severity, a.message.split(", which XProf")[0]
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """`dataclasses.asdict(self)`, field by field from a plan made once per class:
         asdict deep-copies every value, which took longer than the reduction itself on a

@@ -192,6 +192,32 @@ CASES = {
                        "`StepTraceAnnotation(\"train\", step_num=i)` and waited for: a long "
                        "window of small steps, as high-throughput jobs make (the speed "
                        "benchmark's JAX long window)",
+    "keras_jax_fit": "Keras 3 fit with KERAS_BACKEND=jax on numpy arrays (Keras's array "
+                     "adapter, no tf.data), a 256-512-512-1 MLP, batch 64, 12 steps, "
+                     "tfobs's Keras callback (markers: StepTraceAnnotation via tfobs.step)",
+    "keras_jax_spe4_fit": "the same Keras 3 JAX-backend fit compiled with "
+                          "steps_per_execution=4 (16 steps: 4 executions, each a "
+                          "jitted lax loop of 4 iterations), tfobs's Keras callback",
+    "keras_jax_fit_plain": "the Keras 3 JAX-backend fit without any callback (no step "
+                           "markers at all)",
+    "keras_jax_tfdata_slow_fit": "Keras 3 fit with KERAS_BACKEND=jax over a tf.data pipeline "
+                                 "(from_tensor_slices -> batch(64) -> a py_function sleeping "
+                                 "4 ms per batch -> repeat, no prefetch): input-bound by "
+                                 "construction (the step computes about 1 ms); tfobs's Keras "
+                                 "callback",
+    "remat_donate_steps": "a jitted SGD step of a 4-layer tanh MLP (256 wide, batch 128) "
+                          "whose layers are wrapped in `jax.checkpoint` (rematerialised in "
+                          "the backward pass) and whose weights are donated "
+                          "(`donate_argnums=0`), marked `StepTraceAnnotation(\"train\", "
+                          "step_num=i)` and waited for",
+    "pure_callback_steps": "a jitted SGD step that calls `jax.pure_callback` to a numpy "
+                           "function (a sort plus a 1 ms sleep: a host-side metric) on the "
+                           "loss each step, marked `StepTraceAnnotation(\"train\", "
+                           "step_num=i)` and waited for",
+    "shard_map_psum_steps": "the SGD step written with `shard_map` over 2 CPU devices "
+                            "(XLA_FLAGS=--xla_force_host_platform_device_count=2): the batch "
+                            "split, gradients averaged with `lax.pmean`, weights replicated, "
+                            "marked `StepTraceAnnotation(\"train\", step_num=i)` and waited for",
     "two_thread_steps": "two Python threads each running its own copy of the step on its "
                         "own weights, both marking `StepTraceAnnotation(\"train\", "
                         "step_num=i)` from 0 (steps of two threads that overlap in time, "
@@ -202,7 +228,10 @@ WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_b
                    "tfdata_wait_loader_thread", "tfdata_wait_no_tracer"}
 
 # Cases that split the host into several XLA CPU devices.
-DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2}
+DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2, "shard_map_psum_steps": 2}
+# Cases that run Keras 3 fit on the JAX backend (their own child script).
+KERAS_JAX = {"keras_jax_fit", "keras_jax_spe4_fit", "keras_jax_fit_plain",
+             "keras_jax_tfdata_slow_fit"}
 
 _CHILD = """
 import json, pathlib, sys
@@ -333,6 +362,43 @@ elif case == "ema_outside_jit_steps":
 elif case == "tiny_steps_long":
     step = jax.jit(lambda w, x: w - 0.001 * (x @ w))
     w, x = jnp.ones((16, 16)), jnp.ones((16, 16))
+elif case == "remat_donate_steps":
+    def remat_loss(ws, x):
+        h = x
+        for wl in ws:
+            h = jax.checkpoint(lambda h, wl: jnp.tanh(h @ wl))(h, wl)
+        return (h ** 2).mean()
+    step = jax.jit(lambda ws, x: [wl - 0.01 * g for wl, g in zip(ws, jax.grad(remat_loss)(ws, x))],
+                   donate_argnums=0)
+    w = [jnp.ones((256, 256)) * 0.01 for _ in range(4)]
+    x = jnp.ones((128, 256))
+elif case == "pure_callback_steps":
+    import numpy as np, time as _t
+    def host_metric(loss):
+        _t.sleep(0.001)
+        return np.sort(np.full((64,), loss, np.float32))[:1].reshape(())
+    def cb_step(w, x):
+        loss, g = jax.value_and_grad(lambda w: ((x @ w) ** 2).mean())(w)
+        m = jax.pure_callback(host_metric, jax.ShapeDtypeStruct((), jnp.float32), loss)
+        return w - 0.01 * g * (1.0 + 0.0 * m)
+    step = jax.jit(cb_step)
+elif case == "shard_map_psum_steps":
+    import numpy as np
+    from jax.sharding import Mesh, PartitionSpec as P
+    try:
+        from jax import shard_map as _sm
+        smap = lambda f, mesh, in_specs, out_specs: _sm(
+            f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    except ImportError:
+        from jax.experimental.shard_map import shard_map as _sm
+        smap = lambda f, mesh, in_specs, out_specs: _sm(
+            f, mesh=mesh, in_specs=in_specs, out_specs=out_specs)
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    def local(w, x):
+        g = jax.grad(lambda w: ((x @ w) ** 2).mean())(w)
+        return w - 0.01 * jax.lax.pmean(g, "d")
+    step = jax.jit(smap(local, mesh, (P(), P("d", None)), P()))
+    x = jnp.ones((128, 128))
 elif case == "compute_wait_steps":
     def twenty(w, x):
         def body(_, w):
@@ -387,7 +453,8 @@ def mark(i):
                 "callback_on_xla_threads", "python_generator_between_steps",
                 "tiny_steps_long", "polling_thread_steps", "device_put_each_step",
                 "shape_buckets_steps", "orbax_saves_steps", "grain_threads_steps",
-                "grain_workers_steps", "ema_outside_jit_steps"):
+                "grain_workers_steps", "ema_outside_jit_steps", "remat_donate_steps",
+                "pure_callback_steps", "shard_map_psum_steps"):
         return jax.profiler.StepTraceAnnotation("train", step_num=i)
     if case == "tfobs_step":
         return tfobs.step(i)
@@ -455,11 +522,20 @@ def run(i):
             jax.block_until_ready((w, metrics))
             return
         w = step(w, x)
+        if case == "remat_donate_steps":
+            jax.block_until_ready(w)
+            return
         if case not in ("async_dispatch_steps", "async_two_jits_steps",
                         "async_calls_no_markers"):
             w.block_until_ready()
         if case == "orbax_saves_steps":  # writes at every fourth step
             saves.save(i, args=ocp.args.StandardSave({"w": w}))
+_times = []
+_run = run
+def run(i):
+    _t0 = time.perf_counter()
+    _run(i)
+    _times.append(time.perf_counter() - _t0)
 steps = {"tiny_steps_long": 3000, "shape_buckets_steps": 15, "orbax_saves_steps": 17}.get(
     case, 12)
 if case == "polling_thread_steps":  # a job's watchdog written as a busy loop
@@ -508,7 +584,8 @@ if case == "polling_thread_steps":
     stop.set()
 if case == "orbax_saves_steps":
     saves.wait_until_finished()
-params = {"jax": jax.__version__, "steps": steps, "python": sys.version.split()[0]}
+params = {"jax": jax.__version__, "steps": steps, "python": sys.version.split()[0],
+          "measured_step_ms": [round(t * 1e3, 3) for t in _times]}
 if case.startswith("tfdata_"):
     params["tensorflow"] = tf.__version__
 if case == "orbax_saves_steps":
@@ -517,6 +594,57 @@ if case.startswith("grain_"):
     from importlib.metadata import version
     params["grain"] = version("grain")
 print(json.dumps(params))
+"""
+
+
+_KERAS_CHILD = """
+import json, sys, time
+import numpy as np
+import jax, keras
+case, logdir = sys.argv[1], sys.argv[2]
+spe = 4 if case == "keras_jax_spe4_fit" else 1
+steps = 16 if spe == 4 else 12
+model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
+                          keras.layers.Dense(512, activation="relu"), keras.layers.Dense(1)])
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", steps_per_execution=spe)
+rng = np.random.default_rng(0)
+x = rng.random((64 * 64, 256), np.float32)
+y = rng.random((64 * 64, 1), np.float32)
+data = dict(x=x, y=y, batch_size=64)
+fetch_ms = []
+if case == "keras_jax_tfdata_slow_fit":
+    import tensorflow as tf
+    def slow(xb):
+        t = time.perf_counter()
+        time.sleep(0.004)
+        fetch_ms.append(time.perf_counter() - t)
+        return xb
+    ds = (tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+          .map(lambda a, b: (tf.ensure_shape(tf.py_function(slow, [a], tf.float32), (64, 256)), b))
+          .repeat())
+    data = dict(x=ds)
+times = []
+class Timer(keras.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        self.t = time.perf_counter()
+    def on_train_batch_end(self, batch, logs=None):
+        times.append(time.perf_counter() - self.t)
+cbs = [Timer()]
+if case != "keras_jax_fit_plain":
+    from tfobs.capture.markers import keras3_callback_class
+    cbs.insert(0, keras3_callback_class()())
+model.fit(**data, epochs=1, steps_per_epoch=8, verbose=0, callbacks=cbs)
+times.clear()
+fetch_ms.clear()
+t0 = time.perf_counter()
+with jax.profiler.trace(logdir):
+    model.fit(**data, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=cbs)
+total = time.perf_counter() - t0
+print(json.dumps({"jax": jax.__version__, "keras": keras.__version__, "steps": steps,
+                  "steps_per_execution": spe, "python": sys.version.split()[0],
+                  "fit_wall_ms": round(total * 1e3, 3),
+                  "measured_batch_ms": [round(t * 1e3, 3) for t in times],
+                  "py_function_ms": [round(t * 1e3, 3) for t in fetch_ms]}))
 """
 
 
@@ -561,7 +689,12 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             jax_python = sys.executable
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
             env["PYTHONPATH"] = str(ROOT)  # tfobs.capture.tfdata_wait
-        proc = subprocess.run([jax_python, "-c", _CHILD, case, logdir], capture_output=True,
+        if case in KERAS_JAX:
+            env["KERAS_BACKEND"] = "jax"
+            env["PYTHONPATH"] = str(ROOT)
+            env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        child = _KERAS_CHILD if case in KERAS_JAX else _CHILD
+        proc = subprocess.run([jax_python, "-c", child, case, logdir], capture_output=True,
                               text=True, env=env)
         if proc.returncode != 0:
             raise SystemExit(f"{case}: workload failed\n{proc.stderr[-3000:]}")

@@ -559,6 +559,36 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop marking each step `Trace(\"step\", step_num=numpy.int64(i), _r=1)` with a "
         "nested Trace, fed by `sample_from_datasets` over a numpy_function map and a plain "
         "branch, then `group_by_window` batching; no tfobs markers", {}),
+    "grad_accum_python_loop": (
+        "custom loop, each tfobs.step one optimizer update made of 4 micro-batches of 32: "
+        "a tf.function computing gradients and adding them to accumulator variables, called "
+        "4 times from Python, then a tf.function applying the mean and zeroing the "
+        "accumulators (5 function calls per step)", {}),
+    "central_storage_loop": (
+        "custom loop, tf.distribute.experimental.CentralStorageStrategy over 2 logical CPU "
+        "devices (variables on /cpu:0, compute on both), tfobs.step markers", {}),
+    "class_weight_fit": (
+        "Keras 3 fit on numpy arrays (Keras's own array adapter) of a 10-class classifier "
+        "with class_weight (one weight per class; Keras turns it into per-sample weights), "
+        "batch 64; "
+        "tfobs's Keras callback", {}),
+    "rebatch_slow_input_loop": (
+        "custom loop over range -> a serial map making a 64x256 block with 64 rounds of "
+        "sin/cos per value -> unbatch -> batch(64) -> rebatch(32), no prefetch, autotune off, "
+        "a tiny "
+        "model step: input-bound by construction; tfobs.step markers", {}),
+    "dynamic_while_step": (
+        "custom loop whose tf.function step runs a tf.while_loop whose trip count depends "
+        "on the batch (1 to 8 inner updates), tfobs.step markers", {}),
+    "summary_image_loop": (
+        "custom loop whose tf.function step writes tf.summary.image of 4 8x8x3 images and "
+        "tf.summary.histogram of the logits every step to a file writer; tfobs.step "
+        "markers", {}),
+    "pydataset_slow_fit": (
+        "Keras 3 fit over a keras.utils.PyDataset (workers=2, threads, max_queue_size=4) whose "
+        "__getitem__ sleeps 8 ms then builds the batch in numpy, a step of about 1 ms: "
+        "input-bound by construction (two workers deliver a batch every ~4 ms); tfobs's "
+        "Keras callback", {}),
     "tfkeras_fit_validation_epochs": (
         "tf_keras (Keras 2) fit, two epochs of 12 steps with validation_data (4 steps) in one "
         "trace: tf_keras's own markers number train steps from 0 each epoch and mark "
@@ -654,7 +684,7 @@ def _tf_keras_fit_under(strategy: Any, width: int) -> Any:
 
 def _child(case: str, logdir: str) -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if case in ("mirrored", "mirrored_fit", "dist_from_fn_loop"):
+    if case in ("mirrored", "mirrored_fit", "dist_from_fn_loop", "central_storage_loop"):
         import tensorflow as tf
 
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -2824,6 +2854,225 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         numpy_numbered(0, 3)
         profile(lambda: numpy_numbered(3, params["steps"]))
+    elif case == "grad_accum_python_loop":
+        params = {"micro": 4, "micro_batch": 32, "steps": 12}
+        model = mlp(128, 256)
+        opt = keras.optimizers.SGD(0.01)
+        accum = [tf.Variable(tf.zeros_like(v), trainable=False)
+                 for v in model.trainable_variables]
+        x = rng.random((32 * 64, 128), np.float32)
+        y = rng.random((32 * 64, 1), np.float32)
+        it = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32).prefetch(4))
+
+        @tf.function
+        def micro(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            for a, g in zip(accum, grads, strict=True):
+                a.assign_add(g)
+            return loss
+
+        @tf.function
+        def apply():
+            opt.apply_gradients([(a / 4.0, v) for a, v in
+                                 zip(accum, model.trainable_variables, strict=True)])
+            for a in accum:
+                a.assign(tf.zeros_like(a))
+
+        times: list[float] = []
+
+        def one(i):
+            t = time.perf_counter()
+            for _ in range(4):
+                micro(*next(it))
+            apply()
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+    elif case == "central_storage_loop":
+        params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 64, "steps": 12}
+        strategy = tf.distribute.experimental.CentralStorageStrategy(
+            compute_devices=params["devices"], parameter_device="/cpu:0")
+        with strategy.scope():
+            model = mlp(128, 256)
+            opt = keras.optimizers.SGD(0.01)
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+        it = iter(strategy.experimental_distribute_dataset(ds))
+        train_step = distributed_step(
+            strategy, model, opt, lambda yb, pred: tf.reduce_sum(tf.square(pred - yb)) / 64.0)
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            train_step(next(it))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+    elif case == "class_weight_fit":
+        params = {"batch": 64, "classes": 10, "steps": 12}
+        model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, "relu"),
+                                  keras.layers.Dense(10)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        x = rng.random((64 * 64, 64), np.float32)
+        y = rng.integers(0, 10, (64 * 64,))
+        cw = {k: 1.0 + k / 10 for k in range(10)}
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()],
+              "batch_size": 64, "class_weight": cw}
+        model.fit(x, y, epochs=1, steps_per_epoch=4, **kw)
+        times.clear()
+        profile(lambda: model.fit(x, y, epochs=1, steps_per_epoch=params["steps"], **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "rebatch_slow_input_loop":
+        params = {"batch": 32, "steps": 12, "rounds": 64}
+        model = mlp(256, 16)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+
+        def heavy(i):
+            v = tf.reshape(tf.cast(tf.range(64 * 256, dtype=tf.int64) + i, tf.float32) * 1e-4,
+                           (64, 256))
+            for _ in range(64):
+                v = tf.sin(v) + tf.cos(v) * 0.5
+            return v, v[:, :1]
+
+        ds = tf.data.Dataset.range(10_000).map(heavy)
+        ds = ds.unbatch().batch(64).rebatch(32)
+        opts = tf.data.Options()
+        opts.autotune.enabled = False
+        opts.experimental_optimization.map_parallelization = False
+        ds = ds.with_options(opts)
+        it = iter(ds)
+        times = []
+        waits = []
+
+        def one(i):
+            t = time.perf_counter()
+            xb, yb = next(it)
+            waits.append(time.perf_counter() - t)
+            step(xb, yb)
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_next_ms"] = [round(t * 1e3, 3) for t in waits[3:]]
+    elif case == "dynamic_while_step":
+        params = {"batch": 64, "steps": 12}
+        w = tf.Variable(tf.random.normal((128, 1)) * 0.01)
+        xs = rng.random((16, 64, 128), np.float32)
+        ys = rng.random((16, 64, 1), np.float32)
+
+        @tf.function
+        def step(xb, yb):
+            n = tf.cast(tf.reduce_sum(xb[:, 0]) * 1000, tf.int32) % 8 + 1
+
+            def body(k, w_):
+                with tf.GradientTape() as tape:
+                    tape.watch(w_)
+                    loss = tf.reduce_mean(tf.square(xb @ w_ - yb))
+                return k + 1, w_ - 0.01 * tape.gradient(loss, w_)
+
+            k, new = tf.while_loop(lambda k, _: k < n, body, (0, w.read_value()))
+            w.assign(new)
+            return k
+
+        trips = []
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            trips.append(int(step(tf.constant(xs[i % 16]), tf.constant(ys[i % 16]))))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["trip_counts"] = trips[3:]
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+    elif case == "summary_image_loop":
+        params = {"batch": 64, "steps": 12}
+        model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(8, 3),
+                                  keras.layers.Flatten(), keras.layers.Dense(10)])
+        opt = keras.optimizers.SGD(0.01)
+        writer = tf.summary.create_file_writer(os.path.join(logdir, "summ"))
+        x = rng.random((64 * 8, 8, 8, 3), np.float32)
+        y = rng.integers(0, 10, (64 * 8,))
+        it = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64).prefetch(2))
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+        @tf.function
+        def step(xb, yb, i):
+            with tf.GradientTape() as tape:
+                logits = model(xb, training=True)
+                loss = loss_fn(yb, logits)
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            with writer.as_default(step=i):
+                tf.summary.image("inputs", xb[:4], max_outputs=4)
+                tf.summary.histogram("logits", logits)
+                tf.summary.scalar("loss", loss)
+            return loss
+
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            xb, yb = next(it)
+            step(xb, yb, tf.constant(i, tf.int64))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        writer.flush()
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+    elif case == "pydataset_slow_fit":
+        params = {"batch": 64, "features": 128, "workers": 2, "sleep_ms": 8, "steps": 12}
+        gets = []
+
+        class Slow(keras.utils.PyDataset):
+            def __init__(self):
+                super().__init__(workers=2, use_multiprocessing=False, max_queue_size=4)
+
+            def __len__(self):
+                return 1000
+
+            def __getitem__(self, idx):
+                t = time.perf_counter()
+                time.sleep(0.008)
+                r = np.random.default_rng(idx)
+                out = r.random((64, 128), np.float32), r.random((64, 1), np.float32)
+                gets.append(time.perf_counter() - t)
+                return out
+
+        model = mlp(128, 256)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        data = Slow()
+        model.fit(data, epochs=1, steps_per_epoch=4, **kw)
+        times.clear()
+        t0 = time.perf_counter()
+        profile(lambda: model.fit(data, epochs=1, steps_per_epoch=params["steps"], **kw))
+        params["fit_wall_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

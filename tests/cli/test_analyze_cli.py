@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import os
 import pathlib
@@ -294,3 +295,29 @@ def test_xla_programs_outside_the_op_table_are_said() -> None:
     assert "XLA's compiled programs (jit_compile)" in render(s)
     plain = tfobs.analyze(CAPTURES / "advice__healthy.xplane.pb")
     assert plain.ops.xla_programs_s == 0 and "XLA's compiled programs" not in render(plain)
+
+
+@pytest.mark.parametrize(("stem", "verdict"), [
+    ("generated__jax0.10cpu__keras_jax_tfdata_slow_fit", "potentially"),
+    ("generated__tf2.21cpu__epoch_loop_in_function", "not")])
+def test_an_input_wait_xprofs_verdict_misses_is_said_beside_it(stem: str, verdict: str
+                                                                ) -> None:
+    """A wait XProf counts as host compute (a JAX job's tf.data next(), a dataset loop in a
+    tf.function): XProf's verdict stays the headline, tfobs's reading follows it there,
+    in the text and on the page, not only among the advice below."""
+    import tfobs
+    from tfobs.commands.analyze import render
+    from tfobs.export.page import render_page
+
+    s = tfobs.analyze(CAPTURES / f"{stem}.xplane.pb")
+    assert s.input_bound.verdict == verdict
+    severity, finding = s.input_beyond_xprof() or ("", "")
+    assert severity == "critical" and "% of step time waits for" in finding
+    lines = render(s).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Input-bound: "))
+    assert lines[at + 2] == (f"  tfobs [critical]: {finding}, which XProf's verdict misses "
+                             "(advice input_bound below)")
+    assert html.escape(f"tfobs [critical]: {finding}") in render_page(s)
+    # where the advice is XProf's own statement, nothing is added
+    plain = tfobs.analyze(TFKERAS)
+    assert plain.input_beyond_xprof() is None and "tfobs [" not in render(plain)

@@ -178,6 +178,21 @@ def test_a_host_callback_xla_runs_on_its_own_threads_is_counted_from_its_op() ->
     assert 0 < on_thread.python_callback_s <= on_thread.python_traced_s
 
 
+def test_a_callback_run_on_the_steps_thread_is_counted_once() -> None:
+    # jax.pure_callback in a small program XLA's CPU client runs inline, on the step's own
+    # thread: its op (`pure_callback.1`) encloses the same Python the tracer saw
+    # (`_wrapped_callback`). Read once: not "more, on XLA's threads" (1.26 + 1.29 ms of
+    # Python in a 1.42 ms step, as it read before).
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__pure_callback_steps.xplane.pb")
+    st = s.steps
+    assert st.count == 10
+    assert 0.001 < st.python_callback_s <= st.python_traced_s < st.mean_s  # the 1 ms sleep
+    a = _codes(s)["python_in_step"]
+    assert "more, on XLA's threads" not in a.message
+    assert "of it inside JAX host callbacks" in a.message
+    assert a.evidence["callback_share"] <= 1.0
+
+
 def test_a_metric_read_on_the_host_every_step_is_named_with_its_fix() -> None:
     # float(loss) every step: JAX's array.py _value waits for the device and copies back;
     # "move the data loader out of the step" was the fix.

@@ -410,6 +410,40 @@ def test_a_window_of_jitted_calls_that_return_before_their_work_says_so() -> Non
     assert "asynchronous dispatch" not in waited.steps.note
 
 
+def test_an_unmarked_keras_jax_fit_is_named_with_the_fix_that_marks_it() -> None:
+    # Keras 3's JAX-backend fit writes no marker: 12 calls of its jitted train_step among
+    # 19 jitted calls. Not a serving window (wrapping Keras's own calls is no fix the user
+    # has): tfobs's Keras callback marks each batch.
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__keras_jax_fit_plain.xplane.pb")
+    assert s.steps.count == 0
+    top = s.steps.calls[0]
+    assert top.name == "PjitFunction(train_step)" and top.count == 12
+    advice = _codes(s)["calls_without_steps"]
+    assert advice.severity == "warning" and "Keras's JAX-backend fit" in advice.message
+    assert "tfobs.KerasCallback()" in advice.fix and "StepTraceAnnotation('serve'" not in (
+        advice.fix)
+    # XLA's work per call: over every jitted call, and at most per train_step call (the
+    # work divided by 12, not by all 19 calls, as the note read before)
+    work_ms = float(s.steps.note.split("threads worked ")[1].split(" ms in the window")[0])
+    assert f"{work_ms / 12:.2f} ms per call of 'PjitFunction(train_step)'" in s.steps.note
+    calls = sum(c.count for c in s.steps.calls)
+    assert f"over all {calls} jitted calls" in s.steps.note
+    # a marked Keras JAX fit is steps, and takes no such advice
+    marked = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__keras_jax_fit.xplane.pb")
+    assert marked.steps.count == 10 and "calls_without_steps" not in _codes(marked)
+
+
+def test_a_keras_jax_step_of_several_batches_counts_its_train_step_calls() -> None:
+    # steps_per_execution=4 on the JAX backend: no in-graph loop; the execution calls the
+    # jitted train_step four times from Python, and the note counts those.
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__keras_jax_spe4_fit.xplane.pb")
+    assert s.steps.count == 4
+    assert "each step reads 4 batches (calls of Keras's jitted train_step" in s.steps.note
+    assert f"{1e3 * s.steps.mean_s / 4:.2f} ms per batch" in s.steps.note
+    one = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__keras_jax_fit.xplane.pb")
+    assert "each step reads" not in one.steps.note
+
+
 def test_a_jax_inference_window_reports_its_jitted_calls() -> None:
     # openxla/xprof's TPU inference capture: no step markers, JAX's PjitFunction(f) calls
     s = tfobs.analyze(CAPTURES / "xprof__tpu_inference_2.xplane.pb")

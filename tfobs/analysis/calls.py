@@ -25,6 +25,9 @@ from tfobs.summary import FunctionCalls
 
 CALL_STAT = "tf_function_call"
 JAX_CALL = "PjitFunction("
+# Keras 3's JAX trainer jits its `train_step` (one call per batch, `steps_per_execution`
+# calls per execution, from Python) and writes no step marker.
+KERAS_JAX_TRAIN_STEP = JAX_CALL + "train_step)"
 SESSION_RUN = "SessionRun"
 # tfobs's own call in a live JAX window: the drain that ends it (capture/jax_profiler.py).
 OWN_CALLS = frozenset({JAX_CALL + "tfobs_window_end)"})

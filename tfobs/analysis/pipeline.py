@@ -18,7 +18,7 @@ from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
 from tfobs.analysis.advice.rule import remember_step_sums
-from tfobs.analysis.calls import calls_note, function_calls
+from tfobs.analysis.calls import KERAS_JAX_TRAIN_STEP, calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import (
     CheckpointSteps,
@@ -228,7 +228,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_other_thread_top=other_top,
         pause_top=pause[0], pause_top_s=pause[1],
         host_to_device_s=0.0 if has_device else _per_step(
-            host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count)), host)
+            host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count)), host,
+        len(found.groups) if not batches else 0)
     memory = reduce_memory(host, top_n, found.step_of)
     kernels = Kernels()
     if any(is_gpu_plane(p) for p in space.planes):
@@ -499,9 +500,19 @@ def _per_step(seconds: float, count: int) -> float:
     return max(0.0, seconds) / count if count else 0.0
 
 
-def _with_calls(steps: Steps, host: Timeline | None) -> Steps:
-    """The window's function calls; where no step was found, the note says what it held."""
+def _with_calls(steps: Steps, host: Timeline | None, steps_found: int = 0) -> Steps:
+    """The window's function calls; where no step was found, the note says what it held;
+    where Keras's JAX `train_step` runs several times per marked step (`steps_found`: the
+    steps found, dropped ones included), the note says how many batches a step holds."""
     found = function_calls(host)
+    # Keras's JAX trainer: a marked step of `steps_per_execution=k` holds k train_step
+    # calls (no in-graph loop to count batches by).
+    if steps.count and steps_found and found and found[0].name == KERAS_JAX_TRAIN_STEP:
+        several = several_batches_note(found[0].count, steps_found, _usual_stride(steps),
+                                       steps.mean_s, how="calls of Keras's jitted train_step")
+        if several:
+            steps = dataclasses.replace(
+                steps, note="; ".join(n for n in (steps.note, several) if n))
     if steps.count or not found:
         return dataclasses.replace(steps, calls=found)
     note = "; ".join(n for n in (calls_note(found), calls_work_note(found, host)) if n)

@@ -103,15 +103,19 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
             if total > best[r][0]:
                 best[r] = (total, mids, ps, _within(ld, trampolines, lo, ps),
                            _within(ld, nexts, lo, ps))
-    return [_python_figures(host, steps, *found) if found[0] else none
+    return [_python_figures(host, steps, *found, marking) if found[0] else none
             for steps, found in zip(rows, best, strict=True)]
 
 
 def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndarray,
-                    ps: np.ndarray, in_callbacks: int, in_tfdata: int) -> PythonFigures:
+                    ps: np.ndarray, in_callbacks: int, in_tfdata: int,
+                    marking: Sequence[LineData] = ()) -> PythonFigures:
     # A callback XLA runs on its own worker threads leaves no Python tracer event there
     # (the tracer sees the threads Python started); its op does, named for the callback.
-    in_callbacks = max(in_callbacks, _callback_ops_ps(host, steps))
+    # On the steps' own thread (XLA's CPU client runs a small program inline) the tracer
+    # saw the callback's Python already: its op there holds that Python, not more of it.
+    own = min(_callback_ops_ps(host, steps, only=marking), total) if marking else 0
+    in_callbacks = max(in_callbacks, own, _callback_ops_ps(host, steps, skip=marking))
     return (total / 1e12, _top_functions(host, mids, ps), in_callbacks / 1e12,
             in_tfdata / 1e12)
 
@@ -234,13 +238,18 @@ _CALLBACK_OPS = ("debug_callback", "pure_callback", "io_callback", "xla_python_c
                  "xla_ffi_python_cpu_callback", "xla_python_gpu_callback")
 
 
-def _callback_ops_ps(host: Timeline, steps: np.ndarray) -> int:
-    """ps of host callback ops inside the steps (`steps`: merged (begin, end) rows)."""
+def _callback_ops_ps(host: Timeline, steps: np.ndarray, skip: Sequence[LineData] = (),
+                     only: Sequence[LineData] | None = None) -> int:
+    """ps of host callback ops inside the steps (`steps`: merged (begin, end) rows), on
+    the lines `only` (default: every line) other than `skip`."""
     ops = id_array(host.mids_where(lambda n: n.startswith(_CALLBACK_OPS)))
     if not ops.size:
         return 0
     total = 0
-    for ld in host.lines:
+    skipped = {id(ld) for ld in skip}
+    for ld in host.lines if only is None else only:
+        if id(ld) in skipped:
+            continue
         at = member(ld.mid_arr, ops, ld.dense_top)
         if at.any():
             lo = ld.start_arr[at] + ld.start_ps

@@ -72,7 +72,8 @@ def concurrent_note(threads: int) -> str:
             "'steps start every' is per thread")
 
 
-def several_batches_note(batches: int, steps_found: int, stride: int, mean_s: float) -> str:
+def several_batches_note(batches: int, steps_found: int, stride: int, mean_s: float,
+                         how: str = "") -> str:
     """The note's words where each step reads several batches: Keras's
     `steps_per_execution=k` runs k batches in one call (an execution), which XProf and
     tfobs take for one step, so a step reads k times Keras's own time per step.
@@ -86,7 +87,8 @@ def several_batches_note(batches: int, steps_found: int, stride: int, mean_s: fl
     k = round(batches / steps_found)
     if abs(batches / steps_found - k) > 0.1 * k or stride not in (1, k):
         return ""
-    return (f"each step reads {k} batches in an in-graph loop ({batches} in {steps_found} "
+    where = f"({how}: {batches} in" if how else f"in an in-graph loop ({batches} in"
+    return (f"each step reads {k} batches {where} {steps_found} "
             f"steps): under Model.compile(steps_per_execution={k}) a step "
             f"here is one execution of {k} of Keras's steps, {1e3 * mean_s / k:.2f} ms per "
             "batch")

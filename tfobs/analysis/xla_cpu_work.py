@@ -121,9 +121,13 @@ def calls_work_note(calls: Sequence[FunctionCalls], host: Timeline | None) -> st
     dispatch = sum(c.total_s for c in jitted)
     if not count or work <= DISPATCH_SHARE_OF_WORK * dispatch:
         return ""
+    per = (f"{1e3 * work / count:.2f} ms per call" if len(jitted) == 1 else
+           f"{1e3 * work / count:.2f} ms per call over all {count} jitted calls of "
+           f"{len(jitted)} functions (at most {1e3 * work / jitted[0].count:.2f} ms per "
+           f"call of {jitted[0].name!r})")
     return (f"JAX returns from each call before its work runs (asynchronous dispatch): "
             f"the time per call is its dispatch, while XLA's CPU threads worked "
-            f"{1e3 * work:.2f} ms in the window, {1e3 * work / count:.2f} ms per call")
+            f"{1e3 * work:.2f} ms in the window, {per}")
 
 
 # PjRt's copy of a host array into a device buffer (`jax.device_put` of a numpy array, a

@@ -260,6 +260,10 @@ def render(s: WindowSummary, label: str = "") -> str:
     add("")
     add(f"Input-bound: {s.input_bound.verdict} ({100 * s.input_bound.ratio:.1f} % of step time)")
     add(f"  {s.input_bound.advice}")
+    beyond = s.input_beyond_xprof()
+    if beyond is not None:
+        add(f"  tfobs [{beyond[0]}]: {beyond[1]}, which XProf's verdict misses (advice "
+            "input_bound below)")
     ip = s.input_pipeline
     if ip.slowest_stage is not None:
         add(f"  slowest tf.data stage: {ip.slowest_stage.name} "

@@ -209,6 +209,9 @@ def _verdict(s: WindowSummary) -> str:
     else:
         sentence = (f"This window is {text} ({_pct(s.input_bound.ratio)} of step time "
                     "waits for input)")
+        beyond = s.input_beyond_xprof()
+        if beyond is not None:  # XProf's verdict above; tfobs's reading beside it
+            sentence += f" to XProf; tfobs [{beyond[0]}]: {beyond[1]}"
     items = []
     if s.input_bound.advice and not any(a.message == s.input_bound.advice for a in s.advice):
         items.append(f"<li>{_e(s.input_bound.advice)}</li>")

@@ -20,6 +20,7 @@ from tfobs.analysis.advice.rule import (
     other_thread_share,
     step_pct,
 )
+from tfobs.analysis.calls import KERAS_JAX_TRAIN_STEP
 from tfobs.analysis.xla_cpu_work import DISPATCH_NOTE_START, OUTSIDE_SHARE
 from tfobs.summary import Advice, Steps, WindowSummary
 
@@ -43,6 +44,12 @@ CALLS_ONLY = Rule(
     jax_fix=(
         "read the figures per call (tfobs: steps.calls); to time each request or batch as a "
         "step, wrap it in jax.profiler.StepTraceAnnotation('serve', step_num=i)"))
+# Calls of Keras 3's JAX `train_step` without a marker: a `fit` window, not a serving one.
+KERAS_JAX_FIX = (
+    "these calls are Keras 3's JAX-backend Model.fit (its jitted train_step, one call per "
+    "batch), which writes no step marker: pass tfobs.KerasCallback() in fit(callbacks=[...]) "
+    "or call tfobs.enable() before fit, so each batch is marked "
+    "(jax.profiler.StepTraceAnnotation) and timed as a step by tfobs and XProf")
 # A coordinator's calls are round trips to the workers: mark its steps, read the workers.
 DISPATCHED_FIX = (
     "mark each step on the coordinator, `with tfobs.step(i):` around its schedule(...) and "
@@ -212,15 +219,19 @@ def check(s: WindowSummary) -> list[Advice]:
     if not st.count and st.calls:
         c = st.calls[0]
         dispatched = c.source == "dispatched"
+        keras_jax = c.source == "python" and c.name == KERAS_JAX_TRAIN_STEP
         out.append(CALLS_ONLY.advice(
-            "info",
-            f"No training step: the window holds {c.count} calls of {c.name!r}, "
-            f"{c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call"
-            + (", each run on another task (a parameter-server coordinator)." if dispatched
-               else "."),
+            "warning" if keras_jax else "info",
+            (f"No step marker: the window holds {c.count} calls of {c.name!r} (Keras's "
+             f"JAX-backend fit, unmarked), {c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms "
+             "of dispatch per call." if keras_jax else
+             f"No training step: the window holds {c.count} calls of {c.name!r}, "
+             f"{c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call"
+             + (", each run on another task (a parameter-server coordinator)." if dispatched
+                else ".")),
             {"calls": float(c.count), "calls_per_s": c.per_s, "call_s": c.mean_s},
             "no step found, function calls present",
-            DISPATCHED_FIX if dispatched else ""))
+            DISPATCHED_FIX if dispatched else KERAS_JAX_FIX if keras_jax else ""))
     if st.count and st.mean_s > 0 and dispatch_only(st):
         total = st.work_outside_s / st.work_outside_ratio
         out.append(MARKERS_TIME_DISPATCH.advice(
