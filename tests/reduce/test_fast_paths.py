@@ -26,7 +26,8 @@ from tests.conftest import capture_paths, fidelity_capture_paths
 from tfobs.analysis import breakdown as bd
 from tfobs.analysis import ops
 from tfobs.analysis.memory import replay
-from tfobs.analysis.steps import StepGroup, _Grouper, _roots
+from tfobs.analysis.step_roots import root_list
+from tfobs.analysis.steps import StepGroup, _Grouper
 from tfobs.analysis.timeline import Timeline
 from tfobs.xspace import columns, schema
 from tfobs.xspace.reader import parse
@@ -184,7 +185,7 @@ def test_wave_grouping_equals_event_walk(path: pathlib.Path, walks: str) -> None
     if plane is None:
         pytest.skip("no host plane in this capture")  # nothing to group
     host = Timeline(plane)
-    _, roots = _roots(host)
+    _, roots = root_list(host)
     fast = _Grouper(host)
     fast.group_roots([(li, i) for li, i, _, _ in roots])
     expected = _reference_groups(_Grouper(host), roots)

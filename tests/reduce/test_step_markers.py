@@ -23,7 +23,7 @@ import tfobs
 from tests.conftest import CAPTURES
 from tests.support.xprof_reference import step_names, xprof_steps
 from tfobs.analysis.step_notes import ODD_NUMS_NOTE_START, number_in
-from tfobs.analysis.steps import IMPLICIT_ROOTS
+from tfobs.analysis.step_roots import IMPLICIT_ROOTS
 from tfobs.summary import WindowSummary
 from tfobs.xspace import schema
 
@@ -245,7 +245,7 @@ def test_implicit_roots_never_become_steps() -> None:
     # TF marks every FunctionRun `_r=1`: 20 of them beside the 20 `batch` markers here;
     # the steps are the markers', none a function run's.
     from tfobs.analysis.load import read_source
-    from tfobs.analysis.steps import _roots
+    from tfobs.analysis.step_roots import root_list
     from tfobs.analysis.timeline import Timeline
     from tfobs.xspace.reader import parse
     from tfobs.xspace.schema import HOST_PLANE
@@ -253,7 +253,7 @@ def test_implicit_roots_never_become_steps() -> None:
     data, _ = read_source(str(NAMED), None)
     host = Timeline(parse(data).plane(HOST_PLANE), 0)
     assert "FunctionRun" in host.names.values() and "FunctionRun" in IMPLICIT_ROOTS
-    method, roots = _roots(host)
+    method, roots = root_list(host)
     assert method == "markers" and {name for *_, name in roots} == {"batch"}
     assert [num for _, _, num, _ in roots] == list(range(3, 23))
 
