@@ -243,6 +243,9 @@ class Steps:
     # TensorFlow op, so XProf sees no input there). From tfobs's own event around next()
     # (live JAX windows), else from the Python tracer (then a part of python_traced_s).
     python_tfdata_next_s: float = 0.0
+    # The part of python_traced_s per step waiting for a batch from another thread or process
+    # of the job's (`queue.Queue.get`, `Future.result`): a Python loader slower than the step.
+    python_loader_wait_s: float = 0.0
     # The same thread's Python between the steps (the Python tracer on): seconds per gap
     # between consecutive steps, and its functions with the most of it (a loop's own
     # loader: next() of a Python generator).

@@ -222,7 +222,208 @@ CASES = {
                         "own weights, both marking `StepTraceAnnotation(\"train\", "
                         "step_num=i)` from 0 (steps of two threads that overlap in time, "
                         "with the same numbers)",
+    "flax_nnx_optax_steps": "a Flax NNX MLP (128-256-256-10) trained with optax.adamw through "
+                            "`nnx.jit` (model and nnx.Optimizer as arguments, updated in place), "
+                            "batch 64 of numpy arrays, each step marked "
+                            "`StepTraceAnnotation(\"train\", step_num=i)` and ended by reading the "
+                            "loss",
+    "optax_multisteps_steps": "a jitted step of an MLP with optax.MultiSteps(adam, "
+                              "every_k_schedule=4): each marked step "
+                              "(`StepTraceAnnotation(\"train\")`) is one micro-batch; every 4th "
+                              "applies the accumulated update (lax.cond inside optax)",
+    "vmap_per_example_grads_steps": "DP-SGD style: `jax.vmap(jax.grad(loss))` per-example gradients"
+                                    " over 64 examples, per-example clipping, mean + noise, SGD; "
+                                    "StepTraceAnnotation(\"train\") markers",
+    "lax_switch_branch_steps": "a jitted step whose `lax.switch` picks one of 3 branches of 1, 4 or"
+                               " 16 matmul rounds from the batch's data (step times vary 3 ways by "
+                               "construction); StepTraceAnnotation(\"train\") markers",
+    "nested_annotations_steps": "each StepTraceAnnotation(\"train\") step holds nested "
+                                "`jax.profiler.TraceAnnotation` regions forward / backward / update"
+                                " around three separate jitted functions (dispatched "
+                                "asynchronously; one block_until_ready at the end of the step)",
+    "threadpool_prefetch_steps": "a jitted step (~1 ms) fed by a "
+                                 "concurrent.futures.ThreadPoolExecutor(max_workers=1) prefetching "
+                                 "numpy batches 2 ahead, each batch ~12 ms of numpy + a 10 ms "
+                                 "sleep: input-bound by construction; `future.result()` inside the "
+                                 "StepTraceAnnotation(\"train\") step",
 }
+# Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
+# with flax and optax beside JAX (--jax-python).
+STANDALONE = {"flax_nnx_optax_steps", "optax_multisteps_steps", "vmap_per_example_grads_steps",
+       "lax_switch_branch_steps", "nested_annotations_steps", "threadpool_prefetch_steps"}
+
+_STANDALONE_CHILD = """
+import json, sys, time
+import numpy as np
+import jax, jax.numpy as jnp
+case, logdir = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+X = rng.random((16, 64, 128), np.float32)
+Y = rng.integers(0, 10, (16, 64))
+params = {"jax": jax.__version__, "python": sys.version.split()[0], "steps": 12}
+extra = {}
+def xent(logits, y):
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
+def init_mlp(key, sizes):
+    ks = jax.random.split(key, len(sizes) - 1)
+    return [(jax.random.normal(k, (a, b)) * (1 / a) ** 0.5, jnp.zeros(b))
+            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
+def mlp(p, x):
+    for w, b in p[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = p[-1]
+    return x @ w + b
+if case == "flax_nnx_optax_steps":
+    from flax import nnx
+    import optax, flax
+    params["flax"], params["optax"] = flax.__version__, optax.__version__
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            self.l1 = nnx.Linear(128, 256, rngs=rngs)
+            self.l2 = nnx.Linear(256, 256, rngs=rngs)
+            self.l3 = nnx.Linear(256, 10, rngs=rngs)
+        def __call__(self, x):
+            return self.l3(nnx.relu(self.l2(nnx.relu(self.l1(x)))))
+    model = MLP(nnx.Rngs(0))
+    try:
+        opt = nnx.Optimizer(model, optax.adamw(1e-3), wrt=nnx.Param)
+    except TypeError:
+        opt = nnx.Optimizer(model, optax.adamw(1e-3))
+    @nnx.jit
+    def train_step(model, opt, x, y):
+        loss, grads = nnx.value_and_grad(lambda m: xent(m(x), y))(model)
+        try:
+            opt.update(model, grads)
+        except TypeError:
+            opt.update(grads)
+        return loss
+    def one(i):
+        return float(train_step(model, opt, X[i % 16], Y[i % 16]))
+elif case == "optax_multisteps_steps":
+    import optax
+    params["optax"] = optax.__version__
+    p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+    tx = optax.MultiSteps(optax.adam(1e-3), every_k_schedule=4)
+    state = tx.init(p)
+    @jax.jit
+    def step(p, state, x, y):
+        loss, g = jax.value_and_grad(lambda p: xent(mlp(p, x), y))(p)
+        u, state = tx.update(g, state, p)
+        return optax.apply_updates(p, u), state, loss
+    def one(i):
+        global p, state
+        p, state, loss = step(p, state, X[i % 16], Y[i % 16])
+        jax.block_until_ready(p)
+    extra["every_k"] = 4
+elif case == "vmap_per_example_grads_steps":
+    p = init_mlp(jax.random.PRNGKey(0), [128, 256, 10])
+    def ex_loss(p, x, y):
+        return xent(mlp(p, x[None]), y[None])
+    @jax.jit
+    def step(p, x, y, key):
+        g = jax.vmap(jax.grad(ex_loss), in_axes=(None, 0, 0))(p, x, y)
+        norms = jnp.sqrt(sum(jnp.sum(t.reshape(t.shape[0], -1) ** 2, 1)
+                             for t in jax.tree.leaves(g)))
+        scale = jnp.minimum(1.0, 1.0 / (norms + 1e-6))
+        keys = jax.random.split(key, len(jax.tree.leaves(g)))
+        leaves = [jnp.mean(t * scale.reshape((-1,) + (1,) * (t.ndim - 1)), 0)
+                  + 0.01 * jax.random.normal(k, t.shape[1:])
+                  for t, k in zip(jax.tree.leaves(g), keys)]
+        g = jax.tree.unflatten(jax.tree.structure(p), leaves)
+        return jax.tree.map(lambda a, b: a - 0.05 * b, p, g)
+    key = jax.random.PRNGKey(1)
+    def one(i):
+        global p
+        p = step(p, X[i % 16], Y[i % 16], jax.random.fold_in(key, i))
+        jax.block_until_ready(p)
+elif case == "lax_switch_branch_steps":
+    w = jnp.eye(256) * 0.5
+    def rounds(n):
+        def f(w, x):
+            def body(_, h):
+                return jnp.tanh(h @ w)
+            h = jax.lax.fori_loop(0, n, body, x)
+            return w - 1e-3 * (h.T @ h) / h.shape[0]
+        return f
+    @jax.jit
+    def step(w, x, k):
+        return jax.lax.switch(k, [rounds(1), rounds(4), rounds(16)], w, x)
+    XS = rng.random((16, 256, 256), np.float32)
+    branches = []
+    def one(i):
+        global w
+        k = int(XS[i % 16, 0, 0] * 3) % 3  # the data picks the branch
+        branches.append(k)
+        w = step(w, XS[i % 16], k)
+        w.block_until_ready()
+elif case == "nested_annotations_steps":
+    p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+    fwd = jax.jit(lambda p, x, y: xent(mlp(p, x), y))
+    bwd = jax.jit(jax.grad(lambda p, x, y: xent(mlp(p, x), y)))
+    upd = jax.jit(lambda p, g: jax.tree.map(lambda a, b: a - 0.01 * b, p, g))
+    def one(i):
+        global p
+        x, y = X[i % 16], Y[i % 16]
+        with jax.profiler.TraceAnnotation("forward"):
+            loss = fwd(p, x, y)
+        with jax.profiler.TraceAnnotation("backward"):
+            g = bwd(p, x, y)
+        with jax.profiler.TraceAnnotation("update"):
+            p = upd(p, g)
+        jax.block_until_ready((p, loss))
+elif case == "threadpool_prefetch_steps":
+    from concurrent.futures import ThreadPoolExecutor
+    p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+    @jax.jit
+    def step(p, x, y):
+        g = jax.grad(lambda p: xent(mlp(p, x), y))(p)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g)
+    def make_batch(i):
+        r = np.random.default_rng(i)
+        time.sleep(0.010)
+        raw = r.random((64, 128, 16), np.float32)
+        return np.tanh(raw).mean(axis=2), r.integers(0, 10, (64,))
+    pool = ThreadPoolExecutor(max_workers=1)
+    ahead = [pool.submit(make_batch, j) for j in range(2)]
+    nxt = [2]
+    waits = []
+    def one(i):
+        global p
+        t = time.perf_counter()
+        x, y = ahead.pop(0).result()
+        waits.append(time.perf_counter() - t)
+        ahead.append(pool.submit(make_batch, nxt[0])); nxt[0] += 1
+        p = step(p, x, y)
+        jax.block_until_ready(p)
+else:
+    raise SystemExit("unknown case " + case)
+times = []
+def run(i):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        t = time.perf_counter()
+        one(i)
+        times.append(time.perf_counter() - t)
+for i in range(3):
+    run(i)
+if case == "threadpool_prefetch_steps":
+    time.sleep(0.02)  # the loader gets ahead before the trace, as after a warm-up
+times.clear()
+if case == "lax_switch_branch_steps":
+    branches.clear()
+if case == "threadpool_prefetch_steps":
+    waits.clear()
+with jax.profiler.trace(logdir):
+    for i in range(3, 3 + params["steps"]):
+        run(i)
+params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+if case == "lax_switch_branch_steps":
+    params["branch_per_step"] = branches
+if case == "threadpool_prefetch_steps":
+    params["measured_wait_ms"] = [round(t * 1e3, 3) for t in waits]
+params.update(extra)
+print(json.dumps(params))
+"""
+
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
 WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
                    "tfdata_wait_loader_thread", "tfdata_wait_no_tracer"}
@@ -693,7 +894,8 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             env["KERAS_BACKEND"] = "jax"
             env["PYTHONPATH"] = str(ROOT)
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        child = _KERAS_CHILD if case in KERAS_JAX else _CHILD
+        child = (_STANDALONE_CHILD if case in STANDALONE
+                 else _KERAS_CHILD if case in KERAS_JAX else _CHILD)
         proc = subprocess.run([jax_python, "-c", child, case, logdir], capture_output=True,
                               text=True, env=env)
         if proc.returncode != 0:
@@ -711,7 +913,7 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
     save_provenance(out / "provenance", dest, {
         "case": case, "what_ran": CASES[case], "parameters": params,
         "platform": "cpu (JAX_PLATFORMS=cpu)", "host_python": platform.python_version(),
-        "recorder": "tools/record_jax_cpu_captures.py"})
+        "recorder": "/work/fresh/r35/record_jax_cpu_captures.py"})
     return dest
 
 

@@ -594,6 +594,22 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "trace: tf_keras's own markers number train steps from 0 each epoch and mark "
         "validation `test`, so `train 3` is there twice and `test 0` after each epoch",
         {"TF_USE_LEGACY_KERAS": "1"}),
+    "validation_freq_fit": (
+        "Keras 3 fit, 2 epochs of 8 steps in one trace, validation_data (4 steps) with "
+        "validation_freq=2 (validation after epoch 2 only); tfobs's Keras callback", {}),
+    "custom_train_step_pyfunc_fit": (
+        "Keras 3 fit of a keras.Model subclass overriding train_step; the step also computes a "
+        "metric in numpy through tf.py_function (1 ms sleep + np.median/np.sort of the "
+        "per-example errors) every batch; tfobs's Keras callback", {}),
+    "interleave_generators_nondet_loop": (
+        "custom loop over Dataset.range(2).interleave(from_generator, cycle_length=2, "
+        "num_parallel_calls=2, deterministic=False); each generator sleeps 8 ms per batch "
+        "(two give a batch every ~4 ms), a ~1 ms step: input-bound by construction; "
+        "tfobs.step markers", {}),
+    "text_vectorization_in_model_fit": (
+        "Keras 3 fit of a model taking raw strings: TextVectorization (adapted beforehand) as "
+        "the model's first layer, Embedding, pooling, Dense; tf.data of strings; tfobs's "
+        "Keras callback", {}),
 }
 
 
@@ -3073,6 +3089,155 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         profile(lambda: model.fit(data, epochs=1, steps_per_epoch=params["steps"], **kw))
         params["fit_wall_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "validation_freq_fit":
+        params = {"batch": 64, "steps": 8, "validation_steps": 4, "epochs": 2,
+                  "validation_freq": 2}
+        model = mlp(128, 256)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        times, vtimes = [], []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+            def on_test_begin(self, logs=None):
+                self.v = time.perf_counter()
+
+            def on_test_end(self, logs=None):
+                vtimes.append(time.perf_counter() - self.v)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        val = random_batches(64 * 4, 128, 64)
+        model.fit(random_batches(64 * 8, 128, 64), steps_per_epoch=4, epochs=1,
+                  validation_data=val, validation_steps=4, **kw)
+        times.clear()
+        vtimes.clear()
+        profile(lambda: model.fit(random_batches(64 * 8, 128, 64), steps_per_epoch=8,
+                                  epochs=2, validation_data=val, validation_steps=4,
+                                  validation_freq=2, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_validation_ms"] = [round(t * 1e3, 3) for t in vtimes]
+    elif case == "custom_train_step_pyfunc_fit":
+        params = {"batch": 64, "steps": 12, "callback_sleep_ms": 1}
+        py_ms = []
+
+        def np_metric(err):
+            t = time.perf_counter()
+            time.sleep(0.001)
+            e = np.abs(err.numpy()).ravel()
+            out = np.float32(np.median(np.sort(e)))
+            py_ms.append(time.perf_counter() - t)
+            return out
+
+        class Custom(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.d1 = keras.layers.Dense(256, "relu")
+                self.d2 = keras.layers.Dense(1)
+                self.med = keras.metrics.Mean("median_abs_err")
+
+            def call(self, x):
+                return self.d2(self.d1(x))
+
+            def train_step(self, data):
+                x, y = data
+                with tf.GradientTape() as tape:
+                    pred = self(x, training=True)
+                    loss = tf.reduce_mean(tf.square(pred - y))
+                g = tape.gradient(loss, self.trainable_variables)
+                self.optimizer.apply_gradients(zip(g, self.trainable_variables, strict=True))
+                m = tf.py_function(np_metric, [pred - y], tf.float32)
+                m.set_shape(())
+                self.med.update_state(m)
+                return {"loss": loss, "median_abs_err": self.med.result()}
+
+        model = Custom()
+        model.compile(optimizer=keras.optimizers.SGD(0.01))
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        ds = random_batches(64 * 8, 128, 64)
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        py_ms.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_py_function_ms"] = [round(t * 1e3, 3) for t in py_ms]
+    elif case == "interleave_generators_nondet_loop":
+        params = {"batch": 64, "steps": 12, "generators": 2, "sleep_ms": 8}
+
+        def gen(k):
+            r = np.random.default_rng(int(k))
+            while True:
+                time.sleep(0.008)
+                yield r.random((64, 128), np.float32), r.random((64, 1), np.float32)
+
+        sig = (tf.TensorSpec((64, 128), tf.float32), tf.TensorSpec((64, 1), tf.float32))
+        ds = tf.data.Dataset.range(2).interleave(
+            lambda k: tf.data.Dataset.from_generator(gen, args=(k,), output_signature=sig),
+            cycle_length=2, num_parallel_calls=2, deterministic=False)
+        it = iter(ds)
+        model = mlp(128, 256)
+        opt = keras.optimizers.SGD(0.01)
+
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        times, waits = [], []
+
+        def one(i):
+            t = time.perf_counter()
+            xb, yb = next(it)
+            waits.append(time.perf_counter() - t)
+            step(xb, yb)
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_next_ms"] = [round(t * 1e3, 3) for t in waits[3:]]
+    elif case == "text_vectorization_in_model_fit":
+        params = {"batch": 32, "steps": 12, "vocab": 500, "sequence": 24}
+        words = [f"w{i}" for i in range(400)]
+        texts = [" ".join(rng.choice(words, rng.integers(5, 30))) for _ in range(32 * 8)]
+        labels = rng.integers(0, 2, (len(texts), 1)).astype(np.float32)
+        vec = keras.layers.TextVectorization(500, output_sequence_length=24)
+        vec.adapt(texts)
+        inp = keras.Input((), dtype="string")
+        h = keras.layers.Embedding(500, 32)(vec(inp))
+        h = keras.layers.GlobalAveragePooling1D()(h)
+        out = keras.layers.Dense(1, "sigmoid")(keras.layers.Dense(64, "relu")(h))
+        model = keras.Model(inp, out)
+        model.compile(optimizer="adam", loss="binary_crossentropy")
+        ds = tf.data.Dataset.from_tensor_slices((texts, labels)).repeat().batch(32).prefetch(2)
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
@@ -3137,7 +3302,7 @@ def record(case: str, out: pathlib.Path, tf_version: str,
     save_provenance(out / "provenance", dest, {
         "case": case, "what_ran": description, "environment": env, "parameters": params,
         "host_cpu": _cpu_model(), "python": platform.python_version(),
-        "recorder": "tools/record_tf_captures.py"})
+        "recorder": "/work/fresh/r35/record_tf_captures.py"})
     return dest
 
 

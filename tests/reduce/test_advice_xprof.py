@@ -86,6 +86,12 @@ def test_bottleneck_advice_agrees_with_xprof(capture: pathlib.Path) -> None:
         # POTENTIALLY input-bound); tfobs's input_bound advice names the wait instead.
         assert s.input_bound.verdict in ("not", "potentially")
         assert "waits for the batch inside a tf.data iterator's next()" in by_code["input_bound"]
+    elif 100 * s.steps.python_loader_wait_s >= 5 * s.steps.mean_s:
+        # Named difference (docs/analyze.md, "A step waiting for the job's own loader"): a
+        # step waiting in queue.get / Future.result for a batch a loader thread makes is
+        # host compute to XProf; tfobs's input_bound advice names that wait.
+        assert s.input_bound.verdict in ("not", "potentially")
+        assert "waits for the batch from the job's own loader" in by_code["input_bound"]
     elif 100 * s.input_pipeline.in_graph_loop_input_s >= 5 * s.steps.mean_s * s.steps.count:
         # Named difference (docs/analyze.md): batches a `for batch in dataset` loop takes
         # inside the tf.function (a ReduceDataset op, no IteratorGetNext) are host compute

@@ -21,6 +21,7 @@ from tfobs.analysis.input_stages import INPUT_CATEGORIES
 from tfobs.analysis.ops import OpAgg
 from tfobs.analysis.python_time import TFDATA_NEXT_EVENT, holds_markers
 from tfobs.analysis.timeline import (
+    Spans,
     Timeline,
     clip_to_spans,
     enclosed,
@@ -155,6 +156,36 @@ def _inside_tfdata_share(host: Timeline) -> float:
             continue
         inside += int(dur[enclosed(ld, q, p)].sum())  # Python ops inside iterator events
     return inside / total if total > 0 else 1.0
+
+
+def step_python_op_seconds(host: Timeline, spans: Sequence[tuple[int, int]] | Spans
+                           ) -> float:
+    """Self-contained time of the Python ops (py_function, numpy_function) that the steps'
+    own graphs ran inside the kept steps: events off tf.data's threads, outside every
+    `Iterator::` event, starting in a step. `python_op_seconds` is the window's, which
+    also holds the dropped first and last steps' calls."""
+    py = id_array(host.mids_where(lambda n: n.rsplit(":", 1)[-1] in PYTHON_OPS))
+    if not py.size:
+        return 0.0
+    it = id_array(host.mids_where(lambda n: n.startswith("Iterator::")))
+    begin, end = span_bounds(spans)
+    order = np.argsort(begin, kind="stable")
+    begin, end = begin[order], end[order]
+    total = 0
+    for ld in host.lines:
+        if ld.name.startswith(TFDATA_THREADS):
+            continue
+        p = np.flatnonzero(member(ld.mid_arr, py, ld.dense_top))
+        if not p.size:
+            continue
+        q = np.flatnonzero(member(ld.mid_arr, it, ld.dense_top)) if it.size else p[:0]
+        if q.size:
+            p = p[~enclosed(ld, q, p)]
+        at = ld.start_arr[p] + ld.start_ps
+        k = np.searchsorted(begin, at, side="right") - 1
+        inside = (k >= 0) & (at < end[np.maximum(k, 0)])
+        total += int((ld.end_arr[p] - ld.start_arr[p])[inside].sum())
+    return total / 1e12
 
 
 def function_ops(host: Timeline | None, top_n: int = 3) -> tuple[float, tuple[str, ...]]:

@@ -57,11 +57,12 @@ def is_python_event(name: str) -> bool:
 
 def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]] | Spans,
                     within: Sequence[tuple[int, int]] | Spans | None = None
-                    ) -> tuple[float, tuple[str, ...], float, float]:
+                    ) -> tuple[float, tuple[str, ...], float, float, float]:
     """(seconds of Python inside the steps on the thread that runs them, that thread's
     functions with the most of it, longest first, at most TOP_FUNCTIONS, names without the
     tracer's `$`, the seconds of it inside JAX's host callbacks, the seconds of it inside a
-    tf.data iterator's next()). `spans`: the steps as
+    tf.data iterator's next(), the seconds of it waiting for a batch from another thread:
+    `queue.Queue.get`, `Future.result`). `spans`: the steps as
     (begin, end) ps on the host's time base; the thread that runs them is the one holding
     their markers (a Python loader thread's work overlaps the steps without being theirs),
     the most Python where no thread holds them. `within`: other spans of that thread to
@@ -69,7 +70,7 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]] | Sp
     return python_in_regions(host, spans, [spans if within is None else within])[0]
 
 
-PythonFigures = tuple[float, tuple[str, ...], float, float]
+PythonFigures = tuple[float, tuple[str, ...], float, float, float]
 
 
 def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | Spans,
@@ -78,7 +79,7 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
     """`python_in_steps` read within each of `regions` (the steps, the gaps between them):
     one pass over the thread's events serves them all (a long window's main thread holds
     tens of thousands)."""
-    none: PythonFigures = (0.0, (), 0.0, 0.0)
+    none: PythonFigures = (0.0, (), 0.0, 0.0, 0.0)
     if host is None or not len(spans):
         return [none] * len(regions)
     py = id_array(host.mids_where_once(is_python_event))
@@ -90,8 +91,9 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
     marking = [ld for ld in lines if holds_markers(ld, spans)] if len(lines) > 1 else lines
     trampolines = id_array(host.mids_where(_is_callback))
     nexts = id_array(host.mids_where(_is_tfdata_next))
-    best: list[tuple[int, np.ndarray, np.ndarray, int, int]] = [
-        (0, py[:0], py[:0], 0, 0)] * len(regions)
+    waits = id_array(host.mids_where(_is_loader_wait))
+    best: list[tuple[int, np.ndarray, np.ndarray, int, int, int]] = [
+        (0, py[:0], py[:0], 0, 0, 0)] * len(regions)
     for ld in marking or lines:
         # A loader's outermost input stages are input wait to XProf, not host compute.
         busy = compiled_work(host, py, ld)
@@ -102,13 +104,13 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
             total = int(ps.sum())
             if total > best[r][0]:
                 best[r] = (total, mids, ps, _within(ld, trampolines, lo, ps),
-                           _within(ld, nexts, lo, ps))
+                           _within(ld, nexts, lo, ps), _within(ld, waits, lo, ps))
     return [_python_figures(host, steps, *found, marking) if found[0] else none
             for steps, found in zip(rows, best, strict=True)]
 
 
 def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndarray,
-                    ps: np.ndarray, in_callbacks: int, in_tfdata: int,
+                    ps: np.ndarray, in_callbacks: int, in_tfdata: int, in_waits: int,
                     marking: Sequence[LineData] = ()) -> PythonFigures:
     # A callback XLA runs on its own worker threads leaves no Python tracer event there
     # (the tracer sees the threads Python started); its op does, named for the callback.
@@ -117,7 +119,7 @@ def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndar
     own = min(_callback_ops_ps(host, steps, only=marking), total) if marking else 0
     in_callbacks = max(in_callbacks, own, _callback_ops_ps(host, steps, skip=marking))
     return (total / 1e12, _top_functions(host, mids, ps), in_callbacks / 1e12,
-            in_tfdata / 1e12)
+            in_tfdata / 1e12, in_waits / 1e12)
 
 
 # A JAX job's checkpoint library runs in Python (orbax: checkpoint_manager.py,
@@ -276,6 +278,20 @@ def _is_tfdata_next(name: str) -> bool:
     where, _, function = name[len(PYTHON_EVENT_PREFIX):].partition(" ")
     return (name.startswith(PYTHON_EVENT_PREFIX)
             and function in _TFDATA_NEXT.get(where.partition(":")[0], ()))
+
+
+# A step taking its batch from a loader thread or process of the job's own: a
+# `queue.Queue.get`, a `concurrent.futures` `Future.result`, a multiprocessing queue's or
+# pool result's `get`. The time inside is a wait for the loader (the lock it blocks on
+# releases the GIL), not Python the step runs.
+_LOADER_WAIT = {"queue.py": ("get",), "_base.py": ("result",), "queues.py": ("get",),
+                "pool.py": ("get",)}
+
+
+def _is_loader_wait(name: str) -> bool:
+    where, _, function = name[len(PYTHON_EVENT_PREFIX):].partition(" ")
+    return (name.startswith(PYTHON_EVENT_PREFIX)
+            and function in _LOADER_WAIT.get(where.partition(":")[0], ()))
 
 
 # tfobs's own event around a tf.data iterator's next() in a JAX job

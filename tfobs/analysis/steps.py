@@ -1,10 +1,11 @@
 """Steps of a window: step markers grouped with the work they caused, as XProf groups them.
 
 XProf (`tsl/profiler/utils/group_events.cc`, `xprof/convert/xplane_to_step_events.cc`)
-starts a group at each root event (`_r` stat; found by step_roots.py) and extends it to events nested inside on
-the same thread and, through producer/consumer context stats (`_p`/`_pt` -> `_c`/`_ct`),
-to work on other threads (the executor's ops). A group with an explicit step marker
-(`train`, `test`, `TraceContext` with `step_num`) is one step; its span is the marker's.
+starts a group at each root event (`_r` stat; step_roots.py finds them) and extends it to
+events nested inside on the same thread and, through producer/consumer context stats
+(`_p`/`_pt` -> `_c`/`_ct`), to work on other threads (the executor's ops). A group with
+an explicit step marker (`train`, `test`, `TraceContext` with `step_num`) is one step; its
+span is the marker's.
 Keras 3 `fit` writes no markers: each top-level `multi_step_on_iterator` /
 `one_step_on_iterator` execution then stands for one step (`method="inferred"`).
 """

@@ -14,9 +14,11 @@ import numpy as np
 
 from tfobs.analysis.advice.rule import (
     GPU,
+    LOADER_WAIT_FIX,
     PROFILER,
     TFDATA,
     Rule,
+    loader_wait_pct,
     on_gpu,
     one_digit,
     runtime_holds_other,
@@ -226,6 +228,10 @@ def check(s: WindowSummary) -> list[Advice]:
     if ib.verdict not in ("highly", "moderately") and hidden_pct >= MODERATELY_INPUT_PCT:
         out.append(_hidden_wait(s, hidden_pct))  # XProf's NOT or POTENTIALLY misses it
         return out
+    loader_pct = loader_wait_pct(s)  # a Python loader's: host compute to XProf too
+    if ib.verdict not in ("highly", "moderately") and loader_pct >= MODERATELY_INPUT_PCT:
+        out.append(_loader_wait(s, loader_pct))
+        return out
     step_s = step_total_s(s)
     graph_pct = 100.0 * s.input_pipeline.in_graph_loop_input_s / step_s if step_s > 0 else 0.0
     if ib.verdict not in ("highly", "moderately") and graph_pct >= MODERATELY_INPUT_PCT:
@@ -434,10 +440,18 @@ def _concentrated(s: WindowSummary) -> str:
     if rest_pct >= MODERATELY_INPUT_PCT:
         return ""
     nums = ", ".join(str(n) for n in sorted(items[j].step_num for j in order[:k].tolist()))
-    cause = (f": {BUCKET_WAIT}" if _bucketing(s) else
-             " (a pipeline filling after a start: a new epoch's iterator, a shuffle buffer, "
-             "a cache): keep one iterator across epochs (repeat() with steps_per_epoch), "
-             "prefetch, and judge from a later window")
+    if _bucketing(s):
+        cause = f": {BUCKET_WAIT}"
+    elif int(order[:k].min()) >= len(items) - k - 1:  # the last steps wait, the first not
+        cause = (" (the last steps of the window: a buffer filled before the window, "
+                 "an interleave's or a prefetch's, running dry, so the pipeline is slower "
+                 "than the step and a longer window waits more, not less): speed up the "
+                 "slowest stage or read it with more parallelism, and judge from a longer "
+                 "window")
+    else:
+        cause = (" (a pipeline filling after a start: a new epoch's iterator, a shuffle "
+                 "buffer, a cache): keep one iterator across epochs (repeat() with "
+                 "steps_per_epoch), prefetch, and judge from a later window")
     return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
             f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their "
             f"time{cause}; then: ")
@@ -505,6 +519,25 @@ def _hidden_wait(s: WindowSummary, hidden_pct: float) -> Advice:
         _hidden_fix(s.steps.python_tfdata_next_s) + ". Check by training on one batch "
         "reused every step: the step time drops by about "
         f"{one_digit(hidden_pct)} %")
+
+
+def _loader_wait(s: WindowSummary, wait_pct: float) -> Advice:
+    """XProf says NOT (or POTENTIALLY) input-bound, yet the steps wait for their batch from
+    the job's own loader thread or process (the Python tracer's queue.get, Future.result),
+    which XProf counts as host compute."""
+    return INPUT_BOUND.advice(
+        "critical" if wait_pct >= HIGHLY_INPUT_PCT else "warning",
+        f"{one_digit(wait_pct)} % of step time waits for the batch from the job's own "
+        "loader (queue.Queue.get, Future.result: another thread or process makes the "
+        "batches), which XProf counts as host compute, not input, so its verdict, "
+        f"'{s.input_bound.verdict}' input-bound, misses it.",
+        {"input_pct": step_pct(s, "input"), "loader_wait_pct": wait_pct,
+         "step_s": s.steps.mean_s, "expected_saving_pct": wait_pct},
+        f"time in queue.get / Future.result within the steps >= {MODERATELY_INPUT_PCT:g} % "
+        f"of step time (tfobs, Python tracer on; critical from {HIGHLY_INPUT_PCT:g} %, "
+        "XProf's thresholds)",
+        LOADER_WAIT_FIX + ". Check by training on one batch reused every step: the step "
+        f"time drops by about {one_digit(wait_pct)} %")
 
 
 # A wait in next() this long per step is the pipeline's work, not the call's own cost.

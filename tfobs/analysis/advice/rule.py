@@ -111,6 +111,24 @@ def step_field(steps: Steps, name: str) -> np.ndarray:
     return column
 
 
+# A step waiting in queue.get / Future.result for its batch: the job's own loader thread or
+# process already works ahead of the step, and does not keep up.
+LOADER_WAIT_FIX = (
+    "the step waits for its batch from the job's own loader (queue.Queue.get, "
+    "Future.result), which already works ahead of the step and does not keep up: loading "
+    "further ahead cannot help. Give the loader more workers (threads for I/O; processes "
+    "for Python or numpy work, which one thread runs under the GIL: multiprocessing, "
+    "grain's worker_count, tf.data's parallel map), or make each batch cheaper "
+    "(vectorize per-sample Python); timing the loader's function alone shows what it "
+    "delivers per batch")
+
+
+def loader_wait_pct(s: WindowSummary) -> float:
+    """The steps' wait for a batch from the job's own loader, in percent of step time."""
+    st = s.steps
+    return 100.0 * st.python_loader_wait_s / st.mean_s if st.mean_s > 0 else 0.0
+
+
 def one_digit(x: float) -> str:
     return f"{x:.1f}"
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from tfobs.analysis.advice.rule import (
     GPU,
     HIGH_PCT,
+    LOADER_WAIT_FIX,
     MODERATE_PCT,
     OTHER_THREAD_SHARE,
     PROFILER,
@@ -368,6 +369,14 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
         parts.append(f"{1e3 * st.python_tfdata_next_s:.2f} ms per step of it inside a "
                      "tf.data iterator's next(), waiting for the batch")
         fixes.append(TFDATA_NEXT_FIX)
+    loader = st.python_loader_wait_s / st.python_traced_s
+    if loader >= TFDATA_NEXT_SHARE:
+        maker = (f" (that thread runs {', '.join(st.python_other_thread_top)})"
+                 if st.python_other_thread_top else "")
+        parts.append(f"{1e3 * st.python_loader_wait_s:.2f} ms per step of it waiting in "
+                     "queue.get / Future.result for a batch another thread or process "
+                     f"makes, not running Python{maker}")
+        fixes.append(LOADER_WAIT_FIX)
     if jax:
         for what, fix in framework_python(st.python_traced_top):
             parts.append(f"among it, {what}")
@@ -382,10 +391,13 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
         {"python_traced_pct": traced_pct,
          "python_traced_s_per_step": st.python_traced_s,
          "callback_share": callbacks, "tfdata_next_share": tfdata,
+         "loader_wait_share": loader,
          **({"other_thread_pct": 100 * other} if other else {})},
         f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
         f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %",
         # The usual fix moves Python to a background thread: the cause, under contention.
         # Where host callbacks hold the Python, loading batches ahead is beside the point.
-        "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE else [*fixes, TRACED_FIX])
+        # A loader that already works ahead and does not keep up: loading ahead is no fix.
+        "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE
+                       or loader >= TFDATA_NEXT_SHARE else [*fixes, TRACED_FIX])
         if fixes else TRACED_FIX)
