@@ -226,8 +226,8 @@ class Steps:
     calls: tuple[FunctionCalls, ...] = ()
     # Would-be step markers that no tool takes: events with `step_num` but no `_r` stat.
     unrooted_markers: int = 0
-    # Self time per step of the ops that call Python (py_function, numpy_function) outside
-    # tf.data: Python run by the step's own graph.
+    # Time per step of the ops that call Python (py_function, numpy_function) outside
+    # tf.data that start in the kept steps: Python run by the step's own graph.
     python_op_s: float = 0.0
     # Host-only captures profiled with the Python tracer on (JAX's default): time per step
     # whose innermost event on the steps' thread is a Python function (XProf counts it as
