@@ -791,10 +791,16 @@ def _host_top_events(groups: Sequence[StepGroup], top_n: int, names: dict[int, s
     events = build_all(TimedEvent, [label[j] for j in rows], [kind[j] for j in rows],
                        [base_ns + ns for ns in (start // 1000).tolist()],
                        dur_s.tolist(), [""] * len(rows))
-    ends = np.cumsum(np.bincount(step, minlength=len(groups))).tolist()
-    # Most steps of a long window keep no top event (the window keeps its longest).
-    return ([tuple(events[a:b]) if b > a else () for a, b in zip([0, *ends[:-1]], ends,
-                                                                  strict=True)], left_out)
+    # Most steps of a long window keep no top event (the window keeps its longest): only
+    # the steps that keep some are visited (rows are in step order).
+    counts = np.bincount(step, minlength=len(groups))
+    kept_in = np.flatnonzero(counts)
+    ends = np.cumsum(counts[kept_in])
+    out: list[tuple[TimedEvent, ...]] = [()] * len(groups)
+    for g, a, b in zip(kept_in.tolist(), (ends - counts[kept_in]).tolist(), ends.tolist(),
+                       strict=True):
+        out[g] = tuple(events[a:b])
+    return out, left_out
 
 
 def _by_step_longest_then_name(step: np.ndarray, dur: np.ndarray, name: np.ndarray
