@@ -179,10 +179,12 @@ FRAMEWORK_PYTHON = (
     ("pjit.py", ("cache_miss", "_pjit_call_impl_python"), *_SLOW_DISPATCH),
     ("pxla.py", ("__call__", "shard_args"), *_SLOW_DISPATCH),
     ("array_constructors.py", ("*",),
-     "jnp.array / jnp.asarray building an array from Python objects (a nested list is "
-     "flattened one Python value at a time)",
+     "jnp.array / jnp.asarray making device arrays from Python values in the step (a "
+     "nested list is read one value at a time; a Python number, such as a step counter "
+     "passed to jax.random.fold_in, is one more small array and copy each step)",
      "build batches as NumPy arrays (np.asarray(rows, np.float32) once, or a loader that "
-     "yields arrays) and hand those to the jitted step"),
+     "yields arrays) and hand those to the jitted step; keep counters and keys on the "
+     "device (carry them in the jitted step's state, fold_in inside jit)"),
 )
 _TRACING = "partial_eval.py"
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
