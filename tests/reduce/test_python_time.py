@@ -158,7 +158,7 @@ def test_jaxs_own_python_in_the_step_gets_its_own_fix_not_the_loaders() -> None:
     # tracer names a lambda there), with the NumPy-batch fix
     listed = ("tree_util.py:87 tree_flatten", "array_constructors.py:283 <lambda>")
     ((what, fix),) = steps_advice.framework_python(listed)
-    assert "from Python objects" in what and "np.asarray(rows, np.float32)" in fix
+    assert "from Python values" in what and "np.asarray(rows, np.float32)" in fix
     # per-element reads: the host-read entry says to fetch a vector once
     assert "never element by element" in _framework("array.py")[1]
     # a job's own file of the same base name and another function is the job's
