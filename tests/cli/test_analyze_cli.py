@@ -83,7 +83,8 @@ def test_a_gzip_compressed_capture_reads_as_the_file_it_holds(
 
 @pytest.mark.parametrize("case", ["missing", "empty", "truncated", "not_xspace",
                                   "empty_folder", "unknown_run", "truncated_gzip",
-                                  "gzip_of_garbage", "gzip_past_the_limit"])
+                                  "gzip_of_garbage", "gzip_past_the_limit",
+                                  "seconds_inf", "seconds_nan", "seconds_negative"])
 def test_bad_input_exits_2_with_one_line(case: str, tmp_path: pathlib.Path,
                                          capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,6 +110,10 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: pathlib.Path,
         packed = gzip.compress(b"\0" * 200_000)
         monkeypatch.setattr(load, "MAX_FILE_BYTES", 100_000)
         path.write_bytes(packed)
+    elif case.startswith("seconds_"):  # checked before any port is bound
+        path = TFKERAS
+        value = {"seconds_inf": "inf", "seconds_nan": "nan", "seconds_negative": "-1"}[case]
+        args = ["--serve", "0", "--seconds", value]
     assert main(["analyze", str(path), *args]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""

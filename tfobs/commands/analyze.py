@@ -75,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--top must be between 0 and 1000, got {args.top}")
     if args.serve is not None and not 0 <= args.serve <= 65535:
         return _fail(f"--serve must be a port between 0 and 65535, got {args.serve}")
+    if args.seconds is not None and not 0 <= args.seconds <= 86400 * 366:
+        # nan served nothing and said nothing; inf and 1e300 overflowed threading's wait
+        # (a traceback after the port was bound)
+        return _fail(f"--seconds must be a number of seconds from 0 to 31622400 (omit it to "
+                     f"serve until Ctrl-C), got {args.seconds}")
     summaries = []
     labels: list[str] = []
     # This process is the command's own: the cycle collector waits while the captures are

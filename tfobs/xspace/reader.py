@@ -24,6 +24,13 @@ MAX_CAPTURE_BYTES = 2**31 - 1
 StatValue = Any  # float | int | str | bytes
 
 
+class _Names(dict[int, str]):
+    """Event names by metadata id; a missing id reads as "" (and is not added)."""
+
+    def __missing__(self, key: int) -> str:
+        return ""
+
+
 class PlaneView:
     """One XPlane with its metadata tables decoded once."""
 
@@ -35,7 +42,9 @@ class PlaneView:
         self._plane: Any = None
         self._events: PlaneEvents | None = None
         self._bytes: LineBytes | None = None
-        self.event_names: dict[int, str] = {}
+        # An event whose metadata id is not in the table (a damaged or crafted capture) is
+        # nameless, as XProf shows it, not a KeyError deep in an analysis.
+        self.event_names: dict[int, str] = _Names()
         self.event_display_names: dict[int, str] = {}
         for mid, md in plane.event_metadata.items():
             self.event_names[mid] = md.name

@@ -1,0 +1,109 @@
+"""Captures made to hurt the reduction (the red team's): small files whose work must stay
+in proportion to their size, and damage that leaves the rest of a capture readable."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tfobs.analysis import pipeline
+from tfobs.analysis.pipeline import reduce_xspace
+from tfobs.xspace import schema
+
+
+def _steps_and_gpu_planes(steps: int, planes: int) -> bytes:
+    """`steps` step markers on the host and `planes` GPU planes of one kernel each (in step
+    j % steps): the file grows as steps + planes."""
+    x = schema.XSpace()
+    host = x.planes.add(id=1, name="/host:CPU")
+    host.event_metadata[1].id = 1
+    host.event_metadata[1].name = "train"
+    for sid, name in ((1, "_r"), (2, "step_num")):
+        host.stat_metadata[sid].id = sid
+        host.stat_metadata[sid].name = name
+    line = host.lines.add(id=1, name="python3", timestamp_ns=1000)
+    for i in range(steps):
+        e = line.events.add(metadata_id=1, offset_ps=i * 1000, duration_ps=900)
+        e.stats.add(metadata_id=1, int64_value=1)
+        e.stats.add(metadata_id=2, int64_value=i)
+    for j in range(planes):
+        gpu = x.planes.add(id=10 + j, name=f"/device:GPU:{j}")
+        gpu.event_metadata[1].id = 1
+        gpu.event_metadata[1].name = "gemm_kernel"
+        stream = gpu.lines.add(id=1, name="Stream #1", timestamp_ns=1000)
+        stream.events.add(metadata_id=1, offset_ps=(j % steps) * 1000 + 10, duration_ps=100)
+    return x.SerializeToString()
+
+
+def test_steps_times_gpu_streams_is_no_work_of_the_reduction(monkeypatch) -> None:
+    # 300 steps x 300 one-kernel GPU planes (a 28 KB file) looked up every step in every
+    # stream: 90,000 lookups and as many empty arrays kept per step (2,000 x 2,000: 140 s
+    # and 2.2 GB). Only the steps a stream's events reach are looked at.
+    looked = []
+    real = pipeline._ending_after
+
+    def counted(ld, lo, hi, begin):
+        looked.append(1)
+        return real(ld, lo, hi, begin)
+
+    monkeypatch.setattr(pipeline, "_ending_after", counted)
+    s = reduce_xspace(_steps_and_gpu_planes(300, 300))
+    assert s.steps.count == 298  # first and last dropped, as XProf does
+    assert len(looked) <= 3 * 300, len(looked)
+
+
+def test_a_marker_whose_metadata_is_missing_is_a_nameless_event() -> None:
+    # A step marker pointing at no metadata entry: XProf shows a nameless event; the
+    # capture used to fail whole ("KeyError: 18"), a lost window in a job.
+    x = schema.XSpace()
+    x.ParseFromString(_steps_and_gpu_planes(8, 0))
+    host = x.planes[0]
+    host.lines[0].events[3].metadata_id = 18
+    s = reduce_xspace(x.SerializeToString())
+    assert s.steps.count >= 5
+    assert "" in {st.marker for st in s.steps.items} or s.steps.count == 6
+
+
+@pytest.mark.parametrize(("steps", "planes", "count"), [(1, 40, 1), (40, 1, 1), (40, 40, 38)])
+def test_the_lopsided_shapes_reduce(steps: int, planes: int, count: int) -> None:
+    # On a GPU a step is kept where the device ran some of it (one plane: one step)
+    s = reduce_xspace(_steps_and_gpu_planes(steps, planes))
+    assert s.steps.count == count
+
+
+def _overlapping(ld, begin: int, end: int) -> np.ndarray:
+    """The plain reference: positions of the line's events overlapping [begin, end]."""
+    base = ld.start_ps
+    return np.flatnonzero((ld.start_arr < end - base) & (ld.end_arr > begin - base))
+
+
+@pytest.mark.parametrize("stem", [
+    "recorded__h100_jax0.11.2__transformer_train_bf16",
+    "recorded__h100_jax0.11.2__input_bound_host_wait",
+    "recorded__h100_jax0.11.2__launch_bound_tiny_ops"])
+def test_device_events_per_step_are_the_plain_overlap_test(stem: str) -> None:
+    from tests.conftest import CAPTURES
+    from tfobs.analysis.environment import accelerator_planes
+    from tfobs.analysis.steps import find_steps
+    from tfobs.analysis.timeline import Timeline, time_base_ps
+    from tfobs.xspace.reader import parse
+
+    space = parse((CAPTURES / f"{stem}.xplane.pb").read_bytes())
+    _, accel = accelerator_planes(space)
+    host_view = space.plane("/host:CPU")
+    base = time_base_ps([host_view, *accel])
+    host = Timeline(host_view, base)
+    devices = [Timeline(p, base) for p in accel]
+    groups = find_steps(host, has_device=True).groups
+    assert groups and devices
+    got = {(gi, id(ld)): inside.tolist()
+           for _, ld, hits in pipeline._stream_hits(groups, devices) for gi, inside in hits}
+    want = {}
+    for tl in devices:
+        for ld in tl.lines:
+            if ld.name.startswith("Stream"):
+                for gi, g in enumerate(groups):
+                    at = _overlapping(ld, g.begin_ps, g.end_ps)
+                    if at.size:
+                        want[(gi, id(ld))] = at.tolist()
+    assert got == want and want
