@@ -78,9 +78,27 @@ def test_bad_bytes_raise_capture_error(data: object) -> None:
     assert "\n" not in str(info.value)
 
 
+def test_a_name_that_is_not_utf8_is_said_so() -> None:
+    """A plane name cut mid-character: whole and of the right kind, so the error says what
+    is wrong with it, not "truncated or another format"."""
+    from tfobs.xspace import schema
+
+    plane = schema.XPlaneLite(id=1, name="/host:CPU")
+    data = schema.XSpaceLite(planes=[plane]).SerializeToString()
+    data = data.replace(b"/host:CPU", b"/host:\xff\xfeU")
+    with pytest.raises(CaptureError) as info:
+        parse(data)
+    text = str(info.value)
+    assert "not valid UTF-8" in text and "truncated" not in text and "\n" not in text
+
+
 def test_loader_finds_newest_run_and_rejects_missing(tmp_path: pathlib.Path) -> None:
     with pytest.raises(CaptureError, match="no such file"):
         read_source(tmp_path / "nope.xplane.pb")
+    (tmp_path / "a.xplane.pb").symlink_to(tmp_path / "b.xplane.pb")
+    (tmp_path / "b.xplane.pb").symlink_to(tmp_path / "a.xplane.pb")
+    with pytest.raises(CaptureError, match="symbolic link that leads to no file"):
+        read_source(tmp_path / "a.xplane.pb")
     for run in ("a_run", "b_run"):
         folder = tmp_path / "plugins" / "profile" / run
         folder.mkdir(parents=True)

@@ -54,6 +54,9 @@ def read_source(source: Any, run: str | None = None) -> tuple[bytes, str]:
         )
     path = Path(source)
     if not path.exists():
+        if path.is_symlink():  # exists() follows the link: a loop or a missing target
+            raise CaptureError(f"{path}: a symbolic link that leads to no file (a loop, or "
+                               "its target is gone); give the capture's own path")
         raise CaptureError(f"{path}: no such file or folder")
     if path.is_dir():
         path = find_capture(path, run)

@@ -247,6 +247,12 @@ def parse(data: bytes | bytearray | memoryview) -> SpaceView:
     except (DecodeError, RuntimeError, ValueError) as exc:
         if schema.out_of_memory(exc):
             raise MemoryError(f"parsing a {size}-byte capture: {exc}") from None
+        if "UTF-8" in str(exc):  # whole and of the right kind: a name's bytes are wrong
+            raise CaptureError(
+                f"capture ({size} bytes) holds a name that is not valid UTF-8 (an event, "
+                "stat or plane name cut mid-character, or raw bytes a custom TraceMe "
+                "wrote); XProf's parser refuses it too. Profile again, and make the names "
+                "your code gives its trace events UTF-8 text") from None
         raise CaptureError(
             f"not a readable XSpace capture ({size} bytes, truncated or another format): {exc}"
         ) from None
