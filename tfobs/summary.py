@@ -524,6 +524,9 @@ class Environment:
     # The framework that wrote the capture: "tensorflow", "jax" or "" (cannot tell). The
     # advice words its fixes for it.
     framework: str = ""
+    # Keras's trainer drove the steps (its fit loop's Python frames are in the capture, so
+    # the Python tracer was on): fixes name Model.compile's options, not the jit calls.
+    keras: bool = False
 
 
 @dataclass(frozen=True)

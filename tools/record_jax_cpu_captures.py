@@ -246,6 +246,27 @@ CASES = {
                                  "numpy batches 2 ahead, each batch ~12 ms of numpy + a 10 ms "
                                  "sleep: input-bound by construction; `future.result()` inside the "
                                  "StepTraceAnnotation(\"train\") step",
+    "x64_mlp_steps": "a jitted SGD step of an MLP (128-512-512-10) in float64 "
+                     "(`jax.config.update(\"jax_enable_x64\", True)`, float64 inputs and "
+                     "weights), each step marked `StepTraceAnnotation(\"train\", step_num=i)` "
+                     "and waited for",
+    "scan_microbatch_epochs": "gradient accumulation inside one jitted step: `lax.scan` over 8 "
+                              "micro-batches of 32 (grads summed, one SGD update); a Python "
+                              "`for epoch` loop of 3 epochs x 4 marked steps "
+                              "(`StepTraceAnnotation(\"train\")`), and between epochs, outside "
+                              "any marker, a numpy permutation of the 4096-row dataset and a "
+                              "jitted eval on 1024 rows read with float()",
+    "device_get_every_5": "`StepTraceAnnotation(\"train\", step_num=i)` around an async-"
+                          "dispatched jitted SGD step (no block_until_ready); every 5th step "
+                          "reads its metrics dict with `jax.device_get` (a host sync that "
+                          "waits for the queued steps)",
+    "eval_every_4_steps": "`StepTraceAnnotation(\"train\", step_num=i)` steps of a jitted SGD "
+                          "step, waited for; every 4th step also runs a jitted eval over 8 "
+                          "held-out batches inside the same marker and reads the mean with "
+                          "float() (periodic long steps)",
+    "keras_jax_nojit_fit": "Keras 3 fit with KERAS_BACKEND=jax compiled with jit_compile=False "
+                           "(each layer's jax.numpy op dispatched eagerly), the 256-512-512-1 "
+                           "MLP of keras_jax_fit, 12 steps, tfobs's Keras callback",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -424,6 +445,154 @@ params.update(extra)
 print(json.dumps(params))
 """
 
+
+# Cases on a larger MLP with their own loops (epochs, evaluations, host reads every N
+# steps): a child of their own, needing JAX alone.
+MLP_LOOPS = {"x64_mlp_steps", "scan_microbatch_epochs", "device_get_every_5", "eval_every_4_steps"}
+
+_MLP_LOOPS_CHILD = """
+import json, sys, time
+import numpy as np
+import jax, jax.numpy as jnp
+case, logdir = sys.argv[1], sys.argv[2]
+if case == "x64_mlp_steps":
+    jax.config.update("jax_enable_x64", True)
+rng = np.random.default_rng(0)
+dt = np.float64 if case == "x64_mlp_steps" else np.float32
+XALL = rng.random((4096, 128)).astype(dt)
+YALL = rng.integers(0, 10, (4096,))
+params = {"jax": jax.__version__, "python": sys.version.split()[0]}
+def xent(logits, y):
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
+def init_mlp(key, sizes):
+    ks = jax.random.split(key, len(sizes) - 1)
+    return [(jax.random.normal(k, (a, b), dtype=dt) * (1 / a) ** 0.5, jnp.zeros(b, dt))
+            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
+def mlp(p, x):
+    for w, b in p[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = p[-1]
+    return x @ w + b
+p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+def loss_fn(p, x, y):
+    return xent(mlp(p, x), y)
+@jax.jit
+def sgd(p, x, y):
+    loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+    gn = jnp.sqrt(sum(jnp.sum(t * t) for t in jax.tree.leaves(g)))
+    return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), {"loss": loss, "grad_norm": gn}
+@jax.jit
+def evaluate(p, x, y):
+    return loss_fn(p, x, y)
+def batch(i, n=64):
+    j = (i * n) % 4096
+    return XALL[j:j + n], YALL[j:j + n]
+times, extra = [], {}
+def marked(i, body):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        t = time.perf_counter()
+        body(i)
+        times.append(time.perf_counter() - t)
+if case == "x64_mlp_steps":
+    def body(i):
+        global p
+        p, m = sgd(p, *batch(i))
+        jax.block_until_ready(p)
+    def loop(first, n):
+        for i in range(first, first + n):
+            marked(i, body)
+    steps = 12
+    extra["dtype"] = str(p[0][0].dtype)
+elif case == "scan_microbatch_epochs":
+    @jax.jit
+    def accum(p, xs, ys):
+        def mb(g, xy):
+            return jax.tree.map(jnp.add, g, jax.grad(loss_fn)(p, *xy)), None
+        g0 = jax.tree.map(jnp.zeros_like, p)
+        g, _ = jax.lax.scan(mb, g0, (xs, ys))
+        return jax.tree.map(lambda a, b: a - 0.01 * b / 8, p, g)
+    order = np.arange(4096)
+    between = []
+    def body(i):
+        global p
+        j = (i % 16) * 256
+        idx = order[j:j + 256]
+        p = accum(p, XALL[idx].reshape(8, 32, 128), YALL[idx].reshape(8, 32))
+        jax.block_until_ready(p)
+    state = {"step": 0}
+    def loop(first, n):
+        global order
+        epochs = n // 4
+        for e in range(epochs):
+            for _ in range(4):
+                marked(state["step"], body)
+                state["step"] += 1
+            t = time.perf_counter()
+            order = rng.permutation(4096)
+            float(evaluate(p, XALL[:1024], YALL[:1024]))
+            between.append(time.perf_counter() - t)
+    steps = 12
+elif case == "device_get_every_5":
+    reads, read_ms = [], []
+    def body(i):
+        global p
+        p, m = sgd(p, *batch(i))
+        if i % 5 == 4:
+            t = time.perf_counter()
+            reads.append(i)
+            jax.device_get(m)
+            read_ms.append(time.perf_counter() - t)
+    def loop(first, n):
+        for i in range(first, first + n):
+            marked(i, body)
+        jax.block_until_ready(p)
+    steps = 20
+elif case == "eval_every_4_steps":
+    evals, eval_ms = [], []
+    def body(i):
+        global p
+        p, m = sgd(p, *batch(i))
+        jax.block_until_ready(p)
+        if i % 4 == 3:
+            t = time.perf_counter()
+            tot = 0.0
+            for k in range(8):
+                tot += float(evaluate(p, XALL[3072 + 64 * k:3136 + 64 * k],
+                                      YALL[3072 + 64 * k:3136 + 64 * k]))
+            evals.append(i)
+            eval_ms.append(time.perf_counter() - t)
+    def loop(first, n):
+        for i in range(first, first + n):
+            marked(i, body)
+    steps = 12
+else:
+    raise SystemExit("unknown case " + case)
+if case == "scan_microbatch_epochs":
+    loop(0, 4)
+    state["step"] = 0
+else:
+    loop(0, 5 if case == "device_get_every_5" else 4)
+jax.block_until_ready(p)
+times.clear()
+for v in ("between", "read_ms", "eval_ms", "reads", "evals"):
+    if v in globals():
+        globals()[v].clear()
+with jax.profiler.trace(logdir):
+    loop(5 if case == "device_get_every_5" else 4, steps)
+params["steps"] = steps
+params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+if case == "scan_microbatch_epochs":
+    params["measured_between_epochs_ms"] = [round(t * 1e3, 3) for t in between]
+if case == "device_get_every_5":
+    params["device_get_steps"] = reads
+    params["measured_device_get_ms"] = [round(t * 1e3, 3) for t in read_ms]
+if case == "eval_every_4_steps":
+    params["eval_steps"] = evals
+    params["measured_eval_ms"] = [round(t * 1e3, 3) for t in eval_ms]
+params.update(extra)
+print(json.dumps(params))
+"""
+
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
 WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
                    "tfdata_wait_loader_thread", "tfdata_wait_no_tracer"}
@@ -431,7 +600,7 @@ WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_b
 # Cases that split the host into several XLA CPU devices.
 DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2, "shard_map_psum_steps": 2}
 # Cases that run Keras 3 fit on the JAX backend (their own child script).
-KERAS_JAX = {"keras_jax_fit", "keras_jax_spe4_fit", "keras_jax_fit_plain",
+KERAS_JAX = {"keras_jax_fit", "keras_jax_spe4_fit", "keras_jax_fit_plain", "keras_jax_nojit_fit",
              "keras_jax_tfdata_slow_fit"}
 
 _CHILD = """
@@ -807,7 +976,8 @@ spe = 4 if case == "keras_jax_spe4_fit" else 1
 steps = 16 if spe == 4 else 12
 model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, activation="relu"),
                           keras.layers.Dense(512, activation="relu"), keras.layers.Dense(1)])
-model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", steps_per_execution=spe)
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", steps_per_execution=spe,
+              jit_compile=case != "keras_jax_nojit_fit")
 rng = np.random.default_rng(0)
 x = rng.random((64 * 64, 256), np.float32)
 y = rng.random((64 * 64, 1), np.float32)
@@ -894,7 +1064,7 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             env["KERAS_BACKEND"] = "jax"
             env["PYTHONPATH"] = str(ROOT)
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        child = (_STANDALONE_CHILD if case in STANDALONE
+        child = (_MLP_LOOPS_CHILD if case in MLP_LOOPS else _STANDALONE_CHILD if case in STANDALONE
                  else _KERAS_CHILD if case in KERAS_JAX else _CHILD)
         proc = subprocess.run([jax_python, "-c", child, case, logdir], capture_output=True,
                               text=True, env=env)
@@ -913,7 +1083,7 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
     save_provenance(out / "provenance", dest, {
         "case": case, "what_ran": CASES[case], "parameters": params,
         "platform": "cpu (JAX_PLATFORMS=cpu)", "host_python": platform.python_version(),
-        "recorder": "/work/fresh/r35/record_jax_cpu_captures.py"})
+        "recorder": "tools/record_jax_cpu_captures.py"})
     return dest
 
 

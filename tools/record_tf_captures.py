@@ -610,6 +610,23 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit of a model taking raw strings: TextVectorization (adapted beforehand) as "
         "the model's first layer, Embedding, pooling, Dense; tf.data of strings; tfobs's "
         "Keras callback", {}),
+    "callbacks_combo_fit": (
+        "Keras 3 fit, up to 6 epochs of 6 steps in one trace, validation_data (3 steps) every "
+        "epoch, EarlyStopping(val_loss, patience=2, min_delta=10: stops after epoch 3), "
+        "ReduceLROnPlateau(patience=0, min_delta=10: lr halves after epochs 2 and 3), "
+        "ModelCheckpoint(save_best_only=True) to a .keras file; tfobs's Keras callback", {}),
+    "ragged_partial_batch_loop": (
+        "custom loop over tf.data ragged_batch(32) of 200 variable-length token lists (6 full "
+        "batches and a partial one of 8 each epoch), a tf.function(reduce_retracing=True) "
+        "step (Embedding on the flat values, segment mean, Dense); the first partial batch "
+        "inside the trace retraces the step; tfobs.step markers", {}),
+    "tabular_preprocess_map_fit": (
+        "Keras 3 fit over tf.data of dict features (a string category, two floats): "
+        "StringLookup(one_hot) + Normalization (adapted) applied in Dataset.map("
+        "num_parallel_calls=AUTOTUNE) after batch(64), prefetch; tfobs's Keras callback", {}),
+    "optimizer_grad_accum_fit": (
+        "Keras 3 fit with Adam(gradient_accumulation_steps=4): every 4th batch applies the "
+        "accumulated update (a cond inside the step); tfobs's Keras callback", {}),
 }
 
 
@@ -3238,6 +3255,176 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         times.clear()
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "callbacks_combo_fit":
+        params = {"batch": 64, "steps": 6, "validation_steps": 3, "max_epochs": 6}
+        model = mlp(128, 256)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        ev: list[tuple[str, float]] = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                ev.append(("b", time.perf_counter()))
+
+            def on_train_batch_end(self, batch, logs=None):
+                ev.append(("e", time.perf_counter()))
+
+            def on_test_begin(self, logs=None):
+                ev.append(("tb", time.perf_counter()))
+
+            def on_test_end(self, logs=None):
+                ev.append(("te", time.perf_counter()))
+
+            def on_epoch_begin(self, epoch, logs=None):
+                ev.append(("eb", time.perf_counter()))
+
+            def on_epoch_end(self, epoch, logs=None):
+                ev.append(("ee", time.perf_counter()))
+
+        ckdir = tempfile.mkdtemp(prefix="tfobs-ckpt-")
+        val = random_batches(64 * 3, 128, 64)
+        train = random_batches(64 * 8, 128, 64)
+        model.fit(train, steps_per_epoch=4, epochs=1, validation_data=val,
+                  validation_steps=3, verbose=0, callbacks=[keras3_callback_class()()])
+        lrs: list[float] = []
+
+        class LR(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                lrs.append(float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)))
+
+        cbs = [keras3_callback_class()(), Timer(), LR(),
+               keras.callbacks.EarlyStopping("val_loss", patience=2, min_delta=10.0),
+               keras.callbacks.ReduceLROnPlateau("val_loss", factor=0.5, patience=0,
+                                                 min_delta=10.0),
+               keras.callbacks.ModelCheckpoint(os.path.join(ckdir, "best.keras"),
+                                               monitor="val_loss", save_best_only=True)]
+        hist: list[Any] = []
+        profile(lambda: hist.append(model.fit(
+            train, steps_per_epoch=6, epochs=6, validation_data=val, validation_steps=3,
+            verbose=0, callbacks=cbs)))
+        times = [e[1] - b[1] for b, e in zip([x for x in ev if x[0] == "b"],
+                                              [x for x in ev if x[0] == "e"], strict=False)]
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_validation_ms"] = [
+            round((e[1] - b[1]) * 1e3, 3)
+            for b, e in zip([x for x in ev if x[0] == "tb"], [x for x in ev if x[0] == "te"],
+                            strict=False)]
+        # from the last train batch's end to the next epoch's first batch
+        gaps, last = [], None
+        for k, t in ev:
+            if k == "e":
+                last = t
+            if k == "b" and last is not None and gaps is not None:
+                if t - last > 0.005:
+                    gaps.append(round((t - last) * 1e3, 3))
+                last = None
+        params["measured_between_epoch_gaps_ms"] = gaps
+        params["epochs_run"] = len(hist[0].history["loss"])
+        params["val_loss"] = [round(v, 4) for v in hist[0].history["val_loss"]]
+        params["lr_per_epoch"] = lrs
+        shutil.rmtree(ckdir, ignore_errors=True)
+    elif case == "ragged_partial_batch_loop":
+        params = {"batch": 32, "examples": 200, "vocab": 1000, "steps": 12}
+        lengths = rng.integers(4, 40, 200)
+        flat = rng.integers(1, 1000, int(lengths.sum())).astype(np.int64)
+        tokens = tf.RaggedTensor.from_row_lengths(flat, lengths)
+        labels = rng.random((200, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((tokens, labels)).ragged_batch(32).prefetch(2)
+        emb = keras.layers.Embedding(1000, 64)
+        head = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, "relu"),
+                                 keras.layers.Dense(1)])
+        emb.build((None,))
+        opt = keras.optimizers.Adam(1e-3)
+        traces: list[int] = []
+
+        @tf.function(reduce_retracing=True)
+        def step(tok, yb):
+            traces.append(1)
+            with tf.GradientTape() as tape:
+                v = emb(tok.flat_values)
+                pooled = tf.math.segment_mean(v, tok.value_rowids())
+                loss = mse(yb, head(pooled, training=True))
+            tv = emb.trainable_variables + head.trainable_variables
+            opt.apply_gradients(zip(tape.gradient(loss, tv), tv, strict=True))
+            return loss
+
+        def batches():
+            while True:
+                yield from ds
+
+        it = batches()
+        times, trace_at, sizes = [], [], []
+
+        def one(i):
+            t = time.perf_counter()
+            tok, yb = next(it)
+            n = len(traces)
+            step(tok, yb)
+            times.append(time.perf_counter() - t)
+            sizes.append(int(tok.nrows()))
+            if len(traces) > n:
+                trace_at.append(i)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["batch_rows"] = sizes[3:]
+        params["traced_in_steps"] = trace_at
+    elif case == "tabular_preprocess_map_fit":
+        params = {"batch": 64, "steps": 12, "rows": 4096}
+        cats = np.array([f"c{k}" for k in range(40)])
+        cat = rng.choice(cats, 4096)
+        num = rng.normal(size=(4096, 2)).astype(np.float32) * [3.0, 50.0] + [1.0, 200.0]
+        yv = rng.random((4096, 1)).astype(np.float32)
+        lookup = keras.layers.StringLookup(output_mode="one_hot")
+        lookup.adapt(cat)
+        norm = keras.layers.Normalization()
+        norm.adapt(num)
+
+        def prep(feat, yb):
+            x = tf.concat([tf.cast(lookup(feat["cat"]), tf.float32), norm(feat["num"])], 1)
+            return x, yb
+
+        ds = (tf.data.Dataset.from_tensor_slices(({"cat": cat, "num": num}, yv)).repeat()
+              .shuffle(1024).batch(64).map(prep, num_parallel_calls=tf.data.AUTOTUNE)
+              .prefetch(tf.data.AUTOTUNE))
+        width = lookup.vocabulary_size() + 2
+        model = mlp(width, 256)
+        model.compile(optimizer="adam", loss="mse")
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "optimizer_grad_accum_fit":
+        params = {"batch": 64, "steps": 16, "gradient_accumulation_steps": 4}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(512, "relu"),
+                                  keras.layers.Dense(512, "relu"), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3, gradient_accumulation_steps=4),
+                      loss="mse")
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        ds = random_batches(64 * 8, 128, 64)
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["iterations_after"] = int(model.optimizer.iterations.numpy())
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
@@ -3302,7 +3489,7 @@ def record(case: str, out: pathlib.Path, tf_version: str,
     save_provenance(out / "provenance", dest, {
         "case": case, "what_ran": description, "environment": env, "parameters": params,
         "host_cpu": _cpu_model(), "python": platform.python_version(),
-        "recorder": "/work/fresh/r35/record_tf_captures.py"})
+        "recorder": "tools/record_tf_captures.py"})
     return dest
 
 

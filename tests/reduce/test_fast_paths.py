@@ -312,8 +312,8 @@ def test_step_top_events_equal_per_line_selection(seed: int) -> None:
             g.members.append((ld, np.flatnonzero(rng.random(len(ld)) < 0.5)))
         groups.append(g)
     top_n = int(rng.integers(0, 7))
-    got = [_top_events(g, c, top_n, [], 0)
-           for g, c in zip(groups, _host_candidates(groups, top_n, names), strict=True)]
+    got = [_top_events(c, top_n, [], 0)
+           for c in _host_candidates(groups, top_n, names)]
     for g, events in zip(groups, got, strict=True):
         cands = []
         for ld, idx in g.members:

@@ -32,8 +32,8 @@ def _per_step(groups: list, top_n: int, names: dict, found: object,
               base_ns: int, window: tuple, index: object = None) -> tuple[list[tuple], int]:
     """The top events step by step and bounded as GPU captures rank and bound them."""
     cands = reduction._host_candidates(groups, top_n, names, found)  # type: ignore[arg-type]
-    return reduction._window_tops([reduction._top_events(g, c, top_n, [], base_ns)
-                                   for g, c in zip(groups, cands, strict=True)], *window)
+    return reduction._window_tops([reduction._top_events(c, top_n, [], base_ns)
+                                   for c in cands], *window)
 
 
 @pytest.mark.parametrize("capture", [p for p in capture_paths() if "cpu" in p.name],

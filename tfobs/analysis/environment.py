@@ -11,6 +11,9 @@ _VERSION_STATS = ("framework_version", "tf_version", "jax_version", "build_versi
 _JAX_EVENTS = ("PjitFunction(",)
 _TF_EVENTS = ("FunctionRun", "EagerExecute", "EagerLocalExecute", "SessionRun",
               "__inference_", "Iterator::")
+# Keras 3's fit loop as the Python tracer names its frames (its trainer and its epoch
+# iterator; a trainer.py alone may be another library's).
+_KERAS_FRAMES = ("$trainer.py:", "$epoch_iterator.py:")
 
 
 def accelerator_planes(space: SpaceView) -> tuple[str, list[PlaneView]]:
@@ -40,7 +43,19 @@ def reduce_environment(space: SpaceView) -> Environment:
         device_count=len(planes),
         framework_version=version[:200],
         framework=_framework(space, keys),
+        keras=_keras(space),
     )
+
+
+def _keras(space: SpaceView) -> bool:
+    """Whether Keras's fit loop ran in the window: both of its frames are among the host's
+    Python tracer events."""
+    host = space.plane(HOST_PLANE)
+    if host is None:
+        return False
+    seen = {prefix for n in host.event_names.values() for prefix in _KERAS_FRAMES
+            if n.startswith(prefix)}
+    return len(seen) == len(_KERAS_FRAMES)
 
 
 def _framework(space: SpaceView, version_keys: set[str]) -> str:

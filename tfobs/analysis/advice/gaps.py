@@ -126,6 +126,7 @@ LONG_FACTOR = 3.0  # of the median step
 LONG_MAX_SHARE = 0.25  # of the steps: more than that is no "few"
 LONG_EXCESS_SHARE = 0.3  # of the steps' time
 LONG_MIN_STEPS = 8
+JAX_WAITED_SHARE = 0.25  # of the step period: a JAX typical step that waits for its work
 LONG_MIN_EXCESS_S = 1e-3  # a window's worth: microsecond steps' jitter is no finding
 PRINT_SHARE = 0.05  # of step time
 SUMMARY_SHARE = 0.05  # of the window
@@ -140,10 +141,11 @@ CHECKPOINT_OTHER_SHARE = 0.5
 
 RUNTIME_FIX = (
     "most of that 'All Others' is the step's own compiled work, which XLA's CPU runtime ran "
-    "on threads XProf links to no step: the step is bound by its computation, not by "
-    "Python. Make the computation cheaper as for host compute (larger batches per call, "
-    "fewer and fused ops: one jax.jit around the whole update), then move the Python "
-    "that is left out of the step")
+    "on threads XProf links to no step: that share of the step is computation, not "
+    "Python (python_in_step, where listed, sizes the step's own Python). Make the "
+    "computation cheaper as for host compute (larger batches per call, fewer and fused "
+    "ops: one jax.jit around the whole update), then move the Python that is left out of "
+    "the step")
 
 # XProf's sentence (kAllOthersPythonExplanation), after the percentage.
 # 'All Others' under another Python thread's GIL (python_thread_contention): moving the
@@ -274,12 +276,17 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
     """A few steps far longer than the typical one that hold much of the time: the window's
     averages mix two kinds of step, and what the long ones run is the finding."""
     items = s.steps.items
-    # A JAX step returns once dispatched and the step that reads a value waits for the
-    # ones before it (float(loss) every N steps): uneven markers are that, not the steps.
-    if len(items) < LONG_MIN_STEPS or s.environment.framework == "jax":
+    if len(items) < LONG_MIN_STEPS:
         return []
     durations = step_field(s.steps, "duration_s")
     typical = float(np.median(durations))
+    # A JAX step returns once dispatched and the step that reads a value waits for the
+    # ones before it (float(loss) every N steps): uneven markers are that, not the steps.
+    # Such typical steps are dispatch alone, a sliver of the period; a typical step that
+    # waits for its own work (block_until_ready) holds most of it, and a long step there
+    # runs something the others do not (an evaluation every N steps).
+    if s.environment.framework == "jax" and typical < JAX_WAITED_SHARE * s.steps.interval_s:
+        return []
     long = np.flatnonzero(durations >= LONG_FACTOR * typical)
     total = float(durations.sum())
     if not long.size or long.size > LONG_MAX_SHARE * len(items) or total <= 0:

@@ -13,6 +13,8 @@ lies outside steps and is not counted.
 
 from __future__ import annotations
 
+import numpy as np
+
 from tfobs.analysis.advice.rule import (
     GPU,
     PROFILER,
@@ -20,6 +22,7 @@ from tfobs.analysis.advice.rule import (
     category_advice,
     on_gpu,
     one_digit,
+    step_field,
     tfdata_in_use,
 )
 from tfobs.summary import Advice, WindowSummary
@@ -131,6 +134,17 @@ EAGER_BETWEEN_FIX = (
     "batches); move per-batch callback work to on_epoch_end (EarlyStopping's and "
     "ReduceLROnPlateau's checks read and assign variables eagerly), log and read metrics "
     "every N batches, and run several steps per call (Model.compile(steps_per_execution=N))")
+# Eager ops between the steps where a few long pauses (a checkpoint save every N batches,
+# an epoch's end: validation, EarlyStopping's and ReduceLROnPlateau's checks) hold most of
+# the time between them: work paid once per pause, not at every batch.
+PAUSE_FACTOR = 10  # a gap this many times the typical one is a pause (step_pause's)
+EAGER_PAUSE_FIX = (
+    "this is paid once per pause, not at every batch (the gap every batch pays is small): "
+    "read step_pause for what the pauses run; save less often (ModelCheckpoint(save_freq="
+    "'epoch') or a larger save_freq in batches; save_weights_only=True writes the weights "
+    "alone, not the whole .keras archive) and validate less often (fit(validation_freq="
+    "N)); work at an epoch's end weighs against the steps as much as the epoch is short, "
+    "so judge the steps from a window inside an epoch")
 # Eager ops before the window's first measured step (in no step, or in the dropped first
 # one): set-up a capture caught once (a capture begun before training: variables made,
 # Normalization.adapt, weights loaded, a first evaluation), not the steps.
@@ -272,6 +286,12 @@ def _eager(s: WindowSummary) -> list[Advice]:
         step_eager, fix = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays "
                            "or Python values turned into tensors where they are passed to a "
                            "tf.function or an op.", EAGER_CONVERSION_FIX)
+    elif between >= EAGER_BETWEEN_SHARE and (pauses := _pauses(s))[0]:
+        step_eager, fix = (f" {100 * between:.0f} % of it runs between the steps, and "
+                           f"{pauses[0]} pause(s) hold {100 * pauses[1]:.0f} % of the time "
+                           "between them: work done every few batches or at an epoch's end "
+                           "(a checkpoint save, validation, epoch-end callbacks), not at "
+                           "every batch.", EAGER_PAUSE_FIX)
     elif between >= EAGER_BETWEEN_SHARE:
         step_eager, fix = (f" {100 * between:.0f} % of it runs between the steps (Keras "
                            "callbacks, logging, weight saving), not in them.", EAGER_BETWEEN_FIX)
@@ -287,6 +307,20 @@ def _eager(s: WindowSummary) -> list[Advice]:
          "check_numerics_share": checks, "checkpoint_steps_share": saving,
          "queue_wait_share": wait_share},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)", fix=fix)]
+
+
+def _pauses(s: WindowSummary) -> tuple[int, float]:
+    """(gaps between the steps PAUSE_FACTOR times the typical one or more, their share of
+    all the gaps' time) where such pauses hold most of it; (0, 0.0) otherwise."""
+    if len(s.steps.items) < 3:
+        return 0, 0.0
+    start = step_field(s.steps, "start_ns")
+    gap = (start[1:] - start[:-1]) / 1e9 - step_field(s.steps, "duration_s")[:-1]
+    gap = np.where(gap > 0.0, gap, 0.0)
+    typical, total = float(np.median(gap)), float(gap.sum())
+    long = gap[gap >= PAUSE_FACTOR * typical] if typical > 0 else gap[:0]
+    held = float(long.sum()) / total if total > 0 else 0.0
+    return (int(long.size), held) if long.size and held >= 0.5 else (0, 0.0)
 
 
 def _per_step_function(s: WindowSummary) -> str:

@@ -120,6 +120,12 @@ OP_BY_OP = Rule(
     "gather there, or index NumPy arrays on the host",
     f"{PROFILER}: Profiling custom training loops; JAX documentation: Just-in-time "
     "compilation (jax.jit)")
+# The same in a Keras fit on the JAX backend: Keras jits the step unless told not to.
+KERAS_OP_BY_OP_FIX = (
+    "let Keras compile the step: Model.compile(..., jit_compile=True) (the JAX backend's "
+    "default; jit_compile=False or run_eagerly=True runs every layer's jax.numpy ops one "
+    "by one, each dispatched on its own); where a layer cannot be traced, fix or wrap that "
+    "layer rather than turning compilation off for the model")
 RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, THREAD_CONTENTION,
          MARKERS_TIME_DISPATCH, OP_BY_OP)
 # Rules whose figures a window of dispatch-only steps makes meaningless: the time around
@@ -270,7 +276,8 @@ def check(s: WindowSummary) -> list[Advice]:
             f"another Python thread's Python >= {100 * OTHER_THREAD_SHARE:g} % of step time "
             "(tfobs, Python tracer on)",
             WRITER_FIX if writer else ""))
-    op_by_op = _op_by_op(st) if st.count and st.interval_s > 0 else None
+    op_by_op = (_op_by_op(st, s.environment.keras) if st.count and st.interval_s > 0
+                else None)
     if op_by_op is not None:
         out.append(op_by_op)
     if st.count and st.mean_s > 0:
@@ -278,7 +285,7 @@ def check(s: WindowSummary) -> list[Advice]:
         op_pct = 100.0 * st.python_op_s / st.mean_s
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
         if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
-            out.append(_traced(st, traced_pct, op_by_op is not None,
+            out.append(_traced(st, traced_pct, op_by_op.fix if op_by_op else "",
                                s.environment.framework == "jax"))
         if op_pct >= PYTHON_OP_PCT:
             out.append(PYTHON_IN_STEP.advice(
@@ -294,7 +301,7 @@ def check(s: WindowSummary) -> list[Advice]:
     return out
 
 
-def _op_by_op(st: Steps) -> Advice | None:
+def _op_by_op(st: Steps, keras: bool = False) -> Advice | None:
     """jax_op_by_op: the window's jitted calls per step (each function's calls per second
     over its own span, times the step period; functions called at least once per step),
     where most are not one function's."""
@@ -317,7 +324,7 @@ def _op_by_op(st: Steps) -> Advice | None:
         {"jitted_calls_per_step": per_step, "jitted_functions": float(len(jitted)),
          "jitted_call_s_per_step": call_s},
         f">= {OP_BY_OP_CALLS} jitted calls per step of >= {OP_BY_OP_FUNCTIONS} functions "
-        "(tfobs)")
+        "(tfobs)", KERAS_OP_BY_OP_FIX if keras else "")
 
 
 def dispatch_only(st: Steps) -> bool:
@@ -342,12 +349,12 @@ def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(causes))
 
 
-def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = False
+def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
             ) -> Advice:
     """python_in_step from the Python tracer's events, naming the host callbacks and the
     tf.data waits that hold a share of them, JAX's own dispatch of a step run op by op
-    (`op_by_op`: jax_op_by_op fired; its fix comes first) and, in a JAX window (`jax`),
-    the JAX stack's own Python."""
+    (`op_by_op`: the fix of jax_op_by_op where it fired; it comes first) and, in a JAX
+    window (`jax`), the JAX stack's own Python."""
     callbacks = st.python_callback_s / st.python_traced_s
     tfdata = st.python_tfdata_next_s / st.python_traced_s
     other = other_thread_share(st)
@@ -360,7 +367,7 @@ def _traced(st: Steps, traced_pct: float, op_by_op: bool = False, jax: bool = Fa
     if op_by_op:
         parts.append("JAX dispatching the step operation by operation is in it "
                      "(jax_op_by_op)")
-        fixes.append(OP_BY_OP.fix)
+        fixes.append(op_by_op)
     if callbacks >= CALLBACK_SHARE:
         # More than the Python the tracer saw: callbacks XLA ran on its own threads.
         where = "of it" if callbacks <= 1 else "more, on XLA's threads,"
