@@ -17,7 +17,7 @@ from tfobs.analysis import breakdown as bd
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
-from tfobs.analysis.advice.rule import remember_step_sums
+from tfobs.analysis.advice.rule import remember_step_fields, remember_step_sums
 from tfobs.analysis.calls import KERAS_JAX_TRAIN_STEP, calls_note, function_calls
 from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import (
@@ -140,7 +140,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     if duration_s <= 0:  # no profile start/stop in the capture (TensorFlow 2.16 writes none)
         duration_s = _events_extent_s(([host] if host is not None else []) + devices)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
-    steps, sums, total_step_s = _steps(found, kept, (top_n, max_top_events), devices, names,
+    steps, sums, total_step_s, step_columns = _steps(found, kept, (top_n, max_top_events),
+                                                     devices, names,
                                        base_ns)
     n = steps.count
     mean_breakdown = {c: (sums[c] / n if n else 0.0) for c in CATEGORIES}
@@ -256,6 +257,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         kept, "other")), group_spans) if writes and kept.groups else CheckpointSteps()
     summaries_s = summary_writes(host, host_ops)
     remember_step_sums(steps, total_step_s, sums, kept.seconds_array)
+    remember_step_fields(steps, *step_columns)
     pool = input_pipeline.pool_threads(host, duration_s) if stages else (0, 0.0, 0.0)
     loader = loader_wait(host, spans.columns.begin, spans.columns.end, found.root_lines)
     return with_advice(WindowSummary(
@@ -326,7 +328,7 @@ def _steps(
     devices: list[Timeline],
     names: dict[int, str],
     base_ns: int,
-) -> tuple[Steps, dict[str, float], float]:
+) -> tuple[Steps, dict[str, float], float, tuple[np.ndarray | None, np.ndarray]]:
     """The steps' figures, their seconds per category summed over the steps, and the steps'
     total time; `tops_kept`: (top events per step, top events in all)."""
     groups = kept.groups
@@ -347,7 +349,12 @@ def _steps(
                                           (in_time, max_top), kept.index)
     duration = (kept.end_ps - kept.begin_ps) / 1e12
     durations = duration.tolist()
-    starts = [base_ns + ns for ns in (kept.begin_ps // 1000).tolist()]
+    start_ns: np.ndarray | None = None
+    if abs(base_ns) < 2**62:  # as int64 (begin_ps is within SPAN_PS): one pass, not a loop
+        start_ns = kept.begin_ps // 1000 + base_ns
+        starts = start_ns.tolist()
+    else:
+        starts = [base_ns + ns for ns in (kept.begin_ps // 1000).tolist()]
     marks = step_markers(groups)
     items = build_all(Step, nums, starts, durations,
                       # each row holds one figure per category (summed below)
@@ -383,7 +390,7 @@ def _steps(
         outside_ratio=outside,
         top_events_left_out=left_out,
     )
-    return steps, sums, 0.0 + total_s
+    return steps, sums, 0.0 + total_s, (start_ns, duration)
 
 
 def _time_ranks(kept: bd.StepTimes, nums: list[int]) -> np.ndarray:

@@ -94,6 +94,20 @@ def step_seconds(steps: Steps, category: str) -> np.ndarray:
 _FIELDS: tuple[weakref.ref[Steps] | None, dict[str, np.ndarray]] = (None, {})
 
 
+def remember_step_fields(steps: Steps, start_ns: np.ndarray | None,
+                         duration_s: np.ndarray) -> None:
+    """The reduction's own columns of the steps' start (None where it has none) and
+    duration, which their items were made of, for `step_field`."""
+    global _FIELDS
+    columns = {"duration_s": duration_s}
+    if start_ns is not None:
+        columns["start_ns"] = start_ns
+    if all(c.shape == (len(steps.items),) for c in columns.values()):
+        for c in columns.values():
+            c.flags.writeable = False  # shared by the rules
+        _FIELDS = (weakref.ref(steps), columns)
+
+
 def step_field(steps: Steps, name: str) -> np.ndarray:
     """Each step's `name` ("start_ns": int64, "duration_s": float64) in step order, read
     once per window: several rules read them, and a long window has thousands of steps."""
