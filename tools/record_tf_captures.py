@@ -627,6 +627,26 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
     "optimizer_grad_accum_fit": (
         "Keras 3 fit with Adam(gradient_accumulation_steps=4): every 4th batch applies the "
         "accumulated update (a cond inside the step); tfobs's Keras callback", {}),
+    "tfkeras_spe8_tfdata_fit": (
+        "tf_keras (Keras 2) fit over tf.data (from_tensor_slices -> shuffle -> batch(64) -> "
+        "map(AUTOTUNE) -> prefetch(AUTOTUNE)), compile(steps_per_execution=8): 12 executions "
+        "of 8 batches; tf_keras's own Trace('train', step_num) markers (one per execution)", {}),
+    "keras3_python_generator_fit": (
+        "Keras 3 fit(x=gen()) on a plain Python generator (not a PyDataset) building each "
+        "batch in numpy (random + standardise + 4 sorts); tfobs's Keras callback", {}),
+    "reshuffle_each_epoch_loop": (
+        "custom loop; every epoch inside the trace re-creates Dataset.from_tensor_slices("
+        "60,000x64 float32 numpy).shuffle(10000).batch(256).prefetch(2) and runs 5 steps of "
+        "it (3 epochs); tfobs.step markers", {}),
+    "lambda_numpy_function_fit": (
+        "Keras 3 fit of a model whose first layer is keras.layers.Lambda calling "
+        "tf.numpy_function (per-row median-centre, clip, sort in numpy) inside the model's "
+        "step; tfobs's Keras callback", {}),
+    "mirrored_gather_metrics_loop": (
+        "custom loop, MirroredStrategy over 2 logical CPUs; the tf.function step returns "
+        "per-replica losses and predictions; every step, outside the function, "
+        "strategy.reduce(MEAN) of the loss and strategy.gather(preds) then .numpy() and a "
+        "numpy metric; tfobs.step markers", {}),
 }
 
 
@@ -717,7 +737,8 @@ def _tf_keras_fit_under(strategy: Any, width: int) -> Any:
 
 def _child(case: str, logdir: str) -> dict[str, Any]:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if case in ("mirrored", "mirrored_fit", "dist_from_fn_loop", "central_storage_loop"):
+    if case in ("mirrored", "mirrored_fit", "dist_from_fn_loop", "central_storage_loop",
+                "mirrored_gather_metrics_loop"):
         import tensorflow as tf
 
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -3425,6 +3446,180 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
         params["iterations_after"] = int(model.optimizer.iterations.numpy())
+    elif case == "tfkeras_spe8_tfdata_fit":
+        import tf_keras
+
+        params = {"batch": 64, "steps_per_execution": 8, "batches": 96, "features": 128}
+        x = rng.random((64 * 96, 128), np.float32)
+        y = rng.random((64 * 96, 1), np.float32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048).batch(64)
+              .map(lambda a, b: (a * 2.0 - 1.0, b), num_parallel_calls=tf.data.AUTOTUNE)
+              .prefetch(tf.data.AUTOTUNE))
+        model = tf_keras.Sequential([tf_keras.layers.Dense(256, activation="relu",
+                                                           input_shape=(128,)),
+                                     tf_keras.layers.Dense(256, activation="relu"),
+                                     tf_keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse", steps_per_execution=8)
+        times, batches_seen = [], []
+
+        class TkTimer(tf_keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+                batches_seen.append(batch)
+
+        model.fit(ds, epochs=1, verbose=0, callbacks=[TkTimer()])
+        times.clear()
+        batches_seen.clear()
+        t0 = time.perf_counter()
+        profile(lambda: model.fit(ds, epochs=1, verbose=0, callbacks=[TkTimer()]))
+        params["measured_fit_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+        params["measured_execution_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_step_ms"] = params["measured_execution_ms"]
+        params["callback_batches"] = batches_seen
+        params["iterations_after"] = int(model.optimizer.iterations.numpy())
+    elif case == "keras3_python_generator_fit":
+        params = {"batch": 64, "steps": 16, "features": 128, "sorts_per_batch": 4}
+        gen_ms: list[float] = []
+
+        def gen():
+            while True:
+                t = time.perf_counter()
+                xb = rng.random((64, 128)).astype(np.float32)
+                xb = (xb - xb.mean(0)) / (xb.std(0) + 1e-6)
+                for _ in range(4):
+                    np.sort(xb, axis=0)
+                yb = xb[:, :1].copy()
+                gen_ms.append((time.perf_counter() - t) * 1e3)
+                yield xb, yb
+
+        model = mlp(128, 256)
+        model.compile(optimizer="adam", loss="mse")
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        model.fit(gen(), steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        gen_ms.clear()
+        profile(lambda: model.fit(gen(), steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_generator_ms"] = [round(t, 3) for t in gen_ms]
+    elif case == "reshuffle_each_epoch_loop":
+        params = {"rows": 60000, "features": 64, "batch": 256, "shuffle_buffer": 10000,
+                  "epochs": 3, "epoch_steps": 5}
+        x = rng.random((60000, 64), np.float32)
+        y = rng.random((60000, 1), np.float32)
+        model = mlp(64, 128)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        times, make_ms = [], []
+
+        def epochs(n: int, first: int) -> None:
+            i = first
+            for _ in range(n):
+                t = time.perf_counter()
+                ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(10000).batch(256)
+                      .prefetch(2))
+                it = iter(ds)
+                make_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+                for _ in range(params["epoch_steps"]):
+                    with tfobs.step(i):
+                        t = time.perf_counter()
+                        xb, yb = next(it)
+                        step(xb, yb)
+                        times.append(time.perf_counter() - t)
+                    i += 1
+
+        epochs(1, 0)
+        times.clear()
+        make_ms.clear()
+        profile(lambda: epochs(params["epochs"], 5))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_dataset_make_ms"] = make_ms
+    elif case == "lambda_numpy_function_fit":
+        params = {"batch": 256, "steps": 16, "features": 128}
+        np_ms: list[float] = []
+
+        def centre_clip(a):
+            t = time.perf_counter()
+            out = np.clip(a - np.median(a, axis=1, keepdims=True), -0.4, 0.4)
+            out = np.sort(out, axis=1).astype(np.float32)
+            np_ms.append((time.perf_counter() - t) * 1e3)
+            return out
+
+        def via_numpy(t):
+            out = tf.numpy_function(centre_clip, [t], tf.float32)
+            return tf.ensure_shape(out, [None, 128])
+
+        model = keras.Sequential([keras.Input((128,)),
+                                  keras.layers.Lambda(via_numpy, output_shape=(128,)),
+                                  keras.layers.Dense(256, "relu"), keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        ds = random_batches(256 * 8, 128, 256)
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        np_ms.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_numpy_fn_ms"] = [round(t, 3) for t in np_ms]
+    elif case == "mirrored_gather_metrics_loop":
+        params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 128, "steps": 12}
+        strategy = tf.distribute.MirroredStrategy(params["devices"])
+        with strategy.scope():
+            model = mlp(128, 256)
+            opt = keras.optimizers.SGD(0.01)
+        x = rng.random((128 * 16, 128), np.float32)
+        y = rng.random((128 * 16, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(128).prefetch(2)
+        it = iter(strategy.experimental_distribute_dataset(ds))
+
+        def replica_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                pred = model(xb, training=True)
+                loss = tf.reduce_sum(tf.square(pred - yb)) / 128.0
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss, pred
+
+        @tf.function
+        def train_step(batch: Any) -> Any:
+            return strategy.run(replica_step, args=batch)
+
+        times, metric_ms = [], []
+
+        def one(i: int) -> None:
+            t = time.perf_counter()
+            per_loss, per_pred = train_step(next(it))
+            t1 = time.perf_counter()
+            loss = strategy.reduce(tf.distribute.ReduceOp.SUM, per_loss, axis=None)
+            preds = strategy.gather(per_pred, axis=0)
+            p = preds.numpy()
+            float(loss.numpy())
+            np.percentile(p, [10, 50, 90])
+            metric_ms.append(round((time.perf_counter() - t1) * 1e3, 3))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_metric_ms"] = metric_ms[3:]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

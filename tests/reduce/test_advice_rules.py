@@ -2125,3 +2125,47 @@ def test_eager_work_in_a_few_epoch_end_pauses_is_said_to_be_paid_per_pause() -> 
     # eager work at every batch keeps the per-batch fix
     assert one(summary("advice__eager_ops"), "eager_ops").fix != EAGER_PAUSE_FIX
     assert EAGER_BETWEEN_FIX != EAGER_PAUSE_FIX
+
+
+def test_an_eager_strategy_gather_is_named_as_the_retracing_cause() -> None:
+    # MirroredStrategy, strategy.gather outside the step's tf.function every step: tf.distribute
+    # wraps each gather in a new tf.function (compute_gathered_values), traced at every call
+    # (about 100 ms of each 104 ms step). The user's own function traced once: the usual
+    # fix (input_signature, reduce_retracing) does nothing here.
+    from tfobs.analysis.advice.launch import DISTRIBUTE_GATHER_FIX, RETRACING
+
+    s = summary("generated__tf2.21cpu__mirrored_gather_metrics_loop")
+    assert any(c.name == "compute_gathered_values" for c in s.steps.calls)
+    a = one(s, "tf_function_retracing")
+    assert a.fix == DISTRIBUTE_GATHER_FIX and "compute_gathered_values runs" in a.message
+    # a function of the user's own traced again and again keeps the usual fix
+    assert one(summary("generated__tf2.21cpu__retrace_loop"), "tf_function_retracing"
+               ).fix == RETRACING.fix
+
+
+def test_a_step_of_several_batches_in_a_graph_loop_is_not_told_to_run_several() -> None:
+    # tf_keras fit with steps_per_execution=8: each marked step runs 8 batches in one call.
+    # The hand-over fix said "run several steps per call" (it does) and "fetch one larger
+    # batch and split it" (8 optimizer updates are no micro-batches).
+    s = summary("generated__tf2.21cpu__tfkeras_spe8_tfdata_fit")
+    assert s.steps.method == "markers_tf_loop"
+    fix = one(s, "input_bound").fix
+    assert "already runs 8 batches in one call" in fix
+    assert "split it inside the step" not in fix and "run several steps per call" not in fix
+    # micro-batches a function takes from the iterator itself keep the split advice
+    micro = one(summary("generated__tf2.21cpu__micro_batches_in_function"), "input_bound").fix
+    assert "split it inside the step" in micro
+
+
+def test_a_shuffle_slowest_by_self_time_is_its_buffer_filling() -> None:
+    # The dataset and its shuffle(10000) made again every epoch: the Shuffle stage's self
+    # time is the buffer filling at each new iterator (each epoch's first step 17-19 ms
+    # against 1.3 ms). Not "batch before map, cache()": there is no map; the input_bound
+    # advice beside it reads the same few fills.
+    from tfobs.analysis.advice.input_pipeline import SHUFFLE_FIX
+
+    s = summary("generated__tf2.21cpu__reshuffle_each_epoch_loop")
+    a = one(s, "tfdata_slowest_stage")
+    assert a.message.split(" (")[0].endswith("::Shuffle") and a.fix == SHUFFLE_FIX
+    assert "batch before map" not in a.fix
+    assert "keep one iterator across epochs" in one(s, "input_bound").fix

@@ -345,8 +345,20 @@ def _keeps_up(s: WindowSummary) -> str:
                "that runs several steps over the iterator")
     count = s.steps.count
     fetches = ip.prefetch_fetches / count if count else 0.0
+    more = ("put more work in each step (a larger batch) or run several steps per call "
+            f"({several})")
     larger = (f"; the steps take {fetches:.0f} batches each (micro-batches): fetch one larger "
               "batch per step and split it inside the step" if fetches >= 2 else "")
+    if fetches >= 2 and s.steps.method == "markers_tf_loop":
+        # An in-graph loop over the iterator (Keras steps_per_execution, a tf.function
+        # looping over steps): each marked step already runs several training steps.
+        more = ("put more work in each batch (a larger batch): each marked step already "
+                f"runs {fetches:.0f} batches in one call (an "
+                "in-graph loop over the iterator: Keras's steps_per_execution), "
+                f"{1e3 * per / fetches:.3f} ms of hand-over per batch against "
+                f"{1e3 * s.steps.mean_s / fetches:.2f} ms of step per batch, which a larger "
+                "steps_per_execution does not shorten")
+        larger = ""
     shared = _shared_cores(s)
     if shared:
         shared = f"; but {shared} (check: the same step on dataset.take(1).cache().repeat())"
@@ -355,8 +367,7 @@ def _keeps_up(s: WindowSummary) -> str:
             f"{1e3 * per:.2f} ms of input wait per step is tf.data handing over a ready batch "
             "(IteratorGetNext's own cost), which a faster pipeline does not shorten as a "
             f"wait; against steps of {1e3 * s.steps.mean_s:.2f} ms it is a fixed cost per "
-            "step: put more work in each step (a larger batch) or run several steps per call "
-            f"({several})" + larger + shared)
+            f"step: {more}" + larger + shared)
 
 
 def _shared_cores(s: WindowSummary) -> str:
@@ -677,6 +688,13 @@ WINDOW_FIX = (
     "cut its windows in one op (tf.signal.frame) inside a parallel map")
 
 
+SHUFFLE_FIX = (
+    "a shuffle buffer fills again at every new iterator (each epoch's iter(dataset), a "
+    "dataset made again): make the dataset once and keep one iterator across epochs "
+    "(Dataset.repeat() with steps_per_epoch), and size buffer_size to the mixing you need "
+    "(shuffle file names, then records in a smaller buffer); a map under it is not the cost")
+
+
 SNAPSHOT_FIX = (
     "Dataset.snapshot reads its files back one element at a time: snapshot after batch() "
     "(fewer, larger records), or cache() instead where the data fits in memory; the map "
@@ -726,6 +744,9 @@ def _sequential_stage(slow: TfDataStage, stages: tuple[TfDataStage, ...], per_st
                 SNAPSHOT_FIX)
     if kind == "Scan":
         return ": a scan, sequential by nature", SCAN_FIX
+    if kind in ("Shuffle", "ShuffleAndRepeat"):
+        return (": a shuffle, whose time is its buffer filling (buffer_size elements read "
+                "before the first leaves) at every new iterator", SHUFFLE_FIX)
     if kind == "FlatMap" and any(same_stage_key(st.name) == key + "::Window" for st in stages):
         return ": the flat_map of Dataset.window", WINDOW_FIX
     head, sep, rest = key.partition("::DirectedInterleave::")

@@ -349,6 +349,18 @@ EXPORT_FIX = (
     "to resume from; else: ")
 
 
+# tf.distribute's own traces: an eager strategy.gather under MirroredStrategy (or
+# MultiWorkerMirroredStrategy) runs CollectiveAllReduce._batch_all_gather, which wraps its
+# work in a new tf.function (`compute_gathered_values`) on every call, so every call traces,
+# whatever the caller passes.
+DISTRIBUTE_EAGER_TRACES = frozenset({"compute_gathered_values"})
+DISTRIBUTE_GATHER_FIX = (
+    "the traces are tf.distribute's own: strategy.gather called eagerly (outside "
+    "tf.function) builds a new tf.function on every call (compute_gathered_values). Gather "
+    "inside the step's tf.function (return strategy.gather(...) from it), or gather less "
+    "often; an input_signature or reduce_retracing on your function does not stop these")
+
+
 def _retracing(s: WindowSummary) -> list[Advice]:
     """tf.function traces in the window against its step time (XProf counts them as host
     compute and says nothing)."""
@@ -366,6 +378,8 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     if xla:
         what, again = "XLA compiled a TensorFlow program", "compiled"
     export = not jax and not xla and s.ops.checkpoint_writes > 0
+    gather = [c for c in s.steps.calls if not jax and c.name in DISTRIBUTE_EAGER_TRACES
+              and 2 * c.count >= s.ops.graph_builds]
     # One build may be a function's first call inside the window (an evaluation step's
     # first compile): worth a look; two or more are a function built again and again.
     return [RETRACING.advice(
@@ -380,9 +394,13 @@ def _retracing(s: WindowSummary) -> list[Advice]:
                 f"function {again} again and again")
         + (" (jit_compile=True compiles once per new input shape)." if xla else ".")
         + (f" The window also writes {s.ops.checkpoint_writes} checkpoint(s) (SaveV2): a "
-           "SavedModel export traces as it saves." if export else ""),
+           "SavedModel export traces as it saves." if export else "")
+        + (f" tf.distribute's {gather[0].name} runs {gather[0].count} times "
+           f"({1e3 * gather[0].mean_s:.2f} ms each): an eager strategy.gather traces a new "
+           "function per call." if gather else ""),
         {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
          "graph_builds": float(s.ops.graph_builds),
          "xla_compiles": float(s.ops.xla_compiles)},
         f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)",
-        XLA_RECOMPILE_FIX if xla else (EXPORT_FIX + RETRACING.fix) if export else "")]
+        XLA_RECOMPILE_FIX if xla else DISTRIBUTE_GATHER_FIX if gather
+        else (EXPORT_FIX + RETRACING.fix) if export else "")]
