@@ -2169,3 +2169,12 @@ def test_a_shuffle_slowest_by_self_time_is_its_buffer_filling() -> None:
     assert a.message.split(" (")[0].endswith("::Shuffle") and a.fix == SHUFFLE_FIX
     assert "batch before map" not in a.fix
     assert "keep one iterator across epochs" in one(s, "input_bound").fix
+
+
+def test_a_plain_generator_passed_to_fit_gets_a_fix_it_can_take() -> None:
+    # fit(x=gen()): Keras wraps the generator in from_generator; a plain generator has no
+    # workers= to raise, so the fix names making it a PyDataset.
+    a = one(summary("generated__tf2.21cpu__keras3_python_generator_fit"),
+            "tfdata_from_generator")
+    assert "plain Python generator passed to fit" in a.fix
+    assert "make a generator a PyDataset" in a.fix

@@ -114,9 +114,10 @@ FROM_GENERATOR = Rule(
     "input-bound and the slowest tf.data stage is a Dataset.from_generator (::Generator, or "
     "the ::FlatMap from_generator wraps it in)",
     "replace from_generator with tf.data sources (from_tensor_slices, TFRecordDataset) and "
-    "TensorFlow ops; from_generator runs Python under the GIL, one element at a time. A "
-    "Keras PyDataset (or Sequence) is read this way too: give it more workers= or "
-    "use_multiprocessing=True, or load the data with tf.data",
+    "TensorFlow ops; from_generator runs Python under the GIL, one element at a time. Keras "
+    "reads a PyDataset (or Sequence) and a plain Python generator passed to fit this way "
+    "too: give a PyDataset more workers= or use_multiprocessing=True, make a generator a "
+    "PyDataset so it can have workers, or load the data with tf.data",
     f"{TFDATA}: Best practice summary; {GPU}: 1. Optimize the input pipeline")
 PER_REPLICA_INPUT = Rule(
     "tfdata_per_replica_input", "input pipeline",
