@@ -26,6 +26,25 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CASES = {
+    "flax_linen_trainstate_donate": "a Flax linen MLP (128-256-256-10, Dropout 0.1) in a "
+        "`flax.training.train_state.TrainState` with `optax.adam`, the step `jax.jit(..., "
+        "donate_argnums=0)` returning the new state and loss, marked "
+        "`StepTraceAnnotation(\"train\", step_num=i)` and waited for",
+    "static_train_flag_alternating": "a jitted step `jax.jit(step, static_argnames=\"train\")` "
+        "called with train=True and train=False on alternate marked steps (dropout and the "
+        "update only when training): two compiled programs, both compiled in warm-up",
+    "debug_callback_cond_every_10": "a jitted SGD step that logs with `jax.debug.callback` "
+        "(a 3 ms host logger) inside `lax.cond(step % 10 == 0, ...)`: the callback runs on "
+        "every 10th marked step only",
+    "memmap_batches_steps": "marked steps whose batch (256x1024 float32, 1 MiB) is read "
+        "from a numpy memmap of a 256 MiB file at a random offset each step, then a jitted "
+        "SGD step, waited for",
+    "while_loop_data_dependent": "a jitted step holding a `lax.while_loop` whose trip count "
+        "depends on the batch (power iteration until converged, 3 to 60 rounds), then an "
+        "SGD update; marked and waited for",
+    "clear_caches_each_epoch": "3 epochs of 4 marked SGD steps; at each epoch start the job "
+        "calls `jax.clear_caches()` and re-creates `jax.jit(step)`, so the first step of "
+        "each epoch traces and compiles again (inside its marker)",
     "step_annotation": "a jitted SGD step of a 64x128 by 128x128 least-squares model, each step "
                        "marked `jax.profiler.StepTraceAnnotation(\"step\", step_num=i)`",
     "trace_annotation_root": "the same step marked `jax.profiler.TraceAnnotation(\"batch\", "
@@ -593,6 +612,204 @@ params.update(extra)
 print(json.dumps(params))
 """
 
+# Cases of the trainer's own loops (a Flax TrainState, a train/eval flag, a callback every
+# N steps, batches from a memmap, a data-dependent while_loop, caches cleared each epoch):
+# their own child; the Flax one needs flax and optax beside JAX (--jax-python).
+TRAINER_LOOPS = {"flax_linen_trainstate_donate", "static_train_flag_alternating",
+       "debug_callback_cond_every_10", "memmap_batches_steps", "while_loop_data_dependent",
+       "clear_caches_each_epoch"}
+
+_TRAINER_LOOPS_CHILD = """
+import json, sys, time, os
+import numpy as np
+import jax, jax.numpy as jnp
+case, logdir = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+XALL = rng.random((4096, 128)).astype(np.float32)
+YALL = rng.integers(0, 10, (4096,))
+params = {"jax": jax.__version__, "python": sys.version.split()[0]}
+def xent(logits, y):
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
+def init_mlp(key, sizes):
+    ks = jax.random.split(key, len(sizes) - 1)
+    return [(jax.random.normal(k, (a, b)) * (1 / a) ** 0.5, jnp.zeros(b))
+            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
+def mlp(p, x, key=None):
+    for w, b in p[:-1]:
+        x = jax.nn.relu(x @ w + b)
+        if key is not None:
+            key, k = jax.random.split(key)
+            x = jnp.where(jax.random.bernoulli(k, 0.9, x.shape), x / 0.9, 0.0)
+    w, b = p[-1]
+    return x @ w + b
+def batch(i, n=64):
+    j = (i * n) % 4096
+    return XALL[j:j + n], YALL[j:j + n]
+times, extra = [], {}
+def marked(i, body):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        t = time.perf_counter()
+        body(i)
+        times.append(time.perf_counter() - t)
+p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+def loss_fn(p, x, y, key=None):
+    return xent(mlp(p, x, key), y)
+state = {}
+if case == "flax_linen_trainstate_donate":
+    import flax, optax
+    import flax.linen as nn
+    from flax.training import train_state
+    class MLP(nn.Module):
+        @nn.compact
+        def __call__(self, x, train):
+            for h in (256, 256):
+                x = nn.relu(nn.Dense(h)(x))
+                x = nn.Dropout(0.1, deterministic=not train)(x)
+            return nn.Dense(10)(x)
+    m = MLP()
+    v = m.init(jax.random.PRNGKey(0), jnp.ones((1, 128)), False)
+    ts = train_state.TrainState.create(apply_fn=m.apply, params=v["params"], tx=optax.adam(1e-3))
+    def tstep(ts, x, y, key):
+        def lf(pp):
+            return xent(ts.apply_fn({"params": pp}, x, True, rngs={"dropout": key}), y)
+        loss, g = jax.value_and_grad(lf)(ts.params)
+        return ts.apply_gradients(grads=g), loss
+    tstep = jax.jit(tstep, donate_argnums=0)
+    state["ts"] = ts
+    def body(i):
+        ts, loss = tstep(state["ts"], *batch(i), jax.random.PRNGKey(i))
+        state["ts"] = ts
+        jax.block_until_ready(loss)
+    extra["flax"] = flax.__version__; extra["optax"] = optax.__version__
+elif case == "static_train_flag_alternating":
+    def step(p, x, y, key, train):
+        if train:
+            loss, g = jax.value_and_grad(loss_fn)(p, x, y, key)
+            return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+        return p, loss_fn(p, x, y)
+    step = jax.jit(step, static_argnames="train")
+    modes = []
+    def body(i):
+        global p
+        tr = (i % 2 == 0)
+        modes.append("train" if tr else "eval")
+        p, loss = step(p, *batch(i), jax.random.PRNGKey(i), train=tr)
+        jax.block_until_ready(loss)
+elif case == "debug_callback_cond_every_10":
+    logged = []
+    def log(s, l):
+        time.sleep(0.003)
+        logged.append(int(s))
+    @jax.jit
+    def step(p, x, y, s):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        jax.lax.cond(s % 10 == 0, lambda: jax.debug.callback(log, s, loss), lambda: None)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+    def body(i):
+        global p
+        p, loss = step(p, *batch(i), i)
+        jax.block_until_ready(p)
+elif case == "memmap_batches_steps":
+    path = os.path.join(logdir, "data.f32")
+    N = 65536
+    mm = np.lib.format.open_memmap(path + ".npy", mode="w+", dtype=np.float32, shape=(N, 1024))
+    for k in range(0, N, 8192):
+        mm[k:k + 8192] = rng.random((8192, 1024), dtype=np.float32)
+    mm.flush(); del mm
+    os.system("sync")
+    try:
+        fd = os.open(path + ".npy", os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+    except Exception as e:
+        extra["fadvise"] = repr(e)
+    mm = np.load(path + ".npy", mmap_mode="r")
+    w1 = jax.random.normal(jax.random.PRNGKey(1), (1024, 10)) * 0.03
+    @jax.jit
+    def step(w, x, y):
+        loss, g = jax.value_and_grad(lambda w: xent(x @ w, y))(w)
+        return w - 0.01 * g, loss
+    read_ms = []
+    def body(i):
+        global w1
+        t = time.perf_counter()
+        j = int(rng.integers(0, N - 256))
+        x = np.asarray(mm[j:j + 256])
+        read_ms.append(time.perf_counter() - t)
+        w1, loss = step(w1, x, YALL[:256])
+        jax.block_until_ready(w1)
+elif case == "while_loop_data_dependent":
+    trips = []
+    @jax.jit
+    def step(p, x, y, tol):
+        a = x.T @ x / x.shape[0]
+        def cond(c):
+            v, k, d = c
+            return (d > tol) & (k < 60)
+        def body_(c):
+            v, k, d = c
+            nv = a @ v
+            nv = nv / jnp.linalg.norm(nv)
+            return nv, k + 1, jnp.linalg.norm(nv - v)
+        v, k, _ = jax.lax.while_loop(
+            cond, body_, (jnp.ones(a.shape[0]) / a.shape[0] ** 0.5, 0, jnp.inf))
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        return jax.tree.map(lambda q, b: q - 0.01 * b, p, g), loss, k
+    def body(i):
+        global p
+        x, y = batch(i, 256)
+        tol = [1e-1, 1e-3, 1e-6][i % 3]
+        p, loss, k = step(p, x, y, tol)
+        trips.append(int(k))
+elif case == "clear_caches_each_epoch":
+    def sgd(p, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+    jstep = {}
+    def body(i):
+        global p
+        p, loss = jstep["f"](p, *batch(i))
+        jax.block_until_ready(p)
+    epoch_ms = []
+else:
+    raise SystemExit("unknown case " + case)
+if case == "clear_caches_each_epoch":
+    cnt = {"i": 0}
+    def loop(first, n):
+        for e in range(n // 4):
+            t = time.perf_counter()
+            jax.clear_caches()
+            jstep["f"] = jax.jit(sgd)
+            epoch_ms.append(time.perf_counter() - t)
+            for _ in range(4):
+                marked(cnt["i"], body); cnt["i"] += 1
+    steps = 12
+    loop(0, 4); cnt["i"] = 0
+    epoch_ms.clear()
+else:
+    steps = 20 if case == "debug_callback_cond_every_10" else 12
+    def loop(first, n):
+        for i in range(first, first + n):
+            marked(i, body)
+    loop(0, 4)
+for v in ("trips", "read_ms", "modes", "logged"):
+    if v in globals():
+        globals()[v].clear()
+jax.block_until_ready(jax.tree.leaves(state) + [p])
+times.clear()
+with jax.profiler.trace(logdir):
+    loop(0 if case == "clear_caches_each_epoch" else 4, steps)
+params["steps"] = steps
+params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+for v in ("trips", "modes", "logged"):
+    if v in globals():
+        params[v] = globals()[v]
+if "read_ms" in globals():
+    params["measured_read_ms"] = [round(t * 1e3, 3) for t in read_ms]
+params.update(extra)
+print(json.dumps(params))
+"""
+
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
 WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
                    "tfdata_wait_loader_thread", "tfdata_wait_no_tracer"}
@@ -1064,7 +1281,9 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             env["KERAS_BACKEND"] = "jax"
             env["PYTHONPATH"] = str(ROOT)
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        child = (_MLP_LOOPS_CHILD if case in MLP_LOOPS else _STANDALONE_CHILD if case in STANDALONE
+        child = (_TRAINER_LOOPS_CHILD if case in TRAINER_LOOPS
+                 else _MLP_LOOPS_CHILD if case in MLP_LOOPS
+                 else _STANDALONE_CHILD if case in STANDALONE
                  else _KERAS_CHILD if case in KERAS_JAX else _CHILD)
         proc = subprocess.run([jax_python, "-c", child, case, logdir], capture_output=True,
                               text=True, env=env)

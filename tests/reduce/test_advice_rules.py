@@ -2178,3 +2178,24 @@ def test_a_plain_generator_passed_to_fit_gets_a_fix_it_can_take() -> None:
             "tfdata_from_generator")
     assert "plain Python generator passed to fit" in a.fix
     assert "make a generator a PyDataset" in a.fix
+
+
+def test_jax_clear_caches_in_the_loop_is_named_as_the_recompile_cause() -> None:
+    # jax.clear_caches() at each epoch's start: each epoch's first step compiles again. Not
+    # "static arguments, shapes, a jax.jit made inside the loop" (none of those here).
+    from tfobs.analysis.advice.launch import JAX_CLEAR_CACHES_FIX
+
+    s = summary("generated__jax0.10cpu__clear_caches_each_epoch")
+    a = one(s, "tf_function_retracing")
+    assert a.fix == JAX_CLEAR_CACHES_FIX and "jax.clear_caches() runs between" in a.message
+    # a static argument new every call keeps its own fix
+    other = one(summary("generated__jax0.10cpu__recompile_each_step"), "tf_function_retracing")
+    assert other.fix != JAX_CLEAR_CACHES_FIX
+
+
+def test_a_callback_behind_lax_cond_is_told_it_still_costs_every_step() -> None:
+    # jax.debug.callback under lax.cond every 10th step: the callback runs in 2 of 18 steps,
+    # but the program holding it takes JAX's slower dispatch at every call.
+    s = summary("generated__jax0.10cpu__debug_callback_cond_every_10")
+    fix = one(s, "python_in_step").fix
+    assert "behind lax.cond" in fix and "whether the callback runs or not" in fix

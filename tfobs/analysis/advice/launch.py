@@ -361,6 +361,20 @@ DISTRIBUTE_GATHER_FIX = (
     "often; an input_signature or reduce_retracing on your function does not stop these")
 
 
+# jax.clear_caches() drops every jitted function's traces and executables: the next call of
+# each traces, lowers and compiles again, whatever its arguments.
+JAX_CLEAR_CACHES_FIX = (
+    "the job calls jax.clear_caches() between the steps (the Python tracer shows it): it "
+    "drops every compiled function, so each jitted function's next call traces and compiles "
+    "again; take it out of the training loop (or call it only after training). A jax.jit(f) "
+    "made again over the same f does not compile again by itself")
+
+
+def _clears_caches(s: WindowSummary) -> bool:
+    return any(n.endswith(" clear_caches") or n.endswith(" clear_all_caches")
+               for n in s.steps.python_between_top + s.steps.pause_top)
+
+
 def _retracing(s: WindowSummary) -> list[Advice]:
     """tf.function traces in the window against its step time (XProf counts them as host
     compute and says nothing)."""
@@ -378,6 +392,7 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     if xla:
         what, again = "XLA compiled a TensorFlow program", "compiled"
     export = not jax and not xla and s.ops.checkpoint_writes > 0
+    cleared = jax and _clears_caches(s)
     gather = [c for c in s.steps.calls if not jax and c.name in DISTRIBUTE_EAGER_TRACES
               and 2 * c.count >= s.ops.graph_builds]
     # One build may be a function's first call inside the window (an evaluation step's
@@ -397,10 +412,12 @@ def _retracing(s: WindowSummary) -> list[Advice]:
            "SavedModel export traces as it saves." if export else "")
         + (f" tf.distribute's {gather[0].name} runs {gather[0].count} times "
            f"({1e3 * gather[0].mean_s:.2f} ms each): an eager strategy.gather traces a new "
-           "function per call." if gather else ""),
+           "function per call." if gather else "")
+        + (" jax.clear_caches() runs between the steps." if cleared else ""),
         {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
          "graph_builds": float(s.ops.graph_builds),
          "xla_compiles": float(s.ops.xla_compiles)},
         f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)",
         XLA_RECOMPILE_FIX if xla else DISTRIBUTE_GATHER_FIX if gather
+        else JAX_CLEAR_CACHES_FIX if cleared
         else (EXPORT_FIX + RETRACING.fix) if export else "")]

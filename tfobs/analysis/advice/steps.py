@@ -200,7 +200,9 @@ CALLBACK_FIX = (
     "it down JAX's slower Python dispatch: take jax.debug.print and io_callback logging out "
     "of the training step (return the values from the step and print or log them on the "
     "host every N steps), and keep other io_callback / pure_callback work out of it "
-    "(precompute it, or do it in the input pipeline)")
+    "(precompute it, or do it in the input pipeline). A callback behind lax.cond (every N "
+    "steps) saves its own time only: a program that holds a host callback leaves JAX's "
+    "fast dispatch at every call, whether the callback runs or not")
 
 # Python inside a tf.data iterator's next(): a JAX step fed by tf.data waiting for its batch.
 TFDATA_NEXT_SHARE = 1 / 3  # of the traced Python, from which the wait is named
