@@ -89,9 +89,7 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
     lines = [ld for ld in host.lines if member(ld.mid_arr, py, ld.dense_top).any()]
     # One Python thread is the one read, whether it holds the markers or not.
     marking = [ld for ld in lines if holds_markers(ld, spans)] if len(lines) > 1 else lines
-    trampolines = id_array(host.mids_where(_is_callback))
-    nexts = id_array(host.mids_where(_is_tfdata_next))
-    waits = id_array(host.mids_where(_is_loader_wait))
+    trampolines, nexts, waits = _frame_kinds(host)
     best: list[tuple[int, np.ndarray, np.ndarray, int, int, int]] = [
         (0, py[:0], py[:0], 0, 0, 0)] * len(regions)
     for ld in marking or lines:
@@ -292,6 +290,27 @@ def _is_loader_wait(name: str) -> bool:
     where, _, function = name[len(PYTHON_EVENT_PREFIX):].partition(" ")
     return (name.startswith(PYTHON_EVENT_PREFIX)
             and function in _LOADER_WAIT.get(where.partition(":")[0], ()))
+
+
+# The files those frames are in, as the tracer names them: a tracer capture holds tens of
+# thousands of names, and only these few are read further.
+_KIND_FILES = tuple(PYTHON_EVENT_PREFIX + f + ":" for f in (
+    _CALLBACK_FILE.rstrip(":"), *_TFDATA_NEXT, *_LOADER_WAIT))
+
+
+def _frame_kinds(host: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(host callbacks' trampolines, tf.data iterators' next(), loader waits): the ids of
+    the Python frames `_is_callback`, `_is_tfdata_next` and `_is_loader_wait` take, in one
+    pass over the names."""
+    kinds: tuple[set[int], set[int], set[int]] = (set(), set(), set())
+    for mid, name in host.names.items():
+        if not name.startswith(_KIND_FILES):
+            continue
+        for kind, test in zip(kinds, (_is_callback, _is_tfdata_next, _is_loader_wait),
+                              strict=True):
+            if test(name):
+                kind.add(mid)
+    return id_array(kinds[0]), id_array(kinds[1]), id_array(kinds[2])
 
 
 # tfobs's own event around a tf.data iterator's next() in a JAX job
