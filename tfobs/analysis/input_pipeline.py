@@ -103,6 +103,17 @@ PYTHON_OPS = ("EagerPyFunc", "PyFunc", "PyFuncStateless")
 TFDATA_THREADS = "tf_data"  # tf.data's thread names: tf_data_private_threadpool/..., ...
 
 
+# Module-level, so each plane's scan of its names is made once (`mids_where_once`).
+def is_python_op(name: str) -> bool:
+    """An op that calls back into Python (py_function, numpy_function), by its type."""
+    return name.rsplit(":", 1)[-1] in PYTHON_OPS
+
+
+def is_iterator_event(name: str) -> bool:
+    """A tf.data iterator's stage event (`Iterator::...`)."""
+    return name.startswith("Iterator::")
+
+
 # tf.distribute's per-replica iterators (`experimental_distribute_dataset`,
 # `distribute_datasets_from_function`) are GeneratorDatasets whose functions read a
 # MultiDeviceIterator; each element runs one of these ops.
@@ -139,8 +150,8 @@ def _inside_tfdata_share(host: Timeline) -> float:
     """Of the Python ops' event time, the share on a tf.data thread (tf.data runs its
     functions on `tf_data_private_threadpool` threads) or inside an `Iterator::` event of
     their line (a function run inline by the consumer)."""
-    py = id_array(host.mids_where(lambda n: n.rsplit(":", 1)[-1] in PYTHON_OPS))
-    it = id_array(host.mids_where(lambda n: n.startswith("Iterator::")))
+    py = id_array(host.mids_where_once(is_python_op))
+    it = id_array(host.mids_where_once(is_iterator_event))
     inside, total = 0, 0
     for ld in host.lines:
         p = np.flatnonzero(member(ld.mid_arr, py, ld.dense_top))
@@ -164,10 +175,10 @@ def step_python_op_seconds(host: Timeline, spans: Sequence[tuple[int, int]] | Sp
     own graphs ran inside the kept steps: events off tf.data's threads, outside every
     `Iterator::` event, starting in a step. `python_op_seconds` is the window's, which
     also holds the dropped first and last steps' calls."""
-    py = id_array(host.mids_where(lambda n: n.rsplit(":", 1)[-1] in PYTHON_OPS))
+    py = id_array(host.mids_where_once(is_python_op))
     if not py.size:
         return 0.0
-    it = id_array(host.mids_where(lambda n: n.startswith("Iterator::")))
+    it = id_array(host.mids_where_once(is_iterator_event))
     begin, end = span_bounds(spans)
     order = np.argsort(begin, kind="stable")
     begin, end = begin[order], end[order]
@@ -323,7 +334,7 @@ def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]])
     if host is None or len(steps) < 2:
         return 0.0
     mids = id_array(host.mids_where(lambda n: n.lower().startswith("iteratorgetnext")))
-    ours = id_array(host.mids_where(lambda n: n == TFDATA_NEXT_EVENT))
+    ours = id_array(host.mids_named(TFDATA_NEXT_EVENT))
     if not mids.size and not ours.size:
         return 0.0
     spans_ps = np.fromiter(itertools.chain.from_iterable(steps), np.int64, 2 * len(steps))

@@ -238,11 +238,15 @@ _CALLBACK_OPS = ("debug_callback", "pure_callback", "io_callback", "xla_python_c
                  "xla_ffi_python_cpu_callback", "xla_python_gpu_callback")
 
 
+def _is_callback_op(name: str) -> bool:
+    return name.startswith(_CALLBACK_OPS)
+
+
 def _callback_ops_ps(host: Timeline, steps: np.ndarray, skip: Sequence[LineData] = (),
                      only: Sequence[LineData] | None = None) -> int:
     """ps of host callback ops inside the steps (`steps`: merged (begin, end) rows), on
     the lines `only` (default: every line) other than `skip`."""
-    ops = id_array(host.mids_where(lambda n: n.startswith(_CALLBACK_OPS)))
+    ops = id_array(host.mids_where_once(_is_callback_op))
     if not ops.size:
         return 0
     total = 0
@@ -330,7 +334,7 @@ def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]
     the part with every device idle counts."""
     if host is None or not spans:
         return 0.0
-    ids = id_array(host.mids_where(lambda n: n == TFDATA_NEXT_EVENT))
+    ids = id_array(host.mids_named(TFDATA_NEXT_EVENT))
     if not ids.size:
         return 0.0
     steps = np.stack(merged_spans(*span_bounds(spans)), 1)
