@@ -165,3 +165,17 @@ def test_input_wait_between_steps_has_a_kpi_of_its_own(browser, tmp_path):
     assert "Input wait between steps" in text_of(b, "#kpi-input-between")
     b = load(browser, tmp_path, render_page(tfobs.analyze(INPUT_BOUND), HEALTH))
     assert not b.find_elements("css selector", "#kpi-input-between")  # fetched in the step
+
+
+def test_control_characters_in_names_never_reach_the_page_raw():
+    # A capture's names are the job's: an ANSI escape or a NUL in an op name is shown as
+    # its code, not written into the page (markup is escaped already).
+    import dataclasses
+
+    s = tfobs.analyze(GPU)
+    top = s.ops.top[0]
+    hostile = dataclasses.replace(top, name="op\x1b[31mred\x00<b>")
+    s = dataclasses.replace(s, ops=dataclasses.replace(s.ops, top=(hostile, *s.ops.top[1:])))
+    page = render_page(s, HEALTH)
+    assert "\x1b" not in page and "\x00" not in page
+    assert "op\\x1b[31mred\\x00&lt;b&gt;" in page

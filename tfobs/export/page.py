@@ -93,8 +93,13 @@ def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = N
             + "".join(p for p in parts if p) + "</body></html>")
 
 
+# Control characters a capture's names may hold (an ANSI escape, a NUL): shown as their
+# code, never passed to the page raw (a terminal reading a saved page, a copy-paste).
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if chr(c) not in "\t\n"}
+
+
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(str(value).translate(_CONTROLS), quote=True)
 
 
 def _name(name: str, limit: int = 72) -> str:
