@@ -253,8 +253,10 @@ def parse(data: bytes | bytearray | memoryview) -> SpaceView:
                 "stat or plane name cut mid-character, or raw bytes a custom TraceMe "
                 "wrote); XProf's parser refuses it too. Profile again, and make the names "
                 "your code gives its trace events UTF-8 text") from None
+        # protobuf 4 says no more than "Error parsing message" for a bad name too
         raise CaptureError(
-            f"not a readable XSpace capture ({size} bytes, truncated or another format): {exc}"
+            f"not a readable XSpace capture ({size} bytes: truncated, another format, or a "
+            f"name that is not valid UTF-8): {exc}"
         ) from None
     if not space.planes:
         raise CaptureError(
