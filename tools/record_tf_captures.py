@@ -37,6 +37,17 @@ MAX_BYTES = 20 * 1024 * 1024
 
 # name -> (description, extra environment)
 CASES: dict[str, tuple[str, dict[str, str]]] = {
+    "persistent_tape_two_grads_loop": (
+        "custom loop, tf.function step with tf.GradientTape(persistent=True): two losses "
+        "(mse and an L2 activity penalty), two tape.gradient calls per step, one apply; "
+        "tfobs.step markers", {}),
+    "sample_weight_triples_fit": (
+        "Keras 3 fit on a tf.data dataset of (x, y, w) triples (per-sample weights from the "
+        "dataset), 10-class softmax MLP; tfobs's Keras callback", {}),
+    "batch_nondet_map_after_fit": (
+        "Keras 3 fit, tf.data from_tensor_slices -> repeat -> batch(64, num_parallel_calls="
+        "AUTOTUNE, deterministic=False) -> map after batch of a slow vectorized op (48 "
+        "rounds of sin/matmul on the batch) -> prefetch; tfobs's Keras callback", {}),
     "conv_bn_custom_loop": (
         "custom tf.function loop, Conv2D + BatchNormalization + Dense on 32x32x3 images; "
         "oneDNN ops (`_MklNativeConv2D*`, `_MklFusedBatchNorm*`); tfobs.step markers", {}),
@@ -3620,6 +3631,83 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         warm_then_profile(one, params["steps"])
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
         params["measured_metric_ms"] = metric_ms[3:]
+    elif case == "persistent_tape_two_grads_loop":
+        params = {"batch": 128, "features": 256, "steps": 12}
+        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, "relu"),
+                                  keras.layers.Dense(256, "relu"), keras.layers.Dense(1)])
+        opt = keras.optimizers.Adam(1e-3)
+        it = iter(random_batches(128 * 16, 256, 128))
+
+        @tf.function
+        def train_step(xb, yb):
+            with tf.GradientTape(persistent=True) as tape:
+                pred = model(xb, training=True)
+                loss = tf.reduce_mean(tf.square(pred - yb))
+                reg = 1e-4 * tf.add_n([tf.reduce_sum(tf.square(v))
+                                       for v in model.trainable_variables])
+            g1 = tape.gradient(loss, model.trainable_variables)
+            g2 = tape.gradient(reg, model.trainable_variables)
+            del tape
+            opt.apply_gradients(zip([a + b for a, b in zip(g1, g2, strict=True)],
+                                    model.trainable_variables, strict=True))
+            return loss
+
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            xb, yb = next(it)
+            float(train_step(xb, yb))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+    elif case in ("sample_weight_triples_fit", "batch_nondet_map_after_fit"):
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        if case == "sample_weight_triples_fit":
+            params = {"batch": 64, "classes": 10, "steps": 12}
+            model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, "relu"),
+                                      keras.layers.Dense(10)])
+            model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            x = rng.random((64 * 64, 64), np.float32)
+            y = rng.integers(0, 10, (64 * 64,))
+            w = (1.0 + y / 10).astype(np.float32)
+            ds = tf.data.Dataset.from_tensor_slices((x, y, w)).repeat().batch(64).prefetch(2)
+        else:
+            params = {"batch": 64, "features": 128, "steps": 12, "rounds": 48}
+
+            def slow_vec(xb, yb):
+                m = tf.eye(128) * 0.5
+                for _ in range(48):
+                    xb = tf.sin(tf.matmul(xb, m)) + xb
+                return xb, yb
+
+            x = rng.random((64 * 32, 128), np.float32)
+            y = rng.random((64 * 32, 1), np.float32)
+            ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+                  .batch(64, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+                  .map(slow_vec).prefetch(tf.data.AUTOTUNE))
+            model = mlp(128, 256)
+            model.compile(optimizer="adam", loss="mse")
+            t = time.perf_counter()
+            itx = iter(ds)
+            for _ in range(20):
+                next(itx)
+            params["measured_input_batch_ms"] = round((time.perf_counter() - t) * 1e3 / 20, 3)
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

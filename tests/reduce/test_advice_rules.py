@@ -454,7 +454,8 @@ def test_tfdata_slowest_stage_names_the_stage_when_no_specific_cause_fits() -> N
     assert s.input_pipeline.slowest_stage.name == "Iterator::Root::Prefetch::ParallelMapV2"
     assert s.input_pipeline.slowest_stage.name in a.message
     assert a.evidence["slowest_stage_s_per_step"] >= 0.25 * a.evidence["input_s_per_step"] > 0
-    assert "batch before map" in a.fix
+    # its map comes after the batch (`ParallelMapV2::BatchV2`): not "batch before map"
+    assert a.fix.startswith("the map already runs on whole batches")
     specific = {"tfdata_py_function", "tfdata_map_serial", "tfdata_no_prefetch",
                 "tfdata_file_read", "tfdata_from_generator", "tfdata_per_replica_input",
                 "tfdata_map_function"}
@@ -2199,3 +2200,23 @@ def test_a_callback_behind_lax_cond_is_told_it_still_costs_every_step() -> None:
     s = summary("generated__jax0.10cpu__debug_callback_cond_every_10")
     fix = one(s, "python_in_step").fix
     assert "behind lax.cond" in fix and "whether the callback runs or not" in fix
+
+
+def test_a_map_after_batch_is_not_told_to_batch_first_and_a_drained_buffer_is_named() -> None:
+    # batch(64, num_parallel_calls=AUTOTUNE) then a slow vectorized map: the map already
+    # runs on whole batches, so "batch before map" is done; its cost is its ops on
+    # tf.data's threads (4.2 ms a step). The buffer filled while fit started runs dry at
+    # step 11 of one epoch (no new iterator), and the steps after it run slower.
+    from tfobs.analysis.advice.input_pipeline import SLOWEST_STAGE
+
+    s = summary("generated__tf2.21cpu__batch_nondet_map_after_fit")
+    a = one(s, "tfdata_slowest_stage")
+    assert a.fix.startswith("the map already runs on whole batches")
+    assert "ms per step of TensorFlow ops on tf.data's threads" in a.fix
+    assert "batch before map" not in a.fix
+    ib = one(s, "input_bound").fix
+    assert "from step 11 on, the steps after it slower" in ib and "running dry" in ib
+    assert "filling after a start" not in ib
+    # a map over single elements (map_and_batch) keeps the generic fix
+    single = one(summary("generated__tf2.21cpu__ragged_text_fit"), "tfdata_slowest_stage")
+    assert single.fix == SLOWEST_STAGE.fix

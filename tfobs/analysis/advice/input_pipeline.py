@@ -454,12 +454,17 @@ def _concentrated(s: WindowSummary) -> str:
     nums = ", ".join(str(n) for n in sorted(items[j].step_num for j in order[:k].tolist()))
     if _bucketing(s):
         cause = f": {BUCKET_WAIT}"
-    elif int(order[:k].min()) >= len(items) - k - 1:  # the last steps wait, the first not
-        cause = (" (the last steps of the window: a buffer filled before the window, "
-                 "an interleave's or a prefetch's, running dry, so the pipeline is slower "
-                 "than the step and a longer window waits more, not less): speed up the "
-                 "slowest stage or read it with more parallelism, and judge from a longer "
-                 "window")
+    elif (last := int(order[:k].min()) >= len(items) - k - 1) or _slower_after(
+            s, int(order[:k].min())):
+        # The last steps wait, the first not; or the steps after the first wait run slower
+        # than those before it (the pipeline, out of buffer, now paces them).
+        where = ("the last steps of the window" if last else
+                 f"from step {items[int(order[:k].min())].step_num} on, the steps after it "
+                 "slower than those before")
+        cause = (f" ({where}: a buffer filled before the window, an interleave's or a "
+                 "prefetch's, running dry, so the pipeline is slower than the step and a "
+                 "longer window waits more, not less): speed up the slowest stage or read it "
+                 "with more parallelism, and judge from a longer window")
     else:
         cause = (" (a pipeline filling after a start: a new epoch's iterator, a shuffle "
                  "buffer, a cache): keep one iterator across epochs (repeat() with "
@@ -467,6 +472,18 @@ def _concentrated(s: WindowSummary) -> str:
     return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
             f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their "
             f"time{cause}; then: ")
+
+
+DRAINED_SLOWER = 1.3  # steps after the first wait this many times the ones before it
+
+
+def _slower_after(s: WindowSummary, first: int) -> bool:
+    """Whether the steps after the first waiting one (index `first`) take, at the median,
+    DRAINED_SLOWER times the steps before it: a buffer run dry, not a pipeline's start."""
+    d = step_field(s.steps, "duration_s")
+    before, after = d[:first], d[first + 1:]
+    return (first >= 2 and len(after) >= 2
+            and float(np.median(after)) >= DRAINED_SLOWER * float(np.median(before)))
 
 
 # Bucketing (bucket_by_sequence_length, group_by_window) hands a batch over only when its
@@ -668,6 +685,10 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
     if not out and slow is not None and slow.self_s / per_step >= STAGE_SHARE * input_s:
         what, specific = _sequential_stage(slow, ip.stages, per_step)
         fix = specific or (SLOWEST_STAGE.fix if filling else "")
+        if not specific and _maps_batches(slow, ip.stages):
+            ops = (f" ({1e3 * functions / per_step:.2f} ms per step of TensorFlow ops on "
+                   "tf.data's threads)" if functions > 0 else "")
+            fix = MAP_AFTER_BATCH_FIX.format(ops=ops)
         out.append(SLOWEST_STAGE.advice(
             "warning", f"The slowest tf.data stage is {slow.name} "
                        f"({1e3 * slow.self_s / per_step:.2f} ms per step against "
@@ -845,6 +866,24 @@ def _from_generator(slow: TfDataStage, stages: tuple[TfDataStage, ...]) -> bool:
         return kind == "Generator"
     below = same_stage_key(slow.name) + "["  # its elements, of every epoch where merged
     return any(same_stage_key(st.name).startswith(below) and _kind(st) == "Generator"
+               for st in stages)
+
+
+# A map whose input is a batch already runs once per batch: "batch before map" is done.
+MAP_AFTER_BATCH_FIX = (
+    "the map already runs on whole batches (it comes after batch), so its time is its "
+    "ops{ops}: make those ops cheaper, "
+    "cache() after it where the data is deterministic and fits in memory, or move the work "
+    "offline; on a host-only job those threads share the step's cores")
+
+
+def _maps_batches(slow: TfDataStage, stages: tuple[TfDataStage, ...]) -> bool:
+    """Whether `slow` is a (parallel) map whose input stage is a batch."""
+    if _kind(slow) not in ("Map", "ParallelMap", "ParallelMapV2"):
+        return False
+    return any(st.name.startswith(slow.name + "::")
+               and st.name[len(slow.name) + 2:].split("::")[0].split("[")[0]
+               in ("BatchV2", "Batch", "ParallelBatch", "PaddedBatchV2")
                for st in stages)
 
 
