@@ -465,6 +465,20 @@ print(json.dumps(params))
 """
 
 
+# The loop children's batches (the 4,096 rows of XALL/YALL, in order) and marked steps
+# (each step's own time into `times`, for the provenance).
+_BATCHES_AND_MARKS = """def batch(i, n=64):
+    j = (i * n) % 4096
+    return XALL[j:j + n], YALL[j:j + n]
+times, extra = [], {}
+def marked(i, body):
+    with jax.profiler.StepTraceAnnotation("train", step_num=i):
+        t = time.perf_counter()
+        body(i)
+        times.append(time.perf_counter() - t)
+"""
+
+
 # Cases on a larger MLP with their own loops (epochs, evaluations, host reads every N
 # steps): a child of their own, needing JAX alone.
 MLP_LOOPS = {"x64_mlp_steps", "scan_microbatch_epochs", "device_get_every_5", "eval_every_4_steps"}
@@ -503,16 +517,7 @@ def sgd(p, x, y):
 @jax.jit
 def evaluate(p, x, y):
     return loss_fn(p, x, y)
-def batch(i, n=64):
-    j = (i * n) % 4096
-    return XALL[j:j + n], YALL[j:j + n]
-times, extra = [], {}
-def marked(i, body):
-    with jax.profiler.StepTraceAnnotation("train", step_num=i):
-        t = time.perf_counter()
-        body(i)
-        times.append(time.perf_counter() - t)
-if case == "x64_mlp_steps":
+""" + _BATCHES_AND_MARKS + """if case == "x64_mlp_steps":
     def body(i):
         global p
         p, m = sgd(p, *batch(i))
@@ -642,16 +647,7 @@ def mlp(p, x, key=None):
             x = jnp.where(jax.random.bernoulli(k, 0.9, x.shape), x / 0.9, 0.0)
     w, b = p[-1]
     return x @ w + b
-def batch(i, n=64):
-    j = (i * n) % 4096
-    return XALL[j:j + n], YALL[j:j + n]
-times, extra = [], {}
-def marked(i, body):
-    with jax.profiler.StepTraceAnnotation("train", step_num=i):
-        t = time.perf_counter()
-        body(i)
-        times.append(time.perf_counter() - t)
-p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+""" + _BATCHES_AND_MARKS + """p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
 def loss_fn(p, x, y, key=None):
     return xent(mlp(p, x, key), y)
 state = {}

@@ -769,6 +769,19 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
     keras = tf.keras
     params: dict[str, Any] = {}
 
+    def batch_timer(times: list[float]) -> Any:
+        """A Keras callback adding each training batch's time to `times` (the job's own
+        step times, stored in the provenance beside the capture)."""
+
+        class Timer(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch: Any, logs: Any = None) -> None:
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch: Any, logs: Any = None) -> None:
+                times.append(time.perf_counter() - self.t)
+
+        return Timer()
+
     def profile(run_steps: Any) -> None:
         if case == "profiler_server":  # an on-demand capture: the client asks the server
             import socket
@@ -2987,16 +3000,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         x = rng.random((64 * 64, 64), np.float32)
         y = rng.integers(0, 10, (64 * 64,))
         cw = {k: 1.0 + k / 10 for k in range(10)}
-        times = []
+        times: list[float] = []
 
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()],
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)],
               "batch_size": 64, "class_weight": cw}
         model.fit(x, y, epochs=1, steps_per_epoch=4, **kw)
         times.clear()
@@ -3121,16 +3127,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         model = mlp(128, 256)
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
-        times = []
+        times: list[float] = []
 
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
         data = Slow()
         model.fit(data, epochs=1, steps_per_epoch=4, **kw)
         times.clear()
@@ -3205,16 +3204,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         model = Custom()
         model.compile(optimizer=keras.optimizers.SGD(0.01))
-        times = []
+        times: list[float] = []
 
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
         ds = random_batches(64 * 8, 128, 64)
         model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
         times.clear()
@@ -3273,16 +3265,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model = keras.Model(inp, out)
         model.compile(optimizer="adam", loss="binary_crossentropy")
         ds = tf.data.Dataset.from_tensor_slices((texts, labels)).repeat().batch(32).prefetch(2)
-        times = []
+        times: list[float] = []
 
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
         model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
         times.clear()
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
@@ -3421,16 +3406,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         width = lookup.vocabulary_size() + 2
         model = mlp(width, 256)
         model.compile(optimizer="adam", loss="mse")
-        times = []
+        times: list[float] = []
 
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
         model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
         times.clear()
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
@@ -3441,16 +3419,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                                   keras.layers.Dense(512, "relu"), keras.layers.Dense(1)])
         model.compile(optimizer=keras.optimizers.Adam(1e-3, gradient_accumulation_steps=4),
                       loss="mse")
-        times = []
+        times: list[float] = []
 
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
         ds = random_batches(64 * 8, 128, 64)
         model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
         times.clear()
@@ -3508,16 +3479,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         model = mlp(128, 256)
         model.compile(optimizer="adam", loss="mse")
-        times = []
+        times: list[float] = []
 
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
         model.fit(gen(), steps_per_epoch=4, epochs=1, **kw)
         times.clear()
         gen_ms.clear()
@@ -3574,16 +3538,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                                   keras.layers.Lambda(via_numpy, output_shape=(128,)),
                                   keras.layers.Dense(256, "relu"), keras.layers.Dense(1)])
         model.compile(optimizer="adam", loss="mse")
-        times = []
+        times: list[float] = []
 
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
         ds = random_batches(256 * 8, 128, 256)
         model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
         times.clear()
@@ -3663,14 +3620,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         warm_then_profile(one, params["steps"])
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
     elif case in ("sample_weight_triples_fit", "batch_nondet_map_after_fit"):
-        times = []
-
-        class Timer(keras.callbacks.Callback):
-            def on_train_batch_begin(self, batch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_train_batch_end(self, batch, logs=None):
-                times.append(time.perf_counter() - self.t)
+        times: list[float] = []
 
         if case == "sample_weight_triples_fit":
             params = {"batch": 64, "classes": 10, "steps": 12}
@@ -3703,7 +3653,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             for _ in range(20):
                 next(itx)
             params["measured_input_batch_ms"] = round((time.perf_counter() - t) * 1e3 / 20, 3)
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), Timer()]}
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
         model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
         times.clear()
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
