@@ -534,39 +534,40 @@ def _hidden_wait(s: WindowSummary, hidden_pct: float) -> Advice:
     """XProf says NOT (or POTENTIALLY) input-bound, yet the steps wait in tf.data's next():
     tfobs's own event (or the Python tracer's) holds the wait, which XProf does not type as
     input."""
-    severity = "critical" if hidden_pct >= HIGHLY_INPUT_PCT else "warning"
-    return INPUT_BOUND.advice(
-        severity,
-        f"{one_digit(hidden_pct)} % of step time waits for the batch inside a tf.data "
-        "iterator's next(), which XProf counts as host compute or 'All Others', not input "
-        "(the capture holds no tf.data op: a JAX job fed by tf.data), so its verdict, "
-        f"'{s.input_bound.verdict}' input-bound, misses it.",
-        {"input_pct": step_pct(s, "input"), "tfdata_next_pct": hidden_pct,
-         "step_s": s.steps.mean_s, "expected_saving_pct": hidden_pct},
-        f"time inside tf.data's next() within the steps >= {MODERATELY_INPUT_PCT:g} % of "
-        f"step time (tfobs; critical from {HIGHLY_INPUT_PCT:g} %, XProf's thresholds)",
-        _hidden_fix(s.steps.python_tfdata_next_s) + ". Check by training on one batch "
-        "reused every step: the step time drops by about "
-        f"{one_digit(hidden_pct)} %")
+    return _unseen_wait(
+        s, hidden_pct, "tfdata_next_pct",
+        "inside a tf.data iterator's next(), which XProf counts as host compute or 'All "
+        "Others', not input (the capture holds no tf.data op: a JAX job fed by tf.data)",
+        "time inside tf.data's next() within the steps", "tfobs",
+        _hidden_fix(s.steps.python_tfdata_next_s))
 
 
 def _loader_wait(s: WindowSummary, wait_pct: float) -> Advice:
     """XProf says NOT (or POTENTIALLY) input-bound, yet the steps wait for their batch from
     the job's own loader thread or process (the Python tracer's queue.get, Future.result),
     which XProf counts as host compute."""
+    return _unseen_wait(
+        s, wait_pct, "loader_wait_pct",
+        "from the job's own loader (queue.Queue.get, Future.result: another thread or "
+        "process makes the batches), which XProf counts as host compute, not input",
+        "time in queue.get / Future.result within the steps", "tfobs, Python tracer on",
+        LOADER_WAIT_FIX)
+
+
+def _unseen_wait(s: WindowSummary, wait_pct: float, key: str, where: str, measured: str,
+                 source: str, fix: str) -> Advice:
+    """input_bound where the steps wait for their batch `where` XProf's verdict cannot see
+    it: warning from XProf's moderate share, critical from its high one."""
     return INPUT_BOUND.advice(
         "critical" if wait_pct >= HIGHLY_INPUT_PCT else "warning",
-        f"{one_digit(wait_pct)} % of step time waits for the batch from the job's own "
-        "loader (queue.Queue.get, Future.result: another thread or process makes the "
-        "batches), which XProf counts as host compute, not input, so its verdict, "
+        f"{one_digit(wait_pct)} % of step time waits for the batch {where}, so its verdict, "
         f"'{s.input_bound.verdict}' input-bound, misses it.",
-        {"input_pct": step_pct(s, "input"), "loader_wait_pct": wait_pct,
+        {"input_pct": step_pct(s, "input"), key: wait_pct,
          "step_s": s.steps.mean_s, "expected_saving_pct": wait_pct},
-        f"time in queue.get / Future.result within the steps >= {MODERATELY_INPUT_PCT:g} % "
-        f"of step time (tfobs, Python tracer on; critical from {HIGHLY_INPUT_PCT:g} %, "
-        "XProf's thresholds)",
-        LOADER_WAIT_FIX + ". Check by training on one batch reused every step: the step "
-        f"time drops by about {one_digit(wait_pct)} %")
+        f"{measured} >= {MODERATELY_INPUT_PCT:g} % of step time ({source}; critical from "
+        f"{HIGHLY_INPUT_PCT:g} %, XProf's thresholds)",
+        f"{fix}. Check by training on one batch reused every step: the step time drops by "
+        f"about {one_digit(wait_pct)} %")
 
 
 # A wait in next() this long per step is the pipeline's work, not the call's own cost.
