@@ -24,7 +24,7 @@ the innermost event is the one that began last among those still open.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -277,9 +277,15 @@ _TFDATA_NEXT = {"iterator_ops.py": ("__next__", "_next_internal", "get_next",
 
 
 def _is_tfdata_next(name: str) -> bool:
+    return _frame_in(name, _TFDATA_NEXT)
+
+
+def _frame_in(name: str, functions: Mapping[str, tuple[str, ...]]) -> bool:
+    """Whether the tracer's event `$<file>:<line> <function>` is one of `functions`
+    ({file: its functions})."""
     where, _, function = name[len(PYTHON_EVENT_PREFIX):].partition(" ")
     return (name.startswith(PYTHON_EVENT_PREFIX)
-            and function in _TFDATA_NEXT.get(where.partition(":")[0], ()))
+            and function in functions.get(where.partition(":")[0], ()))
 
 
 # A step taking its batch from a loader thread or process of the job's own: a
@@ -291,9 +297,7 @@ _LOADER_WAIT = {"queue.py": ("get",), "_base.py": ("result",), "queues.py": ("ge
 
 
 def _is_loader_wait(name: str) -> bool:
-    where, _, function = name[len(PYTHON_EVENT_PREFIX):].partition(" ")
-    return (name.startswith(PYTHON_EVENT_PREFIX)
-            and function in _LOADER_WAIT.get(where.partition(":")[0], ()))
+    return _frame_in(name, _LOADER_WAIT)
 
 
 # The files those frames are in, as the tracer names them: a tracer capture holds tens of

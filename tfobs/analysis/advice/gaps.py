@@ -25,6 +25,7 @@ from tfobs.analysis.advice.rule import (
     other_thread_share,
     runtime_holds_other,
     step_field,
+    step_gaps,
     step_total_s,
 )
 from tfobs.analysis.breakdown import MODERATELY_INPUT_PCT
@@ -362,11 +363,8 @@ def _gap(s: WindowSummary) -> Advice | None:
     items = s.steps.items
     if len(items) < 2:
         return None
-    start = step_field(s.steps, "start_ns")
-    apart = (start[1:] - start[:-1]) / 1e9
-    # Each as max(0.0, apart - duration) gives it (0.0 for -0.0 too), all at once.
-    gap = apart - step_field(s.steps, "duration_s")[:-1]
-    gaps = np.where(gap > 0.0, gap, 0.0).tolist()
+    apart, gap = step_gaps(s.steps)
+    gaps = gap.tolist()
     period = (items[-1].start_ns - items[0].start_ns) / 1e9 / (len(items) - 1)
     mean_gap = sum(gaps) / len(gaps)
     share = mean_gap / period if period > 0 else 0.0

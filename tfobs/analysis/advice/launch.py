@@ -22,7 +22,7 @@ from tfobs.analysis.advice.rule import (
     category_advice,
     on_gpu,
     one_digit,
-    step_field,
+    step_gaps,
     tfdata_in_use,
 )
 from tfobs.summary import Advice, WindowSummary
@@ -314,9 +314,7 @@ def _pauses(s: WindowSummary) -> tuple[int, float]:
     all the gaps' time) where such pauses hold most of it; (0, 0.0) otherwise."""
     if len(s.steps.items) < 3:
         return 0, 0.0
-    start = step_field(s.steps, "start_ns")
-    gap = (start[1:] - start[:-1]) / 1e9 - step_field(s.steps, "duration_s")[:-1]
-    gap = np.where(gap > 0.0, gap, 0.0)
+    _, gap = step_gaps(s.steps)
     typical, total = float(np.median(gap)), float(gap.sum())
     long = gap[gap >= PAUSE_FACTOR * typical] if typical > 0 else gap[:0]
     held = float(long.sum()) / total if total > 0 else 0.0

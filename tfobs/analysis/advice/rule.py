@@ -125,6 +125,16 @@ def step_field(steps: Steps, name: str) -> np.ndarray:
     return column
 
 
+def step_gaps(steps: Steps) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds from each step's start to the next's, the time between each step's end and
+    the next's start, 0 where they overlap), for every step but the last."""
+    start = step_field(steps, "start_ns")
+    apart = (start[1:] - start[:-1]) / 1e9
+    # Each as max(0.0, apart - duration) gives it (0.0 for -0.0 too), all at once.
+    gap = apart - step_field(steps, "duration_s")[:-1]
+    return apart, np.where(gap > 0.0, gap, 0.0)
+
+
 # A step waiting in queue.get / Future.result for its batch: the job's own loader thread or
 # process already works ahead of the step, and does not keep up.
 LOADER_WAIT_FIX = (
