@@ -171,9 +171,9 @@ def _inside_tfdata_share(host: Timeline) -> float:
 
 def step_python_op_seconds(host: Timeline, spans: Sequence[tuple[int, int]] | Spans
                            ) -> float:
-    """Self-contained time of the Python ops (py_function, numpy_function) that the steps'
-    own graphs ran inside the kept steps: events off tf.data's threads, outside every
-    `Iterator::` event, starting in a step. `python_op_seconds` is the window's, which
+    """Event time (nested work included) of the Python ops (py_function, numpy_function)
+    the steps' own graphs ran inside the kept steps: events off tf.data's threads, outside
+    every `Iterator::` event, starting in a step. `python_op_seconds` is the window's, which
     also holds the dropped first and last steps' calls."""
     py = id_array(host.mids_where_once(is_python_op))
     if not py.size:

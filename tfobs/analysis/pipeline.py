@@ -218,9 +218,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     steps = _with_calls(dataclasses.replace(
         steps, input_between_s=input_pipeline.input_between_steps(host, spans),
         unrooted_markers=found.unrooted_markers,
-        python_op_s=_per_step(
-            input_pipeline.step_python_op_seconds(host, spans) if host is not None
-            else input_pipeline.python_op_seconds(host_ops) - python_tfdata_s, steps.count),
+        python_op_s=_per_step(input_pipeline.step_python_op_seconds(host, spans)
+                              if host is not None else 0.0, steps.count),
         python_traced_s=_per_step(traced_s, steps.count), python_traced_top=traced_top,
         python_callback_s=_per_step(callback_s, steps.count),
         python_tfdata_next_s=_per_step(tfdata_next_s, steps.count),
