@@ -44,6 +44,7 @@ MIB = 1024 * 1024
 ENV_PREFIX = "TFOBS_"
 MAX_CAPTURE_BYTES = 1 << 40  # 1 TiB: more than any host holds in memory for one capture
 MAX_TOP_N = 10_000  # rows per step: far past what a trace or a table can show
+INT64_MAX = 2**63 - 1  # the most any count option takes (_int_range)
 MAX_SECONDS = 3600.0  # window_max_s / nvml_interval_s: finite, and at most an hour
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -67,10 +68,15 @@ def _option(default: _T, help: str, check: Check, *, secret: bool = False,
 
 
 def _int_range(lo: int, hi: int | None = None) -> Check:
-    allowed = f"an integer >= {lo}" if hi is None else f"an integer from {lo} to {hi}"
+    """An integer from `lo` to `hi`; with no `hi`, to the largest 64-bit integer: the
+    profiler's step numbers, file sizes and numpy's counts are 64-bit, so a larger value
+    (10**40) could only mean "never" or "no limit", and is refused as a typo."""
+    allowed = (f"an integer >= {lo} and < 2**63" if hi is None
+               else f"an integer from {lo} to {hi}")
+    top = INT64_MAX if hi is None else hi
 
     def check(v: Any) -> str:
-        ok = isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+        ok = isinstance(v, int) and not isinstance(v, bool) and lo <= v <= top
         return "" if ok else allowed
 
     return check

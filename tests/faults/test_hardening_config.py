@@ -7,6 +7,7 @@ environment makes `enable()` raise; secrets never appear in a message.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tfobs.config import Config
+from tfobs.config import MAX_CAPTURE_BYTES, MAX_TOP_N, Config
 from tfobs.errors import ConfigError
 from tfobs.identity import MAX_IDENTITY_VALUE, local_rank, worker_identity
 
@@ -323,6 +324,29 @@ def test_counts_past_what_numpy_or_the_os_takes_are_refused_with_a_clear_line(
     assert len(said) == 1 and name in said[0] and limit in said[0], said
     with pytest.raises(ConfigError, match=option):
         Config.load(environ={}, **{option: int(raw)})
+
+
+# Counts with a bound of their own; every other count takes up to 2**63 - 1.
+_BOUNDED = {"max_capture_bytes": MAX_CAPTURE_BYTES, "trace_top_n": MAX_TOP_N,
+            "host_tracer_level": 3, "device_tracer_level": 1, "python_tracer_level": 1}
+_COUNT_OPTIONS = [f.name for f in dataclasses.fields(Config)
+                  if type(f.default) is int and f.name != "metrics_port"]
+
+
+@pytest.mark.parametrize("option", _COUNT_OPTIONS)
+def test_no_count_option_takes_a_number_past_64_bits(option: str) -> None:
+    # 10**40 passed every unbounded count (interval_steps, window_steps, keep_max_bytes...)
+    # and meant "never" or "no limit" without a word: step numbers, sizes and numpy's counts
+    # are 64-bit, so such a value can only be a typo.
+    name = "TFOBS_" + option.upper()
+    cfg, said = load_quietly({name: "1" + "0" * 40})
+    assert getattr(cfg, option) == getattr(Config(), option)
+    assert len(said) == 1 and name in said[0] and ("2**63" in said[0] or " to " in said[0])
+    with pytest.raises(ConfigError, match=option):
+        Config.load(environ={}, **{option: 10**40})
+    top = _BOUNDED.get(option, 2**63 - 1)
+    roomy = {"interval_steps": top} if option == "window_steps" else {}  # one within the other
+    assert getattr(Config.load(environ={}, **{option: top}, **roomy), option) == top
 
 
 @pytest.mark.parametrize("option", ["capture_dir", "keep_dir"])
