@@ -52,6 +52,24 @@ def test_steps_times_gpu_streams_is_no_work_of_the_reduction(monkeypatch) -> Non
     assert len(looked) <= 3 * 300, len(looked)
 
 
+def test_a_capture_of_more_planes_than_any_host_has_is_one_line_before_any_work(
+        monkeypatch) -> None:
+    # 20,000 one-event GPU planes (a 1 MB file) took 15 s and 340 MB: each plane costs its
+    # own fixed work. The reader names the count at once; a host's real capture reduces.
+    from tfobs.errors import CaptureError
+    from tfobs.xspace import reader
+
+    with pytest.raises(CaptureError, match=r"holds 4,097 planes.*at most 4,096") as info:
+        reduce_xspace(_steps_and_gpu_planes(4, reader.MAX_PLANES))  # + the host
+    assert "\n" not in str(info.value)
+    at_most = reduce_xspace(_steps_and_gpu_planes(4, reader.MAX_PLANES - 1))
+    # at the bound (with the host) the capture reduces, as a small one does
+    assert at_most.steps.count == reduce_xspace(_steps_and_gpu_planes(4, 4)).steps.count == 4
+    monkeypatch.setattr(reader, "MAX_PLANES", 3)  # the bound is the reader's, read per parse
+    with pytest.raises(CaptureError, match="holds 4 planes"):
+        reduce_xspace(_steps_and_gpu_planes(4, 3))
+
+
 def test_a_marker_whose_metadata_is_missing_is_a_nameless_event() -> None:
     # A step marker pointing at no metadata entry: XProf shows a nameless event; the
     # capture used to fail whole ("KeyError: 18"), a lost window in a job.

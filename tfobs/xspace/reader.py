@@ -20,6 +20,10 @@ from tfobs.xspace.columns import LineBytes, PlaneEvents
 
 # Largest capture accepted when parsing; protobuf itself refuses messages over 2 GiB.
 MAX_CAPTURE_BYTES = 2**31 - 1
+# A profiler writes one plane per device (8-16 GPUs or TPU chips on the largest hosts) and
+# a few for the host; every plane costs the reduction its own fixed work (~0.25 ms), so a
+# crafted file of 20,000 one-event planes (1 MB) took 15 s. Far past any real host.
+MAX_PLANES = 4096
 
 StatValue = Any  # float | int | str | bytes
 
@@ -262,4 +266,9 @@ def parse(data: bytes | bytearray | memoryview) -> SpaceView:
         raise CaptureError(
             f"not an XSpace capture: {size} bytes parsed but hold no profiler planes"
         )
+    if len(space.planes) > MAX_PLANES:
+        raise CaptureError(
+            f"capture ({size} bytes) holds {len(space.planes):,} planes; a profiler writes "
+            f"one per device and a few for the host, and tfobs reads at most {MAX_PLANES:,}: "
+            "reduce each host's own capture file")
     return SpaceView(space, size)
