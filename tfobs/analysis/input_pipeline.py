@@ -11,7 +11,7 @@ figures per step.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from tfobs.analysis.input_stages import INPUT_CATEGORIES
 from tfobs.analysis.ops import OpAgg
 from tfobs.analysis.python_time import TFDATA_NEXT_EVENT, holds_markers
 from tfobs.analysis.timeline import (
+    LineData,
     Spans,
     Timeline,
     clip_to_spans,
@@ -146,52 +147,48 @@ def python_op_seconds(host_ops: dict[str, OpAgg], host: Timeline | None = None) 
     return total * _inside_tfdata_share(host)
 
 
-def _inside_tfdata_share(host: Timeline) -> float:
-    """Of the Python ops' event time, the share on a tf.data thread (tf.data runs its
-    functions on `tf_data_private_threadpool` threads) or inside an `Iterator::` event of
-    their line (a function run inline by the consumer)."""
+def _python_op_events(host: Timeline) -> Iterator[tuple[LineData, np.ndarray, np.ndarray]]:
+    """Each line holding Python ops (py_function, numpy_function, from_generator): the line,
+    their sorted positions, and which of them are tf.data's: on a tf.data thread (tf.data
+    runs its functions on `tf_data_private_threadpool` threads) or inside an `Iterator::`
+    event of their line (a function run inline by the consumer)."""
     py = id_array(host.mids_where_once(is_python_op))
+    if not py.size:
+        return
     it = id_array(host.mids_where_once(is_iterator_event))
-    inside, total = 0, 0
     for ld in host.lines:
         p = np.flatnonzero(member(ld.mid_arr, py, ld.dense_top))
         if not p.size:
             continue
-        dur = ld.end_arr[p] - ld.start_arr[p]
-        total += int(dur.sum())
         if ld.name.startswith(TFDATA_THREADS):
-            inside += int(dur.sum())
+            yield ld, p, np.ones(p.size, bool)
             continue
         q = np.flatnonzero(member(ld.mid_arr, it, ld.dense_top)) if it.size else p[:0]
-        if not q.size:
-            continue
-        inside += int(dur[enclosed(ld, q, p)].sum())  # Python ops inside iterator events
+        yield ld, p, (enclosed(ld, q, p) if q.size else np.zeros(p.size, bool))
+
+
+def _inside_tfdata_share(host: Timeline) -> float:
+    """Of the Python ops' event time, the share that is tf.data's (`_python_op_events`)."""
+    inside, total = 0, 0
+    for ld, p, tfdata in _python_op_events(host):
+        dur = ld.end_arr[p] - ld.start_arr[p]
+        total += int(dur.sum())
+        inside += int(dur[tfdata].sum())
     return inside / total if total > 0 else 1.0
 
 
 def step_python_op_seconds(host: Timeline, spans: Sequence[tuple[int, int]] | Spans
                            ) -> float:
     """Event time (nested work included) of the Python ops (py_function, numpy_function)
-    the steps' own graphs ran inside the kept steps: events off tf.data's threads, outside
-    every `Iterator::` event, starting in a step. `python_op_seconds` is the window's, which
+    the steps' own graphs ran inside the kept steps: the ops not tf.data's
+    (`_python_op_events`) starting in a step. `python_op_seconds` is the window's, which
     also holds the dropped first and last steps' calls."""
-    py = id_array(host.mids_where_once(is_python_op))
-    if not py.size:
-        return 0.0
-    it = id_array(host.mids_where_once(is_iterator_event))
     begin, end = span_bounds(spans)
     order = np.argsort(begin, kind="stable")
     begin, end = begin[order], end[order]
     total = 0
-    for ld in host.lines:
-        if ld.name.startswith(TFDATA_THREADS):
-            continue
-        p = np.flatnonzero(member(ld.mid_arr, py, ld.dense_top))
-        if not p.size:
-            continue
-        q = np.flatnonzero(member(ld.mid_arr, it, ld.dense_top)) if it.size else p[:0]
-        if q.size:
-            p = p[~enclosed(ld, q, p)]
+    for ld, p, tfdata in _python_op_events(host):
+        p = p[~tfdata]
         at = ld.start_arr[p] + ld.start_ps
         k = np.searchsorted(begin, at, side="right") - 1
         inside = (k >= 0) & (at < end[np.maximum(k, 0)])
