@@ -286,6 +286,37 @@ CASES = {
     "keras_jax_nojit_fit": "Keras 3 fit with KERAS_BACKEND=jax compiled with jit_compile=False "
                            "(each layer's jax.numpy op dispatched eagerly), the 256-512-512-1 "
                            "MLP of keras_jax_fit, 12 steps, tfobs's Keras callback",
+    "compilation_cache_load": "a jitted SGD step of an MLP (128-1024-1024-1024-10) with "
+        "JAX's persistent compilation cache on (`jax_compilation_cache_dir`, min compile time "
+        "0): the step is compiled and written to the cache before the trace, then "
+        "`jax.clear_caches()` (as a restarted job starts) so the first marked step inside "
+        "the trace traces, lowers and loads the executable from the cache instead of "
+        "compiling; `StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "partial_last_batch_epochs": "two epochs over 800 rows in batches of 128 (six full "
+        "batches and a last partial one of 32 rows per epoch, no drop_remainder), the jitted "
+        "SGD step warmed on full batches only: the first epoch's last step traces and "
+        "compiles the step for the 32-row shape inside its marker, the second epoch's reuses "
+        "it; `StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "large_pytree_dispatch": "a jitted SGD step on a params dict of 640 small leaves (160 "
+        "blocks of a 32x32 weight, bias, scale and shift), its loss a sum over the blocks, "
+        "each step passing and returning the whole tree: JAX flattens 640 inputs and builds "
+        "640 outputs per call; `StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "sleep_throttled_steps": "a rate-limited loop: each marked step "
+        "(`StepTraceAnnotation(\"train\", step_num=i)`) runs the jitted SGD step of the "
+        "128-512-512-10 MLP, waits for it, then sleeps the rest of a 25 ms period "
+        "(`time.sleep(period - elapsed)`, 40 steps a second) inside the marker",
+    "bf16_cpu_steps": "the 128-512-512-10 MLP with bfloat16 weights, inputs and compute "
+        "(`astype(jnp.bfloat16)`, SGD in bfloat16) on the CPU, jitted, each step marked "
+        "`StepTraceAnnotation(\"train\", step_num=i)` and waited for; the same step in "
+        "float32 timed outside the trace for comparison",
+    "named_scope_step": "the 128-512-512-10 MLP's jitted SGD step with `jax.named_scope` "
+        "regions (\"encoder\", \"head\", \"loss\", \"sgd_update\") inside it and the "
+        "Python function that calls it decorated `@jax.profiler.annotate_function`, each "
+        "step marked `StepTraceAnnotation(\"train\", step_num=i)` and waited for",
+    "debug_nans_steps": "the 128-512-512-10 MLP's jitted SGD step with "
+        "`jax.config.update(\"jax_debug_nans\", True)` left on (a debugging flag): every "
+        "call checks its outputs for NaN on the host; `StepTraceAnnotation(\"train\", "
+        "step_num=i)`, waited for",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -613,6 +644,187 @@ if case == "device_get_every_5":
 if case == "eval_every_4_steps":
     params["eval_steps"] = evals
     params["measured_eval_ms"] = [round(t * 1e3, 3) for t in eval_ms]
+params.update(extra)
+print(json.dumps(params))
+"""
+
+# Cases of the job's own settings and shapes (a persistent compilation cache, a partial last
+# batch, a large params tree, a rate limit, bfloat16, named scopes, jax_debug_nans): a child
+# of their own, needing JAX alone.
+FRESH_LOOPS = {"compilation_cache_load", "partial_last_batch_epochs", "large_pytree_dispatch",
+               "sleep_throttled_steps", "bf16_cpu_steps", "named_scope_step",
+               "debug_nans_steps"}
+
+_FRESH_LOOPS_CHILD = """
+import json, sys, time, os, tempfile
+import numpy as np
+import jax, jax.numpy as jnp
+case, logdir = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+XALL = rng.random((4096, 128)).astype(np.float32)
+YALL = rng.integers(0, 10, (4096,))
+params = {"jax": jax.__version__, "python": sys.version.split()[0]}
+if case == "compilation_cache_load":
+    cache_dir = tempfile.mkdtemp(prefix="jaxcache-")
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    from jax._src import monitoring
+    events = []
+    monitoring.register_event_listener(lambda name, **kw: events.append(name))
+    dur_events = []
+    monitoring.register_event_duration_secs_listener(
+        lambda name, secs, **kw: dur_events.append((name, secs)))
+def xent(logits, y):
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
+def init_mlp(key, sizes, dt=jnp.float32):
+    ks = jax.random.split(key, len(sizes) - 1)
+    return [((jax.random.normal(k, (a, b)) * (1 / a) ** 0.5).astype(dt), jnp.zeros(b, dt))
+            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
+def mlp(p, x):
+    for w, b in p[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = p[-1]
+    return x @ w + b
+def loss_fn(p, x, y):
+    return xent(mlp(p, x).astype(jnp.float32), y)
+def sgd_fn(p, x, y):
+    loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+    return jax.tree.map(lambda a, b: (a - 0.01 * b).astype(a.dtype), p, g), loss
+""" + _BATCHES_AND_MARKS + """sizes = [128, 512, 512, 10]
+if case == "compilation_cache_load":
+    sizes = [128, 1024, 1024, 1024, 10]
+p = init_mlp(jax.random.PRNGKey(0), sizes)
+sgd = jax.jit(sgd_fn)
+steps = 12
+def body(i):
+    global p
+    p, loss = sgd(p, *batch(i))
+    jax.block_until_ready(p)
+def loop(first, n):
+    for i in range(first, first + n):
+        marked(i, body)
+def warm():
+    loop(0, 4)
+if case == "compilation_cache_load":
+    def warm():
+        t = time.perf_counter()
+        loop(0, 4)  # compiles and writes the cache
+        extra["first_compile_step_ms"] = round(times[0] * 1e3, 3)
+        jax.clear_caches()  # a restarted job: nothing in memory, the cache on disk
+        extra["cache_files"] = len(os.listdir(cache_dir))
+        events.clear(); dur_events.clear()
+elif case == "partial_last_batch_epochs":
+    sizes_seen = []
+    def body(i):
+        global p
+        k = i % 7
+        x, y = XALL[k * 128:min(k * 128 + 128, 800)], YALL[k * 128:min(k * 128 + 128, 800)]
+        sizes_seen.append(int(x.shape[0]))
+        p, loss = sgd(p, x, y)
+        jax.block_until_ready(p)
+    def warm():
+        for i in range(4):
+            marked(i, body)
+    steps = 14
+    def loop(first, n):
+        for i in range(n):
+            marked(i, body)
+elif case == "large_pytree_dispatch":
+    ks = jax.random.split(jax.random.PRNGKey(0), 160)
+    p = {f"block_{j:03d}": {"w": jax.random.normal(ks[j], (32, 32)) * 0.1,
+                             "b": jnp.zeros(32), "scale": jnp.ones(32), "shift": jnp.zeros(32)}
+         for j in range(160)}
+    def tree_loss(p, x, y):
+        h = x[:, :32]
+        tot = 0.0
+        for name in sorted(p):
+            q = p[name]
+            tot = tot + jnp.mean((jnp.tanh(h @ q["w"] + q["b"]) * q["scale"] + q["shift"]) ** 2)
+        return tot / len(p)
+    @jax.jit
+    def sgd(p, x, y):
+        loss, g = jax.value_and_grad(tree_loss)(p, x, y)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+    extra["leaves"] = len(jax.tree.leaves(p))
+elif case == "sleep_throttled_steps":
+    period = 0.025
+    slept = []
+    def body(i):
+        global p
+        t = time.perf_counter()
+        p, loss = sgd(p, *batch(i))
+        jax.block_until_ready(p)
+        rest = period - (time.perf_counter() - t)
+        if rest > 0:
+            time.sleep(rest)
+        slept.append(max(rest, 0.0))
+    extra["period_ms"] = 25.0
+elif case == "bf16_cpu_steps":
+    p = init_mlp(jax.random.PRNGKey(0), sizes, jnp.bfloat16)
+    p32 = init_mlp(jax.random.PRNGKey(0), sizes)
+    def body(i):
+        global p
+        x, y = batch(i)
+        p, loss = sgd(p, x.astype(jnp.bfloat16), y)
+        jax.block_until_ready(p)
+    def warm():
+        global p32
+        loop(0, 4)
+        t32 = []
+        for i in range(4):
+            p32, l = sgd(p32, *batch(i)); jax.block_until_ready(p32)
+        for i in range(12):
+            t = time.perf_counter()
+            p32, l = sgd(p32, *batch(i)); jax.block_until_ready(p32)
+            t32.append(time.perf_counter() - t)
+        extra["measured_f32_step_ms"] = [round(t * 1e3, 3) for t in t32]
+    extra["dtype"] = "bfloat16"
+elif case == "named_scope_step":
+    def mlp_scoped(p, x):
+        with jax.named_scope("encoder"):
+            for w, b in p[:-1]:
+                x = jax.nn.relu(x @ w + b)
+        with jax.named_scope("head"):
+            w, b = p[-1]
+            return x @ w + b
+    def scoped_loss(p, x, y):
+        logits = mlp_scoped(p, x)
+        with jax.named_scope("loss"):
+            return xent(logits, y)
+    @jax.jit
+    def sgd(p, x, y):
+        loss, g = jax.value_and_grad(scoped_loss)(p, x, y)
+        with jax.named_scope("sgd_update"):
+            return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+    @jax.profiler.annotate_function
+    def train_step(p, x, y):
+        p, loss = sgd(p, x, y)
+        return jax.block_until_ready(p), loss
+    def body(i):
+        global p
+        p, loss = train_step(p, *batch(i))
+elif case == "debug_nans_steps":
+    jax.config.update("jax_debug_nans", True)
+else:
+    raise SystemExit("unknown case " + case)
+warm()
+jax.block_until_ready(p)
+times.clear()
+for v in ("sizes_seen", "slept"):
+    if v in globals():
+        globals()[v].clear()
+with jax.profiler.trace(logdir):
+    loop(4, steps)
+params["steps"] = steps
+params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+if case == "compilation_cache_load":
+    params["cache_events"] = sorted(set(e for e in events if "cache" in e))
+    params["cache_durations_s"] = {n: round(s, 4) for n, s in dur_events if "cache" in n or "compile" in n}
+if case == "partial_last_batch_epochs":
+    params["batch_rows"] = sizes_seen
+if case == "sleep_throttled_steps":
+    params["measured_sleep_ms"] = [round(t * 1e3, 3) for t in slept]
 params.update(extra)
 print(json.dumps(params))
 """
@@ -1278,6 +1490,7 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             env["PYTHONPATH"] = str(ROOT)
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
         child = (_TRAINER_LOOPS_CHILD if case in TRAINER_LOOPS
+                 else _FRESH_LOOPS_CHILD if case in FRESH_LOOPS
                  else _MLP_LOOPS_CHILD if case in MLP_LOOPS
                  else _STANDALONE_CHILD if case in STANDALONE
                  else _KERAS_CHILD if case in KERAS_JAX else _CHILD)

@@ -8,6 +8,7 @@ tfobs also says how much of the step ran Python functions, and which.
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -66,6 +67,29 @@ def test_a_python_wait_in_the_step_is_named_beside_xprofs_host_compute() -> None
         100 * st.python_traced_s / st.mean_s)
     assert "time sleep" in advice.message and "XProf counts as host compute" in advice.message
     assert "waiting for its data" in advice.fix
+
+
+def test_a_step_that_sleeps_is_named_as_a_sleep_not_a_data_loader() -> None:
+    # A rate-limited loop: the jitted step (about 2.5 ms), then a sleep for the rest of a
+    # 25 ms period, inside the marker. No loader at all: the sleep is no wait for data,
+    # and loading batches ahead would change nothing.
+    path = CAPTURES / "generated__jax0.10cpu__sleep_throttled_steps.xplane.pb"
+    s = tfobs.analyze(path)
+    st = s.steps
+    slept = json.loads((CAPTURES.parent / "provenance" / path.name.replace(".xplane.pb", ".json"))
+                       .read_text())["parameters"]["measured_sleep_ms"]
+    assert st.python_traced_top[0] == steps_advice.SLEEP_FUNCTION
+    assert st.python_traced_s >= 0.9 * min(slept) / 1e3
+    a = _codes(s)["python_in_step"]
+    assert a.severity == "warning" and "sleeping in time.sleep" in a.message
+    assert a.fix.startswith(steps_advice.SLEEP_FIX)
+    assert steps_advice.TRACED_FIX not in a.fix and "load and preprocess" not in a.fix
+    # the 2 ms sleep standing for a loader's wait reads the same, its fix naming that case
+    w = _codes(tfobs.analyze(WAIT))["python_in_step"]
+    assert "sleeping in time.sleep" in w.message and "waiting for its data" in w.fix
+    # a step whose Python is not mostly a sleep keeps the loader's fix
+    loader = _codes(tfobs.analyze(LOADER))["python_in_step"]
+    assert steps_advice.SLEEP_FIX not in loader.fix
 
 
 def test_only_the_thread_that_runs_the_steps_counts() -> None:

@@ -143,6 +143,20 @@ TRACED_FIX = (
     "time.sleep or queue get among the functions is the step waiting for its data. "
     "The Python tracer itself slows each Python call: profile once with it off to size "
     "the rest")
+# The step's own Python sleeping (`$time sleep` the function with the most of the step's
+# Python): a wait on nothing, whose cause is the job's own code. A step that polls for its
+# batch is waiting for its data; a rate limit (a fixed period per step) is no wait for data
+# at all, and moving batches ahead of it would change nothing.
+SLEEP_FUNCTION = "time sleep"
+SLEEP_FIX = (
+    "time.sleep holds the step without work: find where the step calls it. Where it paces "
+    "the loop (a rate limit: a sleep for the rest of a fixed period per step), the step's "
+    "own work is the rest of its time and the step time measures the limit, not the model: "
+    "profile a window with the limit off to size the work; where it polls for a batch "
+    "(check, sleep, check again), the step is waiting for its data: have a loader thread "
+    "fill a queue.Queue a few batches ahead and block in get() rather than sleep; where it "
+    "is a retry's backoff, the step waits for what it retries. The Python tracer itself "
+    "slows each Python call: profile once with it off to size the rest")
 
 # Python the JAX stack itself runs in the step, known by file and function (the tracer
 # names files by their base name only): a loader's fix would not reach it.
@@ -388,6 +402,15 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
                      "queue.get / Future.result for a batch another thread or process "
                      f"makes, not running Python{maker}")
         fixes.append(LOADER_WAIT_FIX)
+    # The step's own sleep, where it is the most of the Python and no wait named above.
+    sleeping = (bool(st.python_traced_top) and st.python_traced_top[0] == SLEEP_FUNCTION
+                and not (callbacks >= CALLBACK_SHARE or tfdata >= TFDATA_NEXT_SHARE
+                         or loader >= TFDATA_NEXT_SHARE))
+    if sleeping:
+        parts.append("most of it the step sleeping in time.sleep: a wait on nothing (a "
+                     "rate limit pacing the loop, a poll for data between its checks, a "
+                     "retry's backoff), not Python work")
+        fixes.append(SLEEP_FIX)
     if jax:
         for what, fix in framework_python(st.python_traced_top):
             parts.append(f"among it, {what}")
@@ -410,5 +433,5 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
         # Where host callbacks hold the Python, loading batches ahead is beside the point.
         # A loader that already works ahead and does not keep up: loading ahead is no fix.
         "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE
-                       or loader >= TFDATA_NEXT_SHARE else [*fixes, TRACED_FIX])
+                       or loader >= TFDATA_NEXT_SHARE or sleeping else [*fixes, TRACED_FIX])
         if fixes else TRACED_FIX)
