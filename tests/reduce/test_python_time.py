@@ -92,6 +92,32 @@ def test_a_step_that_sleeps_is_named_as_a_sleep_not_a_data_loader() -> None:
     assert steps_advice.SLEEP_FIX not in loader.fix
 
 
+@pytest.mark.parametrize("case", ["named_scope_step", "debug_nans_steps", "bf16_cpu_steps",
+                                  "block_tree_metrics", "x64_mlp_steps"])
+def test_a_step_whose_python_is_most_its_own_wait_is_not_told_to_load_ahead(case: str) -> None:
+    # Each step ends in block_until_ready; the batch is a numpy slice (microseconds). The
+    # Python left in the step (7-8 % of it) is the wait's frame innermost where none of
+    # the program's ops ran, and its walk over the waited tree: "load and preprocess the
+    # next batches ahead" would change nothing.
+    s = tfobs.analyze(CAPTURES / f"generated__jax0.10cpu__{case}.xplane.pb")
+    assert s.steps.python_traced_top[0].endswith(" block_until_ready")
+    a = _codes(s)["python_in_step"]
+    assert "most of it in block_until_ready" in a.message
+    assert a.fix == steps_advice.WAIT_FIX and "load and preprocess" not in a.fix
+
+
+def test_a_wait_first_keeps_the_fix_of_a_cause_named_beside_it() -> None:
+    # The EMA's tree_map outside jit (jax_op_by_op) and the device read (array.py _value)
+    # are Python to move: their fixes stay, and the wait's is not added.
+    for case, kept in (("ema_outside_jit_steps", steps_advice.TRACED_FIX),
+                       ("eval_every_4_steps", "keep metrics on the device")):
+        s = tfobs.analyze(CAPTURES / f"generated__jax0.10cpu__{case}.xplane.pb")
+        assert s.steps.python_traced_top[0].endswith(" block_until_ready")
+        a = _codes(s)["python_in_step"]
+        assert kept in a.fix and steps_advice.WAIT_FIX not in a.fix
+        assert "most of it in block_until_ready" not in a.message
+
+
 def test_only_the_thread_that_runs_the_steps_counts() -> None:
     # A Python loader thread sleeps and builds batches beside the steps; the steps wait
     # for them in queue.get. The figure is the training thread's (the one holding the

@@ -157,6 +157,22 @@ SLEEP_FIX = (
     "fill a queue.Queue a few batches ahead and block in get() rather than sleep; where it "
     "is a retry's backoff, the step waits for what it retries. The Python tracer itself "
     "slows each Python call: profile once with it off to size the rest")
+# The step's own wait for its compiled program (`block_until_ready` the function with the
+# most of the step's Python, and no other cause named): the Python tracer leaves the wait's
+# frame innermost where none of the program's ops is open (its start and end, hand-offs
+# between ops) and while it walks the waited tree's leaves; python_time leaves out the
+# rest of the wait. No loader's work: loading batches ahead would change nothing.
+WAIT_FUNCTION = "block_until_ready"
+WAIT_FILES = ("api.py", "array.py")
+WAIT_FIX = (
+    "the step waits for its own compiled program in block_until_ready: loading batches "
+    "ahead would not reach it. Wait on one array (the loss), not the whole state: the "
+    "wait walks every leaf of the tree it is given in Python; wait less often: JAX's "
+    "asynchronous dispatch runs the next step's Python while this one computes when the "
+    "loop blocks or reads metrics every N steps, not every step; the rest is the gaps "
+    "between the program's ops (its start, end and hand-offs), which fewer, larger ops "
+    "shrink. The Python tracer itself slows each Python call: profile once with it off to "
+    "size the rest")
 
 # Python the JAX stack itself runs in the step, known by file and function (the tracer
 # names files by their base name only): a loader's fix would not reach it.
@@ -365,6 +381,15 @@ def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(causes))
 
 
+def _waits_first(top: tuple[str, ...]) -> bool:
+    """Whether the step's Python is most in JAX's `block_until_ready` ("api.py:2479
+    block_until_ready")."""
+    if not top:
+        return False
+    where, _, function = top[0].partition(" ")
+    return function == WAIT_FUNCTION and where.split(":")[0] in WAIT_FILES
+
+
 def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
             ) -> Advice:
     """python_in_step from the Python tracer's events, naming the host callbacks and the
@@ -415,6 +440,12 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
         for what, fix in framework_python(st.python_traced_top):
             parts.append(f"among it, {what}")
             fixes.append(fix)
+    waiting = jax and not fixes and _waits_first(st.python_traced_top)
+    if waiting:
+        parts.append("most of it in block_until_ready, the step waiting for its own "
+                     "program where none of its ops ran and walking the waited tree's "
+                     "leaves: no Python a loader would take over")
+        fixes.append(WAIT_FIX)
     held_pct = max(traced_pct, 100.0 * st.python_callback_s / st.mean_s)
     return PYTHON_IN_STEP.advice(
         "warning" if held_pct >= HIGH_PCT else "info",
@@ -433,5 +464,6 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
         # Where host callbacks hold the Python, loading batches ahead is beside the point.
         # A loader that already works ahead and does not keep up: loading ahead is no fix.
         "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE
-                       or loader >= TFDATA_NEXT_SHARE or sleeping else [*fixes, TRACED_FIX])
+                       or loader >= TFDATA_NEXT_SHARE or sleeping or waiting
+                       else [*fixes, TRACED_FIX])
         if fixes else TRACED_FIX)
