@@ -44,6 +44,7 @@ from tfobs.analysis.advice.launch import (
     QUEUE_WAIT_FIX,
     XLA_RECOMPILE_FIX,
 )
+from tfobs.analysis.advice.rule import JAX_DOCS
 from tfobs.analysis.advice.steps import OP_BY_OP_CALLS
 from tfobs.analysis.tfdata import slowest_stage
 from tfobs.commands.analyze import render
@@ -968,6 +969,18 @@ def test_xla_compiles_per_shape_inside_steps_are_named_with_their_own_fix() -> N
     jax = summary("generated__jax0.10cpu__recompile_each_step")
     assert jax.ops.graph_builds > 0 and one(jax, "tf_function_retracing").fix != XLA_RECOMPILE_FIX
     assert WindowSummary.from_dict(s.to_dict()).ops.xla_compiles == s.ops.xla_compiles
+
+
+def test_a_jax_compile_cites_jax_and_says_nothing_of_tensorflows_xla_compiles() -> None:
+    # A JAX window's compiles read "xla_compiles=0" (a TensorFlow figure: JAX did compile)
+    # beside the tf.function guide's "Controlling retracing"; an epoch's last, smaller
+    # batch, which the message names, had no fix of its own.
+    a = one(summary("generated__jax0.10cpu__recompile_each_step"), "tf_function_retracing")
+    assert "xla_compiles" not in a.evidence and a.evidence["graph_builds"] >= 2
+    assert a.guide.startswith(JAX_DOCS) and "tensorflow.org" not in a.guide
+    assert "pad it to the full batch with a mask" in a.fix
+    tf = one(summary(RETRACE), "tf_function_retracing")  # TensorFlow's keep theirs
+    assert tf.evidence["xla_compiles"] == 0 and "tensorflow.org/guide/function" in tf.guide
 
 
 def test_a_saved_model_export_in_the_steps_is_named_beside_retracing() -> None:

@@ -47,6 +47,8 @@ def advise(summary: WindowSummary) -> tuple[Advice, ...]:
         out = [dataclasses.replace(a, fix=by_id[a.code].jax_fix)
                if a.code in by_id and by_id[a.code].jax_fix and a.fix == by_id[a.code].fix
                else a for a in out]
+        out = [dataclasses.replace(a, guide=by_id[a.code].jax_guide)
+               if a.code in by_id and by_id[a.code].jax_guide else a for a in out]
     per_call = keras_steps_per_call(summary)
     if per_call > 1:
         note = MULTI_STEP_NOTE.format(n=per_call)
@@ -85,6 +87,7 @@ def markdown_table() -> str:
     rows = ["| Rule id | Fires when | Fix | Guide section |", "|---|---|---|---|"]
     for r in RULES:
         fix = f"{r.fix}. JAX: {r.jax_fix}" if r.jax_fix else r.fix
-        cells = (f"`{r.id}`", r.fires_when, fix, r.guide)
+        guide = f"{r.guide}. JAX: {r.jax_guide}" if r.jax_guide else r.guide
+        cells = (f"`{r.id}`", r.fires_when, fix, guide)
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(rows)

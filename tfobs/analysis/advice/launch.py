@@ -17,6 +17,7 @@ import numpy as np
 
 from tfobs.analysis.advice.rule import (
     GPU,
+    JAX_DOCS,
     PROFILER,
     Rule,
     category_advice,
@@ -82,8 +83,10 @@ RETRACING = Rule(
         "outside the loop; pass numbers that change as traced arguments, pad or bucket shapes "
         "to a few sizes and warm each before training (one call per bucket shape, or each "
         "shape's executable from jitted.lower(*args).compile(), called directly: a bucket's "
-        "first use otherwise compiles mid-training), keep dtypes fixed; "
-        "jax.config.update('jax_log_compiles', True) logs each compile and its cause"))
+        "first use otherwise compiles mid-training), keep dtypes fixed; an epoch's last, "
+        "smaller batch: drop it, or pad it to the full batch with a mask (sample weights of "
+        "0); jax.config.update('jax_log_compiles', True) logs each compile and its cause"),
+    jax_guide=f"{JAX_DOCS}: Just-in-time compilation (static arguments, caching)")
 RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER, RETRACING)
 
 SMALL_RATIO = 0.5
@@ -414,7 +417,8 @@ def _retracing(s: WindowSummary) -> list[Advice]:
         + (" jax.clear_caches() runs between the steps." if cleared else ""),
         {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
          "graph_builds": float(s.ops.graph_builds),
-         "xla_compiles": float(s.ops.xla_compiles)},
+         # TensorFlow's XLA compiles: in a JAX window every build is one, and 0 misread
+         **({} if jax else {"xla_compiles": float(s.ops.xla_compiles)})},
         f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)",
         XLA_RECOMPILE_FIX if xla else DISTRIBUTE_GATHER_FIX if gather
         else JAX_CLEAR_CACHES_FIX if cleared

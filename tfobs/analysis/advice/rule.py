@@ -15,6 +15,8 @@ PROFILER = "TensorFlow Profiler guide (tensorflow.org/guide/profiler)"
 GPU = ("Optimize TensorFlow GPU performance with the TensorFlow Profiler "
        "(tensorflow.org/guide/gpu_performance_analysis)")
 TFDATA = "tf.data performance guide (tensorflow.org/guide/data_performance)"
+# A JAX job's own documentation, where a rule's fix in JAX's terms has a source of its own.
+JAX_DOCS = "JAX documentation (docs.jax.dev)"
 
 @dataclass(frozen=True)
 class Rule:
@@ -28,6 +30,8 @@ class Rule:
     # The fix in a JAX job's terms, where `fix` names TensorFlow's (tf.function, Keras,
     # TF_GPU_THREAD_MODE); "" where `fix` holds for both.
     jax_fix: str = ""
+    # Where `jax_fix` comes from, where `guide` is TensorFlow's alone; "" keeps `guide`.
+    jax_guide: str = ""
 
     def advice(self, severity: str, message: str, evidence: dict[str, float],
                threshold: str, fix: str = "") -> Advice:
