@@ -658,6 +658,11 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "per-replica losses and predictions; every step, outside the function, "
         "strategy.reduce(MEAN) of the loss and strategy.gather(preds) then .numpy() and a "
         "numpy metric; tfobs.step markers", {}),
+    "cond_every_5_loop": (
+        "custom loop whose tf.function step runs a tf.cond on the optimizer's iteration "
+        "count: every 5th step the true branch re-orthogonalizes the weights (40 rounds of "
+        "matmul), the others only apply the gradient (multi-modal step times); tfobs.step "
+        "markers", {}),
 }
 
 
@@ -3658,6 +3663,39 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         times.clear()
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "cond_every_5_loop":
+        params = {"batch": 64, "steps": 15, "every": 5, "rounds": 40}
+        w1 = tf.Variable(tf.random.normal((256, 256)) * 0.05)
+        w2 = tf.Variable(tf.random.normal((256, 1)) * 0.05)
+        opt = keras.optimizers.SGD(0.01)
+        it = iter(random_batches(64 * 16, 256, 64))
+
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = mse(yb, tf.nn.relu(xb @ w1) @ w2)
+            g = tape.gradient(loss, [w1, w2])
+            opt.apply_gradients(zip(g, [w1, w2], strict=True))
+
+            def orthogonalize():
+                w = w1.read_value()
+                for _ in range(40):  # Newton-Schulz iterations toward an orthogonal matrix
+                    w = 1.5 * w - 0.5 * w @ tf.transpose(w) @ w
+                w1.assign(w)
+                return tf.constant(1)
+
+            tf.cond(opt.iterations % 5 == 0, orthogonalize, lambda: tf.constant(0))
+            return loss
+
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"], warm=4)
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[4:]]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

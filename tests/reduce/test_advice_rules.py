@@ -1816,6 +1816,36 @@ def test_long_steps_are_named_apart_from_the_typical_ones() -> None:
                  "tf_function_retracing")
 
 
+def test_long_steps_name_the_tf_cond_branch_only_they_take() -> None:
+    """A tf.function step whose tf.cond on the optimizer's iteration count takes a heavy
+    branch (40 matmul rounds) every fifth step: those steps take about 12x the others
+    (the job's own timing). long_steps names the branch their longest ops run in
+    (`cond/then/_0`), which no typical step's do, and a fix for a branch, not the
+    evaluation-or-save guess; evaluate_inside_steps, whose long steps run no branch, keeps
+    the general fix."""
+    s = summary("generated__tf2.21cpu__cond_every_5_loop")
+    durations = {st.step_num: st.duration_s for st in s.steps.items}
+    typical = float(np.median(list(durations.values())))
+    long = sorted(n for n, d in durations.items() if d >= 3 * typical)
+    assert long == [n for n in durations if n % 5 == 4]  # the iterations the cond takes
+    a = one(s, "long_steps")
+    assert a.evidence["long_steps"] == len(long)
+    assert "tf.cond branch (cond/then/_0)" in a.message
+    assert a.fix.startswith("those steps take the branch cond/then/_0 of a tf.cond")
+    for k, st in enumerate(s.steps.items):  # the branch's ops only in the long steps
+        assert any(e.name.startswith("cond/then/_0/") for e in st.top_events) == (
+            st.step_num in long), k
+    e = one(summary("generated__tf2.21cpu__evaluate_inside_steps"), "long_steps")
+    assert "tf.cond" not in e.message and "evaluation" in e.fix
+    # where the window kept no top events of its typical steps (a long window keeps its
+    # longest only), whether they take the branch is unknown: no branch is named
+    bare = tuple(st if st.step_num in long else dataclasses.replace(st, top_events=())
+                 for st in s.steps.items)
+    cut = dataclasses.replace(s, steps=dataclasses.replace(s.steps, items=bare))
+    again = [a for a in advise(cut) if a.code == "long_steps"]
+    assert len(again) == 1 and "tf.cond" not in again[0].message
+
+
 def test_long_steps_leave_a_jax_window_of_dispatched_steps_alone() -> None:
     """A JAX step returns once dispatched; the step that reads a value (float(loss) every N
     steps) waits for those before it. Uneven markers there are the dispatch: the typical

@@ -13,6 +13,7 @@ checkpoint) are `step_pause`, whose fix is another.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -127,6 +128,16 @@ LONG_FACTOR = 3.0  # of the median step
 LONG_MAX_SHARE = 0.25  # of the steps: more than that is no "few"
 LONG_EXCESS_SHARE = 0.3  # of the steps' time
 LONG_MIN_STEPS = 8
+# A tf.cond branch's scope in an op's name inside a tf.function (`cond/then/_0/...`,
+# `cond/else/_1/...`): where the long steps' longest ops lie in one the typical steps'
+# do not, the long steps are the steps that take that branch.
+_COND_BRANCH = re.compile(r"^(.*?/(?:then|else)/_\d+)(?:/|$)")
+COND_BRANCH_FIX = (
+    "those steps take the branch {branch} of a tf.cond inside the step (a condition on the "
+    "step count or the data: extra work every N steps) and the typical steps do not: make "
+    "that branch cheaper or take it less often (a larger N); a tf.function of its own, "
+    "called from Python every N steps outside the marked step, keeps it out of the step's "
+    "averages but not out of the training time; judge the step itself by the typical steps")
 JAX_WAITED_SHARE = 0.25  # of the step period: a JAX typical step that waits for its work
 LONG_MIN_EXCESS_S = 1e-3  # a window's worth: microsecond steps' jitter is no finding
 PRINT_SHARE = 0.05  # of step time
@@ -309,17 +320,47 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
              "device_compute": "device compute", "other": "'All Others' (Python)"}[where]
     nums = ", ".join(str(items[k].step_num) for k in long.tolist()[:8])
     more = ", ..." if long.size > 8 else ""
+    branch = _long_cond_branch(s, long.tolist())
+    taken = (f" Their longest ops run in a tf.cond branch ({branch}) that the typical steps "
+             "do not take." if branch else "")
     return [LONG_STEPS.advice(
         "warning",
         f"{long.size} of {len(items)} steps (steps {nums}{more}) take "
         f"{1e3 * float(durations[long].mean()):.2f} ms on average against "
         f"{1e3 * typical:.2f} ms for the typical step: their excess, mostly {label}, is "
         f"{100 * excess / total:.0f} % of the steps' time, so the window's averages mix two "
-        "kinds of step.",
+        "kinds of step." + taken,
         {"long_steps": float(long.size), "typical_step_s": typical,
          "long_excess_s": excess, "long_excess_share": excess / total},
         f"steps >= {LONG_FACTOR:g}x the median, at most {100 * LONG_MAX_SHARE:g} % of the "
-        f"steps, their excess >= {100 * LONG_EXCESS_SHARE:g} % of step time (tfobs)")]
+        f"steps, their excess >= {100 * LONG_EXCESS_SHARE:g} % of step time (tfobs)",
+        COND_BRANCH_FIX.format(branch=branch) if branch else "")]
+
+
+def _long_cond_branch(s: WindowSummary, long: list[int]) -> str:
+    """The tf.cond branch (`cond/then/_0`) whose ops are among the longest events of every
+    long step and of no typical step, "" where there is none."""
+    items = s.steps.items
+
+    def branches(k: int) -> set[str]:
+        return {m.group(1) for ev in items[k].top_events if ev.kind == "op"
+                and (m := _COND_BRANCH.match(ev.name.split(":", 1)[0]))}
+
+    wanted = set(long)
+    typical: set[str] = set()
+    seen = 0  # typical steps whose top events the window kept (a long window keeps its
+    # longest events only): a branch is "not taken" only where they were looked at
+    for k in range(len(items)):
+        if k not in wanted:
+            typical |= branches(k)
+            seen += bool(items[k].top_events)
+    if 2 * seen < len(items) - len(wanted):
+        return ""
+    common: set[str] | None = None
+    for k in long:
+        found = branches(k) - typical
+        common = found if common is None else common & found
+    return min(common, key=len) if common else ""
 
 
 def _prints(s: WindowSummary) -> list[Advice]:
