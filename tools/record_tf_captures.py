@@ -663,6 +663,10 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "count: every 5th step the true branch re-orthogonalizes the weights (40 rounds of "
         "matmul), the others only apply the gradient (multi-modal step times); tfobs.step "
         "markers", {}),
+    "map_fn_per_example_loop": (
+        "custom loop whose tf.function step normalizes each example of the batch with "
+        "tf.map_fn (a per-example in-graph while loop of 64 iterations) before a Dense "
+        "model; tfobs.step markers", {}),
 }
 
 
@@ -3696,6 +3700,31 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(one, params["steps"], warm=4)
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[4:]]
+    elif case == "map_fn_per_example_loop":
+        params = {"batch": 64, "steps": 10, "features": 128}
+        model = mlp(128, 128)
+        opt = keras.optimizers.SGD(0.01)
+        it = iter(random_batches(64 * 16, 128, 64))
+
+        @tf.function
+        def step(xb, yb):
+            xb = tf.map_fn(lambda row: (row - tf.reduce_mean(row)) /
+                           (tf.math.reduce_std(row) + 1e-6), xb)
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

@@ -1655,6 +1655,25 @@ def test_input_bound_says_a_pipeline_that_keeps_up_has_only_its_hand_over_to_wai
     assert "keeps up" not in one(slow, "input_bound").fix and fired(slow, "tfdata_slowest_stage")
 
 
+def test_a_ten_step_window_of_ready_fetches_keeps_up() -> None:
+    """A 10-step window keeps 8 steps (first and last dropped): a tf.function step whose
+    tf.map_fn loop over the rows takes most of it, fed by a prefetched from_tensor_slices
+    pipeline ready at 8 of 8 fetches. XProf calls it MODERATELY input-bound on IteratorGetNext's
+    own 0.15 ms; the fix is the hand-over's, not "fix the input pipeline first", and no stage
+    (BatchV2, 0.07 ms a step) is blamed."""
+    name = "generated__tf2.21cpu__map_fn_per_example_loop"
+    s = summary(name)
+    held = _root_prefetch_fetches(name, s)
+    ip = s.input_pipeline
+    assert s.steps.count == 8 and ip.prefetch_fetches == ip.prefetch_ready == len(held) == 8
+    assert s.input_bound.verdict == "moderately"
+    a = one(s, "input_bound")
+    assert "the pipeline keeps up" in a.fix and "8 of 8 fetches" in a.fix
+    assert "fix the input pipeline first" not in a.fix
+    stage_rules = {r.id for r in input_pipeline_rules.RULES} - {"input_bound", "output_bound"}
+    assert not stage_rules & {x.code for x in s.advice}
+
+
 def test_input_bound_names_a_few_stalled_fetches() -> None:
     """Keras fit with steps_per_execution: the per-step waits are blurred by the hand-over's
     tenth of a millisecond, but two fetches that found the buffer empty hold most of it."""

@@ -326,6 +326,10 @@ FETCHES_HOLD = 0.5  # of the input wait: the share the root prefetch's fetches m
 # tf.data's own work per step, as a share of the step, from which a host-only job is told
 # that the pipeline's threads take the step's cores.
 SHARED_CORES_SHARE = 0.2
+# Fetches in the steps a window needs before its prefetch buffer's readiness tells (a
+# buffer ready at each of 8 fetches keeps up as one ready at 10 of 10 does; a few
+# stalls among them need more: FEW_STEPS_MIN).
+KEEPS_UP_MIN_FETCHES = 8
 
 
 def _keeps_up(s: WindowSummary) -> str:
@@ -336,7 +340,7 @@ def _keeps_up(s: WindowSummary) -> str:
     # Where a second pipeline has no prefetch (a root of its own), its wait lies where the
     # fetches do not look: they must hold most of the wait. With every root prefetched, the
     # rest is the fetch op's own cost (an iterator read inside the tf.function, Keras fit).
-    if (ip.prefetch_fetches < FEW_STEPS_MIN or waited <= 0
+    if (ip.prefetch_fetches < KEEPS_UP_MIN_FETCHES or waited <= 0
             or ip.prefetch_ready < READY_SHARE * ip.prefetch_fetches
             or (ip.prefetch_s < FETCHES_HOLD * waited and _unprefetched_root(ip))
             or ip.prefetch_empty_s >= STALL_SHARE * waited):
