@@ -104,6 +104,7 @@ def test_a_step_whose_python_is_most_its_own_wait_is_not_told_to_load_ahead(case
     a = _codes(s)["python_in_step"]
     assert "most of it in block_until_ready" in a.message
     assert a.fix == steps_advice.WAIT_FIX and "load and preprocess" not in a.fix
+    assert a.guide == steps_advice.WAIT_GUIDE and "tf.data" not in a.guide
 
 
 def test_a_wait_first_keeps_the_fix_of_a_cause_named_beside_it() -> None:

@@ -9,9 +9,12 @@ preprocessing, `tf.numpy_function` / `tf.py_function` in the step's graph) shows
 
 from __future__ import annotations
 
+import dataclasses
+
 from tfobs.analysis.advice.rule import (
     GPU,
     HIGH_PCT,
+    JAX_DOCS,
     LOADER_WAIT_FIX,
     MODERATE_PCT,
     OTHER_THREAD_SHARE,
@@ -163,6 +166,7 @@ SLEEP_FIX = (
 # between ops) and while it walks the waited tree's leaves; python_time leaves out the
 # rest of the wait. No loader's work: loading batches ahead would change nothing.
 WAIT_FUNCTION = "block_until_ready"
+WAIT_GUIDE = f"{JAX_DOCS}: Asynchronous dispatch"
 WAIT_FILES = ("api.py", "array.py")
 WAIT_FIX = (
     "the step waits for its own compiled program in block_until_ready: loading batches "
@@ -447,7 +451,7 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
                      "leaves: no Python a loader would take over")
         fixes.append(WAIT_FIX)
     held_pct = max(traced_pct, 100.0 * st.python_callback_s / st.mean_s)
-    return PYTHON_IN_STEP.advice(
+    found = PYTHON_IN_STEP.advice(
         "warning" if held_pct >= HIGH_PCT else "info",
         f"{traced_pct:.1f} % of step time runs Python functions inside the step "
         f"({1e3 * st.python_traced_s:.2f} ms per step; most in "
@@ -467,3 +471,5 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
                        or loader >= TFDATA_NEXT_SHARE or sleeping or waiting
                        else [*fixes, TRACED_FIX])
         if fixes else TRACED_FIX)
+    # The wait's fix is JAX's asynchronous dispatch, not tf.data's guide.
+    return dataclasses.replace(found, guide=WAIT_GUIDE) if waiting else found
