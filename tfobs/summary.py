@@ -80,6 +80,7 @@ RuleId = Literal[
     "tfdata_slowest_stage",
     "output_bound",
     "tfdata_shares_cores",
+    "tfdata_ignore_errors",
     "all_others_bound",
     "step_gap",
     "step_pause",
@@ -268,6 +269,11 @@ class Steps:
     # down or made), and their seconds in it.
     pause_top: tuple[str, ...] = ()
     pause_top_s: tuple[float, ...] = ()
+    # The share of the time between consecutive kept steps that no event on any line of
+    # the host plane covers: the host idle (a sleep, a rate limit) or running what the
+    # capture does not trace (Python with the tracer off). 0 where the gaps hold under 5 %
+    # of the steps' span (not measured: no finding reads it there).
+    gap_idle_ratio: float = 0.0
     # Host-only captures of a JAX job: seconds of XLA's CPU runtime work in the window that
     # ran outside every step, and its share of that runtime's work
     # (tfobs.analysis.xla_cpu_work).
@@ -372,6 +378,14 @@ class InputPipeline:
     # stages, and the stages' names (longest first, at most 3). 0 / () without one.
     loader_input_s: float = 0.0
     loader_stages: tuple[str, ...] = ()
+    # The ignore_errors() stage that passed on the fewest of its input's elements (the rest
+    # raised an error and were dropped): its name (`[*]` where several, an interleave's
+    # elements, are one), its elements and its input's in the window, and the input's kind
+    # (`ParallelMapV2`). "" / 0 where none passed on fewer than its input made.
+    ignore_errors_stage: str = ""
+    ignore_errors_passed: int = 0
+    ignore_errors_input: int = 0
+    ignore_errors_input_kind: str = ""
 
 
 @dataclass(frozen=True)

@@ -658,11 +658,19 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "per-replica losses and predictions; every step, outside the function, "
         "strategy.reduce(MEAN) of the loss and strategy.gather(preds) then .numpy() and a "
         "numpy metric; tfobs.step markers", {}),
+    "sleep_between_steps_loop": (
+        "custom loop throttled by the job: after each marked tf.function step (about 2 ms) "
+        "it sleeps 8 ms in Python outside the marker (a rate-limited job); prefetched "
+        "input; tfobs.step markers", {}),
     "cond_every_5_loop": (
         "custom loop whose tf.function step runs a tf.cond on the optimizer's iteration "
         "count: every 5th step the true branch re-orthogonalizes the weights (40 rounds of "
         "matmul), the others only apply the gradient (multi-modal step times); tfobs.step "
         "markers", {}),
+    "ignore_errors_decode_loop": (
+        "custom loop over encoded 64x64 JPEG strings, one in four corrupt: a parallel map "
+        "decoding them (tf.io.decode_jpeg) followed by ignore_errors() (the corrupt ones "
+        "dropped), batch(32), prefetch(2); a small conv net; tfobs.step markers", {}),
     "map_fn_per_example_loop": (
         "custom loop whose tf.function step normalizes each example of the batch with "
         "tf.map_fn (a per-example in-graph while loop of 64 iterations) before a Dense "
@@ -3667,6 +3675,31 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         times.clear()
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "sleep_between_steps_loop":
+        params = {"batch": 64, "steps": 12, "sleep_ms": 8}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(random_batches(64 * 16, 128, 64))
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            times.append(time.perf_counter() - t)
+
+        def marker(i):
+            import contextlib
+
+            @contextlib.contextmanager
+            def throttled():
+                with tfobs.step(i):
+                    yield
+                time.sleep(0.008)  # the job's rate limit, outside the step
+
+            return throttled()
+
+        warm_then_profile(one, params["steps"], marker=marker)
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
     elif case == "cond_every_5_loop":
         params = {"batch": 64, "steps": 15, "every": 5, "rounds": 40}
         w1 = tf.Variable(tf.random.normal((256, 256)) * 0.05)
@@ -3700,6 +3733,40 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
 
         warm_then_profile(one, params["steps"], warm=4)
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[4:]]
+    elif case == "ignore_errors_decode_loop":
+        params = {"batch": 32, "steps": 10, "corrupt_every": 4, "size": 64}
+        encoded = []
+        for k in range(256):
+            img = rng.integers(0, 255, (64, 64, 3), dtype=np.uint8)
+            data = tf.io.encode_jpeg(img).numpy()
+            encoded.append(data[: len(data) // 3] if k % 4 == 3 else data)
+        labels = rng.integers(0, 10, 256)
+
+        def decode(s, y):
+            im = tf.io.decode_jpeg(s, channels=3)
+            return tf.cast(tf.ensure_shape(im, (64, 64, 3)), tf.float32) / 255.0, y
+
+        ds = (tf.data.Dataset.from_tensor_slices((encoded, labels)).repeat()
+              .map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+              .ignore_errors(log_warning=False).batch(32).prefetch(2))
+        model = keras.Sequential([keras.Input((64, 64, 3)),
+                                  keras.layers.Conv2D(16, 3, strides=2, activation="relu"),
+                                  keras.layers.GlobalAveragePooling2D(),
+                                  keras.layers.Dense(10)])
+        step = build_train_step(tf, model)
+        it = iter(ds)
+        times, waits = [], []
+
+        def one(i):
+            t = time.perf_counter()
+            xb, yb = next(it)
+            waits.append(time.perf_counter() - t)
+            float(step(xb, yb))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_next_ms"] = [round(t * 1e3, 3) for t in waits[3:]]
     elif case == "map_fn_per_example_loop":
         params = {"batch": 64, "steps": 10, "features": 128}
         model = mlp(128, 128)

@@ -21,6 +21,7 @@ import tfobs
 from tests.conftest import CAPTURES
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
 from tfobs.analysis.advice import input_pipeline as input_pipeline_rules
+from tfobs.analysis.advice.gaps import GAP_SHARE
 from tfobs.analysis.advice.input_pipeline import (
     CACHE_FILL_FIX,
     MAP_IN_INTERLEAVE_FIX,
@@ -46,6 +47,7 @@ from tfobs.analysis.advice.launch import (
 )
 from tfobs.analysis.advice.rule import JAX_DOCS
 from tfobs.analysis.advice.steps import OP_BY_OP_CALLS
+from tfobs.analysis.pauses import GAPS_MEASURED_SHARE
 from tfobs.analysis.tfdata import slowest_stage
 from tfobs.commands.analyze import render
 from tfobs.export import page
@@ -552,6 +554,59 @@ def test_step_gap_names_the_python_between_train_on_batch_calls() -> None:
     assert a.evidence["gap_share"] >= 0.10
     assert s.steps.outside_ratio == pytest.approx(a.evidence["gap_share"], abs=0.05)
     assert "train_on_batch" in a.fix and "predict_on_batch" in a.fix
+
+
+SLEEP = "generated__tf2.21cpu__sleep_between_steps_loop"  # 8 ms time.sleep after each step
+
+
+def test_step_gap_says_when_the_gaps_hold_no_event_and_fits_its_fix() -> None:
+    """A loop pacing itself: an 8 ms time.sleep after each marked step, the Python tracer
+    off. No event on any thread of the host lies in the gaps, so the capture cannot say
+    what they hold: step_gap says so, and its fix is the Python tracer and the pace the
+    job sets, not Keras callbacks or numpy batch building."""
+    s = summary(SLEEP)
+    assert s.steps.gap_idle_ratio >= 0.99
+    a = one(s, "step_gap")
+    assert a.severity == "critical" and 0.008 <= a.evidence["gap_s"] <= 0.0095  # sleep_ms=8
+    assert a.evidence["gap_idle_ratio"] == s.steps.gap_idle_ratio
+    assert "100 % of the gaps' time holds no event on any thread of the host" in a.message
+    assert "a time.sleep, a rate limit" in a.message
+    assert a.fix.startswith("Profile once with the Python tracer on")
+    assert "python_tracer_level=1" in a.fix and "the step time is not the bottleneck" in a.fix
+    assert "Keras callbacks" not in a.fix and "predict_on_batch" not in a.fix
+    assert WindowSummary.from_dict(s.to_dict()).steps.gap_idle_ratio == s.steps.gap_idle_ratio
+    # A JAX window's fix in JAX's terms; with the tracer on and the gaps still empty, the
+    # host waits: no tracer to turn on.
+    jax = dataclasses.replace(s, environment=dataclasses.replace(s.environment,
+                                                                 framework="jax"))
+    j = one(dataclasses.replace(s, advice=advise(jax)), "step_gap")
+    assert "jax.profiler.trace" in j.fix and "tf.function" not in j.fix
+    traced = dataclasses.replace(s, steps=dataclasses.replace(
+        s.steps, python_traced_top=("train.py:12 loop",)))
+    t = one(dataclasses.replace(s, advice=advise(traced)), "step_gap")
+    assert "saw no Python there either" in t.message and "Profile once" not in t.fix
+    # Measured only where the gaps could make a finding (under half of step_gap's share,
+    # a window of thousands of steps pays nothing for it): 4,000 tiny TF steps, 1.9 % gaps.
+    assert GAPS_MEASURED_SHARE <= GAP_SHARE / 2
+    assert summary("generated__tf2.21cpu__tiny_steps_long").steps.gap_idle_ratio == 0.0
+
+
+def test_step_gap_keeps_its_wording_where_the_gaps_hold_events() -> None:
+    """A Keras fit's callback gap holds few events too: the callbacks' fix stays, with the
+    Python tracer to find which. Gaps holding the loop's events (train_on_batch's Python, a
+    JAX loop's Python with the tracer on) keep the wording they had."""
+    from tfobs.analysis.advice.gaps import STEP_GAP
+
+    k = one(summary(CALLBACK), "step_gap")
+    assert k.fix.startswith(STEP_GAP.fix) and "python_tracer_level=1" in k.fix
+    assert "per-batch callbacks" in k.message
+    for name in (GAN_ON_BATCH, "generated__tf2.21cpu__fit_validation_unmarked",
+                 "generated__jax0.10cpu__python_generator_between_steps"):
+        s = summary(name)
+        assert s.steps.gap_idle_ratio < 0.5, name
+        a = one(s, "step_gap")
+        assert "holds no event" not in a.message and "python_tracer_level" not in a.fix
+        assert "gap_idle_ratio" not in a.evidence
 
 
 def test_step_gap_silent_on_the_healthy_run() -> None:
@@ -1987,6 +2042,54 @@ def test_a_filter_that_keeps_most_of_its_input_is_not_named() -> None:
     assert _filter_keeps(dropping[0], dropping) == (dropping[0], 1000)
     # The filter's input, slowest itself, is named through its filter too.
     assert _filter_keeps(dropping[1], dropping) == (dropping[0], 1000)
+
+
+IGNORE_ERRORS = "generated__tf2.21cpu__ignore_errors_decode_loop"
+
+
+def test_the_elements_ignore_errors_drops_are_counted_and_named() -> None:
+    """A parallel map decoding JPEGs, one in four cut short, then ignore_errors(): the
+    IgnoreErrors stage passes on three in four of the elements its map made, the rest
+    dropped without a word. The job is not input-bound (POTENTIALLY, on 'All Others'), and
+    the note does not wait for the input rules' gate."""
+    s = summary(IGNORE_ERRORS)
+    ip = s.input_pipeline
+    stages = {st.name: st for st in ip.stages}
+    stage = ip.ignore_errors_stage
+    assert stage == "Iterator::Root::Prefetch::BatchV2::IgnoreErrors"
+    assert ip.ignore_errors_passed == stages[stage].count
+    assert ip.ignore_errors_input == stages[stage + "::ParallelMapV2"].count
+    assert ip.ignore_errors_input_kind == "ParallelMapV2"
+    made = ip.ignore_errors_input
+    dropped = made - ip.ignore_errors_passed
+    assert dropped / made == pytest.approx(1 / 4, abs=0.02)  # corrupt_every=4
+    assert s.input_bound.verdict not in ("highly", "moderately")
+    a = one(s, "tfdata_ignore_errors")
+    assert a.severity == "info" and a.evidence["ignore_errors_dropped"] == dropped
+    assert (f"passed on {ip.ignore_errors_passed} of the {made} elements its input "
+            f"(ParallelMapV2) made in the window: {dropped} (25 %)") in a.message
+    assert "DecodeJpeg" in a.message and "silently" in a.message
+    assert "log_warning=True" in a.fix and "filter() on it before the expensive map" in a.fix
+    back = WindowSummary.from_dict(s.to_dict())
+    assert back.input_pipeline.ignore_errors_input == made
+    # A few elements short (one in flight at each edge of the window) is no drop.
+    edge = dataclasses.replace(s, input_pipeline=dataclasses.replace(
+        ip, ignore_errors_passed=made - 2))
+    assert not fired(dataclasses.replace(s, advice=advise(edge)), "tfdata_ignore_errors")
+
+
+def test_ignore_errors_counts_an_interleaves_elements_as_one_stage() -> None:
+    from tfobs.analysis.tfdata import ignore_errors_drops
+
+    root = "Iterator::Root::Prefetch::ParallelInterleaveV4"
+    stages = tuple(TfDataStage(name, 0.01, count) for name, count in (
+        (f"{root}[0]::IgnoreErrors", 40), (f"{root}[0]::IgnoreErrors::TFRecord", 50),
+        (f"{root}[1]::IgnoreErrors", 45), (f"{root}[1]::IgnoreErrors::TFRecord", 45),
+        ("Iterator::Root::Prefetch", 10)))
+    assert ignore_errors_drops(stages) == (f"{root}[*]::IgnoreErrors", 85, 95, "TFRecord")
+    # Without a drop, or without the stage, nothing.
+    assert ignore_errors_drops(stages[2:]) == ("", 0, 0, "")
+    assert ignore_errors_drops(stages[-1:]) == ("", 0, 0, "")
 
 
 ONE_THREAD = "generated__tf2.21cpu__one_thread_pool_loop"

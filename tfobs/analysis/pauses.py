@@ -1,9 +1,11 @@
-"""What runs in the longest pause between the steps.
+"""What runs in the longest pause between the steps, and how much of the gaps holds nothing.
 
 A window whose steps are even but for a few long gaps (an epoch's end: validation, the
 old iterator torn down, callbacks) shows the gaps' share and not their cause. The events
 that begin inside the longest gap on the threads that run the steps, outermost first
 (an event that began before the gap wraps the whole loop and says nothing), name it.
+Gaps in which no line of the host plane has any event hold work the capture does not show:
+Python with the tracer off, or a wait (a sleep pacing the loop).
 """
 
 from __future__ import annotations
@@ -12,9 +14,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tfobs.analysis.gpu_idle import merged_spans
 from tfobs.analysis.timeline import Timeline, outermost_of
 
 TOP_EVENTS = 3
+# The gaps' share of the steps' span below which `gaps_idle` is not measured (0.0): half
+# of what step_gap, the one finding that reads it, needs; a window of thousands of steps
+# that leave no gap to speak of pays nothing for it.
+GAPS_MEASURED_SHARE = 0.05
 
 
 def longest_pause(host: Timeline | None, lines: Sequence[int], begin_ps: np.ndarray,
@@ -44,3 +51,41 @@ def longest_pause(host: Timeline | None, lines: Sequence[int], begin_ps: np.ndar
             by_name[name] = by_name.get(name, 0) + int(ps)
     top = sorted(by_name, key=lambda n: (-by_name[n], n))[:TOP_EVENTS]
     return tuple(top), tuple(by_name[n] / 1e12 for n in top)
+
+
+def gaps_idle(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray) -> float:
+    """The share of the time between consecutive steps (`begin_ps`, `end_ps`: the kept
+    steps, absolute ps, in order) that no event on any line of the host plane covers: the
+    host idle there (a sleep, a wait on something outside the job's process) or running
+    what the capture does not trace (the job's own Python with the Python tracer off).
+    0.0 where the gaps hold under `GAPS_MEASURED_SHARE` of the steps' span, or without a
+    host plane."""
+    if host is None or begin_ps.size < 2:
+        return 0.0
+    lo, hi = end_ps[:-1], begin_ps[1:]
+    apart = hi > lo
+    lo, hi = lo[apart], hi[apart]
+    total = int((hi - lo).sum())
+    if total <= 0 or total < GAPS_MEASURED_SHARE * int(end_ps[-1] - begin_ps[0]):
+        return 0.0
+    begins, ends = [], []
+    for ld in host.lines:
+        if len(ld):  # each line's events merged first: its nested events add nothing
+            line = merged_spans(ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps)
+            begins.append(line.begin)
+            ends.append(line.end)
+    if not begins:
+        return 1.0
+    busy = merged_spans(np.concatenate(begins), np.concatenate(ends))
+    # The busy time before each instant: the spans begun by then, less the part of the
+    # last of them that runs past it.
+    before = np.r_[0, np.cumsum(busy.end - busy.begin)]
+
+    def upto(at: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(busy.begin, at, side="right")
+        past = np.where(k > 0, np.maximum(busy.end[np.maximum(k - 1, 0)] - at, 0), 0)
+        covered: np.ndarray = before[k] - past
+        return covered
+
+    covered = int((upto(hi) - upto(lo)).sum())
+    return max(0.0, 1.0 - covered / total)

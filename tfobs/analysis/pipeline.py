@@ -34,7 +34,7 @@ from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merged_
 from tfobs.analysis.input_stages import loader_wait
 from tfobs.analysis.load import read_source
 from tfobs.analysis.memory import reduce_memory
-from tfobs.analysis.pauses import longest_pause
+from tfobs.analysis.pauses import gaps_idle, longest_pause
 from tfobs.analysis.python_time import (
     annotated_tfdata_next,
     is_python_event,
@@ -229,6 +229,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_other_thread_s=_per_step(other_s, steps.count), python_other_thread=other_name,
         python_other_thread_top=other_top,
         pause_top=pause[0], pause_top_s=pause[1],
+        gap_idle_ratio=gaps_idle(host, spans.columns.begin, spans.columns.end),
         host_to_device_s=0.0 if has_device else _per_step(
             host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count)), host,
         len(found.groups) if not batches else 0)
@@ -257,6 +258,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     remember_step_sums(steps, total_step_s, sums, kept.seconds_array)
     remember_step_fields(steps, *step_columns)
     pool = input_pipeline.pool_threads(host, duration_s) if stages else (0, 0.0, 0.0)
+    ignored = tfdata.ignore_errors_drops(stages)
     loader = loader_wait(host, spans.columns.begin, spans.columns.end, found.root_lines)
     return with_advice(WindowSummary(
         start_ns=start_ns,
@@ -293,6 +295,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             pool_busy_s=pool[2],
             loader_input_s=_per_step(loader[0], steps.count),
             loader_stages=loader[1],
+            ignore_errors_stage=ignored[0],
+            ignore_errors_passed=ignored[1],
+            ignore_errors_input=ignored[2],
+            ignore_errors_input_kind=ignored[3],
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,

@@ -79,6 +79,31 @@ def same_stage_key(name: str) -> str:
     return _SAME_STAGE.sub(r"\1[*]", name)
 
 
+def ignore_errors_drops(all_stages: tuple[TfDataStage, ...]) -> tuple[str, int, int, str]:
+    """(the ignore_errors() stage, its elements, its input's, the input's kind) for the one
+    whose input made the most elements it did not pass on (`Dataset.ignore_errors` drops
+    each element its input raised an error for); ("", 0, 0, "") where none dropped any.
+    Stages of one key (an interleave's elements, a repeat's epochs) are one stage, their
+    counts summed."""
+    counts: dict[str, int] = {}
+    names: dict[str, str] = {}  # the stage's own name where one stage has the key
+    for stage in all_stages:
+        key = same_stage_key(stage.name)
+        counts[key] = counts.get(key, 0) + stage.count
+        names[key] = key if key in names else stage.name
+    best = ("", 0, 0, "")
+    for key, passed in counts.items():
+        if key.rsplit("::", 1)[-1] != "IgnoreErrors":
+            continue
+        under = key + "::"
+        made, kind = max(((n, k[len(under):]) for k, n in counts.items()
+                          if k.startswith(under) and "::" not in k[len(under):]),
+                         default=(0, ""))
+        if made - passed > best[2] - best[1]:
+            best = (names[key], passed, made, _LAST_INDEX.sub("", kind))
+    return best
+
+
 def in_interleave_element(name: str) -> bool:
     """The stage runs inside an interleave's function, once per cycle element:
     `...::ParallelInterleaveV4[2]::Map` (or `[*]`, its elements together)."""

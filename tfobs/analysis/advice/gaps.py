@@ -30,6 +30,7 @@ from tfobs.analysis.advice.rule import (
     step_total_s,
 )
 from tfobs.analysis.breakdown import MODERATELY_INPUT_PCT
+from tfobs.analysis.calls import KERAS_JAX_TRAIN_STEP
 from tfobs.summary import Advice, WindowSummary
 
 ALL_OTHERS = Rule(
@@ -150,6 +151,14 @@ PAUSE_FACTOR = 10  # a gap this many times the typical one is a pause
 CHECKPOINT_SHARE = 0.05  # of the window (write ops) or of all step time (the saving steps)
 # 'All Others' held by the steps that save a checkpoint: the save's Python, not the step's.
 CHECKPOINT_OTHER_SHARE = 0.5
+# The share of the gaps' time in which no line of the host plane has any event, from which
+# the gaps hold nothing the capture shows. On the test captures: 95-100 % where a sleep or
+# a callback's untraced Python fills them, at most 73 % where the loop's own work shows.
+EMPTY_GAP_IDLE = 0.9
+# The calls of Keras's fit loop (Keras 3 on TensorFlow, tf_keras, Keras 3 on JAX): its
+# per-batch callbacks and logs run in the gaps, as Python the tracer alone shows.
+KERAS_FIT_CALLS = ("multi_step_on_iterator", "one_step_on_iterator", "train_function",
+                   KERAS_JAX_TRAIN_STEP)
 
 RUNTIME_FIX = (
     "most of that 'All Others' is the step's own compiled work, which XLA's CPU runtime ran "
@@ -424,6 +433,7 @@ def _gap(s: WindowSummary) -> Advice | None:
         pauses = [gaps[j] for j in at]
         held = sum(pauses) / sum(gaps) if pauses else 0.0
         also, fix = "", ""
+        empty = _empty_gaps(s)
         if held >= 0.5:
             (stride_words, stride_evidence), first = _periodic(
                 [items[j].step_num for j in at], len(at))
@@ -431,7 +441,8 @@ def _gap(s: WindowSummary) -> Advice | None:
                     f"{100 * held:.0f} % of it (an epoch's end, a validation run, a "
                     f"checkpoint); the typical gap is {1e3 * typical:.2f} ms." + stride_words
                     + _pause_contents(s))
-            fix = f"{first}; then, for the gap every step pays: {STEP_GAP.fix}"
+            fix = (f"{first}; then, for the gap every step pays: "
+                   f"{empty[1] if empty else STEP_GAP.fix}")
             evidence = {**evidence, "typical_gap_s": typical, "pauses": float(len(pauses)),
                         "pause_share": held, **stride_evidence}
         python = s.steps.python_between_s
@@ -442,6 +453,10 @@ def _gap(s: WindowSummary) -> Advice | None:
                      "work between the steps, such as a Python data loader building the "
                      "next batch, which XProf counts as no input.")
             evidence = {**evidence, "python_between_s": python}
+        if empty:
+            also += empty[0]
+            fix = fix or empty[1]
+            evidence = {**evidence, "gap_idle_ratio": s.steps.gap_idle_ratio}
         return STEP_GAP.advice(
             "critical" if share >= GAP_CRITICAL_SHARE else "warning",
             f"{100 * share:.0f} % of each step period ({1e3 * mean_gap:.2f} ms of "
@@ -464,6 +479,50 @@ def _gap(s: WindowSummary) -> Advice | None:
         f"{items[k + 1].step_num}; the typical gap is {1e3 * typical:.2f} ms."
         + periodic + _pause_contents(s), evidence,
         threshold + ", the median gap under it", "" if fix == STEP_PAUSE.fix else fix)
+
+
+# Where the gaps hold no event, the capture cannot say what runs there: the Python tracer
+# can, and a pause the job makes on purpose is no cost of its steps.
+TRACER_ON = ("profile once with the Python tracer on (tfobs: python_tracer_level=1, or "
+             "TFOBS_PYTHON_TRACER_LEVEL=1{own})")
+PACED_FIX = (
+    "{see}. If it is a deliberate pause (a sleep or rate limit pacing the loop, a wait for "
+    "requests or for another process), the step time is not the bottleneck: the job runs at "
+    "the pace it sets, and a faster step does not make it faster; if it is work of the "
+    "loop's own, {move}")
+
+
+def _empty_gaps(s: WindowSummary) -> tuple[str, str] | None:
+    """(words for step_gap's message, its fix) where the gaps between the steps hold no
+    event on any thread of the host (`Steps.gap_idle_ratio`); None where they hold some."""
+    idle = s.steps.gap_idle_ratio
+    if idle < EMPTY_GAP_IDLE:
+        return None
+    jax = s.environment.framework == "jax"
+    traced = bool(s.steps.python_traced_top) or s.environment.keras
+    keras = any(c.name in KERAS_FIT_CALLS for c in s.steps.calls)
+    what = ("waiting (a time.sleep, a rate limit, a lock, another process): the Python "
+            "tracer was on and saw no Python there either" if traced else
+            "running Python the profile does not trace (the Python tracer was off), or "
+            "waiting (a time.sleep, a rate limit, a lock, another process)")
+    words = (f" {100 * idle:.0f} % of the gaps' time holds no event on any thread of the "
+             f"host: no {'JAX' if jax else 'TensorFlow'} or tf.data work runs there; the host "
+             f"is {what}.")
+    own = ("; jax.profiler.trace traces Python by default" if jax else
+           "; TensorFlow's own profiler: tf.profiler.experimental.ProfilerOptions("
+           "python_tracer_level=1)")
+    see = TRACER_ON.format(own=own)
+    if keras:  # Keras's own per-batch Python: its callbacks' fix holds
+        return (words + " In a Keras fit that is most likely its per-batch callbacks.",
+                f"{STEP_GAP.jax_fix if jax else STEP_GAP.fix}; to see which callback holds "
+                f"the gap, {see}")
+    move = ("move it out of the loop: read device values (float(loss), jax.device_get) "
+            "every N steps and build batches ahead on a loader thread" if jax else
+            "move it into the tf.function step or a tf.data pipeline (numpy batch "
+            "building, logging every N steps), or run several steps per call")
+    see = ("The capture cannot say what the host waits for" if traced
+           else f"{see[0].upper()}{see[1:]} to see what the gaps run")
+    return words, PACED_FIX.format(see=see, move=move)
 
 
 # Pauses at a fixed stride of steps: a callback or hook the job runs every N batches.

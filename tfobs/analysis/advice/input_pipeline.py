@@ -167,9 +167,28 @@ SHARES_CORES = Rule(
     "(options.threading.private_threadpool_size) so the step keeps its cores; on a GPU host "
     "the same pipeline would run beside the device",
     f"{TFDATA}: Vectorizing mapping; Caching; Parallelizing data transformation")
+# ignore_errors() drops each element its input fails to make (a corrupt record, an op that
+# raised) and says nothing: the stage's count against its input's tells how many.
+IGNORE_ERRORS = Rule(
+    "tfdata_ignore_errors", "input pipeline",
+    "a tf.data ignore_errors() stage passes on >= 3 and >= 5 % fewer elements than its input "
+    "made in the window: those raised an error and were dropped (whether or not the job is "
+    "input-bound)",
+    "find the bad records and fix or remove them offline: run the pipeline once with "
+    "ignore_errors(log_warning=True), which logs each error it drops, or without "
+    "ignore_errors() to stop at the first; where a cheap check tells a bad record (its "
+    "length, a header, tf.io.is_jpeg), filter() on it before the expensive map, so no work "
+    "is spent on what is dropped",
+    "tf.data API: Dataset.ignore_errors (tensorflow.org/api_docs/python/tf/data/"
+    f"Dataset#ignore_errors); {PROFILER}: TensorFlow stats (each Iterator::... row's "
+    "occurrences)")
 RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, ONE_THREAD, NO_PREFETCH, MAP_FUNCTION,
          FILE_READ, FROM_GENERATOR, PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND,
-         SHARES_CORES)
+         SHARES_CORES, IGNORE_ERRORS)
+# The drops from which ignore_errors() is named: a share of its input's elements, and a
+# count (an element in flight at each edge of the window, or an epoch's end, is no drop).
+IGNORE_DROPS_SHARE = 0.05
+IGNORE_DROPS_MIN = 3
 # tf.data's pool work per step, as a share of the step, from which a job XProf calls not
 # input-bound is told its pipeline takes the step's cores (info), and a warning.
 CORES_INFO_SHARE = 0.5
@@ -220,8 +239,34 @@ def _pipeline_cores(s: WindowSummary) -> list[Advice]:
         f"{100 * CORES_WARNING_SHARE:g} %")]
 
 
+def _ignore_errors(s: WindowSummary) -> list[Advice]:
+    """tfdata_ignore_errors: an ignore_errors() stage that passed on fewer elements than
+    its input made: the rest raised errors, silently dropped, their work spent."""
+    ip = s.input_pipeline
+    name, passed, made, kind = (ip.ignore_errors_stage, ip.ignore_errors_passed,
+                                ip.ignore_errors_input, ip.ignore_errors_input_kind)
+    dropped = made - passed
+    if not name or dropped < max(IGNORE_DROPS_MIN, IGNORE_DROPS_SHARE * made):
+        return []
+    batches = kind in ("BatchV2", "Batch", "ParallelBatch", "PaddedBatchV2")
+    ops = (f" (tf.data's function ops in the window: {1e3 * ip.function_ops_s:.2f} ms, "
+           f"most in {', '.join(ip.function_ops_top)})" if ip.function_ops_top else "")
+    return [IGNORE_ERRORS.advice(
+        "info",
+        f"ignore_errors() ({name}) passed on {passed} of the {made} "
+        f"{'batches' if batches else 'elements'} its input ({kind}) made in the window: "
+        f"{dropped} ({100 * dropped / made:.0f} %) raised an error and were dropped"
+        + (", each a whole batch" if batches else "") + ". Each dropped element's work in "
+        f"the stages under it was spent for nothing{ops}, and the errors pass silently "
+        "(ignore_errors() logs none unless log_warning=True).",
+        {"ignore_errors_dropped": float(dropped), "ignore_errors_input": float(made),
+         "ignore_errors_dropped_share": dropped / made},
+        f"an ignore_errors() stage's elements >= {IGNORE_DROPS_MIN} and >= "
+        f"{100 * IGNORE_DROPS_SHARE:g} % fewer than its input's (tfobs)")]
+
+
 def check(s: WindowSummary) -> list[Advice]:
-    out = _output(s) + _pipeline_cores(s)
+    out = _output(s) + _pipeline_cores(s) + _ignore_errors(s)
     ib = s.input_bound
     # A JAX step waiting in tf.data's next(): input XProf cannot see (no TensorFlow op).
     hidden_pct = (100.0 * s.steps.python_tfdata_next_s / s.steps.mean_s
