@@ -820,7 +820,8 @@ params["steps"] = steps
 params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
 if case == "compilation_cache_load":
     params["cache_events"] = sorted(set(e for e in events if "cache" in e))
-    params["cache_durations_s"] = {n: round(s, 4) for n, s in dur_events if "cache" in n or "compile" in n}
+    params["cache_durations_s"] = {n: round(s, 4) for n, s in dur_events
+                                   if "cache" in n or "compile" in n}
 if case == "partial_last_batch_epochs":
     params["batch_rows"] = sizes_seen
 if case == "sleep_throttled_steps":
