@@ -113,6 +113,7 @@ RuleId = Literal[
     "jax_op_by_op",
     "optimizer_update",
     "padded_batch_loop",
+    "in_graph_loop",
 ]
 RULE_IDS: tuple[str, ...] = typing.get_args(RuleId)
 Severity = Literal["info", "warning", "critical"]  # least severe first
@@ -285,6 +286,22 @@ class Steps:
     # files under 'All Others' (work on threads no step is linked to: a JAX job's Eigen
     # threads), although it is the step's compiled work.
     work_in_other_s: float = 0.0
+    # In-graph loops inside the steps (tf.map_fn, tf.while_loop, a Python loop AutoGraph
+    # made one, a Keras RNN's loop over time steps): seconds per step during which the
+    # executor runs their iterations past the first (`ExecutorState::Process` events with
+    # `iter_num` > 0, each instant counted once over every thread), in no op row where
+    # the body's ops are too small to write events; the part of it in the op events the
+    # iterations did write (outermost); the median step's highest iteration
+    # and the highest of any step; the loops' name scopes, most op time first (from the
+    # ops the iterations ran, else from the tensors unstacked for them); whether the loop
+    # is a Keras recurrent layer's. A steps_per_execution loop's own iterations are left
+    # out (tfobs.analysis.loops).
+    in_graph_loop_s: float = 0.0
+    in_graph_loop_op_s: float = 0.0
+    in_graph_loop_iterations: int = 0
+    in_graph_loop_iterations_max: int = 0
+    in_graph_loop_scopes: tuple[str, ...] = ()
+    in_graph_loop_recurrent: bool = False
     # Steps' top events left out of `items` beyond the window's bound (the reducer's
     # `max_top_events`, the trace's span cap): a window of thousands of steps keeps its
     # longest events, not every step's.

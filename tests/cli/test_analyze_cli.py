@@ -302,6 +302,19 @@ def test_xla_programs_outside_the_op_table_are_said() -> None:
     assert plain.ops.xla_programs_s == 0 and "XLA's compiled programs" not in render(plain)
 
 
+def test_an_in_graph_loop_outside_the_op_table_is_said() -> None:
+    """A per-row tf.map_fn writes no op event: the text says its iterations' time under
+    the op table, which holds none of it."""
+    import tfobs
+    from tfobs.commands.analyze import render
+
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__map_fn_per_example_loop.xplane.pb")
+    assert "in-graph loop iterations (map): 0.98 ms per step (40 % of the step), 0 % of it in "\
+        "op events" in render(s)
+    plain = tfobs.analyze(CAPTURES / "advice__healthy.xplane.pb")
+    assert plain.steps.in_graph_loop_s == 0 and "in-graph loop" not in render(plain)
+
+
 @pytest.mark.parametrize(("stem", "verdict"), [
     ("generated__jax0.10cpu__keras_jax_tfdata_slow_fit", "potentially"),
     ("generated__tf2.21cpu__epoch_loop_in_function", "not")])

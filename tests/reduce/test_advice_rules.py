@@ -2197,6 +2197,87 @@ def test_a_loop_without_padded_batches_or_padding_without_a_loop_is_not_named(
     assert not fired(summary(name), "padded_batch_loop")
 
 
+MAP_FN = "generated__tf2.21cpu__map_fn_per_example_loop"
+
+
+def test_a_per_row_map_fn_is_named_with_its_share_of_the_step() -> None:
+    """A per-row tf.map_fn (standardizing each of 64 rows) in the tf.function step: about
+    1 ms of each 2.4 ms step runs its iterations, its ops too small to write op events, so
+    the op table and every other rule miss it. The advice names the loop, its length and
+    share, and the batched rewrite, tf.vectorized_map and XLA as fixes."""
+    s = summary(MAP_FN)
+    a = one(s, "in_graph_loop")
+    assert a.severity == "warning"
+    assert a.message.startswith("An in-graph loop (map) runs in each step, 64 iterations long")
+    assert "(40 %)" in a.message and "the op table does not show the loop" in a.message
+    assert 0.35 < a.evidence["in_graph_loop_share"] < 0.45
+    assert a.evidence["loop_iterations"] == 64 and a.evidence["in_graph_loop_op_share"] == 0
+    assert not any(o.name.startswith("map/while") for o in s.ops.top)  # no op row shows it
+    for fix in ("ops on the whole batch", "tf.vectorized_map", "jit_compile=True"):
+        assert fix in a.fix
+    assert "20 %" in a.threshold and "8 iterations" in a.threshold
+
+
+RNN_FITS = ["generated__tf2.21cpu__" + c for c in (
+    "gru_fit", "gru_spe3_fit", "numpy_epochs_fit", "lstm_bfc_varying", "padded_batch_gru_loop",
+    "bucketed_gru_loop")]
+
+
+@pytest.mark.parametrize("name", RNN_FITS)
+def test_a_recurrent_layers_loop_is_info_with_the_layers_own_fix(name: str) -> None:
+    """A Keras GRU or LSTM on a CPU steps through its sequence in a while loop (53-82 % of
+    the step here): the loop is the layer's nature, so the advice is info and its fix is
+    the layer's (XLA, unroll, fewer or fuller iterations), not a batched rewrite."""
+    s = summary(name)
+    a = one(s, "in_graph_loop")
+    assert a.severity == "info" and a.message.startswith(("A recurrent layer's loop",
+                                                           "Recurrent layers' loops"))
+    assert re.search(r"\((sequential_1/(gru|lstm)_1(_2)?(, )?)+\)", a.message)
+    assert a.evidence["in_graph_loop_share"] >= 0.5
+    assert a.fix.startswith("a recurrent layer runs its cell once per time step")
+    assert "On a CPU, compile the step with XLA" in a.fix and "unroll=True" in a.fix
+    assert "vectorized_map" not in a.fix and "cuDNN" not in a.fix
+    # The same loop in a GPU job: the layer is off cuDNN's kernel.
+    (gpu,) = [x for x in advise(_gpu(s)) if x.code == "in_graph_loop"]
+    assert gpu.fix.startswith(a.fix.split(" On a CPU")[0])
+    assert "cuDNN's fused kernel" in gpu.fix and "use_cudnn='auto'" in gpu.fix
+
+
+def test_sequences_of_varying_length_give_the_median_and_longest_loop() -> None:
+    """Two stacked LSTMs on batches 16-64 long: about 40 iterations a step, up to 64."""
+    a = one(summary("generated__tf2.21cpu__lstm_bfc_varying"), "in_graph_loop")
+    assert "(sequential_1/lstm_1, sequential_1/lstm_1_2) run in each step" in a.message
+    assert "about 40 iterations (up to 64) long" in a.message
+
+
+def test_a_recurrent_loop_over_bucketed_batches_is_not_told_to_bucket() -> None:
+    padded = one(summary(PADDED), "in_graph_loop")
+    bucketed = one(summary(BUCKETED), "in_graph_loop")
+    assert "bucket them by length" in padded.fix and "bucket them" not in bucketed.fix
+    assert "the pipeline already buckets them by length" in bucketed.fix
+
+
+@pytest.mark.parametrize("name", ["generated__tf2.21cpu__" + c for c in (
+    "while_loop_step", "dynamic_while_step", "keras3_spe4_plain", "keras3_spe4_callback",
+    "evaluate_spe4", "tfkeras_spe8_tfdata_fit", "scan_running_mean_loop")])
+def test_short_inner_loops_and_loops_of_steps_are_no_in_graph_loop_advice(name: str) -> None:
+    """A tf.while_loop of 4 (1-8) whole updates is under 20 % of its step and under 8
+    iterations; Keras's steps_per_execution loop runs training steps, not work inside one;
+    Dataset.scan's loop is tf.data's."""
+    s = summary(name)
+    assert not fired(s, "in_graph_loop")
+    assert s.steps.in_graph_loop_s < 0.2 * s.steps.mean_s
+
+
+def test_in_graph_loop_from_summary_needs_its_share_and_length() -> None:
+    s = summary(MAP_FN)
+    st = s.steps
+    assert fired(s, "in_graph_loop")
+    for change in ({"in_graph_loop_s": 0.19 * st.mean_s}, {"in_graph_loop_iterations": 7}):
+        changed = dataclasses.replace(s, steps=dataclasses.replace(st, **change))
+        assert not [a for a in advise(changed) if a.code == "in_graph_loop"], change
+
+
 def test_pauses_every_n_steps_are_named_with_their_stride() -> None:
     """ModelCheckpoint(save_freq=4) in Keras 3 fit: a pause after every fourth batch, the
     .weights.h5 write from Python (no op covers it); the gap's advice says the stride and

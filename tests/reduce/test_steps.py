@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 
@@ -113,3 +114,94 @@ def test_steps_of_several_marker_names_are_said_per_name() -> None:
     assert float(found.group(2)) == pytest.approx(mean_ms, abs=0.006)
     one_name = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__tiny_steps_long.xplane.pb")
     assert "marker names" not in one_name.steps.note
+
+
+def _loop_iteration_runs(name: str, s: WindowSummary) -> list[tuple[int, int, int, int]]:
+    """(start ps, end ps cut at its step's end, iter_num, step id) of every
+    `ExecutorState::Process` event past a loop's first iteration (`iter_num` > 0) that
+    starts in one of `s`'s kept steps, read from the capture's own events."""
+    from tfobs.xspace import schema
+
+    space = schema.XSpace().FromString((CAPTURES / f"{name}.xplane.pb").read_bytes())
+    (host,) = [p for p in space.planes if p.name == "/host:CPU"]
+    names = {k: m.name for k, m in host.event_metadata.items()}
+    stat = {k: m.name for k, m in host.stat_metadata.items()}
+    # Integer picoseconds: wall-clock nanoseconds as floats are 256 ns apart.
+    spans = [(st.start_ns * 1000, st.start_ns * 1000 + round(st.duration_s * 1e12))
+             for st in s.steps.items]
+    # Relative line times (TensorFlow's CPU captures) are placed at the profile's start.
+    shift = s.start_ns if min(ln.timestamp_ns for ln in host.lines) < 10**15 else 0
+    out = []
+    for line in host.lines:
+        for e in line.events:
+            if names[e.metadata_id] != "ExecutorState::Process":
+                continue
+            stats = {stat[x.metadata_id]: x.int64_value or x.uint64_value for x in e.stats}
+            if stats.get("iter_num", 0) <= 0:
+                continue
+            at = (shift + line.timestamp_ns) * 1000 + e.offset_ps
+            for b, end in spans:
+                if b <= at < end:
+                    out.append((at, min(end, at + e.duration_ps), stats["iter_num"],
+                                stats["id"]))
+    return out
+
+
+def _covered_ns(runs: list[tuple[int, int, int, int]]) -> float:
+    """The time some run covers, each instant once (ns)."""
+    total, reach = 0, -(2**63)
+    for start, end, *_ in sorted(runs):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total / 1e3
+
+
+MAP_FN = "generated__tf2.21cpu__map_fn_per_example_loop"
+
+
+def test_in_graph_loop_time_is_the_iterations_executor_runs_counted_once() -> None:
+    """A per-row tf.map_fn over 64-row batches in the tf.function step: its body's ops write
+    no op event, only ExecutorState::Process runs with iter_num 1..64, which overlap one
+    another on the thread. The figure is their covered time per kept step (the runs'
+    durations added up read about 15 % more), its highest iteration 64 in every step, and
+    the loop named by the tensor tf.map_fn unstacks ('map')."""
+    s = tfobs.analyze(CAPTURES / f"{MAP_FN}.xplane.pb")
+    st = s.steps
+    runs = _loop_iteration_runs(MAP_FN, s)
+    assert st.count == 8 and len(runs) == 8 * 1193
+    by_hand = _covered_ns(runs) / 1e9 / st.count
+    assert st.in_graph_loop_s == pytest.approx(by_hand, rel=1e-6)
+    added = sum(end - start for start, end, *_ in runs) / 1e12 / st.count
+    assert added > 1.1 * st.in_graph_loop_s
+    assert 0.35 < st.in_graph_loop_s / st.mean_s < 0.45  # about 1 ms of each 2.4 ms step
+    starts = [x.start_ns * 1000 for x in st.items]
+    top = [0] * st.count
+    for start, _, it, _ in runs:
+        k = bisect.bisect_right(starts, start) - 1
+        top[k] = max(top[k], it)
+    assert top == [64] * 8
+    assert st.in_graph_loop_iterations == st.in_graph_loop_iterations_max == 64
+    assert st.in_graph_loop_op_s == 0.0 and st.in_graph_loop_scopes == ("map",)
+    assert not st.in_graph_loop_recurrent
+    back = WindowSummary.from_dict(s.to_dict())  # the figures survive JSON
+    assert back.steps == st
+    old = s.to_dict()
+    for key in [k for k in old["steps"] if k.startswith("in_graph_loop")]:
+        del old["steps"][key]  # a summary written before these figures still loads
+    assert WindowSummary.from_dict(old).steps.in_graph_loop_s == 0.0
+
+
+def test_a_steps_per_execution_loops_own_iterations_are_no_in_graph_loop() -> None:
+    """Keras 3's steps_per_execution=4 runs its four training steps as iterations of one
+    while loop that fetches a batch each (its runs reach iter_num 4, the exit test): most
+    of each call is in runs past iteration 0, yet none is an in-graph loop inside a step.
+    A GRU inside such a loop (steps_per_execution=3) keeps its iterations past that count."""
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__keras3_spe4_plain.xplane.pb")
+    runs = _loop_iteration_runs("generated__tf2.21cpu__keras3_spe4_plain", s)
+    assert _covered_ns(runs) / 1e9 > 0.3 * s.steps.count * s.steps.mean_s
+    assert max(it for _, _, it, _ in runs) == 4
+    assert s.steps.in_graph_loop_s == 0.0 and s.steps.in_graph_loop_iterations == 0
+    gru = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__gru_spe3_fit.xplane.pb").steps
+    assert gru.in_graph_loop_iterations == 16 and gru.in_graph_loop_recurrent
+    assert 0.3 * gru.mean_s < gru.in_graph_loop_s < 0.8 * gru.mean_s

@@ -33,6 +33,7 @@ from tfobs.analysis.environment import accelerator_planes, reduce_environment, w
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merged_spans
 from tfobs.analysis.input_stages import loader_wait
 from tfobs.analysis.load import read_source
+from tfobs.analysis.loops import in_graph_loops
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.pauses import gaps_idle, longest_pause
 from tfobs.analysis.python_time import (
@@ -195,6 +196,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     fetches = (input_pipeline.prefetch_fetches(host, spans) if stages
                else (0, 0, 0.0, 0.0))
     in_graph = input_pipeline.in_graph_loop_input(host, spans)
+    loops = in_graph_loops(host, found.loop_runs, spans)
     # The Python in the steps, and the same thread's between them: a loop's own loader
     # (next(batches)).
     traced = (not has_device and host is not None
@@ -230,6 +232,11 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_other_thread_top=other_top,
         pause_top=pause[0], pause_top_s=pause[1],
         gap_idle_ratio=gaps_idle(host, spans.columns.begin, spans.columns.end),
+        in_graph_loop_s=_per_step(loops.seconds, steps.count),
+        in_graph_loop_op_s=_per_step(loops.op_seconds, steps.count),
+        in_graph_loop_iterations=loops.iterations,
+        in_graph_loop_iterations_max=loops.iterations_max,
+        in_graph_loop_scopes=loops.scopes, in_graph_loop_recurrent=loops.recurrent,
         host_to_device_s=0.0 if has_device else _per_step(
             host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count)), host,
         len(found.groups) if not batches else 0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar, overload
+from typing import NamedTuple, TypeVar, overload
 
 import numpy as np
 
@@ -61,6 +61,17 @@ _LOWEST = np.iinfo(np.int64).min
 
 
 Typed = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+class LoopRuns(NamedTuple):
+    """The executor runs of in-graph loop iterations (`_Grouper.loop_runs`): each one's
+    host line, sorted position on it, and loop iteration."""
+
+    line: np.ndarray
+    pos: np.ndarray
+    iteration: np.ndarray
+
+
 _T = TypeVar("_T")
 
 
@@ -214,6 +225,9 @@ class FoundSteps:
     # The groups' typed host events as columns (type, begin, end, group number), the
     # chunks `events` holds before any device event joins them.
     typed: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+    # The executor runs of in-graph loop iterations (tf.map_fn, tf.while_loop, an RNN's
+    # loop over time steps), where the capture holds TF loops (`_Grouper.loop_runs`).
+    loop_runs: LoopRuns | None = None
 
 
 def _absolute(times: np.ndarray, ld: LineData) -> np.ndarray:
@@ -280,6 +294,9 @@ class _Grouper:
         # Executor runs: (line, sorted position, step id, iteration), the last two as raw
         # patterns; in line order, then position order.
         self._process = (_NONE, _NONE, _NONE.astype(np.uint64), _NONE.astype(np.uint64))
+        # Batch fetches (`GetNext` with a step id and iteration): each one's step id and
+        # iteration, raw patterns; a loop that fetches its batches is a loop of steps.
+        self._fetches = (_NONE.astype(np.uint64), _NONE.astype(np.uint64))
         if not wanted:
             return
         ctx = host.mids_where(_is_context_event)
@@ -303,6 +320,8 @@ class _Grouper:
                 keep = is_process & st["id"][1] & st["iter_num"][1]
                 self._process = (lines[keep], at[keep], st["id"][0][keep],
                                  st["iter_num"][0][keep])
+                fetch = member(mids, get_next) & st["id"][1] & st["iter_num"][1]
+                self._fetches = (st["id"][0][fetch], st["iter_num"][0][fetch])
         self._index_links()
 
     def loop_steps(self) -> np.ndarray:
@@ -364,6 +383,38 @@ class _Grouper:
             else:
                 out[ld.indices(np.arange(len(ld)))] = ids
         return out
+
+    def loop_runs(self) -> LoopRuns | None:
+        """The executor runs of in-graph loop iterations: `ExecutorState::Process` events
+        of a looping step id (tf.data's functions left out) past its first iteration (an
+        iteration's runs carry the loop frame's `iter_num`; iteration 0 shares its number
+        with the function's own work outside the loop). None where no loop ran.
+
+        A loop that fetches its batches (Keras's steps_per_execution loop: two fetches or
+        more under one step id) is a loop of training steps, each a whole step's runs: its
+        iterations (as many as its fetches, and the last one's exit test) are left out, and
+        of a loop inside it (an RNN's) only the iterations past that count are kept; their
+        frames share the step id and iteration numbers."""
+        looping = self.loop_ids - self.tf_data_ids
+        li, at, sid, it = self._process
+        if not looping or not at.size:
+            return None
+        loop_sids = np.sort(np.fromiter(looping, np.uint64, len(looping)))
+        which = np.minimum(np.searchsorted(loop_sids, sid), loop_sids.size - 1)
+        keep = (loop_sids[which] == sid) & (it > 0)
+        f_sid, f_it = self._fetches
+        if f_sid.size:
+            # Each looping id's fetches: how many, the highest iteration that fetched.
+            f_which = np.minimum(np.searchsorted(loop_sids, f_sid), loop_sids.size - 1)
+            mine = loop_sids[f_which] == f_sid
+            count = np.bincount(f_which[mine], minlength=loop_sids.size)
+            top = np.zeros(loop_sids.size, np.int64)
+            np.maximum.at(top, f_which[mine], np.minimum(f_it[mine], 2**62).astype(np.int64))
+            cut = np.where(count >= 2, np.maximum(count, top + 1), 0)
+            keep &= np.minimum(it, 2**62).astype(np.int64) > cut[which]
+        if not keep.any():
+            return None
+        return LoopRuns(li[keep], at[keep], np.minimum(it[keep], 2**62).astype(np.int64))
 
     def _index_links(self) -> None:
         """Links as arrays: a code per producer event, the consumers of each code (CSR)."""
@@ -876,15 +927,17 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         note = "; ".join(n for n in (note, odd_nums_note(roots.odd_nums, roots.odd_read))
                          if n)
     step_of = None
+    loop_runs = None
     if grouper.has_tf_loop:  # XProf groups by loop iteration, markers or not
         step_of = grouper.loop_steps()
+        loop_runs = grouper.loop_runs()
     else:
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
                       spans=spans, root_lines=tuple(np.unique(roots.line).tolist()),
-                      group_lines=group_lines,
+                      group_lines=group_lines, loop_runs=loop_runs,
                       remote_call_roots=sum(map(roots.name.count, REMOTE_CALL_ROOTS)))
 
 

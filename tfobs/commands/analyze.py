@@ -298,6 +298,13 @@ def render(s: WindowSummary, label: str = "") -> str:
     if s.ops.xla_programs_s > 0:
         add(f"  XLA's compiled programs (jit_compile): {_ms(s.ops.xla_programs_s).strip()} "
             "in the window, in no row above (their ops are XLA's, not TensorFlow's)")
+    st = s.steps
+    if st.in_graph_loop_s > 0 and st.mean_s > 0:
+        where = f" ({', '.join(st.in_graph_loop_scopes)})" if st.in_graph_loop_scopes else ""
+        add(f"  in-graph loop iterations{where}: {_ms(st.in_graph_loop_s).strip()} per step "
+            f"({100 * st.in_graph_loop_s / st.mean_s:.0f} % of the step), "
+            f"{100 * st.in_graph_loop_op_s / st.in_graph_loop_s:.0f} % of it in op events: "
+            "the rest, the executor running the body's small ops, is in no row above")
     k = s.kernels
     if k.total_s > 0 or k.items:
         add("")

@@ -16,6 +16,7 @@ from tfobs.analysis.advice import (
     gaps,
     input_pipeline,
     launch,
+    loops,
     memory,
     multi_device,
     optimizer,
@@ -31,7 +32,7 @@ __all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "keras_steps_per
            "markdown_table", "with_advice"]
 
 _FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device, steps,
-             optimizer, padding)
+             optimizer, padding, loops)
 RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
 
 

@@ -1,0 +1,161 @@
+"""In-graph loops inside the steps: the executor's runs of loop iterations, timed.
+
+A `tf.map_fn`, a `tf.while_loop`, a Python loop AutoGraph turned into one, or a Keras RNN's
+loop over time steps runs its body once per iteration on TensorFlow's executor, each op
+scheduled on its own. Small bodies write no op events (the executor writes those only for
+ops that take a while): such a loop shows only as thousands of `ExecutorState::Process`
+events whose `iter_num` is past 0 (steps.py's `_Grouper.loop_runs`), in no row of the op
+table. Their time here is wall time inside the kept steps, each instant counted once:
+the runs overlap one another on a thread, and a loop may run on several threads at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from tfobs.analysis.eventtypes import parse_tf_op
+from tfobs.analysis.steps import LoopRuns
+from tfobs.analysis.timeline import (
+    Timeline,
+    clip_to_spans,
+    enclosed,
+    id_array,
+    member,
+    outermost_of,
+    span_bounds,
+    span_of,
+    summable,
+)
+
+# A name scope's parts that say where in a function an op is, not whose op it is: the
+# bodies and branches of loops and conds, their numbered function copies, call ops,
+# gradients.
+_STRUCTURE = re.compile(r"body|cond|then|else|_\d+|\w*PartitionedCall|gradient_tape|"
+                        r"gradients|while_grad")
+# Keras's recurrent layers and cells by their default names (lstm_1, gru, simple_rnn_2,
+# bidirectional's forward_lstm, lstm_cell).
+_RECURRENT = re.compile(r"lstm|gru|rnn", re.IGNORECASE)
+_CELL = re.compile(r"(^|/)(lstm|gru|simple_rnn|peephole_lstm)_cell(_\d+)?/")
+# The op a tf.map_fn, tf.scan or Keras RNN unstacks its input tensor with, before its loop.
+_UNSTACK = "/TensorArrayUnstack/TensorListFromTensor"
+MAX_SCOPES = 3
+
+
+class InGraphLoops(NamedTuple):
+    seconds: float = 0.0  # inside the kept steps, all of them together
+    op_seconds: float = 0.0  # of the op events the iterations wrote (outermost), together
+    iterations: int = 0  # the median step's highest loop iteration
+    iterations_max: int = 0  # the highest in any step
+    scopes: tuple[str, ...] = ()  # the loops' name scopes, most op time first
+    recurrent: bool = False  # a Keras recurrent layer's loop
+
+
+def loop_scope(op_name: str) -> str:
+    """The name scope of the loop an op (`scope/name`) runs in: the parts before its last
+    `while` part, back to the function structure around them ('' where there is none).
+    `StatefulPartitionedCall/sequential_1/gru_1/while/body/_27/sequential_1/gru_1/while/
+    gru_cell/MatMul` -> `sequential_1/gru_1`; a loop named `while` at the top -> `while`."""
+    parts = op_name.split("/")
+    last = max((k for k, p in enumerate(parts) if p == "while"), default=-1)
+    if last < 0:
+        return ""
+    first = last
+    while first > 0 and not _STRUCTURE.fullmatch(parts[first - 1]):
+        first -= 1
+    return "/".join(parts[first:last]) or "while"
+
+
+def in_graph_loops(host: Timeline | None, runs: LoopRuns | None,
+                   steps: Sequence[tuple[int, int]]) -> InGraphLoops:
+    """The loop iterations' wall time inside the `steps` (absolute (begin, end) ps, in
+    order, not overlapping), each instant once over every thread; each step's highest
+    iteration; the loops' scopes from the ops the iterations ran (else from the tensors
+    unstacked for them in the steps)."""
+    if host is None or runs is None or not len(steps):
+        return InGraphLoops()
+    lo, hi = span_bounds(steps)
+    starts, ends, iters, steps_of = [], [], [], []
+    op_mids = id_array([mid for mid, n in host.names.items()
+                        if parse_tf_op(n).category == "tf"])
+    op_mid: list[np.ndarray] = []
+    op_dur: list[np.ndarray] = []
+    for li in np.unique(runs.line).tolist():
+        ld = host.lines[li]
+        sel = np.flatnonzero(runs.line == li)
+        sel = sel[np.argsort(runs.pos[sel], kind="stable")]  # in the line's order
+        pos, iteration = runs.pos[sel], runs.iteration[sel]
+        begin = ld.start_arr[pos] + ld.start_ps
+        k, inside = span_of(begin, lo, hi)
+        if not inside.any():
+            continue
+        start, end = clip_to_spans(begin, ld.end_arr[pos] + ld.start_ps, lo, hi)
+        starts.append(start)
+        ends.append(np.maximum(end, start))  # a damaged capture's run may end first
+        iters.append(iteration[inside])
+        steps_of.append(k[inside])
+        ops = (np.flatnonzero(member(ld.mid_arr, op_mids, ld.dense_top)) if op_mids.size
+               else op_mids)
+        if ops.size:
+            ops = outermost_of(ld, ops[enclosed(ld, pos[inside], ops)])
+            op_mid.append(ld.mid_arr[ops])
+            op_dur.append(np.maximum(ld.end_arr[ops] - ld.start_arr[ops], 0))
+    if not starts:
+        return InGraphLoops()
+    # The ops' time by name (a loop's thousands of op runs share a few hundred names).
+    scope_ps: Counter[str] = Counter()
+    cells = False  # a Keras recurrent cell's ops ran in the iterations
+    op_ps = 0
+    if op_mid:
+        mids, at = np.unique(np.concatenate(op_mid), return_inverse=True)
+        dur = np.concatenate(op_dur)
+        op_ps = int(summable(dur).sum())
+        per_mid = np.bincount(at.ravel(), weights=dur, minlength=mids.size)  # for ranking
+        for mid, ps in zip(mids.tolist(), per_mid.tolist(), strict=True):
+            name = parse_tf_op(host.names[mid]).name
+            scope = loop_scope(name)
+            if scope:
+                scope_ps[scope] += int(ps)
+                cells = cells or bool(_CELL.search(name))
+    start, end = np.concatenate(starts), np.concatenate(ends)
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    new = np.flatnonzero(np.r_[True, start[1:] > reach[:-1]])  # each merged stretch's first
+    last = np.r_[new[1:] - 1, start.size - 1]
+    seconds = int((reach[last] - start[new]).sum()) / 1e12
+    top = np.zeros(lo.size, np.int64)
+    np.maximum.at(top, np.concatenate(steps_of), np.concatenate(iters))
+    held = top[top > 0]
+    scopes = tuple(s for s, _ in scope_ps.most_common(MAX_SCOPES))
+    if not scopes:
+        scopes = _unstacked_scopes(host, lo, hi)
+    # By the layer's name, or by its cell's ops (a layer given a name of its own).
+    recurrent = cells or any(_RECURRENT.search(s.rsplit("/", 1)[-1]) for s in scopes)
+    return InGraphLoops(seconds, op_ps / 1e12, int(np.median(held)) if held.size else 0,
+                        int(held.max()) if held.size else 0, scopes, recurrent)
+
+
+def _unstacked_scopes(host: Timeline, lo: np.ndarray, hi: np.ndarray) -> tuple[str, ...]:
+    """The scopes of the tensors unstacked for a loop (`.../TensorArrayUnstack/
+    TensorListFromTensor` ops: tf.map_fn's, tf.scan's, a Keras RNN's) inside the steps,
+    most first: a loop whose own ops write no event is named by its input."""
+    mids = id_array(host.mids_where(lambda n: _UNSTACK + ":" in n))
+    if not mids.size:
+        return ()
+    count: Counter[str] = Counter()
+    for ld in host.lines:
+        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+        if not at.size:
+            continue
+        _, inside = span_of(ld.start_arr[at] + ld.start_ps, lo, hi)
+        for mid in ld.mid_arr[at[inside]].tolist():
+            parts = parse_tf_op(host.names[mid]).name.split(_UNSTACK)[0].split("/")
+            scope = "/".join(p for p in parts if not _STRUCTURE.fullmatch(p))
+            if scope:
+                count[scope] += 1
+    return tuple(s for s, _ in count.most_common(MAX_SCOPES))
