@@ -675,6 +675,39 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop whose tf.function step normalizes each example of the batch with "
         "tf.map_fn (a per-example in-graph while loop of 64 iterations) before a Dense "
         "model; tfobs.step markers", {}),
+    "partial_batch_retrace_loop": (
+        "custom loop over from_tensor_slices(360 rows of 64) -> batch(64) (drop_remainder=False: "
+        "5 full batches and a partial one of 40 each epoch), two epochs in the trace, a plain "
+        "tf.function step: the first partial batch traces the step again (a new input shape); "
+        "tfobs.step markers", {}),
+    "tfkeras_spe_auto_fit": (
+        "tf_keras (Keras 2) fit over tf.data with compile(steps_per_execution='auto'): the "
+        "tuner starts at 1 step per execution, its train function loops over a tf.range of "
+        "the variable step count, and a tuner thread measures every 5 s; tf_keras's own "
+        "Trace('train', step_num) markers", {"TF_USE_LEGACY_KERAS": "1"}),
+    "mixed_bfloat16_cpu_loop": (
+        "custom loop training an MLP (512-1024-1024-1) under "
+        "keras.mixed_precision.set_global_policy('mixed_bfloat16') on the CPU; the same "
+        "step in float32 timed before the trace (in the parameters); tfobs.step markers", {}),
+    "linalg_eigh_step_loop": (
+        "custom loop whose tf.function step whitens its batch with tf.linalg.eigh of the "
+        "256x256 feature covariance (an eigendecomposition every step) before a Dense model; "
+        "tfobs.step markers", {}),
+    "autograph_tensor_range_loop": (
+        "custom loop whose tf.function step holds a Python for loop over tf.range(12) (12 "
+        "rounds of h = tanh(h @ W + x)), which AutoGraph turns into a tf.while_loop, then a "
+        "Dense head; tfobs.step markers", {}),
+    "python_range_unrolled_loop": (
+        "the same step with the loop over a Python range(12): unrolled at trace time into 12 "
+        "copies of its ops, no while loop; tfobs.step markers", {}),
+    "shard_after_read_loop": (
+        "custom loop over 4 TFRecord files of tf.train.Example (256 floats) read in order, "
+        "shard(4, 1) after the read (each worker reads every record and keeps one in four), "
+        "parse_example in a parallel map after batch(32), prefetch(2); tfobs.step markers", {}),
+    "float64_dense_loop": (
+        "custom loop training a Keras MLP (256-512-512-1) whose Dense layers are float64 "
+        "(dtype='float64', float64 inputs); the same step in float32 timed before the trace "
+        "(in the parameters); tfobs.step markers", {}),
 }
 
 
@@ -3783,6 +3816,205 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
             return loss
 
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+    elif case == "partial_batch_retrace_loop":
+        params = {"batch": 64, "rows": 360, "features": 64, "epochs": 2}
+        x = rng.random((360, 64), np.float32)
+        y = rng.random((360, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+        model = mlp(64, 256)
+        opt = keras.optimizers.SGD(0.01)
+        traces: list[int] = []
+
+        @tf.function
+        def step(xb, yb):
+            traces.append(1)
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        times, trace_at, sizes = [], [], []
+
+        def one(i, xb, yb):
+            with tfobs.step(i):
+                t = time.perf_counter()
+                n = len(traces)
+                float(step(xb, yb))
+                times.append(time.perf_counter() - t)
+            sizes.append(int(xb.shape[0]))
+            if len(traces) > n:
+                trace_at.append(i)
+
+        it = iter(ds)
+        for i in range(3):  # warm-up: full batches only
+            one(i, *next(it))
+
+        def epochs():
+            i = 3
+            for _ in range(2):
+                for xb, yb in ds:
+                    one(i, xb, yb)
+                    i += 1
+
+        times.clear(), trace_at.clear(), sizes.clear()
+        profile(epochs)
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["batch_rows"] = sizes
+        params["traced_in_steps"] = trace_at
+    elif case == "tfkeras_spe_auto_fit":
+        import tf_keras
+
+        params = {"batch": 64, "steps_per_execution": "auto", "batches": 40, "features": 128}
+        x = rng.random((64 * 40, 128), np.float32)
+        y = rng.random((64 * 40, 1), np.float32)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).prefetch(tf.data.AUTOTUNE)
+        model = tf_keras.Sequential([tf_keras.layers.Dense(256, activation="relu",
+                                                           input_shape=(128,)),
+                                     tf_keras.layers.Dense(256, activation="relu"),
+                                     tf_keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse", steps_per_execution="auto")
+        times, batches_seen = [], []
+
+        class TkTimer(tf_keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_train_batch_end(self, batch, logs=None):
+                times.append(time.perf_counter() - self.t)
+                batches_seen.append(batch)
+
+        model.fit(ds.take(8), epochs=1, verbose=0, callbacks=[TkTimer()])
+        times.clear()
+        batches_seen.clear()
+        t0 = time.perf_counter()
+        profile(lambda: model.fit(ds.take(16), epochs=1, verbose=0, callbacks=[TkTimer()]))
+        params["measured_fit_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["callback_batches"] = batches_seen
+        params["steps_per_execution_after"] = int(model._steps_per_execution.numpy())
+    elif case in ("mixed_bfloat16_cpu_loop", "float64_dense_loop"):
+        wide = case == "mixed_bfloat16_cpu_loop"
+        feats, width = (512, 1024) if wide else (256, 512)
+        params = {"batch": 128, "features": feats, "width": width, "steps": 10}
+
+        def timed_loop(dtype, policy):
+            keras.mixed_precision.set_global_policy(policy)
+            kw = {"dtype": dtype} if dtype else {}
+            model = keras.Sequential([keras.Input((feats,), dtype=dtype or "float32"),
+                                      keras.layers.Dense(width, "relu", **kw),
+                                      keras.layers.Dense(width, "relu", **kw),
+                                      keras.layers.Dense(1, dtype=dtype or "float32")])
+            xs = rng.random((128 * 8, feats)).astype(dtype or "float32")
+            ys = rng.random((128 * 8, 1)).astype(dtype or "float32")
+            it = iter(tf.data.Dataset.from_tensor_slices((xs, ys)).repeat().batch(128)
+                      .prefetch(2))
+            opt = keras.optimizers.SGD(0.01)
+
+            @tf.function
+            def step(xb, yb):
+                with tf.GradientTape() as tape:
+                    pred = tf.cast(model(xb, training=True), yb.dtype)
+                    loss = tf.reduce_mean(tf.square(pred - yb))
+                g = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+                return loss
+
+            times: list[float] = []
+
+            def one(i):
+                t = time.perf_counter()
+                float(step(*next(it)))
+                times.append(time.perf_counter() - t)
+
+            return one, times
+
+        base, base_times = timed_loop(None, "float32")
+        for i in range(23):
+            base(i)
+        params["float32_step_ms"] = round(float(np.median(base_times[3:])) * 1e3, 3)
+        one, times = (timed_loop(None, "mixed_bfloat16") if wide
+                      else timed_loop("float64", "float32"))
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_median_ms"] = round(float(np.median(times[3:])) * 1e3, 3)
+    elif case == "linalg_eigh_step_loop":
+        params = {"batch": 256, "features": 256, "steps": 10}
+        model = mlp(256, 128)
+        opt = keras.optimizers.SGD(0.01)
+        it = iter(random_batches(256 * 8, 256, 256))
+        eye = tf.eye(256)
+
+        @tf.function
+        def step(xb, yb):
+            xc = xb - tf.reduce_mean(xb, 0)
+            cov = tf.matmul(xc, xc, transpose_a=True) / 256.0 + 1e-3 * eye
+            e, v = tf.linalg.eigh(cov)
+            xw = xc @ (v * tf.math.rsqrt(e)) @ tf.transpose(v)
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xw, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+    elif case in ("autograph_tensor_range_loop", "python_range_unrolled_loop"):
+        params = {"batch": 64, "features": 128, "rounds": 12, "steps": 10,
+                  "loop": "tf.range" if case.startswith("autograph") else "range"}
+        w_in = tf.Variable(rng.normal(0, 0.05, (128, 128)).astype(np.float32))
+        head = mlp(128, 64)
+        opt = keras.optimizers.SGD(0.01)
+        it = iter(random_batches(64 * 16, 128, 64))
+        rounds = tf.range(12) if case.startswith("autograph") else range(12)
+
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                h = tf.zeros_like(xb)
+                for _ in rounds:
+                    h = tf.tanh(h @ w_in + xb)
+                loss = mse(yb, head(h, training=True))
+            tv = [w_in] + head.trainable_variables
+            opt.apply_gradients(zip(tape.gradient(loss, tv), tv, strict=True))
+            return loss
+
+        times = []
+
+        def one(i):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+    elif case == "shard_after_read_loop":
+        params = {"files": 4, "rows_per_file": 1024, "features": 256, "num_shards": 4,
+                  "index": 1, "batch": 32, "steps": 12}
+        files, spec = example_records("shard", 4, 1024, 256)
+        ds = (tf.data.TFRecordDataset(files).shard(4, 1).repeat().batch(32)
+              .map(lambda rec: tf.io.parse_example(rec, spec),
+                   num_parallel_calls=tf.data.AUTOTUNE)
+              .map(lambda d: (d["x"], d["y"])).prefetch(2))
+        model = mlp(256, 128)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
         times = []
 
         def one(i):
