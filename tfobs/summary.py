@@ -91,6 +91,7 @@ RuleId = Literal[
     "input_outside_steps",
     "kernel_launch_bound",
     "small_kernels",
+    "small_xla_cpu_ops",
     "gpu_thread_contention",
     "eager_ops",
     "tf_function_retracing",
@@ -302,6 +303,15 @@ class Steps:
     in_graph_loop_iterations_max: int = 0
     in_graph_loop_scopes: tuple[str, ...] = ()
     in_graph_loop_recurrent: bool = False
+    # Per step: that runtime's work inside the steps (its threads' events, overlaps once),
+    # and the compiled programs' ops that start in them (events with a `program_id`: XLA's
+    # CPU thunks, on any thread): how many, their summed time and the median op's. Thousands
+    # of ops of a few microseconds each are a program of small ops (an unrolled loop over
+    # blocks, a tree of many small leaves), each paying the runtime's fixed cost per op.
+    work_in_steps_s: float = 0.0
+    xla_cpu_ops: float = 0.0
+    xla_cpu_op_s: float = 0.0
+    xla_cpu_op_median_s: float = 0.0
     # Steps' top events left out of `items` beyond the window's bound (the reducer's
     # `max_top_events`, the trace's span cap): a window of thousands of steps keeps its
     # longest events, not every step's.

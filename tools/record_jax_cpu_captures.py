@@ -286,21 +286,28 @@ CASES = {
     "keras_jax_nojit_fit": "Keras 3 fit with KERAS_BACKEND=jax compiled with jit_compile=False "
                            "(each layer's jax.numpy op dispatched eagerly), the 256-512-512-1 "
                            "MLP of keras_jax_fit, 12 steps, tfobs's Keras callback",
-    "compilation_cache_load": "a jitted SGD step of an MLP (128-1024-1024-1024-10) with "
-        "JAX's persistent compilation cache on (`jax_compilation_cache_dir`, min compile time "
-        "0): the step is compiled and written to the cache before the trace, then "
-        "`jax.clear_caches()` (as a restarted job starts) so the first marked step inside "
-        "the trace traces, lowers and loads the executable from the cache instead of "
-        "compiling; `StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "compilation_cache_load": "a jitted SGD step of an MLP (128-1024-10, a squared error "
+        "to one-hot targets) with JAX's persistent compilation cache on "
+        "(`jax_compilation_cache_dir`, min compile time 0): the step is compiled and written "
+        "to the cache before the trace, then `jax.clear_caches()` (as a restarted job "
+        "starts) so the first marked step inside the trace traces, lowers and loads the "
+        "executable from the cache instead of compiling; "
+        "`StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "compilation_cache_load_no_tracer": "compilation_cache_load with the Python tracer off "
+        "(`ProfileOptions.python_tracer_level = 0`, host tracer level 2, as tfobs's live "
+        "windows): the first step's tracing and cache read write no event of their own; its "
+        "lowering does (`lower_sharding_computation`), and no XLA compile follows it",
     "partial_last_batch_epochs": "two epochs over 800 rows in batches of 128 (six full "
         "batches and a last partial one of 32 rows per epoch, no drop_remainder), the jitted "
         "SGD step warmed on full batches only: the first epoch's last step traces and "
         "compiles the step for the 32-row shape inside its marker, the second epoch's reuses "
         "it; `StepTraceAnnotation(\"train\", step_num=i)`, waited for",
-    "large_pytree_dispatch": "a jitted SGD step on a params dict of 640 small leaves (160 "
-        "blocks of a 32x32 weight, bias, scale and shift), its loss a sum over the blocks, "
-        "each step passing and returning the whole tree: JAX flattens 640 inputs and builds "
-        "640 outputs per call; `StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "large_pytree_dispatch": "a jitted SGD step on a params dict of 144 small leaves (36 "
+        "blocks of a 32x32 weight, bias, scale and shift, numpy values put on the device), "
+        "its loss a Python loop summing over the blocks (unrolled into the program: about "
+        "570 small XLA ops a step), each step passing and returning the whole tree: JAX "
+        "flattens 144 inputs and builds 144 outputs per call; 7 steps, each "
+        "`StepTraceAnnotation(\"train\", step_num=i)`, waited for",
     "sleep_throttled_steps": "a rate-limited loop: each marked step "
         "(`StepTraceAnnotation(\"train\", step_num=i)`) runs the jitted SGD step of the "
         "128-512-512-10 MLP, waits for it, then sleeps the rest of a 25 ms period "
@@ -651,7 +658,8 @@ print(json.dumps(params))
 # Cases of the job's own settings and shapes (a persistent compilation cache, a partial last
 # batch, a large params tree, a rate limit, bfloat16, named scopes, jax_debug_nans): a child
 # of their own, needing JAX alone.
-FRESH_LOOPS = {"compilation_cache_load", "partial_last_batch_epochs", "large_pytree_dispatch",
+FRESH_LOOPS = {"compilation_cache_load", "compilation_cache_load_no_tracer",
+               "partial_last_batch_epochs", "large_pytree_dispatch",
                "sleep_throttled_steps", "bf16_cpu_steps", "named_scope_step",
                "debug_nans_steps"}
 
@@ -664,7 +672,8 @@ rng = np.random.default_rng(0)
 XALL = rng.random((4096, 128)).astype(np.float32)
 YALL = rng.integers(0, 10, (4096,))
 params = {"jax": jax.__version__, "python": sys.version.split()[0]}
-if case == "compilation_cache_load":
+cache_case = case.startswith("compilation_cache_load")
+if cache_case:
     cache_dir = tempfile.mkdtemp(prefix="jaxcache-")
     jax.config.update("jax_compilation_cache_dir", cache_dir)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
@@ -688,12 +697,15 @@ def mlp(p, x):
     return x @ w + b
 def loss_fn(p, x, y):
     return xent(mlp(p, x).astype(jnp.float32), y)
+if cache_case:  # a squared error to one-hot targets: fewer ops to trace than log_softmax's
+    def loss_fn(p, x, y):
+        return jnp.mean((mlp(p, x) - jax.nn.one_hot(y, 10)) ** 2)
 def sgd_fn(p, x, y):
     loss, g = jax.value_and_grad(loss_fn)(p, x, y)
     return jax.tree.map(lambda a, b: (a - 0.01 * b).astype(a.dtype), p, g), loss
 """ + _BATCHES_AND_MARKS + """sizes = [128, 512, 512, 10]
-if case == "compilation_cache_load":
-    sizes = [128, 1024, 1024, 1024, 10]
+if cache_case:
+    sizes = [128, 1024, 10]
 p = init_mlp(jax.random.PRNGKey(0), sizes)
 sgd = jax.jit(sgd_fn)
 steps = 12
@@ -706,7 +718,7 @@ def loop(first, n):
         marked(i, body)
 def warm():
     loop(0, 4)
-if case == "compilation_cache_load":
+if cache_case:
     def warm():
         t = time.perf_counter()
         loop(0, 4)  # compiles and writes the cache
@@ -731,10 +743,15 @@ elif case == "partial_last_batch_epochs":
         for i in range(n):
             marked(i, body)
 elif case == "large_pytree_dispatch":
-    ks = jax.random.split(jax.random.PRNGKey(0), 160)
-    p = {f"block_{j:03d}": {"w": jax.random.normal(ks[j], (32, 32)) * 0.1,
-                             "b": jnp.zeros(32), "scale": jnp.ones(32), "shift": jnp.zeros(32)}
-         for j in range(160)}
+    steps = 7  # 36 blocks and 7 steps keep the capture near 1.5 MB (the program's HLO is
+    # most of it, about 24 KB a block)
+    # numpy values put on the device: no program of JAX's own to initialise them (the
+    # capture holds every program the process compiled)
+    f32 = np.float32
+    p = {f"block_{j:03d}": {k: jax.device_put(v) for k, v in (
+             ("w", (rng.standard_normal((32, 32)) * 0.1).astype(f32)),
+             ("b", np.zeros(32, f32)), ("scale", np.ones(32, f32)), ("shift", np.zeros(32, f32)))}
+         for j in range(36)}
     def tree_loss(p, x, y):
         h = x[:, :32]
         tot = 0.0
@@ -814,11 +831,16 @@ times.clear()
 for v in ("sizes_seen", "slept"):
     if v in globals():
         globals()[v].clear()
-with jax.profiler.trace(logdir):
+options = None
+if case == "compilation_cache_load_no_tracer":  # as tfobs's live windows: no Python tracer
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level, options.host_tracer_level = 0, 2
+    extra["python_tracer_level"] = 0
+with jax.profiler.trace(logdir, profiler_options=options):
     loop(4, steps)
 params["steps"] = steps
 params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
-if case == "compilation_cache_load":
+if cache_case:
     params["cache_events"] = sorted(set(e for e in events if "cache" in e))
     params["cache_durations_s"] = {n: round(s, 4) for n, s in dur_events
                                    if "cache" in n or "compile" in n}

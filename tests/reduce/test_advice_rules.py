@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import pathlib
 import re
 import typing
 
@@ -770,6 +771,44 @@ def test_small_kernels_fires_on_a_real_gpu_capture() -> None:
 
 def test_small_kernels_silent_on_large_gemm_kernels() -> None:
     assert not fired(summary(AMD_GEMM), "small_kernels")
+
+
+def test_small_xla_cpu_ops_names_a_program_of_hundreds_of_small_ops() -> None:
+    # 36 blocks of small parameters, the loss a Python loop over them unrolled into the
+    # jitted step: 572 XLA ops a step of about 2 us each on XLA's CPU threads. The step's
+    # cost is that program, not the Python around it: the fix stacks the blocks.
+    s = summary("generated__jax0.10cpu__large_pytree_dispatch")
+    assert s.steps.xla_cpu_ops == 572  # the same program every step
+    a = one(s, "small_xla_cpu_ops")
+    assert a.severity == "warning"
+    assert a.evidence["xla_cpu_ops_per_step"] == 572
+    assert a.evidence["xla_cpu_op_mean_s"] == pytest.approx(
+        s.steps.xla_cpu_op_s / s.steps.xla_cpu_ops) and a.evidence["xla_cpu_op_mean_s"] < 5e-6
+    assert s.steps.xla_cpu_op_median_s < a.evidence["xla_cpu_op_mean_s"]
+    assert 1 / 3 <= a.evidence["xla_cpu_work_share"] <= 1
+    assert a.evidence["xla_cpu_work_share"] == pytest.approx(
+        s.steps.work_in_steps_s / s.steps.mean_s)
+    assert re.match(r"Each step's compiled program runs 572 XLA ops on the CPU averaging "
+                    r"[\d.]+ us", a.message), a.message
+    assert "jax.vmap" in a.fix and "jax.lax.scan" in a.fix and "stack same-shaped" in a.fix
+    assert JAX_DOCS in a.guide
+    # The same figures in a TensorFlow window (an XLA program of jit_compile): not this fix.
+    tf_env = dataclasses.replace(s.environment, framework="tensorflow")
+    assert "small_xla_cpu_ops" not in {
+        b.code for b in advise(dataclasses.replace(s, environment=tf_env))}
+
+
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*jax*.xplane.pb")),
+                         ids=lambda p: p.name.removesuffix(".xplane.pb"))
+def test_small_xla_cpu_ops_is_silent_on_other_jax_captures(path: pathlib.Path) -> None:
+    # Every other JAX capture: at most 328 ops a step (per-example gradients, whose time is
+    # in large ops: 30 us on average), or ops averaging 5.5 us or more; GPU captures have no
+    # XLA CPU ops (their tiny kernels are small_kernels').
+    if path.name.endswith("large_pytree_dispatch.xplane.pb"):
+        pytest.skip("the capture it fires on")
+    s = tfobs.analyze(path)
+    assert not fired(s, "small_xla_cpu_ops"), (s.steps.xla_cpu_ops, s.steps.xla_cpu_op_s)
+    assert s.steps.xla_cpu_ops < 400
 
 
 def test_gpu_thread_contention_from_summary() -> None:

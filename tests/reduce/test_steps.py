@@ -100,6 +100,62 @@ def test_a_long_dropped_first_step_is_named_in_the_note() -> None:
     assert "x the mean step" not in even.steps.note
 
 
+def _ms(pattern: str, note: str) -> float:
+    found = re.search(pattern + r" ([\d.]+) ms", note)
+    assert found is not None, (pattern, note)
+    return float(found.group(1))
+
+
+def test_a_dropped_first_step_that_loads_from_the_compilation_cache_is_named() -> None:
+    # A restarted job (jax.clear_caches() after the cache was written): the first marked
+    # step traces and lowers the jitted step and loads it from JAX's persistent compilation
+    # cache (JAX's own timers, in the provenance: tracing 71.6 ms, lowering 23.6 ms, cache
+    # read 5.0 ms). XProf drops that step: the note says what it held, whatever its ratio.
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__compilation_cache_load.xplane.pb")
+    note = s.steps.note
+    assert re.search(r"the first took [\d.]+ ms, \d+x the mean step, in none of the "
+                     r"figures: JAX built jitted sgd_fn in it", note), note
+    assert _ms("tracing", note) == pytest.approx(71.6, rel=0.1)
+    assert _ms("lowering", note) == pytest.approx(23.6, rel=0.15)
+    assert _ms("persistent compilation cache", note) == pytest.approx(5.0, rel=0.2)
+    assert "instead of an XLA compile" in note and "XLA compile " not in note
+    assert "saves only the XLA compile: each restart still pays the tracing and lowering" in note
+    assert "shuffle buffer" not in note and "the last took" not in note
+    # The Python tracer off (tfobs's live windows): the lowering is a TraceMe, and no
+    # compile follows it: a load; the tracing and the load are the call's rest.
+    off = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__compilation_cache_load_no_tracer"
+                        ".xplane.pb").steps.note
+    assert "JAX built jitted sgd_fn in it (its first call" in off, off
+    assert _ms("lowering", off) == pytest.approx(11.8, rel=0.2)  # JAX's timer: 11.8 ms
+    assert "no XLA compile: its executable came from JAX's persistent compilation cache" in off
+    assert "tracing" in off and not re.search(r"tracing [\d.]+ ms", off)
+
+
+def test_a_dropped_first_step_that_compiles_is_named_and_steps_that_do_not_are_not() -> None:
+    # Each epoch's first step compiles again after jax.clear_caches(): the window's first
+    # (dropped, 4.4x the mean) is named with its compile; the kept ones are
+    # tf_function_retracing's. Not every kept step compiles, so the dropped one is no
+    # ordinary step.
+    note = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__clear_caches_each_epoch"
+                         ".xplane.pb").steps.note
+    assert "the first took 308.6 ms, 4.4x the mean step, in none of the figures: JAX built " \
+        "jitted sgd in it" in note, note
+    assert _ms("XLA compile", note) > 100 and "persistent compilation cache" in note
+    # Every step compiles (a new static argument each call): the dropped ones are like the
+    # rest, and tf_function_retracing names it.
+    every = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__recompile_each_step.xplane.pb")
+    assert "JAX built" not in every.steps.note
+    # A dropped first step whose compile ran on another thread (a loader thread's first
+    # jnp.asarray) while the step waited on its queue: not the step's own, and the long
+    # step keeps the general words.
+    loader = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__python_loader_thread.xplane.pb")
+    assert "JAX built" not in loader.steps.note and "14x the mean step" in loader.steps.note
+    # Warmed-up steps: nothing.
+    for case in ("sleep_throttled_steps", "bf16_cpu_steps", "tiny_steps_long"):
+        note = tfobs.analyze(CAPTURES / f"generated__jax0.10cpu__{case}.xplane.pb").steps.note
+        assert "JAX built" not in note and "x the mean step" not in note, (case, note)
+
+
 def test_steps_of_several_marker_names_are_said_per_name() -> None:
     # A loop marking "train" steps and, every fifth, a "test" step: XProf times them
     # together; the note gives each name's count and mean, so an evaluation's steps are not

@@ -515,6 +515,9 @@ class StepTimes:
     # Those two steps' durations, seconds (first, last): a long one (a shuffle buffer
     # filling, a first trace) is in none of the kept steps' figures.
     dropped_s: tuple[float, float] = (0.0, 0.0)
+    # Those two steps' places among the groups given ((-1, -1): none dropped), so what they
+    # held (a first call's compile) can be read.
+    dropped_at: tuple[int, int] = (-1, -1)
     # Each kept step's place among the groups given, and its span (absolute ps): columns,
     # so thousands of steps are not read one attribute at a time.
     index: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -574,6 +577,8 @@ def step_breakdowns(
     if swept is not None:  # the unknown time's spans read it again (`unknown_spans_swept`)
         kept.swept = (swept[0], at[swept[1]], swept[2])
     kept.index = at[kept.index]
+    if kept.dropped:
+        kept.dropped_at = (int(at[kept.dropped_at[0]]), int(at[kept.dropped_at[1]]))
     kept.begin_ps, kept.end_ps = begin[kept.index], end[kept.index]
     return kept
 
@@ -626,8 +631,10 @@ def _kept_times(groups: Sequence[StepGroup], total: np.ndarray, sums: np.ndarray
     keep = np.flatnonzero(ok)
     dropped = 0
     dropped_s = (0.0, 0.0)
+    dropped_at = (-1, -1)
     if drop_incomplete and keep.size > DROP_INCOMPLETE_THRESHOLD:
         dropped_s = (int(total[keep[0]]) / 1e12, int(total[keep[-1]]) / 1e12)
+        dropped_at = (int(keep[0]), int(keep[-1]))
         keep, dropped = keep[1:-1], 2
     ps, order, present = ps[keep], order[keep], present[keep]
     rows, cols = np.nonzero(present)
@@ -642,7 +649,7 @@ def _kept_times(groups: Sequence[StepGroup], total: np.ndarray, sums: np.ndarray
         chosen = groups[int(keep[0]):int(keep[-1]) + 1]
     else:
         chosen = [groups[k] for k in keep.tolist()]
-    return StepTimes(chosen, seconds, totals, dropped, dropped_s, index=keep)
+    return StepTimes(chosen, seconds, totals, dropped, dropped_s, dropped_at, index=keep)
 
 
 def verdict(input_pct: float, other_pct: float, have_steps: bool) -> str:

@@ -32,6 +32,12 @@ from tfobs.analysis.eager import (
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merged_spans
 from tfobs.analysis.input_stages import loader_wait
+from tfobs.analysis.jax_compile import (
+    StepCompile,
+    compile_words,
+    step_compile,
+    steps_compiling,
+)
 from tfobs.analysis.load import read_source
 from tfobs.analysis.loops import in_graph_loops
 from tfobs.analysis.memory import reduce_memory
@@ -142,7 +148,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         duration_s = _events_extent_s(([host] if host is not None else []) + devices)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
     steps, sums, total_step_s, step_columns = _steps(found, kept, (top_n, max_top_events),
-                                                     devices, names, base_ns)
+                                                     devices, names, base_ns, host)
     n = steps.count
     mean_breakdown = {c: (sums[c] / n if n else 0.0) for c in CATEGORIES}
     types_total = kept.totals
@@ -339,9 +345,11 @@ def _steps(
     devices: list[Timeline],
     names: dict[int, str],
     base_ns: int,
+    host: Timeline | None = None,
 ) -> tuple[Steps, dict[str, float], float, tuple[np.ndarray | None, np.ndarray]]:
     """The steps' figures, their seconds per category summed over the steps, and the steps'
-    total time; `tops_kept`: (top events per step, top events in all)."""
+    total time; `tops_kept`: (top events per step, top events in all); `host`: where the
+    dropped steps' compiles are read."""
     groups = kept.groups
     top_n, max_top = tops_kept
     nums = step_nums(groups)
@@ -380,7 +388,7 @@ def _steps(
     note = found.note
     if kept.dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
-        note += _long_dropped(kept.dropped_s, mean_s)
+        note += _long_dropped(kept.dropped_s, mean_s, _dropped_compiles(host, found, kept))
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
     mixed = _mixed_markers(marks, durations)
@@ -648,18 +656,44 @@ def _mixed_markers(marks: list[str], durations: list[float]) -> str:
 LONG_DROPPED = 10.0
 
 
-def _long_dropped(dropped_s: tuple[float, float], mean_s: float) -> str:
+def _long_dropped(dropped_s: tuple[float, float], mean_s: float,
+                  compiled: tuple[StepCompile, StepCompile] = (StepCompile(), StepCompile())
+                  ) -> str:
     """The note's words for a dropped first or last step much longer than the steps kept
-    (a shuffle buffer filling, a first trace or compile, a checkpoint), else ''."""
+    (a shuffle buffer filling, a first trace or compile, a checkpoint), else ''; and,
+    however long, for one that holds JAX's compile path (`compiled`: the first's, the
+    last's): a first call's tracing, lowering and compile or cache load, in no figure."""
     if mean_s <= 0:
         return ""
-    said = [f"the {which} took {1e3 * d:.1f} ms, {d / mean_s:.0f}x the mean step"
-            for which, d in zip(("first", "last"), dropped_s, strict=True)
-            if d >= LONG_DROPPED * mean_s]
-    if not said:
-        return ""
-    return (f" ({' and '.join(said)}: what it did, such as a shuffle buffer filling or a "
-            "first trace, is in none of the figures)")
+    took = [f"the {which} took {1e3 * d:.1f} ms, "
+            + (f"{d / mean_s:.0f}x" if d >= LONG_DROPPED * mean_s else f"{d / mean_s:.1f}x")
+            + " the mean step" for which, d in zip(("first", "last"), dropped_s, strict=True)]
+    built = [f"{t}, in none of the figures: {compile_words(c)}"
+             for t, c in zip(took, compiled, strict=True) if c.found]
+    long = [t for t, d, c in zip(took, dropped_s, compiled, strict=True)
+            if d >= LONG_DROPPED * mean_s and not c.found]
+    if long:
+        built.append(f"{' and '.join(long)}: what it did, such as a shuffle buffer filling "
+                     "or a first trace, is in none of the figures")
+    return f" ({'; '.join(built)})" if built else ""
+
+
+def _dropped_compiles(host: Timeline | None, found: FoundSteps, kept: bd.StepTimes
+                      ) -> tuple[StepCompile, StepCompile]:
+    """JAX's compile path in the dropped first and last steps (none: empty), where the
+    kept steps do not all compile too (a function compiled again in every step: its
+    dropped steps are like the rest, and `tf_function_retracing` names it)."""
+    none = StepCompile(), StepCompile()
+    if host is None or not kept.dropped or kept.dropped_at[0] < 0:
+        return none
+    first, last = (found.groups[k] for k in kept.dropped_at)
+    both = (step_compile(host, (first.begin_ps, first.end_ps), found.root_lines),
+            step_compile(host, (last.begin_ps, last.end_ps), found.root_lines))
+    if not (both[0].found or both[1].found) or not kept.begin_ps.size:
+        return none
+    spans = _StepSpans(kept.begin_ps, kept.end_ps).columns
+    every = steps_compiling(host, spans.begin, spans.end, found.root_lines) == spans.begin.size
+    return none if every else both
 
 
 def _usual_stride(steps: Steps) -> int:

@@ -24,8 +24,8 @@ import numpy as np
 
 from tfobs.analysis.calls import JAX_CALL
 from tfobs.analysis.gpu_idle import covered_ps
-from tfobs.analysis.python_time import union_rows
-from tfobs.analysis.timeline import Timeline, id_array, member
+from tfobs.analysis.python_time import is_python_event, union_rows
+from tfobs.analysis.timeline import Timeline, id_array, int_stats_at, member, span_of
 from tfobs.summary import FunctionCalls, Steps
 
 # The threads of XLA's CPU runtime in a JAX process: PjRt's client pool and Eigen's.
@@ -46,6 +46,45 @@ class RuntimeWork:
     total_s: float = 0.0
     outside_s: float = 0.0  # outside every kept step
     in_other_s: float = 0.0  # inside the steps' unknown time, XProf's 'All Others'
+
+
+@dataclass(frozen=True)
+class ProgramOps:
+    """The compiled programs' ops that start inside the kept steps (events with a
+    `program_id` stat: XLA's CPU thunks, on any thread)."""
+
+    count: int = 0
+    total_s: float = 0.0  # their durations summed
+    median_s: float = 0.0  # the median op's duration
+
+
+def program_ops(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray
+                ) -> ProgramOps:
+    """The ops of the compiled programs that start inside the steps (`begin_ps`, `end_ps`:
+    absolute ps): XLA's CPU runtime writes one event per thunk it runs, with the program's
+    `program_id` (a fusion, a dot, a reduce); the Python tracer's events carry none and are
+    not read."""
+    if host is None or not begin_ps.size or "program_id" not in host.stat_ids:
+        return ProgramOps()
+    steps = union_rows(np.stack([begin_ps, end_ps], 1).astype(np.int64))
+    wanted = {host.stat_ids["program_id"]: "program_id"}
+    python = id_array(host.mids_where_once(is_python_event))
+    durations = []
+    for ld in host.lines:
+        if not len(ld):
+            continue
+        # The events that start inside some step, less the Python tracer's.
+        k, inside = span_of(ld.start_arr + ld.start_ps, steps[:, 0], steps[:, 1])
+        at = np.flatnonzero(inside & ~member(ld.mid_arr, python, ld.dense_top))
+        if not at.size:
+            continue
+        found = int_stats_at(host, ld.indices(at), wanted, raw=True)
+        if "program_id" in found and (has := found["program_id"][1]).any():
+            durations.append(ld.end_arr[at[has]] - ld.start_arr[at[has]])
+    if not durations:
+        return ProgramOps()
+    took = np.concatenate(durations)
+    return ProgramOps(int(took.size), int(took.sum()) / 1e12, float(np.median(took)) / 1e12)
 
 
 def runtime_work(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray,
@@ -94,8 +133,9 @@ def with_dispatch(steps: Steps, host: Timeline | None, begin_ps: np.ndarray,
                   end_ps: np.ndarray, unknown: Callable[[], np.ndarray] | None = None
                   ) -> Steps:
     """`steps` with the runtime's work outside them (`work_outside_s`, its share
-    `work_outside_ratio`) and in their 'All Others' (`work_in_other_s`, per step), and the
-    note where the markers time the dispatch."""
+    `work_outside_ratio`), inside them and in their 'All Others' (`work_in_steps_s`,
+    `work_in_other_s`, per step), their programs' ops (`xla_cpu_ops`, `xla_cpu_op_s` per
+    step, `xla_cpu_op_median_s`), and the note where the markers time the dispatch."""
     work = runtime_work(host, begin_ps, end_ps, unknown)
     if not steps.count or work.total_s <= 0:
         return steps
@@ -104,9 +144,14 @@ def with_dispatch(steps: Steps, host: Timeline | None, begin_ps: np.ndarray,
     if markers_time_dispatch(work.outside_s, work.total_s, steps_s):
         note = "; ".join(n for n in (note, dispatch_note(work.outside_s, work.total_s, steps_s))
                          if n)
+    ops = program_ops(host, begin_ps, end_ps)
+    n = steps.count
     return dataclasses.replace(steps, work_outside_s=work.outside_s,
                                work_outside_ratio=work.outside_s / work.total_s,
-                               work_in_other_s=work.in_other_s / steps.count, note=note)
+                               work_in_other_s=work.in_other_s / n, note=note,
+                               work_in_steps_s=max(work.total_s - work.outside_s, 0.0) / n,
+                               xla_cpu_ops=ops.count / n, xla_cpu_op_s=ops.total_s / n,
+                               xla_cpu_op_median_s=ops.median_s)
 
 
 def calls_work_note(calls: Sequence[FunctionCalls], host: Timeline | None) -> str:

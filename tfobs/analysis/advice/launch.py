@@ -47,6 +47,29 @@ SMALL_KERNELS = Rule(
     jax_fix=(
         "give each kernel more work: larger batches, jax.vmap instead of Python loops over "
         "examples, and one jax.jit around the step so XLA fuses its ops"))
+# XLA's CPU runtime (a host-only JAX job) runs a compiled program thunk by thunk, each op
+# paying a fixed cost (its dispatch, the hand-off between the runtime's threads) of about a
+# microsecond: the CPU's launch-bound tiny kernels. A step of a few hundred ops is an
+# ordinary model's (a Flax TrainState with Adam: about 250, per-example gradients: about 330);
+# hundreds more averaging a few microseconds are a program of small ops. (The test
+# captures: every other JAX CPU step averages 5.5 us an op or more, most 11-66 us, at most
+# 328 ops a step; the step of 144 small leaves, 572 ops of 2.1 us.)
+SMALL_CPU_OPS_PER_STEP = 400
+SMALL_CPU_OP_S = 5e-6  # the ops' mean duration
+SMALL_CPU_WORK_SHARE = 1 / 3  # of the step: XLA's CPU runtime running the program
+SMALL_CPU_OPS = Rule(
+    "small_xla_cpu_ops", "kernel launch",
+    f"host-only JAX job, >= {SMALL_CPU_OPS_PER_STEP} XLA ops (the compiled program's thunks) "
+    f"per step averaging under {SMALL_CPU_OP_S * 1e6:g} us, XLA's CPU runtime busy >= 1/3 of "
+    "the step: a program of many small ops",
+    "give each op more work: stack same-shaped parameters (the blocks, layers or heads a "
+    "Python loop inside the jitted function goes over, unrolled into the program) into one "
+    "array with a leading axis and run them with jax.vmap, or jax.lax.scan over the stack "
+    "(one copy of the body in the program), so a few large ops replace hundreds or "
+    "thousands of small ones and the tree passed to and returned from each step has a few "
+    "leaves, not hundreds",
+    f"{JAX_DOCS}: Automatic vectorization (jax.vmap); Control flow (jax.lax.scan); {GPU}: "
+    "2. Debug the performance of one GPU (small kernels, this rule's GPU side)")
 LAUNCH_CONTENTION = Rule(
     "gpu_thread_contention", "gaps between steps",
     "GPU job with tf.data, the GPU idle waiting for kernel launches >= 3 % of its time",
@@ -87,7 +110,7 @@ RETRACING = Rule(
         "smaller batch: drop it, or pad it to the full batch with a mask (sample weights of "
         "0); jax.config.update('jax_log_compiles', True) logs each compile and its cause"),
     jax_guide=f"{JAX_DOCS}: Just-in-time compilation (static arguments, caching)")
-RULES = (KERNEL_LAUNCH, SMALL_KERNELS, LAUNCH_CONTENTION, EAGER, RETRACING)
+RULES = (KERNEL_LAUNCH, SMALL_KERNELS, SMALL_CPU_OPS, LAUNCH_CONTENTION, EAGER, RETRACING)
 
 SMALL_RATIO = 0.5
 SMALL_IDLE_SHARE = 0.10
@@ -197,7 +220,7 @@ def check(s: WindowSummary) -> list[Advice]:
     out += _eager(s)
     out += _retracing(s)
     if not on_gpu(s):
-        return out
+        return out + _small_cpu_ops(s)
     for d in s.devices:
         idle = d.idle_s.get("kernel_launch", 0.0) / d.span_s if d.span_s > 0 else 0.0
         ev = {"small_kernel_ratio": d.small_kernel_ratio, "mean_kernel_s": d.mean_kernel_s,
@@ -219,6 +242,34 @@ def check(s: WindowSummary) -> list[Advice]:
                 ev, f"launch idle >= {100 * CONTENTION_IDLE_SHARE:g} % with tf.data in use "
                     "(tfobs; XProf names the fix at >= 3 % 'Kernel Launch')"))
     return out
+
+
+def _small_cpu_ops(s: WindowSummary) -> list[Advice]:
+    """small_xla_cpu_ops: a host-only JAX step whose compiled program runs many small ops
+    (`steps.xla_cpu_ops`, their mean), with XLA's CPU runtime busy a good share of it."""
+    st = s.steps
+    if s.environment.framework != "jax" or not st.count or st.mean_s <= 0:
+        return []
+    share = st.work_in_steps_s / st.mean_s
+    if st.xla_cpu_ops < SMALL_CPU_OPS_PER_STEP or share < SMALL_CPU_WORK_SHARE:
+        return []
+    mean = st.xla_cpu_op_s / st.xla_cpu_ops
+    if mean >= SMALL_CPU_OP_S:
+        return []
+    return [SMALL_CPU_OPS.advice(
+        "warning",
+        f"Each step's compiled program runs {st.xla_cpu_ops:,.0f} XLA ops on the CPU averaging "
+        f"{1e6 * mean:.1f} us (half of them under {1e6 * st.xla_cpu_op_median_s:.1f} us): XLA's "
+        f"CPU runtime runs the program {1e3 * st.work_in_steps_s:.2f} ms of the "
+        f"{1e3 * st.mean_s:.2f} ms step ({100 * share:.0f} %), each op paying the runtime's "
+        "fixed cost (its dispatch, the hand-off between its threads): many small ops, as a "
+        "Python loop over blocks or layers unrolled into the jitted function, or a tree of "
+        "many small parameters each updated by ops of its own, makes them.",
+        {"xla_cpu_ops_per_step": st.xla_cpu_ops, "xla_cpu_op_median_s": st.xla_cpu_op_median_s,
+         "xla_cpu_op_mean_s": mean, "xla_cpu_work_s_per_step": st.work_in_steps_s,
+         "xla_cpu_work_share": share},
+        f">= {SMALL_CPU_OPS_PER_STEP} ops per step averaging < {SMALL_CPU_OP_S * 1e6:g} us, "
+        "runtime busy >= 1/3 of the step (tfobs)")]
 
 
 def _eager(s: WindowSummary) -> list[Advice]:
