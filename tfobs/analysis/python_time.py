@@ -94,7 +94,7 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
         (0, py[:0], py[:0], 0, 0, 0)] * len(regions)
     for ld in marking or lines:
         # A loader's outermost input stages are input wait to XProf, not host compute.
-        busy = compiled_work(host, py, ld)
+        busy = compiled_work(host, ld)
         if (stages := stage_spans(host, ld)).size:
             busy = union_rows(np.concatenate([busy, stages]))
         found = _innermost_python_in(ld, py, rows, busy)
@@ -406,26 +406,43 @@ PROGRAM_WAIT = "ThunkExecutor::Execute (wait for completion)"
 REBUILDS = (GRAPH_BUILDING, *JAX_COMPILES, JAX_LOWERING)
 
 
-def compiled_work(host: Timeline, python: np.ndarray | None = None,
-                  line: LineData | None = None) -> np.ndarray:
+def program_op_positions(host: Timeline) -> list[tuple[LineData, np.ndarray]]:
+    """Each line's compiled-program ops, as sorted positions: events with a `program_id`
+    stat (XLA's CPU thunks in a JAX job). A program's ops are no Python events: only the
+    others' stats are read (the Python tracer's events, most of a Python thread's, carry
+    none). Ask through `host.once`: several analyses read them."""
+    if "program_id" not in host.stat_ids:
+        return []
+    program = {host.stat_ids["program_id"]: "program_id"}
+    python = id_array(host.mids_where_once(is_python_event))
+    out = []
+    for ld in host.lines:
+        if not len(ld):
+            continue
+        other = np.flatnonzero(~member(ld.mid_arr, python, ld.dense_top))
+        found = int_stats_at(host, ld.indices(other), program, raw=True)
+        if "program_id" in found and (has := found["program_id"][1]).any():
+            out.append((ld, other[has]))
+    return out
+
+
+def compiled_work(host: Timeline, line: LineData | None = None) -> np.ndarray:
     """When a step waits on its compiled program, or builds one again, as merged (begin,
     end) ps rows: the program's ops (events with a `program_id` stat: XLA's CPU thunks in
     a JAX job) on any line of the host plane, XLA's CPU client waiting for a program to
     complete (`PROGRAM_WAIT`), PjRt's buffer waits (from an `Await` to the
     `Await` that consumes it on the same line), and tf.function traces and JAX compiles
-    (`REBUILDS`). `python`: the Python events' metadata ids, where the caller has them.
-    `line`: the Python thread asked about; a program's ops on that line itself are left out:
-    they run there, under the call that waits for them, so the nesting already tells the
-    program from the Python inside it (a host callback's: jax.debug.print, io_callback)."""
+    (`REBUILDS`). `line`: the Python thread asked about; a program's ops on that line
+    itself are left out: they run there, under the call that waits for them, so the
+    nesting already tells the program from the Python inside it (a host callback's:
+    jax.debug.print, io_callback)."""
     ids = host.stat_ids
     rows = []
     awaits = id_array(host.mids_named(BUFFER_AWAIT))
     building = id_array(host.mids_named(*REBUILDS))
     running = id_array(host.mids_named(PROGRAM_WAIT))
-    program = {ids["program_id"]: "program_id"} if "program_id" in ids else {}
     links = {ids[k]: k for k in ("_p", "_c") if k in ids}
-    if python is None:
-        python = id_array(host.mids_where_once(is_python_event))
+    ops = {id(ld): at for ld, at in host.once(program_op_positions)}
     for ld in host.lines:
         if not len(ld):
             continue
@@ -435,13 +452,8 @@ def compiled_work(host: Timeline, python: np.ndarray | None = None,
         if (running.size and ld is not line
                 and (at := member(ld.mid_arr, running, ld.dense_top)).any()):
             rows.append(np.stack([begin[at], end[at]], 1))
-        # A program's ops are no Python events: only the others' stats are read (the
-        # Python tracer's events, most of a Python thread's, carry none).
-        if program and ld is not line:
-            other = np.flatnonzero(~member(ld.mid_arr, python, ld.dense_top))
-            found = int_stats_at(host, ld.indices(other), program, raw=True)
-            if "program_id" in found and (has := found["program_id"][1]).any():
-                rows.append(np.stack([begin[other[has]], end[other[has]]], 1))
+        if ld is not line and (op := ops.get(id(ld))) is not None:
+            rows.append(np.stack([begin[op], end[op]], 1))
         if len(links) < 2 or not awaits.size:
             continue
         pos = np.flatnonzero(member(ld.mid_arr, awaits, ld.dense_top))

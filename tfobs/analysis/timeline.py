@@ -11,8 +11,8 @@ int64 and no analysis needs exact-integer fallbacks. Times beyond that span are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from tfobs.xspace.columns import (
     compiled,
 )
 from tfobs.xspace.reader import PlaneView
+
+_R = TypeVar("_R")
 
 # Picoseconds far outside any real capture (about 100 days): values past this are corrupt.
 MAX_PS = 10**19
@@ -164,6 +166,16 @@ class Timeline:
         self.stat_ids = plane.stat_ids
         self._by_name: dict[str, list[int]] | None = None
         self._where: dict[Any, frozenset[int]] = {}
+        self._once: dict[Any, Any] = {}
+
+    def once(self, make: Callable[[Timeline], _R]) -> _R:
+        """`make(self)` for a module-level function several analyses ask of this plane:
+        computed on the first call, then kept (a scan of every event's stats costs
+        milliseconds on a window of thousands of steps)."""
+        if make not in self._once:
+            self._once[make] = make(self)
+        found: _R = self._once[make]
+        return found
 
     def mids_where(self, predicate: Any) -> set[int]:
         """Metadata ids whose event name satisfies `predicate(name)`."""

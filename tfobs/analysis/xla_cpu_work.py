@@ -24,8 +24,8 @@ import numpy as np
 
 from tfobs.analysis.calls import JAX_CALL
 from tfobs.analysis.gpu_idle import covered_ps
-from tfobs.analysis.python_time import is_python_event, union_rows
-from tfobs.analysis.timeline import Timeline, id_array, int_stats_at, member, span_of
+from tfobs.analysis.python_time import program_op_positions, union_rows
+from tfobs.analysis.timeline import Timeline, id_array, member, span_of
 from tfobs.summary import FunctionCalls, Steps
 
 # The threads of XLA's CPU runtime in a JAX process: PjRt's client pool and Eigen's.
@@ -64,23 +64,14 @@ def program_ops(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray
     absolute ps): XLA's CPU runtime writes one event per thunk it runs, with the program's
     `program_id` (a fusion, a dot, a reduce); the Python tracer's events carry none and are
     not read."""
-    if host is None or not begin_ps.size or "program_id" not in host.stat_ids:
+    if host is None or not begin_ps.size:
         return ProgramOps()
     steps = union_rows(np.stack([begin_ps, end_ps], 1).astype(np.int64))
-    wanted = {host.stat_ids["program_id"]: "program_id"}
-    python = id_array(host.mids_where_once(is_python_event))
     durations = []
-    for ld in host.lines:
-        if not len(ld):
-            continue
-        # The events that start inside some step, less the Python tracer's.
-        k, inside = span_of(ld.start_arr + ld.start_ps, steps[:, 0], steps[:, 1])
-        at = np.flatnonzero(inside & ~member(ld.mid_arr, python, ld.dense_top))
-        if not at.size:
-            continue
-        found = int_stats_at(host, ld.indices(at), wanted, raw=True)
-        if "program_id" in found and (has := found["program_id"][1]).any():
-            durations.append(ld.end_arr[at[has]] - ld.start_arr[at[has]])
+    for ld, at in host.once(program_op_positions):
+        _, inside = span_of(ld.start_arr[at] + ld.start_ps, steps[:, 0], steps[:, 1])
+        if inside.any():
+            durations.append(ld.end_arr[at[inside]] - ld.start_arr[at[inside]])
     if not durations:
         return ProgramOps()
     took = np.concatenate(durations)
