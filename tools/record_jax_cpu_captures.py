@@ -324,6 +324,39 @@ CASES = {
         "`jax.config.update(\"jax_debug_nans\", True)` left on (a debugging flag): every "
         "call checks its outputs for NaN on the host; `StepTraceAnnotation(\"train\", "
         "step_num=i)`, waited for",
+    "lax_map_per_example_steps": "a jitted step computing per-example gradients with "
+        "`jax.lax.map` over the batch's 32 rows (an XLA while loop of 32 iterations per "
+        "step, the JAX twin of tf.map_fn), clipped and averaged, then an SGD update of a "
+        "128-256-10 MLP; `StepTraceAnnotation(\"train\", step_num=i)`, waited for; the same "
+        "step with `jax.vmap` timed outside the trace for comparison",
+    "linalg_eigh_svd_steps": "a jitted step that whitens its batch with `jnp.linalg.eigh` of "
+        "the 128x128 feature covariance and keeps the first layer's spectral norm at 1 with "
+        "`jnp.linalg.svd` of its 128x512 weight (XLA CPU custom calls into LAPACK), then an "
+        "SGD update of a 128-512-10 MLP; `StepTraceAnnotation(\"train\", step_num=i)`, "
+        "waited for",
+    "optax_clip_adamw_if_finite_steps": "a jitted step of a 128-512-512-10 MLP updated by "
+        "`optax.apply_if_finite(optax.chain(optax.clip_by_global_norm(1.0), "
+        "optax.adamw(1e-3)), max_consecutive_errors=5)`, every 4th batch holding an inf (the "
+        "update skipped inside the program); `StepTraceAnnotation(\"train\", step_num=i)`, "
+        "waited for (needs optax beside JAX: --jax-python of a venv that has it)",
+    "np_stack_list_batches_steps": "marked steps (`StepTraceAnnotation(\"train\", "
+        "step_num=i)`) whose batch arrives as a Python list of 256 numpy examples (3x64x64 "
+        "float32 each) stacked with `np.stack` inside the step, then a jitted least-squares "
+        "step on the flattened 256x12288 batch, waited for",
+    "closure_constant_eval_steps": "marked steps (`StepTraceAnnotation(\"train\", "
+        "step_num=i)`) of the jitted SGD step of a 128-128-128-10 MLP; every 4th step also "
+        "evaluates with `jax.jit(lambda x, y: loss(params_np, x, y))`, a new function closing "
+        "over the current weights as numpy arrays (137 KB baked into the program as "
+        "constants; the capture's metadata plane holds each program's HLO, constants and "
+        "all), so each evaluation traces and compiles a new program inside its step",
+    "conv_cnn_cpu_steps": "a jitted SGD step of a small conv net on the CPU "
+        "(`lax.conv_general_dilated`: 3x3 convs of 16 and 32 channels on 32x32x3 images, "
+        "batch 32, NHWC, mean pool, dense 10), `StepTraceAnnotation(\"train\", "
+        "step_num=i)`, waited for",
+    "float16_loss_cpu_steps": "the 128-512-512-10 MLP's jitted SGD step with its logits cast "
+        "to float16 and the softmax cross-entropy computed in float16 on the CPU (weights "
+        "and update in float32), marked `StepTraceAnnotation(\"train\", step_num=i)` and "
+        "waited for; the same step with a float32 loss timed outside the trace",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -848,6 +881,217 @@ if case == "partial_last_batch_epochs":
     params["batch_rows"] = sizes_seen
 if case == "sleep_throttled_steps":
     params["measured_sleep_ms"] = [round(t * 1e3, 3) for t in slept]
+params.update(extra)
+print(json.dumps(params))
+"""
+
+# Cases of numerical kinds inside the step (a per-example lax.map loop, LAPACK custom calls,
+# optax's guarded update, batches stacked from lists, closed-over constants, convolutions,
+# a float16 loss): their own child; the optax one needs optax beside JAX (--jax-python).
+NUMERIC_STEPS = {"lax_map_per_example_steps", "linalg_eigh_svd_steps",
+       "optax_clip_adamw_if_finite_steps", "np_stack_list_batches_steps",
+       "closure_constant_eval_steps", "conv_cnn_cpu_steps", "float16_loss_cpu_steps"}
+
+_NUMERIC_STEPS_CHILD = """
+import json, sys, time
+import numpy as np
+import jax, jax.numpy as jnp
+case, logdir = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+XALL = rng.random((4096, 128)).astype(np.float32)
+YALL = rng.integers(0, 10, (4096,))
+params = {"jax": jax.__version__, "python": sys.version.split()[0]}
+def xent(logits, y):
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
+def init_mlp(key, sizes):
+    ks = jax.random.split(key, len(sizes) - 1)
+    return [(jax.random.normal(k, (a, b)) * (1 / a) ** 0.5, jnp.zeros(b))
+            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
+def mlp(p, x):
+    for w, b in p[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = p[-1]
+    return x @ w + b
+def loss_fn(p, x, y):
+    return xent(mlp(p, x), y)
+def sgd_fn(p, x, y):
+    loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+    return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+""" + _BATCHES_AND_MARKS + """p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+sgd = jax.jit(sgd_fn)
+steps = 12
+def body(i):
+    global p
+    p, loss = sgd(p, *batch(i))
+    jax.block_until_ready(p)
+def compare(fn, name):
+    # fn(i) one step of the other version, timed outside the trace
+    for i in range(3):
+        fn(i)
+    ts = []
+    for i in range(12):
+        t = time.perf_counter()
+        fn(i)
+        ts.append(time.perf_counter() - t)
+    extra[name] = [round(t * 1e3, 3) for t in ts]
+if case == "lax_map_per_example_steps":
+    p = init_mlp(jax.random.PRNGKey(0), [128, 256, 10])
+    def ex_grad(p, xy):
+        x, y = xy
+        return jax.grad(loss_fn)(p, x[None], y[None])
+    def clip_mean_update(p, g):
+        norms = jnp.sqrt(sum(jnp.sum(t.reshape(t.shape[0], -1) ** 2, 1)
+                             for t in jax.tree.leaves(g)))
+        scale = jnp.minimum(1.0, 1.0 / (norms + 1e-6))
+        g = jax.tree.map(lambda t: jnp.mean(t * scale.reshape((-1,) + (1,) * (t.ndim - 1)), 0), g)
+        return jax.tree.map(lambda a, b: a - 0.05 * b, p, g)
+    @jax.jit
+    def sgd(p, x, y):
+        return clip_mean_update(p, jax.lax.map(lambda xy: ex_grad(p, xy), (x, y))), 0.0
+    @jax.jit
+    def sgd_vmap(p, x, y):
+        g = jax.vmap(lambda x, y: ex_grad(p, (x, y)))(x, y)
+        return clip_mean_update(p, g), 0.0
+    def body(i):
+        global p
+        p, _ = sgd(p, *batch(i, 32))
+        jax.block_until_ready(p)
+    p_v = p
+    def vmap_one(i):
+        global p_v
+        p_v, _ = sgd_vmap(p_v, *batch(i, 32)); jax.block_until_ready(p_v)
+    steps = 8  # 32 iterations a step, each leaving its events: under 1 MB
+    extra["map_iterations_per_step"] = 32
+elif case == "linalg_eigh_svd_steps":
+    p = init_mlp(jax.random.PRNGKey(0), [128, 512, 10])
+    def whiten(x):
+        xc = x - x.mean(0)
+        cov = xc.T @ xc / x.shape[0] + 1e-3 * jnp.eye(x.shape[1])
+        evals, evecs = jnp.linalg.eigh(cov)
+        return xc @ evecs / jnp.sqrt(evals + 1e-5) @ evecs.T
+    @jax.jit
+    def sgd(p, x, y):
+        p, loss = sgd_fn(p, whiten(x), y)
+        (w, b), rest = p[0], p[1:]
+        s = jnp.linalg.svd(w, compute_uv=False)
+        return [(w / jnp.maximum(s[0], 1.0), b)] + rest, loss
+elif case == "optax_clip_adamw_if_finite_steps":
+    import optax
+    params["optax"] = optax.__version__
+    tx = optax.apply_if_finite(optax.chain(optax.clip_by_global_norm(1.0),
+                                           optax.adamw(1e-3)), max_consecutive_errors=5)
+    opt_state = tx.init(p)
+    @jax.jit
+    def sgd(p, opt_state, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        u, opt_state = tx.update(g, opt_state, p)
+        return optax.apply_updates(p, u), opt_state, loss
+    skipped = []
+    def body(i):
+        global p, opt_state
+        x, y = batch(i)
+        if i % 4 == 3:
+            x = x.copy(); x[0, 0] = np.inf
+        p, opt_state, loss = sgd(p, opt_state, x, y)
+        jax.block_until_ready(p)
+        skipped.append(int(opt_state.total_notfinite))
+elif case == "np_stack_list_batches_steps":
+    EX = [rng.random((3, 64, 64)).astype(np.float32) for _ in range(512)]
+    YEX = rng.random((512,)).astype(np.float32)
+    w = jnp.zeros((3 * 64 * 64,))
+    @jax.jit
+    def lsq(w, x, y):
+        x = x.reshape(x.shape[0], -1)
+        g = x.T @ (x @ w - y) / x.shape[0]
+        return w - 1e-4 * g
+    stack_ms = []
+    def body(i):
+        global w
+        j = (i * 256) % 512
+        rows = [EX[(j + k) % 512] for k in range(256)]  # the loader's list of examples
+        t = time.perf_counter()
+        x = np.stack(rows)
+        y = np.stack([YEX[(j + k) % 512] for k in range(256)])
+        stack_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+        w = lsq(w, x, y)
+        jax.block_until_ready(w)
+    p = w
+elif case == "closure_constant_eval_steps":
+    p = init_mlp(jax.random.PRNGKey(0), [128, 128, 128, 10])
+    steps = 8  # two evaluations: each program's HLO, its constants too, is in the capture
+    evals = []
+    def body(i):
+        global p
+        p, loss = sgd(p, *batch(i))
+        jax.block_until_ready(p)
+        if i % 4 == 3:
+            t = time.perf_counter()
+            p_np = jax.device_get(p)  # the current weights as numpy: constants once closed over
+            ev = jax.jit(lambda x, y: loss_fn(p_np, x, y))
+            v = float(ev(XALL[:512], YALL[:512]))
+            evals.append(round((time.perf_counter() - t) * 1e3, 3))
+    extra["constant_bytes"] = int(sum(a.size * 4 for a in jax.tree.leaves(p)))
+elif case == "conv_cnn_cpu_steps":
+    IMG = rng.random((256, 32, 32, 3)).astype(np.float32)
+    k = jax.random.split(jax.random.PRNGKey(0), 3)
+    p = {"c1": jax.random.normal(k[0], (3, 3, 3, 16)) * 0.2,
+         "c2": jax.random.normal(k[1], (3, 3, 16, 32)) * 0.1,
+         "d": jax.random.normal(k[2], (32, 10)) * 0.1}
+    dn = ("NHWC", "HWIO", "NHWC")
+    def cnn(p, x):
+        h = jax.nn.relu(jax.lax.conv_general_dilated(x, p["c1"], (1, 1), "SAME",
+                                                     dimension_numbers=dn))
+        h = jax.nn.relu(jax.lax.conv_general_dilated(h, p["c2"], (2, 2), "SAME",
+                                                     dimension_numbers=dn))
+        return h.mean((1, 2)) @ p["d"]
+    @jax.jit
+    def sgd(p, x, y):
+        loss, g = jax.value_and_grad(lambda p: xent(cnn(p, x), y))(p)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+    def body(i):
+        global p
+        j = (i * 32) % 256
+        p, loss = sgd(p, IMG[j:j + 32], YALL[j:j + 32])
+        jax.block_until_ready(p)
+elif case == "float16_loss_cpu_steps":
+    def xent16(logits, y):
+        l16 = logits.astype(jnp.float16)
+        return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(l16), y[:, None], 1))
+    @jax.jit
+    def sgd(p, x, y):
+        loss, g = jax.value_and_grad(lambda p: xent16(mlp(p, x), y))(p)
+        return jax.tree.map(lambda a, b: (a - 0.01 * b).astype(a.dtype), p, g), loss
+    sgd32 = jax.jit(sgd_fn)
+    p32 = p
+    def f32_one(i):
+        global p32
+        p32, _ = sgd32(p32, *batch(i)); jax.block_until_ready(p32)
+    extra["loss_dtype"] = "float16"
+else:
+    raise SystemExit("unknown case " + case)
+def loop(first, n):
+    for i in range(first, first + n):
+        marked(i, body)
+loop(0, 4)
+if case == "lax_map_per_example_steps":
+    compare(vmap_one, "measured_vmap_step_ms")
+if case == "float16_loss_cpu_steps":
+    compare(f32_one, "measured_f32_loss_step_ms")
+jax.block_until_ready(p)
+times.clear()
+for v in ("skipped", "stack_ms", "evals"):
+    if v in globals():
+        globals()[v].clear()
+with jax.profiler.trace(logdir):
+    loop(4, steps)
+params["steps"] = steps
+params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+if case == "optax_clip_adamw_if_finite_steps":
+    params["total_notfinite_after_step"] = skipped
+if case == "np_stack_list_batches_steps":
+    params["measured_stack_ms"] = stack_ms
+if case == "closure_constant_eval_steps":
+    params["measured_eval_ms"] = evals
 params.update(extra)
 print(json.dumps(params))
 """
@@ -1512,7 +1756,8 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             env["KERAS_BACKEND"] = "jax"
             env["PYTHONPATH"] = str(ROOT)
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        child = (_TRAINER_LOOPS_CHILD if case in TRAINER_LOOPS
+        child = (_NUMERIC_STEPS_CHILD if case in NUMERIC_STEPS
+                 else _TRAINER_LOOPS_CHILD if case in TRAINER_LOOPS
                  else _FRESH_LOOPS_CHILD if case in FRESH_LOOPS
                  else _MLP_LOOPS_CHILD if case in MLP_LOOPS
                  else _STANDALONE_CHILD if case in STANDALONE

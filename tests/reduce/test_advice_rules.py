@@ -44,6 +44,8 @@ from tfobs.analysis.advice.launch import (
     EAGER_STEP_FIX,
     EXPORT_FIX,
     QUEUE_WAIT_FIX,
+    SMALL_CPU_OP_S,
+    SMALL_CPU_OPS_PER_STEP,
     XLA_RECOMPILE_FIX,
 )
 from tfobs.analysis.advice.rule import JAX_DOCS
@@ -798,17 +800,18 @@ def test_small_xla_cpu_ops_names_a_program_of_hundreds_of_small_ops() -> None:
         b.code for b in advise(dataclasses.replace(s, environment=tf_env))}
 
 
-@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*jax*.xplane.pb")),
+@pytest.mark.parametrize("path", [p for p in sorted(CAPTURES.glob("*jax*.xplane.pb"))
+                                  if not p.name.endswith("large_pytree_dispatch.xplane.pb")],
                          ids=lambda p: p.name.removesuffix(".xplane.pb"))
 def test_small_xla_cpu_ops_is_silent_on_other_jax_captures(path: pathlib.Path) -> None:
-    # Every other JAX capture: at most 328 ops a step (per-example gradients, whose time is
-    # in large ops: 30 us on average), or ops averaging 5.5 us or more; GPU captures have no
-    # XLA CPU ops (their tiny kernels are small_kernels').
-    if path.name.endswith("large_pytree_dispatch.xplane.pb"):
-        pytest.skip("the capture it fires on")
+    # Every other JAX capture: fewer ops a step (per-example gradients: 328, their time in
+    # large ops), or ops averaging 5.5 us or more (lax.map's per-example loop: 627 a step
+    # of 12.6 us); GPU captures have no XLA CPU ops (their tiny kernels are small_kernels').
     s = tfobs.analyze(path)
     assert not fired(s, "small_xla_cpu_ops"), (s.steps.xla_cpu_ops, s.steps.xla_cpu_op_s)
-    assert s.steps.xla_cpu_ops < 400
+    st = s.steps
+    assert st.xla_cpu_ops < SMALL_CPU_OPS_PER_STEP or st.xla_cpu_op_s / st.xla_cpu_ops >= (
+        1.1 * SMALL_CPU_OP_S)
 
 
 def test_gpu_thread_contention_from_summary() -> None:

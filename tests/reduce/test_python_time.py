@@ -696,6 +696,29 @@ def test_jax_tracing_a_new_shape_is_read_as_tracing_not_op_by_op_dispatch() -> N
     assert _codes(s)["tf_function_retracing"].evidence["graph_builds"] >= 4
 
 
+def test_a_jit_made_in_the_loop_is_read_as_compiling_not_op_by_op_dispatch() -> None:
+    """Every fourth step evaluates through a new `jax.jit(lambda ...)` closing over the
+    weights as numpy arrays: the step's Python is the compile's (its cache key serializing
+    the program, `cache_key.py _serialize_ir`; the tracing's `core.py bind` under
+    partial_eval, which the tracer's top three leave out). Named as compiling, with the fix
+    that makes the jit once and passes the weights as arguments; not as operations
+    dispatched one at a time outside jit, nor a loader's work."""
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__closure_constant_eval_steps.xplane.pb")
+    a = _codes(s)["python_in_step"]
+    top = s.steps.python_traced_top
+    assert any(t.startswith("cache_key.py:") for t in top)
+    assert any(t.startswith("core.py:") and t.endswith(" bind") for t in top)
+    assert "compiling a function inside the step" in a.message
+    assert "one at a time outside jit" not in a.message
+    assert a.fix.startswith(_framework("cache_key.py")[1])
+    assert "closes over" in a.fix and "batches ahead" not in a.fix
+    assert _codes(s)["tf_function_retracing"].evidence["graph_builds"] >= 1
+    # bind beside the compile's cache key is tracing: named once, as compiling
+    assert [w for w, _ in steps_advice.framework_python(
+        ("cache_key.py:197 _serialize_ir", "core.py:660 bind"))] == [
+        _framework("cache_key.py")[0]]
+
+
 def test_a_jax_jobs_checkpoint_saves_are_read_from_its_librarys_python() -> None:
     """orbax's CheckpointManager.save every step, writing every fourth: the saving steps
     hold the library's Python (checkpoint_manager.py, async_checkpointer.py, ...) for tens

@@ -186,6 +186,17 @@ _SLOW_DISPATCH = (
     "callback in the step, or an argument re-checked on every call)",
     "keep host callbacks out of the jitted step and pass it arrays of a fixed dtype and "
     "sharding, not Python scalars, so each call takes the compiled fast path")
+# A function lowered and compiled inside the step: each jax.jit(...) made in the loop (a new
+# lambda or partial: its cache is keyed on the function object) compiles at its first call,
+# with the arrays it closes over baked into the program as constants.
+_COMPILING = (
+    "JAX lowering and compiling a function inside the step (its compile cache key "
+    "serializing the new program: see tf_function_retracing)",
+    "make each jax.jit(...) once, outside the loop, and pass what changes (the weights, a "
+    "learning rate) as arguments: a jit of a new lambda or functools.partial each call "
+    "compiles every time, and the arrays it closes over are baked into the program as "
+    "constants (a larger program to compile, a new one whenever they change); keep the "
+    "jitted function's input shapes, dtypes and static arguments the same each step")
 FRAMEWORK_PYTHON = (
     ("graphlib.py", ("_graph_flatten", "_graph_unflatten", "flatten", "unflatten"),
      "Flax NNX walking the model's object graph in Python on each nnx.jit call",
@@ -202,6 +213,10 @@ FRAMEWORK_PYTHON = (
      "keep the jitted function's inputs the same shapes and dtypes each step (padding to a "
      "few bucket sizes, each warmed by one call before training) and its static arguments "
      "few (a learning rate as a traced argument, not static_argnums)"),
+    # A compile's own Python: its cache key serializes the new program (cache_key.py
+    # _serialize_ir), then XLA compiles it (compiler.py); the tracing before it calls bind.
+    ("cache_key.py", ("*",), *_COMPILING),
+    ("compiler.py", ("*",), *_COMPILING),
     ("core.py", ("bind", "bind_with_trace"),
      "JAX dispatching operations one at a time outside jit (a primitive's bind)",
      "move those operations (random.split, metric math, optimizer updates) into the jitted "
@@ -226,7 +241,10 @@ FRAMEWORK_PYTHON = (
      "yields arrays) and hand those to the jitted step; keep counters and keys on the "
      "device (carry them in the jitted step's state, fold_in inside jit)"),
 )
-_TRACING = "partial_eval.py"
+# Files whose Python is a function traced or compiled: the bind calls under them are
+# tracing, and a loader's fix does not reach them.
+_TRACING = ("partial_eval.py", "cache_key.py", "compiler.py")
+_COMPILE_FIXES = {fix for file, _, _, fix in FRAMEWORK_PYTHON if file in _TRACING}
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
 CALLBACK_SHARE = 1 / 3  # of the traced Python, from which the callbacks are named
 CALLBACK_FIX = (
@@ -380,7 +398,7 @@ def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
     found = [(file, what, fix) for file, functions, what, fix in FRAMEWORK_PYTHON
              if any((file, f) in seen for f in functions)
              or ("*" in functions and file in files)]
-    tracing = any(file == _TRACING for file, _, _ in found)
+    tracing = any(file in _TRACING for file, _, _ in found)
     causes = [(what, fix) for file, what, fix in found if not (tracing and file == "core.py")]
     return list(dict.fromkeys(causes))
 
@@ -440,10 +458,15 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
                      "rate limit pacing the loop, a poll for data between its checks, a "
                      "retry's backoff), not Python work")
         fixes.append(SLEEP_FIX)
+    compiling = False
     if jax:
-        for what, fix in framework_python(st.python_traced_top):
+        causes = framework_python(st.python_traced_top)
+        for what, fix in causes:
             parts.append(f"among it, {what}")
             fixes.append(fix)
+        # Tracing and compiling alone: Python JAX runs for a new program, which loading
+        # batches ahead would not reach.
+        compiling = bool(causes) and all(fix in _COMPILE_FIXES for _, fix in causes)
     waiting = jax and not fixes and _waits_first(st.python_traced_top)
     if waiting:
         parts.append("most of it in block_until_ready, the step waiting for its own "
@@ -468,7 +491,7 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
         # Where host callbacks hold the Python, loading batches ahead is beside the point.
         # A loader that already works ahead and does not keep up: loading ahead is no fix.
         "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE
-                       or loader >= TFDATA_NEXT_SHARE or sleeping or waiting
+                       or loader >= TFDATA_NEXT_SHARE or sleeping or waiting or compiling
                        else [*fixes, TRACED_FIX])
         if fixes else TRACED_FIX)
     # The wait's fix is JAX's asynchronous dispatch, not tf.data's guide.
