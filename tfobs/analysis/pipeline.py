@@ -686,9 +686,15 @@ def _dropped_compiles(host: Timeline | None, found: FoundSteps, kept: bd.StepTim
     none = StepCompile(), StepCompile()
     if host is None or not kept.dropped or kept.dropped_at[0] < 0:
         return none
-    first, last = (found.groups[k] for k in kept.dropped_at)
-    both = (step_compile(host, (first.begin_ps, first.end_ps), found.root_lines),
-            step_compile(host, (last.begin_ps, last.end_ps), found.root_lines))
+    # The dropped steps' spans from the walk's columns where it has them: a window of
+    # thousands of steps makes no step object for them.
+    if found.spans is not None:
+        begin, end = found.spans[0], found.spans[1]
+        at = [(int(begin[k]), int(end[k])) for k in kept.dropped_at]
+    else:
+        at = [(found.groups[k].begin_ps, found.groups[k].end_ps) for k in kept.dropped_at]
+    both = (step_compile(host, at[0], found.root_lines),
+            step_compile(host, at[1], found.root_lines))
     if not (both[0].found or both[1].found) or not kept.begin_ps.size:
         return none
     spans = _StepSpans(kept.begin_ps, kept.end_ps).columns
