@@ -401,7 +401,9 @@ class _Grouper:
             return None
         loop_sids = np.sort(np.fromiter(looping, np.uint64, len(looping)))
         which = np.minimum(np.searchsorted(loop_sids, sid), loop_sids.size - 1)
-        keep = (loop_sids[which] == sid) & (it > 0)
+        # An iteration number is an int64 counting up from 0: a negative one (-1 read as
+        # 2**64 - 1) is a damaged stat, not a loop of 2**62 iterations.
+        keep = (loop_sids[which] == sid) & (it > 0) & (it < np.uint64(2**63))
         f_sid, f_it = self._fetches
         if f_sid.size:
             # Each looping id's fetches: how many, the highest iteration that fetched.

@@ -153,7 +153,10 @@ class Timeline:
         self.plane = plane
         proto_lines = plane.lite.lines
         if len(proto_lines) > MAX_LINES:
-            raise CaptureError(f"plane {plane.name!r} has {len(proto_lines)} lines; too many")
+            raise CaptureError(
+                f"plane {plane.name!r} has {len(proto_lines):,} lines; a profiler writes one "
+                f"per thread or stream, and tfobs reads at most {MAX_LINES:,} a plane: "
+                "profile again (this file is damaged or not a profiler's)")
         self.base_ps = time_base_ps([plane]) if base_ps is None else base_ps
         columns = plane.events
         self.columns = columns

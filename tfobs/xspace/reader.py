@@ -24,6 +24,10 @@ MAX_CAPTURE_BYTES = 2**31 - 1
 # a few for the host; every plane costs the reduction its own fixed work (~0.25 ms), so a
 # crafted file of 20,000 one-event planes (1 MB) took 15 s. Far past any real host.
 MAX_PLANES = 4096
+# Every line (a thread, a stream) costs the reduction its own fixed work too (~60 us and
+# ~2 KB), whatever plane holds it: 4,095 planes of 1,000 one-event lines (130 MB) ran past
+# 400 s and 9 GB. The largest real captures hold a few hundred; 100,000 reduce in ~7 s.
+MAX_LINES = 100_000
 
 StatValue = Any  # float | int | str | bytes
 
@@ -271,4 +275,11 @@ def parse(data: bytes | bytearray | memoryview) -> SpaceView:
             f"capture ({size} bytes) holds {len(space.planes):,} planes; a profiler writes "
             f"one per device and a few for the host, and tfobs reads at most {MAX_PLANES:,}: "
             "reduce each host's own capture file")
+    lines = sum(len(plane.lines) for plane in space.planes)
+    if lines > MAX_LINES:
+        raise CaptureError(
+            f"capture ({size} bytes) holds {lines:,} lines over its planes; a profiler writes "
+            f"one per thread or stream, and tfobs reads at most {MAX_LINES:,}: profile "
+            "again (this file is damaged or not a profiler's), or reduce each host's own "
+            "capture file")
     return SpaceView(space, size)
