@@ -490,6 +490,10 @@ def _parse_env(opt: Option, raw: str) -> Any:
         if low in _FALSE:
             return False
         raise ValueError(raw)
+    # Python reads any script's digits ("１２" is 12, "٣" is 3): a number in a manifest is
+    # ASCII, and other digits are more likely a paste gone wrong than a count anyone meant.
+    if isinstance(default, (int, float)) and not text.isascii():
+        raise ValueError(raw)
     if isinstance(default, int):
         return int(text.replace("_", ""))
     if isinstance(default, float):

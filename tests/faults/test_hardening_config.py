@@ -349,6 +349,17 @@ def test_no_count_option_takes_a_number_past_64_bits(option: str) -> None:
     assert getattr(Config.load(environ={}, **{option: top}, **roomy), option) == top
 
 
+@pytest.mark.parametrize(("name", "raw"), [("TFOBS_WINDOW_STEPS", "\uff11\uff12"),
+                                         ("TFOBS_WINDOW_MAX_S", "\u0663"),
+                                         ("TFOBS_INTERVAL_STEPS", "\u0968\u0966\u0966")])
+def test_a_number_in_another_scripts_digits_is_refused(name: str, raw: str) -> None:
+    # int("１２") is 12: full-width (or Arabic-Indic, Devanagari) digits passed as a count.
+    cfg, said = load_quietly({name: raw})
+    option = name.removeprefix("TFOBS_").lower()
+    assert getattr(cfg, option) == getattr(Config(), option)
+    assert len(said) == 1 and name in said[0]
+
+
 @pytest.mark.parametrize("option", ["capture_dir", "keep_dir"])
 def test_a_folder_path_holding_a_nul_byte_is_refused_at_enable(option: str, tmp_path) -> None:
     # os.path.exists() answers False for it, so it passed as "a folder tfobs will make"; every
