@@ -101,6 +101,7 @@ RuleId = Literal[
     "low_16bit_compute",
     "tensor_core_unused",
     "layout_transposes",
+    "float64_compute",
     "memory_near_capacity",
     "memory_fragmentation",
     "device_collectives_bound",
@@ -387,6 +388,17 @@ class InputPipeline:
     prefetch_ready: int = 0
     prefetch_s: float = 0.0
     prefetch_empty_s: float = 0.0
+    # The longest of those fetches: seconds, its step's number (-1: none), whether it found
+    # a batch ready, and what tf.data's threads ran during it (the stage, and the op of a
+    # stage's function with its seconds there); the median fetch's seconds. A ready fetch
+    # far longer than the others is no hand-over.
+    prefetch_longest_s: float = 0.0
+    prefetch_longest_step: int = -1
+    prefetch_longest_ready: bool = False
+    prefetch_longest_stage: str = ""
+    prefetch_longest_op: str = ""
+    prefetch_longest_op_s: float = 0.0
+    prefetch_median_s: float = 0.0
     # tf.data's pool threads (`tf_data_private_threadpool`, where its parallel stages run)
     # that ran something in the window, and the busiest one's busy share of the window: one
     # thread busy throughout runs every parallel call in turn (a pool capped at one thread).
@@ -438,6 +450,12 @@ class Ops:
     # Of graph_builds, XLA's own compiles of a TensorFlow program (jit_compile=True, auto-
     # clustering): one per new concrete input shape, even for a tf.function traced once.
     xla_compiles: int = 0
+    # A function traced again then instantiated on its first call: the set-up of such calls
+    # (`EagerLocalExecute: __inference_*` before its first `EagerKernelExecute`: Grappler,
+    # kernel creation) where far above the window's typical call's and after a trace in
+    # the same step; seconds inside the steps, how many. Not part of graph_building_s.
+    graph_instantiation_s: float = 0.0
+    graph_instantiations: int = 0
     # Time inside the steps during which a collective op runs on the host
     # (CollectiveReduceV2 and kin: tf.distribute's all-reduce across replicas, devices or
     # workers), window seconds; XProf counts it as host compute, its 'Device Collective
@@ -554,6 +572,19 @@ class MemoryStat:
     top_allocations: tuple[Allocation, ...] = ()
     # False where TF wrote NaN (e.g. an XLA allocator): fragmentation_ratio is NaN then.
     fragmentation_known: bool = True
+    # The bytes of the window's allocations, in all and per data type as XProf names them
+    # ("float", "double", "INVALID" where the event says none); empty where no allocation
+    # event states a type.
+    allocated_bytes: int = 0
+    allocated_bytes_by_type: dict[str, int] = field(default_factory=dict)
+    # The ops allocating the most float64 ("double") bytes, most first (at most 3).
+    float64_top_ops: tuple[str, ...] = ()
+
+    @property
+    def float64_share(self) -> float:
+        """The share of the allocated bytes that are float64 tensors (0..1)."""
+        f64 = self.allocated_bytes_by_type.get("double", 0)
+        return f64 / self.allocated_bytes if self.allocated_bytes > 0 else 0.0
 
 
 @dataclass(frozen=True)

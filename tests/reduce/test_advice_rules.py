@@ -916,6 +916,67 @@ def test_low_16bit_compute_on_real_h100_captures() -> None:
     assert fired(s, "low_16bit_compute")
 
 
+FLOAT64_LOOP = "generated__tf2.21cpu__float64_dense_loop"  # Dense layers in float64
+
+
+def test_float64_compute_fires_where_float64_tensors_hold_the_allocated_bytes() -> None:
+    # The job trains in float64 (33 ms a step against 8.8 ms in float32, provenance): 97 %
+    # of the window's allocated bytes are `double`, from the Dense MatMuls' gradients.
+    s = summary(FLOAT64_LOOP)
+    (m,) = s.memory
+    assert m.allocated_bytes == sum(m.allocated_bytes_by_type.values()) > 0
+    assert m.float64_share == pytest.approx(0.966, abs=0.005)
+    assert 0 < len(m.float64_top_ops) <= 3
+    assert any("MatMul" in o for o in m.float64_top_ops)
+    a = one(s, "float64_compute")
+    assert a.severity == "warning"
+    assert a.message.startswith("97 % of the bytes allocated in the window")
+    assert "dense_4_1/MatMul" in a.message
+    assert a.evidence["float64_share"] == pytest.approx(m.float64_share)
+    assert "set_floatx('float32')" in a.fix and "tf.cast" in a.fix
+    # JSON of summaries made before these figures loads with them empty
+    data = s.to_dict()
+    assert WindowSummary.from_dict(data) == s
+    for mem in data["memory"]:
+        for key in ("allocated_bytes", "allocated_bytes_by_type", "float64_top_ops"):
+            del mem[key]
+    old = WindowSummary.from_dict(data)
+    assert old.memory[0].allocated_bytes == 0 and old.memory[0].float64_share == 0.0
+    assert not fired(dataclasses.replace(old, advice=advise(old)), "float64_compute")
+
+
+@pytest.mark.parametrize("name", [HEALTHY, COMPUTE, "generated__tf2.21cpu__mixed_precision_fit",
+                                  "generated__tf2.21cpu__summaries_fit"])
+def test_float64_compute_silent_on_float32_and_16bit_jobs(name: str) -> None:
+    # summaries_fit's only typed allocation in the window is one 4 MiB float64 OneHot:
+    # 100 % of the bytes, too few allocations to tell the model's arithmetic.
+    s = summary(name)
+    assert not fired(s, "float64_compute")
+    assert sum(m.allocated_bytes for m in s.memory) > 0
+
+
+def test_float64_compute_on_gpu_kernels_from_summary() -> None:
+    from tfobs.analysis.precision import name_f64
+
+    assert name_f64("volta_dgemm_128x64_nn") and name_f64("cutlass_80_tensorop_d884gemm_64x32")
+    assert name_f64("nvjet_sm90_ddd_128x64") and name_f64(
+        "void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::Tensor<double, 1>>>")
+    assert not name_f64("ampere_sgemm_128x64_nn") and not name_f64("nvjet_sm90_tst_64x8")
+    assert not name_f64("loop_add_fusion") and not name_f64("DoubleBufferedCopy")
+    base = summary(AMD_GEMM)
+    items = base.kernels.items
+    dgemm = dataclasses.replace(items[0], name="volta_dgemm_128x64_nn")
+    s = dataclasses.replace(base, kernels=dataclasses.replace(
+        base.kernels, items=(dgemm, *items[1:])))
+    share = dgemm.total_s / base.kernels.total_s
+    assert share >= 0.5  # the top GEMM kernel, renamed: most of kernel time
+    (a,) = [a for a in advise(s) if a.code == "float64_compute"]
+    assert a.message.startswith("float64 kernels take") and "volta_dgemm" in a.message
+    assert a.evidence["float64_kernel_share"] == pytest.approx(share)
+    assert "jax_enable_x64" in a.fix  # a JAX job: the fix in its terms
+    assert not fired(base, "float64_compute")
+
+
 # --- memory ---------------------------------------------------------------------------------
 
 
@@ -1043,11 +1104,46 @@ def test_tf_function_retracing_fires_on_a_function_traced_in_every_step() -> Non
     # One trace per step, inside each of the steps XProf's rule keeps.
     assert s.ops.graph_builds == s.steps.count == a.evidence["graph_builds"]
     step_s = sum(st.duration_s for st in s.steps.items)
+    # each new function (scaled_step_424, _498, ...) also sets itself up for ~22 ms in its
+    # first call before its first kernel: part of the trace's cost
+    assert s.ops.graph_instantiations == s.steps.count
     assert a.evidence["graph_building_pct"] == pytest.approx(
-        100 * s.ops.graph_building_s / step_s)
+        100 * (s.ops.graph_building_s + s.ops.graph_instantiation_s) / step_s)
     assert a.evidence["graph_building_pct"] > 50  # tracing, not the ops, is the step
-    assert s.ops.graph_building_s < step_s
+    assert s.ops.graph_building_s + s.ops.graph_instantiation_s < step_s
+    assert "instantiating 6 new functions in their first calls" in a.message
     assert "input_signature" in a.fix and "reduce_retracing=True" in a.fix
+    assert "drop_remainder" not in a.fix  # traced in every step: not an epoch's last batch
+
+
+PARTIAL_BATCH = "generated__tf2.21cpu__partial_batch_retrace_loop"  # 40-row last batch
+
+
+def test_a_retrace_counts_the_new_functions_first_run_set_up() -> None:
+    # The epoch's last, smaller batch traces the step again (104.9 ms of graph building);
+    # the new concrete function (__inference_step_225) then spends 45.6 ms in its first
+    # call before its first kernel, against ~0.03 ms for every other call: the retraced
+    # step took 155 ms against 3-4 ms (the job's own timing).
+    s = summary(PARTIAL_BATCH)
+    assert s.ops.graph_builds == 1 and s.ops.graph_instantiations == 1
+    assert s.ops.graph_building_s == pytest.approx(0.1049, abs=1e-3)
+    assert s.ops.graph_instantiation_s == pytest.approx(0.0456, abs=1e-3)
+    a = one(s, "tf_function_retracing")
+    assert a.evidence["graph_instantiation_s_per_step"] == pytest.approx(
+        s.ops.graph_instantiation_s / s.steps.count)
+    assert "104.9 ms tracing and 45.6 ms instantiating the new function" in a.message
+    assert "15.06 ms per step" in a.message
+    # the message names an epoch's last batch: the fix gives its remedy
+    assert "epoch's last, smaller batch" in a.message
+    assert "batch(..., drop_remainder=True)" in a.fix and "input_signature" in a.fix
+
+
+def test_no_first_run_set_up_without_a_new_function_in_the_steps() -> None:
+    # SavedModel exports trace the model's functions, but the step calls only its own,
+    # already instantiated: nothing added to the traces' cost.
+    s = summary("generated__tf2.21cpu__saved_model_export_loop")
+    assert s.ops.graph_builds > 0 and s.ops.graph_instantiations == 0
+    assert s.ops.graph_instantiation_s == 0.0
 
 
 def test_xla_compiles_per_shape_inside_steps_are_named_with_their_own_fix() -> None:
@@ -1510,10 +1606,12 @@ def test_one_graph_build_in_the_steps_is_only_info() -> None:
     s = summary("generated__tf2.21cpu__retrace_loop")
     assert one(s, "tf_function_retracing").severity == "warning"
     once = dataclasses.replace(s, ops=dataclasses.replace(
-        s.ops, graph_builds=1, graph_building_s=s.ops.graph_building_s / 6),
+        s.ops, graph_builds=1, graph_building_s=s.ops.graph_building_s / 6,
+        graph_instantiations=1, graph_instantiation_s=s.ops.graph_instantiation_s / 6),
         advice=())
     a = one(dataclasses.replace(once, advice=tuple(advise(once))), "tf_function_retracing")
     assert a.severity == "info" and "built a graph once in" in a.message
+    assert "instantiating the new function in its first call" in a.message
     # It says both readings: a first call, or (window after window) a rebuild.
     assert "first call in this window" in a.message and "again and again" in a.message
 
@@ -1783,6 +1881,46 @@ def test_input_bound_names_a_few_stalled_fetches() -> None:
     assert 0 < empty <= 0.2 * len(held) and ip.prefetch_empty_s >= 0.7 * waited
     a = one(s, "input_bound")
     assert a.fix.startswith("the wait is a few stalls: ") and f"in {empty} of {len(held)}" in a.fix
+
+
+SHARD_AFTER_READ = "generated__tf2.21cpu__shard_after_read_loop"  # one 40.8 ms fetch
+
+
+def test_input_bound_names_one_long_fetch_of_a_ready_batch() -> None:
+    """The prefetch buffer held two batches at each of the 10 fetches, but one of them (step
+    5) took 40.8 ms while the parallel map's ParseExampleV2 ran 36.7 ms on tf.data's
+    threads; the other fetches took ~0.5 ms. No hand-over takes 40 ms and it is no cost
+    every step pays: the fix names that fetch and the work during it, not "a fixed cost
+    per step"."""
+    s = summary(SHARD_AFTER_READ)
+    held = _root_prefetch_fetches(SHARD_AFTER_READ, s)
+    ip = s.input_pipeline
+    assert ip.prefetch_fetches == ip.prefetch_ready == len(held) == 10
+    assert ip.prefetch_longest_ready and ip.prefetch_longest_step == 5
+    assert ip.prefetch_longest_s == pytest.approx(0.0408, abs=5e-4)
+    assert ip.prefetch_median_s == pytest.approx(0.0005, abs=2e-4)
+    assert ip.prefetch_longest_stage == "Iterator::Root::Prefetch::ParallelMapV2"
+    assert ip.prefetch_longest_op == "ParseExample/ParseExampleV2"
+    assert ip.prefetch_longest_op_s == pytest.approx(0.0367, abs=5e-4)
+    by_step = {st.step_num: st.breakdown_s["input"] for st in s.steps.items}
+    assert by_step[5] == pytest.approx(ip.prefetch_longest_s, abs=1e-4)
+    a = one(s, "input_bound")
+    assert a.fix.startswith("the wait is one fetch's: 40.8 ms of the 45.4 ms")
+    assert "(step 5)" in a.fix and "ParseExample/ParseExampleV2 for 36.7 ms" in a.fix
+    assert "the other 9 took 0.51 ms at the median, the hand-over" in a.fix
+    assert "the pipeline keeps up" not in a.fix and "fewer threads" in a.fix
+    assert "fixed cost per step" not in a.fix.partition("; the hand-over is")[0]
+    # no stage rule: the buffer was ready, as for a pipeline that keeps up
+    stage_rules = {r.id for r in input_pipeline_rules.RULES} - {"input_bound", "output_bound"}
+    assert not stage_rules & {x.code for x in s.advice}
+    # one long ready fetch with no pipeline work beside it: held up outside tf.data
+    other = one(summary("generated__tf2.21cpu__autograph_tensor_range_loop"), "input_bound")
+    assert other.fix.startswith("the wait is one fetch's: 4.7 ms")
+    assert "No pipeline work held it" in other.fix and "fewer threads" not in other.fix
+    # a pipeline whose fetches are even keeps the hand-over's words
+    even = summary(KEEPS_UP).input_pipeline
+    assert even.prefetch_longest_s < 10 * even.prefetch_median_s
+    assert "the pipeline keeps up" in one(summary(KEEPS_UP), "input_bound").fix
 
 
 def test_step_gap_says_the_pauses_beside_a_per_batch_gap() -> None:

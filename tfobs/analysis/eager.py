@@ -87,6 +87,71 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]
     return total / 1e12, count, xla_count
 
 
+# A tf.function's call on the eager runtime, and the kernel run inside it: the time between
+# the two is the call's set-up; a concrete function's first call instantiates it there
+# (Grappler's passes, kernel creation), no event written for it. A function traced again
+# is a new concrete function, with a name of its own (`__inference_step_225`).
+FUNCTION_CALL = PREFIX + "__inference_"
+KERNEL_EXECUTE = "EagerKernelExecute"
+# A first call's set-up is the new function's instantiation where it is this far above the
+# typical set-up of calls of functions already run (about 0.03 ms) and over this floor.
+SETUP_FACTOR = 10.0
+SETUP_MIN_PS = 1_000_000_000  # 1 ms
+
+
+def first_run_setup(host: Timeline | None, steps: Sequence[tuple[int, int]] | Spans
+                    ) -> tuple[float, int]:
+    """(seconds, count) of the set-up before their first kernel of functions' first calls
+    in the window that follow a graph build (`tf.function-graph_building`) in the same step:
+    a function traced again, then instantiated on its first run. Counted where the set-up
+    is over 1 ms and `SETUP_FACTOR` times the median set-up of the window's calls of
+    functions called before in it (already instantiated), clipped to the step."""
+    if host is None:
+        return 0.0, 0
+    builds = id_array(host.mids_named(GRAPH_BUILDING))
+    calls = id_array([m for m, n in host.names.items() if n.startswith(FUNCTION_CALL)])
+    kernels = id_array(host.mids_named(KERNEL_EXECUTE))
+    begins, step_ends = span_bounds(steps)
+    if not builds.size or not calls.size or not kernels.size or not begins.size:
+        return 0.0, 0
+    built = np.full(begins.size, np.iinfo(np.int64).max)  # each step's first build's start
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (start, set-up, function)
+    for ld in host.lines:
+        at = outermost(ld, builds)
+        if at.size:
+            start = ld.start_arr[at] + ld.start_ps
+            kk, inside = span_of(start, begins, step_ends)
+            np.minimum.at(built, kk[inside], start[inside])
+        call = np.flatnonzero(member(ld.mid_arr, calls, ld.dense_top))
+        kernel = np.flatnonzero(member(ld.mid_arr, kernels, ld.dense_top))
+        if not call.size or not kernel.size:
+            continue
+        # A line's events are in start order: a call's first kernel is the first kernel
+        # event starting at or after the call, where it starts inside the call.
+        first = np.searchsorted(ld.start_arr[kernel], ld.start_arr[call])
+        has = first < kernel.size
+        call, first = call[has], kernel[first[has]]
+        has = ld.start_arr[first] < ld.end_arr[call]
+        call, first = call[has], first[has]
+        found.append((ld.start_arr[call] + ld.start_ps,
+                      ld.start_arr[first] - ld.start_arr[call], ld.mid_arr[call]))
+    if not found:
+        return 0.0, 0
+    start, setup, function = (np.concatenate(c) for c in zip(*found, strict=True))
+    order = np.argsort(start, kind="stable")
+    start, setup, function = start[order], setup[order], function[order]
+    is_first = np.zeros(start.size, bool)
+    is_first[np.unique(function, return_index=True)[1]] = True
+    kk, inside = span_of(start, begins, step_ends)
+    new = is_first & inside & (built[kk] <= start)
+    floor = float(SETUP_MIN_PS)
+    if not is_first.all():  # calls of functions already run: their set-up is typical
+        floor = max(floor, SETUP_FACTOR * float(np.median(setup[~is_first])))
+    far = np.flatnonzero(new & (setup > floor))
+    end = np.minimum(start[far] + setup[far], step_ends[kk[far]])
+    return int((end - start[far]).sum()) / 1e12, int(far.size)
+
+
 # tf.summary's writes: the ops that write an event (scalars, histograms, images, text) and
 # flush the writer, run eagerly or in a graph, where a summary op's own math (a histogram's
 # bucketing) sits under a `write_summary` name scope.

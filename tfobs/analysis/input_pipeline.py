@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -254,29 +255,46 @@ ROOT_PREFETCH = "Iterator::Root::Prefetch"
 BUFFERED, LIMIT = "buffered_elements", "buffer_limit"
 
 
-def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]
-                     ) -> tuple[int, int, float, float]:
-    """(a root prefetch's fetches that start inside the `steps` (absolute (begin, end) ps,
-    in order, not overlapping), of them those that found a batch ready, seconds of them all,
-    seconds of those that found the buffer empty). A fetch that finds a batch ready costs
-    only the hand-over (a tenth of a millisecond or so): the pipeline keeps up, whatever
-    that wait adds up to against short steps. A fetch that finds the buffer empty waits for
-    the pipeline."""
+class Fetches(NamedTuple):
+    """The root prefetch's fetches inside the steps (`prefetch_fetches`)."""
+
+    fetches: int = 0
+    ready: int = 0  # of them, those that found a batch in the buffer
+    seconds: float = 0.0  # all of them
+    empty_s: float = 0.0  # those that found the buffer empty
+    # The longest: its seconds, the step it is in (an index into the steps), whether it
+    # found a batch ready, its (begin, end) ps; the median fetch's seconds.
+    longest_s: float = 0.0
+    longest_step: int = -1
+    longest_ready: bool = False
+    longest_span: tuple[int, int] = (0, 0)
+    median_s: float = 0.0
+
+
+def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> Fetches:
+    """A root prefetch's fetches that start inside the `steps` (absolute (begin, end) ps,
+    in order, not overlapping): how many, how many found a batch ready, seconds of them all
+    and of those that found the buffer empty, and the longest and the median fetch. A fetch
+    that finds a batch ready costs only the hand-over (a tenth of a millisecond or so): the
+    pipeline keeps up, whatever that wait adds up to against short steps. A fetch that
+    finds the buffer empty waits for the pipeline."""
     if host is None or not steps or LIMIT not in host.stat_ids:
-        return 0, 0, 0.0, 0.0
+        return Fetches()
     mids = id_array(host.mids_named(ROOT_PREFETCH))
     if not mids.size:
-        return 0, 0, 0.0, 0.0
+        return Fetches()
     lo, hi = span_bounds(steps)
     wanted = {host.stat_ids[k]: k for k in (BUFFERED, LIMIT) if k in host.stat_ids}
     fetches = ready = 0
     all_ps = empty_ps = 0
+    longest = (-1, -1, False, 0, 0)  # (ps, step, ready, begin, end)
+    took_all: list[np.ndarray] = []
     for ld in host.lines:
         pos = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
         if not pos.size:
             continue
-        _, inside = span_of(ld.start_arr[pos] + ld.start_ps, lo, hi)
-        pos = pos[inside]
+        step, inside = span_of(ld.start_arr[pos] + ld.start_ps, lo, hi)
+        pos, step = pos[inside], step[inside]
         found = int_stats_at(host, ld.indices(pos), wanted, raw=True) if pos.size else {}
         if LIMIT not in found:  # not the fetching side, or a TensorFlow that writes none
             continue
@@ -288,7 +306,57 @@ def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]
         took = ld.end_arr[pos] - ld.start_arr[pos]
         all_ps += int(took[fetched].sum())
         empty_ps += int(took[fetched & ~filled].sum())
-    return fetches, ready, all_ps / 1e12, empty_ps / 1e12
+        if fetched.any():
+            took_all.append(took[fetched])
+            j = int(np.flatnonzero(fetched)[np.argmax(took[fetched])])
+            if int(took[j]) > longest[0]:
+                begin = int(ld.start_arr[pos[j]]) + ld.start_ps
+                longest = (int(took[j]), int(step[j]), bool(filled[j]), begin,
+                           begin + int(took[j]))
+    if not fetches:
+        return Fetches()
+    return Fetches(fetches, ready, all_ps / 1e12, empty_ps / 1e12, longest[0] / 1e12,
+                   longest[1], longest[2], (longest[3], longest[4]),
+                   float(np.median(np.concatenate(took_all))) / 1e12)
+
+
+def work_during(host: Timeline | None, span: tuple[int, int]) -> tuple[str, str, float]:
+    """What tf.data's own threads ran during `span` (absolute begin, end ps): the stage
+    (`Iterator::...` event other than the root prefetch) and the TensorFlow op (a stage
+    function's: ParseExampleV2, DecodeJpeg) that overlap it longest, and that op's seconds
+    in it; "" and 0 where none ran."""
+    begin, end = span
+    if host is None or end <= begin:
+        return "", "", 0.0
+    stage: dict[int, int] = {}
+    op: dict[int, int] = {}
+    for ld in host.lines:
+        if not ld.name.startswith(TFDATA_THREADS) or not len(ld):
+            continue
+        lo, hi = begin - ld.start_ps, end - ld.start_ps
+        at = np.flatnonzero((ld.start_arr < hi) & (ld.end_arr > lo))
+        if not at.size:
+            continue
+        overlap = np.minimum(ld.end_arr[at], hi) - np.maximum(ld.start_arr[at], lo)
+        for mid, d in zip(ld.mid_arr[at].tolist(), overlap.tolist(), strict=True):
+            kind = _work_kind(host, mid)
+            into = stage if kind == "stage" else op if kind == "op" else None
+            if into is not None:
+                into[mid] = max(into.get(mid, 0), int(d))
+    top_stage = max(stage, key=lambda m: (stage[m], len(host.names.get(m, ""))),
+                    default=None)
+    top_op = max(op, key=lambda m: (op[m], -m), default=None)
+    return (host.names.get(top_stage, "") if top_stage is not None else "",
+            parse_tf_op(host.names.get(top_op, "")).name if top_op is not None else "",
+            op[top_op] / 1e12 if top_op is not None else 0.0)
+
+
+def _work_kind(host: Timeline, mid: int) -> str:
+    name = host.names.get(mid, "")
+    if name.startswith("Iterator::"):
+        return "" if name == ROOT_PREFETCH else "stage"
+    op = parse_tf_op(name)
+    return "op" if op.category == "tf" and "Dataset" not in op.type else ""
 
 
 # A `for batch in dataset` loop inside a tf.function: AutoGraph runs it as a ReduceDataset

@@ -17,9 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.timeline import Timeline, member, summable, unique
+from tfobs.analysis.timeline import (
+    Timeline,
+    _compiled_int_stats,
+    member,
+    summable,
+    unique,
+)
 from tfobs.summary import Allocation, MemoryStat
-from tfobs.xspace.columns import KIND_REF, KIND_STR
+from tfobs.xspace.columns import KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64
 
 _STATS = (
     "index_on_host", "device_ordinal", "allocator_name", "bytes_reserved", "bytes_allocated",
@@ -168,6 +174,7 @@ def reduce_memory(
         return ()
     mem = _Events(host, events)
     is_alloc = member(cols.mid[events], np.fromiter(alloc_mids, np.int64))
+    types = _Types(host, events, is_alloc)
     offsets = cols.offset[events]
     steps = step_of[events] if step_of is not None else np.full(events.size, -1, np.int64)
     # Allocators in order of first appearance; past the cap, an allocator's events are
@@ -192,8 +199,76 @@ def reduce_memory(
         table = _active_at_peak(host, mine[:_MAX_TRACKED], is_alloc, mem, offsets, steps,
                                 events, top, peak_event, _num(ps.get("bytes_allocated")),
                                 _num(ps.get("bytes_reserved")), wanted, top_n)
-        out.append(_summarise(name, allocs, mine.size - allocs, ps, table))
+        by_type, f64_ops = types.of(mine, mem.nbytes)
+        out.append(dataclasses.replace(
+            _summarise(name, allocs, mine.size - allocs, ps, table),
+            allocated_bytes=sum(by_type.values()), allocated_bytes_by_type=by_type,
+            float64_top_ops=f64_ops))
     return tuple(out)
+
+
+FLOAT64 = 2  # DT_DOUBLE
+_NUMBER = np.zeros(256, bool)
+_NUMBER[[KIND_INT64, KIND_UINT64]] = True
+_FLOAT64_TOP = 3  # ops named per allocator
+
+
+class _Types:
+    """Each allocation's `data_type`, read only where the capture has the stat: one
+    compiled walk over the allocation events (no names decoded); the `tf_op` of those of
+    float64 tensors alone, where there are some."""
+
+    def __init__(self, host: Timeline, events: np.ndarray, is_alloc: np.ndarray) -> None:
+        self.host, self.events, self.is_alloc = host, events, is_alloc
+        self.dtype = np.zeros(events.size, np.int64)
+        dt_mid = host.stat_ids.get("data_type")
+        allocs = np.flatnonzero(is_alloc)
+        if dt_mid is None or not allocs.size:
+            return
+        mids = np.array([dt_mid], np.int64)
+        at = events[allocs]
+        compiled = _compiled_int_stats(host, at, mids)
+        if compiled is not None:
+            value, kind = compiled
+            self.dtype[allocs] = np.where(_NUMBER[kind[0]], value[0].view(np.int64), 0)
+            return
+        batch, slot = host.columns.stats_by_slot(at, mids, by_event=False)
+        sel = batch.mid == dt_mid
+        self.dtype[allocs[slot[sel]]] = batch.numbers()[sel]  # 0 (INVALID) for text
+
+    def of(self, mine: np.ndarray, nbytes: np.ndarray) -> tuple[dict[str, int], tuple[str, ...]]:
+        """(allocated bytes per data type name, the ops allocating the most float64 bytes)
+        over the allocations among `mine`."""
+        mine = mine[self.is_alloc[mine]]
+        sizes = np.clip(nbytes[mine], 0, _MAX_BYTES)
+        dtype = self.dtype[mine]
+        known = (dtype >= 0) & (dtype < 256)  # TF's enum, references (+100) included
+        sums = np.bincount(np.where(known, dtype, 0), weights=sizes, minlength=256)
+        by_type: dict[str, int] = {}
+        for k in np.flatnonzero(sums > 0).tolist():
+            name = data_type_name(k)
+            by_type[name] = by_type.get(name, 0) + int(sums[k])
+        f64 = mine[dtype == FLOAT64]
+        op_mid = self.host.stat_ids.get("tf_op")
+        if not f64.size or op_mid is None:
+            return by_type, ()
+        # The float64 allocations' op names: refs grouped by id, one name per op.
+        batch, slot = self.host.columns.stats_by_slot(
+            self.events[f64], np.array([op_mid], np.int64), by_event=False)
+        per_op: dict[str, int] = {}
+        rows = np.flatnonzero(batch.mid == op_mid)
+        refs = rows[batch.kind[rows] == KIND_REF]
+        ref_bytes = sizes[np.searchsorted(mine, f64[slot[refs]])]
+        ids, inverse = np.unique(batch.value[refs], return_inverse=True)
+        for key, b in zip(ids.tolist(), np.bincount(inverse.ravel(), weights=ref_bytes,
+                                                    minlength=ids.size).tolist(), strict=True):
+            name = self.host.plane.stat_names.get(int(key), "")
+            per_op[name] = per_op.get(name, 0) + int(b)
+        for r in rows[batch.kind[rows] != KIND_REF].tolist():  # written inline (rare)
+            name = str(batch.python(r))
+            per_op[name] = per_op.get(name, 0) + int(max(0, nbytes[f64[slot[r]]]))
+        top = sorted(((b, n) for n, b in per_op.items() if n), key=lambda t: (-t[0], t[1]))
+        return by_type, tuple(n for _, n in top[:_FLOAT64_TOP])
 
 
 def replay(alloc: np.ndarray, addr: np.ndarray, nbytes: np.ndarray, heap: int

@@ -26,6 +26,7 @@ from tfobs.analysis.eager import (
     checkpoint_writes,
     eager_note,
     eager_ops,
+    first_run_setup,
     graph_building,
     summary_writes,
 )
@@ -200,7 +201,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     python_tfdata_s = input_pipeline.python_op_seconds(host_ops, host)
     spans = _StepSpans(kept.begin_ps, kept.end_ps)
     fetches = (input_pipeline.prefetch_fetches(host, spans) if stages
-               else (0, 0, 0.0, 0.0))
+               else input_pipeline.Fetches())
+    during = (input_pipeline.work_during(host, fetches.longest_span)
+              if fetches.longest_ready else ("", "", 0.0))
     in_graph = input_pipeline.in_graph_loop_input(host, spans)
     loops = in_graph_loops(host, found.loop_runs, spans)
     # The Python in the steps, and the same thread's between them: a loop's own loader
@@ -260,6 +263,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         steps = dataclasses.replace(steps, note="; ".join(
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
     building_s, builds, xla_builds = graph_building(host, spans)
+    setup_s, setups = first_run_setup(host, spans) if builds else (0.0, 0)
     checkpoint_s, writes, write_starts = checkpoint_writes(
         host, found.root_lines if found.groups else None)
     if not writes and traced:  # a JAX job's checkpoint library, in Python
@@ -297,10 +301,18 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             xprof_only_input_ops=xprof_input[1],
             function_ops_s=functions_s,
             function_ops_top=functions_top,
-            prefetch_fetches=fetches[0],
-            prefetch_ready=fetches[1],
-            prefetch_s=fetches[2],
-            prefetch_empty_s=fetches[3],
+            prefetch_fetches=fetches.fetches,
+            prefetch_ready=fetches.ready,
+            prefetch_s=fetches.seconds,
+            prefetch_empty_s=fetches.empty_s,
+            prefetch_longest_s=fetches.longest_s,
+            prefetch_longest_step=(steps.items[fetches.longest_step].step_num
+                                   if 0 <= fetches.longest_step < len(steps.items) else -1),
+            prefetch_longest_ready=fetches.longest_ready,
+            prefetch_longest_stage=during[0],
+            prefetch_longest_op=during[1],
+            prefetch_longest_op_s=during[2],
+            prefetch_median_s=fetches.median_s,
             in_graph_loop_input_s=in_graph[0],
             in_graph_loop_iterators_s=in_graph[1],
             pool_threads=pool[0],
@@ -318,6 +330,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                                 eager_between_steps_s=between_s,
                                 eager_before_steps_s=before_s,
                                 graph_building_s=building_s, graph_builds=builds,
+                                graph_instantiation_s=setup_s, graph_instantiations=setups,
                                 xla_compiles=xla_builds,
                                 host_collectives_s=ops.host_collective_seconds(host, spans),
                                 checkpoint_s=checkpoint_s, checkpoint_writes=writes,

@@ -57,6 +57,30 @@ def name_width(name: str) -> int:
     return 0
 
 
+# Library kernels of double precision by their BLAS letter: cuBLAS's dgemm/zgemm (and
+# gemv, trsm, ...), cuBLAS/CUTLASS's tensor-op `d884gemm`; hipBLAS's the same.
+_F64_BLAS = re.compile(r"^(?:[dz](?:gemm|gemv|trsm|syrk|symm|trmm|dot|axpy|scal)|d\d+gemm)",
+                       re.IGNORECASE)
+
+
+def name_f64(name: str) -> bool:
+    """Whether a kernel's name says it computes in float64: "double" among its words
+    (Eigen's `Tensor<double, ...>`), a type run starting with f64/fp64, a double BLAS
+    kernel (`dgemm`, `d884gemm`) or cuBLASLt's `nvjet_d.._`."""
+    m = _NVJET.search(name)
+    if m:
+        return m.group(1) == "d"
+    for word in _WORD.findall(name):
+        low = word.lower()
+        if low == "double" or _F64_BLAS.match(low):
+            return True
+        if _TYPE_RUN.fullmatch(word):
+            first = _TYPE_FIRST.match(word)
+            if first and first.group(0).lower() in ("f64", "fp64"):
+                return True
+    return False
+
+
 def xprof_width(name: str) -> int:
     """XProf's rule without shapes: 16 where the name says "half" or "fp16", else 32."""
     return 16 if "half" in name or "fp16" in name else 32

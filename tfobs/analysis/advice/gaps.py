@@ -321,7 +321,7 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
                    - long.size * float(np.median([st.breakdown_s.get(c, 0.0) for st in items]))
                    for c in ("input", "host_compute", "device_compute", "other")}
     explained = max(by_category["input"], s.ops.checkpoint_steps_excess_s,
-                    s.ops.graph_building_s)
+                    s.ops.graph_building_s + s.ops.graph_instantiation_s)
     if explained >= 0.5 * excess:
         return []
     where = max(by_category, key=by_category.__getitem__)

@@ -42,7 +42,9 @@ INPUT_BOUND = Rule(
     "(where 'All Others' is twice the input wait or more, or the verdict is POTENTIALLY: "
     "all_others_bound's fix first; where the root prefetch held a batch at >= 90 % of the "
     "fetches that hold the wait, the pipeline keeps up: more work per step or several steps "
-    "per call; where a few fetches found it empty, those stalls first; where the steps "
+    "per call, unless one fetch of a ready batch holds most of the wait: that fetch and the "
+    "pipeline's work during it; where a few fetches found it empty, those stalls first; "
+    "where the steps "
     "wait in a data loader's own stages (grain), its knobs: cheaper or vectorized "
     "transforms, more workers, a deeper buffer)",
     f"{GPU}: 1. Optimize the input pipeline; {PROFILER}: Input pipeline analyzer")
@@ -409,6 +411,13 @@ def _keeps_up(s: WindowSummary) -> str:
                 f"{1e3 * s.steps.mean_s / fetches:.2f} ms of step per batch, which a larger "
                 "steps_per_execution does not shorten")
         larger = ""
+    one = _one_fetch(s, waited)
+    if one:
+        # Past that fetch, the hand-over of ready batches is a cost each step pays.
+        handover, typical = s.input_pipeline.prefetch_median_s, _median_step_s(s)
+        if typical > 0 and 100 * handover / typical >= MODERATELY_INPUT_PCT:
+            one += f"; the hand-over is a fixed cost per step: {more}" + larger
+        return one
     shared = _shared_cores(s)
     if shared:
         shared = f"; but {shared} (check: the same step on dataset.take(1).cache().repeat())"
@@ -418,6 +427,60 @@ def _keeps_up(s: WindowSummary) -> str:
             "(IteratorGetNext's own cost), which a faster pipeline does not shorten as a "
             f"wait; against steps of {1e3 * s.steps.mean_s:.2f} ms it is a fixed cost per "
             f"step: {more}" + larger + shared)
+
+
+# One fetch holds the wait where it is this share of the steps' input wait and this many
+# times the median fetch (shard_after_read_loop: 40.8 ms of 45.4, the others ~0.5 ms).
+ONE_FETCH_SHARE = 0.5
+ONE_FETCH_FACTOR = 10.0
+# The share of that fetch a stage function's op must run for, on tf.data's threads, to be
+# the work it waited behind.
+ONE_FETCH_WORK = 0.5
+
+
+def _one_fetch(s: WindowSummary, waited: float) -> str:
+    """Words for an input wait that is most one fetch's, although the prefetch buffer held a
+    batch when it began: no hand-over takes that long, nor is it a cost every step pays;
+    "" otherwise."""
+    ip = s.input_pipeline
+    longest = ip.prefetch_longest_s
+    if (not ip.prefetch_longest_ready or longest < ONE_FETCH_SHARE * waited
+            or longest < ONE_FETCH_FACTOR * ip.prefetch_median_s):
+        return ""
+    step = f" (step {ip.prefetch_longest_step})" if ip.prefetch_longest_step >= 0 else ""
+    handover = (f"the other {ip.prefetch_fetches - 1} took {1e3 * ip.prefetch_median_s:.2f} ms "
+                "at the median, the hand-over")
+    typical = _median_step_s(s)
+    if typical > 0:
+        handover += (f" ({100 * ip.prefetch_median_s / typical:.0f} % of the median "
+                     f"{1e3 * typical:.2f} ms step)")
+    said = (f"the wait is one fetch's: {1e3 * longest:.1f} ms of the {1e3 * waited:.1f} ms of "
+            f"input wait in the steps is one fetch{step} that began with a batch in the "
+            f"prefetch buffer; {handover}. ")
+    stage = ip.prefetch_longest_stage
+    # "Iterator::Root::Prefetch::ParallelMapV2" -> "the ParallelMapV2 stage (...)"
+    named = f"the {stage.rsplit('::', 1)[-1]} stage ({stage})" if stage else ""
+    if ip.prefetch_longest_op_s >= ONE_FETCH_WORK * longest:
+        return said + (
+            f"During it tf.data's threads ran {ip.prefetch_longest_op} for "
+            f"{1e3 * ip.prefetch_longest_op_s:.1f} ms{' in ' + named if named else ''}: a fetch of "
+            "a ready batch that long is the fetching thread waiting for a core (or the "
+            "buffer's lock) while the pipeline works, not a per-step cost: give tf.data "
+            "fewer threads than the host has cores (options.threading."
+            "private_threadpool_size, a lower num_parallel_calls), make that work cheaper "
+            "or cache() its output, and judge from a longer window")
+    ran = (f"on tf.data's threads only {named} ran, no op of its for long" if named
+           else "nothing ran on tf.data's threads")
+    return said + (
+        f"No pipeline work held it ({ran}); the fetching thread was held up outside "
+        "tf.data (a busy or shared host: other threads or processes on its cores); it is "
+        "no per-step cost and no stage to fix: judge from a longer window")
+
+
+def _median_step_s(s: WindowSummary) -> float:
+    """The median step's seconds (one long step does not move it), 0 without steps."""
+    durations = step_field(s.steps, "duration_s")
+    return float(np.median(durations)) if durations.size else 0.0
 
 
 def _shared_cores(s: WindowSummary) -> str:

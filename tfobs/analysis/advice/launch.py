@@ -92,8 +92,9 @@ EAGER = Rule(
     "(tensorflow.org/guide/function)")
 RETRACING = Rule(
     "tf_function_retracing", "kernel launch",
-    "tf.function graph building (tracing), or a JAX jit compile, inside steps >= 10 % of "
-    "step time: a function traced or compiled again while training",
+    "tf.function graph building (tracing, and the new function's set-up in its first call), "
+    "or a JAX jit compile, inside steps >= 10 % of step time: a function traced or compiled "
+    "again while training",
     "pass tensors, not Python numbers or new Python objects, to the tf.function; give it an "
     "input_signature (None for dimensions that vary) or reduce_retracing=True. TensorFlow's "
     "log names the function ('triggered tf.function retracing')",
@@ -427,6 +428,15 @@ def _clears_caches(s: WindowSummary) -> bool:
                for n in s.steps.python_between_top + s.steps.pause_top)
 
 
+# The single trace's likely cause, and its fix.
+LAST_BATCH = ("an epoch's last, smaller batch where the dataset does not "
+              "batch(..., drop_remainder=True)")
+LAST_BATCH_FIX = (
+    "; where the new shape is an epoch's last, smaller batch, batch the dataset with "
+    "batch(..., drop_remainder=True) (or pad that batch to the full size with a mask), so "
+    "every step has one shape")
+
+
 def _retracing(s: WindowSummary) -> list[Advice]:
     """tf.function traces in the window against its step time (XProf counts them as host
     compute and says nothing)."""
@@ -434,7 +444,11 @@ def _retracing(s: WindowSummary) -> list[Advice]:
         return []
     per = s.steps.count
     step_s = sum(st.duration_s for st in s.steps.items)
-    pct = min(100.0, 100.0 * s.ops.graph_building_s / step_s) if step_s > 0 else 0.0
+    # A function traced again is instantiated on its first call: that set-up is the
+    # trace's cost too.
+    setup_s = s.ops.graph_instantiation_s
+    cost_s = s.ops.graph_building_s + setup_s
+    pct = min(100.0, 100.0 * cost_s / step_s) if step_s > 0 else 0.0
     if pct < RETRACING_PCT:
         return []
     jax = s.environment.framework == "jax"
@@ -449,15 +463,23 @@ def _retracing(s: WindowSummary) -> list[Advice]:
               and 2 * c.count >= s.ops.graph_builds]
     # One build may be a function's first call inside the window (an evaluation step's
     # first compile): worth a look; two or more are a function built again and again.
+    # The message then names an epoch's last batch: the fix gives its remedy (JAX's fix
+    # has its own).
+    last_batch = LAST_BATCH_FIX if s.ops.graph_builds == 1 and not jax else ""
     return [RETRACING.advice(
         "warning" if s.ops.graph_builds >= 2 else "info",
         f"{what} {'once' if s.ops.graph_builds == 1 else f'{s.ops.graph_builds} times'} "
         f"in {per} steps "
-        f"({1e3 * s.ops.graph_building_s / per:.2f} ms per step, {one_digit(pct)} % of step "
-        + (f"time): a function is {again} again while training" if s.ops.graph_builds >= 2
-           else f"time): a function's first call in this window, a batch of a new shape "
-                "(an epoch's last, smaller batch where the dataset does not "
-                "batch(..., drop_remainder=True)), or, where windows keep showing one, a "
+        f"({1e3 * cost_s / per:.2f} ms per step, {one_digit(pct)} % of step time"
+        + (f": {1e3 * s.ops.graph_building_s:.1f} ms tracing and {1e3 * setup_s:.1f} ms "
+           + ("instantiating the new function in its first call, before its first kernel"
+              if s.ops.graph_instantiations == 1 else
+              f"instantiating {s.ops.graph_instantiations} new functions in their first "
+              "calls, before their first kernel")
+           + " (graph optimization, kernel creation)" if setup_s > 0 else "")
+        + (f"): a function is {again} again while training" if s.ops.graph_builds >= 2
+           else f"): a function's first call in this window, a batch of a new shape "
+                f"({LAST_BATCH}), or, where windows keep showing one, a "
                 f"function {again} again and again")
         + (" (jit_compile=True compiles once per new input shape)." if xla else ".")
         + (f" The window also writes {s.ops.checkpoint_writes} checkpoint(s) (SaveV2): a "
@@ -467,10 +489,13 @@ def _retracing(s: WindowSummary) -> list[Advice]:
            "function per call." if gather else "")
         + (" jax.clear_caches() runs between the steps." if cleared else ""),
         {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
+         "graph_instantiation_s_per_step": setup_s / per,
          "graph_builds": float(s.ops.graph_builds),
          # TensorFlow's XLA compiles: in a JAX window every build is one, and 0 misread
          **({} if jax else {"xla_compiles": float(s.ops.xla_compiles)})},
-        f"graph building >= {RETRACING_PCT:g} % of step time (tfobs)",
+        f"graph building (and the new function's first-run set-up) >= {RETRACING_PCT:g} % "
+        "of step time (tfobs)",
         XLA_RECOMPILE_FIX if xla else DISTRIBUTE_GATHER_FIX if gather
         else JAX_CLEAR_CACHES_FIX if cleared
-        else (EXPORT_FIX + RETRACING.fix) if export else "")]
+        else (EXPORT_FIX + RETRACING.fix + last_batch) if export
+        else (RETRACING.fix + last_batch) if last_batch else "")]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from tfobs.analysis.advice.rule import GPU, PROFILER, Rule, on_gpu, one_digit
+from tfobs.analysis.advice.rule import GPU, JAX_DOCS, PROFILER, Rule, on_gpu, one_digit
+from tfobs.analysis.precision import name_f64
 from tfobs.summary import Advice, WindowSummary
 
 LOW_16BIT = Rule(
@@ -40,17 +41,48 @@ LAYOUT = Rule(
     "keep one layout end to end: channels_last (NHWC) with mixed precision on Tensor "
     "Cores, no manual transposes between layers",
     f"{GPU}: 2. Debug the performance of one GPU (NHWC layout)")
-RULES = (LOW_16BIT, TC_UNUSED, LAYOUT)
+FLOAT64 = Rule(
+    "float64_compute", "tensor cores and precision",
+    "float64 (double) tensors hold >= 50 % of the bytes allocated in the window (10 "
+    "allocations or more), or, on GPUs, kernels whose names say float64 (dgemm, double, "
+    "f64) hold >= 50 % of kernel time",
+    "keep float32: drop dtype='float64' (tf.float64) from layers, variables and "
+    "constants, set keras.config.set_floatx('float32') (tf.keras.backend.set_floatx), and "
+    "cast the inputs at the pipeline's end (dataset.map(lambda x, y: (tf.cast(x, "
+    "tf.float32), y)), or np.float32 arrays: numpy makes float64 by default); keep "
+    "float64 only where the numerics need it. float64 runs at a fraction of float32's "
+    "rate: on CPUs without oneDNN's kernels and at half the SIMD width, on GPUs at 1/2 to "
+    "1/64 of float32's rate and off the TF32 and 16-bit Tensor Core paths",
+    f"{PROFILER}: Memory profile tool (memory breakdown table: data type); {GPU}: 3. "
+    "Enable mixed precision and XLA",
+    jax_fix=(
+        "keep float32: leave jax_enable_x64 off (jax.config.update('jax_enable_x64', "
+        "False); JAX_ENABLE_X64 unset), and cast params and inputs with "
+        ".astype(jnp.float32) (numpy arrays are float64 by default); keep float64 only "
+        "where the numerics need it. float64 runs at a fraction of float32's rate: on "
+        "CPUs at half the SIMD width, on GPUs at 1/2 to 1/64 of float32's rate and off the "
+        "TF32 and 16-bit Tensor Core paths"),
+    jax_guide=f"{JAX_DOCS}: Sharp bits (Double (64bit) precision)")
+RULES = (LOW_16BIT, TC_UNUSED, LAYOUT, FLOAT64)
 
 LOW_16BIT_PCT = 10.0  # XProf's kLowPrecisionPercentThreshold
 TC_SHARE = 0.10
 TC_HELD = 0.50  # Tensor Core share of kernel time above which low_16bit_compute is silent
 LAYOUT_SHARE = 0.05
+# float64's share of the window's allocated bytes (or of GPU kernel time) from which it
+# is the model's own arithmetic: float64_dense_loop 97 %; every other test capture with
+# typed allocations 0 % (summaries_fit's one 4 MiB OneHot allocation is the only
+# float64 one: too few allocations to say, hence the floor).
+FLOAT64_SHARE = 0.5
+FLOAT64_MIN_ALLOCATIONS = 10
 _LAYOUT = re.compile(r"(?i)nchwtonhwc|nhwctonchw|transpose|swapdim|shuffle_?tensor")
 
 
 def check(s: WindowSummary) -> list[Advice]:
     out: list[Advice] = []
+    f64 = _float64(s)
+    if f64 is not None:
+        out.append(f64)
     if s.breakdown_s.get("device_compute", 0.0) > 0:
         pct = 100.0 * s.device_compute_16bit_ratio
         # tfobs's 16-bit share (kernel types from names and HLO); XProf's, which counts only
@@ -97,3 +129,40 @@ def check(s: WindowSummary) -> list[Advice]:
             {"layout_s": layout_s, "kernel_s": k.total_s, "share": layout_s / k.total_s},
             f"transpose kernels >= {100 * LAYOUT_SHARE:g} % of kernel time (tfobs)"))
     return out
+
+
+def _float64(s: WindowSummary) -> Advice | None:
+    """float64_compute: float64 tensors hold most of the allocated bytes, or (GPU) float64
+    kernels most of the kernel time."""
+    allocated = sum(m.allocated_bytes for m in s.memory)
+    f64_bytes = sum(m.allocated_bytes_by_type.get("double", 0) for m in s.memory)
+    allocations = sum(m.allocations for m in s.memory)
+    share = f64_bytes / allocated if allocated > 0 else 0.0
+    k = s.kernels
+    f64_kernels = [i for i in k.items if name_f64(i.name)] if k.total_s > 0 else []
+    kernel_s = sum(i.total_s for i in f64_kernels)
+    kernel_share = kernel_s / k.total_s if k.total_s > 0 else 0.0
+    by_bytes = share >= FLOAT64_SHARE and allocations >= FLOAT64_MIN_ALLOCATIONS
+    if not by_bytes and kernel_share < FLOAT64_SHARE:
+        return None
+    parts = []
+    if f64_bytes:
+        ops: list[str] = []
+        for m in sorted(s.memory, key=lambda m: -m.allocated_bytes_by_type.get("double", 0)):
+            ops += [o for o in m.float64_top_ops if o not in ops]
+        named = f" (most by {', '.join(ops[:3])})" if ops else ""
+        parts.append(f"{100 * share:.0f} % of the bytes allocated in the window "
+                     f"({f64_bytes / 2**20:.1f} of {allocated / 2**20:.1f} MiB) are float64 "
+                     f"tensors{named}")
+    if kernel_s > 0:
+        top = sorted(f64_kernels, key=lambda i: -i.total_s)[:2]
+        parts.append(f"float64 kernels take {100 * kernel_share:.0f} % of kernel time "
+                     f"({', '.join(i.name[:60] for i in top)})")
+    return FLOAT64.advice(
+        "warning", "; ".join(parts) + ": the model computes in float64 (double precision), "
+        "several times slower than float32 on CPUs and most GPUs.",
+        {"float64_bytes": float(f64_bytes), "allocated_bytes": float(allocated),
+         "float64_share": share, "allocations": float(allocations),
+         "float64_kernel_s": kernel_s, "float64_kernel_share": kernel_share},
+        f"float64 >= {100 * FLOAT64_SHARE:g} % of allocated bytes ({FLOAT64_MIN_ALLOCATIONS} "
+        f"allocations or more) or of GPU kernel time (tfobs)")
