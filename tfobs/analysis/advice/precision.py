@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 from tfobs.analysis.advice.rule import GPU, JAX_DOCS, PROFILER, Rule, on_gpu, one_digit
-from tfobs.analysis.precision import name_f64
 from tfobs.summary import Advice, WindowSummary
 
 LOW_16BIT = Rule(
@@ -139,7 +138,11 @@ def _float64(s: WindowSummary) -> Advice | None:
     allocations = sum(m.allocations for m in s.memory)
     share = f64_bytes / allocated if allocated > 0 else 0.0
     k = s.kernels
-    f64_kernels = [i for i in k.items if name_f64(i.name)] if k.total_s > 0 else []
+    f64_kernels = []
+    if k.total_s > 0:  # a GPU capture: the kernel name rules load only for one
+        from tfobs.analysis.precision import name_f64
+
+        f64_kernels = [i for i in k.items if name_f64(i.name)]
     kernel_s = sum(i.total_s for i in f64_kernels)
     kernel_share = kernel_s / k.total_s if k.total_s > 0 else 0.0
     by_bytes = share >= FLOAT64_SHARE and allocations >= FLOAT64_MIN_ALLOCATIONS
