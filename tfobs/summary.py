@@ -313,6 +313,11 @@ class Steps:
     xla_cpu_ops: float = 0.0
     xla_cpu_op_s: float = 0.0
     xla_cpu_op_median_s: float = 0.0
+    # How many different sets of compiled programs (`program_id`s) those ops belong to over
+    # the kept steps: 1 where every step ran the same programs (steps that differ in time
+    # then differ in how long the same ops took), more where some steps ran a program the
+    # others did not (an evaluation's); 0 without such ops (host-only JAX captures only).
+    xla_cpu_program_sets: int = 0
     # Steps' top events left out of `items` beyond the window's bound (the reducer's
     # `max_top_events`, the trace's span cap): a window of thousands of steps keeps its
     # longest events, not every step's.

@@ -2521,6 +2521,76 @@ def test_a_jax_window_whose_steps_wait_for_their_work_gets_long_steps() -> None:
     assert not fired(summary("generated__jax0.10cpu__async_dispatch_steps"), "long_steps")
 
 
+LINALG = "generated__jax0.10cpu__linalg_eigh_svd_steps"  # svd and eigh in every step
+
+
+def test_jax_cpu_steps_top_events_hold_the_xla_cpu_ops() -> None:
+    """A host-only JAX step's compiled program runs as XLA's CPU ops (events with a
+    `program_id`, on the runtime's threads), named as XProf's trace viewer names them
+    (`svd.0`, `eigh.0`): the steps' top events hold them, each step's longest first (they
+    held none, and no rule could name an op). TensorFlow's XLA CPU captures keep theirs."""
+    s = summary(LINALG)
+    for st in s.steps.items:
+        tops = st.top_events
+        assert 0 < len(tops) <= 5 and {e.kind for e in tops} == {"op"}, st.step_num
+        assert {"svd.0", "eigh.0"} <= {e.name for e in tops}, st.step_num
+        assert [e.duration_s for e in tops] == sorted((e.duration_s for e in tops),
+                                                      reverse=True)
+        assert all(st.start_ns <= e.start_ns <= st.start_ns + 1e9 * st.duration_s
+                   for e in tops)
+    step10 = next(st for st in s.steps.items if st.step_num == 10)
+    assert step10.top_events[0].name == "svd.0"
+    assert step10.top_events[0].duration_s == pytest.approx(2.468, abs=1e-3)
+    assert s.steps.xla_cpu_program_sets == 1  # one jitted step, the same program each time
+    assert summary("generated__jax0.10cpu__eval_every_4_steps").steps.xla_cpu_program_sets == 2
+    for tf in ("generated__tf2.21cpu__xla_jit", "generated__tf2.21cpu__xla_fit"):
+        t = summary(tf)
+        assert t.steps.xla_cpu_program_sets == 0, tf
+        assert all(":" in e.name for st in t.steps.items for e in st.top_events), tf
+    long_window = summary("generated__jax0.10cpu__tiny_steps_long").steps
+    assert sum(len(st.top_events) for st in long_window.items) == 512  # the window's bound
+    assert long_window.top_events_left_out > 0
+
+
+def test_long_steps_of_one_compiled_program_name_the_op_that_grew_or_the_host() -> None:
+    """Every step ran the same jitted program; the long ones ran nothing the others did
+    not, so "find what those steps run that the others do not (an evaluation...)" sends
+    the reader after nothing. Where one op holds most of the excess (svd.0: 2.45 s in steps
+    6 and 10 against 53 ms in the typical step) long_steps names it; where the excess is
+    spread over the ops (optax_clip_adamw_if_finite: steps 8 and 12 on a shared host) it
+    says the same program's ops took longer: the host, or data-dependent ops. A window
+    whose long steps run a program of their own (an evaluation every fourth step) keeps the
+    evaluation fix."""
+    from tfobs.analysis.advice.gaps import SAME_PROGRAM_FIX
+
+    s = summary(LINALG)
+    a = one(s, "long_steps")
+    assert "(steps 6, 10)" in a.message
+    assert ("The same compiled program ran in every step; one of its ops holds most of the "
+            "excess: svd.0 took 2.45 s on average in these steps against 53.33 ms in the "
+            "typical step (16.83 ms to 2.47 s over the steps).") in a.message
+    assert a.fix.startswith("svd.0 holds most of the long steps' excess")
+    assert "OPENBLAS_NUM_THREADS" in a.fix and "evaluation" not in a.fix
+    assert a.evidence["same_programs"] == 1.0
+    assert a.evidence["grown_op_long_s"] == pytest.approx(2.452, abs=1e-3)
+    o = one(summary("generated__jax0.10cpu__optax_clip_adamw_if_finite_steps"), "long_steps")
+    assert "(steps 8, 12)" in o.message
+    assert ("its ops took longer in these steps, no one op holding most of the excess: host "
+            "contention (other processes or threads on the cores) or data-dependent ops"
+            ) in o.message
+    assert o.fix == SAME_PROGRAM_FIX and "--xla_cpu_multi_thread_eigen=false" in o.fix
+    e = one(summary("generated__jax0.10cpu__eval_every_4_steps"), "long_steps")
+    assert "compiled program" not in e.message and "evaluation" in e.fix
+    # the typical steps' top events not kept (a long window keeps its longest): no op is
+    # named and no spread claimed, the same program still said
+    bare = tuple(st if st.step_num in (6, 10) else dataclasses.replace(st, top_events=())
+                 for st in s.steps.items)
+    cut = dataclasses.replace(s, steps=dataclasses.replace(s.steps, items=bare))
+    again = [x for x in advise(cut) if x.code == "long_steps"]
+    assert len(again) == 1 and again[0].fix == SAME_PROGRAM_FIX
+    assert "its ops took longer in these steps: host contention" in again[0].message
+
+
 def test_keras_on_jax_run_op_by_op_is_told_to_let_keras_compile() -> None:
     # Model.compile(jit_compile=False) on the JAX backend: every layer's jax.numpy op is
     # its own dispatch (31 ms a step against 2 ms compiled). The fix is Keras's own switch,

@@ -29,9 +29,12 @@ def test_a_long_window_has_xprofs_steps() -> None:
 
 
 def _per_step(groups: list, top_n: int, names: dict, found: object,
-              base_ns: int, window: tuple, index: object = None) -> tuple[list[tuple], int]:
-    """The top events step by step and bounded as GPU captures rank and bound them."""
-    cands = reduction._host_candidates(groups, top_n, names, found)  # type: ignore[arg-type]
+              base_ns: int, window: tuple, index: object = None,
+              programs: object = None) -> tuple[list[tuple], int]:
+    """The top events step by step and bounded as GPU captures rank and bound them (a
+    host-only JAX job's XLA CPU ops among the candidates, as at once)."""
+    cands = reduction._host_candidates(groups, top_n, names, found,  # type: ignore[arg-type]
+                                       programs=programs)  # type: ignore[arg-type]
     return reduction._window_tops([reduction._top_events(c, top_n, [], base_ns)
                                    for c in cands], *window)
 

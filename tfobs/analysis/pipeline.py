@@ -62,7 +62,13 @@ from tfobs.analysis.steps import (
     step_nums,
 )
 from tfobs.analysis.timeline import LineData, Spans, Timeline, lookup, span_bounds, time_base_ps
-from tfobs.analysis.xla_cpu_work import calls_work_note, host_to_device_s, with_dispatch
+from tfobs.analysis.xla_cpu_work import (
+    StepProgramOps,
+    calls_work_note,
+    host_to_device_s,
+    step_program_ops,
+    with_dispatch,
+)
 from tfobs.errors import CaptureError
 from tfobs.summary import (
     CATEGORIES,
@@ -144,12 +150,17 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             found = dataclasses.replace(found, method=REMOTE_STEPS,
                                         note=remote_steps_note(found.remote_call_roots))
     names = host.names if host is not None else {}
+    environment = reduce_environment(space)
+    # A host-only JAX job's compiled programs run as XLA's CPU ops (thunks, `program_id`),
+    # on the runtime's threads: the steps' top events hold them, by time.
+    programs = (step_program_ops(host, kept.begin_ps, kept.end_ps)
+                if not accel and environment.framework == "jax" else None)
     start_ns, duration_s = window_span(space)
     if duration_s <= 0:  # no profile start/stop in the capture (TensorFlow 2.16 writes none)
         duration_s = _events_extent_s(([host] if host is not None else []) + devices)
     base_ns = _wall_clock_base(host, devices, start_ns) + base_ps // 1000
     steps, sums, total_step_s, step_columns = _steps(found, kept, (top_n, max_top_events),
-                                                     devices, names, base_ns, host)
+                                                     devices, names, base_ns, host, programs)
     n = steps.count
     mean_breakdown = {c: (sums[c] / n if n else 0.0) for c in CATEGORIES}
     types_total = kept.totals
@@ -158,7 +169,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         steps = _with_device_spans(gpu_events, found, steps)
     elif not has_device:
         steps = with_dispatch(steps, host, kept.begin_ps, kept.end_ps,
-                              lambda: _unknown_spans(found, kept))
+                              lambda: _unknown_spans(found, kept), programs)
 
     input_s = sums["input"]
     other_s = types_total.get(et.UNKNOWN_TIME, 0) / 1e12
@@ -347,7 +358,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                                input_spans=(_input_spans(found.groups)
                                             if has_device else None)),
         memory=memory,
-        environment=reduce_environment(space),
+        environment=environment,
     ))  # advice reads the finished figures
 
 
@@ -359,10 +370,12 @@ def _steps(
     names: dict[int, str],
     base_ns: int,
     host: Timeline | None = None,
+    programs: StepProgramOps | None = None,
 ) -> tuple[Steps, dict[str, float], float, tuple[np.ndarray | None, np.ndarray]]:
     """The steps' figures, their seconds per category summed over the steps, and the steps'
     total time; `tops_kept`: (top events per step, top events in all); `host`: where the
-    dropped steps' compiles are read."""
+    dropped steps' compiles are read; `programs`: the compiled programs' ops in the kept
+    steps (a host-only JAX job's XLA CPU ops), among their top events."""
     groups = kept.groups
     top_n, max_top = tops_kept
     nums = step_nums(groups)
@@ -378,7 +391,7 @@ def _steps(
                                       in_time, max_top)
     else:  # host events only: every step's top events ranked at once
         tops, left_out = _host_top_events(groups, top_n, names, found, base_ns,
-                                          (in_time, max_top), kept.index)
+                                          (in_time, max_top), kept.index, programs)
     duration = (kept.end_ps - kept.begin_ps) / 1e12
     durations = duration.tolist()
     start_ns: np.ndarray | None = None
@@ -782,42 +795,62 @@ Candidate = tuple[int, str, str, int, str]  # (ps, name, kind, start ns, device)
 
 
 def _candidate_columns(groups: Sequence[StepGroup], top_n: int, names: dict[int, str],
-                       found: FoundSteps | None, index: np.ndarray | None = None
+                       found: FoundSteps | None, index: np.ndarray | None = None,
+                       programs: StepProgramOps | None = None
                        ) -> tuple[np.ndarray, ...] | None:
     """(step, absolute start ps, duration ps, metadata id) of each step's ops and tf.data
     stages that can make its top n: those at least as long as its n-th longest (ties
-    kept), in member order (lines, then time). All steps at once: a few numpy passes over
-    every member, not a dozen per step and line."""
+    kept), in member order (lines, then time), then the compiled programs' ops in the
+    steps (`programs`: XLA's CPU ops, named as the trace viewer names them). All steps at
+    once: a few numpy passes over every member, not a dozen per step and line."""
     if top_n <= 0:
         return None
     lds, step, line, flat = (members_of(found, groups, index) if found
                              else member_events(groups))
-    if not lds:
+    if not lds and programs is None:
         return None
-    cols = lds[0].columns  # the member lines are all the host plane's
-    mids = cols.mid[flat]
     op_table = {m: 1 for m, n in names.items() if et.parse_tf_op(n).category}
-    ops = np.flatnonzero(lookup(mids, op_table, 0))
-    step, line, flat, mids = step[ops], line[ops], flat[ops], mids[ops]
-    start, dur = cols.offset[flat], cols.duration[flat]
+    if lds:
+        cols = lds[0].columns  # the member lines are all the host plane's
+        mids = cols.mid[flat]
+        ops = np.flatnonzero(lookup(mids, op_table, 0))
+        step, line, flat, mids = step[ops], line[ops], flat[ops], mids[ops]
+        start, dur = cols.offset[flat], cols.duration[flat]
+    else:
+        step = line = start = dur = mids = np.zeros(0, np.int64)
+    line_start = np.array([ld.start_ps for ld in lds], np.int64)
+    if programs is not None:  # on a line of their own, absolute (line start 0); those
+        # named as ops are among the members' already
+        prog = [programs.step, programs.start_ps, programs.duration_ps, programs.mid]
+        if op_table:
+            other = np.flatnonzero(lookup(programs.mid, op_table, 0) == 0)
+            prog = [c[other] for c in prog]
+        line_start = np.append(line_start, np.int64(0))
+        added = np.full(prog[0].size, len(lds), np.int64)
+        if step.size:
+            step, line, start, dur, mids = (np.concatenate(pair) for pair in zip(
+                (step, line, start, dur, mids), (prog[0], added, *prog[1:]), strict=True))
+        else:  # a JAX step's members hold no op: its programs' alone
+            step, line, start, dur, mids = prog[0], added, *prog[1:]
     # Each step's n-th longest: its ops by step, longest first.
     count = np.bincount(step, minlength=len(groups))
+    if not count.size or int(count.max()) <= top_n:  # every step's ops make its top n
+        return (step, line_start[line] + start, dur, mids)
     first = np.cumsum(count) - count
     ranked = _longest_first(step, dur)
     full = np.flatnonzero(count > top_n)
     floor = np.full(len(groups), np.iinfo(np.int64).min, np.int64)
     floor[full] = ranked[first[full] + top_n - 1]
     keep = np.flatnonzero(dur >= floor[step])
-    line_start = np.array([ld.start_ps for ld in lds], np.int64)
     return (step[keep], line_start[line[keep]] + start[keep], dur[keep], mids[keep])
 
 
 def _host_candidates(groups: Sequence[StepGroup], top_n: int, names: dict[int, str],
-                     found: FoundSteps | None = None, index: np.ndarray | None = None
-                     ) -> list[list[Candidate]]:
+                     found: FoundSteps | None = None, index: np.ndarray | None = None,
+                     programs: StepProgramOps | None = None) -> list[list[Candidate]]:
     """`_candidate_columns` as Python tuples per step."""
     out: list[list[Candidate]] = [[] for _ in range(len(groups))]  # no StepGroup made
-    found_cols = _candidate_columns(groups, top_n, names, found, index)
+    found_cols = _candidate_columns(groups, top_n, names, found, index, programs)
     if found_cols is None:
         return out
     step, start, dur, mids = found_cols
@@ -833,22 +866,29 @@ def _host_candidates(groups: Sequence[StepGroup], top_n: int, names: dict[int, s
 
 def _host_top_events(groups: Sequence[StepGroup], top_n: int, names: dict[int, str],
                      found: FoundSteps, base_ns: int, window: tuple[np.ndarray, int],
-                     index: np.ndarray | None = None
+                     index: np.ndarray | None = None, programs: StepProgramOps | None = None
                      ) -> tuple[list[tuple[TimedEvent, ...]], int]:
     """Each step's top n host events where the capture has no device events: the
     candidates of all steps ranked at once (step, longest first, then name, then member
     order, as `_top_events` sorts each step's); of those, the window's longest
     (`window`: the steps' time ranks and how many to keep), and how many were left out.
-    `index`: each group's place in `found.groups`."""
-    found_cols = _candidate_columns(groups, top_n, names, found, index)
+    `index`: each group's place in `found.groups`; `programs`: the compiled programs' ops
+    in the steps, candidates too."""
+    found_cols = _candidate_columns(groups, top_n, names, found, index, programs)
     if found_cols is None or not found_cols[0].size:
         return [()] * len(groups), 0  # iterating `groups` would make every StepGroup
     step, start, dur, mids = found_cols
-    distinct = np.unique(mids)
+    if 0 <= int(mids.min()) and int(mids.max()) < 1 << 20:  # the usual small ids: a table
+        seen = np.bincount(mids)
+        distinct = np.flatnonzero(seen)
+        seen[distinct] = np.arange(distinct.size)
+        at = seen[mids]  # each row's name, as an index into `label`
+    else:
+        distinct = np.unique(mids)
+        at = np.searchsorted(distinct, mids)
     label = [names[m] for m in distinct.tolist()]
     name_rank = np.empty(distinct.size, np.int64)
     name_rank[sorted(range(distinct.size), key=label.__getitem__)] = np.arange(distinct.size)
-    at = np.searchsorted(distinct, mids)  # each row's name, as an index into `label`
     order = _by_step_longest_then_name(step, dur, name_rank[at])
     step, start, dur, at = step[order], start[order], dur[order], at[order]
     first = np.searchsorted(step, step)  # each row's step's first row

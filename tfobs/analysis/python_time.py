@@ -411,6 +411,12 @@ def program_op_positions(host: Timeline) -> list[tuple[LineData, np.ndarray]]:
     stat (XLA's CPU thunks in a JAX job). A program's ops are no Python events: only the
     others' stats are read (the Python tracer's events, most of a Python thread's, carry
     none). Ask through `host.once`: several analyses read them."""
+    return [(ld, at) for ld, at, _ in host.once(program_op_ids)]
+
+
+def program_op_ids(host: Timeline) -> list[tuple[LineData, np.ndarray, np.ndarray]]:
+    """`program_op_positions` with each op's `program_id` (raw int64: the compiled program
+    it belongs to), from the same one reading of the stats. Ask through `host.once`."""
     if "program_id" not in host.stat_ids:
         return []
     program = {host.stat_ids["program_id"]: "program_id"}
@@ -422,7 +428,7 @@ def program_op_positions(host: Timeline) -> list[tuple[LineData, np.ndarray]]:
         other = np.flatnonzero(~member(ld.mid_arr, python, ld.dense_top))
         found = int_stats_at(host, ld.indices(other), program, raw=True)
         if "program_id" in found and (has := found["program_id"][1]).any():
-            out.append((ld, other[has]))
+            out.append((ld, other[has], found["program_id"][0][has]))
     return out
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from tfobs.analysis.calls import JAX_CALL
 from tfobs.analysis.gpu_idle import covered_ps
-from tfobs.analysis.python_time import program_op_positions, union_rows
+from tfobs.analysis.python_time import program_op_ids, program_op_positions, union_rows
 from tfobs.analysis.timeline import Timeline, id_array, member, span_of
 from tfobs.summary import FunctionCalls, Steps
 
@@ -78,6 +78,83 @@ def program_ops(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray
     return ProgramOps(int(took.size), int(took.sum()) / 1e12, float(np.median(took)) / 1e12)
 
 
+@dataclass(frozen=True)
+class StepProgramOps:
+    """The compiled programs' ops that start inside each kept step, as columns (one row an
+    op): its step (an index into the kept steps), absolute start ps, duration ps, metadata
+    id (its name: `svd.0`, `fusion.3`, as XProf's trace viewer shows it) and program id."""
+
+    step: np.ndarray
+    start_ps: np.ndarray
+    duration_ps: np.ndarray
+    mid: np.ndarray
+    program: np.ndarray
+
+    def figures(self, steps: int) -> ProgramOps:
+        """`program_ops` of the same ops (no step overlaps another: each op is in one)."""
+        took = self.duration_ps
+        if not took.size or not steps:
+            return ProgramOps()
+        return ProgramOps(int(took.size), int(took.sum()) / 1e12,
+                          float(np.median(took)) / 1e12)
+
+    def program_sets(self, steps: int) -> int:
+        """How many different sets of compiled programs the `steps` kept steps ran (1: every
+        step ran the same ones; a step that ran none is a set of its own; 0: no op)."""
+        if not self.step.size:
+            return 0
+        idle = int(np.count_nonzero(np.bincount(self.step, minlength=steps)) < steps)
+        if (self.program == self.program[0]).all():  # one program (the usual window)
+            return 1 + idle
+        ranked = np.unique(self.program, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        width = int(ranked.max()) + 1
+        step, program = np.divmod(np.unique(self.step * width + ranked), width)
+        # Each step's set as the wrapping sum of its programs' 64-bit mixes and its size:
+        # distinct sets differ there but for a collision no window comes near.
+        x = (program.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+        x ^= x >> np.uint64(31)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        first = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+        key = np.add.reduceat(x, first)
+        key += np.diff(np.r_[first, step.size]).astype(np.uint64) * np.uint64(0x94D049BB133111EB)
+        return int(np.unique(key).size) + idle
+
+
+def step_program_ops(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray
+                     ) -> StepProgramOps | None:
+    """The compiled programs' ops (`program_op_ids`) that start inside each kept step
+    (`begin_ps`, `end_ps`: absolute ps, in the kept steps' order); None where there is no
+    such op or the steps overlap one another (several threads' steps: an op is no one
+    step's)."""
+    if host is None or not begin_ps.size:
+        return None
+    lines = host.once(program_op_ids)
+    if not lines:
+        return None
+    order = None if (begin_ps[1:] >= begin_ps[:-1]).all() else np.argsort(begin_ps,
+                                                                            kind="stable")
+    begin, end = (begin_ps, end_ps) if order is None else (begin_ps[order], end_ps[order])
+    if (begin[1:] < end[:-1]).any():
+        return None
+    cols: list[list[np.ndarray]] = [[], [], [], [], []]
+    for ld, at, program in lines:
+        start = ld.start_arr[at] + ld.start_ps
+        k, inside = span_of(start, begin, end)
+        if not inside.any():
+            continue
+        pos, k = at[inside], k[inside]
+        for col, values in zip(cols, (k if order is None else order[k], start[inside],
+                                      ld.end_arr[pos] - ld.start_arr[pos], ld.mid_arr[pos],
+                                      program[inside]), strict=True):
+            col.append(values)
+    if not cols[0]:
+        return None
+    step, start, dur, mid, program = (np.concatenate(c).astype(np.int64, copy=False)
+                                      for c in cols)
+    return StepProgramOps(step, start, dur, mid, program)
+
+
 def runtime_work(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray,
                  unknown: Callable[[], np.ndarray] | None = None) -> RuntimeWork:
     """The runtime's work against the kept steps' spans and, where `unknown` is given (it
@@ -121,12 +198,14 @@ def dispatch_note(outside_s: float, total_s: float, steps_s: float) -> str:
 
 
 def with_dispatch(steps: Steps, host: Timeline | None, begin_ps: np.ndarray,
-                  end_ps: np.ndarray, unknown: Callable[[], np.ndarray] | None = None
-                  ) -> Steps:
+                  end_ps: np.ndarray, unknown: Callable[[], np.ndarray] | None = None,
+                  in_steps: StepProgramOps | None = None) -> Steps:
     """`steps` with the runtime's work outside them (`work_outside_s`, its share
     `work_outside_ratio`), inside them and in their 'All Others' (`work_in_steps_s`,
     `work_in_other_s`, per step), their programs' ops (`xla_cpu_ops`, `xla_cpu_op_s` per
-    step, `xla_cpu_op_median_s`), and the note where the markers time the dispatch."""
+    step, `xla_cpu_op_median_s`; `in_steps`: those ops by step, where the caller found
+    them: then also `xla_cpu_program_sets`), and the note where the markers time the
+    dispatch."""
     work = runtime_work(host, begin_ps, end_ps, unknown)
     if not steps.count or work.total_s <= 0:
         return steps
@@ -135,14 +214,17 @@ def with_dispatch(steps: Steps, host: Timeline | None, begin_ps: np.ndarray,
     if markers_time_dispatch(work.outside_s, work.total_s, steps_s):
         note = "; ".join(n for n in (note, dispatch_note(work.outside_s, work.total_s, steps_s))
                          if n)
-    ops = program_ops(host, begin_ps, end_ps)
     n = steps.count
+    ops = (in_steps.figures(n) if in_steps is not None
+           else program_ops(host, begin_ps, end_ps))
     return dataclasses.replace(steps, work_outside_s=work.outside_s,
                                work_outside_ratio=work.outside_s / work.total_s,
                                work_in_other_s=work.in_other_s / n, note=note,
                                work_in_steps_s=max(work.total_s - work.outside_s, 0.0) / n,
                                xla_cpu_ops=ops.count / n, xla_cpu_op_s=ops.total_s / n,
-                               xla_cpu_op_median_s=ops.median_s)
+                               xla_cpu_op_median_s=ops.median_s,
+                               xla_cpu_program_sets=(in_steps.program_sets(n)
+                                                     if in_steps is not None else 0))
 
 
 def calls_work_note(calls: Sequence[FunctionCalls], host: Timeline | None) -> str:

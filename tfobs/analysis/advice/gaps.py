@@ -139,6 +139,27 @@ COND_BRANCH_FIX = (
     "that branch cheaper or take it less often (a larger N); a tf.function of its own, "
     "called from Python every N steps outside the marked step, keeps it out of the step's "
     "averages but not out of the training time; judge the step itself by the typical steps")
+# Where every step ran the same compiled programs (a host-only JAX job's XLA CPU ops), the
+# long steps ran nothing the others did not: the same ops took longer.
+SAME_PROGRAM_WORDS = (
+    "The same compiled program ran in every step; its ops took longer in these steps{spread}: "
+    "host contention (other processes or threads on the cores) or data-dependent ops.")
+SAME_PROGRAM_FIX = (
+    "the same compiled program ran in every step and its ops took longer in the long ones: "
+    "check the host's load while the job runs (other processes on its cores: top, uptime); "
+    "where several thread pools share the cores (XLA's Eigen pool, BLAS or LAPACK's, a data "
+    "loader's), cap or pin them (XLA_FLAGS=--xla_cpu_multi_thread_eigen=false, "
+    "OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, taskset), or give the job cores of its own; "
+    "judge the step itself by the typical steps")
+GROWN_OP_FIX = (
+    "{op} holds most of the long steps' excess while the same compiled program ran in every "
+    "step: its time varies with its input (an iterative decomposition such as svd or eigh "
+    "converging slowly on some matrices: a better-conditioned input or a cheaper formulation "
+    "bounds it) or with the cores it gets (LAPACK's or XLA's threads contending with other "
+    "processes or thread pools: check the host's load, cap the pools with "
+    "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false and OPENBLAS_NUM_THREADS or "
+    "OMP_NUM_THREADS, pin the job with taskset); judge the step itself by the typical steps")
+GROWN_OP_SHARE = 0.5  # of a long step's excess: one op's growth that is "most of it"
 JAX_WAITED_SHARE = 0.25  # of the step period: a JAX typical step that waits for its work
 LONG_MIN_EXCESS_S = 1e-3  # a window's worth: microsecond steps' jitter is no finding
 PRINT_SHARE = 0.05  # of step time
@@ -332,6 +353,24 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
     branch = _long_cond_branch(s, long.tolist())
     taken = (f" Their longest ops run in a tf.cond branch ({branch}) that the typical steps "
              "do not take." if branch else "")
+    evidence = {"long_steps": float(long.size), "typical_step_s": typical,
+                "long_excess_s": excess, "long_excess_share": excess / total}
+    fix = COND_BRANCH_FIX.format(branch=branch) if branch else ""
+    if not branch and s.steps.xla_cpu_program_sets == 1:  # no program of their own
+        grown = _grown_op(s, long.tolist(), excess / long.size)
+        evidence["same_programs"] = 1.0
+        if isinstance(grown, tuple):
+            op, in_long, in_typical, lowest, highest = grown
+            taken = (f" The same compiled program ran in every step; one of its ops holds "
+                     f"most of the excess: {op} took {_took(in_long)} on average in these "
+                     f"steps against {_took(in_typical)} in the typical step ({_took(lowest)} "
+                     f"to {_took(highest)} over the steps).")
+            evidence.update(grown_op_long_s=in_long, grown_op_typical_s=in_typical)
+            fix = GROWN_OP_FIX.format(op=op)
+        else:
+            taken = " " + SAME_PROGRAM_WORDS.format(
+                spread=", no one op holding most of the excess" if grown else "")
+            fix = SAME_PROGRAM_FIX
     return [LONG_STEPS.advice(
         "warning",
         f"{long.size} of {len(items)} steps (steps {nums}{more}) take "
@@ -339,11 +378,50 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
         f"{1e3 * typical:.2f} ms for the typical step: their excess, mostly {label}, is "
         f"{100 * excess / total:.0f} % of the steps' time, so the window's averages mix two "
         "kinds of step." + taken,
-        {"long_steps": float(long.size), "typical_step_s": typical,
-         "long_excess_s": excess, "long_excess_share": excess / total},
+        evidence,
         f"steps >= {LONG_FACTOR:g}x the median, at most {100 * LONG_MAX_SHARE:g} % of the "
         f"steps, their excess >= {100 * LONG_EXCESS_SHARE:g} % of step time (tfobs)",
-        COND_BRANCH_FIX.format(branch=branch) if branch else "")]
+        fix)]
+
+
+def _took(seconds: float) -> str:
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{1e3 * seconds:.2f} ms"
+
+
+def _grown_op(s: WindowSummary, long: list[int], excess_s: float
+              ) -> tuple[str, float, float, float, float] | bool:
+    """The op (by its top events' name) whose time in the long steps grew by at least
+    `GROWN_OP_SHARE` of a long step's excess (`excess_s`) over the typical steps': (its
+    name, mean seconds in the long steps, median in the typical ones, least and most in
+    any step); True where no op did (the excess is spread over the ops), False where the
+    window did not keep the steps' top events to tell (a long window keeps its longest)."""
+    items = s.steps.items
+    wanted = set(long)
+    typical = [k for k in range(len(items)) if k not in wanted]
+    seen = [k for k in typical if items[k].top_events]
+    if 2 * len(seen) < len(typical) or not all(items[k].top_events for k in long):
+        return False
+
+    def ops(k: int) -> dict[str, float]:
+        took: dict[str, float] = {}
+        for ev in items[k].top_events:
+            if ev.kind == "op":
+                took[ev.name] = took.get(ev.name, 0.0) + ev.duration_s
+        return took
+
+    in_long, in_typical = [ops(k) for k in long], [ops(k) for k in seen]
+    best: tuple[float, str] | None = None
+    for name in sorted(set().union(*in_long)):
+        grew = (float(np.mean([t.get(name, 0.0) for t in in_long]))
+                - float(np.median([t.get(name, 0.0) for t in in_typical])))
+        if best is None or grew > best[0]:
+            best = (grew, name)
+    if best is None or best[0] < GROWN_OP_SHARE * excess_s:
+        return True
+    name = best[1]
+    every = [t[name] for t in in_long + in_typical if name in t]
+    return (name, float(np.mean([t.get(name, 0.0) for t in in_long])),
+            float(np.median([t.get(name, 0.0) for t in in_typical])), min(every), max(every))
 
 
 def _long_cond_branch(s: WindowSummary, long: list[int]) -> str:
