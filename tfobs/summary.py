@@ -274,7 +274,7 @@ class Steps:
     pause_top_s: tuple[float, ...] = ()
     # The share of the time between consecutive kept steps that no event on any line of
     # the host plane covers: the host idle (a sleep, a rate limit) or running what the
-    # capture does not trace (Python with the tracer off). 0 where the gaps hold under 5 %
+    # capture does not trace (Python with the tracer off). 0 where the gaps hold under 8 %
     # of the steps' span (not measured: no finding reads it there).
     gap_idle_ratio: float = 0.0
     # Host-only captures of a JAX job: seconds of XLA's CPU runtime work in the window that

@@ -72,6 +72,46 @@ def _is_jax_call(name: str) -> bool:
     return name.startswith(JAX_CALL)
 
 
+class _CompileIds(NamedTuple):
+    """The metadata ids of the compile path's events, by part (`_compile_ids`)."""
+
+    lowering: np.ndarray
+    compiling: np.ndarray
+    tracing: np.ndarray
+    cache_read: np.ndarray
+    cache_hit: np.ndarray
+    calls: np.ndarray
+
+
+_KINDS = (_is_lowering, _is_compiling, _is_tracing, _is_cache_read, _is_cache_hit, _is_jax_call)
+_FRAME_FILES = tuple({*_LOWERING, *_COMPILING, *_TRACING, *_CACHE_READ, *_CACHE_HIT})
+_PLAIN = frozenset({JAX_LOWERING, *JAX_COMPILES})
+
+
+def _compiled_in(host: Timeline) -> bool:
+    """Whether the window holds a lowering or an XLA compile at all: JAX writes both as
+    TraceMes, the Python tracer on or off, found by name at once (most windows compile
+    nothing, and the tracer's thousands of names need no pass then)."""
+    return bool(host.mids_named(*_PLAIN))
+
+
+def _compile_ids(host: Timeline) -> _CompileIds:
+    """Each part's metadata ids in one pass over the names, testing only the names that can
+    be one (the Python tracer writes thousands of names: a scan per part cost
+    milliseconds). Ask through `host.once`."""
+    found: list[set[int]] = [set() for _ in _KINDS]
+    for mid, name in host.names.items():
+        if name.startswith(_PY):
+            if not name.startswith(_FRAME_FILES, 1):
+                continue
+        elif name not in _PLAIN and not name.startswith(JAX_CALL):
+            continue
+        for ids, test in zip(found, _KINDS, strict=True):
+            if test(name):
+                ids.add(mid)
+    return _CompileIds(*(id_array(frozenset(ids)) for ids in found))
+
+
 class StepCompile(NamedTuple):
     """JAX's compile path in one step (seconds, clipped to it); all 0 where none ran."""
 
@@ -103,17 +143,14 @@ def step_compile(host: Timeline | None, span: tuple[int, int],
                  lines: Sequence[int] = ()) -> StepCompile:
     """JAX's compile path in the step `span` (absolute begin, end ps) on the host `lines`
     (the threads that run the steps; none: every line)."""
-    if host is None or span[1] <= span[0]:
+    if host is None or span[1] <= span[0] or not _compiled_in(host):
         return StepCompile()
-    lowering = id_array(host.mids_where_once(_is_lowering))
-    compiling = id_array(host.mids_where_once(_is_compiling))
-    if not lowering.size and not compiling.size:
+    ids = host.once(_compile_ids)
+    if not ids.lowering.size and not ids.compiling.size:
         return StepCompile()
-    parts = [lowering, compiling, id_array(host.mids_where_once(_is_tracing)),
-             id_array(host.mids_where_once(_is_cache_read))]
+    parts = [ids.lowering, ids.compiling, ids.tracing, ids.cache_read]
     every, built = np.concatenate(parts), np.concatenate(parts[:2])
-    hits = id_array(host.mids_where_once(_is_cache_hit))
-    calls = id_array(host.mids_where_once(_is_jax_call))
+    hits, calls = ids.cache_hit, ids.calls
     python = id_array(host.mids_where_once(is_python_event))
     seconds, counts = [0, 0, 0, 0], [0, 0, 0, 0]
     hit = call = 0
@@ -133,8 +170,8 @@ def step_compile(host: Timeline | None, span: tuple[int, int],
         if not top.size:
             continue
         took = np.minimum(ld.end_arr[top], end - ld.start_ps) - ld.start_arr[top]
-        for k, ids in enumerate(parts):
-            of = member(ld.mid_arr[top], ids)
+        for k, part in enumerate(parts):
+            of = member(ld.mid_arr[top], part)
             seconds[k] += int(took[of].sum())
             counts[k] += int(of.sum())
         hit += int(member(mids, hits).sum())
@@ -158,9 +195,10 @@ def steps_compiling(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndar
                     lines: Sequence[int] = ()) -> int:
     """How many of the steps (absolute begin, end ps, in order, not overlapping) hold a
     JAX lowering or XLA compile on the host `lines` (none: every line)."""
-    if host is None or not begin_ps.size:
+    if host is None or not begin_ps.size or not _compiled_in(host):
         return 0
-    built = id_array(host.mids_where_once(_is_lowering) | host.mids_where_once(_is_compiling))
+    ids = host.once(_compile_ids)
+    built = np.concatenate([ids.lowering, ids.compiling])
     if not built.size:
         return 0
     held = np.zeros(begin_ps.size, bool)
