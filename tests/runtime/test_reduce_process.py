@@ -57,6 +57,31 @@ def test_helper_summary_equals_in_process_reduction(worker):
     assert summary.to_dict() == analyze(str(CAPTURE), top_n=5).to_dict()
 
 
+def test_the_helper_pauses_the_cycle_collector_while_reducing_only(monkeypatch) -> None:
+    # The helper process is tfobs's own, as `tfobs analyze`'s is: the collector waits
+    # while a capture is reduced and runs again after, a failed reduction included.
+    import gc
+
+    from tfobs.analysis import pipeline
+    from tfobs.reduce import __main__ as helper_main
+
+    seen: list[bool] = []
+    real = pipeline.reduce_xspace
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "reduce_xspace", watched)
+    assert gc.isenabled()
+    reply = helper_main.reduce_one({"path": str(CAPTURE), **ARGS})
+    assert reply["ok"] and seen == [False] and gc.isenabled()
+    monkeypatch.setattr(pipeline, "reduce_xspace", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        helper_main.reduce_one({"path": str(CAPTURE), **ARGS})
+    assert gc.isenabled()
+
+
 def test_helper_keeps_the_top_events_the_trace_can_hold(worker):
     """The runtime asks for `trace_max_spans` top events in all: the helper's summary of
     4,000 small steps holds the window's longest that many (not 20,000), as the same
