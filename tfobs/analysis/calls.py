@@ -42,6 +42,16 @@ _REMOTE_RUN = re.compile(r"EagerLocalExecute: __inference_(.+?)(?:_\d+)?$")
 _MIXED_PROBE = 8
 
 
+# Module-level, so each plane scans its names for them once (`Timeline.mids_where_once`).
+def _is_plain_name(name: str) -> bool:
+    """Neither an op (`name:Type`) nor a Python tracer frame: a call's own TraceMe."""
+    return ":" not in name and not name.startswith("$")
+
+
+def _is_local_execute(name: str) -> bool:
+    return name.startswith(LOCAL_EXECUTE)
+
+
 def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
     """(metadata ids of the function-call events, those of them whose events are not all
     calls). Calls: names without ':' (ops, executor and eager events have one) whose first
@@ -56,7 +66,7 @@ def _call_mids(host: Timeline) -> tuple[np.ndarray, set[int]]:
     if stat_id is None:
         return np.array(sorted(jitted), np.int64), set()
     wanted = {stat_id: CALL_STAT}
-    plain = id_array(host.mids_where(lambda n: ":" not in n and not n.startswith("$")))
+    plain = id_array(host.mids_where_once(_is_plain_name))
     found: list[int] = []
     mixed: set[int] = set()
     left = set(plain.tolist())
@@ -130,7 +140,7 @@ def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
     per: dict[tuple[str, str], list[int]] = {}  # (name, source) -> count, ps, first, last
     runs: dict[str, list[int]] = {}  # name -> eager executions, local ones, inside its calls
     executes = id_array(host.mids_named(EXECUTE))
-    local = id_array(host.mids_where(lambda n: n.startswith(LOCAL_EXECUTE)))
+    local = id_array(host.mids_where_once(_is_local_execute))
     for ld in host.lines if mids.size else ():
         at = _calls_at(host, ld, mids, mixed)
         if not at.size:

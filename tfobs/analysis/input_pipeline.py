@@ -377,7 +377,7 @@ def in_graph_loop_input(host: Timeline | None, steps: Sequence[tuple[int, int]]
     fetch = id_array(host.mids_named(REDUCE_FETCH))
     if not fetch.size:
         return 0.0, 0.0
-    make = id_array(host.mids_where(lambda n: n.startswith(MAKE_ITERATOR)))
+    make = id_array(host.mids_where_once(_is_make_iterator))
     lo, hi = span_bounds(steps)
     out = [0, 0]
     for ld in host.lines:
@@ -390,6 +390,14 @@ def in_graph_loop_input(host: Timeline | None, steps: Sequence[tuple[int, int]]
     return out[0] / 1e12, out[1] / 1e12
 
 
+def _is_make_iterator(name: str) -> bool:
+    return name.startswith(MAKE_ITERATOR)
+
+
+def _is_get_next(name: str) -> bool:
+    return name.lower().startswith("iteratorgetnext")
+
+
 def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> float:
     """Mean input wait per gap between consecutive `steps` (absolute (begin, end) ps, in
     order), in seconds: `IteratorGetNext*` events (XProf's input-wait events), and tfobs's
@@ -398,7 +406,7 @@ def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]])
     dataset:` around a marked step) is a wait no step breakdown sees."""
     if host is None or len(steps) < 2:
         return 0.0
-    mids = id_array(host.mids_where(lambda n: n.lower().startswith("iteratorgetnext")))
+    mids = id_array(host.mids_where_once(_is_get_next))
     ours = id_array(host.mids_named(TFDATA_NEXT_EVENT))
     if not mids.size and not ours.size:
         return 0.0

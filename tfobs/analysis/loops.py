@@ -140,11 +140,15 @@ def in_graph_loops(host: Timeline | None, runs: LoopRuns | None,
                         int(held.max()) if held.size else 0, scopes, recurrent)
 
 
+def _is_unstack(name: str) -> bool:
+    return _UNSTACK + ":" in name
+
+
 def _unstacked_scopes(host: Timeline, lo: np.ndarray, hi: np.ndarray) -> tuple[str, ...]:
     """The scopes of the tensors unstacked for a loop (`.../TensorArrayUnstack/
     TensorListFromTensor` ops: tf.map_fn's, tf.scan's, a Keras RNN's) inside the steps,
     most first: a loop whose own ops write no event is named by its input."""
-    mids = id_array(host.mids_where(lambda n: _UNSTACK + ":" in n))
+    mids = id_array(host.mids_where_once(_is_unstack))
     if not mids.size:
         return ()
     count: Counter[str] = Counter()

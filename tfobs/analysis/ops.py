@@ -497,12 +497,16 @@ def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
 XLA_PROGRAM = "CpuExecutable::Execute"
 
 
+def _is_xla_program(name: str) -> bool:
+    return name.startswith(XLA_PROGRAM)
+
+
 def xla_program_seconds(host: Timeline | None) -> float:
     """Window seconds of XLA:CPU's compiled programs: outermost `CpuExecutable::Execute*`
     events on every host thread."""
     if host is None:
         return 0.0
-    mids = id_array(host.mids_where(lambda n: n.startswith(XLA_PROGRAM)))
+    mids = id_array(host.mids_where_once(_is_xla_program))
     if not mids.size:
         return 0.0
     total = 0

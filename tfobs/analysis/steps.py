@@ -299,7 +299,7 @@ class _Grouper:
         self._fetches = (_NONE.astype(np.uint64), _NONE.astype(np.uint64))
         if not wanted:
             return
-        ctx = host.mids_where(_is_context_event)
+        ctx = host.mids_where_once(_is_context_event)
         process = id_array(host.mids_named("ExecutorState::Process"))
         get_next = id_array(host.mids_named(*_GET_NEXT_OPS))
         tf_data = id_array(host.mids_named(*_TF_DATA_FUNCTIONS))
