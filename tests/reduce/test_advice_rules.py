@@ -20,6 +20,7 @@ import pytest
 
 import tfobs
 from tests.conftest import CAPTURES
+from tests.support.raw_capture import host_events, step_spans_ps
 from tfobs.analysis.advice import RULE_IDS, RULES, advise
 from tfobs.analysis.advice import input_pipeline as input_pipeline_rules
 from tfobs.analysis.advice.gaps import GAP_SHARE
@@ -1803,24 +1804,12 @@ def _root_prefetch_fetches(name: str, s: WindowSummary) -> list[int]:
     """`buffered_elements` (0 where the stat is absent: TensorFlow writes it only for a
     buffer that holds some) of each root-prefetch fetch (`buffer_limit` stat) that starts in
     a kept step, read from the capture's own events."""
-    from tfobs.xspace import schema
-
-    space = schema.XSpace().FromString((CAPTURES / f"{name}.xplane.pb").read_bytes())
-    (host,) = [p for p in space.planes if p.name == "/host:CPU"]
-    names = {k: m.name for k, m in host.event_metadata.items()}
-    stat = {k: m.name for k, m in host.stat_metadata.items()}
-    spans = [(st.start_ns, st.start_ns + st.duration_s * 1e9) for st in s.steps.items]
-    # Relative line times (TensorFlow's CPU captures) are placed at the profile's start.
-    shift = s.start_ns if min(ln.timestamp_ns for ln in host.lines) < 10**15 else 0
+    spans = step_spans_ps(s)
     out = []
-    for line in host.lines:
-        for e in line.events:
-            if names[e.metadata_id] != "Iterator::Root::Prefetch":
-                continue
-            stats = {stat[x.metadata_id]: x.int64_value for x in e.stats}
-            at = shift + line.timestamp_ns + e.offset_ps / 1e3
-            if "buffer_limit" in stats and any(b <= at < end for b, end in spans):
-                out.append(stats.get("buffered_elements", 0))
+    for event, stats, at, _ in host_events(CAPTURES / f"{name}.xplane.pb", s):
+        if (event == "Iterator::Root::Prefetch" and "buffer_limit" in stats
+                and any(b <= at < end for b, end in spans)):
+            out.append(stats.get("buffered_elements", 0))
     return out
 
 
@@ -2019,26 +2008,18 @@ def test_a_dataset_loop_inside_the_function_is_input_xprof_does_not_see() -> Non
     runs the loop as a ReduceDataset op that takes its batches without IteratorGetNext, so
     XProf reads NOT input-bound. tfobs counts the loop's fetches (`ReduceIterator::Root`)
     and the iterator made on each call (`MakeIterator::*`)."""
-    from tfobs.xspace import schema
-
     name = "generated__tf2.21cpu__epoch_loop_in_function"
     s = summary(name)
     assert s.input_bound.verdict == "not"
-    space = schema.XSpace().FromString((CAPTURES / f"{name}.xplane.pb").read_bytes())
-    (host,) = [p for p in space.planes if p.name == "/host:CPU"]
-    names = {k: m.name for k, m in host.event_metadata.items()}
-    shift = s.start_ns if min(ln.timestamp_ns for ln in host.lines) < 10**15 else 0
-    spans = [(st.start_ns, st.start_ns + st.duration_s * 1e9) for st in s.steps.items]
+    spans = step_spans_ps(s)
     fetched = made = 0.0
-    for line in host.lines:
-        for e in line.events:
-            at = shift + line.timestamp_ns + e.offset_ps / 1e3
-            if not any(b <= at < end for b, end in spans):
-                continue
-            if names[e.metadata_id] == "ReduceIterator::Root":
-                fetched += e.duration_ps / 1e12
-            elif names[e.metadata_id] == "MakeIterator::RootDataset":  # the outermost one
-                made += e.duration_ps / 1e12
+    for event, _, at, e in host_events(CAPTURES / f"{name}.xplane.pb", s):
+        if not any(b <= at < end for b, end in spans):
+            continue
+        if event == "ReduceIterator::Root":
+            fetched += e.duration_ps / 1e12
+        elif event == "MakeIterator::RootDataset":  # the outermost one
+            made += e.duration_ps / 1e12
     ip = s.input_pipeline
     assert ip.in_graph_loop_input_s == pytest.approx(fetched) and fetched > 0
     assert ip.in_graph_loop_iterators_s == pytest.approx(made, rel=0.05) and made > 0

@@ -10,6 +10,7 @@ import pytest
 
 import tfobs
 from tests.conftest import CAPTURES
+from tests.support.raw_capture import host_events, step_spans_ps
 from tfobs.summary import CATEGORIES, WindowSummary
 
 KERAS3 = CAPTURES / "generated__tf2.20cpu__keras3_fit.xplane.pb"
@@ -176,30 +177,14 @@ def _loop_iteration_runs(name: str, s: WindowSummary) -> list[tuple[int, int, in
     """(start ps, end ps cut at its step's end, iter_num, step id) of every
     `ExecutorState::Process` event past a loop's first iteration (`iter_num` > 0) that
     starts in one of `s`'s kept steps, read from the capture's own events."""
-    from tfobs.xspace import schema
-
-    space = schema.XSpace().FromString((CAPTURES / f"{name}.xplane.pb").read_bytes())
-    (host,) = [p for p in space.planes if p.name == "/host:CPU"]
-    names = {k: m.name for k, m in host.event_metadata.items()}
-    stat = {k: m.name for k, m in host.stat_metadata.items()}
-    # Integer picoseconds: wall-clock nanoseconds as floats are 256 ns apart.
-    spans = [(st.start_ns * 1000, st.start_ns * 1000 + round(st.duration_s * 1e12))
-             for st in s.steps.items]
-    # Relative line times (TensorFlow's CPU captures) are placed at the profile's start.
-    shift = s.start_ns if min(ln.timestamp_ns for ln in host.lines) < 10**15 else 0
+    spans = step_spans_ps(s)
     out = []
-    for line in host.lines:
-        for e in line.events:
-            if names[e.metadata_id] != "ExecutorState::Process":
-                continue
-            stats = {stat[x.metadata_id]: x.int64_value or x.uint64_value for x in e.stats}
-            if stats.get("iter_num", 0) <= 0:
-                continue
-            at = (shift + line.timestamp_ns) * 1000 + e.offset_ps
-            for b, end in spans:
-                if b <= at < end:
-                    out.append((at, min(end, at + e.duration_ps), stats["iter_num"],
-                                stats["id"]))
+    for event, stats, at, e in host_events(CAPTURES / f"{name}.xplane.pb", s):
+        if event != "ExecutorState::Process" or stats.get("iter_num", 0) <= 0:
+            continue
+        for b, end in spans:
+            if b <= at < end:
+                out.append((at, min(end, at + e.duration_ps), stats["iter_num"], stats["id"]))
     return out
 
 
