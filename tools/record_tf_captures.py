@@ -878,6 +878,19 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         loop(warm, 0)
         profile(traced)
 
+    def timed_then_profile(one_step: Any, steps: int, warm: int = 3, **kw: Any) -> list[float]:
+        """`warm_then_profile`, each marked step's `one_step(i)` timed by the job itself:
+        the profiled steps' times in ms, the figure the capture's steps are held to."""
+        times: list[float] = []
+
+        def timed(i: int) -> None:
+            t = time.perf_counter()
+            one_step(i)
+            times.append(time.perf_counter() - t)
+
+        warm_then_profile(timed, steps, warm, **kw)
+        return [round(t * 1e3, 3) for t in times[warm:]]
+
     def train_root(i: int) -> Any:
         """`Trace("train", step_num=i, _r=1)`: the job's own step marker, no tfobs."""
         return tf.profiler.experimental.Trace("train", step_num=i, _r=1)
@@ -3008,17 +3021,12 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             for a in accum:
                 a.assign(tf.zeros_like(a))
 
-        times: list[float] = []
-
         def one(i):
-            t = time.perf_counter()
             for _ in range(4):
                 micro(*next(it))
             apply()
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
     elif case == "central_storage_loop":
         params = {"devices": ["/cpu:0", "/cpu:1"], "global_batch": 64, "steps": 12}
         strategy = tf.distribute.experimental.CentralStorageStrategy(
@@ -3032,15 +3040,11 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         it = iter(strategy.experimental_distribute_dataset(ds))
         train_step = distributed_step(
             strategy, model, opt, lambda yb, pred: tf.reduce_sum(tf.square(pred - yb)) / 64.0)
-        times = []
 
         def one(i):
-            t = time.perf_counter()
             train_step(next(it))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
     elif case == "class_weight_fit":
         params = {"batch": 64, "classes": 10, "steps": 12}
         model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, "relu"),
@@ -3111,16 +3115,12 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             return k
 
         trips = []
-        times = []
 
         def one(i):
-            t = time.perf_counter()
             trips.append(int(step(tf.constant(xs[i % 16]), tf.constant(ys[i % 16]))))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
         params["trip_counts"] = trips[3:]
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
     elif case == "summary_image_loop":
         params = {"batch": 64, "steps": 12}
         model = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(8, 3),
@@ -3145,17 +3145,12 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                 tf.summary.scalar("loss", loss)
             return loss
 
-        times = []
-
         def one(i):
-            t = time.perf_counter()
             xb, yb = next(it)
             step(xb, yb, tf.constant(i, tf.int64))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
         writer.flush()
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
     elif case == "pydataset_slow_fit":
         params = {"batch": 64, "features": 128, "workers": 2, "sleep_ms": 8, "steps": 12}
         gets = []
@@ -3659,16 +3654,11 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                                     model.trainable_variables, strict=True))
             return loss
 
-        times = []
-
         def one(i):
-            t = time.perf_counter()
             xb, yb = next(it)
             float(train_step(xb, yb))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
     elif case in ("sample_weight_triples_fit", "batch_nondet_map_after_fit"):
         times: list[float] = []
 
@@ -3757,15 +3747,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             tf.cond(opt.iterations % 5 == 0, orthogonalize, lambda: tf.constant(0))
             return loss
 
-        times = []
-
         def one(i):
-            t = time.perf_counter()
             float(step(*next(it)))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"], warm=4)
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[4:]]
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"], warm=4)
     elif case == "ignore_errors_decode_loop":
         params = {"batch": 32, "steps": 10, "corrupt_every": 4, "size": 64}
         encoded = []
@@ -3816,15 +3801,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
             return loss
 
-        times = []
-
         def one(i):
-            t = time.perf_counter()
             float(step(*next(it)))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
     elif case == "partial_batch_retrace_loop":
         params = {"batch": 64, "rows": 360, "features": 64, "epochs": 2}
         x = rng.random((360, 64), np.float32)
@@ -3966,15 +3946,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
             return loss
 
-        times = []
-
         def one(i):
-            t = time.perf_counter()
             float(step(*next(it)))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
     elif case in ("autograph_tensor_range_loop", "python_range_unrolled_loop"):
         params = {"batch": 64, "features": 128, "rounds": 12, "steps": 10,
                   "loop": "tf.range" if case.startswith("autograph") else "range"}
@@ -3995,15 +3970,10 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             opt.apply_gradients(zip(tape.gradient(loss, tv), tv, strict=True))
             return loss
 
-        times = []
-
         def one(i):
-            t = time.perf_counter()
             float(step(*next(it)))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
     elif case == "shard_after_read_loop":
         params = {"files": 4, "rows_per_file": 1024, "features": 256, "num_shards": 4,
                   "index": 1, "batch": 32, "steps": 12}
@@ -4015,15 +3985,11 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model = mlp(256, 128)
         step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
         it = iter(ds)
-        times = []
 
         def one(i):
-            t = time.perf_counter()
             float(step(*next(it)))
-            times.append(time.perf_counter() - t)
 
-        warm_then_profile(one, params["steps"])
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times[3:]]
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
