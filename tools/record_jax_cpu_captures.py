@@ -363,6 +363,28 @@ CASES = {
 STANDALONE = {"flax_nnx_optax_steps", "optax_multisteps_steps", "vmap_per_example_grads_steps",
        "lax_switch_branch_steps", "nested_annotations_steps", "threadpool_prefetch_steps"}
 
+# Pieces the children's texts share: the loss, the MLP's parameters and forward pass, and
+# the loop children's 4,096 rows of data with the provenance's first fields.
+_XENT = """def xent(logits, y):
+    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
+"""
+_INIT_MLP = """def init_mlp(key, sizes):
+    ks = jax.random.split(key, len(sizes) - 1)
+    return [(jax.random.normal(k, (a, b)) * (1 / a) ** 0.5, jnp.zeros(b))
+            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
+"""
+_MLP = """def mlp(p, x):
+    for w, b in p[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = p[-1]
+    return x @ w + b
+"""
+_LOOP_DATA = """rng = np.random.default_rng(0)
+XALL = rng.random((4096, 128)).astype(np.float32)
+YALL = rng.integers(0, 10, (4096,))
+params = {"jax": jax.__version__, "python": sys.version.split()[0]}
+"""
+
 _STANDALONE_CHILD = """
 import json, sys, time
 import numpy as np
@@ -373,18 +395,7 @@ X = rng.random((16, 64, 128), np.float32)
 Y = rng.integers(0, 10, (16, 64))
 params = {"jax": jax.__version__, "python": sys.version.split()[0], "steps": 12}
 extra = {}
-def xent(logits, y):
-    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
-def init_mlp(key, sizes):
-    ks = jax.random.split(key, len(sizes) - 1)
-    return [(jax.random.normal(k, (a, b)) * (1 / a) ** 0.5, jnp.zeros(b))
-            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
-def mlp(p, x):
-    for w, b in p[:-1]:
-        x = jax.nn.relu(x @ w + b)
-    w, b = p[-1]
-    return x @ w + b
-if case == "flax_nnx_optax_steps":
+""" + _XENT + _INIT_MLP + _MLP + """if case == "flax_nnx_optax_steps":
     from flax import nnx
     import optax, flax
     params["flax"], params["optax"] = flax.__version__, optax.__version__
@@ -566,18 +577,11 @@ dt = np.float64 if case == "x64_mlp_steps" else np.float32
 XALL = rng.random((4096, 128)).astype(dt)
 YALL = rng.integers(0, 10, (4096,))
 params = {"jax": jax.__version__, "python": sys.version.split()[0]}
-def xent(logits, y):
-    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
-def init_mlp(key, sizes):
+""" + _XENT + """def init_mlp(key, sizes):
     ks = jax.random.split(key, len(sizes) - 1)
     return [(jax.random.normal(k, (a, b), dtype=dt) * (1 / a) ** 0.5, jnp.zeros(b, dt))
             for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
-def mlp(p, x):
-    for w, b in p[:-1]:
-        x = jax.nn.relu(x @ w + b)
-    w, b = p[-1]
-    return x @ w + b
-p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+""" + _MLP + """p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
 def loss_fn(p, x, y):
     return xent(mlp(p, x), y)
 @jax.jit
@@ -701,11 +705,7 @@ import json, sys, time, os, tempfile
 import numpy as np
 import jax, jax.numpy as jnp
 case, logdir = sys.argv[1], sys.argv[2]
-rng = np.random.default_rng(0)
-XALL = rng.random((4096, 128)).astype(np.float32)
-YALL = rng.integers(0, 10, (4096,))
-params = {"jax": jax.__version__, "python": sys.version.split()[0]}
-cache_case = case.startswith("compilation_cache_load")
+""" + _LOOP_DATA + """cache_case = case.startswith("compilation_cache_load")
 if cache_case:
     cache_dir = tempfile.mkdtemp(prefix="jaxcache-")
     jax.config.update("jax_compilation_cache_dir", cache_dir)
@@ -717,18 +717,11 @@ if cache_case:
     dur_events = []
     monitoring.register_event_duration_secs_listener(
         lambda name, secs, **kw: dur_events.append((name, secs)))
-def xent(logits, y):
-    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
-def init_mlp(key, sizes, dt=jnp.float32):
+""" + _XENT + """def init_mlp(key, sizes, dt=jnp.float32):
     ks = jax.random.split(key, len(sizes) - 1)
     return [((jax.random.normal(k, (a, b)) * (1 / a) ** 0.5).astype(dt), jnp.zeros(b, dt))
             for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
-def mlp(p, x):
-    for w, b in p[:-1]:
-        x = jax.nn.relu(x @ w + b)
-    w, b = p[-1]
-    return x @ w + b
-def loss_fn(p, x, y):
+""" + _MLP + """def loss_fn(p, x, y):
     return xent(mlp(p, x).astype(jnp.float32), y)
 if cache_case:  # a squared error to one-hot targets: fewer ops to trace than log_softmax's
     def loss_fn(p, x, y):
@@ -897,22 +890,7 @@ import json, sys, time
 import numpy as np
 import jax, jax.numpy as jnp
 case, logdir = sys.argv[1], sys.argv[2]
-rng = np.random.default_rng(0)
-XALL = rng.random((4096, 128)).astype(np.float32)
-YALL = rng.integers(0, 10, (4096,))
-params = {"jax": jax.__version__, "python": sys.version.split()[0]}
-def xent(logits, y):
-    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
-def init_mlp(key, sizes):
-    ks = jax.random.split(key, len(sizes) - 1)
-    return [(jax.random.normal(k, (a, b)) * (1 / a) ** 0.5, jnp.zeros(b))
-            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
-def mlp(p, x):
-    for w, b in p[:-1]:
-        x = jax.nn.relu(x @ w + b)
-    w, b = p[-1]
-    return x @ w + b
-def loss_fn(p, x, y):
+""" + _LOOP_DATA + _XENT + _INIT_MLP + _MLP + """def loss_fn(p, x, y):
     return xent(mlp(p, x), y)
 def sgd_fn(p, x, y):
     loss, g = jax.value_and_grad(loss_fn)(p, x, y)
@@ -1108,17 +1086,7 @@ import json, sys, time, os
 import numpy as np
 import jax, jax.numpy as jnp
 case, logdir = sys.argv[1], sys.argv[2]
-rng = np.random.default_rng(0)
-XALL = rng.random((4096, 128)).astype(np.float32)
-YALL = rng.integers(0, 10, (4096,))
-params = {"jax": jax.__version__, "python": sys.version.split()[0]}
-def xent(logits, y):
-    return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
-def init_mlp(key, sizes):
-    ks = jax.random.split(key, len(sizes) - 1)
-    return [(jax.random.normal(k, (a, b)) * (1 / a) ** 0.5, jnp.zeros(b))
-            for k, a, b in zip(ks, sizes[:-1], sizes[1:])]
-def mlp(p, x, key=None):
+""" + _LOOP_DATA + _XENT + _INIT_MLP + """def mlp(p, x, key=None):
     for w, b in p[:-1]:
         x = jax.nn.relu(x @ w + b)
         if key is not None:
