@@ -118,7 +118,7 @@ def first_run_setup(host: Timeline | None, steps: Sequence[tuple[int, int]] | Sp
     calls = id_array(host.mids_where_once(_is_function_call))
     kernels = id_array(host.mids_named(KERNEL_EXECUTE))
     begins, step_ends = span_bounds(steps)
-    if not builds.size or not calls.size or not kernels.size or not begins.size:
+    if not calls.size or not kernels.size or not begins.size:
         return 0.0, 0
     built = np.full(begins.size, np.iinfo(np.int64).max)  # each step's first build's start
     found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (start, set-up, function)

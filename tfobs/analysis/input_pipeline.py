@@ -353,7 +353,7 @@ def work_during(host: Timeline | None, span: tuple[int, int]) -> tuple[str, str,
 
 def _work_kind(host: Timeline, mid: int) -> str:
     name = host.names.get(mid, "")
-    if name.startswith("Iterator::"):
+    if is_iterator_event(name):
         return "" if name == ROOT_PREFETCH else "stage"
     op = parse_tf_op(name)
     return "op" if op.category == "tf" and "Dataset" not in op.type else ""

@@ -17,15 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from tfobs.analysis.timeline import (
-    Timeline,
-    _compiled_int_stats,
-    member,
-    summable,
-    unique,
-)
+from tfobs.analysis.timeline import Timeline, int_stats_at, member, summable, unique
 from tfobs.summary import Allocation, MemoryStat
-from tfobs.xspace.columns import KIND_INT64, KIND_REF, KIND_STR, KIND_UINT64
+from tfobs.xspace.columns import KIND_REF, KIND_STR
 
 _STATS = (
     "index_on_host", "device_ordinal", "allocator_name", "bytes_reserved", "bytes_allocated",
@@ -208,8 +202,6 @@ def reduce_memory(
 
 
 FLOAT64 = 2  # DT_DOUBLE
-_NUMBER = np.zeros(256, bool)
-_NUMBER[[KIND_INT64, KIND_UINT64]] = True
 _FLOAT64_TOP = 3  # ops named per allocator
 
 
@@ -225,16 +217,10 @@ class _Types:
         allocs = np.flatnonzero(is_alloc)
         if dt_mid is None or not allocs.size:
             return
-        mids = np.array([dt_mid], np.int64)
-        at = events[allocs]
-        compiled = _compiled_int_stats(host, at, mids)
-        if compiled is not None:
-            value, kind = compiled
-            self.dtype[allocs] = np.where(_NUMBER[kind[0]], value[0].view(np.int64), 0)
-            return
-        batch, slot = host.columns.stats_by_slot(at, mids, by_event=False)
-        sel = batch.mid == dt_mid
-        self.dtype[allocs[slot[sel]]] = batch.numbers()[sel]  # 0 (INVALID) for text
+        found = int_stats_at(host, events[allocs], {dt_mid: "data_type"}, raw=True)
+        if "data_type" in found:  # 0 (INVALID) where the stat is not an integer
+            value, has = found["data_type"]
+            self.dtype[allocs] = np.where(has, value.view(np.int64), 0)
 
     def of(self, mine: np.ndarray, nbytes: np.ndarray) -> tuple[dict[str, int], tuple[str, ...]]:
         """(allocated bytes per data type name, the ops allocating the most float64 bytes)
