@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tfobs.analysis.eventtypes import parse_tf_op
+from tfobs.analysis.gpu_idle import merged_spans
 from tfobs.analysis.steps import LoopRuns
 from tfobs.analysis.timeline import (
     Timeline,
@@ -121,13 +122,8 @@ def in_graph_loops(host: Timeline | None, runs: LoopRuns | None,
             if scope:
                 scope_ps[scope] += int(ps)
                 cells = cells or bool(_CELL.search(name))
-    start, end = np.concatenate(starts), np.concatenate(ends)
-    order = np.argsort(start, kind="stable")
-    start, end = start[order], end[order]
-    reach = np.maximum.accumulate(end)
-    new = np.flatnonzero(np.r_[True, start[1:] > reach[:-1]])  # each merged stretch's first
-    last = np.r_[new[1:] - 1, start.size - 1]
-    seconds = int((reach[last] - start[new]).sum()) / 1e12
+    union = merged_spans(np.concatenate(starts), np.concatenate(ends))  # each instant once
+    seconds = int((union.end - union.begin).sum()) / 1e12
     top = np.zeros(lo.size, np.int64)
     np.maximum.at(top, np.concatenate(steps_of), np.concatenate(iters))
     held = top[top > 0]
