@@ -470,6 +470,43 @@ def test_stretches_equal_numpy(seed: int, monkeypatch: pytest.MonkeyPatch) -> No
     assert got[3].tolist() == want[3].tolist()
 
 
+def _call_tree(rng: np.random.Generator, lo: int, hi: int, depth: int,
+               out: list[tuple[int, int]]) -> None:
+    """Nested calls inside [lo, hi], as a Python thread's tracer records them: children
+    that touch, share their parent's start or end, instants, and calls of equal bounds."""
+    at = lo
+    while at < hi and len(out) < 400:
+        begin = int(rng.integers(at, hi + 1))
+        end = int(rng.integers(begin, hi + 1)) if rng.random() > 0.1 else begin
+        out.append((begin, end))
+        if rng.random() < 0.15:
+            out.append((begin, end))  # a call and its equal-bounded wrapper
+        if depth < 6 and end > begin:
+            _call_tree(rng, begin, end, depth + 1, out)
+        at = end if rng.random() < 0.3 else end + int(rng.integers(0, 50))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_nested_stretches_equal_numpy(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nested events only (the compiled sweep's stack path, no heap): the same stretches,
+    owners and region flags as the numpy cut-and-sort."""
+    rng = np.random.default_rng(seed)
+    calls: list[tuple[int, int]] = []
+    _call_tree(rng, 0, 5000, 0, calls)
+    calls.sort(key=lambda c: c[0])  # stable: a parent stays before its children
+    start = np.array([c[0] for c in calls], np.int64)
+    end = np.array([c[1] for c in calls], np.int64)
+    line = types.SimpleNamespace(start_arr=start, end_arr=end, start_ps=0)
+    regions = [_spans(rng, int(rng.integers(0, 40))) for _ in range(int(rng.integers(1, 4)))]
+    busy = _spans(rng, int(rng.integers(0, 30)))
+    got = python_time._stretches(line, regions, busy)  # type: ignore[arg-type]
+    want = _without_walks(monkeypatch, lambda: python_time._stretches(
+        line, regions, busy))  # type: ignore[arg-type]
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert [g.tolist() for g in got[2]] == [w.tolist() for w in want[2]]
+    assert got[3].tolist() == want[3].tolist()
+
+
 def test_stretches_leave_events_ending_before_they_start_to_numpy() -> None:
     start, end = np.array([0, 5], np.int64), np.array([10, 3], np.int64)
     rows = np.array([[0, 20]], np.int64)

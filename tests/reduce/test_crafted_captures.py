@@ -192,3 +192,35 @@ def test_a_negative_loop_iteration_is_no_loop_of_2_62_iterations() -> None:
     s = reduce_xspace(x.SerializeToString())
     assert s.steps.in_graph_loop_iterations_max < 2**31
     assert "in_graph_loop" not in {a.code for a in s.advice}
+
+
+@pytest.mark.parametrize("stem", ["advice__tfdata_heavy_map",
+                                  "generated__jax0.10cpu__keras_jax_fit"])
+def test_event_names_no_event_uses_are_no_evidence_and_no_scan(stem: str) -> None:
+    """A table of names no event uses (a crafted capture: a million of them took 15 s, a
+    scan by name per analysis) says nothing of the window: the same summary as without
+    them, and the scans read the events' own names only."""
+    from tests.conftest import CAPTURES
+    from tfobs.analysis.timeline import Timeline
+    from tfobs.xspace import reader
+
+    data = (CAPTURES / f"{stem}.xplane.pb").read_bytes()
+    x = schema.XSpace()
+    x.ParseFromString(data)
+    host = next(p for p in x.planes if p.name == "/host:CPU")
+    first = max(host.event_metadata) + 1
+    # Names each analysis looks for: Keras's fit frames, a JAX call, tf.data stages, steps,
+    # compiles, eager ops, host callbacks, sleeps.
+    baits = ["$trainer.py:100 fit", "$epoch_iterator.py:50 next", "PjitFunction(train)",
+             "Iterator::Prefetch::Map", "train", "XlaCompile", "EagerKernelExecute",
+             "PyFunc:Op", "$time.py:0 sleep", "MemcpyH2D", "__inference_step_9"]
+    for k in range(20_000):
+        md = host.event_metadata[first + k]
+        md.id, md.name = first + k, f"{baits[k % len(baits)]}{k // len(baits) or ''}"
+    crafted = x.SerializeToString()
+    want, got = reduce_xspace(data).to_dict(), reduce_xspace(crafted).to_dict()
+    assert got == want
+    plane = next(p for p in reader.parse(crafted).planes if p.name == "/host:CPU")
+    used = set(plane.events.mid.tolist())
+    assert set(Timeline(plane).names) == used
+    assert len(plane.event_names) >= len(used) + 20_000  # lookups by id still see all

@@ -53,7 +53,7 @@ def _keras(space: SpaceView) -> bool:
     host = space.plane(HOST_PLANE)
     if host is None:
         return False
-    seen = {prefix for n in host.event_names.values() for prefix in _KERAS_FRAMES
+    seen = {prefix for n in host.used_event_names.values() for prefix in _KERAS_FRAMES
             if n.startswith(prefix)}
     return len(seen) == len(_KERAS_FRAMES)
 
@@ -66,7 +66,7 @@ def _framework(space: SpaceView, version_keys: set[str]) -> str:
     if "tf_version" in version_keys:
         return "tensorflow"
     host = space.plane(HOST_PLANE)
-    names = host.event_names.values() if host is not None else ()
+    names = host.used_event_names.values() if host is not None else ()
     if any(n.startswith(_JAX_EVENTS) for n in names):
         return "jax"
     if any(n.startswith(_TF_EVENTS) for n in names):

@@ -500,15 +500,17 @@ def _innermost_python_in(ld: LineData, py: np.ndarray, regions: list[np.ndarray]
                          busy: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """`_innermost_python` within each of `regions` (merged (begin, end) rows)."""
     lo, hi, inside, owner = _stretches(ld, regions, busy)
-    at = np.flatnonzero(owner >= 0)
-    mids = ld.mid_arr[owner[at]]
+    # Whole-array steps, each once: a long window's Python thread cuts into hundreds of
+    # thousands of stretches, nearly all of them Python's (an owner of -1 reads the last
+    # event's name here, and is masked out).
+    mids = ld.mid_arr[owner]
     is_py = member(mids, py, ld.dense_top)
-    at, mids = at[is_py], mids[is_py]
+    is_py &= owner >= 0
+    ps = hi - lo
     out = []
     for region in inside:
-        mine = region[at]
-        k = at[mine]
-        out.append((mids[mine], hi[k] - lo[k], lo[k]))
+        k = np.flatnonzero(region & is_py)
+        out.append((mids[k], ps[k], lo[k]))
     return out
 
 

@@ -165,7 +165,7 @@ class Timeline:
             LineData(line, columns, bounds[j], bounds[j + 1], self.base_ps)
             for j, line in enumerate(proto_lines)
         ]
-        self.names = plane.event_names
+        self.names = plane.used_event_names
         self.stat_ids = plane.stat_ids
         self._by_name: dict[str, list[int]] | None = None
         self._where: dict[Any, frozenset[int]] = {}

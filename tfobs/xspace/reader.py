@@ -42,7 +42,7 @@ class _Names(dict[int, str]):
 class PlaneView:
     """One XPlane with its metadata tables decoded once."""
 
-    __slots__ = ("_lite", "_plane", "_events", "_bytes", "event_names",
+    __slots__ = ("_lite", "_plane", "_events", "_bytes", "_used_names", "event_names",
                  "event_display_names", "stat_names", "stat_ids")
 
     def __init__(self, plane: Any) -> None:
@@ -50,6 +50,7 @@ class PlaneView:
         self._plane: Any = None
         self._events: PlaneEvents | None = None
         self._bytes: LineBytes | None = None
+        self._used_names: dict[int, str] | None = None
         # An event whose metadata id is not in the table (a damaged or crafted capture) is
         # nameless, as XProf shows it, not a KeyError deep in an analysis.
         self.event_names: dict[int, str] = _Names()
@@ -94,6 +95,18 @@ class PlaneView:
             self._events = PlaneEvents(read)
             self._bytes = None  # the events hold its buffer now
         return self._events
+
+    @property
+    def used_event_names(self) -> dict[int, str]:
+        """`event_names` for scans by name: the whole table, or where it holds more names
+        than the plane has events (a crafted table of a million names no event uses, which
+        every scan would pay for name by name) those of the ids events use."""
+        if self._used_names is None:
+            names, mids = self.event_names, self.events.mid
+            if len(names) > mids.size:
+                names = _Names((m, names[m]) for m in set(mids.tolist()))
+            self._used_names = names
+        return self._used_names
 
     @property
     def proto(self) -> Any:
