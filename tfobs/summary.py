@@ -81,6 +81,7 @@ RuleId = Literal[
     "output_bound",
     "tfdata_shares_cores",
     "tfdata_ignore_errors",
+    "tfdata_shard_after_read",
     "all_others_bound",
     "step_gap",
     "step_pause",
@@ -430,6 +431,13 @@ class InputPipeline:
     ignore_errors_passed: int = 0
     ignore_errors_input: int = 0
     ignore_errors_input_kind: str = ""
+    # A Dataset.shard() stage with a record reader or a map below it (each worker reads and
+    # maps every element and keeps one in num_shards): its name, those stages' kinds
+    # (`TFRecord`, `ParallelMapV2`), and the window seconds of the stages below it. "" / () /
+    # 0 where none.
+    shard_after_read_stage: str = ""
+    shard_after_read_readers: tuple[str, ...] = ()
+    shard_after_read_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1901,8 +1901,10 @@ def test_input_bound_names_one_long_fetch_of_a_ready_batch() -> None:
     assert "the other 9 took 0.51 ms at the median, the hand-over" in a.fix
     assert "the pipeline keeps up" not in a.fix and "fewer threads" in a.fix
     assert "fixed cost per step" not in a.fix.partition("; the hand-over is")[0]
-    # no stage rule: the buffer was ready, as for a pipeline that keeps up
-    stage_rules = {r.id for r in input_pipeline_rules.RULES} - {"input_bound", "output_bound"}
+    # no stage rule: the buffer was ready, as for a pipeline that keeps up (the shard after
+    # the read is the pipeline's shape, named whether or not it holds the job up)
+    stage_rules = {r.id for r in input_pipeline_rules.RULES} - {
+        "input_bound", "output_bound", "tfdata_shard_after_read"}
     assert not stage_rules & {x.code for x in s.advice}
     # one long ready fetch with no pipeline work beside it: held up outside tf.data
     other = one(summary("generated__tf2.21cpu__autograph_tensor_range_loop"), "input_bound")
@@ -2239,6 +2241,52 @@ def test_the_elements_ignore_errors_drops_are_counted_and_named() -> None:
     edge = dataclasses.replace(s, input_pipeline=dataclasses.replace(
         ip, ignore_errors_passed=made - 2))
     assert not fired(dataclasses.replace(s, advice=advise(edge)), "tfdata_ignore_errors")
+
+
+def test_a_shard_after_the_records_are_read_is_named_with_the_work_below_it() -> None:
+    """Four TFRecord files read in order, then shard(4, 1): each worker reads every record
+    and keeps one in four. The Shard stage (a repeat's epochs are one stage) and the reader
+    below it are named, the stages' time below it given; the job is input-bound on a parse
+    after the batch, not on the read, so it is a note, not a warning."""
+    s = summary(SHARD_AFTER_READ)
+    ip = s.input_pipeline
+    assert ip.shard_after_read_stage == (
+        "Iterator::Root::Prefetch::ParallelMapV2::BatchV2::ForeverRepeat[*]::Shard")
+    assert ip.shard_after_read_readers == ("TFRecord",)
+    below = sum(st.self_s for st in ip.stages if "::Shard::" in st.name)  # the kept rows
+    assert below > 0 and below <= ip.shard_after_read_s <= 1.02 * below
+    a = one(s, "tfdata_shard_after_read")
+    assert s.input_bound.verdict == "highly" and a.severity == "info"
+    assert "(TFRecord below it)" in a.message and "keeps one in num_shards" in a.message
+    assert "list_files" in a.fix and "AutoShardPolicy.FILE" in a.fix
+    assert a.evidence["shard_input_s"] == ip.shard_after_read_s
+    back = WindowSummary.from_dict(s.to_dict())
+    assert back.input_pipeline.shard_after_read_readers == ("TFRecord",)
+    # Where the work below the shard is most of the pipeline's, an input-bound job is warned.
+    heavy = dataclasses.replace(s, input_pipeline=dataclasses.replace(
+        ip, shard_after_read_s=sum(st.self_s for st in ip.stages)))
+    assert one(dataclasses.replace(s, advice=advise(heavy)),
+               "tfdata_shard_after_read").severity == "warning"
+
+
+def test_a_shard_of_the_file_list_or_before_the_map_is_no_shard_after_read() -> None:
+    from tfobs.analysis.tfdata import shard_after_read
+
+    root = "Iterator::Root::Prefetch::BatchV2"
+    by_file = (TfDataStage(f"{root}::ParallelInterleaveV4[0]::TFRecord", 0.3, 500),
+               TfDataStage(f"{root}::ParallelInterleaveV4[1]::TFRecord", 0.3, 500),
+               TfDataStage(f"{root}::ParallelInterleaveV4::Shard::Shuffle::TensorSlice",
+                           0.001, 2),
+               TfDataStage(f"{root}::ParallelInterleaveV4::Shard", 0.001, 2))
+    assert shard_after_read(by_file) == ("", (), 0.0)
+    early = (TfDataStage(f"{root}::ParallelMapV2", 0.5, 100),
+             TfDataStage(f"{root}::ParallelMapV2::Shard", 0.01, 100),
+             TfDataStage(f"{root}::ParallelMapV2::Shard::TensorSlice", 0.02, 400))
+    assert shard_after_read(early) == ("", (), 0.0)
+    late = (TfDataStage(f"{root}::Shard", 0.01, 100),
+            TfDataStage(f"{root}::Shard::ParallelMapV2", 0.5, 400),
+            TfDataStage(f"{root}::Shard::ParallelMapV2::TensorSlice", 0.02, 400))
+    assert shard_after_read(late) == (f"{root}::Shard", ("ParallelMapV2",), 0.52)
 
 
 def test_ignore_errors_counts_an_interleaves_elements_as_one_stage() -> None:

@@ -287,6 +287,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     remember_step_fields(steps, *step_columns)
     pool = input_pipeline.pool_threads(host, duration_s) if stages else (0, 0.0, 0.0)
     ignored = tfdata.ignore_errors_drops(stages)
+    sharded = tfdata.shard_after_read(stages)
     loader = loader_wait(host, spans.columns.begin, spans.columns.end, found.root_lines)
     return with_advice(WindowSummary(
         start_ns=start_ns,
@@ -335,6 +336,9 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             ignore_errors_passed=ignored[1],
             ignore_errors_input=ignored[2],
             ignore_errors_input_kind=ignored[3],
+            shard_after_read_stage=sharded[0],
+            shard_after_read_readers=sharded[1],
+            shard_after_read_s=sharded[2],
         ),
         ops=dataclasses.replace(ops.reduce_ops(host_ops, device_ops, top_n),
                                 eager_s=eager_s, eager_top=eager_top,

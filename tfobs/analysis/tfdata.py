@@ -108,6 +108,39 @@ def ignore_errors_drops(all_stages: tuple[TfDataStage, ...]) -> tuple[str, int, 
     return best
 
 
+# Work whose output a Dataset.shard() above it mostly drops: source datasets that read
+# records from files, and the per-element functions (maps), by their iterators' kind.
+RECORD_READERS = frozenset(("TFRecord", "TextLine", "FixedLengthRecord", "CSV", "SSTable",
+                            "LMDB", "Sql"))
+ELEMENT_WORK = RECORD_READERS | {"Map", "ParallelMap", "ParallelMapV2", "MapAndBatch"}
+
+
+def shard_after_read(all_stages: tuple[TfDataStage, ...]
+                     ) -> tuple[str, tuple[str, ...], float]:
+    """(a `Dataset.shard()` stage with a record reader or a map below it, their kinds, the
+    window seconds of every stage below it) for the one whose stages below took longest:
+    records read and mapped, then most dropped (`Shard` keeps one element in num_shards, so
+    each worker does that work for all of them); ("", (), 0.0) where none. Sharding the
+    file list puts the readers in the interleave's function above the `Shard`, not below
+    it. One pass over the names (a scan per Shard stage is quadratic in crafted captures)."""
+    below: dict[str, list[float]] = {}
+    readers: dict[str, set[str]] = {}
+    for stage in all_stages:
+        parts = same_stage_key(stage.name).split("::")
+        kind = _LAST_INDEX.sub("", parts[-1])
+        for j, part in enumerate(parts[:-1]):
+            if _LAST_INDEX.sub("", part) == "Shard":
+                key = "::".join(parts[:j + 1])
+                below.setdefault(key, []).append(stage.self_s)
+                if kind in ELEMENT_WORK:
+                    readers.setdefault(key, set()).add(kind)
+    found = [(sum(below[key]), key) for key in readers]
+    if not found:
+        return "", (), 0.0
+    seconds, key = max(found)
+    return key, tuple(sorted(readers[key])), seconds
+
+
 def in_interleave_element(name: str) -> bool:
     """The stage runs inside an interleave's function, once per cycle element:
     `...::ParallelInterleaveV4[2]::Map` (or `[*]`, its elements together)."""

@@ -184,9 +184,28 @@ IGNORE_ERRORS = Rule(
     "tf.data API: Dataset.ignore_errors (tensorflow.org/api_docs/python/tf/data/"
     f"Dataset#ignore_errors); {PROFILER}: TensorFlow stats (each Iterator::... row's "
     "occurrences)")
+# Dataset.shard() keeps one element in num_shards of what its input made: after a record
+# reader or a map, every worker reads and maps every element (tf.distribute's DATA
+# auto-shard policy does the same); sharding the file list reads each file once.
+SHARD_AFTER_READ = Rule(
+    "tfdata_shard_after_read", "input pipeline",
+    "a Dataset.shard() stage has a record reader (TFRecord, TextLine, FixedLengthRecord, CSV, "
+    "...) or a map below it: the elements are read and mapped, then all but one in "
+    "num_shards dropped (whether or not the job is input-bound; a warning where XProf calls "
+    "it highly or moderately input-bound and the stages below the shard hold a quarter of "
+    "the pipeline's time)",
+    "shard first: the files, not the records (Dataset.list_files(pattern, shuffle=False)"
+    ".shard(num_workers, worker_index) and then interleave(tf.data.TFRecordDataset, ...), "
+    "with at least as many files as workers), and shard() before map(); under "
+    "tf.distribute, let it shard by file (options.experimental_distribute."
+    "auto_shard_policy = tf.data.experimental.AutoShardPolicy.FILE) rather than DATA, which "
+    "reads and maps every element on every worker",
+    "tf.data API: Dataset.shard (tensorflow.org/api_docs/python/tf/data/Dataset#shard: "
+    "shard early, before converting files to records); Distributed input guide "
+    "(tensorflow.org/tutorials/distribute/input): Sharding")
 RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, ONE_THREAD, NO_PREFETCH, MAP_FUNCTION,
          FILE_READ, FROM_GENERATOR, PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND,
-         SHARES_CORES, IGNORE_ERRORS)
+         SHARES_CORES, IGNORE_ERRORS, SHARD_AFTER_READ)
 # The drops from which ignore_errors() is named: a share of its input's elements, and a
 # count (an element in flight at each edge of the window, or an epoch's end, is no drop).
 IGNORE_DROPS_SHARE = 0.05
@@ -267,8 +286,35 @@ def _ignore_errors(s: WindowSummary) -> list[Advice]:
         f"{100 * IGNORE_DROPS_SHARE:g} % fewer than its input's (tfobs)")]
 
 
+def _shard_after_read(s: WindowSummary) -> list[Advice]:
+    """tfdata_shard_after_read: records read below a Dataset.shard() stage, most of them
+    read for nothing."""
+    ip = s.input_pipeline
+    if not ip.shard_after_read_stage:
+        return []
+    readers = ", ".join(ip.shard_after_read_readers)
+    work = sum(st.self_s for st in ip.stages)
+    share = ip.shard_after_read_s / work if work > 0 else 0.0
+    bound = s.input_bound.verdict in ("highly", "moderately") and share >= STAGE_SHARE
+    return [SHARD_AFTER_READ.advice(
+        "warning" if bound else "info",
+        f"Dataset.shard() ({ip.shard_after_read_stage}) runs after its input's work "
+        f"({readers} below it): each worker does that work for every element and keeps one "
+        f"in num_shards, so most of the {1e3 * ip.shard_after_read_s:.2f} ms its input's "
+        "stages took in the "
+        f"window ({100 * share:.0f} % of the pipeline's stages' time) went to elements "
+        "another worker handles too"
+        + (f", in a job XProf calls {s.input_bound.verdict.upper()} input-bound" if bound
+           else "") + ".",
+        {"shard_input_s": ip.shard_after_read_s, "shard_input_share": share},
+        f"a Shard stage with a record reader or a map below it (tfobs); a warning where "
+        f"XProf calls the job highly or moderately input-bound and the stages below it hold >= "
+        f"{100 * STAGE_SHARE:g} % of the pipeline's stages' time")]
+
+
 def check(s: WindowSummary) -> list[Advice]:
-    out = _output(s) + _pipeline_cores(s) + _ignore_errors(s)
+    out = (_output(s) + _pipeline_cores(s) + _ignore_errors(s)
+           + _shard_after_read(s))
     ib = s.input_bound
     # A JAX step waiting in tf.data's next(): input XProf cannot see (no TensorFlow op).
     hidden_pct = (100.0 * s.steps.python_tfdata_next_s / s.steps.mean_s
