@@ -26,6 +26,37 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CASES = {
+    "disable_jit_every_4th": "the MLP's jitted SGD step (128-512-512-10), every fourth marked "
+        "step run under `with jax.disable_jit():` (a debugging toggle left in the loop): "
+        "those steps run the same Python function primitive by primitive, the others one "
+        "compiled program; `StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "make_jaxpr_each_step": "the MLP's jitted SGD step, each marked step first calling "
+        "`jax.make_jaxpr(sgd_fn)(p, x, y)` (its equation count logged) and "
+        "`jax.eval_shape(sgd_fn, p, x, y)`: the step function traced twice every step "
+        "without compiling, then the compiled step, waited for",
+    "checkify_throw_steps": "the MLP's SGD step as `jax.jit(checkify.checkify(sgd_fn, "
+        "errors=checkify.float_checks))`, each marked step calling `err.throw()` on the "
+        "returned error (a host read of the error's arrays) and waiting for the weights",
+    "equinox_filter_jit_steps": "an `equinox.nn.MLP` (128-512-512-10) trained with "
+        "`optax.adam` through `equinox.filter_jit` (the model and optimizer state "
+        "partitioned into arrays and static leaves on every call), "
+        "`StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "vmap_ensemble_steps": "an ensemble of 8 MLPs (128-256-256-10) trained side by side: the "
+        "SGD step `jax.jit(jax.vmap(sgd_fn, in_axes=(0, None, None)))` over stacked "
+        "weights, one batch for all; marked and waited for",
+    "attention_transformer_steps": "a two-block causal transformer language model (d=64, 4 "
+        "heads, 64 tokens, batch 16, vocab 256, tied embedding) using "
+        "`jax.nn.dot_product_attention(..., is_causal=True)`, its jitted SGD step marked and "
+        "waited for",
+    "fft_features_two_jits": "marked steps that make features on the device with a jitted "
+        "function of their own (Hann window, `jnp.fft.rfft` of 64 signals of 1,024 samples, "
+        "the first 128 log magnitudes), then run the MLP's jitted SGD step on them: two "
+        "jitted calls a step, waited for at the end",
+    "dict_batch_optional_keys": "the MLP's SGD step under `jax.jit` taking the batch as a "
+        "dict whose keys vary: a `mask` on every third batch, a `weight` on every fifth "
+        "(the loader adds a key only when it has one); only the plain `{x, y}` batch "
+        "compiled before the trace, so each new key set traces and compiles the step "
+        "inside its marker (steps 4, 5 and 14 of 4-15)",
     "flax_linen_trainstate_donate": "a Flax linen MLP (128-256-256-10, Dropout 0.1) in a "
         "`flax.training.train_state.TrainState` with `optax.adam`, the step `jax.jit(..., "
         "donate_argnums=0)` returning the new state and loss, marked "
@@ -1253,6 +1284,171 @@ params.update(extra)
 print(json.dumps(params))
 """
 
+# Cases of what a demanding JAX user adds to the step (a `jax.disable_jit` debug toggle,
+# `make_jaxpr`/`eval_shape` each step, checkify, equinox's `filter_jit`, a vmapped ensemble,
+# attention, FFT features, dict batches with optional keys): their own child; the equinox
+# one needs equinox and optax beside JAX (--jax-python).
+USAGE_LOOPS = {"disable_jit_every_4th", "make_jaxpr_each_step", "checkify_throw_steps",
+               "equinox_filter_jit_steps", "vmap_ensemble_steps",
+               "attention_transformer_steps", "fft_features_two_jits",
+               "dict_batch_optional_keys"}
+
+_USAGE_LOOPS_CHILD = """
+import json, sys, time
+import numpy as np
+import jax, jax.numpy as jnp
+case, logdir = sys.argv[1], sys.argv[2]
+""" + _LOOP_DATA + _XENT + _INIT_MLP + _MLP + """def loss_fn(p, x, y):
+    return xent(mlp(p, x), y)
+def sgd_fn(p, x, y):
+    loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+    return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+""" + _BATCHES_AND_MARKS + """p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+sgd = jax.jit(sgd_fn)
+steps = 12
+def body(i):
+    global p
+    p, loss = sgd(p, *batch(i))
+    jax.block_until_ready(p)
+if case == "disable_jit_every_4th":  # a debugging toggle left in the loop
+    plain = body
+    def body(i):
+        if i % 4 == 3:
+            with jax.disable_jit():
+                plain(i)
+        else:
+            plain(i)
+    extra["disable_jit_steps"] = "i % 4 == 3"
+elif case == "make_jaxpr_each_step":  # a shape / size log line traced every step
+    eqns = []
+    def body(i):
+        global p
+        x, y = batch(i)
+        eqns.append(len(jax.make_jaxpr(sgd_fn)(p, x, y).eqns))
+        out = jax.eval_shape(sgd_fn, p, x, y)
+        p, loss = sgd(p, x, y)
+        jax.block_until_ready(p)
+elif case == "checkify_throw_steps":
+    from jax.experimental import checkify
+    checked = jax.jit(checkify.checkify(sgd_fn, errors=checkify.float_checks))
+    def body(i):
+        global p
+        err, (p, loss) = checked(p, *batch(i))
+        err.throw()
+        jax.block_until_ready(p)
+elif case == "equinox_filter_jit_steps":
+    import equinox as eqx, optax
+    params["equinox"], params["optax"] = eqx.__version__, optax.__version__
+    model = eqx.nn.MLP(128, 10, 512, 2, key=jax.random.PRNGKey(0))
+    opt = optax.adam(1e-3)
+    opt_state = opt.init(eqx.filter(model, eqx.is_array))
+    @eqx.filter_jit
+    def estep(model, opt_state, x, y):
+        loss, g = eqx.filter_value_and_grad(lambda m: xent(jax.vmap(m)(x), y))(model)
+        u, opt_state = opt.update(g, opt_state, eqx.filter(model, eqx.is_array))
+        return eqx.apply_updates(model, u), opt_state, loss
+    def body(i):
+        global model, opt_state
+        model, opt_state, loss = estep(model, opt_state, *batch(i))
+        jax.block_until_ready(model)
+    p = model
+elif case == "vmap_ensemble_steps":  # 8 members trained side by side on one batch
+    members = 8
+    p = jax.vmap(lambda k: init_mlp(k, [128, 256, 256, 10]))(
+        jax.random.split(jax.random.PRNGKey(1), members))
+    sgd = jax.jit(jax.vmap(sgd_fn, in_axes=(0, None, None)))
+    extra["members"] = members
+elif case == "attention_transformer_steps":
+    TOK = rng.integers(0, 256, (64, 65))
+    B, T, D, H = 16, 64, 64, 4
+    ks = jax.random.split(jax.random.PRNGKey(2), 10)
+    def dense(k, a, b):
+        return jax.random.normal(k, (a, b)) * (1 / a) ** 0.5
+    p = {"emb": jax.random.normal(ks[0], (256, D)) * 0.02,
+         "blocks": [{"qkv": dense(ks[1 + 4 * j], D, 3 * D), "o": dense(ks[2 + 4 * j], D, D),
+                     "w1": dense(ks[3 + 4 * j], D, 4 * D), "w2": dense(ks[4 + 4 * j], 4 * D, D)}
+                    for j in range(2)]}
+    def norm(x):
+        return (x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    def lm_loss(p, tok):
+        x = p["emb"][tok[:, :-1]]
+        for blk in p["blocks"]:
+            q, k, v = jnp.split((norm(x) @ blk["qkv"]).reshape(B, T, 3 * H, D // H), 3, axis=2)
+            a = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+            x = x + a.reshape(B, T, D) @ blk["o"]
+            x = x + jax.nn.gelu(norm(x) @ blk["w1"]) @ blk["w2"]
+        return xent((norm(x) @ p["emb"].T).reshape(B * T, 256), tok[:, 1:].reshape(-1))
+    @jax.jit
+    def sgd(p, tok):
+        loss, g = jax.value_and_grad(lm_loss)(p, tok)
+        return jax.tree.map(lambda a, b: a - 0.1 * b, p, g), loss
+    def body(i):
+        global p
+        j = (i * B) % 64
+        p, loss = sgd(p, TOK[j:j + B])
+        jax.block_until_ready(p)
+elif case == "fft_features_two_jits":  # raw signals to log-spectra, a jitted call of its own
+    SIG = rng.standard_normal((512, 1024)).astype(np.float32)
+    win = jnp.hanning(1024)
+    @jax.jit
+    def features(s):
+        spec = jnp.abs(jnp.fft.rfft(s * win, axis=-1))[:, :128]
+        return jnp.log1p(spec) - 1.0
+    def body(i):
+        global p
+        j = (i * 64) % 512
+        f = features(SIG[j:j + 64])
+        p, loss = sgd(p, f, YALL[j:j + 64])
+        jax.block_until_ready(p)
+elif case == "dict_batch_optional_keys":  # a loader that adds keys only when it has them
+    @jax.jit
+    def sgd_d(p, b):
+        def lf(p):
+            logits = mlp(p, b["x"] * b["mask"][:, None] if "mask" in b else b["x"])
+            per = -jnp.take_along_axis(jax.nn.log_softmax(logits), b["y"][:, None], 1)[:, 0]
+            return jnp.mean(per * b["weight"]) if "weight" in b else jnp.mean(per)
+        loss, g = jax.value_and_grad(lf)(p)
+        return jax.tree.map(lambda a, c: a - 0.01 * c, p, g), loss
+    key_sets = []
+    def body(i):
+        global p
+        x, y = batch(i)
+        b = {"x": x, "y": y}
+        if i % 3 == 2:  # a padded batch: a mask
+            b["mask"] = (np.arange(64) < 60).astype(np.float32)
+        if i % 5 == 4:  # a reweighted batch
+            b["weight"] = np.full((64,), 0.5, np.float32)
+        key_sets.append(",".join(sorted(b)))
+        p, loss = sgd_d(p, b)
+        jax.block_until_ready(p)
+else:
+    raise SystemExit("unknown case " + case)
+def loop(first, n):
+    for i in range(first, first + n):
+        marked(i, body)
+if case == "dict_batch_optional_keys":  # only the plain batch compiled before the trace
+    for i in (0, 1, 3):
+        body(i)
+else:
+    loop(0, 4)
+jax.block_until_ready(p)
+times.clear()
+for v in ("eqns", "key_sets"):
+    if v in globals():
+        globals()[v].clear()
+with jax.profiler.trace(logdir):
+    loop(4, steps)
+params["steps"] = steps
+params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+if case == "make_jaxpr_each_step":
+    params["jaxpr_eqns"] = eqns[0]
+if case == "dict_batch_optional_keys":
+    params["key_sets"] = key_sets
+    params["compiled_programs"] = sgd_d._cache_size()
+params.update(extra)
+print(json.dumps(params))
+"""
+
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
 WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
                    "tfdata_wait_loader_thread", "tfdata_wait_no_tracer"}
@@ -1729,6 +1925,7 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
                  else _FRESH_LOOPS_CHILD if case in FRESH_LOOPS
                  else _MLP_LOOPS_CHILD if case in MLP_LOOPS
                  else _STANDALONE_CHILD if case in STANDALONE
+                 else _USAGE_LOOPS_CHILD if case in USAGE_LOOPS
                  else _KERAS_CHILD if case in KERAS_JAX else _CHILD)
         proc = subprocess.run([jax_python, "-c", child, case, logdir], capture_output=True,
                               text=True, env=env)

@@ -2552,6 +2552,22 @@ def test_a_jax_window_whose_steps_wait_for_their_work_gets_long_steps() -> None:
     assert not fired(summary("generated__jax0.10cpu__async_dispatch_steps"), "long_steps")
 
 
+def test_long_steps_are_not_hidden_by_the_period_they_inflate() -> None:
+    """Every fourth step of a waited-for JAX step runs under `jax.disable_jit()`: 156 ms
+    against about 6 ms, so the mean step period (39 ms) is the long steps' own. The typical
+    steps hold their compiled program's ops inside their markers (they waited for them),
+    which tells them from dispatch-only steps: long_steps names steps 7 and 11, and the
+    step's op-by-op Python names jit switched off among its causes."""
+    s = summary("generated__jax0.10cpu__disable_jit_every_4th")
+    typical = float(np.median([it.duration_s for it in s.steps.items]))
+    assert typical < 0.25 * s.steps.interval_s  # the old guard's reading: dispatch only
+    a = one(s, "long_steps")
+    assert "steps 7, 11)" in a.message and a.evidence["long_steps"] == 2
+    assert a.evidence["long_excess_share"] > 0.7
+    assert "disable_jit" in one(s, "python_in_step").fix
+    assert not fired(summary("generated__jax0.10cpu__device_get_every_5"), "long_steps")
+
+
 LINALG = "generated__jax0.10cpu__linalg_eigh_svd_steps"  # svd and eigh in every step
 
 

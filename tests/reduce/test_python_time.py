@@ -719,6 +719,64 @@ def test_a_jit_made_in_the_loop_is_read_as_compiling_not_op_by_op_dispatch() -> 
         _framework("cache_key.py")[0]]
 
 
+def test_make_jaxpr_and_eval_shape_in_the_step_are_tracing_not_a_loaders_python() -> None:
+    """Each step calls jax.make_jaxpr and jax.eval_shape on the step function (a size log):
+    the function traced twice a step, nothing compiled (`pjit.py _trace_for_jit` among the
+    step's Python). Named as tracing, with the fix that calls them once before the loop;
+    not a loader's Python to move to a thread, nor operations dispatched outside jit."""
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__make_jaxpr_each_step.xplane.pb")
+    a = _codes(s)["python_in_step"]
+    assert any(t.startswith("pjit.py:") and t.endswith(" _trace_for_jit")
+               for t in s.steps.python_traced_top)
+    assert "make_jaxpr" in a.message and "without running it" in a.message
+    assert a.fix.startswith("call jax.make_jaxpr")
+    assert "batches ahead" not in a.fix and "one at a time outside jit" not in a.message
+    assert "tf_function_retracing" not in _codes(s)  # nothing compiled in the window
+    # bind beside the tracing is the tracing's: one cause
+    assert [w for w, _ in steps_advice.framework_python(
+        ("pjit.py:466 _trace_for_jit", "core.py:660 bind"))] == [_framework("api.py")[0]]
+    # the slow dispatch path of the same file stays its own cause
+    assert [w for w, _ in steps_advice.framework_python(
+        ("pjit.py:1 cache_miss", "core.py:660 bind"))] == [
+        _framework("core.py")[0], _framework("pjit.py")[0]]
+
+
+def test_equinox_filter_jits_own_python_gets_equinoxs_fix() -> None:
+    """equinox.filter_jit splits the model into arrays and the rest and joins them again in
+    Python on every call (`_filters.py _combine`, `_module.py __getattribute__`), 18 % of
+    the step: named as equinox's, with the fix that partitions once and jits the arrays."""
+    s = tfobs.analyze(
+        CAPTURES / "generated__jax0.10cpu__equinox_filter_jit_steps.xplane.pb")
+    a = _codes(s)["python_in_step"]
+    assert s.steps.python_traced_top[0].startswith("_filters.py:")
+    assert "equinox's filter_jit" in a.message
+    assert a.fix.startswith("partition the model once") and "eqx.combine" in a.fix
+
+
+def test_a_dict_batchs_new_keys_are_compiles_not_operations_outside_jit() -> None:
+    """The jitted step takes a dict batch whose keys vary (a mask on every third batch, a
+    weight on every fifth): each new key set traces and compiles the step inside its marker
+    (steps 5 and 14 of the kept steps, 0.85-1.4 s against 2-6 ms). The tracing's bind is
+    among the step's top Python while its partial_eval frames are not: named as tracing to
+    compile, not as operations dispatched outside jit, and the retrace fix names a dict
+    batch's changing keys."""
+    s = tfobs.analyze(
+        CAPTURES / "generated__jax0.10cpu__dict_batch_optional_keys.xplane.pb")
+    codes = _codes(s)
+    a = codes["python_in_step"]
+    top = s.steps.python_traced_top
+    assert any(t.startswith("core.py:") for t in top)
+    assert not any(t.startswith("partial_eval.py:") for t in top)
+    assert "one at a time outside jit" not in a.message
+    assert "JAX tracing a function to compile it" in a.message
+    assert "dict batch's keys" in a.fix and "into the jitted step" not in a.fix
+    r = codes["tf_function_retracing"]
+    assert r.evidence["graph_builds"] == 2 and "keys change" in r.fix
+    # without compiles as long as the Python, bind stays JAX's dispatch outside jit
+    assert [w for w, _ in steps_advice.framework_python(
+        ("core.py:660 bind",), compiled=False)] == [_framework("core.py")[0]]
+
+
 def test_a_jax_jobs_checkpoint_saves_are_read_from_its_librarys_python() -> None:
     """orbax's CheckpointManager.save every step, writing every fourth: the saving steps
     hold the library's Python (checkpoint_manager.py, async_checkpointer.py, ...) for tens

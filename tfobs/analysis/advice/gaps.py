@@ -161,6 +161,8 @@ GROWN_OP_FIX = (
     "OMP_NUM_THREADS, pin the job with taskset); judge the step itself by the typical steps")
 GROWN_OP_SHARE = 0.5  # of a long step's excess: one op's growth that is "most of it"
 JAX_WAITED_SHARE = 0.25  # of the step period: a JAX typical step that waits for its work
+# of the typical step: its compiled program's ops inside the marker (it waited for them)
+JAX_OPS_HELD_SHARE = 0.25
 LONG_MIN_EXCESS_S = 1e-3  # a window's worth: microsecond steps' jitter is no finding
 PRINT_SHARE = 0.05  # of step time
 SUMMARY_SHARE = 0.05  # of the window
@@ -327,7 +329,10 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
     # Such typical steps are dispatch alone, a sliver of the period; a typical step that
     # waits for its own work (block_until_ready) holds most of it, and a long step there
     # runs something the others do not (an evaluation every N steps).
-    if s.environment.framework == "jax" and typical < JAX_WAITED_SHARE * s.steps.interval_s:
+    # The mean period holds the long steps themselves: typical steps that hold their own
+    # compiled work (their ops inside the marker) waited for it, however long the others.
+    if (s.environment.framework == "jax" and typical < JAX_WAITED_SHARE * s.steps.interval_s
+            and not _typical_steps_hold_their_ops(s, durations, typical)):
         return []
     long = np.flatnonzero(durations >= LONG_FACTOR * typical)
     total = float(durations.sum())
@@ -382,6 +387,27 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
         f"steps >= {LONG_FACTOR:g}x the median, at most {100 * LONG_MAX_SHARE:g} % of the "
         f"steps, their excess >= {100 * LONG_EXCESS_SHARE:g} % of step time (tfobs)",
         fix)]
+
+
+def _typical_steps_hold_their_ops(s: WindowSummary, durations: np.ndarray, typical: float
+                                  ) -> bool:
+    """Whether the typical steps (under LONG_FACTOR x the median) hold their compiled
+    program's ops: the median step's op time in its top events >= JAX_OPS_HELD_SHARE of the
+    median step. An asynchronously dispatched step holds none of them (they run after its
+    marker closes), counted inside the step's own span; False where the window did not keep
+    the steps' top events to tell."""
+    items = s.steps.items
+    short = [k for k in range(len(items)) if durations[k] < LONG_FACTOR * typical]
+    seen = [k for k in short if items[k].top_events]
+    if not seen or 2 * len(seen) < len(short):
+        return False
+    def held_s(k: int) -> float:  # op time inside the step's own span
+        start, end = items[k].start_ns, items[k].start_ns + 1e9 * items[k].duration_s
+        return sum(max(0.0, min(end, e.start_ns + 1e9 * e.duration_s) - max(start, e.start_ns))
+                   for e in items[k].top_events if e.kind == "op") / 1e9
+
+    held = [held_s(k) for k in seen]
+    return float(np.median(held)) >= JAX_OPS_HELD_SHARE * typical
 
 
 def _took(seconds: float) -> str:

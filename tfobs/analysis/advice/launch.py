@@ -101,7 +101,10 @@ RETRACING = Rule(
     "tf.function guide (tensorflow.org/guide/function): Controlling retracing",
     jax_fix=(
         "a jitted function compiles again for every new value of a static argument "
-        "(static_argnums / static_argnames) and every new input shape or dtype, and a "
+        "(static_argnums / static_argnames), every new input shape or dtype and every new "
+        "input tree (a dict batch whose keys change, such as a mask or weight key present "
+        "only on some batches: pass the same keys every step, an all-ones mask or weights "
+        "of 1 where there is none), and a "
         "jax.jit(...) made inside the loop (a new lambda or partial each step) compiles on "
         "every call, its cache keyed on the function object: make the jitted function once, "
         "outside the loop; pass numbers that change as traced arguments, pad or bucket shapes "

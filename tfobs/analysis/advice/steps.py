@@ -197,6 +197,23 @@ _COMPILING = (
     "compiles every time, and the arrays it closes over are baked into the program as "
     "constants (a larger program to compile, a new one whenever they change); keep the "
     "jitted function's input shapes, dtypes and static arguments the same each step")
+# A function traced to a jaxpr with no compile after it: jax.make_jaxpr, jax.eval_shape, a
+# jitted function's .trace / .lower, called in the step (a shape check or a size log).
+_TRACING_ONLY = (
+    "JAX tracing a function in the step without running it (jax.make_jaxpr, "
+    "jax.eval_shape, jitted.trace / .lower: each call traces the Python function again)",
+    "call jax.make_jaxpr, jax.eval_shape or .lower() once, before the loop, and keep what "
+    "they return (a step's shapes and program do not change between steps of one input "
+    "shape); where a compile follows the tracing, see tf_function_retracing")
+# Equinox's filter_jit splits the model into arrays and the rest, and joins them again, in
+# Python on every call (equinox/_jit.py, _filters.py; the module's own attribute reads).
+_EQUINOX_FILTER = (
+    "equinox's filter_jit splitting and rejoining the model's pytree in Python on every "
+    "call (eqx.partition / eqx.combine over every leaf)",
+    "partition the model once (params, static = eqx.partition(model, eqx.is_array)) and "
+    "jax.jit a step that takes and returns params and the optimizer state, calling "
+    "eqx.combine(params, static) inside it, so no call walks the model in Python "
+    "(filter_jit pays that walk at every call)")
 FRAMEWORK_PYTHON = (
     ("graphlib.py", ("_graph_flatten", "_graph_unflatten", "flatten", "unflatten"),
      "Flax NNX walking the model's object graph in Python on each nnx.jit call",
@@ -208,11 +225,12 @@ FRAMEWORK_PYTHON = (
     # Every function of partial_eval.py is tracing (JAX 0.10 names its per-primitive frame
     # default_process_primitive, older ones process_primitive).
     ("partial_eval.py", ("*",),
-     "JAX tracing a function to compile it, inside the step (a new shape, dtype or static "
-     "argument: see tf_function_retracing)",
+     "JAX tracing a function to compile it, inside the step (a new shape, dtype, input "
+     "tree or static argument: see tf_function_retracing)",
      "keep the jitted function's inputs the same shapes and dtypes each step (padding to a "
-     "few bucket sizes, each warmed by one call before training) and its static arguments "
-     "few (a learning rate as a traced argument, not static_argnums)"),
+     "few bucket sizes, each warmed by one call before training), a dict batch's keys the "
+     "same every step, and its static arguments few (a learning rate as a traced argument, "
+     "not static_argnums)"),
     # A compile's own Python: its cache key serializes the new program (cache_key.py
     # _serialize_ir), then XLA compiles it (compiler.py); the tracing before it calls bind.
     ("cache_key.py", ("*",), *_COMPILING),
@@ -220,7 +238,10 @@ FRAMEWORK_PYTHON = (
     ("core.py", ("bind", "bind_with_trace"),
      "JAX dispatching operations one at a time outside jit (a primitive's bind)",
      "move those operations (random.split, metric math, optimizer updates) into the jitted "
-     "step: outside jit each one pays Python dispatch"),
+     "step: outside jit each one pays Python dispatch. Where they are the jitted step's own "
+     "operations, jit was off for those steps (a `with jax.disable_jit():` block or "
+     "jax.config.update('jax_disable_jit', True) left in the loop for debugging): take it "
+     "out"),
     ("indexing.py", ("_rewriting_take", "_parse_indices", "to_static_slice", "_getitem"),
      "JAX indexing a jax.Array outside jit (x[:64]: each slice a program of its own)",
      "slice on the host before the batch goes to the device (numpy arrays, or the loader "
@@ -232,6 +253,13 @@ FRAMEWORK_PYTHON = (
      "steps, not every step; read a vector once (np.asarray(v), jax.device_get), never "
      "element by element (float(v[i]) in a loop is one copy per element)"),
     ("pjit.py", ("cache_miss", "_pjit_call_impl_python"), *_SLOW_DISPATCH),
+    ("pjit.py", ("_trace_for_jit",), *_TRACING_ONLY),
+    ("api.py", ("make_jaxpr_f", "eval_shape"), *_TRACING_ONLY),
+    ("_filters.py", ("combine", "_combine", "partition", "filter", "is_array"),
+     *_EQUINOX_FILTER),
+    ("_jit.py", ("_call", "__call__", "_preprocess", "_postprocess", "hashable_filter",
+                 "hashable_partition", "hashable_combine"), *_EQUINOX_FILTER),
+    ("_module.py", ("__getattribute__",), *_EQUINOX_FILTER),
     ("pxla.py", ("__call__", "shard_args"), *_SLOW_DISPATCH),
     ("array_constructors.py", ("*",),
      "jnp.array / jnp.asarray making device arrays from Python values in the step (a "
@@ -244,7 +272,8 @@ FRAMEWORK_PYTHON = (
 # Files whose Python is a function traced or compiled: the bind calls under them are
 # tracing, and a loader's fix does not reach them.
 _TRACING = ("partial_eval.py", "cache_key.py", "compiler.py")
-_COMPILE_FIXES = {fix for file, _, _, fix in FRAMEWORK_PYTHON if file in _TRACING}
+_COMPILE_FIXES = ({fix for file, _, _, fix in FRAMEWORK_PYTHON if file in _TRACING}
+                  | {_TRACING_ONLY[1]})
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
 CALLBACK_SHARE = 1 / 3  # of the traced Python, from which the callbacks are named
 CALLBACK_FIX = (
@@ -340,7 +369,8 @@ def check(s: WindowSummary) -> list[Advice]:
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
         if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
             out.append(_traced(st, traced_pct, op_by_op.fix if op_by_op else "",
-                               s.environment.framework == "jax"))
+                               s.environment.framework == "jax",
+                               s.ops.graph_building_s / st.count))
         if op_pct >= PYTHON_OP_PCT:
             out.append(PYTHON_IN_STEP.advice(
                 "warning" if op_pct + other_pct >= HIGH_PCT else "info",
@@ -386,10 +416,13 @@ def dispatch_only(st: Steps) -> bool:
     return st.work_outside_ratio > 0 and DISPATCH_NOTE_START in st.note
 
 
-def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
+def framework_python(top: tuple[str, ...], compiled: bool = False
+                     ) -> list[tuple[str, str]]:
     """(what, fix) of each FRAMEWORK_PYTHON entry among the step's top Python functions
     ("graphlib.py:882 _graph_flatten"), in FRAMEWORK_PYTHON's order, each cause once (two
-    files may hold one: pjit.py, pxla.py)."""
+    files may hold one: pjit.py, pxla.py). `compiled`: JAX compiled inside the steps for
+    at least as long as they ran Python, so a primitive's bind there is the tracing before
+    the compile (its own frames may fall outside the top three), not dispatch outside jit."""
     seen = set()
     for label in top:
         where, _, function = label.partition(" ")
@@ -398,7 +431,12 @@ def framework_python(top: tuple[str, ...]) -> list[tuple[str, str]]:
     found = [(file, what, fix) for file, functions, what, fix in FRAMEWORK_PYTHON
              if any((file, f) in seen for f in functions)
              or ("*" in functions and file in files)]
-    tracing = any(file in _TRACING for file, _, _ in found)
+    tracing = any(fix in _COMPILE_FIXES for _, _, fix in found)
+    if compiled and not tracing and any(file == "core.py" for file, _, _ in found):
+        trace = next(e for e in FRAMEWORK_PYTHON if e[0] == "partial_eval.py")
+        found = [(trace[0], trace[2], trace[3]) if file == "core.py" else (file, what, fix)
+                 for file, what, fix in found]
+        tracing = True
     causes = [(what, fix) for file, what, fix in found if not (tracing and file == "core.py")]
     return list(dict.fromkeys(causes))
 
@@ -412,8 +450,8 @@ def _waits_first(top: tuple[str, ...]) -> bool:
     return function == WAIT_FUNCTION and where.split(":")[0] in WAIT_FILES
 
 
-def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
-            ) -> Advice:
+def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
+            compile_s: float = 0.0) -> Advice:
     """python_in_step from the Python tracer's events, naming the host callbacks and the
     tf.data waits that hold a share of them, JAX's own dispatch of a step run op by op
     (`op_by_op`: the fix of jax_op_by_op where it fired; it comes first) and, in a JAX
@@ -460,7 +498,10 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False
         fixes.append(SLEEP_FIX)
     compiling = False
     if jax:
-        causes = framework_python(st.python_traced_top)
+        # JAX's compiles in the steps (per step) at least the steps' Python: the bind under
+        # them is tracing, unless the step also dispatches op by op (jax_op_by_op).
+        causes = framework_python(st.python_traced_top,
+                                  not op_by_op and compile_s >= st.python_traced_s > 0)
         for what, fix in causes:
             parts.append(f"among it, {what}")
             fixes.append(fix)
