@@ -708,6 +708,37 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop training a Keras MLP (256-512-512-1) whose Dense layers are float64 "
         "(dtype='float64', float64 inputs); the same step in float32 timed before the trace "
         "(in the parameters); tfobs.step markers", {}),
+    "gzip_tfrecord_loop": (
+        "custom loop over 4 GZIP-compressed TFRecord files of tf.train.Example (1,024 floats) "
+        "read in order by TFRecordDataset(compression_type='GZIP'), batch(64), parse_example "
+        "in a parallel map, prefetch(2); tfobs.step markers", {}),
+    "stft_audio_pipeline_fit": (
+        "Keras 3 fit of a small conv net on log-mel spectrograms computed in a parallel "
+        "tf.data map (tf.signal.stft of 1 s of 16 kHz audio, mel matrix, log) before batch(32) "
+        "and prefetch; tfobs's Keras callback", {}),
+    "vectorized_map_grads_loop": (
+        "custom loop whose tf.function step computes per-example gradients with "
+        "tf.vectorized_map (pfor), clips each to norm 1 and applies their mean (DP-SGD "
+        "style); tfobs.step markers", {}),
+    "custom_gradient_layer_loop": (
+        "custom loop training a model with a Keras layer whose op is a tf.custom_gradient "
+        "(a straight-through 4-bit fake quantizer: round in the forward pass, clipped "
+        "identity gradient); tfobs.step markers", {}),
+    "tensorarray_rnn_loop": (
+        "custom loop whose tf.function step runs a hand-written RNN: a tf.while_loop over 32 "
+        "time steps writing each hidden state into a tf.TensorArray, stacked and pooled; "
+        "tfobs.step markers", {}),
+    "choose_from_datasets_loop": (
+        "custom loop over tf.data.Dataset.choose_from_datasets of three datasets picked in "
+        "turn (a choice dataset of range(3).repeat()): one a sequential map of 1,024 sines "
+        "per value, two cheap; batch(64), prefetch(2); tfobs.step markers", {}),
+    "spe_validation_steps_fit": (
+        "Keras 3 fit with steps_per_execution=4 and validation_data with validation_steps=4, "
+        "2 epochs of 16 steps in the trace; tfobs's Keras callback", {}),
+    "pydataset_multiprocessing_fit": (
+        "Keras 3 fit over a keras.utils.PyDataset(workers=2, use_multiprocessing=True) whose "
+        "__getitem__ builds each batch in numpy (about 12 ms of sorts) in worker processes; "
+        "tfobs's Keras callback", {}),
 }
 
 
@@ -3990,6 +4021,222 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             float(step(*next(it)))
 
         params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "gzip_tfrecord_loop":
+        params = {"files": 4, "rows_per_file": 512, "features": 1024, "compression": "GZIP",
+                  "batch": 64, "steps": 12}
+        folder = pathlib.Path(logdir) / "records"
+        folder.mkdir(exist_ok=True)
+        files = []
+        opts = tf.io.TFRecordOptions(compression_type="GZIP")
+        for f in range(4):
+            path = str(folder / f"gz-{f}.tfrecord.gz")
+            with tf.io.TFRecordWriter(path, opts) as writer:
+                for row in np.round(rng.random((512, 1024)), 2).tolist():
+                    feat = {"x": tf.train.Feature(float_list=tf.train.FloatList(value=row)),
+                            "y": tf.train.Feature(float_list=tf.train.FloatList(
+                                value=[row[0]]))}
+                    writer.write(tf.train.Example(features=tf.train.Features(
+                        feature=feat)).SerializeToString())
+            files.append(path)
+        spec = {"x": tf.io.FixedLenFeature((1024,), tf.float32),
+                "y": tf.io.FixedLenFeature((1,), tf.float32)}
+        ds = (tf.data.TFRecordDataset(files, compression_type="GZIP").repeat().batch(64)
+              .map(lambda rec: tf.io.parse_example(rec, spec),
+                   num_parallel_calls=tf.data.AUTOTUNE)
+              .map(lambda d: (d["x"], d["y"])).prefetch(2))
+        model = mlp(1024, 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "stft_audio_pipeline_fit":
+        params = {"clips": 256, "samples": 16000, "frame_length": 400, "frame_step": 160,
+                  "fft_length": 512, "mel_bins": 40, "batch": 32, "steps": 10}
+        waves = rng.normal(0, 0.1, (256, 16000)).astype(np.float32)
+        labels = rng.integers(0, 4, 256).astype(np.int32)
+        mel = tf.signal.linear_to_mel_weight_matrix(40, 257, 16000, 20.0, 8000.0)
+
+        def spectro(w, y):
+            s = tf.abs(tf.signal.stft(w, 400, 160, 512))
+            return tf.math.log(tf.matmul(s * s, mel) + 1e-6)[..., None], y
+
+        ds = (tf.data.Dataset.from_tensor_slices((waves, labels)).repeat()
+              .map(spectro, num_parallel_calls=tf.data.AUTOTUNE).batch(32).prefetch(2))
+        model = keras.Sequential([
+            keras.Input((98, 40, 1)), keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(2), keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        times: list[float] = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, epochs=1, steps_per_epoch=3, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, epochs=1, steps_per_epoch=params["steps"], **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "vectorized_map_grads_loop":
+        params = {"batch": 64, "features": 64, "width": 128, "clip_norm": 1.0, "steps": 10}
+        model = mlp(64, 128)
+        opt = keras.optimizers.SGD(0.05)
+        it = iter(random_batches(64 * 16, 64, 64))
+
+        @tf.function
+        def step(xb, yb):
+            tv = model.trainable_variables
+
+            def one_grad(ex):
+                x1, y1 = ex
+                with tf.GradientTape() as tape:
+                    loss = mse(y1[None], model(x1[None], training=True))
+                g = tape.gradient(loss, tv)
+                norm = tf.linalg.global_norm(g)
+                return [t * tf.minimum(1.0, 1.0 / (norm + 1e-6)) for t in g]
+
+            per = tf.vectorized_map(one_grad, (xb, yb))
+            opt.apply_gradients(zip([tf.reduce_mean(p, 0) for p in per], tv, strict=True))
+            return tf.reduce_mean(tf.square(model(xb) - yb))
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "custom_gradient_layer_loop":
+        params = {"batch": 128, "features": 256, "width": 512, "bits": 4, "steps": 12}
+
+        @tf.custom_gradient
+        def fake_quant(x):
+            q = tf.round(tf.clip_by_value(x, -1.0, 1.0) * 7.0) / 7.0
+
+            def grad(dy):
+                return dy * tf.cast(tf.abs(x) <= 1.0, dy.dtype)
+
+            return q, grad
+
+        class FakeQuant(keras.layers.Layer):
+            def call(self, x):
+                return fake_quant(x)
+
+        model = keras.Sequential([
+            keras.Input((256,)), keras.layers.Dense(512, "tanh"), FakeQuant(),
+            keras.layers.Dense(512, "tanh"), FakeQuant(), keras.layers.Dense(1)])
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3))
+        it = iter(random_batches(128 * 16, 256, 128))
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "tensorarray_rnn_loop":
+        params = {"batch": 32, "time": 32, "features": 32, "units": 64, "steps": 10}
+        w_x = tf.Variable(rng.normal(0, 0.1, (32, 64)).astype(np.float32))
+        w_h = tf.Variable(rng.normal(0, 0.1, (64, 64)).astype(np.float32))
+        head = mlp(64, 32)
+        opt = keras.optimizers.Adam(1e-3)
+        xs = rng.normal(size=(512, 32, 32)).astype(np.float32)
+        ys = rng.normal(size=(512, 1)).astype(np.float32)
+        it = iter(tf.data.Dataset.from_tensor_slices((xs, ys)).repeat().batch(32).prefetch(2))
+
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                seq = tf.transpose(xb, [1, 0, 2])
+                states = tf.TensorArray(tf.float32, size=32)
+
+                def body(t, h, ta):
+                    h = tf.tanh(seq[t] @ w_x + h @ w_h)
+                    return t + 1, h, ta.write(t, h)
+
+                _, _, states = tf.while_loop(lambda t, h, ta: t < 32, body,
+                                             (0, tf.zeros((tf.shape(xb)[0], 64)), states))
+                pooled = tf.reduce_mean(states.stack(), 0)
+                loss = mse(yb, head(pooled, training=True))
+            tv = [w_x, w_h] + head.trainable_variables
+            opt.apply_gradients(zip(tape.gradient(loss, tv), tv, strict=True))
+            return loss
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "choose_from_datasets_loop":
+        params = {"features": 64, "heavy_rounds": 1024, "batch": 64, "steps": 12,
+                  "choice": "range(3).repeat()"}
+
+        def heavy(i):
+            v = tf.cast(i, tf.float32) * tf.linspace(0.0, 1.0, 64)
+            acc = tf.zeros(64)
+            for k in range(1024 // 64):
+                acc += tf.reduce_sum(tf.sin(v[:, None] * tf.range(64, dtype=tf.float32)
+                                            + float(k)), 1)
+            return acc / 1024.0, tf.reduce_mean(acc, keepdims=True)
+
+        def cheap(i):
+            v = tf.cast(i, tf.float32) * tf.ones(64) / 100.0
+            return v, v[:1]
+
+        parts = [tf.data.Dataset.range(10**9).map(heavy),
+                 tf.data.Dataset.range(10**9).map(cheap),
+                 tf.data.Dataset.range(10**9).map(cheap)]
+        ds = (tf.data.Dataset.choose_from_datasets(
+            parts, tf.data.Dataset.range(3).repeat()).batch(64).prefetch(2))
+        model = mlp(64, 64)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "spe_validation_steps_fit":
+        params = {"steps_per_execution": 4, "batch": 64, "steps": 16, "epochs": 2,
+                  "validation_steps": 4}
+        model = keras.Sequential([
+            keras.Input((128,)), keras.layers.Dense(256, "relu"),
+            keras.layers.Dense(256, "relu"), keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse",
+                      steps_per_execution=4)
+        train = random_batches(64 * 32, 128, 64)
+        val = random_batches(64 * 8, 128, 64)
+        times: list[float] = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)],
+              "validation_data": val, "validation_steps": 4}
+        model.fit(train, epochs=1, steps_per_epoch=8, **kw)
+        times.clear()
+        profile(lambda: model.fit(train, epochs=2, steps_per_epoch=16, **kw))
+        params["measured_batch_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "pydataset_multiprocessing_fit":
+        params = {"batch": 64, "features": 128, "workers": 2, "use_multiprocessing": True,
+                  "steps": 12}
+
+        class Sorted(keras.utils.PyDataset):
+            def __init__(self):
+                super().__init__(workers=2, use_multiprocessing=True, max_queue_size=4)
+
+            def __len__(self):
+                return 1000
+
+            def __getitem__(self, idx):
+                r = np.random.default_rng(idx)
+                x = r.random((64, 128), np.float32)
+                for _ in range(6):
+                    x = np.sort(r.random((64, 4096)), 1)[:, ::32].astype(np.float32)
+                return x, r.random((64, 1), np.float32)
+
+        model = mlp(128, 256)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        times: list[float] = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        data = Sorted()
+        t = time.perf_counter()
+        data[0]
+        params["getitem_ms"] = round((time.perf_counter() - t) * 1e3, 3)
+        model.fit(data, epochs=1, steps_per_epoch=4, **kw)
+        times.clear()
+        profile(lambda: model.fit(data, epochs=1, steps_per_epoch=params["steps"], **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params

@@ -1255,6 +1255,27 @@ def test_input_outside_steps_silent_when_gaps_hold_no_input() -> None:
         assert s.steps.input_between_s < 0.05 * max(s.steps.interval_s, 1e-9), name
 
 
+SPE_VALIDATION = "generated__tf2.21cpu__spe_validation_steps_fit"
+
+
+def test_a_validation_calls_fetches_between_steps_are_not_the_steps_input() -> None:
+    """Keras fit with steps_per_execution=4 and validation_steps=4: after the first epoch
+    the validation's multi_step_on_iterator call runs between two training steps, and its
+    new iterator's first fetch waits over 4 ms there. That wait is the validation call's
+    (step_pause names the call), not a batch the steps fetched outside their markers: no
+    input_outside_steps, whose fix (fetch inside the marked step) a fit cannot take."""
+    s = summary(SPE_VALIDATION)
+    spans = step_spans_ps(s)
+    gaps = list(zip([e for _, e in spans[:-1]], [b for b, _ in spans[1:]], strict=True))
+    waits = [e.duration_ps for name, _, at, e in host_events(CAPTURES / f"{SPE_VALIDATION}"
+                                                             ".xplane.pb", s)
+             if name.startswith("IteratorGetNext") and any(a <= at < b for a, b in gaps)]
+    assert max(waits) > 4e9  # ps: the validation iterator's first fetch
+    assert not fired(s, "input_outside_steps")
+    assert s.steps.input_between_s < 0.01 * s.steps.interval_s
+    assert "multi_step_on_iterator" in one(s, "step_pause").message
+
+
 def test_a_jax_jobs_fixes_are_in_jaxs_terms() -> None:
     # The capture says who wrote it (jax_version stat, PjitFunction events); a JAX job's
     # fixes name jax.jit, bfloat16 casts and StepTraceAnnotation, never tf.function,
@@ -2427,6 +2448,31 @@ def test_a_per_row_map_fn_is_named_with_its_share_of_the_step() -> None:
     for fix in ("ops on the whole batch", "tf.vectorized_map", "jit_compile=True"):
         assert fix in a.fix
     assert "20 %" in a.threshold and "8 iterations" in a.threshold
+
+
+VMAP_GRADS = "generated__tf2.21cpu__vectorized_map_grads_loop"
+
+
+def test_a_vectorized_map_fallback_loop_is_named_with_the_op_it_could_not_vectorize() -> None:
+    """Per-example gradients by tf.vectorized_map, each clipped with tf.linalg.global_norm:
+    pfor has no converter for L2Loss (global_norm's op), so it runs each of the four
+    gradients' L2Loss in a while loop of 64 iterations, a third of the step. The loop is
+    vectorized_map's own: the advice names the op and its rewrite, not vectorized_map."""
+    s = summary(VMAP_GRADS)
+    a = one(s, "in_graph_loop")
+    assert a.severity == "warning"
+    assert a.message.startswith("An in-graph loop (tf.vectorized_map's per-example fallback "
+                                "for L2Loss: loop_body/global_norm/L2Loss")
+    assert "64 iterations long" in a.message
+    assert all(x.endswith("/pfor") for x in s.steps.in_graph_loop_scopes)
+    assert 0.25 < a.evidence["in_graph_loop_share"] < 0.4
+    assert a.fix.startswith("this loop is tf.vectorized_map's own fallback")
+    for fix in ("tf.reduce_sum(tf.square(x))", "fallback_to_while_loop=False",
+                "jit_compile=True"):
+        assert fix in a.fix
+    assert "tf.vectorized_map(fn, elems) turns it" not in a.fix
+    # A loop of the job's own keeps the rule's fix.
+    assert "tf.vectorized_map(fn, elems) turns it" in one(summary(MAP_FN), "in_graph_loop").fix
 
 
 RNN_FITS = ["generated__tf2.21cpu__" + c for c in (

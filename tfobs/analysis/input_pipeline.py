@@ -398,12 +398,23 @@ def _is_get_next(name: str) -> bool:
     return name.lower().startswith("iteratorgetnext")
 
 
+# A tf.function's call from Python (`EagerLocalExecute: __inference_<name>_<n>`).
+FUNCTION_CALL = "EagerLocalExecute: __inference_"
+
+
+def _is_function_call(name: str) -> bool:
+    return name.startswith(FUNCTION_CALL)
+
+
 def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> float:
     """Mean input wait per gap between consecutive `steps` (absolute (begin, end) ps, in
     order), in seconds: `IteratorGetNext*` events (XProf's input-wait events), and tfobs's
     tf.data next() events on the thread that marks the steps (a JAX job's), clipped to the
     gaps, overlaps counted once. Input fetched outside the step markers (`for batch in
-    dataset:` around a marked step) is a wait no step breakdown sees."""
+    dataset:` around a marked step) is a wait no step breakdown sees. A fetch while the
+    marking thread runs a tf.function between the steps is that function's own input (Keras
+    fit's validation run, an evaluation), not the steps' batch: the gap rules name the
+    call."""
     if host is None or len(steps) < 2:
         return 0.0
     mids = id_array(host.mids_where_once(_is_get_next))
@@ -416,16 +427,47 @@ def input_between_steps(host: Timeline | None, steps: Sequence[tuple[int, int]])
     if not gap.any():
         return 0.0
     lo, hi = a_end[gap], b_begin[gap]
+    calls = id_array(host.mids_where_once(_is_function_call))
     spans: list[tuple[int, int]] = []
+    inside_calls: list[tuple[int, int]] = []
     for ld in host.lines:
         at = member(ld.mid_arr, mids, ld.dense_top)
-        if ours.size and holds_markers(ld, steps):  # a loader thread's fetch is no wait
+        marks = bool(ours.size or calls.size) and holds_markers(ld, steps)
+        if ours.size and marks:  # a loader thread's fetch is no wait
             at |= member(ld.mid_arr, ours, ld.dense_top)
-        at = np.flatnonzero(at)
-        if not at.size:
-            continue
-        start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps,
-                                   ld.end_arr[at] + ld.start_ps, lo, hi)
-        real = end > start  # a damaged capture's events may end before they begin
-        spans.extend(zip(start[real].tolist(), end[real].tolist(), strict=True))
-    return sum(b - a for a, b in merge(spans)) / 1e12 / lo.size
+        spans += _clipped(ld, np.flatnonzero(at), lo, hi)
+        if calls.size and marks:
+            inside_calls += _clipped(
+                ld, np.flatnonzero(member(ld.mid_arr, calls, ld.dense_top)), lo, hi)
+    waits = _without(merge(spans), merge(inside_calls)) if inside_calls else merge(spans)
+    return sum(b - a for a, b in waits) / 1e12 / lo.size
+
+
+def _clipped(ld: LineData, at: np.ndarray, lo: np.ndarray, hi: np.ndarray
+             ) -> list[tuple[int, int]]:
+    """The events `at` of the line, clipped to the spans `lo`..`hi`, empty ones left out."""
+    if not at.size:
+        return []
+    start, end = clip_to_spans(ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps,
+                               lo, hi)
+    real = end > start  # a damaged capture's events may end before they begin
+    return list(zip(start[real].tolist(), end[real].tolist(), strict=True))
+
+
+def _without(spans: list[tuple[int, int]], cut: list[tuple[int, int]]
+             ) -> list[tuple[int, int]]:
+    """The parts of `spans` outside every span of `cut` (both merged: sorted, apart)."""
+    out: list[tuple[int, int]] = []
+    k = 0
+    for a, b in spans:
+        while k < len(cut) and cut[k][1] <= a:
+            k += 1
+        j = k
+        while a < b and j < len(cut) and cut[j][0] < b:
+            if cut[j][0] > a:
+                out.append((a, cut[j][0]))
+            a = max(a, cut[j][1])
+            j += 1
+        if a < b:
+            out.append((a, b))
+    return out

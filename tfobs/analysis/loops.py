@@ -44,6 +44,12 @@ _RECURRENT = re.compile(r"lstm|gru|rnn", re.IGNORECASE)
 _CELL = re.compile(r"(^|/)(lstm|gru|simple_rnn|peephole_lstm)_cell(_\d+)?/")
 # The op a tf.map_fn, tf.scan or Keras RNN unstacks its input tensor with, before its loop.
 _UNSTACK = "/TensorArrayUnstack/TensorListFromTensor"
+# tf.vectorized_map (pfor) converts each op of the mapped function under the scope
+# `<op>/pfor/`; an op with no batched converter it runs as a while loop over the batch
+# (`fallback_to_while_loop=True`, the default), whose per-example results it stacks with
+# `<op>/pfor/TensorArrayV2Stack/TensorListStack`: the loop's scope is `<op>/pfor`.
+PFOR_SCOPE = "/pfor"
+_PFOR_STACK = PFOR_SCOPE + "/TensorArrayV2Stack/TensorListStack"
 MAX_SCOPES = 3
 
 
@@ -129,11 +135,34 @@ def in_graph_loops(host: Timeline | None, runs: LoopRuns | None,
     held = top[top > 0]
     scopes = tuple(s for s, _ in scope_ps.most_common(MAX_SCOPES))
     if not scopes:
-        scopes = _unstacked_scopes(host, lo, hi)
+        scopes = _pfor_fallback_scopes(host, lo, hi) or _unstacked_scopes(host, lo, hi)
     # By the layer's name, or by its cell's ops (a layer given a name of its own).
     recurrent = cells or any(_RECURRENT.search(s.rsplit("/", 1)[-1]) for s in scopes)
     return InGraphLoops(seconds, op_ps / 1e12, int(np.median(held)) if held.size else 0,
                         int(held.max()) if held.size else 0, scopes, recurrent)
+
+
+def _is_pfor_stack(name: str) -> bool:
+    return _PFOR_STACK + ":" in name
+
+
+def _pfor_fallback_scopes(host: Timeline, lo: np.ndarray, hi: np.ndarray
+                          ) -> tuple[str, ...]:
+    """The scopes (`<op>/pfor`) of the while loops tf.vectorized_map ran inside the steps
+    for ops it could not vectorize, by their stacks of per-example results, most first."""
+    mids = id_array(host.mids_where_once(_is_pfor_stack))
+    if not mids.size:
+        return ()
+    count: Counter[str] = Counter()
+    for ld in host.lines:
+        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
+        if not at.size:
+            continue
+        _, inside = span_of(ld.start_arr[at] + ld.start_ps, lo, hi)
+        for mid in ld.mid_arr[at[inside]].tolist():
+            name = parse_tf_op(host.names[mid]).name
+            count[name[:name.index(_PFOR_STACK)] + PFOR_SCOPE] += 1
+    return tuple(s for s, _ in count.most_common(MAX_SCOPES))
 
 
 def _is_unstack(name: str) -> bool:

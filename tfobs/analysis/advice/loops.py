@@ -8,8 +8,11 @@ tfobs.analysis.loops) and names the loop by its scope.
 
 from __future__ import annotations
 
+import re
+
 from tfobs.analysis.advice.padding import LOOP_ITERATIONS
 from tfobs.analysis.advice.rule import PROFILER, Rule, on_gpu
+from tfobs.analysis.loops import PFOR_SCOPE
 from tfobs.summary import Advice, WindowSummary
 
 GUIDES = (f"{PROFILER}: TensorFlow stats; tf.function guide (tensorflow.org/guide/function): "
@@ -45,6 +48,21 @@ RECURRENT_FIX = (
     "short sequences of a fixed length (no loop, more memory); else run fewer iterations "
     "or give each more work: shorter sequences ({shorter}) or larger batches, each "
     "iteration's cost being mostly fixed")
+PFOR_FIX = (
+    "this loop is tf.vectorized_map's own fallback: pfor has no batched form for {ops} and "
+    "runs {them} once per example in a while loop over the batch (TensorFlow logs 'Using a "
+    "while_loop for converting <op>' when it traces the function), so vectorizing again "
+    "does not help. Write {them} in the mapped function with ops pfor vectorizes{hint}, "
+    "or call tf.vectorized_map(fn, elems, fallback_to_while_loop=False), which raises an "
+    "error naming each op it cannot convert; else compile the step with XLA "
+    "(tf.function(jit_compile=True)) so the loop runs without per-op scheduling")
+# Ops pfor falls back on, with a rewrite it vectorizes.
+PFOR_HINTS = {
+    "L2Loss": "tf.nn.l2_loss(x) as tf.reduce_sum(tf.square(x)) / 2, and "
+              "tf.linalg.global_norm(ts) (which calls it) as tf.sqrt(tf.add_n("
+              "[tf.reduce_sum(tf.square(t)) for t in ts]))",
+}
+_NUMBERED = re.compile(r"_\d+$")
 BUCKET = "truncate them, bucket them by length"
 BUCKETED = "truncate them: the pipeline already buckets them by length"
 CUDNN = ("Keep Keras's LSTM and GRU on cuDNN's fused kernel, which runs the whole sequence "
@@ -93,6 +111,17 @@ def check(s: WindowSummary) -> list[Advice]:
             "info", f"{what} ({', '.join(scopes)}) run{'s' * (len(scopes) < 2)} in each "
             f"step, {timed}.", evidence, threshold, fix)]
     where = f" ({', '.join(scopes)})" if scopes else ""
+    pfor = [x for x in scopes if x.endswith(PFOR_SCOPE)]
+    if pfor:  # tf.vectorized_map's per-example fallback loops
+        types = sorted({_NUMBERED.sub("", x[:-len(PFOR_SCOPE)].rsplit("/", 1)[-1])
+                        for x in pfor})
+        hints = [PFOR_HINTS[t] for t in types if t in PFOR_HINTS]
+        fix = PFOR_FIX.format(ops=", ".join(types), them="them" if len(types) > 1 else "it",
+                              hint=f" ({'; '.join(hints)})" if hints else "")
+        return [IN_GRAPH_LOOP.advice(
+            "warning", f"An in-graph loop (tf.vectorized_map's per-example fallback for "
+            f"{', '.join(types)}: {', '.join(scopes)}) runs in each step, {timed}.",
+            evidence, threshold, fix)]
     return [IN_GRAPH_LOOP.advice(
         "warning", f"An in-graph loop{where} runs in each step, {timed}.", evidence,
         threshold)]
