@@ -1207,6 +1207,18 @@ def test_tfdata_from_generator_names_the_keras_pydataset_fix() -> None:
     assert not fired(s, "tfdata_py_function")  # the generator's PyFunc ops: blamed once
 
 
+def test_a_pydataset_that_already_has_worker_processes_is_told_to_make_batches_cheaper(
+        ) -> None:
+    """fit over PyDataset(workers=2, use_multiprocessing=True) on 2 cores, ~20 ms a batch:
+    more workers cannot help, and the capture shows neither the workers nor the cores, so
+    the fix says what to do where they already match the cores."""
+    a = one(summary("generated__tf2.21cpu__pydataset_multiprocessing_fit"),
+            "tfdata_from_generator")
+    assert "use_multiprocessing=True" in a.fix
+    assert "already match the host's free cores" in a.fix
+    assert "make __getitem__ cheaper" in a.fix and "into tf.data" in a.fix
+
+
 def test_tfdata_from_generator_when_its_flat_map_is_the_slowest_stage_from_summary() -> None:
     # from_generator is range(...).flat_map(generator): which of the two stages holds more
     # self time varies from run to run (both were seen on this workload).

@@ -119,7 +119,11 @@ FROM_GENERATOR = Rule(
     "TensorFlow ops; from_generator runs Python under the GIL, one element at a time. Keras "
     "reads a PyDataset (or Sequence) and a plain Python generator passed to fit this way "
     "too: give a PyDataset more workers= or use_multiprocessing=True, make a generator a "
-    "PyDataset so it can have workers, or load the data with tf.data",
+    "PyDataset so it can have workers, or load the data with tf.data. Where its workers "
+    "already match the host's free cores (a capture shows neither the workers' processes "
+    "nor the cores), each batch costs more than they can make: make __getitem__ cheaper "
+    "(whole-batch numpy instead of a loop per sample, data decoded once ahead of training) "
+    "or move its work into tf.data",
     f"{TFDATA}: Best practice summary; {GPU}: 1. Optimize the input pipeline")
 PER_REPLICA_INPUT = Rule(
     "tfdata_per_replica_input", "input pipeline",
