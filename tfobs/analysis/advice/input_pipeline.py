@@ -423,6 +423,11 @@ FETCHES_HOLD = 0.5  # of the input wait: the share the root prefetch's fetches m
 # tf.data's own work per step, as a share of the step, from which a host-only job is told
 # that the pipeline's threads take the step's cores.
 SHARED_CORES_SHARE = 0.2
+# A ready batch's hand-over takes microseconds: 0.002-0.03 ms at the median in the test
+# captures' Keras fits, 0.03-0.25 ms for a loop's eager next(). From this median the
+# fetching thread waited for something else (a core, a lock), not the hand-over itself
+# (gzip_tfrecord_loop, vectorized_map_grads_loop: 1.0-1.1 ms, recorded on 2 loaded cores).
+SLOW_HANDOVER_S = 3e-4
 # Fetches in the steps a window needs before its prefetch buffer's readiness tells (a
 # buffer ready at each of 8 fetches keeps up as one ready at 10 of 10 does; a few
 # stalls among them need more: FEW_STEPS_MIN).
@@ -471,6 +476,21 @@ def _keeps_up(s: WindowSummary) -> str:
     shared = _shared_cores(s)
     if shared:
         shared = f"; but {shared} (check: the same step on dataset.take(1).cache().repeat())"
+    if ip.prefetch_median_s >= SLOW_HANDOVER_S:
+        return (f"the pipeline keeps up: its prefetch buffer held a ready batch at "
+                f"{ip.prefetch_ready} of {ip.prefetch_fetches} fetches in the steps, yet a "
+                f"fetch took {1e3 * ip.prefetch_median_s:.2f} ms at the median (up to "
+                f"{1e3 * ip.prefetch_longest_s:.2f} ms). Handing over a ready batch itself "
+                "costs 0.005-0.03 ms in a Keras fit and up to about 0.2 ms for a loop's eager "
+                "next(), so the fetching thread waited for a core (tf.data's threads, the "
+                "step's own ops or another process busy on every one; a container's CPU "
+                "limit throttles the same way) or for the iterator's lock: check the host's "
+                "load and the job's CPU limit (a throttled container's cgroup cpu.stat "
+                "counts nr_throttled), and cap tf.data's threads "
+                "(options.threading.private_threadpool_size) or the step's "
+                "(tf.config.threading.set_inter_op_parallelism_threads) so each leaves the "
+                f"other a core; more work per step makes the wait a smaller share of it: "
+                f"{more}" + larger + shared)
     return (f"the pipeline keeps up: its prefetch buffer held a ready batch at "
             f"{ip.prefetch_ready} of {ip.prefetch_fetches} fetches in the steps, so the "
             f"{1e3 * per:.2f} ms of input wait per step is tf.data handing over a ready batch "
