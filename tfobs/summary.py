@@ -268,6 +268,12 @@ class Steps:
     # (PjRt's `H2D Dispatch`: jax.device_put of a numpy batch), which XProf counts as host
     # compute.
     host_to_device_s: float = 0.0
+    # Per step: TensorFlow's own marks around turning NumPy arrays or Python values into
+    # tensors (`convert_to_tensor`, `tf.constant`: a copy of each array) that start in the
+    # kept steps, outermost: a loop handing NumPy to its step or assigning it to variables
+    # (`v.assign(array)`) every step. Only their `_EagerConst` op is op time; the rest is
+    # 'All Others' to XProf.
+    tensor_conversion_s: float = 0.0
     # The events that begin in the longest gap between the kept steps on the steps'
     # threads, outermost, longest first (an epoch's end: validation calls, an iterator torn
     # down or made), and their seconds in it.

@@ -37,6 +37,44 @@ MAX_BYTES = 20 * 1024 * 1024
 
 # name -> (description, extra environment)
 CASES: dict[str, tuple[str, dict[str, str]]] = {
+    "gather_grad_densified_loop": (
+        "custom loop training an embedding table of 200,000 x 64 read by `tf.gather` (batch "
+        "256 x 8 ids), the step guarding its gradients with `tf.where(tf.math.is_finite(g), "
+        "g, 0)`: the gather's IndexedSlices gradient is made dense (the whole table, every "
+        "step) before a dense SGD update; tfobs.step markers", {}),
+    "ctc_loss_loop": (
+        "custom loop training a Conv1D + Dense acoustic model (batch 32, 100 frames of 40 "
+        "features, 29 classes) with `tf.nn.ctc_loss` on dense labels of 12-20 tokens "
+        "(logits_time_major=False, blank_index=-1); tfobs.step markers", {}),
+    "detection_nms_crop_loop": (
+        "custom loop of a detection-style step: a small conv backbone on 8 images of "
+        "128x128x3, 256 random boxes per image scored by the model, "
+        "`tf.image.non_max_suppression` per image (a Python loop over the batch, 32 kept), "
+        "`tf.image.crop_and_resize` of the features to 7x7 per kept box, a Dense head; "
+        "tfobs.step markers", {}),
+    "hash_table_tokenize_fit": (
+        "Keras 3 fit over tf.data of raw sentences: a parallel map lowercasing, stripping "
+        "punctuation (`tf.strings.regex_replace`), splitting (`tf.strings.split`) and "
+        "looking tokens up in a `tf.lookup.StaticHashTable` (5,000 words, OOV 0), then "
+        "`to_tensor` padded to 32, batch(64), prefetch; Embedding + pooling + Dense; "
+        "tfobs's Keras callback", {}),
+    "backup_restore_fit": (
+        "Keras 3 fit of an MLP (128-512-512-10) on NumPy arrays with "
+        "`keras.callbacks.BackupAndRestore(backup_dir, save_freq=3)`: a backup of the "
+        "model and optimizer every third batch; tfobs's Keras callback", {}),
+    "sparse_dense_matmul_loop": (
+        "custom loop whose model multiplies a batch of 256 sparse rows (100,000 features, "
+        "64 non-zeros a row, a `tf.SparseTensor`) by a 100,000 x 64 weight with "
+        "`tf.sparse.sparse_dense_matmul`, then Dense layers; SGD: the weight's gradient "
+        "is a dense 100,000 x 64 matmul every step; tfobs.step markers", {}),
+    "variable_assign_numpy_loop": (
+        "custom loop that copies each batch into `tf.Variable`s from NumPy "
+        "(`x_var.assign(x_np)`, 1024 x 1024 floats, and the labels) every step, then calls "
+        "a tf.function step reading the variables: eager AssignVariableOp and "
+        "host-to-tensor copies in each step; tfobs.step markers", {}),
+    "many_small_layers_fit": (
+        "Keras 3 fit of a Sequential of 100 Dense(8, relu) layers on 16 features, batch "
+        "32: thousands of tiny ops a step (op-dispatch bound); tfobs's Keras callback", {}),
     "persistent_tape_two_grads_loop": (
         "custom loop, tf.function step with tf.GradientTape(persistent=True): two losses "
         "(mse and an L2 activity penalty), two tape.gradient calls per step, one apply; "
@@ -4236,6 +4274,228 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         model.fit(data, epochs=1, steps_per_epoch=4, **kw)
         times.clear()
         profile(lambda: model.fit(data, epochs=1, steps_per_epoch=params["steps"], **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "gather_grad_densified_loop":
+        params = {"rows": 200_000, "dim": 64, "batch": 256, "ids_per_row": 8, "steps": 10}
+        table = tf.Variable(tf.random.normal((200_000, 64)) * 0.01)
+        head = tf.Variable(tf.random.normal((64, 1)) * 0.1)
+        opt = keras.optimizers.SGD(0.05)
+        ids = rng.integers(0, 200_000, (256 * 16, 8))
+        ys = rng.random((256 * 16, 1), np.float32)
+        it = iter(tf.data.Dataset.from_tensor_slices((ids, ys)).repeat().batch(256)
+                  .prefetch(2))
+
+        @tf.function
+        def step(ib, yb):
+            with tf.GradientTape() as tape:
+                emb = tf.reduce_mean(tf.gather(table, ib), axis=1)
+                loss = mse(yb, emb @ head)
+            grads = tape.gradient(loss, [table, head])
+            # a NaN guard on every gradient: tf.where makes the IndexedSlices dense
+            grads = [tf.where(tf.math.is_finite(g), g, tf.zeros_like(g)) for g in grads]
+            opt.apply_gradients(zip(grads, [table, head], strict=True))
+            return loss
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "ctc_loss_loop":
+        params = {"batch": 32, "frames": 100, "features": 40, "classes": 29,
+                  "label_len": [12, 20], "steps": 10}
+        model = keras.Sequential([
+            keras.Input((100, 40)), keras.layers.Conv1D(64, 5, padding="same",
+                                                        activation="relu"),
+            keras.layers.Conv1D(64, 5, padding="same", activation="relu"),
+            keras.layers.Dense(29)])
+        opt = keras.optimizers.Adam(1e-3)
+        n = 32 * 8
+        x = rng.normal(size=(n, 100, 40)).astype("float32")
+        lens = rng.integers(12, 21, n).astype("int32")
+        labels = rng.integers(1, 28, (n, 20)).astype("int32")
+        labels[np.arange(20)[None, :] >= lens[:, None]] = 0
+        it = iter(tf.data.Dataset.from_tensor_slices((x, labels, lens)).repeat().batch(32)
+                  .prefetch(2))
+
+        @tf.function
+        def step(xb, lb, ll):
+            with tf.GradientTape() as tape:
+                logits = model(xb, training=True)
+                loss = tf.reduce_mean(tf.nn.ctc_loss(
+                    lb, logits, ll, tf.fill([tf.shape(xb)[0]], 100),
+                    logits_time_major=False, blank_index=-1))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "detection_nms_crop_loop":
+        params = {"batch": 8, "image": 128, "boxes": 256, "keep": 32, "crop": 7,
+                  "steps": 10}
+        backbone = keras.Sequential([
+            keras.Input((128, 128, 3)),
+            keras.layers.Conv2D(16, 3, strides=2, padding="same", activation="relu"),
+            keras.layers.Conv2D(32, 3, strides=2, padding="same", activation="relu")])
+        scorer = keras.layers.Dense(1)
+        head = keras.Sequential([keras.Input((7 * 7 * 32,)), keras.layers.Dense(64, "relu"),
+                                 keras.layers.Dense(5)])
+        scorer.build((None, 32))
+        variables = (backbone.trainable_variables + scorer.trainable_variables
+                     + head.trainable_variables)
+        opt = keras.optimizers.SGD(0.01)
+        imgs = rng.random((64, 128, 128, 3), np.float32)
+        yx = rng.random((64, 256, 2), np.float32) * 0.8
+        hw = 0.05 + rng.random((64, 256, 2), np.float32) * 0.15
+        boxes = np.concatenate([yx, np.minimum(yx + hw, 1.0)], -1).astype("float32")
+        targets = rng.random((64, 32, 5), np.float32)
+        it = iter(tf.data.Dataset.from_tensor_slices((imgs, boxes, targets)).repeat()
+                  .batch(8).prefetch(2))
+
+        @tf.function
+        def step(ib, bb, tb):
+            with tf.GradientTape() as tape:
+                feat = backbone(ib, training=True)
+                pooled = tf.image.crop_and_resize(
+                    feat, tf.reshape(bb, (-1, 4)), tf.repeat(tf.range(8), 256), (1, 1))
+                scores = tf.reshape(scorer(tf.reshape(pooled, (-1, 32))), (8, 256))
+                kept_boxes, kept_idx = [], []
+                for b in range(8):
+                    sel = tf.image.non_max_suppression(bb[b], scores[b], 32,
+                                                       iou_threshold=0.5)
+                    sel = tf.pad(sel, [[0, 32 - tf.shape(sel)[0]]])
+                    kept_boxes.append(tf.gather(bb[b], sel))
+                    kept_idx.append(tf.fill([32], b))
+                crops = tf.image.crop_and_resize(feat, tf.concat(kept_boxes, 0),
+                                                 tf.concat(kept_idx, 0), (7, 7))
+                out = head(tf.reshape(crops, (-1, 7 * 7 * 32)), training=True)
+                loss = mse(tf.reshape(tb, (-1, 5)), out)
+            g = tape.gradient(loss, variables)
+            opt.apply_gradients(zip(g, variables, strict=True))
+            return loss
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "hash_table_tokenize_fit":
+        params = {"batch": 64, "vocab": 5000, "length": 32, "steps": 12}
+        words = [f"w{k}" for k in range(5000)]
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                tf.constant(words), tf.range(1, 5001, dtype=tf.int64)), default_value=0)
+        sentences = [" ".join(f"W{k}," if j % 7 == 0 else f"w{k}"
+                              for j, k in enumerate(rng.integers(0, 6000, int(n))))
+                     for n in rng.integers(8, 40, 2048)]
+        labels = rng.integers(0, 2, (2048, 1)).astype("float32")
+
+        def tokenize(s, y):
+            s = tf.strings.regex_replace(tf.strings.lower(s), r"[^a-z0-9 ]", "")
+            ids = table.lookup(tf.strings.split(s))
+            return ids.to_tensor(shape=(None, 32)), y
+
+        ds = (tf.data.Dataset.from_tensor_slices((sentences, labels)).repeat().batch(64)
+              .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE).prefetch(2))
+        model = keras.Sequential([keras.Input((32,), dtype="int64"),
+                                  keras.layers.Embedding(5001, 32),
+                                  keras.layers.GlobalAveragePooling1D(),
+                                  keras.layers.Dense(32, "relu"), keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse")
+        times: list[float] = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "backup_restore_fit":
+        params = {"batch": 64, "save_freq": 3, "steps": 12}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(512, "relu"),
+                                  keras.layers.Dense(512, "relu"), keras.layers.Dense(10)])
+        model.compile(optimizer="adam",
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        x = rng.random((64 * 12, 128), np.float32)
+        y = rng.integers(0, 10, 64 * 12)
+        backup = keras.callbacks.BackupAndRestore(os.path.join(logdir, "backup"),
+                                                  save_freq=3, delete_checkpoint=False)
+        times = []
+        kw = {"verbose": 0, "batch_size": 64,
+              "callbacks": [keras3_callback_class()(), batch_timer(times), backup]}
+        model.fit(x[:256], y[:256], epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(x, y, epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "sparse_dense_matmul_loop":
+        params = {"batch": 256, "features": 100_000, "nnz_per_row": 64, "dim": 64,
+                  "steps": 10}
+        w = tf.Variable(tf.random.normal((100_000, 64)) * 0.01)
+        top = mlp(64, 64)
+        variables = [w] + top.trainable_variables
+        opt = keras.optimizers.SGD(0.01)
+
+        def sparse_batch(k):
+            r = np.random.default_rng(k)
+            cols = np.sort(r.integers(0, 100_000, (256, 64)), 1)
+            idx = np.stack([np.repeat(np.arange(256), 64), cols.ravel()], 1)
+            return (tf.SparseTensor(idx, r.random(256 * 64, np.float32), (256, 100_000)),
+                    tf.constant(r.random((256, 1), np.float32)))
+
+        batches = [sparse_batch(k) for k in range(8)]
+
+        @tf.function
+        def step(sp, yb):
+            with tf.GradientTape() as tape:
+                h = tf.sparse.sparse_dense_matmul(sp, w)
+                loss = mse(yb, top(h, training=True))
+            g = tape.gradient(loss, variables)
+            opt.apply_gradients(zip(g, variables, strict=True))
+            return loss
+
+        def one(i):
+            float(step(*batches[i % 8]))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "variable_assign_numpy_loop":
+        params = {"batch": 1024, "features": 1024, "steps": 12}
+        x_var = tf.Variable(tf.zeros((1024, 1024)), trainable=False)
+        y_var = tf.Variable(tf.zeros((1024, 1)), trainable=False)
+        model = mlp(1024, 64)
+        opt = keras.optimizers.SGD(0.01)
+        xs = [rng.random((1024, 1024), np.float32) for _ in range(4)]
+        ys = [rng.random((1024, 1), np.float32) for _ in range(4)]
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                loss = mse(y_var, model(x_var, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        assign_ms = []
+
+        def one(i):
+            t = time.perf_counter()
+            x_var.assign(xs[i % 4] * 1.0)  # a fresh numpy batch every step
+            y_var.assign(ys[i % 4])
+            assign_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+            float(step())
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+        params["measured_assign_ms"] = assign_ms[3:]
+    elif case == "many_small_layers_fit":
+        params = {"batch": 32, "layers": 100, "width": 8, "features": 16, "steps": 12}
+        model = keras.Sequential([keras.Input((16,))]
+                                 + [keras.layers.Dense(8, "relu") for _ in range(100)]
+                                 + [keras.layers.Dense(1)])
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        ds = random_batches(32 * 16, 16, 32)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
     else:
         raise SystemExit(f"unknown case {case!r}")

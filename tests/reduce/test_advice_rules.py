@@ -50,7 +50,7 @@ from tfobs.analysis.advice.launch import (
     SMALL_CPU_OPS_PER_STEP,
     XLA_RECOMPILE_FIX,
 )
-from tfobs.analysis.advice.rule import JAX_DOCS
+from tfobs.analysis.advice.rule import JAX_DOCS, steps_run, window_steps
 from tfobs.analysis.advice.steps import OP_BY_OP_CALLS
 from tfobs.analysis.pauses import GAPS_MEASURED_SHARE
 from tfobs.analysis.tfdata import slowest_stage
@@ -1447,6 +1447,41 @@ def test_optimizer_update_names_an_update_that_outweighs_the_step() -> None:
     assert "UnsortedSegmentSum" in b.message
 
 
+def test_per_step_op_figures_do_not_count_steps_in_a_windows_set_up() -> None:
+    """A capture begun before Keras's fit (225 ms) holds 12 train steps of 5.7 ms and the
+    fit's set-up and end around them: the window's length over the step period reads 39
+    steps, which made the optimizer's 39.5 ms of update read 1.01 ms a step; its ops ran
+    12 times (the kept 10 and the dropped first and last): 3.3 ms a step."""
+    s = summary("generated__tf2.21cpu__hash_table_tokenize_fit")
+    assert window_steps(s) > 30 and s.steps.count == 10
+    assert steps_run(s) == s.steps.count + 2
+    a = one(s, "optimizer_update")
+    per = float(a.message.split(" ms per step")[0].rsplit(", ", 1)[1])
+    assert per == pytest.approx(1e3 * s.ops.optimizer_s / 12, abs=0.01)
+    # a window of steps alone: its length over the period, where that is fewer
+    full = summary(EMBEDDING_ADAM)
+    assert steps_run(full) == pytest.approx(min(window_steps(full), full.steps.count + 2))
+
+
+def test_all_others_names_numpy_converted_into_tensors_in_the_steps() -> None:
+    """A loop assigning each 1024 x 1024 NumPy batch to tf.Variables (`v.assign(array)`)
+    before its tf.function step: TensorFlow's conversions (`convert_to_tensor`,
+    `tf.constant`) take 2.6 ms of each 9.6 ms step, XProf's 'All Others' (22 %); only
+    their `_EagerConst` is op time, too little for eager_ops. all_others_bound names the
+    conversion and hands the step tensors from tf.data as its fix."""
+    s = summary("generated__tf2.21cpu__variable_assign_numpy_loop")
+    assert 0.002 < s.steps.tensor_conversion_s < 0.0035
+    assert not fired(s, "eager_ops")
+    a = one(s, "all_others_bound")
+    assert "converting NumPy arrays or Python values into tensors" in a.message
+    assert a.evidence["tensor_conversion_s"] == s.steps.tensor_conversion_s
+    assert a.fix.startswith("hand the step tensors") and "v.assign(array)" in a.fix
+    # a fit whose 'All Others' is Keras's own Python keeps the rule's fix
+    fit = summary("generated__tf2.21cpu__many_small_layers_fit")
+    assert fit.steps.tensor_conversion_s == 0
+    assert one(fit, "all_others_bound").fix.startswith("move Python work out of the step")
+
+
 def test_optimizer_update_silent_where_the_update_is_a_usual_share() -> None:
     """A small model under Adam spends up to a third of its op time in the update: no
     advice there, nor without an optimizer."""
@@ -2485,6 +2520,28 @@ def test_a_per_row_map_fn_is_named_with_its_share_of_the_step() -> None:
     assert "20 %" in a.threshold and "8 iterations" in a.threshold
 
 
+CTC_DENSE = "generated__tf2.21cpu__ctc_loss_loop"
+
+
+def test_functional_while_loops_of_dense_ctc_are_named_with_sparse_labels_as_fix() -> None:
+    """tf.nn.ctc_loss on dense labels runs its recursions as two While ops of 100
+    iterations (one per frame) that are not lowered: each iteration calls the body function
+    in an executor run of its own at iteration 0 (`WhileOp-StartBody`), so no run carries
+    an iteration past 0. The loops hold about three quarters of each 287 ms step; the fix
+    is labels as a SparseTensor (the fused CTCLoss kernel: 6.6x faster on the recording
+    machine for this batch)."""
+    s = summary(CTC_DENSE)
+    assert s.steps.in_graph_loop_scopes == ("ctc_loss_dense",)
+    assert s.steps.in_graph_loop_iterations == 100
+    a = one(s, "in_graph_loop")
+    assert a.severity == "warning"
+    assert a.message.startswith("In-graph loops (ctc_loss_dense) run in each step, 100 "
+                                "iterations long")
+    assert 0.6 < a.evidence["in_graph_loop_share"] < 0.9
+    assert 0.5 < a.evidence["in_graph_loop_op_share"] <= 1.0  # its body's ops write events
+    assert "tf.SparseTensor" in a.fix and "CTCLoss" in a.fix
+
+
 VMAP_GRADS = "generated__tf2.21cpu__vectorized_map_grads_loop"
 
 
@@ -2580,6 +2637,16 @@ def test_pauses_every_n_steps_are_named_with_their_stride() -> None:
     assert "fall every 4 steps" in a.message and "something runs every 4 batches" in a.message
     assert a.fix.startswith("what runs every 4 batches is the pause")
     assert "ModelCheckpoint(save_freq=4)" in a.fix
+
+
+def test_pauses_of_backup_and_restore_are_named_in_the_stride_fix() -> None:
+    """keras.callbacks.BackupAndRestore(save_freq=3) in Keras 3 fit: a pause after every
+    third batch (up to 165 ms against 0.09 ms gaps), the model's and the optimizer's state
+    written from Python; the stride's fix names that callback beside ModelCheckpoint."""
+    s = summary("generated__tf2.21cpu__backup_restore_fit")
+    a = one(s, "step_pause")
+    assert a.evidence["pause_every_steps"] == 3
+    assert "BackupAndRestore(save_freq=3)" in a.fix and "ModelCheckpoint(save_freq=3)" in a.fix
 
 
 def test_a_stride_needs_three_pauses_without_a_miss() -> None:

@@ -17,7 +17,9 @@ README ("Where tfobs differs from XProf"):
   (`steps.method == "inferred"`).
 - TF_LOOP: with in-graph while loops (LSTM layers, `steps_per_execution` > 1) XProf groups
   by loop iteration and reports no step; tfobs keeps the marked steps
-  (`steps.method == "markers_tf_loop"`, with a note).
+  (`steps.method == "markers_tf_loop"`, with a note). A capture naming a functional loop
+  op's events (`WhileOp-StartBody`: tf.nn.ctc_loss's dense recursion) XProf does not group
+  at all (`CheckLoopOp`): no step either.
 - ALLOCATION_OCCURRENCES: XProf counts every event carrying a `tf_op` stat as one
   occurrence of that op, memory allocation events included; tfobs counts executions. So
   XProf's occurrences = tfobs's + the op's `tf_op`-stat events, and ops seen only in
@@ -83,7 +85,7 @@ TF_LOOP = {"generated__tf2.21cpu__" + case for case in (
     "numpy_epochs_fit", "padded_batch_gru_loop", "bucketed_gru_loop", "dynamic_while_step",
     "tfkeras_spe8_tfdata_fit", "map_fn_per_example_loop", "autograph_tensor_range_loop",
     "tfkeras_spe_auto_fit", "vectorized_map_grads_loop", "tensorarray_rnn_loop",
-    "spe_validation_steps_fit")}
+    "spe_validation_steps_fit", "ctc_loss_loop")}
 PS_COORDINATOR = {"generated__tf2.21cpu__ps_chief", "generated__tf2.21cpu__ps_tfkeras_fit"}
 XPROF_MAX_OPS = 500  # rows per side of XProf's op table (`kMaxNumOfOps`)
 

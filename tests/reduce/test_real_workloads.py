@@ -96,3 +96,12 @@ def test_nan_fragmentation_is_unknown(tmp_path: pathlib.Path) -> None:
 def test_recorded_captures_reduce_with_steps(case: str) -> None:
     s = tfobs.analyze(_capture(case))
     assert s.steps.count >= 5 and s.input_bound.verdict != "unknown"
+
+
+def test_functional_while_loop_is_a_tf_loop() -> None:
+    # tf.nn.ctc_loss on dense labels runs two While ops as such (WhileOp-StartBody, each
+    # iteration its own executor run at iter_num 0): XProf groups nothing and reports no
+    # step, so tfobs keeps the markers and says why, as for lowered while loops.
+    s = tfobs.analyze(_capture("ctc_loss_loop"))
+    assert s.steps.method == "markers_tf_loop" and s.steps.count == 8
+    assert "functional while loops" in s.steps.note and "WhileOp-StartBody" in s.steps.note

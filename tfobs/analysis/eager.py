@@ -87,6 +87,38 @@ def graph_building(host: Timeline | None, steps: Sequence[tuple[int, int]]
     return total / 1e12, count, xla_count
 
 
+# TensorFlow's marks around a conversion of a NumPy array or Python value into a tensor
+# (tf.convert_to_tensor, tf.constant; a variable's assign converts its value there too).
+CONVERSIONS = ("convert_to_tensor", "tf.constant")
+
+
+def tensor_conversions(host: Timeline | None, steps: Sequence[tuple[int, int]] | Spans,
+                       lines: Sequence[int] | None = None) -> float:
+    """Seconds of the conversion marks (`CONVERSIONS`) that start inside the `steps`
+    (absolute (begin, end) ps, in order, not overlapping) on the `lines` that run them (the
+    step markers' threads; None: every line), each clipped to its step. Marks inside a
+    tf.function's trace (constants of the graph being built) or inside another mark are
+    left out: only the job's own conversions, each array once."""
+    if host is None or not len(steps):
+        return 0.0
+    mids = id_array(host.mids_named(*CONVERSIONS))
+    if not mids.size:
+        return 0.0
+    outer = id_array(host.mids_named(*CONVERSIONS, GRAPH_BUILDING))
+    begins, step_ends = span_bounds(steps)
+    total = 0
+    for li in range(len(host.lines)) if lines is None else lines:
+        ld = host.lines[li]
+        at = outermost(ld, outer)
+        at = at[member(ld.mid_arr[at], mids)]
+        if not at.size:
+            continue
+        start, end = ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps
+        kk, inside = span_of(start, begins, step_ends)
+        total += int((np.minimum(end, step_ends[kk]) - start)[inside].sum())
+    return total / 1e12
+
+
 # A tf.function's call on the eager runtime, and the kernel run inside it: the time between
 # the two is the call's set-up; a concrete function's first call instantiates it there
 # (Grappler's passes, kernel creation), no event written for it. A function traced again

@@ -188,3 +188,99 @@ def _unstacked_scopes(host: Timeline, lo: np.ndarray, hi: np.ndarray) -> tuple[s
             if scope:
                 count[scope] += 1
     return tuple(s for s, _ in count.most_common(MAX_SCOPES))
+
+
+# A functional loop op run as such (not lowered into the graph's own control flow: the
+# dense recursion of tf.nn.ctc_loss, functional_ops.While) calls its body function once per
+# iteration, each call an executor run of its own at iteration 0, so no run carries an
+# `iter_num` past 0. The op is asynchronous: its run spans from its
+# `ExecutorState::ProcessAsync::Start` to its `ExecutorState::ProcessAsync::Done` (same op
+# name and step id), and each iteration writes a `WhileOp-StartBody`.
+_ASYNC_START = "ExecutorState::ProcessAsync::Start"
+_ASYNC_DONE = "ExecutorState::ProcessAsync::Done"
+_LOOP_KERNELS = frozenset({"While", "StatelessWhile"})
+_BODY_START = "WhileOp-StartBody"
+
+
+def functional_loops(host: Timeline | None, steps: Sequence[tuple[int, int]]
+                     ) -> InGraphLoops:
+    """The functional While ops' runs inside the `steps` (absolute (begin, end) ps, in
+    order, not overlapping): their wall time, each instant once over every thread; each
+    step's iterations (its body starts over the While runs begun in it, the median step's
+    and the highest); the loops' name scopes, most time first."""
+    if host is None or not len(steps):
+        return InGraphLoops()
+    body = id_array(host.mids_named(_BODY_START))
+    marks = id_array(host.mids_named(_ASYNC_START, _ASYNC_DONE))
+    ids = host.stat_ids
+    if not body.size or not marks.size or "kernel_type" not in ids or "name" not in ids:
+        return InGraphLoops()
+    start_mids = id_array(host.mids_named(_ASYNC_START))
+    wanted = {ids["kernel_type"]: "kernel_type", ids["name"]: "name"}
+    if "step_id" in ids:
+        wanted[ids["step_id"]] = "step_id"
+    lo, hi = span_bounds(steps)
+    opened: dict[tuple[str, str], list[int]] = {}
+    runs: list[tuple[int, int, str]] = []  # (begin, end, op name)
+    bodies: list[np.ndarray] = []
+    marked: list[tuple[int, int, bool, str, str]] = []
+    for ld in host.lines:
+        at = np.flatnonzero(member(ld.mid_arr, body, ld.dense_top))
+        if at.size:
+            bodies.append(ld.start_arr[at] + ld.start_ps)
+        at = np.flatnonzero(member(ld.mid_arr, marks, ld.dense_top))
+        if not at.size:
+            continue
+        is_start = member(ld.mid_arr[at], start_mids)
+        for j, st in enumerate(host.stat_values_many(ld, at.tolist(), wanted)):
+            if str(st.get("kernel_type", "")) not in _LOOP_KERNELS:
+                continue
+            i = int(at[j])
+            marked.append((int(ld.start_arr[i]) + ld.start_ps, int(ld.end_arr[i]) + ld.start_ps,
+                           bool(is_start[j]), str(st.get("name", "")),
+                           str(st.get("step_id", ""))))
+    for at_ps, until_ps, starts_run, name, sid in sorted(marked):
+        if starts_run:
+            opened.setdefault((name, sid), []).append(at_ps)
+        elif opened.get((name, sid)):
+            runs.append((opened[(name, sid)].pop(0), max(until_ps, at_ps), name))
+    if not runs or not bodies:
+        return InGraphLoops()
+    begin = np.array([r[0] for r in runs], np.int64)
+    end = np.array([r[1] for r in runs], np.int64)
+    order = np.argsort(begin, kind="stable")
+    begin, end = begin[order], end[order]
+    names = [runs[k][2] for k in order.tolist()]
+    k, inside = span_of(begin, lo, hi)
+    if not inside.any():
+        return InGraphLoops()
+    cut_begin, cut_end = clip_to_spans(begin, end, lo, hi)
+    union = merged_spans(cut_begin, np.maximum(cut_end, cut_begin))
+    seconds = int((union.end - union.begin).sum()) / 1e12
+    # The body's ops: outermost op events beginning while a loop runs, on any thread.
+    op_mids = id_array([mid for mid, n in host.names.items()
+                        if parse_tf_op(n).category == "tf"])
+    op_ps = 0
+    for ld in host.lines if op_mids.size else ():
+        ops = np.flatnonzero(member(ld.mid_arr, op_mids, ld.dense_top))
+        if not ops.size:
+            continue
+        ops = outermost_of(ld, ops)
+        _, held_op = span_of(ld.start_arr[ops] + ld.start_ps, union.begin, union.end)
+        op_ps += int(summable(np.maximum(ld.end_arr[ops[held_op]]
+                                         - ld.start_arr[ops[held_op]], 0)).sum())
+    # Iterations a step: the body starts in the step over the loop runs begun there.
+    starts = np.sort(np.concatenate(bodies))
+    b_k, b_in = span_of(starts, lo, hi)
+    per_step = np.bincount(b_k[b_in], minlength=lo.size)
+    loops_in = np.bincount(k[inside], minlength=lo.size)
+    held = np.flatnonzero(loops_in > 0)
+    iters = per_step[held] // loops_in[held]
+    scope_ps: Counter[str] = Counter()
+    for j in np.flatnonzero(inside).tolist():
+        parts = [p for p in names[j].split("/")[:-1] if not _STRUCTURE.fullmatch(p)]
+        scope_ps["/".join(parts) or names[j]] += int(end[j] - begin[j])
+    scopes = tuple(s for s, _ in scope_ps.most_common(MAX_SCOPES))
+    return InGraphLoops(seconds, op_ps / 1e12, int(np.median(iters)) if iters.size else 0,
+                        int(iters.max()) if iters.size else 0, scopes,
+                        any(_RECURRENT.search(s.rsplit("/", 1)[-1]) for s in scopes))

@@ -29,6 +29,7 @@ from tfobs.analysis.eager import (
     first_run_setup,
     graph_building,
     summary_writes,
+    tensor_conversions,
 )
 from tfobs.analysis.environment import accelerator_planes, reduce_environment, window_span
 from tfobs.analysis.gpu_idle import GpuEvents, device_step_spans, merge, merged_spans
@@ -40,7 +41,7 @@ from tfobs.analysis.jax_compile import (
     steps_compiling,
 )
 from tfobs.analysis.load import read_source
-from tfobs.analysis.loops import in_graph_loops
+from tfobs.analysis.loops import functional_loops, in_graph_loops
 from tfobs.analysis.memory import reduce_memory
 from tfobs.analysis.pauses import gaps_idle, longest_pause
 from tfobs.analysis.python_time import (
@@ -217,6 +218,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
               if fetches.longest_ready else ("", "", 0.0))
     in_graph = input_pipeline.in_graph_loop_input(host, spans)
     loops = in_graph_loops(host, found.loop_runs, spans)
+    if not loops.seconds:  # While ops run as such: no run past iteration 0
+        loops = functional_loops(host, spans)
     # The Python in the steps, and the same thread's between them: a loop's own loader
     # (next(batches)).
     traced = (not has_device and host is not None
@@ -257,6 +260,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         in_graph_loop_iterations=loops.iterations,
         in_graph_loop_iterations_max=loops.iterations_max,
         in_graph_loop_scopes=loops.scopes, in_graph_loop_recurrent=loops.recurrent,
+        tensor_conversion_s=_per_step(tensor_conversions(
+            host, spans, found.root_lines if found.groups else None), steps.count),
         host_to_device_s=0.0 if has_device else _per_step(
             host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count)), host,
         len(found.groups) if not batches else 0)

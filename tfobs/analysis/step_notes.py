@@ -10,6 +10,10 @@ from typing import Any
 
 TF_LOOP_NOTE = ("the capture holds in-graph while loops (executor iterations): XProf groups "
                 "by loop iteration and reports no step time; tfobs keeps the marked steps")
+LOOP_OPS_NOTE = ("the capture holds functional while loops (`WhileOp-StartBody` events: a "
+                 "While op run as such, each iteration a call of its body function, as "
+                 "tf.nn.ctc_loss's dense recursion runs): XProf then groups no event and "
+                 "reports no step time; tfobs keeps the marked steps")
 
 
 def unrooted_note(count: int, name: str) -> str:

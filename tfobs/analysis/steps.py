@@ -21,6 +21,7 @@ import numpy as np
 from tfobs.analysis import eventtypes as et
 from tfobs.analysis.input_stages import root_stages, stage_mids
 from tfobs.analysis.step_notes import (
+    LOOP_OPS_NOTE,
     TF_LOOP_NOTE,
     nested_markers_note,
     odd_nums_note,
@@ -54,6 +55,11 @@ _CONTEXT_PREFIXES = ("FunctionRun", "ExecutorState::", "ExecutorDoneCallback",
 # XProf's inter-thread link: an executor's `ExecutorState::Process` is the parent of the
 # `GetNext` call on the tf.data thread with the same step id (`id`) and `iter_num`.
 _GET_NEXT_OPS = ("IteratorGetNextOp::DoCompute", "IteratorGetNextAsOptionalOp::DoCompute")
+# TensorFlow's functional loop ops (a While, For or ParallelFor op run as such, not lowered
+# into the graph's own control flow) write these events. XProf (`CheckLoopOp`) groups no
+# event of a capture whose planes name one: no step, markers or not.
+LOOP_OP_EVENTS = ("WhileOp-EvalCond", "WhileOp-StartBody", "ForOp", "ParallelForOp",
+                  "ForeverOp")
 # XProf drops the first and last step (often cut by the window) when it has more than this.
 DROP_INCOMPLETE_THRESHOLD = 5
 _NONE = np.zeros(0, np.int64)
@@ -270,6 +276,8 @@ class _Grouper:
 
     def __init__(self, host: Timeline) -> None:
         self.host = host
+        # Functional loop ops in the capture (XProf then groups nothing).
+        self.loop_ops = bool(host.mids_named(*LOOP_OP_EVENTS))
         # Line l's events are l's slice first[l]:first[l + 1] of the flat arrays below.
         self.first = np.zeros(len(host.lines) + 1, np.int64)
         self.first[1:] = np.cumsum([len(ld) for ld in host.lines])
@@ -505,7 +513,7 @@ class _Grouper:
 
     @property
     def has_tf_loop(self) -> bool:
-        return bool(self.loop_ids - self.tf_data_ids)
+        return self.loop_ops or bool(self.loop_ids - self.tf_data_ids)
 
     def _cover(self, li: int, nodes: np.ndarray) -> np.ndarray:
         """Sorted `nodes` plus the ungrouped events nested inside any of them (same line).
@@ -922,7 +930,8 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
                      f"({roots.other_function}: an evaluation's, beside training) are no "
                      "step")
     elif grouper.has_tf_loop:
-        method, note = MARKERS_TF_LOOP, TF_LOOP_NOTE
+        method = MARKERS_TF_LOOP
+        note = TF_LOOP_NOTE if grouper.loop_ids - grouper.tf_data_ids else LOOP_OPS_NOTE
     else:
         note = nested_markers_note([n for n in taken if n not in REMOTE_CALL_ROOTS], groups)
     if roots.odd_nums:

@@ -191,6 +191,19 @@ RUNTIME_FIX = (
     "ops: one jax.jit around the whole update), then move the Python that is left out of "
     "the step")
 
+# 'All Others' mostly TensorFlow converting NumPy arrays or Python values into tensors
+# inside the steps (`steps.tensor_conversion_s`: a loop handing NumPy batches to its step, or
+# assigning them to variables with `v.assign(array)`): a copy per call on the step's thread.
+CONVERSION_OTHER_SHARE = 0.5
+CONVERSION_STEP_SHARE = 0.05  # and this much of the step at least
+CONVERSION_FIX = (
+    "hand the step tensors that are ready, not NumPy arrays: feed it from tf.data "
+    "(tf.data.Dataset.from_tensor_slices(...).batch(...).prefetch(2), iterated in the loop "
+    "or passed to the tf.function), which makes the next batch's tensor while the step "
+    "runs; where the step reads its batch from tf.Variables assigned from NumPy every step "
+    "(v.assign(array)), pass the batch to the tf.function as an argument from tf.data "
+    "instead; data that fits in memory: tf.convert_to_tensor once before the loop and "
+    "slice the tensor in the step")
 # XProf's sentence (kAllOthersPythonExplanation), after the percentage.
 # 'All Others' under another Python thread's GIL (python_thread_contention): moving the
 # step's Python to a background thread, the usual fix, adds to the cause.
@@ -211,7 +224,8 @@ def check(s: WindowSummary) -> list[Advice]:
         found = category_advice(ALL_OTHERS, s, "other", "'All Others'", ALL_OTHERS_TEXT)
         if found and other_thread_share(s.steps):  # the step's Python waits for the GIL
             found = dataclasses.replace(found, fix=CONTENTION_FIX)
-        out += [_saving_in_other(s, _runtime_in_other(s, found))] if found else []
+        out += ([_saving_in_other(s, _conversion_in_other(s, _runtime_in_other(s, found)))]
+                if found else [])
     saving = _checkpoint(s)
     # The save that explains 'All Others' comes before it: its fix is the one to act on.
     out = saving + out if out and out[0].fix == _checkpoint_fix(s) else out + saving
@@ -249,6 +263,25 @@ def _runtime_in_other(s: WindowSummary, found: Advice) -> Advice:
                  "work on threads XProf links to no step."),
         evidence={**found.evidence, "work_in_other_s": runtime, "other_s": other},
         fix=RUNTIME_FIX)
+
+
+def _conversion_in_other(s: WindowSummary, found: Advice) -> Advice:
+    """all_others_bound where most of 'All Others' is TensorFlow converting NumPy arrays
+    or Python values into tensors in the steps: the message says how much, and the fix is
+    to hand the step tensors."""
+    other, conversion = s.breakdown_s.get("other", 0.0), s.steps.tensor_conversion_s
+    if (other <= 0 or conversion < CONVERSION_OTHER_SHARE * other
+            or conversion < CONVERSION_STEP_SHARE * s.steps.mean_s
+            or found.fix == CONTENTION_FIX):
+        return found
+    return dataclasses.replace(
+        found,
+        message=(f"{found.message} In the steps, {1e3 * conversion:.2f} ms per step (against "
+                 f"{1e3 * other:.2f} ms of 'All Others') is TensorFlow converting NumPy "
+                 "arrays or Python values into tensors (convert_to_tensor, tf.constant: a "
+                 "copy of each array per call)."),
+        evidence={**found.evidence, "tensor_conversion_s": conversion, "other_s": other},
+        fix=CONVERSION_FIX)
 
 
 def _saving_in_other(s: WindowSummary, found: Advice) -> Advice:
@@ -635,7 +668,10 @@ PERIODIC_FIX = (
     "what runs every {n} batches is the pause: where an epoch is {n} batches, the epoch's end "
     "(its callbacks, a validation run, a new iterator); else a checkpoint save every {n} "
     "batches (Keras 3's ModelCheckpoint(save_freq={n}) writes its .weights.h5 or .keras file "
-    "from Python, which leaves no event in the capture: save_freq='epoch' or a larger N), a "
+    "from Python, which leaves no event in the capture: save_freq='epoch' or a larger N; "
+    "keras.callbacks.BackupAndRestore(save_freq={n}) backs up the model and the optimizer's "
+    "state the same way: save_freq='epoch', or a larger N that still bounds the work a "
+    "preemption loses), a "
     "logger, an evaluation or a metric read every {n} batches; run it less often or off the "
     "training thread")
 

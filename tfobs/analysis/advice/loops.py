@@ -62,6 +62,16 @@ PFOR_HINTS = {
               "tf.linalg.global_norm(ts) (which calls it) as tf.sqrt(tf.add_n("
               "[tf.reduce_sum(tf.square(t)) for t in ts]))",
 }
+# tf.nn.ctc_loss takes its dense path (ctc_loss_dense: forward and backward recursions as
+# While loops over the frames) when the labels are a dense tensor; given a SparseTensor it
+# runs the fused CTCLoss kernel on the CPU instead.
+CTC_DENSE_SCOPE = "ctc_loss_dense"
+CTC_FIX = (
+    "these loops are tf.nn.ctc_loss's dense path (ctc_loss_dense), taken when the labels "
+    "are a dense tensor: pass them as a tf.SparseTensor (tf.sparse.from_dense(labels), the "
+    "padding value left out, with blank_index given), which runs the fused CTCLoss kernel "
+    "over the whole batch with no loop on the executor; else compile the step with XLA "
+    "(tf.function(jit_compile=True)) so the loops run without per-op scheduling")
 _NUMBERED = re.compile(r"_\d+$")
 BUCKET = "truncate them, bucket them by length"
 BUCKETED = "truncate them: the pipeline already buckets them by length"
@@ -122,6 +132,10 @@ def check(s: WindowSummary) -> list[Advice]:
             "warning", f"An in-graph loop (tf.vectorized_map's per-example fallback for "
             f"{', '.join(types)}: {', '.join(scopes)}) runs in each step, {timed}.",
             evidence, threshold, fix)]
+    if any(CTC_DENSE_SCOPE in x for x in scopes):
+        return [IN_GRAPH_LOOP.advice(
+            "warning", f"In-graph loops{where} run in each step, {timed}.", evidence,
+            threshold, CTC_FIX)]
     return [IN_GRAPH_LOOP.advice(
         "warning", f"An in-graph loop{where} runs in each step, {timed}.", evidence,
         threshold)]

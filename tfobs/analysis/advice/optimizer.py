@@ -9,7 +9,7 @@ them by the optimizer's name scope (`ops.optimizer_s`).
 
 from __future__ import annotations
 
-from tfobs.analysis.advice.rule import PROFILER, Rule, step_total_s, window_steps
+from tfobs.analysis.advice.rule import PROFILER, Rule, step_total_s, steps_run
 from tfobs.summary import Advice, WindowSummary
 
 UPDATE = Rule(
@@ -43,7 +43,7 @@ def check(s: WindowSummary) -> list[Advice]:
     if step_s > 0 and ops.optimizer_s < STEP_SHARE * step_s:
         return []
     share = ops.optimizer_s / op_s
-    per = (f", {1e3 * ops.optimizer_s / window_steps(s):.2f} ms per step" if s.steps.count
+    per = (f", {1e3 * ops.optimizer_s / steps_run(s):.2f} ms per step" if s.steps.count
            else "")
     densify = ops.optimizer_densify_s / ops.optimizer_s
     dense = (f" {100 * densify:.0f} % of it makes sparse gradients dense "

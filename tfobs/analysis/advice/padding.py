@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tfobs.analysis.advice.rule import TFDATA, Rule, window_steps
+from tfobs.analysis.advice.rule import TFDATA, Rule, steps_run
 from tfobs.summary import Advice, WindowSummary
 
 PADDED_BATCH = Rule(
@@ -32,7 +32,7 @@ def check(s: WindowSummary) -> list[Advice]:
     loop = [o for o in s.ops.top if not o.on_device and _LOOP in o.name]
     if not loop or s.ops.host_s <= 0:
         return []
-    per_step = max(o.count for o in loop) / window_steps(s)
+    per_step = max(o.count for o in loop) / steps_run(s)
     share = sum(o.self_s for o in loop) / s.ops.host_s
     if per_step < LOOP_ITERATIONS or share < LOOP_SHARE:
         return []

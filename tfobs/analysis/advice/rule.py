@@ -222,3 +222,19 @@ def window_steps(s: WindowSummary) -> float:
     st = s.steps
     by_period = s.duration_s / st.interval_s if st.interval_s > 0 else 0.0
     return max(float(st.count), by_period)
+
+
+# The steps a window holds beyond the kept ones whose ops it recorded: the dropped first and
+# last (a step the profiler's start or stop cuts writes little of its work).
+DROPPED_STEPS = 2
+
+
+def steps_run(s: WindowSummary) -> float:
+    """The steps whose ops a window's totals of ops that run only inside steps hold (an
+    optimizer's update, an in-graph loop's ops): `window_steps`, but at most the kept steps
+    and the dropped first and last. A window that also holds time with no step running (a
+    capture begun before `fit`, which builds its iterator and function first, or ended
+    after it) ran no such op there: its length over the step period would divide a step's
+    totals by steps that never ran."""
+    return max(float(s.steps.count),
+               min(window_steps(s), float(s.steps.count + DROPPED_STEPS)))
