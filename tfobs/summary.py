@@ -115,6 +115,7 @@ RuleId = Literal[
     "markers_time_dispatch",
     "jax_op_by_op",
     "optimizer_update",
+    "sparse_gradient_dense",
     "padded_batch_loop",
     "in_graph_loop",
 ]
@@ -500,6 +501,14 @@ class Ops:
     # (UnsortedSegmentSum: an Embedding's IndexedSlices for a dense update).
     optimizer_s: float = 0.0
     optimizer_densify_s: float = 0.0
+    # Sparse gradients (IndexedSlices: a gather's or an Embedding's rows) that TensorFlow
+    # made dense outside the optimizer, for an op that takes only dense tensors (a NaN guard
+    # or a clip on the whole gradient): its conversion ops (`UnsortedSegmentSum` named for
+    # the op's input, `IsFinite/x`), op self time in window seconds, how many ran, and their
+    # names (most time first, at most 3).
+    densified_s: float = 0.0
+    densified_count: int = 0
+    densified_ops: tuple[str, ...] = ()
     # tf.print's ops (StringFormat, PrintV2), op self time in window seconds.
     print_s: float = 0.0
     # XLA:CPU running compiled programs (jit_compile=True; outermost

@@ -492,6 +492,24 @@ def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
     return update / 1e12, densify / 1e12
 
 
+# TensorFlow makes an IndexedSlices dense for an op that takes a tensor with an
+# UnsortedSegmentSum named for that op's input (`IsFinite/x`, `clip_by_value/t`); one the
+# job calls itself keeps the op's own name.
+_OWN_SEGMENT_SUM = re.compile(r"UnsortedSegmentSum(?:_\d+)?")
+
+
+def densified_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
+                      ) -> tuple[float, int, tuple[str, ...]]:
+    """(self seconds in the window, runs, names: most time first, at most 3) of the sparse
+    gradients made dense outside an optimizer's scope (which `optimizer_seconds` counts)."""
+    found = [a for table in (host_ops, device_ops) for name, a in table.items()
+             if a.op_type == DENSIFY_OP and not OPTIMIZER_SCOPE.search(name)
+             and "/" in name and not _OWN_SEGMENT_SUM.fullmatch(name.rsplit("/", 1)[1])]
+    found.sort(key=lambda a: (-a.self_ps, a.name))
+    return (sum(a.self_ps for a in found) / 1e12, sum(a.count for a in found),
+            tuple(a.name for a in found[:3]))
+
+
 # XLA:CPU running a compiled program (a function under jit_compile=True): its ops are XLA's
 # thunks, no TensorFlow op.
 XLA_PROGRAM = "CpuExecutable::Execute"
@@ -528,6 +546,7 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
     every.sort(key=lambda a: (-a.self_ps, a.name))
     total = host_ps + device_ps
     update_s, densify_s = optimizer_seconds(host_ops, device_ops)
+    densified = densified_seconds(host_ops, device_ops)
     return Ops(
         host_s=host_ps / 1e12,
         device_s=device_ps / 1e12,
@@ -535,5 +554,8 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
         top=tuple(a.stat() for a in every[:top_n]),
         optimizer_s=update_s,
         optimizer_densify_s=densify_s,
+        densified_s=densified[0],
+        densified_count=densified[1],
+        densified_ops=densified[2],
         print_s=sum(a.self_ps for a in every if a.op_type in PRINT_OP_TYPES) / 1e12,
     )

@@ -25,13 +25,59 @@ UPDATE = Rule(
     "on its sparse gradient; Adam updates every row's moments each step)",
     f"{PROFILER}: TensorFlow stats (the op table); Keras optimizers "
     "(keras.io/api/optimizers)")
-RULES = (UPDATE,)
+# A sparse gradient made dense before the optimizer: the op that asked for it, and every op
+# after it (the update too), then run on every row of the table.
+DENSIFIED = Rule(
+    "sparse_gradient_dense", "optimizer",
+    "TensorFlow made a sparse gradient (IndexedSlices) dense outside the optimizer, for an "
+    "op that takes only dense tensors (UnsortedSegmentSum named for that op's input, "
+    "IsFinite/x), >= 1 % of the window's op time; a warning from 5 %",
+    "keep the gradient sparse: apply elementwise work to its values and rebuild it, "
+    "tf.IndexedSlices(fn(g.values), g.indices, g.dense_shape) (a NaN guard, a scale, a clip "
+    "by value), clip by norm with tf.clip_by_norm or tf.clip_by_global_norm (which keep "
+    "IndexedSlices), and hand the optimizer the IndexedSlices so it updates only the rows "
+    "the batch touched; TensorFlow's warning 'Converting sparse IndexedSlices to a dense "
+    "Tensor' marks where it happens",
+    "tf.IndexedSlices (tensorflow.org/api_docs/python/tf/IndexedSlices); "
+    f"{PROFILER}: TensorFlow stats (the op table)")
+RULES = (UPDATE, DENSIFIED)
+DENSIFIED_INFO_SHARE = 0.01  # of op time: the conversion alone, its consumers cost more
+DENSIFIED_WARNING_SHARE = 0.05
 
 UPDATE_SHARE = 0.5  # of op time: small models under Adam spend up to a third there
 STEP_SHARE = 0.3  # of the steps' time
 
 
 def check(s: WindowSummary) -> list[Advice]:
+    return _update(s) + _densified(s)
+
+
+def _densified(s: WindowSummary) -> list[Advice]:
+    """sparse_gradient_dense: an IndexedSlices gradient made dense by an op of the job's
+    own before the optimizer."""
+    ops = s.ops
+    op_s = ops.host_s + ops.device_s - sum(st.self_s for st in s.input_pipeline.stages)
+    share = ops.densified_s / op_s if op_s > 0 else 0.0
+    if share < DENSIFIED_INFO_SHARE:
+        return []
+    takers = sorted({name.rsplit("/", 1)[0].rsplit("/", 1)[-1] for name in ops.densified_ops})
+    per = (f", {ops.densified_count / steps_run(s):.0f} a step" if s.steps.count else "")
+    return [DENSIFIED.advice(
+        "warning" if share >= DENSIFIED_WARNING_SHARE else "info",
+        f"TensorFlow made sparse gradients (IndexedSlices: a gather's or an Embedding's rows) "
+        f"dense {ops.densified_count} times in the window{per}, for ops that take only "
+        f"dense tensors ({', '.join(takers)}: {', '.join(ops.densified_ops)}): "
+        f"{1e3 * ops.densified_s:.1f} ms of op time ({100 * share:.1f} %) to build them, "
+        "and those ops and everything after them (the optimizer's update too) then run on "
+        "every row of the table, not the rows the batch touched.",
+        {"densified_s": ops.densified_s, "densified_share": share,
+         "densified_count": float(ops.densified_count)},
+        f"sparse gradients made dense outside the optimizer >= "
+        f"{100 * DENSIFIED_INFO_SHARE:g} % of op time (tfobs); a warning from "
+        f"{100 * DENSIFIED_WARNING_SHARE:g} %")]
+
+
+def _update(s: WindowSummary) -> list[Advice]:
     ops = s.ops
     tfdata_s = sum(st.self_s for st in s.input_pipeline.stages)
     op_s = ops.host_s + ops.device_s - tfdata_s
