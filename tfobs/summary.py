@@ -114,6 +114,7 @@ RuleId = Literal[
     "python_thread_contention",
     "markers_time_dispatch",
     "jax_op_by_op",
+    "ps_join_each_step",
     "optimizer_update",
     "sparse_gradient_dense",
     "padded_batch_loop",
@@ -412,6 +413,14 @@ class InputPipeline:
     prefetch_longest_op: str = ""
     prefetch_longest_op_s: float = 0.0
     prefetch_median_s: float = 0.0
+    # The fetches that found a batch ready yet took five times the median fetch or more
+    # and a millisecond or more:
+    # how many, their window seconds, their steps' numbers, and the seconds tf.data's
+    # threads ran stage functions' ops during them (summed over the fetches).
+    prefetch_slow_ready: int = 0
+    prefetch_slow_ready_s: float = 0.0
+    prefetch_slow_ready_steps: tuple[int, ...] = ()
+    prefetch_slow_ready_op_s: float = 0.0
     # tf.data's pool threads (`tf_data_private_threadpool`, where its parallel stages run)
     # that ran something in the window, and the busiest one's busy share of the window: one
     # thread busy throughout runs every parallel call in turn (a pool capped at one thread).

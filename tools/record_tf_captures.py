@@ -777,6 +777,46 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "Keras 3 fit over a keras.utils.PyDataset(workers=2, use_multiprocessing=True) whose "
         "__getitem__ builds each batch in numpy (about 12 ms of sorts) in worker processes; "
         "tfobs's Keras callback", {}),
+    "unicode_marker_numpy_nums": (
+        "custom loop marking each step `Trace(\"train step ✓ 训练\", step_num=np.int64(i), "
+        "_r=1)` (spaces and non-ASCII in the name, a numpy integer for the number) with "
+        "nested `Trace(\"数据 load\")` and `Trace(\"fwd bwd\")`; no tfobs markers; the "
+        "job's own step times in the parameters", {}),
+    "string_step_nums": (
+        "custom loop marking each step `Trace(\"train\", step_num=str(i), _r=1)` (the "
+        "number as a string); no tfobs markers; the job's own step times in the parameters",
+        {}),
+    "train_on_batch_generator": (
+        "Keras 3 `train_on_batch` driven by a Python generator of numpy batches, each call "
+        "marked `Trace(\"tob\", step_num=i, _r=1)` with the generator's `next()` nested "
+        "in `Trace(\"next batch\")`; no tfobs markers; the job's own step times in the "
+        "parameters", {}),
+    "two_nested_roots": (
+        "custom loop marking each step twice with the same number: an outer "
+        "`Trace(\"step\", step_num=i, _r=1)` (the loop's) around an inner "
+        "`Trace(\"train\", step_num=i, _r=1)` (a library's) around the tf.function; no "
+        "tfobs markers; the job's own step times in the parameters", {}),
+    "callback_markers_without_root": (
+        "Keras 3 fit with a callback opening `Trace(\"keras_batch\", step_num=batch)` in "
+        "on_train_batch_begin and closing it in on_train_batch_end, without `_r`; the "
+        "job's own batch times in the parameters", {}),
+    "ps_chief_partitioned": (
+        "ParameterServerStrategy on loopback (2 workers, 2 ps) with "
+        "`FixedShardsPartitioner(2)`: a tf_keras (Keras 2) MLP whose variables are split "
+        "over both ps (Keras 3 takes no sharded variable), the "
+        "chief's ClusterCoordinator scheduling a step_fn on a per-worker dataset, each "
+        "schedule+join marked by the job's own `Trace(\"ps step\", step_num=i, _r=1)`; "
+        "the job's own step times in the parameters", {}),
+    "function_inference_loop": (
+        "inference only: `for xb in dataset: infer(xb)` over a prefetched tf.data pipeline, "
+        "`infer` a `tf.function` calling a Keras MLP with training=False; no markers; the "
+        "job's own call times in the parameters", {}),
+    "logging_in_step": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` whose step is a small "
+        "tf.function, then the host Python around it inside the marker: `loss.numpy()`, "
+        "the `logging` module formatting a metrics line to a file handler, `json.dumps` of a "
+        "metrics dict and a numpy moving average (XProf: 'All Others'); the job's own step "
+        "times in the parameters", {}),
 }
 
 
@@ -2884,8 +2924,12 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                 sock.bind(("127.0.0.1", 0))
                 return int(sock.getsockname()[1])
 
+        partitioned = case == "ps_chief_partitioned"
+        if partitioned:
+            params["ps"] = 2
         cluster = {"worker": [f"127.0.0.1:{port()}" for _ in range(2)],
-                   "ps": [f"127.0.0.1:{port()}"], "chief": [f"127.0.0.1:{port()}"]}
+                   "ps": [f"127.0.0.1:{port()}" for _ in range(params["ps"])],
+                   "chief": [f"127.0.0.1:{port()}"]}
         stop = os.path.join(logdir, "stop")
         serve = ("import os, sys, time, json, tensorflow as tf\n"
                  "c = json.loads(sys.argv[1])\n"
@@ -2901,7 +2945,9 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         try:
             resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
                 tf.train.ClusterSpec(cluster), task_type="chief", task_id=0, rpc_layer="grpc")
-            strategy = tf.distribute.ParameterServerStrategy(resolver)
+            strategy = tf.distribute.ParameterServerStrategy(
+                resolver, variable_partitioner=tf.distribute.experimental.partitioners
+                .FixedShardsPartitioner(2) if partitioned else None)
             if case.startswith("ps_tfkeras_fit"):
                 params["steps"] = 40
                 run_fit = _tf_keras_fit_under(strategy, params["width"])
@@ -2913,8 +2959,17 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                 return params
             coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
             with strategy.scope():
-                model = mlp(params["width"], params["width"])
-                opt = keras.optimizers.SGD(0.01)
+                if partitioned:  # Keras 3 takes no ShardedVariable: tf_keras, as TF's guide
+                    import tf_keras
+
+                    model = tf_keras.Sequential([
+                        tf_keras.layers.Dense(params["width"], activation="relu",
+                                              input_shape=(params["width"],)),
+                        tf_keras.layers.Dense(1)])
+                    opt = tf_keras.optimizers.SGD(0.01)
+                else:
+                    model = mlp(params["width"], params["width"])
+                    opt = keras.optimizers.SGD(0.01)
                 model.build((None, params["width"]))
 
             def dataset_fn() -> Any:
@@ -2941,13 +2996,23 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
                     coordinator.join()
                     return
                 for i in range(first, first + n):
-                    with tfobs.step(i):
+                    t = time.perf_counter()
+                    with (tf.profiler.experimental.Trace("ps step", step_num=i, _r=1)
+                          if partitioned else tfobs.step(i)):
                         coordinator.schedule(step_fn, args=(it,))
                         coordinator.join()
+                    ps_times.append(time.perf_counter() - t)
+
+            ps_times: list[float] = []
 
             steps(0, 4)
             if case.startswith("ps_chief"):
+                ps_times.clear()
                 profile(lambda: steps(4, params["steps"]))
+                if partitioned:
+                    params["measured_step_ms"] = [round(t * 1e3, 3) for t in ps_times]
+                    shards = getattr(model.layers[0].kernel, "variables", None)
+                    params["kernel_shards"] = len(shards) if shards is not None else 1
             else:
                 _trace_worker(tf, cluster, logdir, lambda: steps(4, params["steps"]))
         finally:
@@ -2955,6 +3020,132 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             for proc in servers:
                 proc.wait(timeout=30)
             os.remove(stop)
+
+    elif case in ("unicode_marker_numpy_nums", "string_step_nums", "two_nested_roots",
+                  "logging_in_step"):
+        import logging
+
+        params = {"batch": 64, "steps": 14}
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(random_batches(64 * 16, 128, 64))
+        trace = tf.profiler.experimental.Trace
+        log = logging.getLogger("tfobs.recorder.job")
+        log.propagate = False
+        log.setLevel(logging.INFO)
+        log.addHandler(logging.FileHandler(os.path.join(logdir, "job.log")))
+        history: list[float] = []
+        times: list[float] = []
+
+        def one(i: int) -> None:
+            t = time.perf_counter()
+            if case == "unicode_marker_numpy_nums":
+                with trace("train step ✓ 训练", step_num=np.int64(i), _r=1):
+                    with trace("数据 load"):
+                        xb, yb = next(it)
+                    with trace("fwd bwd"):
+                        step(xb, yb)
+            elif case == "string_step_nums":
+                with trace("train", step_num=str(i), _r=1):
+                    step(*next(it))
+            elif case == "two_nested_roots":
+                with trace("step", step_num=i, _r=1):
+                    xb, yb = next(it)
+                    with trace("train", step_num=i, _r=1):
+                        step(xb, yb)
+            else:
+                with trace("train", step_num=i, _r=1):
+                    loss = float(step(*next(it)).numpy())
+                    history.append(loss)
+                    window = np.asarray(history[-50:], np.float64)
+                    for k in range(40):  # host Python inside the marked step
+                        avg = float(np.convolve(window, np.ones(5) / 5, "same").mean())
+                        log.info("step %d part %d loss %.6f avg %.6f %s", i, k, loss, avg,
+                                 json.dumps({"step": i, "loss": loss, "avg": avg,
+                                             "hist": [round(v, 4) for v in history[-20:]]}))
+            times.append(time.perf_counter() - t)
+
+        for i in range(3):
+            one(i)
+        times.clear()
+        profile(lambda: [one(i) for i in range(3, 3 + params["steps"])])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+
+    elif case == "train_on_batch_generator":
+        params = {"batch": 64, "steps": 14}
+        model = mlp(128, 256)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+
+        def batches() -> Any:
+            k = 0
+            while True:
+                j = (k % 16) * 64
+                yield x[j:j + 64] * 2.0 - 1.0, y[j:j + 64]
+                k += 1
+
+        gen = batches()
+        times = []
+
+        def tob_steps(first: int, n: int) -> None:
+            for i in range(first, first + n):
+                t = time.perf_counter()
+                with tf.profiler.experimental.Trace("tob", step_num=i, _r=1):
+                    with tf.profiler.experimental.Trace("next batch"):
+                        xb, yb = next(gen)
+                    model.train_on_batch(xb, yb)
+                times.append(time.perf_counter() - t)
+
+        tob_steps(0, 3)
+        times.clear()
+        profile(lambda: tob_steps(3, params["steps"]))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+
+    elif case == "callback_markers_without_root":
+        params = {"batch": 64, "steps": 14}
+        model = mlp(128, 256)
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+
+        class BatchMarker(keras.callbacks.Callback):
+            def on_train_batch_begin(self, batch: Any, logs: Any = None) -> None:
+                self.marker = tf.profiler.experimental.Trace("keras_batch", step_num=batch)
+                self.marker.__enter__()
+
+            def on_train_batch_end(self, batch: Any, logs: Any = None) -> None:
+                self.marker.__exit__(None, None, None)
+
+        times = []
+        kw = {"verbose": 0, "callbacks": [batch_timer(times), BatchMarker()]}
+        ds = random_batches(64 * 16, 128, 64)
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+
+    elif case == "function_inference_loop":
+        params = {"batch": 64, "calls": 40}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(256, "relu"), keras.layers.Dense(10)])
+        ds = tf.data.Dataset.from_tensor_slices(
+            rng.random((64 * 16, 128), np.float32)).batch(64).repeat().prefetch(2)
+
+        @tf.function
+        def infer(xb: Any) -> Any:
+            return tf.argmax(model(xb, training=False), axis=-1)
+
+        times = []
+
+        def serve(n: int) -> None:
+            for xb in ds.take(n):
+                t = time.perf_counter()
+                infer(xb)
+                times.append(time.perf_counter() - t)
+
+        serve(3)
+        times.clear()
+        profile(lambda: serve(params["calls"]))
+        params["measured_call_ms"] = [round(t * 1e3, 3) for t in times]
 
     elif case == "train_and_test_markers":
         params = {"batch": 64, "steps": 30, "test_every": 5}

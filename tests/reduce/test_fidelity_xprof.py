@@ -79,14 +79,16 @@ NO_MARKERS = {"generated__tf2.20cpu__keras3_fit", "generated__tf2.21cpu__keras3_
               "generated__tf2.21cpu__checkpoint_callback_fit",
               "generated__tf2.21cpu__checkpoint_every_4_fit",
               "generated__tf2.21cpu__fit_validation_unmarked",
-              "generated__tf2.21cpu__two_output_tensorboard_fit"}
+              "generated__tf2.21cpu__two_output_tensorboard_fit",
+              "generated__tf2.21cpu__callback_markers_without_root"}
 TF_LOOP = {"generated__tf2.21cpu__" + case for case in (
     "lstm_bfc_varying", "keras3_spe4_callback", "gru_fit", "gru_spe3_fit", "while_loop_step",
     "numpy_epochs_fit", "padded_batch_gru_loop", "bucketed_gru_loop", "dynamic_while_step",
     "tfkeras_spe8_tfdata_fit", "map_fn_per_example_loop", "autograph_tensor_range_loop",
     "tfkeras_spe_auto_fit", "vectorized_map_grads_loop", "tensorarray_rnn_loop",
     "spe_validation_steps_fit", "ctc_loss_loop")}
-PS_COORDINATOR = {"generated__tf2.21cpu__ps_chief", "generated__tf2.21cpu__ps_tfkeras_fit"}
+PS_COORDINATOR = {"generated__tf2.21cpu__ps_chief", "generated__tf2.21cpu__ps_tfkeras_fit",
+                  "generated__tf2.21cpu__ps_chief_partitioned"}
 XPROF_MAX_OPS = 500  # rows per side of XProf's op table (`kMaxNumOfOps`)
 
 

@@ -21,6 +21,7 @@ import pytest
 
 import tfobs
 from tests.conftest import CAPTURES
+from tests.support.raw_capture import host_events
 from tests.support.xprof_reference import step_names, xprof_steps
 from tfobs.analysis.step_notes import ODD_NUMS_NOTE_START, number_in
 from tfobs.analysis.step_roots import IMPLICIT_ROOTS
@@ -51,6 +52,8 @@ KERAS2_PS_WORKER = CAPTURES / "generated__tf2.21cpu__ps_tfkeras_fit_worker.xplan
 TRAIN_AND_TEST = CAPTURES / "generated__tf2.21cpu__train_and_test_markers.xplane.pb"
 SAMPLED = CAPTURES / "generated__tf2.21cpu__sampled_grouped_input.xplane.pb"
 FIT_EPOCHS = CAPTURES / "generated__tf2.21cpu__tfkeras_fit_validation_epochs.xplane.pb"
+CALLBACK_NO_ROOT = CAPTURES / "generated__tf2.21cpu__callback_markers_without_root.xplane.pb"
+TENSORBOARD_FIT = CAPTURES / "generated__tf2.21cpu__two_output_tensorboard_fit.xplane.pb"
 
 
 def _codes(s: WindowSummary) -> dict[str, tfobs.Advice]:
@@ -269,6 +272,36 @@ def test_markers_without_root_stat_say_what_is_missing() -> None:
     assert "_r=1" in advice.fix and "tfobs.step" in advice.fix
     # the window still says what ran: the train_step calls inside the markers
     assert s.steps.calls[0].name == "train_step" and s.steps.calls[0].count == 20
+
+
+@pytest.mark.parametrize(("capture", "name", "count", "fix"), [
+    # a callback of the job's own: Trace("keras_batch", step_num=batch) per batch
+    (CALLBACK_NO_ROOT, "keras_batch", 14, "on_train_batch_begin"),
+    # Keras's TensorBoard(profile_batch=...): Trace("Profiled batch", step_num=batch)
+    (TENSORBOARD_FIT, "Profiled batch", 17, "TensorBoard(profile_batch=...)"),
+])
+def test_keras_fit_with_markers_without_root_says_so_beside_its_inferred_steps(
+        capture: pathlib.Path, name: str, count: int, fix: str) -> None:
+    # Keras 3 fit whose batches a callback marks without `_r`: XProf finds no step; tfobs
+    # infers its steps from the training function, and its note and advice name the
+    # markers that are there (not "no step markers") and how to make them steps.
+    s = tfobs.analyze(capture)
+    steps, props = xprof_steps(capture)
+    assert not steps and props["input_conclusion"].startswith("No step time measured")
+    assert s.steps.method == "inferred" and s.steps.count > 0
+    assert s.steps.unrooted_markers == count
+    assert s.steps.note.startswith(f"no step markers with _r=1: {count} '{name}' events")
+    assert "tfobs.KerasCallback()" in s.steps.note
+    advice = _codes(s)["markers_without_root"]
+    assert advice.severity == "warning" and advice.evidence["unrooted_markers"] == count
+    assert "XProf finds no step" in advice.message
+    assert fix in advice.fix and "tfobs.KerasCallback()" in advice.fix
+
+
+def test_keras_fit_without_any_marker_keeps_its_note() -> None:
+    s = tfobs.analyze(EVALUATE)
+    assert s.steps.note.startswith("no step markers; steps inferred")
+    assert s.steps.unrooted_markers == 0 and "markers_without_root" not in _codes(s)
 
 
 @pytest.mark.parametrize(("capture", "function", "count"), [
@@ -616,3 +649,47 @@ def test_markers_inside_steps_of_the_same_name_are_told_apart_by_place() -> None
     assert "outer 'train' marker a plain trace of another name" in note
     other = nested_markers_note(["batch"] * 18, [SimpleNamespace(marker="epoch")] * 3)
     assert "'epoch' a plain trace" in other and "another name" not in other
+
+
+PS_CHIEF = CAPTURES / "generated__tf2.21cpu__ps_chief.xplane.pb"
+PS_PARTITIONED = CAPTURES / "generated__tf2.21cpu__ps_chief_partitioned.xplane.pb"
+
+
+def _step_fn_runs(path: pathlib.Path, s: WindowSummary) -> tuple[int, int]:
+    """The coordinator's `step_fn` calls (events with a `tf_function_call` stat): how
+    many, and the most that overlap at any time."""
+    spans = sorted((at, at + e.duration_ps) for name, stats, at, e in host_events(path, s)
+                   if name == "step_fn" and "tf_function_call" in stats)
+    most, open_ends = 0, []
+    for begin, end in spans:
+        open_ends = [x for x in open_ends if x > begin] + [end]
+        most = max(most, len(open_ends))
+    return len(spans), most
+
+
+@pytest.mark.parametrize("capture", [PS_CHIEF, PS_PARTITIONED])
+def test_coordinator_joining_every_step_is_told_to_schedule_several(
+        capture: pathlib.Path) -> None:
+    # schedule(step_fn) then join() inside each marked step: the 60 step functions never
+    # overlap (2 workers, one busy at a time); the advice names it and the fix.
+    s = tfobs.analyze(capture)
+    assert s.steps.method == "markers_remote"
+    assert _step_fn_runs(capture, s) == (60, 1)
+    a = _codes(s)["ps_join_each_step"]
+    assert a.severity == "warning"
+    assert 0.7 < a.evidence["calls_in_flight"] < 1.0
+    assert a.evidence["calls_per_step"] == pytest.approx(1.0, abs=0.05)
+    assert a.evidence["call_s"] <= a.evidence["step_s"] == pytest.approx(s.steps.mean_s)
+    assert "Each marked step dispatches one 'step_fn'" in a.message
+    assert "join() once" in a.fix and "schedule" in a.fix
+
+
+def test_coordinator_scheduling_ahead_gets_no_join_advice() -> None:
+    # the same job scheduling 60 before one join: step functions side by side, no step;
+    # tf_keras fit under the strategy joins per epoch: 1.75 in flight
+    async_chief = tfobs.analyze(CHIEF_ASYNC)
+    assert _step_fn_runs(CHIEF_ASYNC, async_chief)[1] >= 2
+    for s in (async_chief, tfobs.analyze(KERAS2_PS_CHIEF)):
+        assert "ps_join_each_step" not in _codes(s)
+    keras2 = tfobs.analyze(KERAS2_PS_CHIEF).steps.calls[0]
+    assert keras2.source == "dispatched" and keras2.mean_s * keras2.per_s > 1.5

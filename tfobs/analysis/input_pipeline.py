@@ -269,6 +269,20 @@ class Fetches(NamedTuple):
     longest_ready: bool = False
     longest_span: tuple[int, int] = (0, 0)
     median_s: float = 0.0
+    # The fetches that found a batch ready yet took SLOW_FETCH_FACTOR times the median
+    # fetch or more, and a millisecond or more: how many, their seconds, their (begin,
+    # end) ps and steps (indices into the steps), in time order.
+    slow_ready: int = 0
+    slow_ready_s: float = 0.0
+    slow_ready_spans: tuple[tuple[int, int], ...] = ()
+    slow_ready_steps: tuple[int, ...] = ()
+
+
+# A ready fetch this many times the median fetch (the hand-over), and a millisecond or
+# more, is no hand-over: a tenth of a millisecond or so hands a ready batch over, and an
+# in-graph fetch's few microseconds vary by far more than five times.
+SLOW_FETCH_FACTOR = 5.0
+SLOW_FETCH_MIN_PS = 10**9
 
 
 def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]) -> Fetches:
@@ -289,6 +303,8 @@ def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]) ->
     all_ps = empty_ps = 0
     longest = (-1, -1, False, 0, 0)  # (ps, step, ready, begin, end)
     took_all: list[np.ndarray] = []
+    # per fetch: (seconds ps, ready, step, begin ps), for the slow ready ones
+    each: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     for ld in host.lines:
         pos = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
         if not pos.size:
@@ -308,6 +324,8 @@ def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]) ->
         empty_ps += int(took[fetched & ~filled].sum())
         if fetched.any():
             took_all.append(took[fetched])
+            each.append((took[fetched], filled[fetched], step[fetched],
+                         ld.start_arr[pos[fetched]] + ld.start_ps))
             j = int(np.flatnonzero(fetched)[np.argmax(took[fetched])])
             if int(took[j]) > longest[0]:
                 begin = int(ld.start_arr[pos[j]]) + ld.start_ps
@@ -315,9 +333,19 @@ def prefetch_fetches(host: Timeline | None, steps: Sequence[tuple[int, int]]) ->
                            begin + int(took[j]))
     if not fetches:
         return Fetches()
+    median = float(np.median(np.concatenate(took_all)))
+    each_took, each_ready, each_step, each_begin = (
+        np.concatenate(c) for c in zip(*each, strict=True))
+    slow = np.flatnonzero(each_ready & (each_took >= max(SLOW_FETCH_FACTOR * median,
+                                                         SLOW_FETCH_MIN_PS)))
+    slow = slow[np.argsort(each_begin[slow], kind="stable")]
+    slow_took = each_took[slow].tolist()
     return Fetches(fetches, ready, all_ps / 1e12, empty_ps / 1e12, longest[0] / 1e12,
-                   longest[1], longest[2], (longest[3], longest[4]),
-                   float(np.median(np.concatenate(took_all))) / 1e12)
+                   longest[1], longest[2], (longest[3], longest[4]), median / 1e12,
+                   int(slow.size), sum(slow_took) / 1e12,
+                   tuple((int(b), int(b + t)) for b, t in zip(each_begin[slow].tolist(),
+                                                             slow_took, strict=True)),
+                   tuple(int(k) for k in each_step[slow].tolist()))
 
 
 def work_during(host: Timeline | None, span: tuple[int, int]) -> tuple[str, str, float]:

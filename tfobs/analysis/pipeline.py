@@ -216,6 +216,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                else input_pipeline.Fetches())
     during = (input_pipeline.work_during(host, fetches.longest_span)
               if fetches.longest_ready else ("", "", 0.0))
+    # Several slow fetches of ready batches: the stage functions' op time during them.
+    slow_op_s = (sum(input_pipeline.work_during(host, span)[2]
+                     for span in fetches.slow_ready_spans)
+                 if fetches.slow_ready >= 2 else 0.0)
     in_graph = input_pipeline.in_graph_loop_input(host, spans)
     loops = in_graph_loops(host, found.loop_runs, spans)
     if not loops.seconds:  # While ops run as such: no run past iteration 0
@@ -330,6 +334,12 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             prefetch_longest_op=during[1],
             prefetch_longest_op_s=during[2],
             prefetch_median_s=fetches.median_s,
+            prefetch_slow_ready=fetches.slow_ready,
+            prefetch_slow_ready_s=fetches.slow_ready_s,
+            prefetch_slow_ready_steps=tuple(
+                steps.items[k].step_num for k in fetches.slow_ready_steps
+                if 0 <= k < len(steps.items)),
+            prefetch_slow_ready_op_s=slow_op_s,
             in_graph_loop_input_s=in_graph[0],
             in_graph_loop_iterators_s=in_graph[1],
             pool_threads=pool[0],

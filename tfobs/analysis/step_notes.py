@@ -23,6 +23,28 @@ def unrooted_note(count: int, name: str) -> str:
             "tfobs.step(i)")
 
 
+# The marker Keras 3's TensorBoard callback opens around each batch of its profile_batch
+# range (`Trace("Profiled batch", step_num=batch)`): no `_r`, so no step to XProf.
+KERAS_TENSORBOARD_MARKER = "Profiled batch"
+
+
+def inferred_unrooted_note(count: int, name: str) -> str:
+    """The start of the note where tfobs infers a Keras window's steps from its training
+    function while would-be markers without `_r` are there (a callback's own `Trace` per
+    batch, Keras's TensorBoard `profile_batch`): they are why XProf finds no step, and the
+    fix is theirs."""
+    if name == KERAS_TENSORBOARD_MARKER:
+        return (f"no step markers with _r=1: {count} '{name}' events, Keras's "
+                "TensorBoard(profile_batch=...) marking each profiled batch, carry step_num "
+                "but no _r stat, so neither XProf nor tfobs takes them for steps (XProf finds "
+                "none): pass tfobs.KerasCallback() to fit beside it")
+    return (f"no step markers with _r=1: {count} '{name}' events carry step_num but no _r "
+            "stat, so neither XProf nor tfobs takes them for steps (XProf finds none): "
+            f"mark each step as a root, tf.profiler.experimental.Trace({name!r}, "
+            "step_num=i, _r=1), or pass "
+            "tfobs.KerasCallback() to fit")
+
+
 ODD_NUMS_NOTE_START = "step markers carry a step_num that is not an integer"
 # A scalar tensor's text as TensorFlow writes it for a step_num: tf.Tensor(3, shape=(), ...)
 _SCALAR_TENSOR = re.compile(r"tf\.Tensor\((-?\d+)(?:\.0*)?, shape=\(\)")

@@ -23,6 +23,7 @@ from tfobs.analysis.input_stages import root_stages, stage_mids
 from tfobs.analysis.step_notes import (
     LOOP_OPS_NOTE,
     TF_LOOP_NOTE,
+    inferred_unrooted_note,
     nested_markers_note,
     odd_nums_note,
     unrooted_note,
@@ -921,8 +922,12 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         read, typed = _add_typed_events(host, built, mids_type, waits=waits)
     note = ""
     if method == "inferred":
+        # Would-be markers without `_r` (a callback's own Trace per batch) are why
+        # XProf finds no step: the note says so, and the advice names their fix.
         note = (
-            "no step markers; steps inferred from Keras 3 "
+            (inferred_unrooted_note(unrooted.count, unrooted.name) if unrooted.count
+             else "no step markers")
+            + "; steps inferred from Keras 3 "
             f"{'/'.join(sorted({r[3] for r in roots}))} executions"
         )
         if roots.other_runs:
@@ -946,7 +951,10 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
             step_of[ld.indices(np.arange(len(ld)))] = gid
+    inferred = method == "inferred"
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
+                      unrooted_markers=unrooted.count if inferred else 0,
+                      unrooted_name=unrooted.name if inferred else "",
                       spans=spans, root_lines=tuple(np.unique(roots.line).tolist()),
                       group_lines=group_lines, loop_runs=loop_runs,
                       remote_call_roots=sum(map(roots.name.count, REMOTE_CALL_ROOTS)))

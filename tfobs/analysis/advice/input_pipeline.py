@@ -29,7 +29,7 @@ from tfobs.analysis.advice.rule import (
     window_steps,
 )
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
-from tfobs.analysis.input_pipeline import _FILE_SOURCES
+from tfobs.analysis.input_pipeline import _FILE_SOURCES, SLOW_FETCH_FACTOR
 from tfobs.analysis.tfdata import in_interleave_element, in_rejection_resample, same_stage_key
 from tfobs.summary import Advice, InputPipeline, TfDataStage, WindowSummary
 
@@ -42,8 +42,9 @@ INPUT_BOUND = Rule(
     "(where 'All Others' is twice the input wait or more, or the verdict is POTENTIALLY: "
     "all_others_bound's fix first; where the root prefetch held a batch at >= 90 % of the "
     "fetches that hold the wait, the pipeline keeps up: more work per step or several steps "
-    "per call, unless one fetch of a ready batch holds most of the wait: that fetch and the "
-    "pipeline's work during it; where a few fetches found it empty, those stalls first; "
+    "per call, unless one fetch of a ready batch holds most of the wait, or a few such "
+    "fetches (each >= 5x the median and >= 1 ms) half of it: those fetches and the "
+    "pipeline's work during them; where a few fetches found it empty, those stalls first; "
     "where the steps "
     "wait in a data loader's own stages (grain), its knobs: cheaper or vectorized "
     "transforms, more workers, a deeper buffer)",
@@ -466,7 +467,7 @@ def _keeps_up(s: WindowSummary) -> str:
                 f"{1e3 * s.steps.mean_s / fetches:.2f} ms of step per batch, which a larger "
                 "steps_per_execution does not shorten")
         larger = ""
-    one = _one_fetch(s, waited)
+    one = _one_fetch(s, waited) or _few_fetches(s, waited)
     if one:
         # Past that fetch, the hand-over of ready batches is a cost each step pays.
         handover, typical = s.input_pipeline.prefetch_median_s, _median_step_s(s)
@@ -506,6 +507,9 @@ ONE_FETCH_FACTOR = 10.0
 # The share of that fetch a stage function's op must run for, on tf.data's threads, to be
 # the work it waited behind.
 ONE_FETCH_WORK = 0.5
+# Slow fetches of ready batches are a few (at most this share of the fetches): where most
+# are slow, the median is no hand-over either.
+SLOW_FETCHES_SHARE = 0.5
 
 
 def _one_fetch(s: WindowSummary, waited: float) -> str:
@@ -545,6 +549,46 @@ def _one_fetch(s: WindowSummary, waited: float) -> str:
         f"No pipeline work held it ({ran}); the fetching thread was held up outside "
         "tf.data (a busy or shared host: other threads or processes on its cores); it is "
         "no per-step cost and no stage to fix: judge from a longer window")
+
+
+def _few_fetches(s: WindowSummary, waited: float) -> str:
+    """Words for an input wait held by a few fetches that began with a batch in the
+    prefetch buffer, each far longer than the median fetch (the hand-over), together half
+    of the wait or more: no hand-over takes that long, and the steps without one pay only
+    the median; "" otherwise."""
+    ip = s.input_pipeline
+    n, slow = ip.prefetch_slow_ready, ip.prefetch_slow_ready_s
+    if n < 2 or slow < ONE_FETCH_SHARE * waited or n > SLOW_FETCHES_SHARE * ip.prefetch_fetches:
+        return ""
+    nums = ip.prefetch_slow_ready_steps
+    steps = (f" (steps {', '.join(map(str, nums[:6]))}{', ...' if len(nums) > 6 else ''})"
+             if nums else "")
+    handover = (f"the median fetch of the {ip.prefetch_fetches} took "
+                f"{1e3 * ip.prefetch_median_s:.2f} ms, the hand-over")
+    typical = _median_step_s(s)
+    if typical > 0:
+        handover += (f" ({100 * ip.prefetch_median_s / typical:.0f} % of the median "
+                     f"{1e3 * typical:.2f} ms step)")
+    said = (f"the wait is {n} fetches': {1e3 * slow:.1f} ms of the {1e3 * waited:.1f} ms of "
+            f"input wait in the steps is {n} fetches{steps} that began with a batch in the "
+            f"prefetch buffer, each {SLOW_FETCH_FACTOR:g} times the median fetch or more and a "
+            "millisecond or more; "
+            f"{handover}. ")
+    if ip.prefetch_slow_ready_op_s >= ONE_FETCH_WORK * slow:
+        return said + (
+            f"During them tf.data's threads ran its stages' ops for "
+            f"{1e3 * ip.prefetch_slow_ready_op_s:.1f} ms: fetches of ready batches that long "
+            "are the fetching thread waiting for a core (or the buffer's lock) while the "
+            "pipeline works, not a per-step cost: give tf.data fewer threads than the host "
+            "has cores (options.threading.private_threadpool_size, a lower "
+            "num_parallel_calls), make that work cheaper or cache() its output, and judge "
+            "from a longer window")
+    return said + (
+        f"No pipeline work held them (tf.data's threads ran ops for "
+        f"{1e3 * ip.prefetch_slow_ready_op_s:.1f} ms of them); the fetching thread was held "
+        "up outside tf.data (a busy or shared host: other threads or processes on its "
+        "cores); it is no per-step cost and no stage to fix: judge from a window on a host "
+        "with idle cores")
 
 
 def _median_step_s(s: WindowSummary) -> float:

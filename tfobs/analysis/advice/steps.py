@@ -25,6 +25,7 @@ from tfobs.analysis.advice.rule import (
     step_pct,
 )
 from tfobs.analysis.calls import KERAS_JAX_TRAIN_STEP
+from tfobs.analysis.step_notes import KERAS_TENSORBOARD_MARKER
 from tfobs.analysis.xla_cpu_work import DISPATCH_NOTE_START, OUTSIDE_SHARE
 from tfobs.summary import Advice, Steps, WindowSummary
 
@@ -38,6 +39,19 @@ MARKERS_WITHOUT_ROOT = Rule(
     jax_fix=(
         "mark each step with jax.profiler.StepTraceAnnotation('train', step_num=i) (it adds "
         "_r=1), or TraceAnnotation('train', step_num=i, _r=1), or `with tfobs.step(i):`"))
+# The same in a Keras fit whose own callback writes the markers (one Trace per batch).
+KERAS_UNROOTED_FIX = (
+    "add `_r=1` where the markers are made (a callback's on_train_batch_begin: "
+    "tf.profiler.experimental.Trace('train', step_num=batch, _r=1), entered there and "
+    "exited in on_train_batch_end), or pass tfobs.KerasCallback() in fit(callbacks=[...]) "
+    "in its place; XProf then finds the steps and judges the input")
+# Keras's own TensorBoard callback writes them: its markers cannot take `_r`; a root
+# marker beside them can.
+KERAS_TENSORBOARD_FIX = (
+    "Keras's TensorBoard(profile_batch=...) marks each profiled batch "
+    "Trace('Profiled batch', step_num=batch) without _r=1, which no option adds: pass "
+    "tfobs.KerasCallback() in fit(callbacks=[...]) beside it (its step markers are roots), "
+    "and XProf finds the steps and judges the input")
 CALLS_ONLY = Rule(
     "calls_without_steps", "steps",
     "no training step in the window, but tf.function or signature calls from Python "
@@ -129,8 +143,30 @@ KERAS_OP_BY_OP_FIX = (
     "default; jit_compile=False or run_eagerly=True runs every layer's jax.numpy ops one "
     "by one, each dispatched on its own); where a layer cannot be traced, fix or wrap that "
     "layer rather than turning compilation off for the model")
+# A parameter-server coordinator whose marked step schedules one step function and waits
+# for it (join() or a RemoteValue's fetch() every step): the step functions' seconds over
+# the span they run in, the mean number in flight, stay under one (ps_chief: 0.79; the
+# same job scheduling 60 before one join: 1.83; tf_keras fit, which joins per epoch: 1.75).
+PS_IN_FLIGHT = 1.0
+PS_CALLS_PER_STEP = (0.8, 1.25)
+PS_GUIDE = ("Distributed training with TensorFlow (tensorflow.org/guide/"
+            "distributed_training): ParameterServerStrategy; Parameter server training "
+            "tutorial (tensorflow.org/tutorials/distribute/parameter_server_training): "
+            "Dispatch training steps to remote workers")
+PS_JOIN_EACH_STEP = Rule(
+    "ps_join_each_step", "steps",
+    "parameter-server coordinator (steps timed by its markers, source 'dispatched'): one "
+    f"step function per marked step ({PS_CALLS_PER_STEP[0]:g}-{PS_CALLS_PER_STEP[1]:g}), "
+    "each step at least as long as the function's run, and under "
+    f"{PS_IN_FLIGHT:g} of them in flight on average (the coordinator waits for each)",
+    "schedule several steps before waiting: ClusterCoordinator.schedule(step_fn, ...) "
+    "returns at once, so call it for many steps (an epoch, or every 50-100 steps) and then "
+    "join() once; read the losses from the returned RemoteValues after the join, not "
+    "inside the loop (fetch() waits as join() does). The workers then run step functions "
+    "side by side, and the coordinator's dispatch overlaps their work",
+    PS_GUIDE)
 RULES = (MARKERS_WITHOUT_ROOT, CALLS_ONLY, PYTHON_IN_STEP, THREAD_CONTENTION,
-         MARKERS_TIME_DISPATCH, OP_BY_OP)
+         MARKERS_TIME_DISPATCH, OP_BY_OP, PS_JOIN_EACH_STEP)
 # Rules whose figures a window of dispatch-only steps makes meaningless: the time around
 # the markers is the compiled work itself, not Python (see markers_time_dispatch).
 SUPERSEDED_BY_DISPATCH = ("all_others_bound", "step_gap")
@@ -308,6 +344,17 @@ def check(s: WindowSummary) -> list[Advice]:
             "found: a step marker must be a root (_r=1).",
             {"unrooted_markers": float(st.unrooted_markers)},
             "no step found and markers without _r (XProf: ProcessRootEvent takes only roots)"))
+    elif st.method == "inferred" and st.unrooted_markers:
+        out.append(MARKERS_WITHOUT_ROOT.advice(
+            "warning",
+            f"{st.unrooted_markers} events carry step_num but no _r stat, so XProf finds no "
+            "step (and no input verdict): a step marker must be a root (_r=1). tfobs timed "
+            "the steps by Keras's training function instead.",
+            {"unrooted_markers": float(st.unrooted_markers)},
+            "steps only inferred and markers without _r (XProf: ProcessRootEvent takes only "
+            "roots)",
+            KERAS_TENSORBOARD_FIX if f"'{KERAS_TENSORBOARD_MARKER}'" in st.note
+            else KERAS_UNROOTED_FIX))
     if not st.count and st.calls:
         c = st.calls[0]
         dispatched = c.source == "dispatched"
@@ -363,6 +410,9 @@ def check(s: WindowSummary) -> list[Advice]:
                 else None)
     if op_by_op is not None:
         out.append(op_by_op)
+    joined = _join_each_step(st)
+    if joined is not None:
+        out.append(joined)
     if st.count and st.mean_s > 0:
         other_pct = step_pct(s, "other")
         op_pct = 100.0 * st.python_op_s / st.mean_s
@@ -383,6 +433,32 @@ def check(s: WindowSummary) -> list[Advice]:
                 f"Python ops in the step >= {PYTHON_OP_PCT:g} % of step time (tfobs); "
                 f"warning from {HIGH_PCT:g} % with 'All Others'"))
     return out
+
+
+def _join_each_step(st: Steps) -> Advice | None:
+    """ps_join_each_step: a coordinator's marked steps that each dispatch one step function
+    and wait for it (the functions' runs one at a time); None otherwise."""
+    if st.method != "markers_remote" or not st.calls or st.interval_s <= 0:
+        return None
+    c = st.calls[0]
+    if c.source != "dispatched" or c.mean_s <= 0:
+        return None
+    in_flight = c.mean_s * c.per_s  # the runs' seconds over the span they run in
+    per_step = c.per_s * st.interval_s
+    lo, hi = PS_CALLS_PER_STEP
+    if not (lo <= per_step <= hi and in_flight < PS_IN_FLIGHT and st.mean_s >= c.mean_s):
+        return None
+    return PS_JOIN_EACH_STEP.advice(
+        "warning",
+        f"Each marked step dispatches one {c.name!r} to the workers and waits for it: "
+        f"{in_flight:.2f} of them run at a time on average, so the step functions run one "
+        f"after another (with several workers, all but one idle), each "
+        f"{1e3 * st.mean_s:.2f} ms step holding one {1e3 * c.mean_s:.2f} ms run and "
+        f"{1e3 * (st.mean_s - c.mean_s):.2f} ms of the coordinator's own dispatch and wait.",
+        {"calls_in_flight": in_flight, "calls_per_step": per_step, "call_s": c.mean_s,
+         "step_s": st.mean_s},
+        f"one dispatched step function per step ({lo:g}-{hi:g}), the step >= its run, < "
+        f"{PS_IN_FLIGHT:g} in flight on average (tfobs)")
 
 
 def _op_by_op(st: Steps, keras: bool = False) -> Advice | None:
