@@ -93,6 +93,7 @@ RuleId = Literal[
     "kernel_launch_bound",
     "small_kernels",
     "small_xla_cpu_ops",
+    "xla_cpu_sort",
     "gpu_thread_contention",
     "eager_ops",
     "tf_function_retracing",
@@ -322,6 +323,12 @@ class Steps:
     xla_cpu_ops: float = 0.0
     xla_cpu_op_s: float = 0.0
     xla_cpu_op_median_s: float = 0.0
+    # Per step: of those ops, the ones that start inside a control-flow op's run (a while
+    # loop's or conditional's body: lax.while_loop, fori_loop, scan, cond), and those runs'
+    # time (overlaps once). The control-flow ops themselves, whose events span their
+    # bodies' ops, are in neither figure above.
+    xla_cpu_loop_ops: float = 0.0
+    xla_cpu_loop_s: float = 0.0
     # How many different sets of compiled programs (`program_id`s) those ops belong to over
     # the kept steps: 1 where every step ran the same programs (steps that differ in time
     # then differ in how long the same ops took), more where some steps ran a program the

@@ -388,6 +388,40 @@ CASES = {
         "to float16 and the softmax cross-entropy computed in float16 on the CPU (weights "
         "and update in float32), marked `StepTraceAnnotation(\"train\", step_num=i)` and "
         "waited for; the same step with a float32 loss timed outside the trace",
+    "optax_lbfgs_fit_steps": "each marked step fits a 128x10 logistic regression to a "
+        "batch of 1,024 rows with `optax.lbfgs()` (zoom line search) inside one jitted "
+        "`lax.while_loop` (until the gradient norm is under 1e-3 or 15 iterations), warm "
+        "started from the previous step's weights, then reads the iteration count; 8 "
+        "steps (every iteration's XLA ops are traced)",
+    "associative_scan_rnn_steps": "a gated linear recurrence (h = a*h + b, gates from 64-wide "
+        "inputs) over 512 tokens, batch 16, computed with `jax.lax.associative_scan`, its "
+        "jitted SGD step on a next-value regression marked and waited for",
+    "vmap_batched_while_steps": "a jitted step whose targets come from per-example Newton "
+        "solves (`jax.vmap` over a `lax.while_loop`, to 1e-6 or 200 rounds; a few rows of "
+        "each batch need far more rounds than the rest), then the MLP's SGD update; each "
+        "marked step reads the per-example round counts (`np.asarray`)",
+    "topk_argsort_retrieval_steps": "in-batch retrieval against an 8,192x64 table: scores "
+        "of 256 queries, `jax.lax.top_k(s, 64)` negatives with the positive for a softmax "
+        "loss, and a rank metric from a full `jnp.argsort` of each row, in one jitted SGD "
+        "step, marked and waited for",
+    "device_permutation_epochs": "the 4,096-row data set held on the device, an epoch of 4 "
+        "marked steps, each epoch starting with `jax.random.permutation` of the rows "
+        "(between steps) and each step slicing its 64 indices and gathering `XD[idx]` "
+        "outside jit before the jitted SGD step, waited for",
+    "fsdp_all_gather_ppermute_four_devices": "the MLP (128-512-512-16) with every weight "
+        "sharded by rows over four CPU devices "
+        "(XLA_FLAGS=--xla_force_host_platform_device_count=4) and gathered for use inside "
+        "`shard_map` (`lax.all_gather(tiled=True)`), gradients averaged with `lax.pmean`, "
+        "the loss passed round a ring with `lax.ppermute`; batch 256 split 4 ways, marked "
+        "and waited for",
+    "metrics_tree_device_get_steps": "a 7-layer 256-wide MLP whose jitted SGD step returns "
+        "the new weights and a dict of 36 scalar metrics (per layer: weight, gradient and "
+        "bias norms, update ratio, largest gradient), each marked step reading the whole "
+        "dict with `jax.device_get` and formatting a log line",
+    "f32_master_bf16_compute_steps": "mixed precision by hand (as `jmp` does): float32 "
+        "master weights cast to bfloat16 for the forward and backward pass, a dynamic loss "
+        "scale, gradients unscaled and checked finite in float32, one jitted step marked "
+        "and waited for; the float32 step timed before the trace",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -1449,12 +1483,251 @@ params.update(extra)
 print(json.dumps(params))
 """
 
+# Cases of numerical kinds a demanding JAX user runs beside plain SGD (an optimizer's
+# in-program while loop, associative scans, batched while loops, sorts and top-k, an
+# on-device shuffle each epoch, collectives over 4 host devices, a metrics tree read every
+# step, f32 master weights with bf16 compute): a child of their own; `optax_lbfgs_fit_steps`
+# needs optax beside JAX (--jax-python).
+SOLVER_LOOPS = {"optax_lbfgs_fit_steps", "associative_scan_rnn_steps",
+                "vmap_batched_while_steps", "topk_argsort_retrieval_steps",
+                "device_permutation_epochs", "fsdp_all_gather_ppermute_four_devices",
+                "metrics_tree_device_get_steps", "f32_master_bf16_compute_steps"}
+
+_SOLVER_LOOPS_CHILD = """
+import json, sys, time
+import numpy as np
+import jax, jax.numpy as jnp
+case, logdir = sys.argv[1], sys.argv[2]
+""" + _LOOP_DATA + _XENT + _INIT_MLP + _MLP + """def loss_fn(p, x, y):
+    return xent(mlp(p, x), y)
+def sgd_fn(p, x, y):
+    loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+    return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+""" + _BATCHES_AND_MARKS + """p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+sgd = jax.jit(sgd_fn)
+steps = 12
+def body(i):
+    global p
+    p, loss = sgd(p, *batch(i))
+    jax.block_until_ready(p)
+log = []
+if case == "optax_lbfgs_fit_steps":  # a full-batch L-BFGS fit per step, in a while loop
+    import optax
+    params["optax"] = optax.__version__
+    opt = optax.lbfgs()
+    def fit(w, x, y):
+        fun = lambda w: xent(x @ w["w"] + w["b"], y) + 1e-3 * jnp.sum(w["w"] ** 2)
+        vg = optax.value_and_grad_from_state(fun)
+        def step(c):
+            w, s = c
+            v, g = vg(w, state=s)
+            u, s = opt.update(g, s, w, value=v, grad=g, value_fn=fun)
+            return optax.apply_updates(w, u), s
+        def go(c):
+            _, s = c
+            n = optax.tree_utils.tree_get(s, "count")
+            err = optax.tree_utils.tree_l2_norm(optax.tree_utils.tree_get(s, "grad"))
+            return (n == 0) | ((n < 15) & (err >= 1e-3))
+        w, s = jax.lax.while_loop(go, step, (w, opt.init(w)))
+        return w, optax.tree_utils.tree_get(s, "count")
+    fitj = jax.jit(fit)
+    p = {"w": jnp.zeros((128, 10)), "b": jnp.zeros(10)}
+    def body(i):
+        global p
+        x, y = batch(i, 1024)
+        p, n = fitj(p, x, y)
+        log.append(int(n))  # iterations run (the read waits for the fit)
+    steps = 8  # every iteration's dozens of XLA ops are traced: a few steps suffice
+elif case == "associative_scan_rnn_steps":  # a gated linear recurrence over 512 tokens
+    T, B, D = 512, 16, 64
+    SEQ = rng.standard_normal((64, T, D)).astype(np.float32)
+    ks = jax.random.split(jax.random.PRNGKey(3), 3)
+    p = {"wa": jax.random.normal(ks[0], (D, D)) / 8, "wb": jax.random.normal(ks[1], (D, D)) / 8,
+         "wo": jax.random.normal(ks[2], (D, 1)) / 8}
+    def comb(l, r):
+        return r[0] * l[0], r[0] * l[1] + r[1]
+    def rnn_loss(p, x):
+        a = jax.nn.sigmoid(x @ p["wa"])
+        b = jnp.tanh(x @ p["wb"])
+        _, h = jax.lax.associative_scan(comb, (a, b), axis=1)
+        pred = (h[:, :-1] @ p["wo"])[..., 0]
+        return jnp.mean((pred - x[:, 1:, 0]) ** 2)
+    @jax.jit
+    def rstep(p, x):
+        loss, g = jax.value_and_grad(rnn_loss)(p, x)
+        return jax.tree.map(lambda a, b: a - 0.05 * b, p, g), loss
+    def body(i):
+        global p
+        j = (i * B) % 64
+        p, loss = rstep(p, SEQ[j:j + B])
+        jax.block_until_ready(p)
+elif case == "vmap_batched_while_steps":  # per-example Newton solves, vmapped
+    def solve(a, b):  # x**3 + a*x = b by Newton, to 1e-6, at most 200 rounds
+        def cond(c):
+            x, k = c
+            return (jnp.abs(x ** 3 + a * x - b) > 1e-6) & (k < 200)
+        def newton(c):
+            x, k = c
+            return x - 0.5 * (x ** 3 + a * x - b) / (3 * x ** 2 + a), k + 1
+        return jax.lax.while_loop(cond, newton, (b, 0))
+    def target_fn(x):
+        a = 0.1 + jnp.abs(x[:, 0]) * 10
+        b = x[:, 1] * jnp.where(x[:, 2] > 0.97, 1e4, 1.0)
+        return jax.vmap(solve)(a, b)
+    @jax.jit
+    def vstep(p, x, y):
+        root, k = target_fn(x)
+        yy = (jnp.abs(root) * 3).astype(jnp.int32) % 10
+        (p, loss) = sgd_fn(p, x, yy)
+        return p, loss, k
+    def body(i):
+        global p
+        p, loss, k = vstep(p, *batch(i))
+        k = np.asarray(k)
+        log.append([int(k.max()), round(float(k.mean()), 1)])
+elif case == "topk_argsort_retrieval_steps":  # in-batch retrieval with a ranking metric
+    N, D = 8192, 64
+    table = jax.random.normal(jax.random.PRNGKey(4), (N, D)) / 8
+    p = {"q": jax.random.normal(jax.random.PRNGKey(5), (128, D)) / 11}
+    QX = rng.random((4096, 128)).astype(np.float32)
+    POS = rng.integers(0, N, (4096,))
+    def rloss(p, x, pos, table):
+        s = (x @ p["q"]) @ table.T
+        top, idx = jax.lax.top_k(s, 64)
+        pos_s = jnp.take_along_axis(s, pos[:, None], 1)
+        logits = jnp.concatenate([pos_s, top], 1)
+        return -jnp.mean(jax.nn.log_softmax(logits)[:, 0]), s
+    @jax.jit
+    def tstep(p, x, pos):
+        (loss, s), g = jax.value_and_grad(rloss, has_aux=True)(p, x, pos, table)
+        rank = jnp.argmax(jnp.argsort(-s, axis=1) == pos[:, None], axis=1)
+        return jax.tree.map(lambda a, b: a - 0.05 * b, p, g), loss, jnp.mean(rank)
+    def body(i):
+        global p
+        j = (i * 256) % 4096
+        p, loss, rank = tstep(p, QX[j:j + 256], POS[j:j + 256])
+        jax.block_until_ready(p)
+elif case == "device_permutation_epochs":  # the data on the device, reshuffled each epoch
+    XD, YD = jnp.asarray(XALL), jnp.asarray(YALL)
+    key = jax.random.PRNGKey(7)
+    perm = [None]
+    per_epoch = 4
+    def body(i):
+        global p, key
+        k = i % per_epoch
+        idx = perm[0][k * 64:(k + 1) * 64]  # slicing and gathering outside jit
+        p, loss = sgd(p, XD[idx], YD[idx])
+        jax.block_until_ready(p)
+    def loop(first, n):
+        global key
+        for i in range(first, first + n):
+            if i % per_epoch == 0:  # an epoch starts: a new order of the 4,096 rows
+                key, k = jax.random.split(key)
+                perm[0] = jax.random.permutation(k, XD.shape[0])
+            marked(i, body)
+    extra["steps_per_epoch"] = per_epoch
+elif case == "fsdp_all_gather_ppermute_four_devices":  # weights sharded, gathered per use
+    from jax.sharding import Mesh, PartitionSpec as P
+    try:
+        from jax import shard_map
+    except ImportError:
+        from jax.experimental.shard_map import shard_map
+    mesh = Mesh(np.array(jax.devices()[:4]), ("d",))
+    sizes = [128, 512, 512, 16]
+    p = init_mlp(jax.random.PRNGKey(0), sizes)
+    spec = [(P("d", None), P("d")) for _ in p]
+    p = jax.device_put(p, [(jax.NamedSharding(mesh, a), jax.NamedSharding(mesh, b))
+                           for a, b in spec])
+    def local(p, x, y):
+        def lf(p):
+            full = [(jax.lax.all_gather(w, "d", tiled=True),
+                     jax.lax.all_gather(b, "d", tiled=True)) for w, b in p]
+            return xent(mlp(full, x), y)
+        loss, g = jax.value_and_grad(lf)(p)
+        g = jax.tree.map(lambda t: jax.lax.pmean(t, "d"), g)
+        nxt = jax.lax.ppermute(loss, "d", [(j, (j + 1) % 4) for j in range(4)])
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), jax.lax.pmean(loss + 0 * nxt, "d")
+    fsdp = jax.jit(shard_map(local, mesh=mesh, in_specs=(spec, P("d"), P("d")),
+                             out_specs=(spec, P())))
+    def body(i):
+        global p
+        x, y = batch(i, 256)
+        p, loss = fsdp(p, x, y)
+        jax.block_until_ready(p)
+    extra["devices"] = 4
+elif case == "metrics_tree_device_get_steps":  # per-layer metrics logged every step
+    p = init_mlp(jax.random.PRNGKey(0), [128] + [256] * 6 + [10])
+    @jax.jit
+    def mstep(p, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        new = jax.tree.map(lambda a, b: a - 0.01 * b, p, g)
+        m = {"loss": loss}
+        for j, ((w, b), (gw, gb)) in enumerate(zip(p, g)):
+            m[f"layer{j}/w_norm"] = jnp.linalg.norm(w)
+            m[f"layer{j}/g_norm"] = jnp.linalg.norm(gw)
+            m[f"layer{j}/b_norm"] = jnp.linalg.norm(b)
+            m[f"layer{j}/update_ratio"] = 0.01 * jnp.linalg.norm(gw) / jnp.linalg.norm(w)
+            m[f"layer{j}/g_max"] = jnp.max(jnp.abs(gw))
+        return new, m
+    def body(i):
+        global p
+        p, m = mstep(p, *batch(i))
+        host = jax.device_get(m)
+        log.append(len(host))
+        extra["line"] = " ".join(f"{k}={float(v):.4g}" for k, v in host.items())[:80]
+elif case == "f32_master_bf16_compute_steps":  # mixed precision by hand, a dynamic loss scale
+    state = {"scale": jnp.float32(2.0 ** 15), "good": jnp.int32(0)}
+    @jax.jit
+    def mpstep(p, st, x, y):
+        def scaled(p):
+            half = jax.tree.map(lambda a: a.astype(jnp.bfloat16), p)
+            logits = mlp(half, x.astype(jnp.bfloat16)).astype(jnp.float32)
+            return xent(logits, y) * st["scale"]
+        sl, g = jax.value_and_grad(scaled)(p)
+        g = jax.tree.map(lambda t: t.astype(jnp.float32) / st["scale"], g)
+        ok = jnp.all(jnp.array([jnp.all(jnp.isfinite(t)) for t in jax.tree.leaves(g)]))
+        new = jax.tree.map(lambda a, b: jnp.where(ok, a - 0.01 * b, a), p, g)
+        good = jnp.where(ok, st["good"] + 1, 0)
+        scale = jnp.where(ok, jnp.where(good >= 2000, st["scale"] * 2, st["scale"]),
+                          st["scale"] / 2)
+        return new, {"scale": scale, "good": jnp.where(good >= 2000, 0, good)}, sl / st["scale"]
+    def body(i):
+        global p, state
+        p, state, loss = mpstep(p, state, *batch(i))
+        jax.block_until_ready(p)
+    f32 = jax.jit(sgd_fn)
+    jax.block_until_ready(f32(p, *batch(0)))
+    t = time.perf_counter()
+    for i in range(10):
+        jax.block_until_ready(f32(p, *batch(i)))
+    extra["f32_step_ms_before_trace"] = round((time.perf_counter() - t) * 100, 3)
+else:
+    raise SystemExit("unknown case " + case)
+if "loop" not in globals():
+    def loop(first, n):
+        for i in range(first, first + n):
+            marked(i, body)
+loop(0, 4)
+jax.block_until_ready(p)
+times.clear()
+log.clear()
+with jax.profiler.trace(logdir):
+    loop(4, steps)
+params["steps"] = steps
+params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+if log:
+    params["per_step"] = log
+params.update(extra)
+print(json.dumps(params))
+"""
+
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
 WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
                    "tfdata_wait_loader_thread", "tfdata_wait_no_tracer"}
 
 # Cases that split the host into several XLA CPU devices.
-DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2, "shard_map_psum_steps": 2}
+DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2, "shard_map_psum_steps": 2,
+                 "fsdp_all_gather_ppermute_four_devices": 4}
 # Cases that run Keras 3 fit on the JAX backend (their own child script).
 KERAS_JAX = {"keras_jax_fit", "keras_jax_spe4_fit", "keras_jax_fit_plain", "keras_jax_nojit_fit",
              "keras_jax_tfdata_slow_fit"}
@@ -1920,7 +2193,8 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             env["KERAS_BACKEND"] = "jax"
             env["PYTHONPATH"] = str(ROOT)
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        child = (_NUMERIC_STEPS_CHILD if case in NUMERIC_STEPS
+        child = (_SOLVER_LOOPS_CHILD if case in SOLVER_LOOPS
+                 else _NUMERIC_STEPS_CHILD if case in NUMERIC_STEPS
                  else _TRAINER_LOOPS_CHILD if case in TRAINER_LOOPS
                  else _FRESH_LOOPS_CHILD if case in FRESH_LOOPS
                  else _MLP_LOOPS_CHILD if case in MLP_LOOPS

@@ -13,6 +13,8 @@ lies outside steps and is not counted.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from tfobs.analysis.advice.rule import (
@@ -57,11 +59,26 @@ SMALL_KERNELS = Rule(
 SMALL_CPU_OPS_PER_STEP = 400
 SMALL_CPU_OP_S = 5e-6  # the ops' mean duration
 SMALL_CPU_WORK_SHARE = 1 / 3  # of the step: XLA's CPU runtime running the program
+# Where most of the small ops start inside control-flow ops' runs they are a compiled
+# loop's iterations (optax's L-BFGS: 3,572 of 5,180 ops a step, its loops 27 of 47 ms; a
+# vmapped Newton solve: 928 of 968, in 0.4 of 6.3 ms): the loops' time says whether they
+# matter, and no parameter stacking makes them fewer.
+SMALL_CPU_LOOP_OPS = 0.5  # of the ops
+SMALL_CPU_LOOP_FIX = (
+    "give each iteration more work or run fewer of them: solve independent problems in one "
+    "loop (jax.vmap over them, or a batch axis, so each iteration's ops run on all of them "
+    "at once, rather than one loop per problem or a Python loop of jitted solves), stop "
+    "sooner (a looser tolerance, a warm start from the last solution, a lower iteration "
+    "cap: count the iterations a step runs); for a loop of a fixed count, lax.fori_loop / "
+    "lax.scan with "
+    "unroll=k lets XLA fuse k iterations' ops into fewer, larger ones")
 SMALL_CPU_OPS = Rule(
     "small_xla_cpu_ops", "kernel launch",
     f"host-only JAX job, >= {SMALL_CPU_OPS_PER_STEP} XLA ops (the compiled program's thunks) "
     f"per step averaging under {SMALL_CPU_OP_S * 1e6:g} us, XLA's CPU runtime busy >= 1/3 of "
-    "the step: a program of many small ops",
+    "the step: a program of many small ops; where most of them run inside the program's "
+    "loops (control-flow ops: lax.while_loop, fori_loop, scan), those loops' runs >= 1/3 of "
+    "the step instead, with the loop's fix",
     "give each op more work: stack same-shaped parameters (the blocks, layers or heads a "
     "Python loop inside the jitted function goes over, unrolled into the program) into one "
     "array with a leading axis and run them with jax.vmap, or jax.lax.scan over the stack "
@@ -114,7 +131,28 @@ RETRACING = Rule(
         "smaller batch: drop it, or pad it to the full batch with a mask (sample weights of "
         "0); jax.config.update('jax_log_compiles', True) logs each compile and its cause"),
     jax_guide=f"{JAX_DOCS}: Just-in-time compilation (static arguments, caching)")
-RULES = (KERNEL_LAUNCH, SMALL_KERNELS, SMALL_CPU_OPS, LAUNCH_CONTENTION, EAGER, RETRACING)
+# XLA's CPU backend sorts by calling the program's compiled comparator once per comparison
+# (tens of nanoseconds each): jnp.sort / jnp.argsort of 256 rows of 8,192 scores took 0.6-2.9 s
+# on the project's VM, where lax.top_k (XLA's TopK custom call) of the same rows took 19-45
+# ms and a rank by counting (jnp.sum(s > s_pos, axis=1)) 3 ms. A sort holding this share of
+# the step is that sort's cost, not the model's.
+CPU_SORT_SHARE = 0.3  # of step time, the sort ops' summed over the kept steps
+_SORT_OP = re.compile(r"^sort(\.\d+)?$")
+CPU_SORT = Rule(
+    "xla_cpu_sort", "kernel launch",
+    f"host-only JAX job, XLA sort ops (`sort`, `sort.N`: jnp.sort, jnp.argsort, "
+    f"lax.sort) hold >= {100 * CPU_SORT_SHARE:g} % of step time",
+    "avoid the full sort in the step: for the k largest or smallest, jax.lax.top_k(x, k) "
+    "(on negated values for the smallest; XLA's CPU TopK kernel, no comparator calls); "
+    "for one value's rank among a row, count: jnp.sum(row > value, axis=-1); for a "
+    "quantile or a median of a fixed array, sort once outside the loop, or take it from "
+    "lax.top_k on a subsample; sort only on the host (np.argsort on a copy) where the "
+    "order is needed every few steps, not every step. XLA's CPU backend sorts by calling "
+    "the compiled comparator for every comparison, tens of times slower than numpy's sort",
+    f"{JAX_DOCS}: jax.lax.top_k; jax.numpy.argsort; the profiling guide "
+    "(docs.jax.dev/en/latest/profiling.html: the trace viewer names each XLA op)")
+RULES = (KERNEL_LAUNCH, SMALL_KERNELS, SMALL_CPU_OPS, CPU_SORT, LAUNCH_CONTENTION, EAGER,
+         RETRACING)
 
 SMALL_RATIO = 0.5
 SMALL_IDLE_SHARE = 0.10
@@ -224,7 +262,7 @@ def check(s: WindowSummary) -> list[Advice]:
     out += _eager(s)
     out += _retracing(s)
     if not on_gpu(s):
-        return out + _small_cpu_ops(s)
+        return out + _small_cpu_ops(s) + _cpu_sort(s)
     for d in s.devices:
         idle = d.idle_s.get("kernel_launch", 0.0) / d.span_s if d.span_s > 0 else 0.0
         ev = {"small_kernel_ratio": d.small_kernel_ratio, "mean_kernel_s": d.mean_kernel_s,
@@ -260,6 +298,8 @@ def _small_cpu_ops(s: WindowSummary) -> list[Advice]:
     mean = st.xla_cpu_op_s / st.xla_cpu_ops
     if mean >= SMALL_CPU_OP_S:
         return []
+    if st.xla_cpu_loop_ops >= SMALL_CPU_LOOP_OPS * st.xla_cpu_ops:
+        return _small_cpu_loop_ops(s, mean, share)
     return [SMALL_CPU_OPS.advice(
         "warning",
         f"Each step's compiled program runs {st.xla_cpu_ops:,.0f} XLA ops on the CPU averaging "
@@ -274,6 +314,61 @@ def _small_cpu_ops(s: WindowSummary) -> list[Advice]:
          "xla_cpu_work_share": share},
         f">= {SMALL_CPU_OPS_PER_STEP} ops per step averaging < {SMALL_CPU_OP_S * 1e6:g} us, "
         "runtime busy >= 1/3 of the step (tfobs)")]
+
+
+def _cpu_sort(s: WindowSummary) -> list[Advice]:
+    """xla_cpu_sort: a host-only JAX step whose time is XLA's sort ops (the steps' longest
+    events, `steps.items[].top_events`, named `sort` or `sort.N`)."""
+    st = s.steps
+    if s.environment.framework != "jax" or not st.count or st.mean_s <= 0 or not st.items:
+        return []
+    total = sum(it.duration_s for it in st.items)
+    by_name: dict[str, float] = {}
+    for it in st.items:
+        for e in it.top_events:
+            if e.kind == "op" and _SORT_OP.match(e.name):
+                by_name[e.name] = by_name.get(e.name, 0.0) + e.duration_s
+    sort_s = sum(by_name.values())
+    if total <= 0 or sort_s / total < CPU_SORT_SHARE:
+        return []
+    share = min(sort_s / total, 1.0)
+    names = ", ".join(sorted(by_name, key=by_name.__getitem__, reverse=True))
+    per = sort_s / len(st.items)
+    return [CPU_SORT.advice(
+        "critical" if share >= 0.5 else "warning",
+        f"XLA's sort ({names}) takes {1e3 * per:.2f} ms of each {1e3 * st.mean_s:.2f} ms "
+        f"step ({100 * share:.0f} %) on the CPU: a jnp.sort, jnp.argsort or lax.sort in the "
+        "jitted step, which XLA's CPU backend runs by calling its comparator once per "
+        "comparison.",
+        {"sort_s_per_step": per, "sort_share": share},
+        f"sort ops >= {100 * CPU_SORT_SHARE:g} % of step time on a host-only JAX capture "
+        "(tfobs)")]
+
+
+def _small_cpu_loop_ops(s: WindowSummary, mean: float, share: float) -> list[Advice]:
+    """small_xla_cpu_ops where most of the small ops are a compiled loop's body (they start
+    inside control-flow ops' runs): the loop's iterations, judged by the loops' own time."""
+    st = s.steps
+    loop_share = st.xla_cpu_loop_s / st.mean_s
+    if loop_share < SMALL_CPU_WORK_SHARE:  # a loop of tiny ops that costs little
+        return []
+    return [SMALL_CPU_OPS.advice(
+        "warning",
+        f"Each step's compiled program runs {st.xla_cpu_ops:,.0f} XLA ops on the CPU averaging "
+        f"{1e6 * mean:.1f} us (half of them under {1e6 * st.xla_cpu_op_median_s:.1f} us), "
+        f"{st.xla_cpu_loop_ops:,.0f} of them inside the program's loops (a lax.while_loop, "
+        "fori_loop or scan, or a library's: an optimizer's iterations, a line search, a "
+        f"solver), whose runs take {1e3 * st.xla_cpu_loop_s:.2f} ms of the "
+        f"{1e3 * st.mean_s:.2f} ms step ({100 * loop_share:.0f} %): every iteration runs the "
+        "loop body's small ops, each paying the runtime's fixed cost (its dispatch, the "
+        "hand-off between its threads).",
+        {"xla_cpu_ops_per_step": st.xla_cpu_ops, "xla_cpu_op_median_s": st.xla_cpu_op_median_s,
+         "xla_cpu_op_mean_s": mean, "xla_cpu_work_s_per_step": st.work_in_steps_s,
+         "xla_cpu_work_share": share, "xla_cpu_loop_ops_per_step": st.xla_cpu_loop_ops,
+         "xla_cpu_loop_s_per_step": st.xla_cpu_loop_s, "xla_cpu_loop_share": loop_share},
+        f">= {SMALL_CPU_OPS_PER_STEP} ops per step averaging < {SMALL_CPU_OP_S * 1e6:g} us, "
+        f">= {100 * SMALL_CPU_LOOP_OPS:g} % of them in loops whose runs take >= 1/3 of the "
+        "step (tfobs)", SMALL_CPU_LOOP_FIX)]
 
 
 def _eager(s: WindowSummary) -> list[Advice]:

@@ -291,6 +291,14 @@ FRAMEWORK_PYTHON = (
     ("pjit.py", ("cache_miss", "_pjit_call_impl_python"), *_SLOW_DISPATCH),
     ("pjit.py", ("_trace_for_jit",), *_TRACING_ONLY),
     ("api.py", ("make_jaxpr_f", "eval_shape"), *_TRACING_ONLY),
+    # jax.device_get of a tree reads it leaf by leaf: each leaf a wait and a copy of its
+    # own (a dict of 36 scalar metrics: 0.35 ms, against 0.03 ms for one array of 36).
+    ("api.py", ("_device_get", "device_get"),
+     "jax.device_get of a tree of device values (a metrics dict: each leaf waited for and "
+     "copied back on its own)",
+     "return the step's scalar metrics as one array (jnp.stack([...]) in the jitted step, "
+     "the names kept in a host-side list) and read that array once, every N steps rather "
+     "than every step: jax.device_get of a dict reads its leaves one by one"),
     ("_filters.py", ("combine", "_combine", "partition", "filter", "is_array"),
      *_EQUINOX_FILTER),
     ("_jit.py", ("_call", "__call__", "_preprocess", "_postprocess", "hashable_filter",
