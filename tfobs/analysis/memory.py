@@ -59,6 +59,9 @@ class _Events:
         # Allocator per event, as an index into `texts` (text "" for none).
         self.allocator = np.zeros(n, np.int64)
         self.texts: list[str] = [""]
+        # text -> its index in `texts`: a crafted capture may name thousands of allocators,
+        # and a list search per name made that quadratic (80,000 names: 50 s).
+        self._codes: dict[str, int] = {"": 0}
         # TensorFlow writes every memory event's stats in one order: learn the positions
         # of the wanted stats from the first event, check each event's stat ids there,
         # and read those values in bulk; events laid out otherwise are decoded in full.
@@ -99,11 +102,11 @@ class _Events:
         return value if isinstance(value, str) else str(_num(value))
 
     def _text_code(self, text: str) -> int:
-        try:
-            return self.texts.index(text)
-        except ValueError:
+        code = self._codes.get(text)
+        if code is None:
+            code = self._codes[text] = len(self.texts)
             self.texts.append(text)
-            return len(self.texts) - 1
+        return code
 
     def _allocator_names(self, batch: Any) -> None:
         # One string per distinct (kind, value): a window has a handful of allocators.

@@ -94,10 +94,14 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
         (0, py[:0], py[:0], 0, 0, 0)] * len(regions)
     for ld in marking or lines:
         # A loader's outermost input stages are input wait to XProf, not host compute.
-        busy = compiled_work(host, ld)
+        # Only the rows the thread's events reach: each thread read against every step
+        # made thousands of threads of one event each quadratic (20,000: 24 s).
+        a, b = _extent(ld)
+        busy = compiled_work(host, ld, (a, b))
         if (stages := stage_spans(host, ld)).size:
             busy = union_rows(np.concatenate([busy, stages]))
-        found = _innermost_python_in(ld, py, rows, busy)
+        found = _innermost_python_in(ld, py, [_reaching(r, a, b) for r in rows],
+                                     _reaching(busy, a, b))
         for r, (mids, ps, lo) in enumerate(found):
             total = int(ps.sum())
             if total > best[r][0]:
@@ -105,6 +109,23 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
                            _within(ld, nexts, lo, ps), _within(ld, waits, lo, ps))
     return [_python_figures(host, steps, *found, marking) if found[0] else none
             for steps, found in zip(rows, best, strict=True)]
+
+
+def _extent(ld: LineData) -> tuple[int, int]:
+    """The first and last time a line's events reach (absolute ps)."""
+    if not len(ld):
+        return 0, -1
+    lo = min(int(ld.start_arr.min()), int(ld.end_arr.min()))
+    hi = max(int(ld.start_arr.max()), int(ld.end_arr.max()))
+    return lo + ld.start_ps, hi + ld.start_ps
+
+
+def _reaching(rows: np.ndarray, a: int, b: int) -> np.ndarray:
+    """The rows of merged (begin, end) `rows` (sorted, disjoint) that reach into [a, b]:
+    those outside cut no stretch of events that lie in it."""
+    first = int(np.searchsorted(rows[:, 1], a, side="left"))
+    last = int(np.searchsorted(rows[:, 0], b, side="right"))
+    return rows[first:max(first, last)]
 
 
 def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndarray,
@@ -375,7 +396,11 @@ def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> 
 def holds_markers(ld: LineData, spans: Sequence[tuple[int, int]] | Spans) -> bool:
     """Some event of the line spans a step exactly: that step's marker."""
     begin, end = span_bounds(spans)
-    if begin.size > 1 and not (begin[1:] >= begin[:-1]).all():
+    # In (begin, end) order: the steps sharing a begin are then a run sorted by end, searched
+    # below instead of read whole for each event (thousands of steps sharing one begin, on
+    # as many threads, made this quadratic: 8,000 took 14 s).
+    if begin.size > 1 and not ((begin[1:] > begin[:-1])
+                               | ((begin[1:] == begin[:-1]) & (end[1:] >= end[:-1]))).all():
         order = np.lexsort((end, begin))
         begin, end = begin[order], end[order]
     start = ld.start_arr + ld.start_ps
@@ -390,8 +415,12 @@ def holds_markers(ld: LineData, spans: Sequence[tuple[int, int]] | Spans) -> boo
         return True
     # Steps sharing a begin: each of them, not only the first, may be the one matched.
     last = np.searchsorted(begin, start[at], side="right")
-    return any(stop[a] in end[f:n].tolist() for a, f, n in zip(
-        at.tolist(), first.tolist(), last.tolist(), strict=True) if n - f > 1)
+    for a, f, n in zip(at.tolist(), first.tolist(), last.tolist(), strict=True):
+        if n - f > 1:
+            k = f + int(np.searchsorted(end[f:n], stop[a]))
+            if k < n and end[k] == stop[a]:
+                return True
+    return False
 
 
 # PjRt's wait for a result: `CommonPjRtBuffer::Await` begins it (a `_p` stat) and a second
@@ -432,7 +461,8 @@ def program_op_ids(host: Timeline) -> list[tuple[LineData, np.ndarray, np.ndarra
     return out
 
 
-def compiled_work(host: Timeline, line: LineData | None = None) -> np.ndarray:
+def compiled_work(host: Timeline, line: LineData | None = None,
+                  within: tuple[int, int] | None = None) -> np.ndarray:
     """When a step waits on its compiled program, or builds one again, as merged (begin,
     end) ps rows: the program's ops (events with a `program_id` stat: XLA's CPU thunks in
     a JAX job) on any line of the host plane, XLA's CPU client waiting for a program to
@@ -441,9 +471,89 @@ def compiled_work(host: Timeline, line: LineData | None = None) -> np.ndarray:
     (`REBUILDS`). `line`: the Python thread asked about; a program's ops on that line
     itself are left out: they run there, under the call that waits for them, so the
     nesting already tells the program from the Python inside it (a host callback's:
-    jax.debug.print, io_callback)."""
+    jax.debug.print, io_callback). `within`: (a, b), the rows cut to [a, b] (a thread's
+    events' reach: what lies outside cuts none of its stretches).
+
+    Asked of every Python thread: what the threads share is read once a plane, and a
+    thread's own rows are taken out of the count of rows covering each instant, within
+    its reach only (a read of every line per thread made thousands of threads quadratic:
+    5,000 threads of a Python event and a program op each, a 0.3 MB capture, 33 s)."""
+    every, own, mine_at = host.once(_compiled_rows)
+    at = mine_at.get(id(line)) if line is not None else None
+    if at is None:  # no program ops or waits of its own: every line's answer, made once
+        full = host.once(_all_compiled_work)
+        return full if within is None else _cut(_reaching(full, *within), *within)
+    if within is None:
+        return union_rows(np.concatenate([every, own[:at[0]], own[at[1]:]]))
+    a, b = within
+    mine = own[at[0]:at[1]]
+    t, c = host.once(_all_coverage)
+    tm, cm = _coverage(mine)
+    first = max(int(np.searchsorted(t, a, side="right")) - 1, 0)
+    last = int(np.searchsorted(t, b, side="right"))
+    pts = unique(np.concatenate([np.array([a], np.int64), t[first:last],
+                                 tm[(tm >= a) & (tm <= b)]]))
+    pts = pts[(pts >= a) & (pts <= b)]
+    if not pts.size:
+        return np.zeros((0, 2), np.int64)
+    others = _count_at(t, c, pts) - _count_at(tm, cm, pts)  # rows of other lines open
+    ends = np.append(pts[1:], b)
+    on = (others > 0) & (ends > pts)
+    return union_rows(np.stack([pts[on], ends[on]], 1))
+
+
+def _cut(rows: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Merged (begin, end) rows cut to [a, b]."""
+    rows = np.clip(rows, a, b)
+    return rows[rows[:, 1] > rows[:, 0]]
+
+
+def _coverage(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(times, count): how many of `rows` (begin, end) cover [times[i], times[i + 1]); rows
+    that end before they begin cover nothing (as in `union_rows`)."""
+    rows = rows[rows[:, 1] > rows[:, 0]]
+    if not rows.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    times = np.concatenate([rows[:, 0], rows[:, 1]])
+    step = np.concatenate([np.ones(len(rows), np.int64), -np.ones(len(rows), np.int64)])
+    order = np.argsort(times, kind="stable")
+    times, count = times[order], np.cumsum(step[order])
+    last = np.append(times[1:] != times[:-1], True)  # each time's count once all apply
+    return times[last], count[last]
+
+
+def _count_at(times: np.ndarray, count: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """`_coverage`'s count at each time of `at`."""
+    k = np.searchsorted(times, at, side="right") - 1
+    if not count.size:
+        return np.zeros(at.size, np.int64)
+    return np.where(k >= 0, count[np.maximum(k, 0)], 0)
+
+
+def _all_compiled_work(host: Timeline) -> np.ndarray:
+    """`compiled_work` of a line holding no program's ops or waits. Through `host.once`."""
+    every, own, _ = host.once(_compiled_rows)
+    return union_rows(np.concatenate([every, own]))
+
+
+def _all_coverage(host: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """`_coverage` of every line's `compiled_work` rows. Through `host.once`."""
+    every, own, _ = host.once(_compiled_rows)
+    return _coverage(np.concatenate([every, own]))
+
+
+def _compiled_rows(host: Timeline
+                   ) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[int, int]]]:
+    """`compiled_work`'s rows, read once a plane (asked of every Python thread, each read of
+    every line made it quadratic in threads: 5,000 threads of one Python event, a 0.3 MB
+    capture, took 33 s): those of every line (rebuilds, buffer waits); those left out of
+    their own line's answer (program waits, a program's ops), a line's together, and
+    where each line's lie among them (by the line's `id`). Through `host.once`."""
     ids = host.stat_ids
-    rows = []
+    rows = [np.zeros((0, 2), np.int64)]
+    own = [np.zeros((0, 2), np.int64)]
+    mine_at: dict[int, tuple[int, int]] = {}
+    held = 0
     awaits = id_array(host.mids_named(BUFFER_AWAIT))
     building = id_array(host.mids_named(*REBUILDS))
     running = id_array(host.mids_named(PROGRAM_WAIT))
@@ -455,11 +565,15 @@ def compiled_work(host: Timeline, line: LineData | None = None) -> np.ndarray:
         begin, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
         if building.size and (at := member(ld.mid_arr, building, ld.dense_top)).any():
             rows.append(np.stack([begin[at], end[at]], 1))
-        if (running.size and ld is not line
-                and (at := member(ld.mid_arr, running, ld.dense_top)).any()):
-            rows.append(np.stack([begin[at], end[at]], 1))
-        if ld is not line and (op := ops.get(id(ld))) is not None:
-            rows.append(np.stack([begin[op], end[op]], 1))
+        before = held
+        if running.size and (at := member(ld.mid_arr, running, ld.dense_top)).any():
+            own.append(np.stack([begin[at], end[at]], 1))
+            held += len(own[-1])
+        if (op := ops.get(id(ld))) is not None:
+            own.append(np.stack([begin[op], end[op]], 1))
+            held += len(own[-1])
+        if held > before:
+            mine_at[id(ld)] = (before, held)
         if len(links) < 2 or not awaits.size:
             continue
         pos = np.flatnonzero(member(ld.mid_arr, awaits, ld.dense_top))
@@ -478,9 +592,7 @@ def compiled_work(host: Timeline, line: LineData | None = None) -> np.ndarray:
                 first, last = pos[prod[hit]], pos[cons[order[k[hit]]]]
                 later = begin[last] >= begin[first]
                 rows.append(np.stack([begin[first][later], end[last][later]], 1))
-    if not rows:
-        return np.zeros((0, 2), np.int64)
-    return union_rows(np.concatenate(rows))
+    return np.concatenate(rows), np.concatenate(own), mine_at
 
 
 def union_rows(iv: np.ndarray) -> np.ndarray:

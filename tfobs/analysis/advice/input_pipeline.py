@@ -1021,9 +1021,18 @@ def _own_stages_s(s: WindowSummary, slow: TfDataStage) -> float:
     names above it (those wrap it and the dataset's stages alike). By key: a slow stage
     merged over epochs leaves out each epoch's part of it."""
     key = same_stage_key(slow.name)
-    skip = {key} | {key.rsplit("::", k)[0] for k in range(1, key.count("::") + 1)}
+    # The names above it are its prefixes ending before a `::`: their lengths, not the
+    # prefixes themselves (a name 32,000 stages deep made 32,000 copies of it: 24 s, 2.5 GB).
+    above, at = set(), len(key)
+    while (at := key.rfind("::", 0, at)) >= 0:
+        above.add(at)
+
+    def wraps(name: str) -> bool:
+        k = same_stage_key(name)
+        return k == key or (len(k) in above and key.startswith(k))
+
     return sum(st.self_s for st in s.input_pipeline.stages
-               if same_stage_key(st.name) not in skip) / max(s.steps.count, 1)
+               if not wraps(st.name)) / max(s.steps.count, 1)
 
 
 def _device_copy(s: WindowSummary, slow: TfDataStage, base: dict[str, float],
