@@ -454,3 +454,33 @@ def test_metrics_page_lists_the_catalog() -> None:
     end = text.index("<!-- /section: metrics -->")
     section = text[start:end]
     assert catalog.markdown_table() in section
+
+
+def test_a_label_from_the_capture_is_bounded_and_keeps_its_ends() -> None:
+    """A tf.data stage 32,000 levels deep named the slowest stage's series with a 1.5 MB
+    label on every scrape: a label value from the capture is cut to MAX_LABEL_CHARS, its
+    start and its end (the stage's own kind) kept; short ones pass as they are."""
+    from tfobs.export.metrics_collector import MAX_LABEL_CHARS, label_value
+    from tfobs.summary import InputPipeline, MemoryStat, TfDataStage
+
+    deep = "Iterator::Root" + "::Map" * 30_000 + "::ParallelMapV2"
+    summary = WindowSummary(
+        breakdown_s={"input": 0.01},
+        input_pipeline=InputPipeline(slowest_stage=TfDataStage(deep, 0.5, 3)),
+        memory=(MemoryStat(allocator="a" * 5_000 + "GPU_0_bfc", peak_bytes=1),))
+    cfg = Config.load(metrics_port=-1)
+    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
+    exp.start()
+    exp.publish(summary, WindowRecord(index=0))
+    text = prometheus_client.generate_latest(exp.registry).decode()
+    exp.shutdown(1.0)
+    assert max(len(line) for line in text.splitlines()) < 2 * MAX_LABEL_CHARS
+    stage = next(line for line in text.splitlines()
+                 if line.startswith("tfobs_tfdata_slowest_stage_seconds{"))
+    assert f'stage="{label_value(deep)}"' in stage
+    assert label_value(deep).startswith("Iterator::Root::Map")
+    assert label_value(deep).endswith("::Map::ParallelMapV2") and "..." in label_value(deep)
+    assert len(label_value(deep)) == MAX_LABEL_CHARS
+    assert 'GPU_0_bfc"' in next(line for line in text.splitlines()
+                                if line.startswith("tfobs_memory_peak_bytes{"))
+    assert label_value("Iterator::Root::Prefetch") == "Iterator::Root::Prefetch"

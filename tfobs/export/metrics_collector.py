@@ -48,6 +48,20 @@ _log = logging.getLogger(__name__)
 _ORDER = {d.family: i for i, d in enumerate(METRICS)}
 
 
+# A label value from the capture (a tf.data stage's name, an allocator's) is as long as the
+# job's pipeline makes it: a stage 32,000 levels deep made a 1.5 MB label on every scrape.
+# Longer values keep their start and their end (the stage's own kind), joined by "...".
+MAX_LABEL_CHARS = 256
+
+
+def label_value(text: str) -> str:
+    """`text`, at most MAX_LABEL_CHARS characters: its start and end where longer."""
+    if len(text) <= MAX_LABEL_CHARS:
+        return text
+    head = (MAX_LABEL_CHARS - 3) // 2
+    return text[:head] + "..." + text[-(MAX_LABEL_CHARS - 3 - head):]
+
+
 @dataclass(frozen=True)
 class Published:
     summary: WindowSummary
@@ -101,7 +115,7 @@ class _Families:
             fam = self._gauges[name] = GaugeMetricFamily(
                 name, d.help, labels=[*IDENTITY_LABELS, *d.labels], unit=d.unit
             )
-        fam.add_metric([*ident, *labels], float(value))
+        fam.add_metric([*ident, *map(label_value, labels)], float(value))
 
     def counter(self, name: str, ident: tuple[str, ...], labels: tuple[str, ...], value: float,
                 exemplar: tuple[dict[str, str], float] | None = None) -> None:
@@ -112,7 +126,8 @@ class _Families:
                 d.family, d.help, labels=[*IDENTITY_LABELS, *d.labels], unit=d.unit
             )
         names = [*IDENTITY_LABELS, *d.labels]
-        fam.add_sample(name, dict(zip(names, [*ident, *labels], strict=True)), float(value),
+        fam.add_sample(name, dict(zip(names, [*ident, *map(label_value, labels)], strict=True)),
+                       float(value),
                        exemplar=Exemplar(exemplar[0], 1.0, exemplar[1]) if exemplar else None)
 
     def histogram(self, name: str, ident: tuple[str, ...], durations: Durations) -> None:
