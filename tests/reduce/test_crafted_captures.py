@@ -224,3 +224,32 @@ def test_event_names_no_event_uses_are_no_evidence_and_no_scan(stem: str) -> Non
     used = set(plane.events.mid.tolist())
     assert set(Timeline(plane).names) == used
     assert len(plane.event_names) >= len(used) + 20_000  # lookups by id still see all
+
+
+def test_functional_loops_read_a_kernel_type_written_as_a_string_too() -> None:
+    """The async op marks' `kernel_type` is filtered in bulk where it is a reference to a
+    stat name (as TensorFlow writes it); written as a plain string, each mark is read in
+    full, to the same loops."""
+    from tests.conftest import CAPTURES
+
+    data = (CAPTURES / "generated__tf2.21cpu__ctc_loss_loop.xplane.pb").read_bytes()
+    x = schema.XSpace()
+    x.ParseFromString(data)
+    host = next(p for p in x.planes if p.name == "/host:CPU")
+    kt = next(k for k, m in host.stat_metadata.items() if m.name == "kernel_type")
+    marks = {k for k, m in host.event_metadata.items() if m.name.startswith(
+        "ExecutorState::ProcessAsync::")}
+    changed = 0
+    for line in host.lines:
+        for e in line.events:
+            if e.metadata_id in marks:
+                for st in e.stats:
+                    if st.metadata_id == kt and st.HasField("ref_value"):
+                        st.str_value = host.stat_metadata[st.ref_value].name
+                        changed += 1
+    assert changed > 1000
+    want = reduce_xspace(data).steps
+    got = reduce_xspace(x.SerializeToString()).steps
+    assert want.in_graph_loop_s > 0 and want.in_graph_loop_iterations == 100
+    assert (got.in_graph_loop_s, got.in_graph_loop_iterations, got.in_graph_loop_scopes) == (
+        want.in_graph_loop_s, want.in_graph_loop_iterations, want.in_graph_loop_scopes)

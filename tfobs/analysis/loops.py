@@ -22,6 +22,7 @@ from tfobs.analysis.eventtypes import parse_tf_op
 from tfobs.analysis.gpu_idle import merged_spans
 from tfobs.analysis.steps import LoopRuns
 from tfobs.analysis.timeline import (
+    LineData,
     Timeline,
     clip_to_spans,
     enclosed,
@@ -32,6 +33,7 @@ from tfobs.analysis.timeline import (
     span_of,
     summable,
 )
+from tfobs.xspace.columns import KIND_REF
 
 # A name scope's parts that say where in a function an op is, not whose op it is: the
 # bodies and branches of loops and conds, their numbered function copies, call ops,
@@ -229,6 +231,8 @@ def functional_loops(host: Timeline | None, steps: Sequence[tuple[int, int]]
         if at.size:
             bodies.append(ld.start_arr[at] + ld.start_ps)
         at = np.flatnonzero(member(ld.mid_arr, marks, ld.dense_top))
+        if at.size:
+            at = at[_maybe_loop_kernel(host, ld, at, ids["kernel_type"])]
         if not at.size:
             continue
         is_start = member(ld.mid_arr[at], start_mids)
@@ -284,3 +288,19 @@ def functional_loops(host: Timeline | None, steps: Sequence[tuple[int, int]]
     return InGraphLoops(seconds, op_ps / 1e12, int(np.median(iters)) if iters.size else 0,
                         int(iters.max()) if iters.size else 0, scopes,
                         any(_RECURRENT.search(s.rsplit("/", 1)[-1]) for s in scopes))
+
+
+def _maybe_loop_kernel(host: Timeline, ld: LineData, at: np.ndarray, kernel_type: int
+                       ) -> np.ndarray:
+    """Which of the line's async op marks `at` may be a loop op's, by their `kernel_type`
+    stat read in bulk: a reference to another kernel's name is not (every async op of a
+    loop's body writes such marks, thousands a window: decoding each one's stats in Python
+    cost a fifth of a ctc_loss capture's reduction); any other layout is read in full."""
+    loops = np.array([m for m, n in host.plane.stat_names.items() if n in _LOOP_KERNELS],
+                     np.int64)
+    events = ld.indices(at)
+    batch = host.columns.stats_of(events, np.array([kernel_type], np.int64))
+    typed = batch.mid == kernel_type
+    other = typed & (batch.kind == KIND_REF) & ~np.isin(batch.value.astype(np.int64), loops)
+    dropped = np.isin(events, batch.event[other])
+    return ~dropped
