@@ -93,7 +93,9 @@ def test_enable_and_each_window_speak_in_the_job_log_with_no_logging_set_up(tmp_
 
 def test_quiet_leaves_the_job_log_alone(tmp_path) -> None:
     proc = _train(env={"TFOBS_QUIET": "1"}, tmp_path=tmp_path)
-    assert int(proc.stdout.split("captured")[-1]) >= 2  # profiling went on
+    # Profiling went on (one window is enough to show it: a loaded CI machine's short job
+    # fit one, the 50 % budget spacing the next past its end).
+    assert int(proc.stdout.split("captured")[-1]) >= 1
     assert _ours(proc.stderr) == [], proc.stderr[-3000:]
 
 
