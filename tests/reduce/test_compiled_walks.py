@@ -450,6 +450,20 @@ def _spans(rng: np.random.Generator, count: int) -> np.ndarray:
     return cuts.reshape(-1, 2)
 
 
+def _stretches_equal_numpy(line: types.SimpleNamespace, rng: np.random.Generator,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled sweep's stretches of `line`, for one to three random regions and random
+    busy time, against the numpy cut-and-sort's."""
+    regions = [_spans(rng, int(rng.integers(0, 40))) for _ in range(int(rng.integers(1, 4)))]
+    busy = _spans(rng, int(rng.integers(0, 30)))
+    got = python_time._stretches(line, regions, busy)  # type: ignore[arg-type]
+    want = _without_walks(monkeypatch, lambda: python_time._stretches(
+        line, regions, busy))  # type: ignore[arg-type]
+    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
+    assert [g.tolist() for g in got[2]] == [w.tolist() for w in want[2]]
+    assert got[3].tolist() == want[3].tolist()
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_stretches_equal_numpy(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Python thread's stretches (`_wire.stretches`): nested and overlapping events,
@@ -460,14 +474,7 @@ def test_stretches_equal_numpy(seed: int, monkeypatch: pytest.MonkeyPatch) -> No
     start = np.sort(rng.integers(0, 5000, n)).astype(np.int64)
     end = start + np.where(rng.random(n) < 0.1, 0, rng.integers(0, 900, n))
     line = types.SimpleNamespace(start_arr=start - 7, end_arr=end - 7, start_ps=7)
-    regions = [_spans(rng, int(rng.integers(0, 40))) for _ in range(int(rng.integers(1, 4)))]
-    busy = _spans(rng, int(rng.integers(0, 30)))
-    got = python_time._stretches(line, regions, busy)  # type: ignore[arg-type]
-    want = _without_walks(monkeypatch, lambda: python_time._stretches(
-        line, regions, busy))  # type: ignore[arg-type]
-    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
-    assert [g.tolist() for g in got[2]] == [w.tolist() for w in want[2]]
-    assert got[3].tolist() == want[3].tolist()
+    _stretches_equal_numpy(line, rng, monkeypatch)
 
 
 def _call_tree(rng: np.random.Generator, lo: int, hi: int, depth: int,
@@ -488,8 +495,9 @@ def _call_tree(rng: np.random.Generator, lo: int, hi: int, depth: int,
 
 @pytest.mark.parametrize("seed", range(30))
 def test_nested_stretches_equal_numpy(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Nested events only (the compiled sweep's stack path, no heap): the same stretches,
-    owners and region flags as the numpy cut-and-sort."""
+    """Nested events only, as a Python thread's tracer writes them (deep call trees, equal
+    bounds, instants): the same stretches, owners and region flags as the numpy
+    cut-and-sort."""
     rng = np.random.default_rng(seed)
     calls: list[tuple[int, int]] = []
     _call_tree(rng, 0, 5000, 0, calls)
@@ -497,14 +505,7 @@ def test_nested_stretches_equal_numpy(seed: int, monkeypatch: pytest.MonkeyPatch
     start = np.array([c[0] for c in calls], np.int64)
     end = np.array([c[1] for c in calls], np.int64)
     line = types.SimpleNamespace(start_arr=start, end_arr=end, start_ps=0)
-    regions = [_spans(rng, int(rng.integers(0, 40))) for _ in range(int(rng.integers(1, 4)))]
-    busy = _spans(rng, int(rng.integers(0, 30)))
-    got = python_time._stretches(line, regions, busy)  # type: ignore[arg-type]
-    want = _without_walks(monkeypatch, lambda: python_time._stretches(
-        line, regions, busy))  # type: ignore[arg-type]
-    assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
-    assert [g.tolist() for g in got[2]] == [w.tolist() for w in want[2]]
-    assert got[3].tolist() == want[3].tolist()
+    _stretches_equal_numpy(line, rng, monkeypatch)
 
 
 def test_stretches_leave_events_ending_before_they_start_to_numpy() -> None:

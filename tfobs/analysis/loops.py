@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -89,8 +89,7 @@ def in_graph_loops(host: Timeline | None, runs: LoopRuns | None,
         return InGraphLoops()
     lo, hi = span_bounds(steps)
     starts, ends, iters, steps_of = [], [], [], []
-    op_mids = id_array([mid for mid, n in host.names.items()
-                        if parse_tf_op(n).category == "tf"])
+    op_mids = id_array(host.mids_where_once(_is_tf_op))
     op_mid: list[np.ndarray] = []
     op_dur: list[np.ndarray] = []
     for li in np.unique(runs.line).tolist():
@@ -152,19 +151,10 @@ def _pfor_fallback_scopes(host: Timeline, lo: np.ndarray, hi: np.ndarray
                           ) -> tuple[str, ...]:
     """The scopes (`<op>/pfor`) of the while loops tf.vectorized_map ran inside the steps
     for ops it could not vectorize, by their stacks of per-example results, most first."""
-    mids = id_array(host.mids_where_once(_is_pfor_stack))
-    if not mids.size:
-        return ()
-    count: Counter[str] = Counter()
-    for ld in host.lines:
-        at = np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top))
-        if not at.size:
-            continue
-        _, inside = span_of(ld.start_arr[at] + ld.start_ps, lo, hi)
-        for mid in ld.mid_arr[at[inside]].tolist():
-            name = parse_tf_op(host.names[mid]).name
-            count[name[:name.index(_PFOR_STACK)] + PFOR_SCOPE] += 1
-    return tuple(s for s, _ in count.most_common(MAX_SCOPES))
+    def scope(name: str) -> str:
+        return name[:name.index(_PFOR_STACK)] + PFOR_SCOPE
+
+    return _scopes_in_steps(host, _is_pfor_stack, scope, lo, hi)
 
 
 def _is_unstack(name: str) -> bool:
@@ -175,7 +165,19 @@ def _unstacked_scopes(host: Timeline, lo: np.ndarray, hi: np.ndarray) -> tuple[s
     """The scopes of the tensors unstacked for a loop (`.../TensorArrayUnstack/
     TensorListFromTensor` ops: tf.map_fn's, tf.scan's, a Keras RNN's) inside the steps,
     most first: a loop whose own ops write no event is named by its input."""
-    mids = id_array(host.mids_where_once(_is_unstack))
+    def scope(name: str) -> str:
+        parts = name.split(_UNSTACK)[0].split("/")
+        return "/".join(p for p in parts if not _STRUCTURE.fullmatch(p))
+
+    return _scopes_in_steps(host, _is_unstack, scope, lo, hi)
+
+
+def _scopes_in_steps(host: Timeline, predicate: Callable[[str], bool],
+                     scope: Callable[[str], str], lo: np.ndarray, hi: np.ndarray
+                     ) -> tuple[str, ...]:
+    """The scopes (`scope` of each op's name; "" is none) of the events named by
+    `predicate` that start inside the steps (`lo`..`hi`), most events first."""
+    mids = id_array(host.mids_where_once(predicate))
     if not mids.size:
         return ()
     count: Counter[str] = Counter()
@@ -185,11 +187,13 @@ def _unstacked_scopes(host: Timeline, lo: np.ndarray, hi: np.ndarray) -> tuple[s
             continue
         _, inside = span_of(ld.start_arr[at] + ld.start_ps, lo, hi)
         for mid in ld.mid_arr[at[inside]].tolist():
-            parts = parse_tf_op(host.names[mid]).name.split(_UNSTACK)[0].split("/")
-            scope = "/".join(p for p in parts if not _STRUCTURE.fullmatch(p))
-            if scope:
-                count[scope] += 1
+            if found := scope(parse_tf_op(host.names[mid]).name):
+                count[found] += 1
     return tuple(s for s, _ in count.most_common(MAX_SCOPES))
+
+
+def _is_tf_op(name: str) -> bool:
+    return parse_tf_op(name).category == "tf"
 
 
 # A functional loop op run as such (not lowered into the graph's own control flow: the
@@ -262,8 +266,7 @@ def functional_loops(host: Timeline | None, steps: Sequence[tuple[int, int]]
     union = merged_spans(cut_begin, np.maximum(cut_end, cut_begin))
     seconds = int((union.end - union.begin).sum()) / 1e12
     # The body's ops: outermost op events beginning while a loop runs, on any thread.
-    op_mids = id_array([mid for mid, n in host.names.items()
-                        if parse_tf_op(n).category == "tf"])
+    op_mids = id_array(host.mids_where_once(_is_tf_op))
     op_ps = 0
     for ld in host.lines if op_mids.size else ():
         ops = np.flatnonzero(member(ld.mid_arr, op_mids, ld.dense_top))
@@ -296,11 +299,17 @@ def _maybe_loop_kernel(host: Timeline, ld: LineData, at: np.ndarray, kernel_type
     stat read in bulk: a reference to another kernel's name is not (every async op of a
     loop's body writes such marks, thousands a window: decoding each one's stats in Python
     cost a fifth of a ctc_loss capture's reduction); any other layout is read in full."""
-    loops = np.array([m for m, n in host.plane.stat_names.items() if n in _LOOP_KERNELS],
-                     np.int64)
+    loops = host.once(_loop_kernel_refs)
     events = ld.indices(at)
     batch = host.columns.stats_of(events, np.array([kernel_type], np.int64))
     typed = batch.mid == kernel_type
     other = typed & (batch.kind == KIND_REF) & ~np.isin(batch.value.astype(np.int64), loops)
     dropped = np.isin(events, batch.event[other])
     return ~dropped
+
+
+def _loop_kernel_refs(host: Timeline) -> np.ndarray:
+    """The stat metadata ids naming a loop kernel (a `kernel_type` reference's values).
+    Through `host.once`."""
+    return np.array([m for m, n in host.plane.stat_names.items() if n in _LOOP_KERNELS],
+                    np.int64)

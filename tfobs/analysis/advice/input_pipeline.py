@@ -512,6 +512,23 @@ ONE_FETCH_WORK = 0.5
 SLOW_FETCHES_SHARE = 0.5
 
 
+# A ready fetch held while tf.data's threads work: what it is, and the fix.
+HELD_BY_PIPELINE = (
+    "the fetching thread waiting for a core (or the buffer's lock) while the pipeline works, "
+    "not a per-step cost: give tf.data fewer threads than the host has cores "
+    "(options.threading.private_threadpool_size, a lower num_parallel_calls), make that "
+    "work cheaper or cache() its output, and judge from a longer window")
+
+
+def _of_median_step(s: WindowSummary) -> str:
+    """" (N % of the median M ms step)" for the median fetch, "" without steps."""
+    typical = _median_step_s(s)
+    if typical <= 0:
+        return ""
+    return (f" ({100 * s.input_pipeline.prefetch_median_s / typical:.0f} % of the median "
+            f"{1e3 * typical:.2f} ms step)")
+
+
 def _one_fetch(s: WindowSummary, waited: float) -> str:
     """Words for an input wait that is most one fetch's, although the prefetch buffer held a
     batch when it began: no hand-over takes that long, nor is it a cost every step pays;
@@ -523,11 +540,7 @@ def _one_fetch(s: WindowSummary, waited: float) -> str:
         return ""
     step = f" (step {ip.prefetch_longest_step})" if ip.prefetch_longest_step >= 0 else ""
     handover = (f"the other {ip.prefetch_fetches - 1} took {1e3 * ip.prefetch_median_s:.2f} ms "
-                "at the median, the hand-over")
-    typical = _median_step_s(s)
-    if typical > 0:
-        handover += (f" ({100 * ip.prefetch_median_s / typical:.0f} % of the median "
-                     f"{1e3 * typical:.2f} ms step)")
+                f"at the median, the hand-over{_of_median_step(s)}")
     said = (f"the wait is one fetch's: {1e3 * longest:.1f} ms of the {1e3 * waited:.1f} ms of "
             f"input wait in the steps is one fetch{step} that began with a batch in the "
             f"prefetch buffer; {handover}. ")
@@ -538,11 +551,7 @@ def _one_fetch(s: WindowSummary, waited: float) -> str:
         return said + (
             f"During it tf.data's threads ran {ip.prefetch_longest_op} for "
             f"{1e3 * ip.prefetch_longest_op_s:.1f} ms{' in ' + named if named else ''}: a fetch of "
-            "a ready batch that long is the fetching thread waiting for a core (or the "
-            "buffer's lock) while the pipeline works, not a per-step cost: give tf.data "
-            "fewer threads than the host has cores (options.threading."
-            "private_threadpool_size, a lower num_parallel_calls), make that work cheaper "
-            "or cache() its output, and judge from a longer window")
+            f"a ready batch that long is {HELD_BY_PIPELINE}")
     ran = (f"on tf.data's threads only {named} ran, no op of its for long" if named
            else "nothing ran on tf.data's threads")
     return said + (
@@ -564,11 +573,7 @@ def _few_fetches(s: WindowSummary, waited: float) -> str:
     steps = (f" (steps {', '.join(map(str, nums[:6]))}{', ...' if len(nums) > 6 else ''})"
              if nums else "")
     handover = (f"the median fetch of the {ip.prefetch_fetches} took "
-                f"{1e3 * ip.prefetch_median_s:.2f} ms, the hand-over")
-    typical = _median_step_s(s)
-    if typical > 0:
-        handover += (f" ({100 * ip.prefetch_median_s / typical:.0f} % of the median "
-                     f"{1e3 * typical:.2f} ms step)")
+                f"{1e3 * ip.prefetch_median_s:.2f} ms, the hand-over{_of_median_step(s)}")
     said = (f"the wait is {n} fetches': {1e3 * slow:.1f} ms of the {1e3 * waited:.1f} ms of "
             f"input wait in the steps is {n} fetches{steps} that began with a batch in the "
             f"prefetch buffer, each {SLOW_FETCH_FACTOR:g} times the median fetch or more and a "
@@ -578,11 +583,7 @@ def _few_fetches(s: WindowSummary, waited: float) -> str:
         return said + (
             f"During them tf.data's threads ran its stages' ops for "
             f"{1e3 * ip.prefetch_slow_ready_op_s:.1f} ms: fetches of ready batches that long "
-            "are the fetching thread waiting for a core (or the buffer's lock) while the "
-            "pipeline works, not a per-step cost: give tf.data fewer threads than the host "
-            "has cores (options.threading.private_threadpool_size, a lower "
-            "num_parallel_calls), make that work cheaper or cache() its output, and judge "
-            "from a longer window")
+            f"are {HELD_BY_PIPELINE}")
     return said + (
         f"No pipeline work held them (tf.data's threads ran ops for "
         f"{1e3 * ip.prefetch_slow_ready_op_s:.1f} ms of them); the fetching thread was held "

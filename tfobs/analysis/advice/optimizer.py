@@ -56,7 +56,7 @@ def _densified(s: WindowSummary) -> list[Advice]:
     """sparse_gradient_dense: an IndexedSlices gradient made dense by an op of the job's
     own before the optimizer."""
     ops = s.ops
-    op_s = ops.host_s + ops.device_s - sum(st.self_s for st in s.input_pipeline.stages)
+    op_s = _op_s(s)
     share = ops.densified_s / op_s if op_s > 0 else 0.0
     if share < DENSIFIED_INFO_SHARE:
         return []
@@ -79,8 +79,7 @@ def _densified(s: WindowSummary) -> list[Advice]:
 
 def _update(s: WindowSummary) -> list[Advice]:
     ops = s.ops
-    tfdata_s = sum(st.self_s for st in s.input_pipeline.stages)
-    op_s = ops.host_s + ops.device_s - tfdata_s
+    op_s = _op_s(s)
     if ops.optimizer_s <= 0 or op_s <= 0 or ops.optimizer_s / op_s < UPDATE_SHARE:
         return []
     # Half of a tiny step's few ops is no cost worth a change: the update must weigh on
@@ -103,3 +102,9 @@ def _update(s: WindowSummary) -> list[Advice]:
          "optimizer_densify_share": densify},
         f"optimizer update >= {100 * UPDATE_SHARE:g} % of op time and >= "
         f"{100 * STEP_SHARE:g} % of step time (tfobs)")]
+
+
+def _op_s(s: WindowSummary) -> float:
+    """The window's op time, tf.data's iterators left out."""
+    return (s.ops.host_s + s.ops.device_s
+            - sum(st.self_s for st in s.input_pipeline.stages))
