@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import capture_paths, fidelity_capture_paths
 from tests.reduce.test_fast_paths import _random_stats_space, _varint
-from tfobs.analysis import breakdown, ops, python_time, steps
+from tfobs.analysis import breakdown, ops, python_time, steps, timeline
 from tfobs.analysis.pipeline import reduce_xspace
 from tfobs.analysis.timeline import Timeline, int_stats_at
 from tfobs.errors import CaptureError
@@ -139,14 +139,23 @@ def test_random_event_bytes_give_the_same_columns_or_error(
     assert read() == _without_walks(monkeypatch, read)
 
 
-@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("seed", range(24))
 def test_int_stats_equal_without_the_compiled_walk(seed: int,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """The linking stats of step grouping, every value kind and repeated ids (seeds >= 8:
-    ids past one byte, which the compiled walk hands back to numpy)."""
-    base = 0 if seed < 8 else 300
+    """The linking stats of step grouping, every value kind and repeated ids. Seeds 8-15:
+    ids 123-128, the last two bytes long (a plane naming over 127 stats), which the
+    compiled walk reads, wanted or not; seeds >= 16: ids past its table, handed back to
+    numpy."""
+    base = (0, 122, 300)[seed // 8]
     data = _random_stats_space(seed, base)
-    wanted = {base + k: str(k) for k in range(1, 8)}
+    # Seeds 2, 6, ... want the first three ids only: the others' records are skipped unread.
+    wanted = {base + k: str(k) for k in range(1, 4 if seed % 4 == 2 else 8)}
+    if base == 122 and seed % 2 == 0:  # integers only (a record with no value is handed
+        # back): the two-byte ids take the compiled walk
+        host = Timeline(parse(data).plane("/host:CPU"))
+        every = np.arange(len(host.columns), dtype=np.int64)
+        ids = np.fromiter(wanted, np.int64, len(wanted))
+        assert timeline._compiled_int_stats(host, every, ids) is not None
 
     def read(raw: bool) -> dict:
         host = Timeline(parse(data).plane("/host:CPU"))

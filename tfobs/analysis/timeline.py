@@ -426,9 +426,9 @@ def _compiled_int_stats(tl: Timeline, events: np.ndarray, ids: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray] | None:
     """(raw value, value kind) per wanted id (rows) and event (columns), the last record
     of each winning, by the compiled walk (`columns.int_stats`); None where it is not
-    built, the ids are not all one byte, or a record is laid out otherwise."""
+    built, an id is past the walk's table (256), or a record is laid out otherwise."""
     cols = tl.columns
-    if not compiled() or (ids < 0).any() or (ids >= 128).any():
+    if not compiled() or (ids < 0).any() or (ids >= 256).any():
         return None
     slots = np.full(256, -1, np.int8)
     slots[ids] = np.arange(ids.size)

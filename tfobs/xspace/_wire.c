@@ -362,11 +362,11 @@ static PyObject *w_stat_varints(PyObject *self, PyObject *args)
 
 /* int_stats(buf, stats_at, end, events, slots, value, kind) -> int: the wanted stats of
  * each of `events` in one walk, as timeline.int_stats_at takes them. `slots` (int8, 256:
- * the column of each one-byte metadata id, -1 for ids not wanted); value (uint64) and kind
+ * the column of each metadata id below 256, -1 for ids not wanted); value (uint64) and kind
  * (int8) hold one column of len(events) per wanted stat, zeroed by the caller. A stat's
  * last record in an event wins: its raw value and value kind (columns.KIND_*). Returns 1;
- * 0 when some record is not laid out as writers lay them out (a one-byte id, then one
- * value ending the record; the caller then decodes in general); -1 on a rule of field_at. */
+ * 0 when some record is not laid out as writers lay them out (the id, then one value
+ * ending the record; the caller then decodes in general); -1 on a rule of field_at. */
 static PyObject *w_int_stats(PyObject *self, PyObject *args)
 {
     static const struct arg spec[] = {
@@ -399,32 +399,36 @@ static PyObject *w_int_stats(PyObject *self, PyObject *args)
         int64_t p = stats_at[k], e = end[k], at, size;
         int found;
         while ((found = next_record(b, lim, &p, e, &at, &size)) > 0) {
-            uint64_t x = 0;
-            if (size < 3 || b[at] != 0x08 || b[at + 1] >= 0x80) {
+            uint64_t x = 0, id = 0;
+            /* The id: one byte in most captures, more where the plane names over 127
+             * stats (ids past the table are never wanted). */
+            int im = size < 3 || b[at] != 0x08 ? 0 : varint(b, at + 1, at + size, &id);
+            if (!im || im + 1 >= size) {
                 result = 0;
                 break;
             }
-            int slot = slots[b[at + 1]];
+            int slot = id < 256 ? slots[id] : -1;
             if (slot < 0)
                 continue; /* not wanted: its value is never read */
             if ((Py_ssize_t)(slot + 1) * n > cells) {
                 result = -1;
                 break;
             }
-            uint8_t tag = b[at + 2];
-            int64_t rest = size - 3, fits = 0;
+            int64_t vat = at + 1 + im; /* the value's tag byte */
+            uint8_t tag = b[vat];
+            int64_t rest = size - 2 - im, fits = 0;
             int m;
             int8_t got = (int8_t)(tag >> 3);
             switch (tag) {
             case 0x18: case 0x20: case 0x38: /* uint64, int64, ref: a varint */
-                m = varint(b, at + 3, lim, &x);
+                m = varint(b, vat + 1, lim, &x);
                 fits = m && m == rest;
                 break;
             case 0x11: /* double: fixed64 */
                 fits = rest == 8;
                 break;
             case 0x2A: case 0x32: /* string, bytes: a length, then the payload */
-                m = varint(b, at + 3, lim, &x);
+                m = varint(b, vat + 1, lim, &x);
                 fits = m && x <= MAX_LENGTH && (int64_t)x == rest - m;
                 x = 0;
                 break;
@@ -1347,7 +1351,18 @@ static PyObject *w_stretches(PyObject *self, PyObject *args)
     }
     int64_t *stack = scratch, *hend = scratch + n, *hidx = scratch + 2 * n;
     Py_BEGIN_ALLOW_THREADS
+    /* A thread's events nest (each ends by the end of every event open when it begins):
+     * then the open event that ends first is always the innermost, the stack's top, and
+     * no heap is needed. One pass tells; an event that overhangs takes the heap sweep. */
     Py_ssize_t next = 0, depth = 0, heap = 0, q = 0;
+    int nests = 1;
+    for (Py_ssize_t i = 0; i < n && nests; i++) {
+        while (depth && end[stack[depth - 1]] <= start[i])
+            depth--;
+        nests = !depth || end[i] <= end[stack[depth - 1]];
+        stack[depth++] = i;
+    }
+    depth = 0;
     int have = 0;
     int64_t t = 0;
     for (;;) {
@@ -1356,6 +1371,10 @@ static PyObject *w_stretches(PyObject *self, PyObject *args)
         int64_t u = 0;
         if (next < n) {
             u = start[next];
+            found = 1;
+        }
+        if (nests && depth && (!found || end[stack[depth - 1]] < u)) {
+            u = end[stack[depth - 1]];
             found = 1;
         }
         if (heap && (!found || hend[0] < u)) {
@@ -1386,6 +1405,16 @@ static PyObject *w_stretches(PyObject *self, PyObject *args)
          * each set's pointer passes its bounds, closed events leave the stack's top. */
         t = u;
         have = 1;
+        if (nests) {
+            while (next < n && start[next] == t)
+                stack[depth++] = next++;
+            while (depth && end[stack[depth - 1]] <= t)
+                depth--;
+            for (Py_ssize_t k = 0; k < sets; k++)
+                while (ptr[k] < offs[k + 1] && bounds[ptr[k]] <= t)
+                    ptr[k]++;
+            continue;
+        }
         while (next < n && start[next] == t) {
             stack[depth++] = next;
             heap_push(hend, hidx, heap++, end[next], next);
