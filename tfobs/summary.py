@@ -254,6 +254,10 @@ class Steps:
     # The part of python_traced_s per step waiting for a batch from another thread or process
     # of the job's (`queue.Queue.get`, `Future.result`): a Python loader slower than the step.
     python_loader_wait_s: float = 0.0
+    # The part of python_traced_s per step in NumPy reads of device values (np.asarray or
+    # np.array of a jax.Array): each waits for the program computing the value, then copies
+    # it back (python_time._device_reads).
+    python_device_read_s: float = 0.0
     # The same thread's Python between the steps (the Python tracer on): seconds per gap
     # between consecutive steps, and its functions with the most of it (a loop's own
     # loader: next() of a Python generator).

@@ -418,6 +418,13 @@ CASES = {
         "the new weights and a dict of 36 scalar metrics (per layer: weight, gradient and "
         "bias norms, update ratio, largest gradient), each marked step reading the whole "
         "dict with `jax.device_get` and formatting a log line",
+    "numpy_loss_read_steps": "the MLP's jitted SGD step on batches of 512, each marked "
+        "step reading the loss and the logits' class counts with `np.asarray` (the usual "
+        "per-step log line) and no other wait",
+    "numpy_list_batches_steps": "each marked step dispatching the MLP's jitted SGD step "
+        "(batches of 512, not waited for), then building the next batch from nested Python "
+        "lists with `np.asarray(rows, np.float32)` while that program runs (a loader in the "
+        "loop), the loss read every 4 steps",
     "f32_master_bf16_compute_steps": "mixed precision by hand (as `jmp` does): float32 "
         "master weights cast to bfloat16 for the forward and backward pass, a dynamic loss "
         "scale, gradients unscaled and checked finite in float32, one jitted step marked "
@@ -1491,7 +1498,8 @@ print(json.dumps(params))
 SOLVER_LOOPS = {"optax_lbfgs_fit_steps", "associative_scan_rnn_steps",
                 "vmap_batched_while_steps", "topk_argsort_retrieval_steps",
                 "device_permutation_epochs", "fsdp_all_gather_ppermute_four_devices",
-                "metrics_tree_device_get_steps", "f32_master_bf16_compute_steps"}
+                "metrics_tree_device_get_steps", "f32_master_bf16_compute_steps",
+                "numpy_loss_read_steps", "numpy_list_batches_steps"}
 
 _SOLVER_LOOPS_CHILD = """
 import json, sys, time
@@ -1701,6 +1709,26 @@ elif case == "f32_master_bf16_compute_steps":  # mixed precision by hand, a dyna
     for i in range(10):
         jax.block_until_ready(f32(p, *batch(i)))
     extra["f32_step_ms_before_trace"] = round((time.perf_counter() - t) * 100, 3)
+elif case == "numpy_loss_read_steps":  # the loss and class counts read every step
+    @jax.jit
+    def cstep(p, x, y):
+        p2, loss = sgd_fn(p, x, y)
+        return p2, loss, jnp.bincount(jnp.argmax(mlp(p, x), 1), length=10)
+    def body(i):
+        global p
+        p, loss, counts = cstep(p, *batch(i, 512))
+        log.append([round(float(np.asarray(loss)), 4), np.asarray(counts).tolist()])
+elif case == "numpy_list_batches_steps":  # the next batch built from lists, program running
+    ROWS = XALL.tolist()
+    nxt = [np.asarray(ROWS[:512], np.float32)]
+    def body(i):
+        global p
+        j = (i * 512) % 4096
+        p, loss = sgd(p, nxt[0], YALL[j:j + 512])
+        k = ((i + 1) * 512) % 4096
+        nxt[0] = np.asarray(ROWS[k:k + 512], np.float32)
+        if i % 4 == 3:
+            log.append(round(float(loss), 4))
 else:
     raise SystemExit("unknown case " + case)
 if "loop" not in globals():

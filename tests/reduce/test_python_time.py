@@ -820,3 +820,37 @@ def test_a_jax_jobs_checkpoint_saves_are_read_from_its_librarys_python() -> None
     assert writer.fix == steps_advice.WRITER_FIX
     # A JAX job that saves nothing reads none.
     assert tfobs.analyze(PLAIN).ops.checkpoint_writes == 0
+
+
+def test_numpy_reads_of_device_values_are_named_with_the_read_fix_not_the_loader_fix() -> None:
+    # Each step reads the per-row round counts with np.asarray right after the jitted call:
+    # the array's C++ __array__ waits for the program (its first op began 1.3-3.6 ms into
+    # the call on a loaded machine), then copies back; the call ends 16-33 us after the
+    # program. tfobs said "most in numpy asarray" and gave the loader's fix.
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__vmap_batched_while_steps.xplane.pb")
+    st = s.steps
+    assert st.python_traced_top[0] == "numpy asarray"
+    assert 0.8 * st.python_traced_s < st.python_device_read_s <= st.python_traced_s
+    a = _codes(s)["python_in_step"]
+    assert "np.asarray or np.array of device values" in a.message
+    assert a.fix == steps_advice.DEVICE_READ_FIX and "background thread" not in a.fix
+    assert a.guide == steps_advice.WAIT_GUIDE
+    assert a.evidence["device_read_share"] == pytest.approx(
+        st.python_device_read_s / st.python_traced_s)
+    back = tfobs.WindowSummary.from_dict(s.to_dict())
+    assert back.steps.python_device_read_s == st.python_device_read_s
+
+
+def test_a_numpy_read_each_step_is_a_read_and_a_loaders_numpy_conversion_is_not() -> None:
+    # np.asarray(loss) and np.asarray(counts) every step, nothing else waiting: most of the
+    # step's traced Python is those reads (too little of the step for advice).
+    reads = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__numpy_loss_read_steps.xplane.pb")
+    st = reads.steps
+    assert "numpy asarray" in st.python_traced_top
+    assert 0.5 * st.python_traced_s < st.python_device_read_s <= st.python_traced_s
+    # The next batch made from Python lists by np.asarray while the dispatched program
+    # runs: the same NumPy function, ending before the program does, is no read.
+    loader = tfobs.analyze(
+        CAPTURES / "generated__jax0.10cpu__numpy_list_batches_steps.xplane.pb")
+    assert "numpy asarray" in loader.steps.python_traced_top
+    assert loader.steps.python_device_read_s == 0.0

@@ -229,11 +229,11 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
     traced = (not has_device and host is not None
               and bool(host.mids_where_once(is_python_event)))
     gaps = _gaps(kept.begin_ps if traced else kept.begin_ps[:0], kept.end_ps)
-    (traced_s, traced_top, callback_s, tfdata_next_s, loader_wait_s), (
+    no_python = (0.0, (), 0.0, 0.0, 0.0, 0.0)
+    (traced_s, traced_top, callback_s, tfdata_next_s, loader_wait_s, read_s), (
         between_s, between_top, *_) = (
         python_in_regions(host, spans, [spans, gaps]) if gaps.begin.size
-        else ((0.0, (), 0.0, 0.0, 0.0) if has_device else python_in_steps(host, spans),
-              (0.0, (), 0.0, 0.0, 0.0)))
+        else (no_python if has_device else python_in_steps(host, spans), no_python))
     pause = longest_pause(host, found.root_lines, spans.columns.begin, spans.columns.end)
     # Another Python thread running Python through the steps: the GIL the steps wait for.
     other_s, other_name, other_top = (
@@ -253,6 +253,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         python_callback_s=_per_step(callback_s, steps.count),
         python_tfdata_next_s=_per_step(tfdata_next_s, steps.count),
         python_loader_wait_s=_per_step(loader_wait_s, steps.count),
+        python_device_read_s=_per_step(read_s, steps.count),
         python_between_s=between_s / gaps.begin.size if gaps.begin.size else 0.0,
         python_between_top=between_top,
         python_other_thread_s=_per_step(other_s, steps.count), python_other_thread=other_name,

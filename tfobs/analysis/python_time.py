@@ -55,14 +55,18 @@ def is_python_event(name: str) -> bool:
     return name.startswith(PYTHON_EVENT_PREFIX)
 
 
+PythonFigures = tuple[float, tuple[str, ...], float, float, float, float]
+
+
 def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]] | Spans,
                     within: Sequence[tuple[int, int]] | Spans | None = None
-                    ) -> tuple[float, tuple[str, ...], float, float, float]:
+                    ) -> PythonFigures:
     """(seconds of Python inside the steps on the thread that runs them, that thread's
     functions with the most of it, longest first, at most TOP_FUNCTIONS, names without the
     tracer's `$`, the seconds of it inside JAX's host callbacks, the seconds of it inside a
     tf.data iterator's next(), the seconds of it waiting for a batch from another thread:
-    `queue.Queue.get`, `Future.result`). `spans`: the steps as
+    `queue.Queue.get`, `Future.result`, the seconds of it in NumPy reads of device values
+    (`_device_reads`)). `spans`: the steps as
     (begin, end) ps on the host's time base; the thread that runs them is the one holding
     their markers (a Python loader thread's work overlaps the steps without being theirs),
     the most Python where no thread holds them. `within`: other spans of that thread to
@@ -70,7 +74,6 @@ def python_in_steps(host: Timeline | None, spans: Sequence[tuple[int, int]] | Sp
     return python_in_regions(host, spans, [spans if within is None else within])[0]
 
 
-PythonFigures = tuple[float, tuple[str, ...], float, float, float]
 
 
 def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | Spans,
@@ -79,7 +82,7 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
     """`python_in_steps` read within each of `regions` (the steps, the gaps between them):
     one pass over the thread's events serves them all (a long window's main thread holds
     tens of thousands)."""
-    none: PythonFigures = (0.0, (), 0.0, 0.0, 0.0)
+    none: PythonFigures = (0.0, (), 0.0, 0.0, 0.0, 0.0)
     if host is None or not len(spans):
         return [none] * len(regions)
     py = id_array(host.mids_where_once(is_python_event))
@@ -90,23 +93,27 @@ def python_in_regions(host: Timeline | None, spans: Sequence[tuple[int, int]] | 
     # One Python thread is the one read, whether it holds the markers or not.
     marking = [ld for ld in lines if holds_markers(ld, spans)] if len(lines) > 1 else lines
     trampolines, nexts, waits = _frame_kinds(host)
-    best: list[tuple[int, np.ndarray, np.ndarray, int, int, int]] = [
-        (0, py[:0], py[:0], 0, 0, 0)] * len(regions)
+    numpy_calls = id_array(host.mids_named(*NUMPY_READS))
+    best: list[tuple[int, np.ndarray, np.ndarray, int, int, int, int]] = [
+        (0, py[:0], py[:0], 0, 0, 0, 0)] * len(regions)
     for ld in marking or lines:
         # A loader's outermost input stages are input wait to XProf, not host compute.
         # Only the rows the thread's events reach: each thread read against every step
         # made thousands of threads of one event each quadratic (20,000: 24 s).
         a, b = _extent(ld)
-        busy = compiled_work(host, ld, (a, b))
+        work = compiled_work(host, ld, (a, b))
+        busy = work
         if (stages := stage_spans(host, ld)).size:
             busy = union_rows(np.concatenate([busy, stages]))
         found = _innermost_python_in(ld, py, [_reaching(r, a, b) for r in rows],
                                      _reaching(busy, a, b))
+        reads = _device_reads(ld, numpy_calls, work)
         for r, (mids, ps, lo) in enumerate(found):
             total = int(ps.sum())
             if total > best[r][0]:
                 best[r] = (total, mids, ps, _within(ld, trampolines, lo, ps),
-                           _within(ld, nexts, lo, ps), _within(ld, waits, lo, ps))
+                           _within(ld, nexts, lo, ps), _within(ld, waits, lo, ps),
+                           int(ps[_inside(lo, reads)].sum()) if reads.size else 0)
     return [_python_figures(host, steps, *found, marking) if found[0] else none
             for steps, found in zip(rows, best, strict=True)]
 
@@ -130,7 +137,7 @@ def _reaching(rows: np.ndarray, a: int, b: int) -> np.ndarray:
 
 def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndarray,
                     ps: np.ndarray, in_callbacks: int, in_tfdata: int, in_waits: int,
-                    marking: Sequence[LineData] = ()) -> PythonFigures:
+                    in_reads: int, marking: Sequence[LineData] = ()) -> PythonFigures:
     # A callback XLA runs on its own worker threads leaves no Python tracer event there
     # (the tracer sees the threads Python started); its op does, named for the callback.
     # On the steps' own thread (XLA's CPU client runs a small program inline) the tracer
@@ -138,7 +145,7 @@ def _python_figures(host: Timeline, steps: np.ndarray, total: int, mids: np.ndar
     own = min(_callback_ops_ps(host, steps, only=marking), total) if marking else 0
     in_callbacks = max(in_callbacks, own, _callback_ops_ps(host, steps, skip=marking))
     return (total / 1e12, _top_functions(host, mids, ps), in_callbacks / 1e12,
-            in_tfdata / 1e12, in_waits / 1e12)
+            in_tfdata / 1e12, in_waits / 1e12, in_reads / 1e12)
 
 
 # A JAX job's checkpoint library runs in Python (orbax: checkpoint_manager.py,
@@ -379,6 +386,37 @@ def annotated_tfdata_next(host: Timeline | None, spans: Sequence[tuple[int, int]
         iv, busy_iv = np.array(merged, np.int64), union_rows(device)
         total -= int(covered_ps(busy_iv[:, 0], busy_iv[:, 1], iv[:, 0], iv[:, 1]).sum())
     return max(total, 0) / 1e12
+
+
+# NumPy making an array of a jax.Array (np.asarray(loss), np.array(metrics)) calls the
+# array's C++ __array__: no JAX Python frame under it, only the tracer's event for the NumPy
+# function. Such a call waits for the program that computes the value, then copies it
+# back: it ends just after the compiled work it waited for. A loader's np.asarray of a
+# list ends when its own work does, whatever a program beside it is doing.
+NUMPY_READS = (PYTHON_EVENT_PREFIX + "numpy asarray", PYTHON_EVENT_PREFIX + "numpy array")
+# The copy back after the awaited work: at most this share of the call's own time (the
+# test captures' reads: 16-33 us after the program, of calls of 1.4-8.2 ms).
+READ_TAIL = 0.25
+
+
+def _device_reads(ld: LineData, numpy_calls: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """(begin, end) rows, merged, of the line's NumPy calls (`numpy_calls`: metadata ids)
+    that read a device value: compiled work (`work`: merged rows) ran during the call and
+    its last row there ended inside the call, no more than READ_TAIL of the call's time
+    before the call's end."""
+    none = np.zeros((0, 2), np.int64)
+    if not numpy_calls.size or not work.size:
+        return none
+    at = np.flatnonzero(member(ld.mid_arr, numpy_calls, ld.dense_top))
+    if not at.size:
+        return none
+    begin, end = ld.start_arr[at] + ld.start_ps, ld.end_arr[at] + ld.start_ps
+    # The last row of work begun before each call ends: if it ends after the call, the call
+    # did not wait for it.
+    k = np.searchsorted(work[:, 0], end, side="left") - 1
+    last = np.where(k >= 0, work[np.maximum(k, 0), 1], begin)
+    read = (k >= 0) & (last > begin) & (last <= end) & (end - last <= READ_TAIL * (end - begin))
+    return union_rows(np.stack([begin[read], end[read]], 1)) if read.any() else none
 
 
 def _within(ld: LineData, outer: np.ndarray, lo: np.ndarray, ps: np.ndarray) -> int:

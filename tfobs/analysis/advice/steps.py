@@ -214,6 +214,14 @@ WAIT_FIX = (
     "shrink. The Python tracer itself slows each Python call: profile once with it off to "
     "size the rest")
 
+# Reading device values on the host, by JAX's Python (float(loss): array.py) or by NumPy
+# (np.asarray(loss): the array's C++ __array__, `steps.python_device_read_s`).
+DEVICE_READ_FIX = (
+    "keep metrics on the device (accumulate them in the jitted step) and read them every N "
+    "steps, not every step; read a vector once (np.asarray(v), jax.device_get), never "
+    "element by element (float(v[i]) in a loop is one copy per element)")
+DEVICE_READ_SHARE = 1 / 3  # of the traced Python, from which the reads are named
+
 # Python the JAX stack itself runs in the step, known by file and function (the tracer
 # names files by their base name only): a loader's fix would not reach it.
 # A jitted call JAX runs through its Python dispatch (pjit.py, pxla.py), not its C++ one.
@@ -284,10 +292,7 @@ FRAMEWORK_PYTHON = (
      "yielding batches), or inside the jitted step"),
     ("array.py", ("_value", "__int__", "__float__", "__array__", "item", "tolist"),
      "reading device values on the host (int(x), float(loss), np.asarray), each a wait for "
-     "the device and a copy back",
-     "keep metrics on the device (accumulate them in the jitted step) and read them every N "
-     "steps, not every step; read a vector once (np.asarray(v), jax.device_get), never "
-     "element by element (float(v[i]) in a loop is one copy per element)"),
+     "the device and a copy back", DEVICE_READ_FIX),
     ("pjit.py", ("cache_miss", "_pjit_call_impl_python"), *_SLOW_DISPATCH),
     ("pjit.py", ("_trace_for_jit",), *_TRACING_ONLY),
     ("api.py", ("make_jaxpr_f", "eval_shape"), *_TRACING_ONLY),
@@ -571,6 +576,13 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
                      "queue.get / Future.result for a batch another thread or process "
                      f"makes, not running Python{maker}")
         fixes.append(LOADER_WAIT_FIX)
+    reads = st.python_device_read_s / st.python_traced_s
+    if reads >= DEVICE_READ_SHARE:
+        parts.append(f"{1e3 * st.python_device_read_s:.2f} ms per step of it in np.asarray "
+                     "or np.array of device values (a jax.Array): each call waits for the "
+                     "program computing the value, then copies it back, no Python a loader "
+                     "would take over")
+        fixes.append(DEVICE_READ_FIX)
     # The step's own sleep, where it is the most of the Python and no wait named above.
     sleeping = (bool(st.python_traced_top) and st.python_traced_top[0] == SLEEP_FUNCTION
                 and not (callbacks >= CALLBACK_SHARE or tfdata >= TFDATA_NEXT_SHARE
@@ -609,15 +621,19 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
          "python_traced_s_per_step": st.python_traced_s,
          "callback_share": callbacks, "tfdata_next_share": tfdata,
          "loader_wait_share": loader,
-         **({"other_thread_pct": 100 * other} if other else {})},
+         **({"other_thread_pct": 100 * other} if other else {}),
+         **({"device_read_share": reads} if reads >= DEVICE_READ_SHARE else {})},
         f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
         f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %",
         # The usual fix moves Python to a background thread: the cause, under contention.
         # Where host callbacks hold the Python, loading batches ahead is beside the point.
         # A loader that already works ahead and does not keep up: loading ahead is no fix.
         "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE
-                       or loader >= TFDATA_NEXT_SHARE or sleeping or waiting or compiling
+                       or loader >= TFDATA_NEXT_SHARE or reads >= DEVICE_READ_SHARE
+                       or sleeping or waiting or compiling
                        else [*fixes, TRACED_FIX])
         if fixes else TRACED_FIX)
-    # The wait's fix is JAX's asynchronous dispatch, not tf.data's guide.
-    return dataclasses.replace(found, guide=WAIT_GUIDE) if waiting else found
+    # The wait's fix is JAX's asynchronous dispatch, not tf.data's guide; so is a read's.
+    reading = reads >= DEVICE_READ_SHARE and not (other or callbacks >= CALLBACK_SHARE
+                                                  or loader >= TFDATA_NEXT_SHARE)
+    return dataclasses.replace(found, guide=WAIT_GUIDE) if waiting or reading else found
