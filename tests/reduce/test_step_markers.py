@@ -370,6 +370,23 @@ def test_analyze_prints_the_calls_of_a_window_without_steps() -> None:
     assert line.split()[-2:] == ["python", "signature_wrapper_serve"] and "per call" in line
 
 
+def test_analyze_prints_a_coordinators_dispatched_step_functions_beside_its_steps() -> None:
+    # The chief's steps run no op here; the step_fn runs they dispatched are in the JSON
+    # (steps.calls, source "dispatched") and were missing from the text.
+    from tfobs.commands.analyze import render
+
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__ps_chief.xplane.pb")
+    assert s.steps.count and any(c.source == "dispatched" for c in s.steps.calls)
+    lines = render(s).splitlines()
+    at = lines.index("  function calls to or from other tasks (their work is in those tasks' "
+                     "captures):")
+    assert "dispatched" in lines[at + 1] and "step_fn" in lines[at + 1]
+    # A training window's own function's calls (fit's, from Python) are its steps: not listed.
+    fit = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__mixed_precision_fit.xplane.pb")
+    assert fit.steps.count and fit.steps.calls
+    assert "function calls" not in render(fit)
+
+
 # --- ParameterServerStrategy: chief and worker captures of one loopback cluster ---------
 
 PS_CHIEF = CAPTURES / "generated__tf2.21cpu__ps_chief.xplane.pb"

@@ -264,9 +264,14 @@ def render(s: WindowSummary, label: str = "") -> str:
             v = s.breakdown_s.get(cat, 0.0)
             add(f"  {cat:<19} {_ms(v)}  {_bar(ratios.get(cat, 0.0))} "
                 f"{100 * ratios.get(cat, 0.0):5.1f} %")
-    if not st.count and st.calls:
-        add("  function calls (no training step):")
-        for c in st.calls[:5]:
+    # With steps, the calls of other tasks' functions only (a parameter-server coordinator's
+    # dispatched step functions: the workers' work, not in this host's breakdown); the
+    # step's own function is the steps themselves.
+    calls = st.calls if not st.count else tuple(c for c in st.calls if c.source != "python")
+    if calls:
+        add("  function calls (no training step):" if not st.count else
+            "  function calls to or from other tasks (their work is in those tasks' captures):")
+        for c in calls[:5]:
             add(f"    x{c.count:<6} {c.per_s:9.1f} per s  {_ms(c.mean_s)} per call  "
                 f"{c.source:<10}  {_short(c.name, 66)}")
     add("")
