@@ -530,7 +530,9 @@ def test_an_eager_only_window_says_it_ran_ops_eagerly() -> None:
     assert "the window ran ops eagerly, outside tf.function" in s.steps.note
     assert f"{1e3 * s.ops.eager_s:.2f} ms" in s.steps.note
     assert "MatMul 60x" in s.steps.note  # 30 calls of a two-layer model
-    assert "eager_ops" in _codes(s)
+    eager = _codes(s)["eager_ops"]
+    assert "ms in the window, which has no step;" in eager.message
+    assert "per step" not in eager.message
 
 
 def test_an_unmarked_coordinator_reports_its_dispatched_calls_and_how_to_mark_steps() -> None:

@@ -453,7 +453,9 @@ def _eager(s: WindowSummary) -> list[Advice]:
     return [EAGER.advice(
         severity,
         f"{one_digit(pct)}% of Op time on the host used eager execution "
-        f"({1e3 * s.ops.eager_s / per:.2f} ms per step; top: {names}).{step_eager}",
+        f"({1e3 * s.ops.eager_s / per:.2f} ms "
+        f"{'per step' if s.steps.count else 'in the window, which has no step'}; "
+        f"top: {names}).{step_eager}",
         {"eager_pct_of_host_op_time": pct, "eager_s_per_step": s.ops.eager_s / per,
          "model_math_eager": float(bool(math)), "conversion_share": share,
          "between_steps_share": between, "before_steps_share": before,
