@@ -429,6 +429,51 @@ CASES = {
         "master weights cast to bfloat16 for the forward and backward pass, a dynamic loss "
         "scale, gradients unscaled and checked finite in float32, one jitted step marked "
         "and waited for; the float32 step timed before the trace",
+    "device_prefetch_thread_steps": "marked steps (`StepTraceAnnotation(\"train\", "
+        "step_num=i)`) fed by a loader thread that builds each 256-row batch in numpy "
+        "(about 2 ms) and copies it to the device with `jax.device_put` two batches ahead "
+        "(flax's `prefetch_to_device` pattern, a `queue.Queue(maxsize=2)`), the step taking "
+        "its batch with `get()` and running the MLP's jitted SGD step, waited for",
+    "aot_compiled_steps": "the MLP's SGD step compiled ahead of time "
+        "(`jax.jit(sgd_fn).lower(p, x, y).compile()` before the trace) and each marked step "
+        "calling the `Compiled` object, waited for; the `jax.jit` step timed before the "
+        "trace",
+    "scipy_lbfgs_host_steps": "each marked step fits a 128x10 logistic regression to 1,024 "
+        "rows with `scipy.optimize.minimize(method=\"L-BFGS-B\", jac=True, maxiter=25)` "
+        "on the host, its objective a jitted `value_and_grad` called with scipy's float64 "
+        "vector and read back (`float`, `np.asarray`) about 25 times a step; a jitted "
+        "25-iteration gradient descent on the device timed before the trace",
+    "python_env_rollout_steps": "policy-gradient training on a cart-pole environment "
+        "written in numpy: each marked step rolls out 64 environment steps in Python, each "
+        "action from a jitted policy call read back with `int()`, then one jitted update; "
+        "the same rollout as one jitted `lax.scan` (environment in jax.numpy) timed before "
+        "the trace",
+    "pallas_interpret_steps": "the MLP's jitted SGD step on batches row-normalised by a "
+        "Pallas kernel run with `interpret=True` (a grid of 8 blocks of 8x128: how Pallas "
+        "kernels run on the CPU), marked and waited for; the same step with the "
+        "normalisation in jax.numpy timed before the trace",
+    "memory_profile_each_step": "the MLP's jitted SGD step, each marked step then calling "
+        "`jax.profiler.device_memory_profile()` (a memory debugging line left in the loop: "
+        "a pprof snapshot of every live buffer); the step without it timed before the "
+        "trace",
+    "bcoo_sparse_features_steps": "a jitted SGD step on hashed sparse features: a "
+        "256x16384 `jax.experimental.sparse.BCOO` batch (16 ones a row) times a "
+        "16384x128 embedding (`bcoo_dot_general`, gathers and scatter-adds), then a "
+        "128-256-10 MLP; marked and waited for; the dense product timed before the trace",
+    "scan_layers_remat_steps": "a 16-layer residual tanh MLP (256 wide, batch 128) whose "
+        "stacked layers run in `lax.scan` under `jax.checkpoint` (an XLA while loop, "
+        "rematerialised in the backward pass), its jitted SGD step marked and waited for; "
+        "the layers unrolled without remat timed before the trace",
+    "loader_thread_jnp_ops_steps": "marked steps taking their batch from a loader thread "
+        "that normalises each 256x128 numpy batch with jax.numpy outside jit (`jnp.asarray`, "
+        "mean, std, subtract, divide, `jnp.clip`: about ten small programs a batch, on the "
+        "loader's thread) two batches ahead, then the MLP's jitted SGD step, waited for",
+    "implicit_numpy_args_steps": "marked steps passing a 16 MiB numpy batch (4096x1024 "
+        "float32) straight into a jitted least-squares step (no `jax.device_put`: the call "
+        "copies it in), waited for; a `device_put` of the batch timed before the trace",
+    "gc_collect_every_5_steps": "the MLP's jitted SGD step with a Python history of 200,000 "
+        "small dicts kept by the job, every fifth marked step also calling `gc.collect()` "
+        "(memory hygiene left in the loop), waited for",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -1749,6 +1794,328 @@ params.update(extra)
 print(json.dumps(params))
 """
 
+# Cases of host-side kinds around the step (a device prefetch thread, an ahead-of-time
+# compiled step, a SciPy optimizer driving a jitted gradient, a Python environment driving
+# a jitted policy, a Pallas kernel in interpret mode, a device memory profile each step,
+# sparse BCOO features, layers scanned under remat): their own child, JAX alone.
+HOST_LOOPS = {"device_prefetch_thread_steps", "aot_compiled_steps", "scipy_lbfgs_host_steps",
+              "python_env_rollout_steps", "pallas_interpret_steps",
+              "memory_profile_each_step", "bcoo_sparse_features_steps",
+              "scan_layers_remat_steps", "loader_thread_jnp_ops_steps",
+              "implicit_numpy_args_steps", "gc_collect_every_5_steps"}
+
+_HOST_LOOPS_CHILD = """
+import json, sys, time
+import numpy as np
+import jax, jax.numpy as jnp
+case, logdir = sys.argv[1], sys.argv[2]
+""" + _LOOP_DATA + _XENT + _INIT_MLP + _MLP + """def loss_fn(p, x, y):
+    return xent(mlp(p, x), y)
+def sgd_fn(p, x, y):
+    loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+    return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+""" + _BATCHES_AND_MARKS + """p = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+sgd = jax.jit(sgd_fn)
+steps = 12
+def body(i):
+    global p
+    p, loss = sgd(p, *batch(i))
+    jax.block_until_ready(p)
+def timed(fn, n=10):  # a variant's mean step, timed outside the trace
+    fn(0)
+    t = time.perf_counter()
+    for i in range(n):
+        fn(i)
+    return round((time.perf_counter() - t) / n * 1e3, 3)
+if case == "device_prefetch_thread_steps":  # flax's prefetch_to_device, on a thread
+    import queue, threading
+    ahead = queue.Queue(maxsize=2)
+    built = []
+    def loader():
+        rng = np.random.default_rng(1)
+        for i in range(10_000):
+            t = time.perf_counter()
+            raw = rng.random((256, 128, 8), np.float32)
+            x = np.tanh(raw).mean(axis=2)  # numpy augmentation, about 2 ms
+            y = rng.integers(0, 10, (256,))
+            built.append(time.perf_counter() - t)
+            ahead.put(jax.device_put((x, y)))  # copied to the device ahead of its step
+    threading.Thread(target=loader, daemon=True).start()
+    waits = []
+    def body(i):
+        global p
+        t = time.perf_counter()
+        x, y = ahead.get()
+        waits.append(time.perf_counter() - t)
+        p, loss = sgd(p, x, y)
+        jax.block_until_ready(p)
+    def report():
+        extra["batch_build_ms_mean"] = round(float(np.mean(built[-steps:])) * 1e3, 3)
+        extra["queue_wait_ms"] = [round(w * 1e3, 3) for w in waits[-steps:]]
+elif case == "aot_compiled_steps":  # jax.jit(f).lower(...).compile(), the Compiled called
+    x0, y0 = batch(0)
+    t = time.perf_counter()
+    compiled = jax.jit(sgd_fn).lower(p, x0, y0).compile()
+    extra["compile_ms"] = round((time.perf_counter() - t) * 1e3, 3)
+    def body(i):
+        global p
+        p, loss = compiled(p, *batch(i))
+        jax.block_until_ready(p)
+    extra["jit_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        sgd(p, *batch(i))))
+elif case == "scipy_lbfgs_host_steps":  # scipy.optimize drives a jitted value_and_grad
+    import scipy, scipy.optimize
+    params["scipy"] = scipy.__version__
+    def lr_loss(wflat, x, y):
+        w = wflat[:1280].reshape(128, 10)
+        return xent(x @ w + wflat[1280:], y) + 1e-3 * jnp.sum(w ** 2)
+    vg = jax.jit(jax.value_and_grad(lr_loss))
+    wflat = np.zeros(1290)
+    calls = []
+    def body(i):
+        global wflat
+        x, y = batch(i, 1024)
+        x, y = jnp.asarray(x), jnp.asarray(y)
+        n = [0]
+        def fun(w):  # scipy's float64 vector in, a float64 value and gradient out
+            n[0] += 1
+            v, g = vg(jnp.asarray(w, jnp.float32), x, y)
+            return float(v), np.asarray(g, np.float64)
+        r = scipy.optimize.minimize(fun, wflat, jac=True, method="L-BFGS-B",
+                                    options={"maxiter": 25})
+        wflat = r.x
+        calls.append(n[0])
+    def report():
+        extra["value_and_grad_calls_per_step"] = calls[-steps:]
+    # the same fit on the device: optax.lbfgs is not here; a jitted fori_loop of 25 GD steps
+    def gd(w, x, y):
+        def upd(_, w):
+            return w - 0.5 * jax.grad(lr_loss)(w, x, y)
+        return jax.lax.fori_loop(0, 25, upd, w)
+    gdj = jax.jit(gd)
+    extra["jitted_25_gd_steps_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        gdj(jnp.zeros(1290), *map(jnp.asarray, batch(i, 1024)))))
+elif case == "python_env_rollout_steps":  # a numpy environment, a jitted policy per action
+    pol = init_mlp(jax.random.PRNGKey(1), [4, 64, 2])
+    @jax.jit
+    def act(pol, obs):
+        return jnp.argmax(mlp(pol, obs[None])[0])
+    @jax.jit
+    def update(pol, obs, acts, ret):
+        def l(pol):
+            lp = jax.nn.log_softmax(mlp(pol, obs))
+            return -jnp.mean(jnp.take_along_axis(lp, acts[:, None], 1)[:, 0] * ret)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, pol, jax.grad(l)(pol))
+    def env_step(s, a):  # cart-pole's equations in numpy
+        x, v, th, om = s
+        f = 10.0 if a else -10.0
+        ct, st = np.cos(th), np.sin(th)
+        tmp = (f + 0.05 * om * om * st) / 1.1
+        tha = (9.8 * st - ct * tmp) / (0.5 * (4 / 3 - 0.1 * ct * ct / 1.1))
+        xa = tmp - 0.05 * tha * ct / 1.1
+        s = np.array([x + 0.02 * v, v + 0.02 * xa, th + 0.02 * om, om + 0.02 * tha],
+                     np.float32)
+        return s, bool(abs(s[0]) > 2.4 or abs(s[2]) > 0.21)
+    rng = np.random.default_rng(2)
+    T = 64
+    def rollout(pol):
+        s = rng.uniform(-0.05, 0.05, 4).astype(np.float32)
+        obs, acts = [], []
+        for t in range(T):
+            a = int(act(pol, s))  # a host read per action
+            obs.append(s); acts.append(a)
+            s, done = env_step(s, a)
+            if done:
+                s = rng.uniform(-0.05, 0.05, 4).astype(np.float32)
+        return np.stack(obs), np.array(acts)
+    def body(i):
+        global pol
+        obs, acts = rollout(pol)
+        ret = np.linspace(1, 0, T, dtype=np.float32)
+        pol = update(pol, obs, acts, ret)
+        jax.block_until_ready(pol)
+    # the fix: the environment in jax.numpy, the rollout one jitted lax.scan
+    def jenv(s, a):
+        x, v, th, om = s
+        f = jnp.where(a == 1, 10.0, -10.0)
+        ct, st = jnp.cos(th), jnp.sin(th)
+        tmp = (f + 0.05 * om * om * st) / 1.1
+        tha = (9.8 * st - ct * tmp) / (0.5 * (4 / 3 - 0.1 * ct * ct / 1.1))
+        xa = tmp - 0.05 * tha * ct / 1.1
+        return jnp.stack([x + 0.02 * v, v + 0.02 * xa, th + 0.02 * om, om + 0.02 * tha])
+    @jax.jit
+    def scanned(pol, s0):
+        def stepf(s, _):
+            a = jnp.argmax(mlp(pol, s[None])[0])
+            return jenv(s, a), (s, a)
+        return jax.lax.scan(stepf, s0, None, length=T)[1]
+    extra["scanned_rollout_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        scanned(pol, jnp.zeros(4))))
+    extra["rollout_len"] = T
+elif case == "pallas_interpret_steps":  # a Pallas kernel debugged on the CPU, left in
+    from jax.experimental import pallas as pl
+    def norm_kernel(x_ref, o_ref):
+        v = x_ref[...]
+        m = jnp.mean(v, axis=1, keepdims=True)
+        o_ref[...] = (v - m) * jax.lax.rsqrt(jnp.mean((v - m) ** 2, axis=1, keepdims=True)
+                                             + 1e-5)
+    def row_norm(x):
+        return pl.pallas_call(norm_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+                              grid=(x.shape[0] // 8,),
+                              in_specs=[pl.BlockSpec((8, 128), lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                              interpret=True)(x)
+    @jax.jit
+    def pstep(p, x, y):
+        return sgd_fn(p, row_norm(x), y)
+    def body(i):
+        global p
+        p, loss = pstep(p, *batch(i))
+        jax.block_until_ready(p)
+    def jnorm(x):
+        m = jnp.mean(x, axis=1, keepdims=True)
+        return (x - m) * jax.lax.rsqrt(jnp.mean((x - m) ** 2, axis=1, keepdims=True) + 1e-5)
+    jstep = jax.jit(lambda p, x, y: sgd_fn(p, jnorm(x), y))
+    extra["jnp_norm_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        jstep(p, *batch(i))))
+    extra["pallas_grid"] = 8
+elif case == "memory_profile_each_step":  # a memory debugging line left in the loop
+    sizes = []
+    def body(i):
+        global p
+        p, loss = sgd(p, *batch(i))
+        jax.block_until_ready(p)
+        sizes.append(len(jax.profiler.device_memory_profile()))
+    def report():
+        extra["profile_bytes"] = sizes[-steps:]
+    extra["plain_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        sgd(p, *batch(i))))
+elif case == "bcoo_sparse_features_steps":  # hashed sparse features, a BCOO matrix
+    from jax.experimental import sparse
+    D = 16384
+    rows = np.repeat(np.arange(4096), 16)
+    cols = np.random.default_rng(3).integers(0, D, rows.size)
+    emb = jax.random.normal(jax.random.PRNGKey(4), (D, 128)) * 0.01
+    sp = {"emb": emb, "mlp": init_mlp(jax.random.PRNGKey(5), [128, 256, 10])}
+    def sloss(sp, xs, y):
+        h = sparse.bcoo_dot_general(xs, sp["emb"], dimension_numbers=(([1], [0]), ([], [])))
+        return xent(mlp(sp["mlp"], h), y)
+    @jax.jit
+    def sstep(sp, xs, y):
+        loss, g = jax.value_and_grad(sloss)(sp, xs, y)
+        return jax.tree.map(lambda a, b: a - 0.05 * b, sp, g), loss
+    def sbatch(i, n=256):
+        j = (i * n) % 4096
+        idx = np.stack([rows[j * 16:(j + n) * 16] - j, cols[j * 16:(j + n) * 16]], 1)
+        xs = sparse.BCOO((jnp.ones(n * 16), jnp.asarray(idx)), shape=(n, D))
+        return xs, YALL[j:j + n]
+    def body(i):
+        global sp
+        sp, loss = sstep(sp, *sbatch(i))
+        jax.block_until_ready(sp)
+    @jax.jit
+    def dstep(sp, xd, y):
+        loss, g = jax.value_and_grad(lambda sp: xent(mlp(sp["mlp"], xd @ sp["emb"]), y))(sp)
+        return jax.tree.map(lambda a, b: a - 0.05 * b, sp, g), loss
+    extra["dense_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        dstep(sp, sbatch(i)[0].todense(), sbatch(i)[1])))
+    extra["vocab"], extra["nnz_per_row"], extra["batch"] = D, 16, 256
+elif case == "scan_layers_remat_steps":  # 16 residual layers stacked, scanned, rematerialised
+    L = 16
+    k = jax.random.split(jax.random.PRNGKey(6), 3)
+    sp = {"inp": jax.random.normal(k[0], (128, 256)) * 0.09,
+          "ws": jax.random.normal(k[1], (L, 256, 256)) * 0.02,
+          "bs": jnp.zeros((L, 256)),
+          "out": jax.random.normal(k[2], (256, 10)) * 0.06}
+    def lloss(sp, x, y):
+        h = x @ sp["inp"]
+        @jax.checkpoint
+        def layer(h, wb):
+            w, b = wb
+            return h + jnp.tanh(h @ w + b), None
+        h, _ = jax.lax.scan(layer, h, (sp["ws"], sp["bs"]))
+        return xent(h @ sp["out"], y)
+    @jax.jit
+    def lstep(sp, x, y):
+        loss, g = jax.value_and_grad(lloss)(sp, x, y)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, sp, g), loss
+    def body(i):
+        global sp
+        sp, loss = lstep(sp, *batch(i, 128))
+        jax.block_until_ready(sp)
+    def uloss(sp, x, y):  # the same layers unrolled, no remat: the comparison
+        h = x @ sp["inp"]
+        for j in range(L):
+            h = h + jnp.tanh(h @ sp["ws"][j] + sp["bs"][j])
+        return xent(h @ sp["out"], y)
+    ustep = jax.jit(lambda sp, x, y: jax.value_and_grad(uloss)(sp, x, y))
+    extra["unrolled_no_remat_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        ustep(sp, *batch(i, 128))))
+    extra["layers"] = L
+elif case == "loader_thread_jnp_ops_steps":  # a loader thread normalising with jax.numpy
+    import queue, threading
+    ahead = queue.Queue(maxsize=2)
+    def loader():
+        rng = np.random.default_rng(1)
+        for i in range(10_000):
+            raw = rng.random((256, 128), np.float32)
+            x = jnp.asarray(raw)  # jax.numpy outside jit, on the loader's thread
+            x = (x - x.mean(0)) / (x.std(0) + 1e-6)
+            x = jnp.clip(x, -3, 3)
+            y = jnp.asarray(rng.integers(0, 10, (256,)))
+            ahead.put((x, y))
+    threading.Thread(target=loader, daemon=True).start()
+    def body(i):
+        global p
+        x, y = ahead.get()
+        p, loss = sgd(p, x, y)
+        jax.block_until_ready(p)
+elif case == "implicit_numpy_args_steps":  # 16 MiB numpy batches straight into the jit
+    host = [np.random.default_rng(k).random((4096, 1024), np.float32) for k in range(2)]
+    w = jnp.zeros((1024, 1))
+    lsq = jax.jit(lambda w, x: w - 1e-6 * (x.T @ (x @ w)))
+    def body(i):
+        global w
+        w = lsq(w, host[i % 2])  # the numpy batch copied in by the call itself
+        jax.block_until_ready(w)
+    def put(i):
+        xd = jax.device_put(host[i % 2])
+        jax.block_until_ready(xd)
+    extra["device_put_ms_before_trace"] = timed(put)
+    extra["batch_mib"] = 16
+elif case == "gc_collect_every_5_steps":  # memory hygiene left in the loop
+    import gc
+    history = [{"step": k, "loss": float(k), "tags": [str(k)] * 4} for k in range(200_000)]
+    collected = []
+    def body(i):
+        global p
+        p, loss = sgd(p, *batch(i))
+        jax.block_until_ready(p)
+        history.append({"step": i, "loss": 0.0, "tags": [str(i)] * 4})
+        if i % 5 == 0:
+            t = time.perf_counter()
+            gc.collect()
+            collected.append(round((time.perf_counter() - t) * 1e3, 3))
+    def report():
+        extra["gc_collect_ms"] = collected[-3:]
+        extra["python_objects_kept"] = len(history)
+else:
+    raise SystemExit("unknown case " + case)
+def loop(first, n):
+    for i in range(first, first + n):
+        marked(i, body)
+loop(0, 4)
+times.clear()
+with jax.profiler.trace(logdir):
+    loop(4, steps)
+params["steps"] = steps
+params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+if "report" in globals():
+    report()
+params.update(extra)
+print(json.dumps(params))
+"""
+
 # Cases that need TensorFlow beside JAX: run by this Python (the project's venv has both).
 WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_between_steps",
                    "tfdata_wait_loader_thread", "tfdata_wait_no_tracer"}
@@ -2221,7 +2588,8 @@ def record(case: str, out: pathlib.Path, jax_python: str) -> pathlib.Path:
             env["KERAS_BACKEND"] = "jax"
             env["PYTHONPATH"] = str(ROOT)
             env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        child = (_SOLVER_LOOPS_CHILD if case in SOLVER_LOOPS
+        child = (_HOST_LOOPS_CHILD if case in HOST_LOOPS
+                 else _SOLVER_LOOPS_CHILD if case in SOLVER_LOOPS
                  else _NUMERIC_STEPS_CHILD if case in NUMERIC_STEPS
                  else _TRAINER_LOOPS_CHILD if case in TRAINER_LOOPS
                  else _FRESH_LOOPS_CHILD if case in FRESH_LOOPS
