@@ -258,6 +258,11 @@ _EQUINOX_FILTER = (
     "jax.jit a step that takes and returns params and the optimizer state, calling "
     "eqx.combine(params, static) inside it, so no call walks the model in Python "
     "(filter_jit pays that walk at every call)")
+MEMORY_PROFILE_FIX = (
+    "take the memory profile once, at the step under study, or every N steps behind a flag, "
+    "not every step: each call snapshots every live buffer and gzips it on the step's "
+    "thread, and the step waits for it; a loader's fix would not reach it")
+MEMORY_PROFILE_GUIDE = f"{JAX_DOCS}: Profiling device memory"
 FRAMEWORK_PYTHON = (
     ("graphlib.py", ("_graph_flatten", "_graph_unflatten", "flatten", "unflatten"),
      "Flax NNX walking the model's object graph in Python on each nnx.jit call",
@@ -310,6 +315,13 @@ FRAMEWORK_PYTHON = (
                  "hashable_partition", "hashable_combine"), *_EQUINOX_FILTER),
     ("_module.py", ("__getattribute__",), *_EQUINOX_FILTER),
     ("pxla.py", ("__call__", "shard_args"), *_SLOW_DISPATCH),
+    # A device memory profile (a pprof snapshot of every live buffer, gzipped on the host)
+    # taken each step: a debugging line left in the loop, no loader's work.
+    ("profiler.py", ("device_memory_profile", "save_device_memory_profile"),
+     "JAX's device memory profile taken in the step (jax.profiler.device_memory_profile / "
+     "save_device_memory_profile: a pprof snapshot of every live buffer, compressed on the "
+     "host)",
+     MEMORY_PROFILE_FIX),
     ("array_constructors.py", ("*",),
      "jnp.array / jnp.asarray making device arrays from Python values in the step (a "
      "nested list is read one value at a time; a Python number, such as a step counter "
@@ -323,6 +335,9 @@ FRAMEWORK_PYTHON = (
 _TRACING = ("partial_eval.py", "cache_key.py", "compiler.py")
 _COMPILE_FIXES = ({fix for file, _, _, fix in FRAMEWORK_PYTHON if file in _TRACING}
                   | {_TRACING_ONLY[1]})
+# Python no loader runs: the step's fix is the cause's own, not loading batches ahead.
+_NOT_LOADER_FIXES = _COMPILE_FIXES | {
+    fix for file, _, _, fix in FRAMEWORK_PYTHON if file == "profiler.py"}
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
 CALLBACK_SHARE = 1 / 3  # of the traced Python, from which the callbacks are named
 CALLBACK_FIX = (
@@ -592,7 +607,7 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
                      "rate limit pacing the loop, a poll for data between its checks, a "
                      "retry's backoff), not Python work")
         fixes.append(SLEEP_FIX)
-    compiling = False
+    jax_own = False
     if jax:
         # JAX's compiles in the steps (per step) at least the steps' Python: the bind under
         # them is tracing, unless the step also dispatches op by op (jax_op_by_op).
@@ -601,9 +616,9 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
         for what, fix in causes:
             parts.append(f"among it, {what}")
             fixes.append(fix)
-        # Tracing and compiling alone: Python JAX runs for a new program, which loading
-        # batches ahead would not reach.
-        compiling = bool(causes) and all(fix in _COMPILE_FIXES for _, fix in causes)
+        # Tracing and compiling alone (Python JAX runs for a new program), or a memory
+        # profile: Python of JAX's own, which loading batches ahead would not reach.
+        jax_own = bool(causes) and all(fix in _NOT_LOADER_FIXES for _, fix in causes)
     waiting = jax and not fixes and _waits_first(st.python_traced_top)
     if waiting:
         parts.append("most of it in block_until_ready, the step waiting for its own "
@@ -630,10 +645,15 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
         # A loader that already works ahead and does not keep up: loading ahead is no fix.
         "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE
                        or loader >= TFDATA_NEXT_SHARE or reads >= DEVICE_READ_SHARE
-                       or sleeping or waiting or compiling
+                       or sleeping or waiting or jax_own
                        else [*fixes, TRACED_FIX])
         if fixes else TRACED_FIX)
-    # The wait's fix is JAX's asynchronous dispatch, not tf.data's guide; so is a read's.
+    # The wait's fix is JAX's asynchronous dispatch, not tf.data's guide; so is a read's;
+    # a memory profile's is JAX's own page.
     reading = reads >= DEVICE_READ_SHARE and not (other or callbacks >= CALLBACK_SHARE
                                                   or loader >= TFDATA_NEXT_SHARE)
-    return dataclasses.replace(found, guide=WAIT_GUIDE) if waiting or reading else found
+    if waiting or reading:
+        return dataclasses.replace(found, guide=WAIT_GUIDE)
+    if fixes and all(fix == MEMORY_PROFILE_FIX for fix in fixes):
+        return dataclasses.replace(found, guide=MEMORY_PROFILE_GUIDE)
+    return found
