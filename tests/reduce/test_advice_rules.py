@@ -1936,6 +1936,62 @@ def test_jax_op_by_op_beside_a_jitted_update_names_the_parameter_arithmetic() ->
     assert "tree_map outside jit" in a.fix and "returned with the update" in a.fix
 
 
+def test_jax_op_by_op_names_a_python_loop_around_one_jitted_function() -> None:
+    """A cart-pole environment in numpy stepped 64 times a step, each action from a jitted
+    policy read back with int(): 65 calls a step of 'act', 98 % of the jitted calls. Not
+    operations dispatched one by one: a Python loop around a jitted function, whose fix
+    moves the loop into the program (the same rollout as one jitted lax.scan took 0.17 ms
+    against 3.2 ms steps, the provenance); the loop's reads are the loop's, not metrics to
+    read every N steps, and no loader's Python."""
+    import json
+
+    from tfobs.analysis.advice.steps import LOOP_FIX, OP_BY_OP
+
+    name = "generated__jax0.10cpu__python_env_rollout_steps"
+    s = summary(name)
+    a = one(s, "jax_op_by_op")
+    assert "jitted 'act' 65 times" in a.message and "Python loop around" in a.message
+    assert "operation by operation" not in a.message
+    assert a.fix == LOOP_FIX and a.evidence["loop_calls_per_step"] >= 64
+    py = one(s, "python_in_step")
+    assert "loop around a jitted function is in it (jax_op_by_op)" in py.message
+    assert py.fix == LOOP_FIX and py.guide == OP_BY_OP.guide
+    assert "batches ahead" not in py.fix and "every N steps" not in py.fix
+    prov = json.loads((CAPTURES.parent / "provenance" / f"{name}.json").read_text())
+    fixed = prov["parameters"]["scanned_rollout_ms_before_trace"]
+    assert 1e3 * s.steps.mean_s > 10 * fixed
+
+
+def test_a_scipy_optimizer_driving_a_jitted_objective_is_named_with_its_device_fix() -> None:
+    """Each step runs scipy.optimize.minimize(L-BFGS-B) on the host, its objective a jitted
+    value_and_grad called about 30 times: SciPy's own code (`scipy.optimize._lbfgsb
+    setulb`) holds most of the step's Python. python_in_step names the host optimizer and
+    its on-device counterparts, jax_op_by_op the loop around the jitted objective; neither
+    says to load batches ahead."""
+    from tfobs.analysis.advice.steps import LOOP_FIX
+
+    s = summary("generated__jax0.10cpu__scipy_lbfgs_host_steps")
+    assert s.steps.python_traced_top[0].startswith("scipy.optimize.")
+    a = one(s, "jax_op_by_op")
+    assert "jitted 'lr_loss'" in a.message and a.fix == LOOP_FIX
+    py = one(s, "python_in_step")
+    assert "a SciPy optimizer running on the host" in py.message
+    assert "optax.lbfgs" in py.fix and "batches ahead" not in py.fix
+
+
+@pytest.mark.parametrize("name", [
+    "generated__jax0.10cpu__op_by_op_steps",  # ten functions, no host read
+    "generated__jax0.10cpu__ema_outside_jit_steps",  # multiply 6.5 a step, under 8
+    "generated__jax0.10cpu__device_permutation_epochs",  # 8 functions, 25 % the most
+    "recorded__h100_jax0.11.2__launch_bound_tiny_ops",  # multiply and add, no host read
+])
+def test_jax_op_by_op_keeps_operation_by_operation_where_no_loop_reads_back(name: str) -> None:
+    from tfobs.analysis.advice.steps import LOOP_FIX
+
+    a = one(summary(name), "jax_op_by_op")
+    assert "operation by operation" in a.message and a.fix != LOOP_FIX
+
+
 @pytest.mark.parametrize("name", [
     "generated__jax0.10cpu__step_annotation",  # one jitted call a step
     "generated__jax0.10cpu__async_two_jits_steps",  # two jitted functions a step

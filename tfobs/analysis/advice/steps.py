@@ -143,6 +143,21 @@ KERAS_OP_BY_OP_FIX = (
     "default; jit_compile=False or run_eagerly=True runs every layer's jax.numpy ops one "
     "by one, each dispatched on its own); where a layer cannot be traced, fix or wrap that "
     "layer rather than turning compilation off for the model")
+# A Python loop around one jitted function whose results the host reads each time (an
+# environment stepped in numpy between calls of a jitted policy: 65 calls a step; SciPy's
+# optimizer calling a jitted objective: 29 a step): one function >= OP_BY_OP_CALLS calls a
+# step and >= LOOP_SHARE of them, with a host read among the step's Python. Not
+# operations dispatched one by one: the loop belongs inside the program.
+LOOP_SHARE = 1 / 3
+HOST_READS = ("_value", "__int__", "__float__", "__array__", "item", "tolist")
+LOOP_FIX = (
+    "move the loop into the jitted function: write what the Python loop steps through (an "
+    "environment, a solver's iterations) in jax.numpy and run it with jax.lax.scan, "
+    "fori_loop or while_loop inside one jit, so each step dispatches one program and reads "
+    "its results once; a host optimizer (scipy.optimize) has counterparts that run inside "
+    "jit (optax.lbfgs in a while_loop, jax.scipy.optimize.minimize); where the loop must "
+    "stay on the host, give each call more work (many environments at once, jax.vmap over "
+    "them) so there are fewer round trips")
 # A parameter-server coordinator whose marked step schedules one step function and waits
 # for it (join() or a RemoteValue's fetch() every step): the step functions' seconds over
 # the span they run in, the mean number in flight, stay under one (ps_chief: 0.79; the
@@ -258,6 +273,15 @@ _EQUINOX_FILTER = (
     "jax.jit a step that takes and returns params and the optimizer state, calling "
     "eqx.combine(params, static) inside it, so no call walks the model in Python "
     "(filter_jit pays that walk at every call)")
+# A SciPy optimizer driving a jitted objective: its iterations run on the host, each
+# objective call a jitted call whose value and gradient are copied back.
+_HOST_OPTIMIZER = (
+    "a SciPy optimizer running on the host (scipy.optimize: its iterations in SciPy's code, "
+    "each objective call a jitted call and a copy back)",
+    "run the optimizer on the device, inside jit: optax.lbfgs (or another optax solver) in "
+    "a jax.lax.while_loop, or jax.scipy.optimize.minimize(method='BFGS'), so the whole fit "
+    "is one compiled program; where SciPy must stay, hand it the value and gradient of one "
+    "jitted value_and_grad call, read once per call")
 MEMORY_PROFILE_FIX = (
     "take the memory profile once, at the step under study, or every N steps behind a flag, "
     "not every step: each call snapshots every live buffer and gzips it on the step's "
@@ -322,6 +346,12 @@ FRAMEWORK_PYTHON = (
      "save_device_memory_profile: a pprof snapshot of every live buffer, compressed on the "
      "host)",
      MEMORY_PROFILE_FIX),
+    # SciPy's optimizers on the host: L-BFGS-B's compiled core (`scipy.optimize._lbfgsb
+    # setulb`, a C function the tracer names by module) and their Python.
+    ("scipy.optimize.", ("*",), *_HOST_OPTIMIZER),
+    ("_lbfgsb_py.py", ("*",), *_HOST_OPTIMIZER),
+    ("_differentiable_functions.py", ("*",), *_HOST_OPTIMIZER),
+    ("_minimize.py", ("*",), *_HOST_OPTIMIZER),
     ("array_constructors.py", ("*",),
      "jnp.array / jnp.asarray making device arrays from Python values in the step (a "
      "nested list is read one value at a time; a Python number, such as a step counter "
@@ -336,8 +366,7 @@ _TRACING = ("partial_eval.py", "cache_key.py", "compiler.py")
 _COMPILE_FIXES = ({fix for file, _, _, fix in FRAMEWORK_PYTHON if file in _TRACING}
                   | {_TRACING_ONLY[1]})
 # Python no loader runs: the step's fix is the cause's own, not loading batches ahead.
-_NOT_LOADER_FIXES = _COMPILE_FIXES | {
-    fix for file, _, _, fix in FRAMEWORK_PYTHON if file == "profiler.py"}
+_NOT_LOADER_FIXES = _COMPILE_FIXES | {MEMORY_PROFILE_FIX, _HOST_OPTIMIZER[1]}
 # Python run by JAX's host callbacks: the compiled step stops while it runs.
 CALLBACK_SHARE = 1 / 3  # of the traced Python, from which the callbacks are named
 CALLBACK_FIX = (
@@ -503,6 +532,23 @@ def _op_by_op(st: Steps, keras: bool = False) -> Advice | None:
     top = sorted(jitted, key=lambda c: -c.count)[:4]
     names = ", ".join(c.name[len(JAX_CALL_PREFIX):-1] for c in top)
     call_s = sum(c.per_s * c.mean_s for c in jitted) * st.interval_s  # call time per step
+    looped = top[0].per_s * st.interval_s
+    if (looped >= OP_BY_OP_CALLS and looped >= LOOP_SHARE * per_step
+            and _reads_on_host(st.python_traced_top)):
+        name = top[0].name[len(JAX_CALL_PREFIX):-1]
+        return OP_BY_OP.advice(
+            "warning",
+            f"Each step calls the jitted {name!r} {looped:.0f} times "
+            f"({100 * looped / per_step:.0f} % of its {per_step:.0f} jitted calls, of "
+            f"{len(jitted)} functions: {names}) and reads results back on the host: a Python "
+            f"loop around a jitted function, not one program a step; {1e3 * call_s:.2f} ms "
+            f"of its {1e3 * st.interval_s:.2f} ms period in those calls, each a dispatch and "
+            "a round trip the loop waits for.",
+            {"jitted_calls_per_step": per_step, "jitted_functions": float(len(jitted)),
+             "jitted_call_s_per_step": call_s, "loop_calls_per_step": looped},
+            f">= {OP_BY_OP_CALLS} jitted calls per step of >= {OP_BY_OP_FUNCTIONS} functions; "
+            f"one function >= {OP_BY_OP_CALLS} a step and >= {100 * LOOP_SHARE:.0f} % of them, "
+            "with a host read in the step (tfobs)", LOOP_FIX)
     return OP_BY_OP.advice(
         "warning",
         f"Each step dispatches {per_step:.0f} jitted programs of {len(jitted)} functions "
@@ -513,6 +559,16 @@ def _op_by_op(st: Steps, keras: bool = False) -> Advice | None:
          "jitted_call_s_per_step": call_s},
         f">= {OP_BY_OP_CALLS} jitted calls per step of >= {OP_BY_OP_FUNCTIONS} functions "
         "(tfobs)", KERAS_OP_BY_OP_FIX if keras else "")
+
+
+def _reads_on_host(top: tuple[str, ...]) -> bool:
+    """Whether the step's top Python holds a read of device values on the host
+    ("array.py:615 _value")."""
+    for label in top:
+        where, _, function = label.partition(" ")
+        if where.split(":")[0] == "array.py" and function in HOST_READS:
+            return True
+    return False
 
 
 def dispatch_only(st: Steps) -> bool:
@@ -534,7 +590,8 @@ def framework_python(top: tuple[str, ...], compiled: bool = False
     files = {file for file, _ in seen}
     found = [(file, what, fix) for file, functions, what, fix in FRAMEWORK_PYTHON
              if any((file, f) in seen for f in functions)
-             or ("*" in functions and file in files)]
+             or ("*" in functions and (file in files or file.endswith(".") and any(
+                 f.startswith(file) for f in files)))]
     tracing = any(fix in _COMPILE_FIXES for _, _, fix in found)
     if compiled and not tracing and any(file == "core.py" for file, _, _ in found):
         trace = next(e for e in FRAMEWORK_PYTHON if e[0] == "partial_eval.py")
@@ -569,8 +626,11 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
                      "steps' time, so the step's own Python waits for the GIL "
                      "(python_thread_contention)")
         fixes.append(THREAD_CONTENTION.fix)
+    looped = op_by_op == LOOP_FIX
     if op_by_op:
-        parts.append("JAX dispatching the step operation by operation is in it "
+        parts.append("the step's Python loop around a jitted function is in it "
+                     "(jax_op_by_op)" if looped else
+                     "JAX dispatching the step operation by operation is in it "
                      "(jax_op_by_op)")
         fixes.append(op_by_op)
     if callbacks >= CALLBACK_SHARE:
@@ -613,6 +673,9 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
         # them is tracing, unless the step also dispatches op by op (jax_op_by_op).
         causes = framework_python(st.python_traced_top,
                                   not op_by_op and compile_s >= st.python_traced_s > 0)
+        # The loop's reads of each call's result are the loop's (its fix moves them).
+        read = next(e for e in FRAMEWORK_PYTHON if e[0] == "array.py")[3]
+        causes = [(w, f) for w, f in causes if not (looped and f == read)]
         for what, fix in causes:
             parts.append(f"among it, {what}")
             fixes.append(fix)
@@ -645,13 +708,15 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
         # A loader that already works ahead and does not keep up: loading ahead is no fix.
         "; then ".join(fixes if other or callbacks >= CALLBACK_SHARE
                        or loader >= TFDATA_NEXT_SHARE or reads >= DEVICE_READ_SHARE
-                       or sleeping or waiting or jax_own
+                       or sleeping or waiting or jax_own or looped
                        else [*fixes, TRACED_FIX])
         if fixes else TRACED_FIX)
     # The wait's fix is JAX's asynchronous dispatch, not tf.data's guide; so is a read's;
-    # a memory profile's is JAX's own page.
+    # a loop's is jit's, a memory profile's JAX's own page.
     reading = reads >= DEVICE_READ_SHARE and not (other or callbacks >= CALLBACK_SHARE
                                                   or loader >= TFDATA_NEXT_SHARE)
+    if looped:  # the loop's fix, first, is jit's
+        return dataclasses.replace(found, guide=OP_BY_OP.guide)
     if waiting or reading:
         return dataclasses.replace(found, guide=WAIT_GUIDE)
     if fixes and all(fix == MEMORY_PROFILE_FIX for fix in fixes):
