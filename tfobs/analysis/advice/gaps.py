@@ -160,6 +160,21 @@ GROWN_OP_FIX = (
     "XLA_FLAGS=--xla_cpu_multi_thread_eigen=false and OPENBLAS_NUM_THREADS or "
     "OMP_NUM_THREADS, pin the job with taskset); judge the step itself by the typical steps")
 GROWN_OP_SHARE = 0.5  # of a long step's excess: one op's growth that is "most of it"
+# The long steps' ops (their top events) grew by under this share of a long step's excess:
+# the program's ops took no longer there, so the excess lies outside them (Python or other
+# host work of those steps' own: a gc.collect() every fifth step, 108 ms against 0.85 ms
+# of ops).
+OUTSIDE_OPS_SHARE = 0.25
+OUTSIDE_PROGRAM_WORDS = (
+    "The same compiled program ran in every step and its ops took no longer in these steps "
+    "({in_long} of ops against {in_typical} in the typical step): the excess lies outside "
+    "the program, in host work of those steps' own{python}.")
+OUTSIDE_PROGRAM_FIX = (
+    "those steps run host work outside the compiled program that the others do not: open "
+    "the trace at those step numbers (with the Python tracer on, the step's Python "
+    "functions name it: a gc.collect(), an evaluation, a save or a host sync every N "
+    "steps) and move it out of the step or run it less often; judge the step itself by the "
+    "typical steps")
 JAX_WAITED_SHARE = 0.25  # of the step period: a JAX typical step that waits for its work
 # of the typical step: its compiled program's ops inside the marker (it waited for them)
 JAX_OPS_HELD_SHARE = 0.25
@@ -397,7 +412,16 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
     if not branch and s.steps.xla_cpu_program_sets == 1:  # no program of their own
         grown = _grown_op(s, long.tolist(), excess / long.size)
         evidence["same_programs"] = 1.0
-        if isinstance(grown, tuple):
+        held = _ops_held(s, long.tolist())
+        if held is not None and held[0] - held[1] < OUTSIDE_OPS_SHARE * excess / long.size:
+            top = s.steps.python_traced_top
+            taken = " " + OUTSIDE_PROGRAM_WORDS.format(
+                in_long=_took(held[0]), in_typical=_took(held[1]),
+                python=(f" (the steps' Python, most in {', '.join(top)}: python_in_step)"
+                        if top else ""))
+            evidence.update(long_ops_s=held[0], typical_ops_s=held[1])
+            fix = OUTSIDE_PROGRAM_FIX
+        elif isinstance(grown, tuple):
             op, in_long, in_typical, lowest, highest = grown
             taken = (f" The same compiled program ran in every step; one of its ops holds "
                      f"most of the excess: {op} took {_took(in_long)} on average in these "
@@ -441,6 +465,23 @@ def _typical_steps_hold_their_ops(s: WindowSummary, durations: np.ndarray, typic
 
     held = [held_s(k) for k in seen]
     return float(np.median(held)) >= JAX_OPS_HELD_SHARE * typical
+
+
+def _ops_held(s: WindowSummary, long: list[int]) -> tuple[float, float] | None:
+    """The op time (the steps' top events) of the long steps, on average, and of the
+    typical ones, their median; None where the window did not keep the steps' top events
+    to tell."""
+    items = s.steps.items
+    wanted = set(long)
+    seen = [k for k in range(len(items)) if k not in wanted and items[k].top_events]
+    if 2 * len(seen) < len(items) - len(wanted) or not all(items[k].top_events for k in long):
+        return None
+
+    def ops_s(k: int) -> float:
+        return sum(e.duration_s for e in items[k].top_events if e.kind == "op")
+
+    return (float(np.mean([ops_s(k) for k in long])),
+            float(np.median([ops_s(k) for k in seen])))
 
 
 def _took(seconds: float) -> str:
