@@ -275,6 +275,10 @@ class Steps:
     # (PjRt's `H2D Dispatch`: jax.device_put of a numpy batch), which XProf counts as host
     # compute.
     host_to_device_s: float = 0.0
+    # Per step: JAX's jitted calls (`PjitFunction(...)`, outermost) that start inside the
+    # kept steps on the steps' own threads; `calls` counts every thread's, a loader
+    # thread's jax.numpy outside jit among them.
+    jitted_calls_in_steps: float = 0.0
     # Per step: TensorFlow's own marks around turning NumPy arrays or Python values into
     # tensors (`convert_to_tensor`, `tf.constant`: a copy of each array) that start in the
     # kept steps, outermost: a loop handing NumPy to its step or assigning it to variables

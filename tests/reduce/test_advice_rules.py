@@ -1979,6 +1979,29 @@ def test_a_scipy_optimizer_driving_a_jitted_objective_is_named_with_its_device_f
     assert "optax.lbfgs" in py.fix and "batches ahead" not in py.fix
 
 
+def test_jax_op_by_op_leaves_a_loader_threads_calls_out_of_the_step() -> None:
+    """A loader thread normalises each batch with jax.numpy outside jit (about nine small
+    programs a batch) while the step is one jitted call: the window's calls come to 9.7 a
+    step, of 8 functions, but one starts inside each step on its thread. The step does not
+    run operation by operation; the finding names the other thread's calls (info) and its
+    fix the loader's array work, and python_in_step does not call the step op by op."""
+    from tfobs.analysis.advice.steps import OP_BY_OP, OTHER_THREAD_CALLS_FIX
+
+    s = summary("generated__jax0.10cpu__loader_thread_jnp_ops_steps")
+    assert s.steps.jitted_calls_in_steps == pytest.approx(1.0)
+    a = one(s, "jax_op_by_op")
+    assert a.severity == "info" and a.fix == OTHER_THREAD_CALLS_FIX and a.fix != OP_BY_OP.fix
+    assert "operation by operation" not in a.message and "another thread" in a.message
+    assert a.evidence["jitted_calls_per_step"] >= OP_BY_OP_CALLS
+    if fired(s, "python_in_step"):
+        assert "(jax_op_by_op)" not in one(s, "python_in_step").message
+    # the steps' own calls are what the window's rates read on the op-by-op captures
+    for name, low in (("generated__jax0.10cpu__op_by_op_steps", 13),
+                      ("recorded__h100_jax0.11.2__launch_bound_tiny_ops", 200),
+                      ("generated__jax0.10cpu__python_env_rollout_steps", 65)):
+        assert summary(name).steps.jitted_calls_in_steps == pytest.approx(low, abs=0.5)
+
+
 @pytest.mark.parametrize("name", [
     "generated__jax0.10cpu__op_by_op_steps",  # ten functions, no host read
     "generated__jax0.10cpu__ema_outside_jit_steps",  # multiply 6.5 a step, under 8

@@ -17,6 +17,7 @@ round trip of a `schedule`d function, not its work.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -168,6 +169,31 @@ def function_calls(host: Timeline | None, top_n: int = MAX_CALL_ROWS
             mean_s=total / count / 1e12, total_s=total / 1e12, source=source))
     rows.sort(key=lambda r: (-r.total_s, r.name))
     return tuple(rows[:max(0, top_n)])
+
+
+def _is_jitted_call(name: str) -> bool:
+    return name.startswith(JAX_CALL) and name not in OWN_CALLS
+
+
+def jitted_calls_in_spans(host: Timeline | None, lines: Sequence[int] | None,
+                          begin_ps: np.ndarray, end_ps: np.ndarray) -> int:
+    """JAX's outermost jitted calls (`PjitFunction(...)`) on `lines` (the threads that run
+    the steps) that start inside one of the spans (`begin_ps` sorted, absolute ps): the
+    steps' own calls, not a loader thread's."""
+    if host is None or not lines or not begin_ps.size:
+        return 0
+    mids = id_array(host.mids_where_once(_is_jitted_call))
+    if not mids.size:
+        return 0
+    found = 0
+    for ld in (host.lines[li] for li in lines):
+        at = outermost_of(ld, np.flatnonzero(member(ld.mid_arr, mids, ld.dense_top)))
+        if not at.size:
+            continue
+        starts = ld.start_arr[at] + ld.start_ps
+        k = np.searchsorted(begin_ps, starts, side="right") - 1
+        found += int(((k >= 0) & (starts < end_ps[np.maximum(k, 0)])).sum())
+    return found
 
 
 def _by_first_seen(mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

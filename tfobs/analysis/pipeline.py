@@ -18,7 +18,12 @@ from tfobs.analysis import eventtypes as et
 from tfobs.analysis import input_pipeline, ops, tfdata
 from tfobs.analysis.advice import with_advice
 from tfobs.analysis.advice.rule import remember_step_fields, remember_step_sums
-from tfobs.analysis.calls import KERAS_JAX_TRAIN_STEP, calls_note, function_calls
+from tfobs.analysis.calls import (
+    KERAS_JAX_TRAIN_STEP,
+    calls_note,
+    function_calls,
+    jitted_calls_in_spans,
+)
 from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import (
     CheckpointSteps,
@@ -268,7 +273,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
         tensor_conversion_s=_per_step(tensor_conversions(
             host, spans, found.root_lines if found.groups else None), steps.count),
         host_to_device_s=0.0 if has_device else _per_step(
-            host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count)), host,
+            host_to_device_s(host, kept.begin_ps, kept.end_ps), steps.count),
+        jitted_calls_in_steps=_per_step(jitted_calls_in_spans(
+            host, found.root_lines, spans.columns.begin, spans.columns.end), steps.count)),
+        host,
         len(found.groups) if not batches else 0)
     memory = reduce_memory(host, top_n, found.step_of)
     kernels = Kernels()

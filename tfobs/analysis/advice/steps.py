@@ -158,6 +158,14 @@ LOOP_FIX = (
     "jit (optax.lbfgs in a while_loop, jax.scipy.optimize.minimize); where the loop must "
     "stay on the host, give each call more work (many environments at once, jax.vmap over "
     "them) so there are fewer round trips")
+# The window's jitted calls at >= OP_BY_OP_CALLS a step while the steps' own thread makes
+# fewer inside them (`steps.jitted_calls_in_steps`): the calls run on another thread (a
+# loader normalising each batch with jax.numpy outside jit: 9.7 a step, 1 in the step).
+OTHER_THREAD_CALLS_FIX = (
+    "the step itself is one jitted program; the other thread's calls (a loader's jax.numpy "
+    "outside jit) are each a small program dispatched on its own, under the GIL the "
+    "step's thread also needs: do that array work in NumPy on the host, or hand the raw "
+    "batch to the jitted step and do it there (one program, no extra dispatches)")
 # A parameter-server coordinator whose marked step schedules one step function and waits
 # for it (join() or a RemoteValue's fetch() every step): the step functions' seconds over
 # the span they run in, the mean number in flight, stay under one (ps_chief: 0.79; the
@@ -490,7 +498,9 @@ def check(s: WindowSummary) -> list[Advice]:
         op_pct = 100.0 * st.python_op_s / st.mean_s
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
         if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
-            out.append(_traced(st, traced_pct, op_by_op.fix if op_by_op else "",
+            out.append(_traced(st, traced_pct,
+                               op_by_op.fix if op_by_op and op_by_op.fix
+                               != OTHER_THREAD_CALLS_FIX else "",
                                s.environment.framework == "jax",
                                s.ops.graph_building_s / st.count))
         if op_pct >= PYTHON_OP_PCT:
@@ -547,6 +557,20 @@ def _op_by_op(st: Steps, keras: bool = False) -> Advice | None:
     top = sorted(jitted, key=lambda c: -c.count)[:4]
     names = ", ".join(c.name[len(JAX_CALL_PREFIX):-1] for c in top)
     call_s = sum(c.per_s * c.mean_s for c in jitted) * st.interval_s  # call time per step
+    if 0 < st.jitted_calls_in_steps < OP_BY_OP_CALLS:  # not the steps' own calls
+        return OP_BY_OP.advice(
+            "info",
+            f"The window's jitted calls come to {per_step:.0f} per step of {len(jitted)} "
+            f"functions ({names}, ...), but {st.jitted_calls_in_steps:.1f} per step start "
+            "inside the steps on their own thread: the rest run on another thread (a "
+            "loader running jax.numpy outside jit, each call a small program of its own), "
+            "not as the step's operations.",
+            {"jitted_calls_per_step": per_step, "jitted_functions": float(len(jitted)),
+             "jitted_call_s_per_step": call_s,
+             "jitted_calls_in_steps": st.jitted_calls_in_steps},
+            f">= {OP_BY_OP_CALLS} jitted calls per step of >= {OP_BY_OP_FUNCTIONS} functions, "
+            f"under {OP_BY_OP_CALLS} of them inside the steps on their thread (tfobs)",
+            OTHER_THREAD_CALLS_FIX)
     looped = top[0].per_s * st.interval_s
     if (looped >= OP_BY_OP_CALLS and looped >= LOOP_SHARE * per_step
             and _reads_on_host(st.python_traced_top)):
