@@ -37,6 +37,36 @@ MAX_BYTES = 20 * 1024 * 1024
 
 # name -> (description, extra environment)
 CASES: dict[str, tuple[str, dict[str, str]]] = {
+    "recompute_grad_loop": (
+        "custom loop training 6 residual Dense(512) blocks, each wrapped in "
+        "`tf.recompute_grad` (gradient checkpointing: the forward pass runs again in the "
+        "backward pass), batch 256, Adam; tfobs.step markers", {}),
+    "auc_metric_fit": (
+        "Keras 3 fit of a small binary classifier (batch 256) compiled with "
+        "`keras.metrics.AUC(num_thresholds=20000)`, `AUC(curve='PR', num_thresholds=20000)` "
+        "and `Precision`/`Recall`: the metrics' per-threshold confusion-matrix updates run "
+        "in every step; tfobs's Keras callback", {}),
+    "iterator_per_step_loop": (
+        "custom loop taking each batch with `next(iter(ds))`: a new iterator every step over "
+        "tf.data `shuffle(8192)` + parallel map + batch(128) + prefetch, so the shuffle "
+        "buffer fills again (and the same first batches come back) every step; the job's "
+        "own `Trace('train', step_num=i, _r=1)` markers", {}),
+    "mha_jit_fit": (
+        "Keras 3 fit of two MultiHeadAttention encoder blocks (8 heads, length 64, dim 128) "
+        "compiled with `jit_compile=True` (XLA on CPU), batch 32; tfobs's Keras callback",
+        {}),
+    "background_numpy_thread_loop": (
+        "custom loop of a tf.function MLP step while a Python thread of the job computes "
+        "NumPy statistics (1024 x 1024 matmuls) in the background, competing for the two "
+        "cores; tfobs.step markers", {}),
+    "big_softmax_head_loop": (
+        "custom loop training a classifier over 50,000 classes: Dense(256) features, a "
+        "Dense(50,000) output and sparse softmax cross-entropy, batch 128, SGD; the output "
+        "layer's matmuls and gradient dominate the step; tfobs.step markers", {}),
+    "channels_first_conv_fit": (
+        "Keras 3 fit of a conv net built with `data_format='channels_first'` (Conv2D, "
+        "MaxPooling2D, GlobalAveragePooling2D) on 32 x 3 x 64 x 64 batches on CPU; "
+        "tfobs's Keras callback", {}),
     "gather_grad_densified_loop": (
         "custom loop training an embedding table of 200,000 x 64 read by `tf.gather` (batch "
         "256 x 8 ids), the step guarding its gradients with `tf.where(tf.math.is_finite(g), "
@@ -4688,6 +4718,193 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         times.clear()
         profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
         params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "recompute_grad_loop":
+        params = {"batch": 256, "blocks": 6, "width": 512, "steps": 10}
+        weights = [(tf.Variable(tf.random.normal((512, 512)) * 0.03),
+                    tf.Variable(tf.zeros(512)),
+                    tf.Variable(tf.random.normal((512, 512)) * 0.03)) for _ in range(6)]
+        head = tf.Variable(tf.random.normal((512, 1)) * 0.03)
+        variables = [v for w in weights for v in w] + [head]
+        opt = keras.optimizers.Adam(1e-3)
+
+        def block_of(w1, b1, w2):
+            def block(h):
+                return h + tf.nn.relu(h @ w1 + b1) @ w2
+            return tf.recompute_grad(block)
+
+        blocks = [block_of(*w) for w in weights]
+        it = iter(random_batches(256 * 16, 512, 256))
+
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                h = xb
+                for block in blocks:
+                    h = block(h)
+                loss = mse(yb, h @ head)
+            g = tape.gradient(loss, variables)
+            opt.apply_gradients(zip(g, variables, strict=True))
+            return loss
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "auc_metric_fit":
+        params = {"batch": 256, "features": 64, "thresholds": 20000, "steps": 12}
+
+        def classifier(metrics):
+            m = keras.Sequential([keras.Input((64,)), keras.layers.Dense(64, "relu"),
+                                  keras.layers.Dense(1, "sigmoid")])
+            m.compile(optimizer="adam", loss="binary_crossentropy", metrics=metrics)
+            return m
+
+        model = classifier([keras.metrics.AUC(num_thresholds=20000, name="auc"),
+                            keras.metrics.AUC(curve="PR", num_thresholds=20000, name="pr"),
+                            keras.metrics.Precision(), keras.metrics.Recall()])
+        x = rng.random((256 * 16, 64), np.float32)
+        y = (rng.random((256 * 16, 1)) < 0.3).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(256).prefetch(2)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        # the same model and data without the AUC metrics, after the trace
+        plain, plain_times = classifier([]), []
+        plain.fit(ds, steps_per_epoch=16, epochs=1, verbose=0,
+                  callbacks=[batch_timer(plain_times)])
+        params["without_auc_step_ms"] = [round(t * 1e3, 3) for t in plain_times[4:]]
+    elif case == "iterator_per_step_loop":
+        params = {"rows": 16384, "features": 64, "shuffle": 8192, "batch": 128, "steps": 10}
+        x = rng.random((16384, 64), np.float32)
+        y = rng.random((16384, 1), np.float32)
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).shuffle(8192)
+              .map(lambda a, b: (a * 2.0 - 1.0, b), num_parallel_calls=tf.data.AUTOTUNE)
+              .batch(128).prefetch(2))
+        step = build_train_step(tf, mlp(64, 256), mse, keras.optimizers.SGD(0.01))
+
+        def one(i):
+            float(step(*next(iter(ds))))  # a new iterator every step
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"],
+                                                        marker=train_root)
+        it, kept = iter(ds), []  # the fix, after the trace: one iterator for the loop
+        for _ in range(13):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            kept.append(round((time.perf_counter() - t) * 1e3, 3))
+        params["one_iterator_step_ms"] = kept[3:]
+    elif case == "mha_jit_fit":
+        params = {"batch": 32, "length": 64, "dim": 128, "heads": 8, "blocks": 2,
+                  "steps": 10}
+        inp = keras.Input((64, 128))
+        h = inp
+        for _ in range(2):
+            att = keras.layers.MultiHeadAttention(8, 16)(h, h)
+            h = keras.layers.LayerNormalization()(h + att)
+            ff = keras.layers.Dense(128)(keras.layers.Dense(512, activation="gelu")(h))
+            h = keras.layers.LayerNormalization()(h + ff)
+        out = keras.layers.Dense(1)(keras.layers.GlobalAveragePooling1D()(h))
+        model = keras.Model(inp, out)
+        model.compile(optimizer="adam", loss="mse", jit_compile=True)
+        ds = (tf.data.Dataset.from_tensor_slices((rng.random((32 * 8, 64, 128), np.float32),
+                                                  rng.random((32 * 8, 1), np.float32)))
+              .repeat().batch(32).prefetch(2))
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "background_numpy_thread_loop":
+        import threading
+
+        params = {"batch": 512, "features": 256, "width": 1024, "background_matmul": 1024,
+                  "steps": 12}
+        step = build_train_step(tf, mlp(256, 1024), mse, keras.optimizers.SGD(0.01))
+        it = iter(random_batches(512 * 8, 256, 512))
+        alone = []
+        for _ in range(8):  # the step alone, before the thread starts
+            t = time.perf_counter()
+            float(step(*next(it)))
+            alone.append(round((time.perf_counter() - t) * 1e3, 3))
+        params["alone_step_ms"] = alone[3:]
+        stop, rounds = threading.Event(), [0]
+
+        def statistics() -> None:
+            a = np.random.default_rng(1).random((1024, 1024))
+            while not stop.is_set():
+                a = np.tanh(a @ a / 1024.0)
+                rounds[0] += 1
+
+        worker = threading.Thread(target=statistics, daemon=True)
+        worker.start()
+        try:
+            params["measured_step_ms"] = timed_then_profile(
+                lambda i: float(step(*next(it))), params["steps"])
+        finally:
+            stop.set()
+            worker.join()
+        params["background_rounds"] = rounds[0]
+    elif case == "big_softmax_head_loop":
+        params = {"batch": 128, "features": 128, "hidden": 256, "classes": 50_000,
+                  "steps": 10}
+        model = keras.Sequential([keras.Input((128,)), keras.layers.Dense(256, "relu"),
+                                  keras.layers.Dense(50_000)])
+        opt = keras.optimizers.SGD(0.01)
+        x = rng.random((128 * 8, 128), np.float32)
+        labels = rng.integers(0, 50_000, 128 * 8).astype("int64")
+        it = iter(tf.data.Dataset.from_tensor_slices((x, labels)).repeat().batch(128)
+                  .prefetch(2))
+
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    yb, model(xb, training=True)))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        def one(i):
+            float(step(*next(it)))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "channels_first_conv_fit":
+        params = {"batch": 32, "channels": 3, "image": 64, "steps": 10}
+
+        def conv_net(fmt, shape):
+            m = keras.Sequential([
+                keras.Input(shape),
+                keras.layers.Conv2D(32, 3, padding="same", activation="relu",
+                                    data_format=fmt),
+                keras.layers.MaxPooling2D(data_format=fmt),
+                keras.layers.Conv2D(64, 3, padding="same", activation="relu",
+                                    data_format=fmt),
+                keras.layers.GlobalAveragePooling2D(data_format=fmt),
+                keras.layers.Dense(10)])
+            m.compile(optimizer=keras.optimizers.SGD(0.01),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+            return m
+
+        images = rng.random((32 * 8, 3, 64, 64), np.float32)
+        labels = rng.integers(0, 10, 32 * 8)
+        ds = (tf.data.Dataset.from_tensor_slices((images, labels)).repeat().batch(32)
+              .prefetch(2))
+        model = conv_net("channels_first", (3, 64, 64))
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        # the same net channels_last on the same images, after the trace
+        last, last_times = conv_net("channels_last", (64, 64, 3)), []
+        last.fit(ds.map(lambda a, b: (tf.transpose(a, (0, 2, 3, 1)), b)), steps_per_epoch=14,
+                 epochs=1, verbose=0, callbacks=[batch_timer(last_times)])
+        params["channels_last_step_ms"] = [round(t * 1e3, 3) for t in last_times[4:]]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
