@@ -82,6 +82,7 @@ RuleId = Literal[
     "tfdata_shares_cores",
     "tfdata_ignore_errors",
     "tfdata_shard_after_read",
+    "tfdata_iterator_per_step",
     "all_others_bound",
     "step_gap",
     "step_pause",
@@ -449,6 +450,10 @@ class InputPipeline:
     # input XProf counts as host compute.
     in_graph_loop_input_s: float = 0.0
     in_graph_loop_iterators_s: float = 0.0
+    # `iter(dataset)` run from Python inside the steps (`next(iter(dataset))` in a loop): how
+    # many of the kept steps made a new iterator, and the window seconds of making them.
+    step_iterators: int = 0
+    step_iterators_s: float = 0.0
     # A loader that marks its own stages (grain: `_ipl_stage_*` stats), whose outermost
     # stage inside a step XProf times as input: seconds per step the steps spent in those
     # stages, and the stages' names (longest first, at most 3). 0 / () without one.

@@ -418,6 +418,33 @@ def in_graph_loop_input(host: Timeline | None, steps: Sequence[tuple[int, int]]
     return out[0] / 1e12, out[1] / 1e12
 
 
+# `iter(dataset)` run from Python (eagerly): the op that binds a new iterator to its dataset.
+EAGER_MAKE_ITERATOR = "EagerLocalExecute: MakeIterator"
+
+
+def iterators_in_steps(host: Timeline | None, steps: Sequence[tuple[int, int]]
+                       ) -> tuple[int, float]:
+    """(how many of the `steps` (absolute (begin, end) ps, in order, not overlapping) made a
+    dataset iterator from Python, window seconds those iterators took to make): a loop that
+    takes each batch with `next(iter(dataset))` starts its pipeline over in every step."""
+    if host is None or not steps:
+        return 0, 0.0
+    mids = id_array(host.mids_named(EAGER_MAKE_ITERATOR))
+    if not mids.size:
+        return 0, 0.0
+    lo, hi = span_bounds(steps)
+    held: set[int] = set()
+    made = 0
+    for ld in host.lines:
+        at = outermost(ld, mids)
+        if not at.size:
+            continue
+        k, inside = span_of(ld.start_arr[at] + ld.start_ps, lo, hi)
+        held.update(k[inside].tolist())
+        made += int((ld.end_arr[at] - ld.start_arr[at])[inside].sum())
+    return len(held), made / 1e12
+
+
 def _is_make_iterator(name: str) -> bool:
     return name.startswith(MAKE_ITERATOR)
 

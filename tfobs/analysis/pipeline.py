@@ -226,6 +226,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                      for span in fetches.slow_ready_spans)
                  if fetches.slow_ready >= 2 else 0.0)
     in_graph = input_pipeline.in_graph_loop_input(host, spans)
+    step_iterators = input_pipeline.iterators_in_steps(host, spans)
     loops = in_graph_loops(host, found.loop_runs, spans)
     if not loops.seconds:  # While ops run as such: no run past iteration 0
         loops = functional_loops(host, spans)
@@ -351,6 +352,8 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             prefetch_slow_ready_op_s=slow_op_s,
             in_graph_loop_input_s=in_graph[0],
             in_graph_loop_iterators_s=in_graph[1],
+            step_iterators=step_iterators[0],
+            step_iterators_s=step_iterators[1],
             pool_threads=pool[0],
             pool_busy=pool[1],
             pool_busy_s=pool[2],

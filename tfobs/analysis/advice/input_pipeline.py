@@ -208,9 +208,27 @@ SHARD_AFTER_READ = Rule(
     "tf.data API: Dataset.shard (tensorflow.org/api_docs/python/tf/data/Dataset#shard: "
     "shard early, before converting files to records); Distributed input guide "
     "(tensorflow.org/tutorials/distribute/input): Sharding")
+# `next(iter(dataset))` in a training loop: each step makes a new iterator, so the pipeline
+# starts over (its prefetch, parallel map and shuffle buffer fill again before the first
+# batch) and every step reads the dataset's first batches again.
+ITERATOR_PER_STEP = Rule(
+    "tfdata_iterator_per_step", "input pipeline",
+    "a new dataset iterator is made from Python (`EagerLocalExecute: MakeIterator`) inside "
+    ">= half of the kept steps (at least 2): `next(iter(dataset))` in the loop; a warning "
+    "where XProf calls the job highly or moderately input-bound",
+    "make the iterator once, before the loop (it = iter(dataset), then next(it) in each "
+    "step), or loop over the dataset (for x, y in dataset:); a new iterator every step "
+    "refills the pipeline before each batch and takes every batch from the dataset's "
+    "start (with shuffle(), from the first buffer's elements only)",
+    "tf.data API: tf.data.Dataset.__iter__ (tensorflow.org/api_docs/python/tf/data/"
+    "Dataset#__iter__); tf.data guide (tensorflow.org/guide/data): Consuming Python "
+    "iterators")
+# The share of the kept steps that must make an iterator for the rule to fire (an
+# evaluation inside every fifth step makes one there too, and is no such loop).
+ITERATOR_STEPS_SHARE = 0.5
 RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, ONE_THREAD, NO_PREFETCH, MAP_FUNCTION,
          FILE_READ, FROM_GENERATOR, PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND,
-         SHARES_CORES, IGNORE_ERRORS, SHARD_AFTER_READ)
+         SHARES_CORES, IGNORE_ERRORS, SHARD_AFTER_READ, ITERATOR_PER_STEP)
 # The drops from which ignore_errors() is named: a share of its input's elements, and a
 # count (an element in flight at each edge of the window, or an epoch's end, is no drop).
 IGNORE_DROPS_SHARE = 0.05
@@ -318,8 +336,9 @@ def _shard_after_read(s: WindowSummary) -> list[Advice]:
 
 
 def check(s: WindowSummary) -> list[Advice]:
+    anew = _iterator_per_step(s)
     out = (_output(s) + _pipeline_cores(s) + _ignore_errors(s)
-           + _shard_after_read(s))
+           + _shard_after_read(s) + anew)
     ib = s.input_bound
     # A JAX step waiting in tf.data's next(): input XProf cannot see (no TensorFlow op).
     hidden_pct = (100.0 * s.steps.python_tfdata_next_s / s.steps.mean_s
@@ -386,11 +405,44 @@ def check(s: WindowSummary) -> list[Advice]:
         fix = keeps_up
     elif few:
         fix = few + fix
+    if anew and ib.verdict in ("highly", "moderately"):
+        fix = ("the steps make a new dataset iterator each (tfdata_iterator_per_step): make "
+               "it once before the loop first; the pipeline's stages then fill once, not "
+               "before every step's batch, and no stage needs changing before the input "
+               "share is measured again")
     out.append(INPUT_BOUND.advice(_SEVERITY[ib.verdict], ib.advice, evidence, _THRESHOLD, fix))
-    # A pipeline that keeps up has no stage to fix: its wait is the hand-over.
-    if ib.verdict in ("highly", "moderately") and not keeps_up:
+    # A pipeline that keeps up has no stage to fix: its wait is the hand-over; nor has one
+    # started over in every step: its stages' time is the refill.
+    if ib.verdict in ("highly", "moderately") and not keeps_up and not anew:
         out += _stage_rules(s, input_pct)
     return out
+
+
+def _iterator_per_step(s: WindowSummary) -> list[Advice]:
+    """tfdata_iterator_per_step: a new iterator made from Python in most steps (a loop
+    taking its batch with `next(iter(dataset))`): the pipeline starts over every step."""
+    ip, st = s.input_pipeline, s.steps
+    if st.count < 2 or ip.step_iterators < max(2, ITERATOR_STEPS_SHARE * st.count):
+        return []
+    bound = s.input_bound.verdict in ("highly", "moderately")
+    input_pct = step_pct(s, "input")
+    shuffle = any("::Shuffle" in stage.name for stage in ip.stages)
+    return [ITERATOR_PER_STEP.advice(
+        "warning" if bound else "info",
+        f"A new dataset iterator is made inside {ip.step_iterators} of the {st.count} "
+        f"steps (iter(dataset) in the loop: {1e3 * ip.step_iterators_s / st.count:.2f} ms "
+        "per step to make): the pipeline starts over in every step, so each step's batch "
+        "waits for it to fill again"
+        + (" (its shuffle buffer first)" if shuffle else "")
+        + f", {one_digit(input_pct)} % of step time waiting for input, and every step's "
+        "batch comes from the dataset's start again"
+        + (" (drawn from its first shuffle buffer's elements only)" if shuffle else "")
+        + ", never from the rest.",
+        {"steps_making_iterators": float(ip.step_iterators),
+         "iterator_make_s_per_step": ip.step_iterators_s / st.count, "input_pct": input_pct},
+        f"a dataset iterator made from Python in >= {100 * ITERATOR_STEPS_SHARE:g} % of the "
+        "kept steps, at least 2 (tfobs); a warning where XProf calls the job highly or "
+        "moderately input-bound")]
 
 
 # The share of the input wait a loader's own stages must hold for its fix to be given.
