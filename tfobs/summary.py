@@ -538,6 +538,11 @@ class Ops:
     densified_s: float = 0.0
     densified_count: int = 0
     densified_ops: tuple[str, ...] = ()
+    # The host transposes Keras runs around a channels_first (NCHW) model's pooling layers
+    # (`<pooling layer>/transpose*`: TensorFlow's CPU pooling takes NHWC only), op self time
+    # in window seconds, and their names (most time first, at most 3).
+    channels_first_transpose_s: float = 0.0
+    channels_first_transpose_ops: tuple[str, ...] = ()
     # tf.print's ops (StringFormat, PrintV2), op self time in window seconds.
     print_s: float = 0.0
     # XLA:CPU running compiled programs (jit_compile=True; outermost

@@ -510,6 +510,23 @@ def densified_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
             tuple(a.name for a in found[:3]))
 
 
+# Keras 3 on TensorFlow runs a channels_first (NCHW) pooling layer on the host by
+# transposing its input to NHWC and its output back (TensorFlow's CPU pooling takes NHWC
+# only): `<pooling layer>/transpose`, `/transpose_1`, and their gradients'
+# `.../transpose/transpose`.
+_CHANNELS_FIRST_TRANSPOSE = re.compile(r"pooling[123]d(?:_\d+)*/transpose(?:_\d+)?(?:/transpose)?$")
+
+
+def channels_first_transposes(host_ops: dict[str, OpAgg]
+                              ) -> tuple[float, tuple[str, ...]]:
+    """(self seconds in the window, names: most time first, at most 3) of the host
+    transposes Keras runs around a channels_first model's pooling layers."""
+    found = [a for name, a in host_ops.items()
+             if "Transpose" in a.op_type and _CHANNELS_FIRST_TRANSPOSE.search(name)]
+    found.sort(key=lambda a: (-a.self_ps, a.name))
+    return sum(a.self_ps for a in found) / 1e12, tuple(a.name for a in found[:3])
+
+
 # XLA:CPU running a compiled program (a function under jit_compile=True): its ops are XLA's
 # thunks, no TensorFlow op.
 XLA_PROGRAM = "CpuExecutable::Execute"
@@ -547,6 +564,7 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
     total = host_ps + device_ps
     update_s, densify_s = optimizer_seconds(host_ops, device_ops)
     densified = densified_seconds(host_ops, device_ops)
+    channels_first = channels_first_transposes(host_ops)
     return Ops(
         host_s=host_ps / 1e12,
         device_s=device_ps / 1e12,
@@ -557,5 +575,7 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
         densified_s=densified[0],
         densified_count=densified[1],
         densified_ops=densified[2],
+        channels_first_transpose_s=channels_first[0],
+        channels_first_transpose_ops=channels_first[1],
         print_s=sum(a.self_ps for a in every if a.op_type in PRINT_OP_TYPES) / 1e12,
     )

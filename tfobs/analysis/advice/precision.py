@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import re
 
-from tfobs.analysis.advice.rule import GPU, JAX_DOCS, PROFILER, Rule, on_gpu, one_digit
+from tfobs.analysis.advice.rule import (
+    GPU,
+    JAX_DOCS,
+    PROFILER,
+    Rule,
+    on_gpu,
+    one_digit,
+    steps_run,
+)
 from tfobs.summary import Advice, WindowSummary
 
 LOW_16BIT = Rule(
@@ -36,10 +44,20 @@ TC_UNUSED = Rule(
         "multiples of 8"))
 LAYOUT = Rule(
     "layout_transposes", "tensor cores and precision",
-    "GPU job and layout conversion kernels (NCHW/NHWC transposes) >= 5 % of kernel time",
+    "GPU job and layout conversion kernels (NCHW/NHWC transposes) >= 5 % of kernel time; "
+    "or a host-only job whose op time holds >= 1 % of the transposes Keras runs around a "
+    "channels_first model's pooling layers (`<pooling layer>/transpose*`)",
     "keep one layout end to end: channels_last (NHWC) with mixed precision on Tensor "
     "Cores, no manual transposes between layers",
     f"{GPU}: 2. Debug the performance of one GPU (NHWC layout)")
+# On the host: a model built channels_first (NCHW), the GPU layout.
+LAYOUT_HOST_FIX = (
+    "build the model channels_last (NHWC, Keras's default: drop data_format="
+    "'channels_first' from the layers, or keras.config.set_image_data_format("
+    "'channels_last')) and feed NHWC batches (transpose once in the input pipeline, or "
+    "store the images NHWC): on the CPU Keras transposes around every channels_first "
+    "pooling layer, forward and backward, and channels_first is the layout for GPUs "
+    "(cuDNN); time a few steps of both layouts, the convolutions' own time included")
 FLOAT64 = Rule(
     "float64_compute", "tensor cores and precision",
     "float64 (double) tensors hold >= 50 % of the bytes allocated in the window (10 "
@@ -68,6 +86,10 @@ LOW_16BIT_PCT = 10.0  # XProf's kLowPrecisionPercentThreshold
 TC_SHARE = 0.10
 TC_HELD = 0.50  # Tensor Core share of kernel time above which low_16bit_compute is silent
 LAYOUT_SHARE = 0.05
+# Keras's channels_first transposes on the host, as a share of op time: the layout, not
+# their own cost, is the finding (the convolutions run slower in NCHW too), so a small
+# share names it.
+LAYOUT_HOST_SHARE = 0.01
 # float64's share of the window's allocated bytes (or of GPU kernel time) from which it
 # is the model's own arithmetic: float64_dense_loop 97 %; every other test capture with
 # typed allocations 0 % (summaries_fit's one 4 MiB OneHot allocation is the only
@@ -99,7 +121,7 @@ def check(s: WindowSummary) -> list[Advice]:
                 f"16-bit share < {LOW_16BIT_PCT:g} % of device compute (XProf)"))
     k = s.kernels
     if not on_gpu(s) or k.total_s <= 0:
-        return out
+        return out + _channels_first(s)
     # Kernels whose Tensor Core use no name rule can judge are not counted as off them.
     unknown = sum(i.total_s for i in k.items
                   if i.op_tensor_core_eligible and i.tensor_core_unknown)
@@ -128,6 +150,30 @@ def check(s: WindowSummary) -> list[Advice]:
             {"layout_s": layout_s, "kernel_s": k.total_s, "share": layout_s / k.total_s},
             f"transpose kernels >= {100 * LAYOUT_SHARE:g} % of kernel time (tfobs)"))
     return out
+
+
+def _channels_first(s: WindowSummary) -> list[Advice]:
+    """layout_transposes on the host: a Keras model built channels_first, which Keras
+    transposes around its pooling layers on the CPU."""
+    ops = s.ops
+    op_s = ops.host_s - sum(st.self_s for st in s.input_pipeline.stages)
+    share = ops.channels_first_transpose_s / op_s if op_s > 0 else 0.0
+    if on_gpu(s) or share < LAYOUT_HOST_SHARE:
+        return []
+    per = (f", {1e3 * ops.channels_first_transpose_s / steps_run(s):.2f} ms per step"
+           if s.steps.count else "")
+    return [LAYOUT.advice(
+        "warning",
+        "The model computes channels_first (NCHW) on the CPU: Keras transposes each "
+        "pooling layer's input to NHWC and back, forward and backward "
+        f"({', '.join(ops.channels_first_transpose_ops)}: "
+        f"{1e3 * ops.channels_first_transpose_s:.1f} ms in the window{per}, "
+        f"{100 * share:.1f} % of op time), and the convolutions run on NCHW tensors too: "
+        "the transposes are only part of what the layout costs.",
+        {"channels_first_transpose_s": ops.channels_first_transpose_s, "op_s": op_s,
+         "share": share},
+        f"host-only, Keras's channels_first transposes >= {100 * LAYOUT_HOST_SHARE:g} % of "
+        "op time, tf.data's iterators left out (tfobs)", LAYOUT_HOST_FIX)]
 
 
 def _float64(s: WindowSummary) -> Advice | None:
