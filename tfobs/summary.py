@@ -121,6 +121,7 @@ RuleId = Literal[
     "sparse_gradient_dense",
     "padded_batch_loop",
     "in_graph_loop",
+    "keras_metrics_cost",
 ]
 RULE_IDS: tuple[str, ...] = typing.get_args(RuleId)
 Severity = Literal["info", "warning", "critical"]  # least severe first
@@ -543,6 +544,12 @@ class Ops:
     # in window seconds, and their names (most time first, at most 3).
     channels_first_transpose_s: float = 0.0
     channels_first_transpose_ops: tuple[str, ...] = ()
+    # A Keras 3 train step's ops outside its model's, loss's (`compile_loss/`), gradient's
+    # and optimizer's name scopes: the loss tracker's and the compiled metrics' updates. Op
+    # self time in window seconds, and the op types (most time first, at most 3); 0 where
+    # the window holds no Keras step.
+    keras_top_level_s: float = 0.0
+    keras_top_level_types: tuple[str, ...] = ()
     # tf.print's ops (StringFormat, PrintV2), op self time in window seconds.
     print_s: float = 0.0
     # XLA:CPU running compiled programs (jit_compile=True; outermost

@@ -2395,6 +2395,28 @@ def test_an_iterator_made_in_every_step_is_named_before_the_pipelines_stages() -
                      "tfdata_iterator_per_step")
 
 
+def test_threshold_metrics_compiled_into_a_keras_step_are_named() -> None:
+    """Keras 3 fit compiled with two AUCs of 20,000 thresholds: their updates (unscoped
+    `StatefulPartitionedCall/Cumsum_3`, `ReverseV2`, `Greater`) hold most of each 4.2 ms
+    step; the same fit compiled without them ran 1.5 ms a step (the job's own timing).
+    XProf lists the ops and says nothing; keras_metrics_cost names the metrics. The ops of
+    tf.data's functions (a py_function, a decode), bare-named, are no metric."""
+    name = "generated__tf2.21cpu__auc_metric_fit"
+    s = tfobs.analyze(CAPTURES / f"{name}.xplane.pb", top_n=10_000)
+    unscoped = [o for o in s.ops.top if o.name.startswith("StatefulPartitionedCall/")
+                and "/" not in o.name.removeprefix("StatefulPartitionedCall/")
+                and o.op_type != "Dataset"]
+    assert s.ops.keras_top_level_s == pytest.approx(sum(o.self_s for o in unscoped))
+    assert s.ops.keras_top_level_types == ("ReverseV2", "Cumsum", "Greater")
+    a = one(s, "keras_metrics_cost")
+    assert a.severity == "warning" and "metrics" in a.message and "num_thresholds" in a.fix
+    assert a.evidence["metrics_share_of_step"] > 0.5
+    for other in ("generated__tf2.21cpu__parallel_map_slow_fit",  # py_function in tf.data
+                  "generated__tf2.21cpu__jpeg_decode_plain_fit",  # DecodeJpeg in tf.data
+                  "generated__tf2.21cpu__two_output_tensorboard_fit"):  # cheap metrics
+        assert not fired(summary(other), "keras_metrics_cost"), other
+
+
 def test_long_steps_are_named_apart_from_the_typical_ones() -> None:
     """model.evaluate inside every fifth marked step: those steps take several times the
     others, and the window's averages mix the two kinds. long_steps names them and their

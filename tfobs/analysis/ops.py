@@ -527,6 +527,41 @@ def channels_first_transposes(host_ops: dict[str, OpAgg]
     return sum(a.self_ps for a in found) / 1e12, tuple(a.name for a in found[:3])
 
 
+# Keras 3's train step on TensorFlow runs in a function call of its train function
+# (`StatefulPartitionedCall/...`) and names its forward pass by the model, its loss
+# `compile_loss/`, its gradient `gradient_tape/` and its update by the optimizer; the loss
+# tracker's and the compiled metrics' updates run at the call's top level, under no name
+# scope (`StatefulPartitionedCall/Cumsum_3`). tf.data's functions' ops have bare names.
+KERAS_LOSS_SCOPE = "compile_loss/"
+_CALL_PREFIX = "StatefulPartitionedCall/"
+# Ops at the top level that are the step's input, not its metrics.
+_NOT_METRIC_TYPES = ("Iterator", "Optional", "Dataset")
+
+
+def keras_top_level_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
+                        ) -> tuple[float, tuple[str, ...]]:
+    """(self seconds in the window, op types: most time first, at most 3) of the ops a
+    Keras train step runs outside its model's, loss's, gradient's and optimizer's name
+    scopes (its metrics' updates), where the window holds a Keras step (`compile_loss/`
+    ops); (0, ()) otherwise."""
+    tables = (host_ops, device_ops)
+    if not any(KERAS_LOSS_SCOPE in name for table in tables for name in table):
+        return 0.0, ()
+    by_type: dict[str, int] = {}
+    for table in tables:
+        for name, a in table.items():
+            bare = name
+            while bare.startswith(_CALL_PREFIX):
+                bare = bare[len(_CALL_PREFIX):]
+            # The step's own ops run in its function call; a tf.data function's are bare.
+            if (bare == name or "/" in bare or a.stage
+                    or a.op_type.startswith(_NOT_METRIC_TYPES)):
+                continue
+            by_type[a.op_type] = by_type.get(a.op_type, 0) + a.self_ps
+    top = sorted(by_type.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    return sum(by_type.values()) / 1e12, tuple(t for t, _ in top)
+
+
 # XLA:CPU running a compiled program (a function under jit_compile=True): its ops are XLA's
 # thunks, no TensorFlow op.
 XLA_PROGRAM = "CpuExecutable::Execute"
@@ -565,6 +600,7 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
     update_s, densify_s = optimizer_seconds(host_ops, device_ops)
     densified = densified_seconds(host_ops, device_ops)
     channels_first = channels_first_transposes(host_ops)
+    top_level = keras_top_level_ops(host_ops, device_ops)
     return Ops(
         host_s=host_ps / 1e12,
         device_s=device_ps / 1e12,
@@ -577,5 +613,7 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
         densified_ops=densified[2],
         channels_first_transpose_s=channels_first[0],
         channels_first_transpose_ops=channels_first[1],
+        keras_top_level_s=top_level[0],
+        keras_top_level_types=top_level[1],
         print_s=sum(a.self_ps for a in every if a.op_type in PRINT_OP_TYPES) / 1e12,
     )

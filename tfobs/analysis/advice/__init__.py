@@ -15,6 +15,7 @@ import dataclasses
 from tfobs.analysis.advice import (
     gaps,
     input_pipeline,
+    keras_metrics,
     launch,
     loops,
     memory,
@@ -32,7 +33,7 @@ __all__ = ["RULES", "RULE_IDS", "SEVERITIES", "Rule", "advise", "keras_steps_per
            "markdown_table", "with_advice"]
 
 _FAMILIES = (input_pipeline, gaps, launch, placement, precision, memory, multi_device, steps,
-             optimizer, padding, loops)
+             optimizer, padding, loops, keras_metrics)
 RULES: tuple[Rule, ...] = tuple(r for f in _FAMILIES for r in f.RULES)
 
 
