@@ -23,6 +23,7 @@ from tfobs.analysis.advice.rule import (
     TFDATA,
     Rule,
     category_advice,
+    iterator_each_step,
     other_thread_share,
     runtime_holds_other,
     step_field,
@@ -219,6 +220,13 @@ CONVERSION_FIX = (
     "(v.assign(array)), pass the batch to the tf.function as an argument from tf.data "
     "instead; data that fits in memory: tf.convert_to_tensor once before the loop and "
     "slice the tensor in the step")
+# 'All Others' of a loop that makes a dataset iterator in every step: the Python that
+# builds each iterator and drops the last one runs in the step, beside the ops.
+ITERATOR_FIX = (
+    "the steps make a new dataset iterator each and drop the last one "
+    "(tfdata_iterator_per_step): the Python that builds and deletes them runs in every "
+    "step, and goes with the iterator ops' own time once one iterator is made before the "
+    "loop; do that first, then judge 'All Others' again")
 # XProf's sentence (kAllOthersPythonExplanation), after the percentage.
 # 'All Others' under another Python thread's GIL (python_thread_contention): moving the
 # step's Python to a background thread, the usual fix, adds to the cause.
@@ -239,6 +247,8 @@ def check(s: WindowSummary) -> list[Advice]:
         found = category_advice(ALL_OTHERS, s, "other", "'All Others'", ALL_OTHERS_TEXT)
         if found and other_thread_share(s.steps):  # the step's Python waits for the GIL
             found = dataclasses.replace(found, fix=CONTENTION_FIX)
+        elif found and iterator_each_step(s):  # a new iterator made in each step
+            found = dataclasses.replace(found, fix=ITERATOR_FIX)
         out += ([_saving_in_other(s, _conversion_in_other(s, _runtime_in_other(s, found)))]
                 if found else [])
     saving = _checkpoint(s)

@@ -14,10 +14,12 @@ import numpy as np
 
 from tfobs.analysis.advice.rule import (
     GPU,
+    ITERATOR_STEPS_SHARE,
     LOADER_WAIT_FIX,
     PROFILER,
     TFDATA,
     Rule,
+    iterator_each_step,
     loader_wait_pct,
     on_gpu,
     one_digit,
@@ -223,9 +225,6 @@ ITERATOR_PER_STEP = Rule(
     "tf.data API: tf.data.Dataset.__iter__ (tensorflow.org/api_docs/python/tf/data/"
     "Dataset#__iter__); tf.data guide (tensorflow.org/guide/data): Consuming Python "
     "iterators")
-# The share of the kept steps that must make an iterator for the rule to fire (an
-# evaluation inside every fifth step makes one there too, and is no such loop).
-ITERATOR_STEPS_SHARE = 0.5
 RULES = (INPUT_BOUND, PY_FUNCTION, MAP_SERIAL, ONE_THREAD, NO_PREFETCH, MAP_FUNCTION,
          FILE_READ, FROM_GENERATOR, PER_REPLICA_INPUT, SLOWEST_STAGE, OUTPUT_BOUND,
          SHARES_CORES, IGNORE_ERRORS, SHARD_AFTER_READ, ITERATOR_PER_STEP)
@@ -422,7 +421,7 @@ def _iterator_per_step(s: WindowSummary) -> list[Advice]:
     """tfdata_iterator_per_step: a new iterator made from Python in most steps (a loop
     taking its batch with `next(iter(dataset))`): the pipeline starts over every step."""
     ip, st = s.input_pipeline, s.steps
-    if st.count < 2 or ip.step_iterators < max(2, ITERATOR_STEPS_SHARE * st.count):
+    if not iterator_each_step(s):
         return []
     bound = s.input_bound.verdict in ("highly", "moderately")
     input_pct = step_pct(s, "input")

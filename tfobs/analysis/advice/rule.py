@@ -229,6 +229,20 @@ def window_steps(s: WindowSummary) -> float:
 DROPPED_STEPS = 2
 
 
+# The share of the kept steps that must make a dataset iterator from Python for the
+# window to be a loop taking each batch with `next(iter(dataset))` (an evaluation inside
+# every fifth step makes one there too, and is no such loop).
+ITERATOR_STEPS_SHARE = 0.5
+
+
+def iterator_each_step(s: WindowSummary) -> bool:
+    """Whether the steps make a new dataset iterator from Python (at least 2 of them, and
+    `ITERATOR_STEPS_SHARE` of the kept steps): tfdata_iterator_per_step."""
+    st = s.steps
+    return st.count >= 2 and s.input_pipeline.step_iterators >= max(
+        2, ITERATOR_STEPS_SHARE * st.count)
+
+
 def steps_run(s: WindowSummary) -> float:
     """The steps whose ops a window's totals of ops that run only inside steps hold (an
     optimizer's update, an in-graph loop's ops): `window_steps`, but at most the kept steps
