@@ -12,7 +12,7 @@ the runs overlap one another on a thread, and a loop may run on several threads 
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -226,7 +226,9 @@ def functional_loops(host: Timeline | None, steps: Sequence[tuple[int, int]]
     if "step_id" in ids:
         wanted[ids["step_id"]] = "step_id"
     lo, hi = span_bounds(steps)
-    opened: dict[tuple[str, str], list[int]] = {}
+    # Per (op name, step id), the starts not yet done, oldest first: a queue (a list's
+    # pop(0) moved every start still open: 160,000 open at once cost 3 s, 320,000 12 s).
+    opened: dict[tuple[str, str], deque[int]] = {}
     runs: list[tuple[int, int, str]] = []  # (begin, end, op name)
     bodies: list[np.ndarray] = []
     marked: list[tuple[int, int, bool, str, str]] = []
@@ -249,9 +251,9 @@ def functional_loops(host: Timeline | None, steps: Sequence[tuple[int, int]]
                            str(st.get("step_id", ""))))
     for at_ps, until_ps, starts_run, name, sid in sorted(marked):
         if starts_run:
-            opened.setdefault((name, sid), []).append(at_ps)
+            opened.setdefault((name, sid), deque()).append(at_ps)
         elif opened.get((name, sid)):
-            runs.append((opened[(name, sid)].pop(0), max(until_ps, at_ps), name))
+            runs.append((opened[(name, sid)].popleft(), max(until_ps, at_ps), name))
     if not runs or not bodies:
         return InGraphLoops()
     begin = np.array([r[0] for r in runs], np.int64)
