@@ -71,7 +71,7 @@ def sweep_stale_dirs(capture_dir: str) -> int:
     for path in glob.glob(os.path.join(capture_dir, DIR_PREFIX + "*-*")):
         owner_text = os.path.basename(path)[len(DIR_PREFIX):].split("-", 1)[0]
         pid_text, _, namespace = owner_text.partition("p")
-        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+        if not _is_pid(pid_text) or int(pid_text) == os.getpid():
             continue
         if namespace and namespace != here:  # another container's: its PIDs are not ours
             continue
@@ -79,6 +79,18 @@ def sweep_stale_dirs(capture_dir: str) -> int:
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     return removed
+
+
+# The largest process id a kill() takes (pid_t); Linux hands out at most 2**22.
+_PID_MAX = 2**31 - 1
+
+
+def _is_pid(text: str) -> bool:
+    """Whether a folder's owner part is a process id this system could hand out: ASCII digits
+    of a pid_t. The capture folder is often /dev/shm, which any user writes: a folder named
+    `tfobs-²-x` (a digit int() refuses) or `tfobs-99999999999999999999-x` (past what kill()
+    takes) raised out of enable() into the job."""
+    return text.isascii() and text.isdigit() and len(text) <= 10 and int(text) <= _PID_MAX
 
 
 def _pid_alive(pid: int) -> bool:
