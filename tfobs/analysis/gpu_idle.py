@@ -43,7 +43,17 @@ _DIR_PATTERNS = (
 )
 _MEMCPY_NAME = re.compile(r"memcpy|copy(host|device)|memset", re.IGNORECASE)
 _SIZE = re.compile(r"\bsize:(\d+)")
+
 _MAX_COPY_BYTES = 2**48  # a copy's stated size past this is corrupt; capped so sums fit
+
+
+def _copy_bytes(digits: str) -> int:
+    """A copy's stated size, capped: a text of more digits than the cap has is the cap, not
+    an int() of it (past Python's 4,300 digits that raised, and the capture was lost)."""
+    significant = digits.lstrip("0")
+    return (_MAX_COPY_BYTES if len(significant) > 15
+            else min(int(significant or "0"), _MAX_COPY_BYTES))
+
 
 _K = TypeVar("_K")  # a step's key (device_step_spans)
 
@@ -93,7 +103,7 @@ def device_activities(table: PlaneTable, launches: LaunchTable) -> Activities:
             details = str(signature.stats.get("memcpy_details") or "")
             direction[j] = _DIRECTION_CODES.index(_direction(name, details, line_name))
             m = _SIZE.search(details)
-            nbytes[j] = min(int(m.group(1)), _MAX_COPY_BYTES) if m else 0
+            nbytes[j] = _copy_bytes(m.group(1)) if m else 0
     of = kind[table.sig]
     keep = np.flatnonzero(of > 0)
     start, end = table.start[keep], table.end[keep]

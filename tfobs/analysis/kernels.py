@@ -78,9 +78,9 @@ def parse_kernel_details(details: str) -> _Launch:
         elif key == "dynamic_shared":
             dynamic = _uint32(value, dynamic)
         elif key in ("grid", "block"):
-            dims = value.split(",")
-            if len(dims) == 3 and all(_uint32(d, -1) >= 0 for d in dims):
-                setattr(out, key, ",".join(str(int(d)) for d in dims))
+            dims = [_uint32(d, -1) for d in value.split(",", 3)]
+            if len(dims) == 3 and all(d >= 0 for d in dims):
+                setattr(out, key, ",".join(str(d) for d in dims))
         elif key == "occ_pct":
             try:
                 out.occupancy = float(value)
@@ -91,9 +91,12 @@ def parse_kernel_details(details: str) -> _Launch:
 
 
 def _uint32(text: str, default: int) -> int:
-    if not text.isdigit():
+    # isdecimal: the digits int() reads ("²" is a digit to isdigit(), not to int()); no int()
+    # of a huge text (past Python's 4,300 digits it raises, and the capture was lost).
+    significant = text.lstrip("0")
+    if not text.isdecimal() or len(significant) > 10:
         return default
-    value = int(text)
+    value = int(significant or "0")
     return value if value <= _UINT32_MAX else default
 
 
