@@ -17,6 +17,7 @@ import gc
 import json
 import math
 import os
+import stat
 import sys
 from typing import Any
 
@@ -54,6 +55,37 @@ def register(sub: Any) -> None:
     p.add_argument("--bind", default="127.0.0.1", help="address for --serve (default 127.0.0.1)")
     p.add_argument("--seconds", type=float, default=None,
                    help="with --serve: stop after this many seconds (default: until Ctrl-C)")
+
+
+def _write_page(target: str, page: bytes) -> str:
+    """Write `page` to `target`; '' or why not. A file is written beside it, then moved over
+    it (a failed write leaves the old file); through a link, over the file it names. What is
+    no file (/dev/stdout, /dev/null, a FIFO) is written as it is: a file moved over it
+    replaced the device itself (as root, /dev/null became a file of the page)."""
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        info = None  # a new file, or a link to none
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        try:
+            with open(target, "wb") as f:
+                f.write(page)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+        return ""
+    path = os.path.realpath(target) if info is not None else target
+    part = f"{path}.{os.getpid()}.part"
+    try:
+        with open(part, "wb") as f:
+            f.write(page)
+        os.replace(part, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        return exc.strerror or str(exc)
+    return ""
 
 
 def _fail(message: str) -> int:
@@ -137,16 +169,9 @@ def run(args: argparse.Namespace) -> int:
         page = render_page(summaries[-1], history=list(
             zip(names, summaries, strict=True)) if len(summaries) > 1 else (),
             source=names[-1]).encode("utf-8", "replace")
-        # Written beside the target, then moved over it: a failed write leaves the old file.
-        part = f"{args.html}.{os.getpid()}.part"
-        try:
-            with open(part, "wb") as f:
-                f.write(page)
-            os.replace(part, args.html)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(part)
-            return _fail(f"cannot write --html {args.html}: {exc.strerror or exc}")
+        problem = _write_page(args.html, page)
+        if problem:
+            return _fail(f"cannot write --html {args.html}: {problem}")
         # stderr: stdout holds the table or the JSON, which scripts read
         print(f"tfobs analyze: wrote {args.html}", file=sys.stderr, flush=True)
     if args.serve is not None:
