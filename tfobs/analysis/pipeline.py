@@ -1043,19 +1043,34 @@ def _stream_hits(groups: Sequence[StepGroup], devices: list[Timeline]
         return out
     begins = np.array([g.begin_ps for g in groups], np.int64)
     ends = np.array([g.end_ps for g in groups], np.int64)
+    # The steps by begin, and the latest end of each one's and those before it: the steps
+    # that may overlap a line's events are a run of these (the line's events searched
+    # against every step cost steps x lines: 40,000 of each, 17 s from 4 MB).
+    by_begin = np.argsort(begins, kind="stable")
+    sorted_begins = begins[by_begin]
+    reach = np.maximum.accumulate(ends[by_begin])
     for tl in devices:
         for ld in tl.lines:
             if not ld.name.startswith("Stream") or not ld.start_arr.size:
                 continue
             base = ld.start_ps
+            line_reach = np.maximum.accumulate(ld.end_arr)
+            # A step before `first` ends (with every step before it) by the line's first
+            # start; a step from `last` on begins at or after the line's last end.
+            first = int(np.searchsorted(reach, int(ld.start_arr[0]) + base, side="right"))
+            last = int(np.searchsorted(sorted_begins, int(line_reach[-1]) + base,
+                                       side="left"))
+            if first >= last:
+                continue
+            near = np.sort(by_begin[first:last])
             # Events before `lo` end (the latest end so far) by the step's begin; events
             # from `hi` on start at or after its end: every overlapping event lies between.
-            hi = np.searchsorted(ld.start_arr, ends - base, side="left")
-            lo = np.searchsorted(np.maximum.accumulate(ld.end_arr), begins - base,
-                                 side="right")
+            hi = np.searchsorted(ld.start_arr, ends[near] - base, side="left")
+            lo = np.searchsorted(line_reach, begins[near] - base, side="right")
             hits = []
-            for gi in np.flatnonzero(hi > lo).tolist():
-                inside = _ending_after(ld, int(lo[gi]), int(hi[gi]), int(begins[gi]) - base)
+            for k in np.flatnonzero(hi > lo).tolist():
+                gi = int(near[k])
+                inside = _ending_after(ld, int(lo[k]), int(hi[k]), int(begins[gi]) - base)
                 if inside.size:
                     hits.append((gi, inside))
             if hits:
