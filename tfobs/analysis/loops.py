@@ -29,6 +29,7 @@ from tfobs.analysis.timeline import (
     id_array,
     member,
     outermost_of,
+    positions_by_value,
     span_bounds,
     span_of,
     summable,
@@ -92,9 +93,8 @@ def in_graph_loops(host: Timeline | None, runs: LoopRuns | None,
     op_mids = id_array(host.mids_where_once(_is_tf_op))
     op_mid: list[np.ndarray] = []
     op_dur: list[np.ndarray] = []
-    for li in np.unique(runs.line).tolist():
+    for li, sel in positions_by_value(runs.line):
         ld = host.lines[li]
-        sel = np.flatnonzero(runs.line == li)
         sel = sel[np.argsort(runs.pos[sel], kind="stable")]  # in the line's order
         pos, iteration = runs.pos[sel], runs.iteration[sel]
         begin = ld.start_arr[pos] + ld.start_ps

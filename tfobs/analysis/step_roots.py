@@ -21,8 +21,8 @@ from tfobs.analysis.timeline import (
     id_array,
     int_stats_at,
     member,
+    positions_by_value,
     stat_present,
-    unique,
 )
 
 KERAS3_STEP_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
@@ -81,13 +81,12 @@ def _positions(host: Timeline, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray
     firsts = np.array([ld.first for ld in host.lines], np.int64)
     line_of = np.searchsorted(firsts, flat, side="right") - 1
     pos = flat - firsts[line_of]
-    for li in unique(line_of).tolist():
+    for li, on in positions_by_value(line_of):
         ld = host.lines[li]
         if ld.order is not None:
             inverse = np.empty(len(ld), np.int64)
             inverse[np.asarray(ld.order, np.int64)] = np.arange(len(ld))
-            sel = line_of == li
-            pos[sel] = inverse[pos[sel]]
+            pos[on] = inverse[pos[on]]
     return line_of, pos
 
 
@@ -143,11 +142,13 @@ def _explicit_roots(host: Timeline) -> tuple[Roots, Unrooted]:
     # Each root's start and name, gathered line by line; the numbers odd markers hold.
     start = np.zeros(flat.size, np.int64)
     mid = np.zeros(flat.size, np.int64)
-    for li in unique(line_of).tolist():
-        ld, on = host.lines[li], np.flatnonzero(line_of == li)
+    is_odd = np.zeros(flat.size, bool)
+    is_odd[odd_at] = True
+    for li, on in positions_by_value(line_of):
+        ld = host.lines[li]
         start[on] = ld.start_arr[pos[on]] + ld.start_ps
         mid[on] = ld.mid_arr[pos[on]]
-        odd_here = np.intersect1d(on, odd_at) if odd_at.size else odd_at
+        odd_here = on[is_odd[on]]
         if odd_here.size:
             stats = host.stat_values_many(ld, pos[odd_here].tolist(),
                                           {ids["step_num"]: "step_num"})

@@ -38,6 +38,7 @@ from tfobs.analysis.timeline import (
     lookup,
     member,
     plane_indices,
+    positions_by_value,
     unique,
 )
 from tfobs.xspace.columns import compiled, wire
@@ -348,10 +349,9 @@ class _Grouper:
         li_all, at_all, sid, it = self._process
         if not looping or not at_all.size:
             return out
-        run_lines = unique(li_all).tolist()
+        run_lines = list(positions_by_value(li_all))  # each line's runs, found in one sort
         start = np.zeros(at_all.size, np.int64)
-        for li in run_lines:
-            sel = li_all == li
+        for li, sel in run_lines:
             start[sel] = _absolute(host.lines[li].start_arr[at_all[sel]], host.lines[li])
         loop_sids = np.sort(np.fromiter(looping, np.uint64, len(looping)))
         which = np.minimum(np.searchsorted(loop_sids, sid), loop_sids.size - 1)
@@ -373,10 +373,9 @@ class _Grouper:
         rank = np.empty(firsts.size, np.int64)
         rank[np.argsort(start[firsts], kind="stable")] = np.arange(firsts.size)
         group[by_key] = rank[key_of]
-        for li in run_lines:
+        for li, sel in run_lines:
             ld = host.lines[li]
-            sel = np.flatnonzero(li_all == li)
-            # A line's runs are in position order already (chosen by flatnonzero).
+            # A line's runs are in position order already (a stable sort's run).
             runs_at, runs_group = at_all[sel], group[sel]
             # The last run starting at or before each event (a running count of the runs:
             # they are distinct positions), if it covers the event.
@@ -465,8 +464,8 @@ class _Grouper:
         has_consumer = np.diff(self.cons_ptr) > 0
         prod = np.flatnonzero(~consumer)
         prod = prod[has_consumer[code[prod]]]
-        for li in unique(lines[prod]).tolist():
-            mine = prod[lines[prod] == li]
+        for li, on in positions_by_value(lines[prod]):
+            mine = prod[on]
             # A later record of the same event wins, as a dict assignment would.
             self.prod_code[li][idx[mine]] = code[mine]
 
@@ -640,8 +639,8 @@ class _Grouper:
                 if lines.min() == lines.max():  # the usual case: all on one line
                     following.setdefault(int(lines[0]), []).append(idx)
                     continue
-                for cl in unique(lines).tolist():
-                    following.setdefault(cl, []).append(idx[lines == cl])
+                for cl, on in positions_by_value(lines):
+                    following.setdefault(cl, []).append(idx[on])
             frontier = following
         return members
 
@@ -720,8 +719,8 @@ def _groups_from_columns(host: Timeline, roots: Roots, mids_type: dict[int, int]
     # Each step's marker span, gathered line by line (absolute ps).
     begin = np.zeros(root_pos.size, np.int64)
     length = np.zeros(root_pos.size, np.int64)
-    for li in unique(root_line).tolist():
-        ld, on = host.lines[li], np.flatnonzero(root_line == li)
+    for li, on in positions_by_value(root_line):
+        ld = host.lines[li]
         begin[on] = ld.start_arr[root_pos[on]] + ld.start_ps
         length[on] = ld.end_arr[root_pos[on]] - ld.start_arr[root_pos[on]]
     step_of_group[root_group[picked]] = np.arange(len(nums))
