@@ -60,13 +60,24 @@ def test_a_fifo_is_written_to_not_replaced(tmp_path: pathlib.Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["page.fifo"]
 
 
+def _full_device(tmp_path: pathlib.Path) -> pathlib.Path:
+    """A device that refuses every write: a node of its own (the kernel's "full" device,
+    1:7) where this user may make one (root), so a tfobs that moved a file over it would
+    replace only that node; else the system's /dev/full, which this user cannot replace."""
+    own = tmp_path / "full"
+    try:
+        os.mknod(own, stat.S_IFCHR | 0o666, os.makedev(1, 7))
+        return own
+    except (PermissionError, AttributeError):
+        assert not os.access("/dev", os.W_OK)
+        return pathlib.Path("/dev/full")
+
+
 def test_a_device_that_refuses_the_write_is_one_line(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    if not os.path.exists("/dev/full") or not stat.S_ISCHR(os.stat("/dev/full").st_mode):
-        pytest.skip("no /dev/full here")
-    if os.access("/dev", os.W_OK):  # root: a tfobs that moved a file over it would break it
-        pytest.skip("/dev is writable here")
-    assert main(["analyze", str(CAPTURE), "--html", "/dev/full"]) == 2
+        tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    device = _full_device(tmp_path)
+    assert stat.S_ISCHR(os.stat(device).st_mode)
+    assert main(["analyze", str(CAPTURE), "--html", str(device)]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "/dev/full" in err and "space" in err
-    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    assert len(err.splitlines()) == 1 and str(device) in err and "space" in err
+    assert stat.S_ISCHR(os.lstat(device).st_mode)  # still the device, not a file
