@@ -464,10 +464,9 @@ class _Grouper:
         has_consumer = np.diff(self.cons_ptr) > 0
         prod = np.flatnonzero(~consumer)
         prod = prod[has_consumer[code[prod]]]
-        for li, on in positions_by_value(lines[prod]):
-            mine = prod[on]
-            # A later record of the same event wins, as a dict assignment would.
-            self.prod_code[li][idx[mine]] = code[mine]
+        # Every line's producers in one assignment (the lines' codes are views of one
+        # array); a later record of the same event wins, as a dict assignment would.
+        self._prod_code[self.first[lines[prod]] + idx[prod]] = code[prod]
 
     def _links(self, lines: np.ndarray, picked: np.ndarray,
                st: dict[str, tuple[np.ndarray, np.ndarray]], get_next: np.ndarray,
