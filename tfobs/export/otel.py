@@ -492,12 +492,24 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom, quiet: _ExporterLog,
 # -- OTLP ----------------------------------------------------------------------------------
 
 
+# The largest batch setting the SDK takes (its queue is a deque sized by a C ssize_t).
+MAX_BSP_SETTING = 2**31 - 1
+
+
 def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
-    try:
-        value = int(environ.get(name, default))
-    except ValueError:
+    """A positive integer OTEL_* setting, else `default`, said in one line naming it."""
+    raw = environ.get(name)
+    if raw is None:
         return default
-    return value if value > 0 else default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if 0 < value <= MAX_BSP_SETTING:
+        return value
+    _log.warning("tfobs: %s=%s is not a whole number from 1 to %d; using %d (set it within "
+                 "that range or unset it)", name, raw[:40], MAX_BSP_SETTING, default)
+    return default
 
 
 def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | None = None) -> Any:
