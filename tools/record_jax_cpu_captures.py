@@ -474,6 +474,38 @@ CASES = {
     "gc_collect_every_5_steps": "the MLP's jitted SGD step with a Python history of 200,000 "
         "small dicts kept by the job, every fifth marked step also calling `gc.collect()` "
         "(memory hygiene left in the loop), waited for",
+    "python_grad_accum_microsteps": "gradient accumulation by a Python loop: each marked "
+        "step calls a jitted `value_and_grad` on 4 micro-batches of 64 in turn, sums the "
+        "gradients outside jit (`jax.tree.map(jnp.add, acc, g)`: an add per leaf, each its "
+        "own program), then a jitted SGD update, waited for; the same accumulation as one "
+        "jitted `lax.scan` over the 4 micro-batches timed before the trace",
+    "host_jnp_metrics_history_steps": "the MLP's jitted SGD step, then metrics aggregated "
+        "on the host outside jit every step: the loss appended to a Python list kept since "
+        "the start (40 earlier losses), `jnp.stack` of the whole list, `jnp.mean`, "
+        "`jnp.std` and a `float()` of each (a running loss print), waited for",
+    "batchnorm_state_donate_steps": "a 128-512-512-10 MLP with batch normalisation written "
+        "in jax.numpy: a jitted step `jax.jit(step, donate_argnums=(0, 1))` taking the "
+        "parameters and the running batch statistics (mean, variance per layer, updated "
+        "with momentum 0.9 and returned beside the new parameters), marked and waited for",
+    "fori_inner_steps_per_call": "8 SGD updates per jitted call: `lax.fori_loop(0, 8, ...)` "
+        "over 8 micro-batches of 64 inside one jit (JAX's steps-per-execution), each call "
+        "marked `StepTraceAnnotation(\"train\", step_num=i)` and waited for; the job counts "
+        "8 updates per marked step",
+    "host_skip_nonfinite_steps": "a step that checks its gradient on the host before "
+        "applying it: a jitted `value_and_grad` plus global norm, the norm read with "
+        "`float()` and tested with `math.isfinite` in Python (a skip-bad-batch guard), then "
+        "a jitted update, waited for; the fused step (guard inside jit with `jnp.where`) "
+        "timed before the trace",
+    "donate_backup_copy_steps": "the MLP's SGD step under `jax.jit(sgd_fn, "
+        "donate_argnums=0)`, each marked step first keeping a copy of the parameters outside "
+        "jit (`jax.tree.map(jnp.copy, p)`, so the donated buffers are never read after the "
+        "call: a rollback copy, one program per leaf), waited for; the donated step without "
+        "the copy timed before the trace",
+    "host_lr_schedule_float_steps": "the MLP's SGD step taking its learning rate as an "
+        "argument, the rate a warm-up-then-cosine schedule computed in Python each step and "
+        "passed as a Python float (a traced, weakly typed scalar: one compile for all values), "
+        "marked and "
+        "waited for",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -1802,7 +1834,11 @@ HOST_LOOPS = {"device_prefetch_thread_steps", "aot_compiled_steps", "scipy_lbfgs
               "python_env_rollout_steps", "pallas_interpret_steps",
               "memory_profile_each_step", "bcoo_sparse_features_steps",
               "scan_layers_remat_steps", "loader_thread_jnp_ops_steps",
-              "implicit_numpy_args_steps", "gc_collect_every_5_steps"}
+              "implicit_numpy_args_steps", "gc_collect_every_5_steps",
+              "python_grad_accum_microsteps", "host_jnp_metrics_history_steps",
+              "batchnorm_state_donate_steps", "fori_inner_steps_per_call",
+              "host_skip_nonfinite_steps", "donate_backup_copy_steps",
+              "host_lr_schedule_float_steps"}
 
 _HOST_LOOPS_CHILD = """
 import json, sys, time
@@ -2099,6 +2135,136 @@ elif case == "gc_collect_every_5_steps":  # memory hygiene left in the loop
     def report():
         extra["gc_collect_ms"] = collected[-3:]
         extra["python_objects_kept"] = len(history)
+elif case == "python_grad_accum_microsteps":  # a Python loop of jitted micro-steps
+    vg = jax.jit(jax.value_and_grad(loss_fn))
+    upd = jax.jit(lambda p, g: jax.tree.map(lambda a, b: a - 0.01 * b / 4, p, g))
+    def body(i):
+        global p
+        acc = None
+        for k in range(4):
+            loss, g = vg(p, *batch(4 * i + k))
+            acc = g if acc is None else jax.tree.map(jnp.add, acc, g)
+        p = upd(p, acc)
+        jax.block_until_ready(p)
+    @jax.jit
+    def scan_step(p, xs, ys):
+        def mb(acc, xy):
+            g = jax.grad(loss_fn)(p, *xy)
+            return jax.tree.map(jnp.add, acc, g), None
+        acc, _ = jax.lax.scan(mb, jax.tree.map(jnp.zeros_like, p), (xs, ys))
+        return jax.tree.map(lambda a, b: a - 0.01 * b / 4, p, acc)
+    def scanned(i):
+        x, y = batch(i, 256)
+        jax.block_until_ready(scan_step(p, x.reshape(4, 64, 128), y.reshape(4, 64)))
+    extra["scan_step_ms_before_trace"] = timed(scanned)
+    extra["python_loop_step_ms_before_trace"] = timed(body)
+elif case == "host_jnp_metrics_history_steps":  # running metrics in jax.numpy on the host
+    losses = [jnp.float32(2.3 - 1e-3 * k) for k in range(40)]
+    printed = []
+    def body(i):
+        global p
+        p, loss = sgd(p, *batch(i))
+        losses.append(loss)
+        h = jnp.stack(losses)
+        printed.append((float(jnp.mean(h)), float(jnp.std(h))))
+        jax.block_until_ready(p)
+    def report():
+        extra["history_len_at_end"] = len(losses)
+    def plain(i):
+        jax.block_until_ready(sgd(p, *batch(i)))
+    extra["step_without_metrics_ms_before_trace"] = timed(plain)
+elif case == "batchnorm_state_donate_steps":  # BatchNorm's running stats as jit state
+    def bn_mlp(p, st, x, train=True):
+        new = []
+        for (w, b, g, be), (m, v) in zip(p[:-1], st):
+            h = x @ w + b
+            bm, bv = h.mean(0), h.var(0)
+            new.append((0.9 * m + 0.1 * bm, 0.9 * v + 0.1 * bv))
+            x = jax.nn.relu(g * (h - bm) / jnp.sqrt(bv + 1e-5) + be)
+        w, b = p[-1]
+        return x @ w + b, new
+    k0 = init_mlp(jax.random.PRNGKey(0), [128, 512, 512, 10])
+    p = [(w, b, jnp.ones_like(b), jnp.zeros_like(b)) for w, b in k0[:-1]] + [k0[-1]]
+    st = [(jnp.zeros(512), jnp.ones(512)) for _ in range(2)]
+    def bn_step(p, st, x, y):
+        def lf(p):
+            logits, new = bn_mlp(p, st, x)
+            return xent(logits, y), new
+        (loss, new), g = jax.value_and_grad(lf, has_aux=True)(p)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), new, loss
+    bn = jax.jit(bn_step, donate_argnums=(0, 1))
+    def body(i):
+        global p, st
+        p, st, loss = bn(p, st, *batch(i))
+        jax.block_until_ready((p, st))
+elif case == "fori_inner_steps_per_call":  # 8 updates per jitted call
+    @jax.jit
+    def multi(p, xs, ys):
+        def one(k, p):
+            g = jax.grad(loss_fn)(p, xs[k], ys[k])
+            return jax.tree.map(lambda a, b: a - 0.01 * b, p, g)
+        return jax.lax.fori_loop(0, 8, one, p)
+    def body(i):
+        global p
+        x, y = batch(i, 512)
+        p = multi(p, x.reshape(8, 64, 128), y.reshape(8, 64))
+        jax.block_until_ready(p)
+    extra["updates_per_marked_step"] = 8
+elif case == "host_skip_nonfinite_steps":  # skip-bad-batch guard on the host
+    import math
+    @jax.jit
+    def grads(p, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        return loss, g, jnp.sqrt(sum(jnp.sum(t * t) for t in jax.tree.leaves(g)))
+    upd = jax.jit(lambda p, g: jax.tree.map(lambda a, b: a - 0.01 * b, p, g))
+    skipped = []
+    def body(i):
+        global p
+        loss, g, gn = grads(p, *batch(i))
+        if math.isfinite(float(gn)):
+            p = upd(p, g)
+        else:
+            skipped.append(i)
+        jax.block_until_ready(p)
+    @jax.jit
+    def fused(p, x, y):
+        loss, g, gn = grads(p, x, y)
+        ok = jnp.isfinite(gn)
+        return jax.tree.map(lambda a, b: jnp.where(ok, a - 0.01 * b, a), p, g)
+    extra["fused_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        fused(p, *batch(i))))
+    def report():
+        extra["skipped_steps"] = skipped
+elif case == "donate_backup_copy_steps":  # a rollback copy of donated parameters
+    donated = jax.jit(sgd_fn, donate_argnums=0)
+    def body(i):
+        global p, backup
+        backup = jax.tree.map(jnp.copy, p)  # kept in case the step must be undone
+        p, loss = donated(p, *batch(i))
+        jax.block_until_ready(p)
+    def plain(i):
+        global p
+        p, loss = donated(p, *batch(i))
+        jax.block_until_ready(p)
+    extra["donated_step_ms_before_trace"] = timed(plain)
+elif case == "host_lr_schedule_float_steps":  # a schedule on the host, a float per step
+    import math
+    sgd_lr = jax.jit(lambda p, x, y, lr: jax.tree.map(
+        lambda a, b: a - lr * b, p, jax.grad(loss_fn)(p, x, y)))
+    def lr_at(i, warm=5, total=40):
+        if i < warm:
+            return 0.05 * (i + 1) / warm
+        return 0.05 * 0.5 * (1 + math.cos(math.pi * (i - warm) / (total - warm)))
+    rates = []
+    def body(i):
+        global p
+        lr = lr_at(i)
+        rates.append(lr)
+        p = sgd_lr(p, *batch(i), lr)
+        jax.block_until_ready(p)
+    def report():
+        extra["learning_rates"] = [round(r, 5) for r in rates[-steps:]]
+        extra["sgd_lr_cache_size"] = sgd_lr._cache_size()
 else:
     raise SystemExit("unknown case " + case)
 def loop(first, n):
