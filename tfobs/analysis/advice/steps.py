@@ -621,7 +621,8 @@ def framework_python(top: tuple[str, ...], compiled: bool = False
     ("graphlib.py:882 _graph_flatten"), in FRAMEWORK_PYTHON's order, each cause once (two
     files may hold one: pjit.py, pxla.py). `compiled`: JAX compiled inside the steps for
     at least as long as they ran Python, so a primitive's bind there is the tracing before
-    the compile (its own frames may fall outside the top three), not dispatch outside jit."""
+    the compile (its own frames may fall outside the top three), not dispatch outside jit,
+    and pjit.py's `_trace_for_jit` the compile's tracing, not a trace without a run."""
     seen = set()
     for label in top:
         where, _, function = label.partition(" ")
@@ -631,6 +632,13 @@ def framework_python(top: tuple[str, ...], compiled: bool = False
              if any((file, f) in seen for f in functions)
              or ("*" in functions and (file in files or file.endswith(".") and any(
                  f.startswith(file) for f in files)))]
+    # pjit.py's _trace_for_jit traces for a compile as well as for make_jaxpr / .lower:
+    # where the steps compiled, its tracing is the compile's, not a trace without a run.
+    if compiled or any(file in _TRACING for file, _, _ in found):
+        trace = next(e for e in FRAMEWORK_PYTHON if e[0] == "partial_eval.py")
+        found = [(trace[0], trace[2], trace[3]) if file == "pjit.py" and fix == _TRACING_ONLY[1]
+                 else (file, what, fix) for file, what, fix in found]
+        found = sorted(found, key=lambda e: [f for f, *_ in FRAMEWORK_PYTHON].index(e[0]))
     tracing = any(fix in _COMPILE_FIXES for _, _, fix in found)
     if compiled and not tracing and any(file == "core.py" for file, _, _ in found):
         trace = next(e for e in FRAMEWORK_PYTHON if e[0] == "partial_eval.py")
