@@ -500,6 +500,9 @@ class Ops:
     # Of graph_builds, XLA's own compiles of a TensorFlow program (jit_compile=True, auto-
     # clustering): one per new concrete input shape, even for a tf.function traced once.
     xla_compiles: int = 0
+    # JAX: the jitted functions whose calls hold those compiles (`PjitFunction(f)` around
+    # the lowering or compile, from the first step kept to the last), longest first.
+    compiled_functions: tuple[str, ...] = ()
     # A function traced again then instantiated on its first call: the set-up of such calls
     # (`EagerLocalExecute: __inference_*` before its first `EagerKernelExecute`: Grappler,
     # kernel creation) where far above the window's typical call's and after a trace in

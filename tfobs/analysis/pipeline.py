@@ -294,6 +294,11 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
             n for n in (steps.note, eager_note(eager_s, eager_top, duration_s)) if n))
     building_s, builds, xla_builds = graph_building(host, spans)
     setup_s, setups = first_run_setup(host, spans) if builds else (0.0, 0)
+    # The functions compiled again: one look from the first step kept to the last (a
+    # look per step would walk the host once per step).
+    compiled_functions = step_compile(
+        host, (int(kept.begin_ps.min()), int(kept.end_ps.max())),
+        found.root_lines).functions if builds and kept.begin_ps.size else ()
     checkpoint_s, writes, write_starts = checkpoint_writes(
         host, found.root_lines if found.groups else None)
     if not writes and traced:  # a JAX job's checkpoint library, in Python
@@ -374,6 +379,7 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
                                 graph_building_s=building_s, graph_builds=builds,
                                 graph_instantiation_s=setup_s, graph_instantiations=setups,
                                 xla_compiles=xla_builds,
+                                compiled_functions=compiled_functions,
                                 host_collectives_s=ops.host_collective_seconds(host, spans),
                                 checkpoint_s=checkpoint_s, checkpoint_writes=writes,
                                 checkpoint_steps=saving.steps,

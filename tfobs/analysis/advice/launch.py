@@ -537,6 +537,21 @@ LAST_BATCH_FIX = (
     "every step has one shape")
 
 
+# jax.numpy's own jitted functions (the names JAX 0.10 gives their `PjitFunction(f)` calls):
+# called outside jit, each compiles once per new input shape, so an array whose shape
+# changes every step (a list of losses stacked as it grows) compiles them every step.
+JAX_NUMPY_FUNCTIONS = frozenset({
+    "stack", "concatenate", "append", "_mean", "_std", "_var", "_average", "_median",
+    "_reduce_sum", "_reduce_max", "_reduce_min", "_reduce_prod", "_cumsum", "_where",
+    "clip", "sort", "argsort", "_argmax", "_argmin", "_einsum", "matmul", "dot"})
+JAX_NUMPY_SHAPES_FIX = (
+    "jax.numpy called outside jit compiles each operation for every new input shape: an "
+    "array that grows each step (a list of losses stacked again, a buffer appended to) "
+    "compiles them in every step. Keep running metrics in fixed shapes (a sum and a count, "
+    "or a preallocated array written at the step's index) or compute them inside the "
+    "jitted step, and read them every N steps; else: ")
+
+
 def _retracing(s: WindowSummary) -> list[Advice]:
     """tf.function traces in the window against its step time (XProf counts them as host
     compute and says nothing)."""
@@ -552,7 +567,11 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     if pct < RETRACING_PCT:
         return []
     jax = s.environment.framework == "jax"
-    what = "JAX compiled a jitted function" if jax else "tf.function built a graph"
+    fs = s.ops.compiled_functions if jax else ()
+    what = ("tf.function built a graph" if not jax else "JAX compiled a jitted function"
+            if not fs else "JAX compiled jitted " + ", ".join(fs[:3])
+            + (f" and {len(fs) - 3} more" if len(fs) > 3 else ""))
+    numpy_own = [f for f in fs if f in JAX_NUMPY_FUNCTIONS]
     again = "compiled" if jax else "traced"
     xla = not jax and 2 * s.ops.xla_compiles >= s.ops.graph_builds
     if xla:
@@ -597,5 +616,7 @@ def _retracing(s: WindowSummary) -> list[Advice]:
         "of step time (tfobs)",
         XLA_RECOMPILE_FIX if xla else DISTRIBUTE_GATHER_FIX if gather
         else JAX_CLEAR_CACHES_FIX if cleared
+        else (f"{', '.join(numpy_own)} are jax.numpy's own: " + JAX_NUMPY_SHAPES_FIX
+              + RETRACING.jax_fix) if numpy_own
         else (EXPORT_FIX + RETRACING.fix + last_batch) if export
         else (RETRACING.fix + last_batch) if last_batch else "")]
