@@ -68,9 +68,11 @@ import base64
 import errno
 import hmac
 import logging
+import os
 import selectors
 import socket
 import ssl
+import stat
 import struct
 import threading
 import time
@@ -167,6 +169,12 @@ class MetricsServer:
             return
         ctx = None
         if self.tls_cert:
+            not_file = _not_a_file(self.tls_cert, self.tls_key)
+            if not_file:
+                raise ConfigError(
+                    f"cannot load metrics_tls_cert/metrics_tls_key ({not_file!r} is not a "
+                    "regular file: a FIFO or device is never read to its end); give readable "
+                    "PEM files")
             try:
                 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
                 ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -288,6 +296,20 @@ class PortInUseError(ConfigError):
         super().__init__(message)
         self.port, self.bind = port, bind
 
+
+
+def _not_a_file(*paths: str) -> str:
+    """The first of `paths` that is there but is no regular file ('' when none): OpenSSL
+    opens a FIFO and waits for a writer, and reads a device that never ends (both inside
+    `enable()`). A missing or unreadable file is left to the load, which says why."""
+    for path in paths:
+        try:
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            continue
+        if not stat.S_ISREG(mode):
+            return path
+    return ""
 
 def _listen(bind: str, port: int, fixes: tuple[str, str]) -> socket.socket:
     port_fix, bind_fix = fixes
