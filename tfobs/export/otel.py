@@ -21,6 +21,7 @@ import inspect
 import logging
 import os
 import socket
+import stat
 import sys
 import threading
 import time
@@ -512,9 +513,40 @@ def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
     return default
 
 
+# The files OpenTelemetry's exporters read their TLS settings from (each also as
+# OTEL_EXPORTER_OTLP_TRACES_*): gRPC's reads them whole as it is made, in `enable()`.
+_TLS_FILE_VARIABLES = tuple(
+    f"OTEL_EXPORTER_OTLP_{part}{name}" for part in ("TRACES_", "")
+    for name in ("CERTIFICATE", "CLIENT_KEY", "CLIENT_CERTIFICATE"))
+
+
+def _tls_file_problem() -> str:
+    """'' or the line that says which OTLP TLS variable names a path that is no regular file:
+    the SDK reads it with a plain `read()`, which waits forever on a FIFO for a writer and
+    fills memory from a device that never ends (/dev/zero, /dev/urandom): inside
+    `enable()`, or on every export. The SDK reads the process's own environment."""
+    for name in _TLS_FILE_VARIABLES:
+        path = os.environ.get(name, "")
+        if not path:
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except (OSError, ValueError):
+            continue  # missing or unreadable: the SDK says so itself and goes on
+        if not stat.S_ISREG(mode):
+            return (f"{name}={path!r} is not a regular file (a FIFO or device is never read "
+                    "to its end): point it at a PEM file, or unset it")
+    return ""
+
+
 def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | None = None) -> Any:
-    """The SDK's OTLP span exporter for `endpoint` (other settings from OTEL_* variables)."""
+    """The SDK's OTLP span exporter for `endpoint` (other settings from OTEL_* variables).
+    Raises ValueError, naming the variable, for a TLS file variable that names a FIFO or a
+    device (tracing stays off)."""
     env = os.environ if environ is None else environ
+    problem = _tls_file_problem()
+    if problem:
+        raise ValueError(problem)
     try:
         if protocol == "http/protobuf":
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
