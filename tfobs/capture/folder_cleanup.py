@@ -68,7 +68,9 @@ def sweep_stale_dirs(capture_dir: str) -> int:
     """Delete capture folders left by tfobs processes that no longer exist."""
     removed = 0
     here = _pid_namespace()
-    for path in glob.glob(os.path.join(capture_dir, DIR_PREFIX + "*-*")):
+    # The folder is a literal path: one named `run[1]` or `exp*` is no pattern, which found
+    # none of its own folders, or swept the folders of others that it matched.
+    for path in glob.glob(os.path.join(glob.escape(capture_dir), DIR_PREFIX + "*-*")):
         owner_text = os.path.basename(path)[len(DIR_PREFIX):].split("-", 1)[0]
         pid_text, _, namespace = owner_text.partition("p")
         if not _is_pid(pid_text) or int(pid_text) == os.getpid():

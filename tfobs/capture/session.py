@@ -445,7 +445,9 @@ class ProfilerSlot:
 
     def _read(self, logdir: str, active_s: float, t0: float, read: bool) -> CaptureResult:
         """The capture the framework wrote into `logdir` itself."""
-        files = glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+        # The folder is a literal path: a capture_dir named `run[1]` or `exp*` is no pattern.
+        files = glob.glob(os.path.join(glob.escape(logdir), "plugins", "profile", "*",
+                                       "*.xplane.pb"))
         if not files:
             return CaptureResult(FAILED, "profiler wrote no .xplane.pb", active_s=active_s,
                                  export_s=time.perf_counter() - t0)

@@ -395,7 +395,7 @@ class Runtime:
                     pass
 
     def _remove_own_dirs(self) -> None:
-        pattern = os.path.join(self.slot.capture_dir, f"{DIR_PREFIX}{owner()}-*")
+        pattern = os.path.join(glob.escape(self.slot.capture_dir), f"{DIR_PREFIX}{owner()}-*")
         for path in glob.glob(pattern):
             shutil.rmtree(path, ignore_errors=True)
 

@@ -207,10 +207,24 @@ class GfileStore:
         """(path, bytes) of this host's kept captures, oldest run first (runs are named by
         UTC time). On a local folder, a link (another user's) is never counted as ours."""
         gfile = self._gfile()
-        paths = sorted(gfile.glob(self.path("*")))
         if self.local:
-            paths = [p for p in paths if not _linked(p, self.root)]
+            paths = [p for p in self._local_paths() if not _linked(p, self.root)]
+        else:
+            paths = sorted(gfile.glob(self.path("*")))
         return [(p, int(gfile.stat(p).length)) for p in paths]
+
+    def _local_paths(self) -> list[str]:
+        """This host's kept files in a local folder, as `glob(path("*"))` finds them, but
+        listed: the folder's name is no pattern (a glob of `keep[1]/...` found none of them,
+        and keep_max_bytes never deleted one)."""
+        profile = f"{self.root}/plugins/profile"
+        try:
+            runs = os.listdir(profile)
+        except OSError:
+            return []
+        name = f"{self.host}.xplane.pb"
+        return sorted(f"{profile}/{run}/{name}" for run in runs
+                      if not run.startswith(".") and os.path.lexists(f"{profile}/{run}/{name}"))
 
     def remove(self, path: str) -> None:
         """Delete a kept capture, and its run folder once no capture is left in it: XProf
