@@ -190,7 +190,10 @@ class ProfilerSlot:
 
     @classmethod
     def from_config(cls, config: Config) -> ProfilerSlot:
-        return cls(config.resolved_capture_dir(),
+        # Made absolute now: a job that changes its working folder after enable() (into
+        # each run's output folder) must not move later windows, and their kill -9
+        # cleaner, which watches the folder named at enable(), away from them.
+        return cls(os.path.abspath(config.resolved_capture_dir()),
                    host_tracer_level=config.host_tracer_level,
                    device_tracer_level=config.device_tracer_level,
                    python_tracer_level=config.python_tracer_level,

@@ -118,7 +118,12 @@ class GfileStore:
     TensorFlow is loaded there already)."""
 
     def __init__(self, root: str, host: str) -> None:
+        # A local folder is made absolute now: a job that changes its working folder
+        # after enable() must not scatter its kept windows (and their retention) over
+        # each folder it was in.
         self.root = root.rstrip("/") or "/"
+        if "://" not in self.root:
+            self.root = os.path.abspath(self.root)
         self.host = host
 
     @staticmethod
