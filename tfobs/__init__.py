@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any
 
 from tfobs.errors import CaptureError, ConfigError
@@ -71,10 +72,28 @@ def analyze(
     return _analyze(source, run=run, top_n=n)
 
 
+# One lazy import at a time: `tfobs.enable` and `tfobs.disable` (or `capture_now`) first
+# reached on two threads at once imported tfobs.runtime's modules in two orders, and one
+# thread got Python's "deadlock detected" or an ImportError of a partly made module.
+_lazy_lock = threading.RLock()
+
+
+def _new_lazy_lock() -> None:  # a fork's child: no thread of the parent holds it there
+    global _lazy_lock
+    _lazy_lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lazy_lock)
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'tfobs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups (`tfobs.step` every step) skip this function
+    with _lazy_lock:
+        if name in globals():  # another thread loaded it while this one waited
+            return globals()[name]
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups (`tfobs.step` every step) skip this function
     return value
