@@ -847,6 +847,48 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "the `logging` module formatting a metrics line to a file handler, `json.dumps` of a "
         "metrics dict and a numpy moving average (XProf: 'All Others'); the job's own step "
         "times in the parameters", {}),
+    "clip_norm_adamw_cosine_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` training an MLP "
+        "(256-1024-1024-10, batch 256) with Keras AdamW(weight_decay=0.01) driven by a "
+        "CosineDecay learning-rate schedule, its gradients clipped by "
+        "`tf.clip_by_global_norm(g, 1.0)` inside the tf.function step; the job's own step "
+        "times in the parameters", {}),
+    "ema_eager_apply_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)`: a tf.function step of an "
+        "MLP of 8 Dense(256) layers (batch 128), then, inside the marker, "
+        "`tf.train.ExponentialMovingAverage(0.999).apply(model.trainable_variables)` called "
+        "eagerly every step (16 shadow variables, one eager update each); the job's own step "
+        "times, and the same loop with the EMA update inside the tf.function, in the "
+        "parameters", {}),
+    "preprocessing_layers_in_model_fit": (
+        "Keras 3 fit of a tabular model whose preprocessing layers sit inside the model: "
+        "StringLookup (1,000 words, multi_hot over 4 tokens), Hashing(num_bins=4096) + "
+        "CategoryEncoding(one_hot) of an int id, IntegerLookup, Normalization (adapted) of "
+        "16 floats, concatenated into Dense(256)-Dense(1); tf.data of dict features, "
+        "batch(256), prefetch; tfobs's Keras callback", {}),
+    "two_tower_retrieval_loop": (
+        "custom loop training a two-tower retrieval model: user table 400,000 x 64 and item "
+        "table 200,000 x 64 (Embedding layers), each followed by Dense(128)-Dense(64), "
+        "in-batch softmax over the 512 x 512 dot-product logits, Adagrad (sparse "
+        "IndexedSlices gradients of both tables), batch 512; tfobs.step markers; the same "
+        "step under SGD timed after the trace", {}),
+    "save_weights_every_4_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` whose every 4th step calls "
+        "`model.save_weights(<logdir>/ckpt.weights.h5)` inside the marker (Keras 3 .h5 "
+        "written from Python through h5py) after a tf.function step of an MLP "
+        "(512-1024-1024-10, batch 128); the job's own step times in the parameters", {}),
+    "gnn_segment_sum_loop": (
+        "custom loop training a 3-layer message-passing graph network on one random graph "
+        "(20,000 nodes of 64 features, 200,000 edges): per layer `tf.gather` of the senders' "
+        "states and `tf.math.unsorted_segment_sum` into the receivers, then Dense; "
+        "node regression, Adam; tfobs.step markers", {}),
+    "ram_budget_augment_nondet_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a tf.data image "
+        "pipeline: from_tensor_slices of 512 images 96x96x3 -> repeat -> "
+        "map(stateless random flip, brightness, contrast, crop 80x80; "
+        "num_parallel_calls=AUTOTUNE, deterministic=False) -> batch(32) -> "
+        "prefetch(AUTOTUNE), options.autotune.ram_budget = 64 MiB; a small conv net; "
+        "the job's own step times in the parameters", {}),
 }
 
 
@@ -4905,6 +4947,215 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         last.fit(ds.map(lambda a, b: (tf.transpose(a, (0, 2, 3, 1)), b)), steps_per_epoch=14,
                  epochs=1, verbose=0, callbacks=[batch_timer(last_times)])
         params["channels_last_step_ms"] = [round(t * 1e3, 3) for t in last_times[4:]]
+    elif case == "clip_norm_adamw_cosine_loop":
+        params = {"batch": 256, "features": 256, "width": 1024, "classes": 10,
+                  "clip_norm": 1.0, "weight_decay": 0.01, "steps": 12}
+        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(1024, "relu"),
+                                  keras.layers.Dense(1024, "relu"), keras.layers.Dense(10)])
+        schedule = keras.optimizers.schedules.CosineDecay(1e-3, decay_steps=1000)
+        opt = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01)
+        x = rng.random((256 * 8, 256), np.float32)
+        labels = rng.integers(0, 10, 256 * 8).astype("int64")
+        it = iter(tf.data.Dataset.from_tensor_slices((x, labels)).repeat().batch(256)
+                  .prefetch(2))
+
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    yb, model(xb, training=True)))
+            g = tape.gradient(loss, model.trainable_variables)
+            g, norm = tf.clip_by_global_norm(g, 1.0)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss, norm
+
+        def one(i):
+            loss, norm = step(*next(it))
+            float(loss)
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"],
+                                                        marker=train_root)
+    elif case == "ema_eager_apply_loop":
+        params = {"batch": 128, "features": 256, "layers": 8, "width": 256, "decay": 0.999,
+                  "steps": 12}
+        model = keras.Sequential([keras.Input((256,))]
+                                 + [keras.layers.Dense(256, "relu") for _ in range(7)]
+                                 + [keras.layers.Dense(1)])
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        ema = tf.train.ExponentialMovingAverage(0.999)
+        tf_vars = [v.value for v in model.trainable_variables]  # Keras 3 -> tf.Variable
+        it = iter(random_batches(128 * 8, 256, 128))
+
+        def one(i):
+            float(step(*next(it)))
+            ema.apply(tf_vars)  # eager, every step
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"],
+                                                        marker=train_root)
+
+        @tf.function
+        def step_with_ema(xb, yb):  # the fix, timed after the trace
+            loss = step(xb, yb)
+            ema.apply(tf_vars)
+            return loss
+
+        kept = []
+        for _ in range(15):
+            t = time.perf_counter()
+            float(step_with_ema(*next(it)))
+            kept.append(round((time.perf_counter() - t) * 1e3, 3))
+        params["ema_in_function_step_ms"] = kept[3:]
+    elif case == "preprocessing_layers_in_model_fit":
+        params = {"batch": 256, "vocab": 1000, "hash_bins": 4096, "floats": 16, "steps": 12}
+        n = 256 * 8
+        words = np.array([f"w{k}" for k in range(1000)])
+        feats = {"tags": words[rng.integers(0, 1000, (n, 4))],
+                 "item": rng.integers(0, 10**6, (n, 1)).astype("int64"),
+                 "shop": rng.integers(0, 50, (n, 1)).astype("int64"),
+                 "num": rng.random((n, 16), np.float32)}
+        y = rng.random((n, 1), np.float32)
+        tags = keras.layers.StringLookup(vocabulary=list(words), output_mode="multi_hot")
+        hashing = keras.layers.Hashing(num_bins=4096)
+        encode = keras.layers.CategoryEncoding(num_tokens=4096, output_mode="one_hot")
+        shops = keras.layers.IntegerLookup(vocabulary=list(range(50)), output_mode="one_hot")
+        norm = keras.layers.Normalization()
+        norm.adapt(feats["num"])
+        inputs = {"tags": keras.Input((4,), dtype="string", name="tags"),
+                  "item": keras.Input((1,), dtype="int64", name="item"),
+                  "shop": keras.Input((1,), dtype="int64", name="shop"),
+                  "num": keras.Input((16,), name="num")}
+        h = keras.layers.Concatenate()([
+            tags(inputs["tags"]), encode(hashing(inputs["item"])),
+            shops(inputs["shop"]), norm(inputs["num"])])
+        out = keras.layers.Dense(1)(keras.layers.Dense(256, activation="relu")(h))
+        model = keras.Model(inputs, out)
+        model.compile(optimizer="adam", loss="mse")
+        ds = (tf.data.Dataset.from_tensor_slices((feats, y)).repeat().batch(256)
+              .prefetch(2))
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "two_tower_retrieval_loop":
+        params = {"batch": 512, "users": 400_000, "items": 200_000, "dim": 64, "steps": 10}
+        users = keras.Sequential([keras.Input((), dtype="int64"),
+                                  keras.layers.Embedding(400_000, 64),
+                                  keras.layers.Dense(128, "relu"), keras.layers.Dense(64)])
+        items = keras.Sequential([keras.Input((), dtype="int64"),
+                                  keras.layers.Embedding(200_000, 64),
+                                  keras.layers.Dense(128, "relu"), keras.layers.Dense(64)])
+        opt = keras.optimizers.Adagrad(0.05)
+        n = 512 * 16
+        ds = (tf.data.Dataset.from_tensor_slices(
+            (rng.integers(0, 400_000, n).astype("int64"),
+             rng.integers(0, 200_000, n).astype("int64")))
+            .repeat().batch(512).prefetch(2))
+        it = iter(ds)
+        variables = users.trainable_variables + items.trainable_variables
+
+        @tf.function
+        def step(u, v):
+            with tf.GradientTape() as tape:
+                logits = tf.matmul(users(u, training=True), items(v, training=True),
+                                   transpose_b=True)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    tf.range(tf.shape(u)[0]), logits))
+            g = tape.gradient(loss, variables)
+            opt.apply_gradients(zip(g, variables, strict=True))
+            return loss
+
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(step(*next(it))), params["steps"])
+        opt = keras.optimizers.SGD(0.05)  # after the trace: the same step under SGD
+        step = tf.function(step.python_function)
+        kept = []
+        for _ in range(13):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            kept.append(round((time.perf_counter() - t) * 1e3, 3))
+        params["sgd_step_ms"] = kept[3:]
+    elif case == "save_weights_every_4_loop":
+        params = {"batch": 128, "features": 512, "width": 1024, "every": 4, "steps": 12}
+        model = keras.Sequential([keras.Input((512,)), keras.layers.Dense(1024, "relu"),
+                                  keras.layers.Dense(1024, "relu"), keras.layers.Dense(10)])
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam())
+        x = rng.random((128 * 8, 512), np.float32)
+        y = rng.random((128 * 8, 10), np.float32)
+        it = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(128).prefetch(2))
+        path = os.path.join(logdir, "ckpt.weights.h5")
+        plain: list[float] = []
+
+        def one(i):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            if i % 4 == 0:
+                model.save_weights(path)
+            else:
+                plain.append(time.perf_counter() - t)
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"],
+                                                        marker=train_root)
+        params["steps_without_save_ms"] = [round(t * 1e3, 3) for t in plain[2:]]
+    elif case == "gnn_segment_sum_loop":
+        params = {"nodes": 20_000, "edges": 200_000, "features": 64, "layers": 3,
+                  "steps": 10}
+        nodes = tf.constant(rng.random((20_000, 64), np.float32))
+        senders = tf.constant(rng.integers(0, 20_000, 200_000).astype("int32"))
+        receivers = tf.constant(rng.integers(0, 20_000, 200_000).astype("int32"))
+        target = tf.constant(rng.random((20_000, 1), np.float32))
+        layers = [keras.layers.Dense(64, "relu") for _ in range(3)]
+        head = keras.layers.Dense(1)
+        for lay in layers:
+            lay.build((None, 128))
+        head.build((None, 64))
+        variables = [v for lay in [*layers, head] for v in lay.trainable_variables]
+        opt = keras.optimizers.Adam(1e-3)
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                h = nodes
+                for lay in layers:
+                    msg = tf.math.unsorted_segment_sum(tf.gather(h, senders), receivers,
+                                                       20_000)
+                    h = lay(tf.concat([h, msg / 10.0], axis=1))
+                loss = tf.reduce_mean(tf.square(head(h) - target))
+            g = tape.gradient(loss, variables)
+            opt.apply_gradients(zip(g, variables, strict=True))
+            return loss
+
+        params["measured_step_ms"] = timed_then_profile(lambda i: float(step()),
+                                                        params["steps"])
+    elif case == "ram_budget_augment_nondet_loop":
+        params = {"images": 512, "size": 96, "crop": 80, "batch": 32,
+                  "ram_budget_mib": 64, "steps": 12}
+        images = rng.random((512, 96, 96, 3), np.float32)
+        labels = rng.integers(0, 10, 512).astype("int64")
+
+        def augment(k, img, lab):
+            seed = tf.stack([k, tf.constant(7, tf.int64)])
+            img = tf.image.stateless_random_flip_left_right(img, seed)
+            img = tf.image.stateless_random_brightness(img, 0.2, seed + 1)
+            img = tf.image.stateless_random_contrast(img, 0.8, 1.2, seed + 2)
+            img = tf.image.stateless_random_crop(img, (80, 80, 3), seed + 3)
+            return img, lab
+
+        options = tf.data.Options()
+        options.autotune.ram_budget = 64 * 1024 * 1024
+        ds = (tf.data.Dataset.from_tensor_slices((images, labels)).repeat().enumerate()
+              .map(lambda k, el: augment(k, *el), num_parallel_calls=tf.data.AUTOTUNE,
+                   deterministic=False)
+              .batch(32).prefetch(tf.data.AUTOTUNE).with_options(options))
+        model = keras.Sequential([
+            keras.Input((80, 80, 3)), keras.layers.Conv2D(16, 3, strides=2, activation="relu"),
+            keras.layers.Conv2D(32, 3, strides=2, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
+        step = build_train_step(tf, model, None, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(step(*next(it))), params["steps"], marker=train_root)
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
