@@ -45,6 +45,7 @@ from tfobs.analysis.advice.launch import (
     EAGER_MATH_BESIDE_FIX,
     EAGER_MATH_BETWEEN_FIX,
     EAGER_STEP_FIX,
+    EAGER_UPDATE_FIX,
     EXPORT_FIX,
     JAX_NUMPY_SHAPES_FIX,
     QUEUE_WAIT_FIX,
@@ -1862,6 +1863,32 @@ def test_eager_model_math_beside_a_compiled_step_is_not_called_an_eager_step() -
     # a loop with no compiled step keeps the eager-step fix
     eager = summary("generated__tf2.21cpu__eager_loop")
     assert one(eager, "eager_ops").fix == EAGER_STEP_FIX
+
+
+def test_an_eager_weight_average_beside_a_compiled_step_is_named_with_its_dispatch_cost(
+        ) -> None:
+    # Each step calls its tf.function, then tf.train.ExponentialMovingAverage.apply eagerly:
+    # 96 small eager ops a step whose op time (3 ms) hides the cost, their dispatch from
+    # Python (the step takes 28.8 ms against 5.4 ms with the update inside the function).
+    import json
+    import statistics
+
+    name = "generated__tf2.21cpu__ema_eager_apply_loop"
+    s = summary(name)
+    a = one(s, "eager_ops")
+    assert a.fix == EAGER_UPDATE_FIX and a.severity == "warning"
+    assert "ExponentialMovingAverage.apply" in a.message and "'train_step'" in a.message
+    assert "16 AssignSubVariableOp a step" in a.message
+    prov = json.loads((CAPTURES.parent / "provenance" / f"{name}.json").read_text())
+    params = prov["parameters"]
+    saved = (statistics.mean(params["measured_step_ms"][1:-1])
+             - statistics.mean(params["ema_in_function_step_ms"])) / 1e3
+    said = float(re.search(r"steps spend ([\d.]+) ms", a.message).group(1)) / 1e3
+    assert said == pytest.approx(saved, rel=0.15)
+    assert said > 5 * a.evidence["eager_s_per_step"]
+    # an eager metric of the model's math keeps its own words
+    other = summary("generated__tf2.21cpu__eager_metric_beside_step")
+    assert one(other, "eager_ops").fix == EAGER_MATH_BESIDE_FIX
 
 
 def test_check_numerics_left_on_is_named_with_its_switch() -> None:

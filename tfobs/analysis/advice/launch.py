@@ -26,6 +26,7 @@ from tfobs.analysis.advice.rule import (
     on_gpu,
     one_digit,
     step_gaps,
+    steps_run,
     tfdata_in_use,
 )
 from tfobs.summary import Advice, WindowSummary
@@ -195,6 +196,20 @@ EAGER_CONVERSION_FIX = (
 # Eager ops mostly outside the steps: Keras callbacks (weights saved every few batches,
 # metrics read into logs, TensorBoard writes) or the loop's own Python between the steps;
 # tf.function around the step would not remove them.
+# Variable updates run eagerly beside a compiled step: a moving average of the weights
+# (tf.train.ExponentialMovingAverage.apply, assign_moving_average) or a hand-written update
+# called outside the step's tf.function dispatches a few ops per variable from Python, and
+# that dispatch, not the ops, is the cost.
+EAGER_UPDATE_TYPES = frozenset({
+    "AssignSubVariableOp", "AssignAddVariableOp", "AssignVariableOp"})
+EAGER_UPDATE_OPS = EAGER_UPDATE_TYPES | {
+    "Sub", "Mul", "AddV2", "Add", "ReadVariableOp", "Maximum", "Minimum", "RealDiv"}
+EAGER_UPDATE_SHARE = 0.8  # of the eager op time, in these op types
+EAGER_UPDATE_FIX = (
+    "call the update inside the step's tf.function (ema.apply(variables) after "
+    "optimizer.apply_gradients in it, or a tf.function of its own called once per step): "
+    "one call per step instead of one Python dispatch per op and variable; under Keras 3 "
+    "fit, keras.optimizers.*(use_ema=True) keeps the average inside the step")
 EAGER_BETWEEN_SHARE = 0.5  # of the eager op time
 EAGER_BETWEEN_FIX = (
     "lighten what runs between the steps: where a checkpoint callback saves every few "
@@ -439,6 +454,8 @@ def _eager(s: WindowSummary) -> list[Advice]:
         step_eager, fix = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays "
                            "or Python values turned into tensors where they are passed to a "
                            "tf.function or an op.", EAGER_CONVERSION_FIX)
+    elif (update := _eager_update_beside_step(s, between)) is not None:
+        step_eager, fix = update, EAGER_UPDATE_FIX
     elif between >= EAGER_BETWEEN_SHARE and (pauses := _pauses(s))[0]:
         step_eager, fix = (f" {100 * between:.0f} % of it runs between the steps, and "
                            f"{pauses[0]} pause(s) hold {100 * pauses[1]:.0f} % of the time "
@@ -474,6 +491,35 @@ def _pauses(s: WindowSummary) -> tuple[int, float]:
     long = gap[gap >= PAUSE_FACTOR * typical] if typical > 0 else gap[:0]
     held = float(long.sum()) / total if total > 0 else 0.0
     return (int(long.size), held) if long.size and held >= 0.5 else (0, 0.0)
+
+
+def _eager_update_beside_step(s: WindowSummary, between: float) -> str | None:
+    """What the eager ops are where they update variables in the steps beside the steps'
+    own tf.function (the words for the message), else None: the time the steps spend
+    outside that function, against the eager ops' own op time."""
+    compiled = _per_step_function(s)
+    top = s.ops.eager_top
+    if not compiled or between >= EAGER_BETWEEN_SHARE or not s.steps.count:
+        return None
+    held = sum(o.self_s for o in top if o.op_type in EAGER_UPDATE_OPS)
+    writes = [o for o in top if o.op_type in EAGER_UPDATE_TYPES]
+    if not writes or held < EAGER_UPDATE_SHARE * s.ops.eager_s:
+        return None
+    call = next(c for c in s.steps.calls if c.source == "python" and c.name == compiled)
+    per_call = call.total_s / call.count
+    outside = s.steps.mean_s - per_call  # the steps call it once each
+    per = max(s.steps.count, 1)
+    counts = ", ".join(f"{o.count / steps_run(s):.0f} {o.name}" for o in top[:4])
+    words = (f" They update variables in the steps beside the steps' tf.function "
+             f"('{compiled}', {1e3 * per_call:.2f} ms a call): {counts} a step, the pattern "
+             "of a moving average of the weights (tf.train.ExponentialMovingAverage.apply, "
+             "assign_moving_average) or a hand-written update called outside the function.")
+    if outside > 0:
+        words += (f" The steps spend {1e3 * outside:.2f} ms "
+                  f"({100 * outside / s.steps.mean_s:.0f} %) outside '{compiled}', against "
+                  f"{1e3 * s.ops.eager_s / per:.2f} ms of eager op time: the cost is "
+                  "dispatching the ops one by one from Python.")
+    return words
 
 
 def _per_step_function(s: WindowSummary) -> str:
