@@ -496,6 +496,12 @@ def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
 # UnsortedSegmentSum named for that op's input (`IsFinite/x`, `clip_by_value/t`); one the
 # job calls itself keeps the op's own name.
 _OWN_SEGMENT_SUM = re.compile(r"UnsortedSegmentSum(?:_\d+)?")
+# A gradient summed with the same tensor's dense gradients from its other uses (the tape's
+# aggregation: `AddN/inputs_1`): a gather from an activation (a graph network's messages, a
+# skip connection beside it) or a table also used whole (tied embeddings). The sum is dense
+# whatever the IndexedSlices, so making them dense for it is the gather's own backward pass,
+# not rows updated that the batch never touched.
+_AGGREGATED = re.compile(r"(?:^|/)AddN(?:_\d+)?/inputs_\d+$")
 
 
 def densified_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
@@ -504,7 +510,8 @@ def densified_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
     gradients made dense outside an optimizer's scope (which `optimizer_seconds` counts)."""
     found = [a for table in (host_ops, device_ops) for name, a in table.items()
              if a.op_type == DENSIFY_OP and not OPTIMIZER_SCOPE.search(name)
-             and "/" in name and not _OWN_SEGMENT_SUM.fullmatch(name.rsplit("/", 1)[1])]
+             and "/" in name and not _OWN_SEGMENT_SUM.fullmatch(name.rsplit("/", 1)[1])
+             and not _AGGREGATED.search(name)]
     found.sort(key=lambda a: (-a.self_ps, a.name))
     return (sum(a.self_ps for a in found) / 1e12, sum(a.count for a in found),
             tuple(a.name for a in found[:3]))
