@@ -534,6 +534,9 @@ class Ops:
     # (UnsortedSegmentSum: an Embedding's IndexedSlices for a dense update).
     optimizer_s: float = 0.0
     optimizer_densify_s: float = 0.0
+    # The optimizers' name scopes the update ran under, as the ops name them ("adagrad" is
+    # Keras 3's Adagrad, "Adagrad" tf_keras's), most time first, at most 3.
+    optimizer_scopes: tuple[str, ...] = ()
     # Sparse gradients (IndexedSlices: a gather's or an Embedding's rows) that TensorFlow
     # made dense outside the optimizer, for an op that takes only dense tensors (a NaN guard
     # or a clip on the whole gradient): its conversion ops (`UnsortedSegmentSum` named for

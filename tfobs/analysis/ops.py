@@ -463,11 +463,12 @@ def host_collective_seconds(host: Timeline | None, spans: Sequence[tuple[int, in
 
 
 # The update an optimizer applies each step: ops under its name scope (Keras 3 "adam/...",
+# "adam_w/..." for AdamW,
 # tf_keras "Adam/...", "StatefulPartitionedCall/adam/..." inside fit's function; the scope is
 # the optimizer's name, these its classes' defaults) and the fused update kernels tf_keras
 # and tf.compat.v1 optimizers run (ResourceApplyAdam, ResourceSparseApplyAdagrad, ...).
 OPTIMIZER_SCOPE = re.compile(
-    r"(?:^|/)(?:adam|adamw|sgd|rmsprop|adagrad|adadelta|adamax|nadam|ftrl|lion|lamb|"
+    r"(?:^|/)(?:adam|adam_?w|sgd|rmsprop|adagrad|adadelta|adamax|nadam|ftrl|lion|lamb|"
     r"adafactor|loss_scale_optimizer|gradientdescent|momentum)(?:_\d+)?/", re.IGNORECASE)
 OPTIMIZER_OP_TYPES = ("ResourceApply", "ResourceSparseApply", "Apply")
 # A sparse gradient (an Embedding's IndexedSlices) made dense for a dense update.
@@ -475,10 +476,12 @@ DENSIFY_OP = "UnsortedSegmentSum"
 
 
 def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
-                      ) -> tuple[float, float]:
+                      ) -> tuple[float, float, tuple[str, ...]]:
     """(self seconds of the optimizers' update ops in the window, of it the sparse
-    gradients made dense: `UnsortedSegmentSum` under an optimizer's scope)."""
+    gradients made dense: `UnsortedSegmentSum` under an optimizer's scope, the scopes the
+    update ran under as the ops name them ("adagrad", "Adam"; most time first, at most 3))."""
     update = densify = 0
+    scopes: dict[str, int] = {}
     for table in (host_ops, device_ops):
         for name, a in table.items():
             # tf.distribute all-reduces the gradients inside the optimizer's scope: that is
@@ -486,10 +489,15 @@ def optimizer_seconds(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg]
             if (a.op_type == DATASET or _COLLECTIVE_TYPE.match(a.op_type)
                     or "AllReduce" in a.op_type):  # tf.data's stages are no update
                 continue
-            if OPTIMIZER_SCOPE.search(name) or a.op_type.startswith(OPTIMIZER_OP_TYPES):
+            scope = OPTIMIZER_SCOPE.search(name)
+            if scope or a.op_type.startswith(OPTIMIZER_OP_TYPES):
                 update += a.self_ps
                 densify += a.self_ps if a.op_type == DENSIFY_OP else 0
-    return update / 1e12, densify / 1e12
+            if scope:
+                key = re.sub(r"_\d+$", "", scope.group(0).strip("/"))
+                scopes[key] = scopes.get(key, 0) + a.self_ps
+    named = tuple(sorted(scopes, key=lambda k: (-scopes[k], k))[:3])
+    return update / 1e12, densify / 1e12, named
 
 
 # TensorFlow makes an IndexedSlices dense for an op that takes a tensor with an
@@ -604,7 +612,7 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
     every = list(host_ops.values()) + list(device_ops.values())
     every.sort(key=lambda a: (-a.self_ps, a.name))
     total = host_ps + device_ps
-    update_s, densify_s = optimizer_seconds(host_ops, device_ops)
+    update_s, densify_s, scopes = optimizer_seconds(host_ops, device_ops)
     densified = densified_seconds(host_ops, device_ops)
     channels_first = channels_first_transposes(host_ops)
     top_level = keras_top_level_ops(host_ops, device_ops)
@@ -615,6 +623,7 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
         top=tuple(a.stat() for a in every[:top_n]),
         optimizer_s=update_s,
         optimizer_densify_s=densify_s,
+        optimizer_scopes=scopes,
         densified_s=densified[0],
         densified_count=densified[1],
         densified_ops=densified[2],

@@ -21,8 +21,9 @@ UPDATE = Rule(
     "updates for the same data), compile the step with XLA (tf.function(jit_compile=True), "
     "Model.compile(jit_compile=True)) so the update's elementwise ops fuse, and for a large "
     "Embedding or output layer use fewer rows (hashing, a smaller vocabulary, sampled "
-    "softmax) or an optimizer that updates only the rows a batch touches (SGD or Adagrad "
-    "on its sparse gradient; Adam updates every row's moments each step)",
+    "softmax) or an optimizer that updates only the rows a batch touches (SGD on its "
+    "sparse gradient, tf_keras's Adagrad; Adam updates every row's moments each step, and "
+    "Keras 3's Adagrad divides by sqrt(accumulator + epsilon) over every row)",
     f"{PROFILER}: TensorFlow stats (the op table); Keras optimizers "
     "(keras.io/api/optimizers)")
 # A sparse gradient made dense before the optimizer: the op that asked for it, and every op
@@ -44,6 +45,13 @@ RULES = (UPDATE, DENSIFIED)
 DENSIFIED_INFO_SHARE = 0.01  # of op time: the conversion alone, its consumers cost more
 DENSIFIED_WARNING_SHARE = 0.05
 
+# Keras 3's Adagrad keeps its accumulator's update sparse but computes the step as
+# gradient / sqrt(accumulator + epsilon) with the whole accumulator: every row of a table,
+# each step (tf_keras's gathers the touched rows first).
+KERAS3_ADAGRAD_WORDS = (
+    " The update runs under Keras 3's Adagrad (scope 'adagrad/'), which computes "
+    "sqrt(accumulator + epsilon) over every row of each table at every step: a sparse "
+    "gradient does not keep it to the rows the batch touched.")
 UPDATE_SHARE = 0.5  # of op time: small models under Adam spend up to a third there
 STEP_SHARE = 0.3  # of the steps' time
 
@@ -94,6 +102,7 @@ def _update(s: WindowSummary) -> list[Advice]:
     dense = (f" {100 * densify:.0f} % of it makes sparse gradients dense "
              "(UnsortedSegmentSum: an Embedding's gradient turned into a whole-table update)."
              if densify >= 0.05 else "")
+    dense += KERAS3_ADAGRAD_WORDS if ops.optimizer_scopes[:1] == ("adagrad",) else ""
     return [UPDATE.advice(
         "warning",
         f"The optimizer's update takes {100 * share:.0f} % of op time "
