@@ -1923,6 +1923,32 @@ def test_an_eager_weight_average_beside_a_compiled_step_is_named_with_its_dispat
     assert one(other, "eager_ops").fix == EAGER_MATH_BESIDE_FIX
 
 
+def test_all_others_held_by_every_nth_step_is_named_as_periodic_work() -> None:
+    # A loop calling model.save_weights (a .weights.h5 written from Python) every 4th step
+    # inside its marker: steps 4, 8 and 12 hold most of 'All Others', and moving the step's
+    # Python out (the plain fix) would not touch it.
+    import json
+    import statistics
+
+    name = "generated__tf2.21cpu__save_weights_every_4_loop"
+    s = summary(name)
+    a = one(s, "all_others_bound")
+    assert a.evidence["periodic_every"] == 4
+    assert "every 4th step (steps 4, 8, 12)" in a.message
+    assert "model.save_weights" in a.fix and "`if step % 4 == 0:`" in a.fix
+    params = json.loads((CAPTURES.parent / "provenance" / f"{name}.json").read_text())[
+        "parameters"]
+    job = params["measured_step_ms"]
+    saving = [t for t, n in zip(job, range(3, 3 + len(job)), strict=True) if n % 4 == 0]
+    cost = (statistics.mean(saving) - statistics.mean(params["steps_without_save_ms"])) / 1e3
+    assert a.evidence["periodic_excess_s"] == pytest.approx(cost, rel=0.25)
+    # steps with evenly spread Python keep the plain fix
+    for stem in ("generated__tf2.21cpu__logging_in_step",
+                 "generated__tf2.21cpu__clip_norm_adamw_cosine_loop"):
+        plain = one(summary(stem), "all_others_bound")
+        assert "periodic_every" not in plain.evidence
+
+
 def test_check_numerics_left_on_is_named_with_its_switch() -> None:
     # tf.debugging.enable_check_numerics(): the eager time is its CheckNumericsV2 ops, which
     # no tf.function removes; the fix turns the checks off.

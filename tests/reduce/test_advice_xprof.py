@@ -24,6 +24,7 @@ from tfobs.analysis.advice.gaps import (
     CHECKPOINT_OTHER_SHARE,
     CONVERSION_OTHER_SHARE,
     CONVERSION_STEP_SHARE,
+    periodic_other_steps,
 )
 from tfobs.analysis.advice.rule import RUNTIME_SHARE
 from tfobs.analysis.advice.steps import SUPERSEDED_BY_DISPATCH
@@ -133,8 +134,9 @@ def _without_runtime(message: str, s: tfobs.WindowSummary) -> str:
     """all_others_bound's message less the sentences tfobs adds where most of 'All Others'
     is XLA's CPU runtime work linked to no step, or lies in the steps that save a checkpoint
     (named differences, docs/analyze.md), or is TensorFlow converting NumPy into tensors in
-    the steps (docs/advice.md): each is there exactly when that part is at least half of
-    the steps' 'All Others' (the conversions also 5 % of the step)."""
+    the steps or lies in every Nth step (docs/advice.md): each is there exactly when that
+    part is at least half of the steps' 'All Others' (the conversions also 5 % of the
+    step)."""
     converting = (s.steps.tensor_conversion_s >= CONVERSION_OTHER_SHARE * s.breakdown_s["other"]
                   > 0 and s.steps.tensor_conversion_s >= CONVERSION_STEP_SHARE * s.steps.mean_s)
     assert (" In the steps, " in message) is converting
@@ -143,7 +145,10 @@ def _without_runtime(message: str, s: tfobs.WindowSummary) -> str:
     other = s.breakdown_s["other"]
     runtime = s.steps.work_in_other_s >= RUNTIME_SHARE * other > 0
     saving = s.ops.checkpoint_steps_other_s >= CHECKPOINT_OTHER_SHARE * other * s.steps.count > 0
-    assert message.count(added) == runtime + saving
+    # most of it in every Nth step (work the loop runs every N steps: docs/advice.md)
+    periodic = " is in every " in message
+    assert not periodic or periodic_other_steps(s) is not None
+    assert message.count(added) == runtime + saving + periodic
     assert ("save a checkpoint" in message) is saving
     return message.split(added)[0]
 

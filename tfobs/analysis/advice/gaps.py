@@ -236,6 +236,19 @@ CONTENTION_FIX = (
     "instead of polling; run its work less often or in another process), then judge 'All "
     "Others' again")
 
+# 'All Others' held by every Nth step: work the loop runs every N steps inside the marker
+# (`if step % N == 0: model.save_weights(...)`, an evaluation, a log), no Python of every
+# step.
+PERIODIC_MIN_STEPS = 6
+PERIODIC_OTHER_SHARE = 0.5  # of all the steps' 'All Others'
+PERIODIC_STEP_SHARE = 0.2  # of the typical step, each time
+PERIODIC_OTHER_FIX = (
+    "find what the loop runs every {n} steps (`if step % {n} == 0:`: model.save_weights or "
+    "a checkpoint, an evaluation, a metrics log) and make it cheaper or rarer: save less "
+    "often, or with tf.train.Checkpoint and CheckpointOptions(enable_async=True) (Keras 3's "
+    "save_weights writes its .weights.h5 from Python on the training thread), evaluate "
+    "on fewer batches, log scalars kept on the device; moving the step's own Python out "
+    "does not touch it")
 ALL_OTHERS_TEXT = (" % of the total step time sampled is spent on 'All Others' time. "
                    "This could be due to Python execution overhead.")
 
@@ -249,8 +262,8 @@ def check(s: WindowSummary) -> list[Advice]:
             found = dataclasses.replace(found, fix=CONTENTION_FIX)
         elif found and iterator_each_step(s):  # a new iterator made in each step
             found = dataclasses.replace(found, fix=ITERATOR_FIX)
-        out += ([_saving_in_other(s, _conversion_in_other(s, _runtime_in_other(s, found)))]
-                if found else [])
+        out += ([_periodic_in_other(s, _saving_in_other(
+            s, _conversion_in_other(s, _runtime_in_other(s, found))))] if found else [])
     saving = _checkpoint(s)
     # The save that explains 'All Others' comes before it: its fix is the one to act on.
     out = saving + out if out and out[0].fix == _checkpoint_fix(s) else out + saving
@@ -323,6 +336,62 @@ def _saving_in_other(s: WindowSummary, found: Advice) -> Advice:
                  "save's own Python, not the step's (checkpoint_writes)."),
         evidence={**found.evidence, "checkpoint_steps_other_s": held, "other_total_s": other},
         fix=_checkpoint_fix(s))
+
+
+def _periodic_in_other(s: WindowSummary, found: Advice) -> Advice:
+    """all_others_bound where most of 'All Others' lies in every Nth step (a weight save, an
+    evaluation or a log the loop runs `if step % N == 0` inside the marker): the message
+    names those steps and what each costs, and the fix is the periodic work's, not the
+    per-step Python's. Left to the rules that already name such steps (a checkpoint's)."""
+    if found.fix != ALL_OTHERS.fix:
+        return found
+    periodic = periodic_other_steps(s)
+    if periodic is None:
+        return found
+    period, nums, excess, held, other = periodic
+    shown = ", ".join(str(n) for n in nums[:8]) + (", ..." if len(nums) > 8 else "")
+    return dataclasses.replace(
+        found,
+        message=(f"{found.message} Of it, {1e3 * held:.1f} ms ({100 * held / other:.0f} %) "
+                 f"is in every {period}th step (steps {shown}): {1e3 * excess:.1f} ms "
+                 "beyond the other steps' 'All Others' each time, work the loop runs every "
+                 f"{period} steps inside the step marker, not Python of every step."),
+        evidence={**found.evidence, "periodic_every": float(period),
+                  "periodic_other_s": held, "periodic_excess_s": excess,
+                  "other_total_s": other},
+        fix=PERIODIC_OTHER_FIX.format(n=period))
+
+
+def periodic_other_steps(s: WindowSummary
+                         ) -> tuple[int, list[int], float, float, float] | None:
+    """(N, the step numbers, their mean 'All Others' beyond the median step's, the 'All
+    Others' they hold, all steps' 'All Others') where the steps whose 'All Others' stands
+    out are every Nth step of the kept ones (N >= 2, every such step among them, at least
+    two) and hold PERIODIC_OTHER_SHARE of it; None otherwise."""
+    items = s.steps.items
+    if len(items) < PERIODIC_MIN_STEPS:
+        return None
+    nums = [st.step_num for st in items]
+    if len(set(nums)) != len(nums):
+        return None
+    other = np.array([st.breakdown_s.get("other", 0.0) for st in items])
+    total = float(other.sum())
+    excess = other - float(np.median(other))
+    if total <= 0 or excess.max() <= 0:
+        return None
+    picked = [k for k in range(len(items)) if excess[k] >= 0.5 * excess.max()]
+    if len(picked) < 2 or 2 * len(picked) > len(items):
+        return None
+    period = int(np.gcd.reduce(np.diff([nums[k] for k in picked])))
+    if period < 2 or any((n - nums[picked[0]]) % period == 0 and k not in picked
+                         for k, n in enumerate(nums)):
+        return None
+    held = float(other[picked].sum())
+    mean_excess = float(excess[picked].mean())
+    typical = float(np.median([st.duration_s for st in items]))
+    if held < PERIODIC_OTHER_SHARE * total or mean_excess < PERIODIC_STEP_SHARE * typical:
+        return None
+    return period, [nums[k] for k in picked], mean_excess, held, total
 
 
 def _checkpoint_fix(s: WindowSummary) -> str:
