@@ -374,17 +374,22 @@ def periodic_other_steps(s: WindowSummary
     nums = [st.step_num for st in items]
     if len(set(nums)) != len(nums):
         return None
-    other = np.array([st.breakdown_s.get("other", 0.0) for st in items])
+    other = np.fromiter((st.breakdown_s.get("other", 0.0) for st in items), float, len(items))
     total = float(other.sum())
     excess = other - float(np.median(other))
     if total <= 0 or excess.max() <= 0:
         return None
-    picked = [k for k in range(len(items)) if excess[k] >= 0.5 * excess.max()]
+    picked = np.flatnonzero(excess >= 0.5 * excess.max()).tolist()
     if len(picked) < 2 or 2 * len(picked) > len(items):
         return None
-    period = int(np.gcd.reduce(np.diff([nums[k] for k in picked])))
-    if period < 2 or any((n - nums[picked[0]]) % period == 0 and k not in picked
-                         for k, n in enumerate(nums)):
+    # As columns: a window of thousands of steps (numbers past int64 stay Python ints).
+    num = np.array(nums)
+    period = int(np.gcd.reduce(np.diff(num[picked])))
+    if period < 2:
+        return None
+    beat = (num - num[picked[0]]) % period == 0
+    beat[picked] = False
+    if beat.any():  # a step on the beat whose 'All Others' does not stand out
         return None
     held = float(other[picked].sum())
     mean_excess = float(excess[picked].mean())
