@@ -6,13 +6,13 @@ device that never ends)."""
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
 import pytest
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
 
+from tests.support.blocking_calls import call_within, release_fifo
 from tfobs.config import Config
 from tfobs.export.otel import OtelExporter, otlp_exporter
 
@@ -21,33 +21,15 @@ VARIABLES = ["OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIF
 
 
 def _within(fn: Any, seconds: float) -> BaseException | None:
-    """Run `fn` on a thread: what it raised, None, or AssertionError when still running."""
-    raised: list[BaseException] = []
+    """Make the exporter `fn` makes and shut it down, on a thread: what that raised, None, or
+    AssertionError when still running after `seconds`."""
+    def made_and_shut() -> None:
+        shutdown = getattr(fn(), "shutdown", None)
+        if shutdown is not None:
+            shutdown(1.0)
 
-    def run() -> None:
-        try:
-            made = fn()
-            shutdown = getattr(made, "shutdown", None)
-            if shutdown is not None:
-                shutdown(1.0)
-        except BaseException as exc:  # handed to the test
-            raised.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        return AssertionError(f"still running after {seconds} s")
-    return raised[0] if raised else None
-
-
-def _release(fifo: str) -> None:
-    """End a reader blocked on `fifo` (it reads end of file)."""
-    for _ in range(3):
-        try:
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:
-            return
+    done, raised = call_within(made_and_shut, seconds)
+    return raised if done else AssertionError(f"still running after {seconds} s")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -69,7 +51,7 @@ def test_a_fifo_as_an_otlp_tls_file_turns_tracing_off_in_one_line(
     try:
         raised = _within(lambda: OtelExporter(config), 10.0)
     finally:
-        _release(fifo)
+        release_fifo(fifo, tries=3)
     assert isinstance(raised, ValueError), raised
     line = str(raised)
     assert "\n" not in line and variable in line and fifo in line

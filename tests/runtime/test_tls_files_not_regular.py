@@ -5,11 +5,11 @@ while OpenSSL waits for a writer."""
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
 import pytest
 
+from tests.support.blocking_calls import call_within, release_fifo
 from tfobs.errors import ConfigError
 from tfobs.export.http_server import MetricsServer
 
@@ -22,29 +22,11 @@ class _Registry:
 def _start_within(server: MetricsServer, seconds: float) -> BaseException | None:
     """Start `server` on a thread; the exception it raised, or AssertionError when it was
     still starting after `seconds`."""
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            server.start()
-        except BaseException as exc:  # handed to the test
-            raised.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
+    done, raised = call_within(server.start, seconds)
+    if not done:
         return AssertionError(f"start() still running after {seconds} s")
     server.shutdown(1.0)
-    return raised[0] if raised else None
-
-
-def _release(fifo: str) -> None:
-    """End a reader blocked on `fifo` (it gets end of file)."""
-    try:
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-    except OSError:
-        pass
+    return raised
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -60,7 +42,7 @@ def test_a_fifo_as_a_tls_file_is_one_line_not_a_hang(tmp_path: Any, which: str) 
     try:
         raised = _start_within(server, 10.0)
     finally:
-        _release(fifo)
+        release_fifo(fifo)
     assert isinstance(raised, ConfigError), raised
     line = str(raised)
     assert "\n" not in line
