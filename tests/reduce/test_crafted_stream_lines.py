@@ -9,8 +9,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from tfobs.analysis.pipeline import _stream_hits
-from tfobs.analysis.timeline import Timeline
+from tfobs.analysis.pipeline import (
+    MIN_PAIRS,
+    StreamHits,
+    _kernel_candidates,
+    _stream_hits,
+    reduce_xspace,
+)
+from tfobs.analysis.timeline import LineData, Timeline
 from tfobs.xspace import schema
 from tfobs.xspace.reader import parse
 
@@ -28,6 +34,12 @@ def _streams(spans: list[list[tuple[int, int]]]) -> list[Timeline]:
     return [Timeline(parse(x.SerializeToString()).planes[0], 0)]
 
 
+def _by_line(hits: StreamHits) -> dict[tuple[int, LineData], list[int]]:
+    """{(step, line): positions} of `hits`."""
+    lines = {id(ld): ld for _, ld in hits.lines}
+    return {(gi, lines[key]): at for (gi, key), at in hits.overlaps().items()}
+
+
 def _steps(spans: list[tuple[int, int]]) -> list[SimpleNamespace]:
     return [SimpleNamespace(begin_ps=b, end_ps=e) for b, e in spans]
 
@@ -41,9 +53,8 @@ def test_many_streams_beside_many_steps_cost_what_they_reach() -> None:
     t0 = time.process_time()
     hits = _stream_hits(steps, devices)
     took = time.process_time() - t0
-    assert len(hits) == n
-    assert all(h[0][0] == k and h[0][1].tolist() == [0] and len(h) == 1
-               for k, (_, _, h) in enumerate(hits))
+    assert len(hits.lines) == n and hits.bounds.tolist() == list(range(n + 1))
+    assert hits.step.tolist() == list(range(n)) and not hits.pos.any()
     assert took < 3.0, took
 
 
@@ -58,8 +69,8 @@ def test_the_steps_found_are_every_step_an_event_overlaps() -> None:
             b = rng.randint(-1_000, 52_000)
             spans.append((b, b + rng.randint(0, rng.choice([500, 20_000]))))
         devices = _streams(lines)
-        got = {(id(ld), gi): inside.tolist()
-               for _, ld, hits in _stream_hits(_steps(spans), devices) for gi, inside in hits}
+        got = {(id(ld), gi): at for (gi, ld), at in _by_line(_stream_hits(_steps(spans),
+                                                                       devices)).items()}
         want = {}
         for ld in devices[0].lines:
             start, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
@@ -68,3 +79,100 @@ def test_the_steps_found_are_every_step_an_event_overlaps() -> None:
                 if inside:
                     want[(id(ld), gi)] = inside
         assert got == want
+
+
+def _named_streams(spans: list[list[tuple[int, int, int]]]) -> list[Timeline]:
+    """One GPU plane, a stream line of the (offset, duration, name id) events of each of
+    `spans`; names 1-3 share durations, and name 4 is left without metadata."""
+    x = schema.XSpace()
+    gpu = x.planes.add(id=2, name="/device:GPU:0")
+    for mid, name in ((1, "b_kernel"), (2, "a_kernel"), (3, "c_kernel")):
+        gpu.event_metadata[mid].id = mid
+        gpu.event_metadata[mid].name = name
+    for k, events in enumerate(spans):
+        line = gpu.lines.add(id=1 + k, name=f"Stream #{k}", timestamp_ns=0)
+        for at, dur, mid in sorted(events):
+            line.events.add(metadata_id=mid, offset_ps=at, duration_ps=dur)
+    return [Timeline(parse(x.SerializeToString()).planes[0], 0)]
+
+
+def test_each_steps_kernel_candidates_rank_as_its_own_top_events() -> None:
+    # All steps' kernels are ranked at once; each step's top n must be what ranking its own
+    # overlapping kernels gives (longest, then by name, then line and position order).
+    rng = random.Random(11)
+    for _ in range(120):
+        lines = [[(rng.randint(0, 20_000), rng.choice([100, 200, rng.randint(0, 3_000)]),
+                   rng.randint(1, 4)) for _ in range(rng.randint(1, 10))]
+                 for _ in range(rng.randint(1, 4))]
+        spans = []
+        for _ in range(rng.randint(1, 12)):
+            b = rng.randint(0, 20_000)
+            spans.append((b, b + rng.randint(0, 6_000)))
+        devices = _named_streams(lines)
+        tl = devices[0]
+        top_n = rng.randint(1, 4)
+        got = _kernel_candidates(_stream_hits(_steps(spans), devices), len(spans), top_n)
+        for gi, (b, e) in enumerate(spans):
+            want = []
+            for ld in tl.lines:
+                for at in range(len(ld)):
+                    if ld.starts[at] + ld.start_ps < e and ld.ends[at] + ld.start_ps > b:
+                        want.append((ld.ends[at] - ld.starts[at],
+                                     tl.names.get(ld.mids[at], ""), "kernel",
+                                     (ld.start_ps + ld.starts[at]) // 1000, tl.plane.name))
+            want.sort(key=lambda c: (-c[0], c[1]))
+            assert got[gi] == want[:top_n]
+
+
+def _spanning_kernels(n: int) -> bytes:
+    """n marked steps, and n stream lines of one kernel each spanning all of them."""
+    x = schema.XSpace()
+    host = x.planes.add(id=1, name="/host:CPU")
+    for mid, name in ((1, "train"), (2, "MatMul:MatMul")):
+        host.event_metadata[mid].id = mid
+        host.event_metadata[mid].name = name
+    for sid, name in ((1, "_r"), (2, "step_num")):
+        host.stat_metadata[sid].id = sid
+        host.stat_metadata[sid].name = name
+    marks = host.lines.add(id=1, name="python3", timestamp_ns=1000)
+    for i in range(n):
+        e = marks.events.add(metadata_id=1, offset_ps=i * 1000, duration_ps=990)
+        e.stats.add(metadata_id=1, int64_value=1)
+        e.stats.add(metadata_id=2, int64_value=i)
+        marks.events.add(metadata_id=2, offset_ps=i * 1000 + 1, duration_ps=980)
+    gpu = x.planes.add(id=2, name="/device:GPU:0")
+    gpu.event_metadata[1].id = 1
+    gpu.event_metadata[1].name = "volta_sgemm"
+    for k in range(n):
+        line = gpu.lines.add(id=1 + k, name=f"Stream #{k}", timestamp_ns=1000)
+        line.events.add(metadata_id=1, offset_ps=5, duration_ps=n * 1000)
+    return x.SerializeToString()
+
+
+def test_kernels_spanning_the_window_on_many_streams_keep_bounded_pairs() -> None:
+    # 1,000 steps beside 1,000 streams whose one kernel spans them all (100 KB): one chunk
+    # of arrays per (step, stream) took 27 s and 910 MB, and 2,000 of each ran out of 3 GB.
+    # The pairs are bounded (`PAIRS_PER_EVENT`); the lines past it are named.
+    import tracemalloc
+
+    data = _spanning_kernels(1_000)
+    tracemalloc.start()
+    t0 = time.process_time()
+    s = reduce_xspace(data)
+    took = time.process_time() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert s.steps.count == 998
+    left = int(s.steps.note.split("the device events of ")[1].split(" ")[0])
+    # 2**18 pairs of 1,000 each: 262 lines kept, the rest left out and named.
+    assert left == 1_000 - MIN_PAIRS // 1_000, s.steps.note
+    assert "stream lines left out of the steps" in s.steps.note
+    assert took < 8.0, took
+    assert peak < 250e6, peak
+
+
+def test_kernels_spanning_a_few_streams_are_all_kept() -> None:
+    # Under the bound every pair is kept: 300 x 300 is 90,000 pairs.
+    s = reduce_xspace(_spanning_kernels(300))
+    assert s.steps.count == 298 and "left out" not in s.steps.note
+    assert s.steps.items[0].top_events[0].kind == "kernel"

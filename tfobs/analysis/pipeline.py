@@ -144,7 +144,10 @@ def _reduce(space: SpaceView, top_n: int, short_gap_s: float,
 
     found = find_steps(host, has_device=has_device)
     if has_device and found.groups:
-        _add_device_events(found.groups, devices)
+        left_out = _add_device_events(found.groups, devices)
+        if left_out:
+            found = dataclasses.replace(found, note=(found.note + "; " if found.note else "")
+                                        + lines_left_out_note(left_out))
     typed = None if has_device else found.typed  # device events join the groups on GPUs
     kept = bd.step_breakdowns(found.groups, has_device, typed=typed, spans=found.spans)
     if not kept.groups and found.groups and not has_device and found.method == "markers":
@@ -419,12 +422,9 @@ def _steps(
     in_time = _time_ranks(kept, nums)
     if any(ld.name.startswith("Stream") for tl in devices for ld in tl.lines):
         host_cands = _host_candidates(groups, top_n, names, found, kept.index)
-        by_step: list[list[tuple[Timeline, LineData, np.ndarray]]] = [[] for _ in groups]
-        for tl, ld, hits in _stream_hits(groups, devices):
-            for gi, inside in hits:
-                by_step[gi].append((tl, ld, inside))
-        tops, left_out = _window_tops([_top_events(c, top_n, kernels, base_ns)
-                                       for c, kernels in zip(host_cands, by_step, strict=True)],
+        kernels = _kernel_candidates(_stream_hits(groups, devices), len(groups), top_n)
+        tops, left_out = _window_tops([_top_events(c, top_n, k, base_ns)
+                                       for c, k in zip(host_cands, kernels, strict=True)],
                                       in_time, max_top)
     else:  # host events only: every step's top events ranked at once
         tops, left_out = _host_top_events(groups, top_n, names, found, base_ns,
@@ -993,60 +993,136 @@ def _longest_first(step: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 def _top_events(
-    host_cands: list[Candidate], top_n: int,
-    kernels: list[tuple[Timeline, LineData, np.ndarray]], base_ns: int,
+    host_cands: list[Candidate], top_n: int, kernels: list[Candidate], base_ns: int,
 ) -> tuple[TimedEvent, ...]:
     """The step's longest ops, tf.data stages and device kernels, on the wall clock.
 
-    `host_cands`: its ops that can make the top n (`_host_candidates`); `kernels`: the
-    device events overlapping it, as positions on their stream lines (`_stream_hits`).
+    `host_cands`: its ops that can make the top n (`_host_candidates`); `kernels`: those of
+    the device events overlapping it that can (`_kernel_candidates`), after the ops in ties.
     """
     if top_n <= 0:
         return ()
-    cands = list(host_cands)
-    for tl, ld, at in kernels:
-        device = tl.plane.name
-        dur = ld.end_arr[at] - ld.start_arr[at]
-        if at.size > top_n:  # only those as long as the n-th longest can make it
-            at = at[dur >= np.partition(dur, at.size - top_n)[at.size - top_n]]
-        for i in at.tolist():
-            cands.append((ld.ends[i] - ld.starts[i], tl.names.get(ld.mids[i], ""),
-                          "kernel", (ld.start_ps + ld.starts[i]) // 1000, device))
+    cands = [*host_cands, *kernels]
     cands.sort(key=lambda c: (-c[0], c[1]))
     return tuple(TimedEvent(name, kind, base_ns + start, dur / 1e12, device)
                  for dur, name, kind, start, device in cands[:top_n])
 
 
-def _add_device_events(groups: Sequence[StepGroup], devices: list[Timeline]) -> None:
-    """Device events inside each step's span, classified as XProf's ClassifyGpuEvent.
+def _kernel_candidates(hits: StreamHits, steps: int, top_n: int) -> list[list[Candidate]]:
+    """Each step's device events that can make its top n, longest first (then by name, then
+    as found): ranked for all steps at once, as `_top_events` would rank them one by one."""
+    out: list[list[Candidate]] = [[] for _ in range(steps)]
+    n = hits.step.size
+    if not n or top_n <= 0:
+        return out
+    names = sorted({""} | {name for tl, _ in hits.lines for name in tl.names.values()})
+    rank_of = {name: r for r, name in enumerate(names)}
+    ranks: dict[int, dict[int, int]] = {}
+    dur, rank = np.empty(n, np.int64), np.empty(n, np.int64)
+    for k, (tl, ld) in enumerate(hits.lines):
+        if id(tl) not in ranks:
+            ranks[id(tl)] = {mid: rank_of[name] for mid, name in tl.names.items()}
+        lo, hi = int(hits.bounds[k]), int(hits.bounds[k + 1])
+        at = hits.pos[lo:hi]
+        dur[lo:hi] = (ld.end_arr[at] - ld.start_arr[at]).astype(np.int64)
+        rank[lo:hi] = ld.lookup(ranks[id(tl)], rank_of[""])[at]
+    order = np.lexsort((rank, -dur, hits.step))  # stable: ties keep the order found
+    step = hits.step[order]
+    first = np.searchsorted(step, step, side="left")
+    order = order[np.arange(n) - first < top_n]
+    line = np.searchsorted(hits.bounds, order, side="right") - 1
+    for j, k in zip(order.tolist(), line.tolist(), strict=True):
+        tl, ld = hits.lines[k]
+        at = int(hits.pos[j])
+        out[int(hits.step[j])].append((
+            ld.ends[at] - ld.starts[at], tl.names.get(ld.mids[at], ""), "kernel",
+            (ld.start_ps + ld.starts[at]) // 1000, tl.plane.name))
+    return out
+
+
+# Step-event pairs kept at most, beyond the first 2**18: a few kernels that each span
+# thousands of steps on thousands of streams are pairs that grow as their product (1,000 x
+# 1,000 from 100 KB: 27 s, 910 MB); the GPU test captures have one pair per device event.
+PAIRS_PER_EVENT = 4
+MIN_PAIRS = 1 << 18
+# Candidate pairs searched at once on one line: bounds the search's own arrays.
+_SEARCH_CHUNK = 1 << 20
+
+
+
+def lines_left_out_note(lines: int) -> str:
+    """The steps' note where stream lines were left out (`StreamHits.lines_left_out`)."""
+    return (f"the device events of {lines} stream line{'s' if lines > 1 else ''} left out of "
+            "the steps: each of their events overlaps so many steps that the step-event "
+            f"pairs would pass {PAIRS_PER_EVENT} per device event (kernels spanning the "
+            "window on many streams)")
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamHits:
+    """Each device event on a stream line that overlaps a step, as one pair (step, event):
+    `lines` the stream lines with pairs, `bounds[k]:bounds[k + 1]` the pairs of line k;
+    in each line, the pairs by step, then by the event's sorted position `pos`.
+    `lines_left_out`: the lines whose pairs would pass the bound (`PAIRS_PER_EVENT`)."""
+
+    lines: list[tuple[Timeline, LineData]]
+    bounds: np.ndarray
+    step: np.ndarray
+    pos: np.ndarray
+    lines_left_out: int = 0
+
+    def overlaps(self) -> dict[tuple[int, int], list[int]]:
+        """{(step, id of the line's LineData): the positions of its events} (for checks)."""
+        out: dict[tuple[int, int], list[int]] = {}
+        for k, (_, ld) in enumerate(self.lines):
+            lo, hi = int(self.bounds[k]), int(self.bounds[k + 1])
+            for gi, at in zip(self.step[lo:hi].tolist(), self.pos[lo:hi].tolist(),
+                              strict=True):
+                out.setdefault((gi, id(ld)), []).append(at)
+        return out
+
+
+def _add_device_events(groups: Sequence[StepGroup], devices: list[Timeline]) -> int:
+    """Device events inside each step's span, classified as XProf's ClassifyGpuEvent, as one
+    chunk per step; returns the stream lines left out (`StreamHits.lines_left_out`).
 
     XProf ties kernels to steps through correlation ids; tfobs uses time containment,
     which gives the same steps when the host waits for the device at each step's end.
     """
+    hits = _stream_hits(groups, devices)
+    n = hits.step.size
+    if not n:
+        return hits.lines_left_out
     types: dict[int, dict[int, int]] = {}  # per plane: its names classified once
-    for tl, ld, hits in _stream_hits(groups, devices):
+    kinds, begin, end = (np.empty(n, np.int64) for _ in range(3))
+    for k, (tl, ld) in enumerate(hits.lines):
         if id(tl) not in types:
             types[id(tl)] = {mid: et.classify_gpu(name) for mid, name in tl.names.items()}
-        kinds = ld.lookup(types[id(tl)], et.DEVICE_COMPUTE_32).astype(np.int64)
-        base = ld.start_ps
-        for gi, inside in hits:
-            groups[gi].events.append((
-                kinds[inside],
-                ld.start_arr[inside].astype(np.int64) + base,
-                ld.end_arr[inside].astype(np.int64) + base,
-            ))
+        lo, hi = int(hits.bounds[k]), int(hits.bounds[k + 1])
+        at = hits.pos[lo:hi]
+        kinds[lo:hi] = ld.lookup(types[id(tl)], et.DEVICE_COMPUTE_32)[at]
+        begin[lo:hi] = ld.start_arr[at].astype(np.int64) + ld.start_ps
+        end[lo:hi] = ld.end_arr[at].astype(np.int64) + ld.start_ps
+    # Each step's pairs together, in line order as found: the chunks one per line were.
+    order = np.argsort(hits.step, kind="stable")
+    step = hits.step[order]
+    cut = np.flatnonzero(step[1:] != step[:-1]) + 1
+    for run in np.split(order, cut):
+        groups[int(hits.step[run[0]])].events.append((kinds[run], begin[run], end[run]))
+    return hits.lines_left_out
 
 
-def _stream_hits(groups: Sequence[StepGroup], devices: list[Timeline]
-                 ) -> list[tuple[Timeline, LineData, list[tuple[int, np.ndarray]]]]:
+def _stream_hits(groups: Sequence[StepGroup], devices: list[Timeline]) -> StreamHits:
     """For each device stream line, the steps its events overlap, each with the sorted
     positions of those events (starting before the step's end and ending after its
     begin), found for all steps at once: a step a stream's events do not reach costs
     nothing (a crafted capture of thousands of steps and thousands of one-kernel streams
     made steps x streams lookups, and kept as many empty arrays: 190 KB, 140 s, 2.2 GB)."""
-    out: list[tuple[Timeline, LineData, list[tuple[int, np.ndarray]]]] = []
+    lines: list[tuple[Timeline, LineData]] = []
+    steps: list[np.ndarray] = []
+    positions: list[np.ndarray] = []
+    none = np.zeros(0, np.int64)
     if not groups:
-        return out
+        return StreamHits(lines, np.zeros(1, np.int64), none, none)
     begins = np.array([g.begin_ps for g in groups], np.int64)
     ends = np.array([g.end_ps for g in groups], np.int64)
     # The steps by begin, and the latest end of each one's and those before it: the steps
@@ -1055,36 +1131,67 @@ def _stream_hits(groups: Sequence[StepGroup], devices: list[Timeline]
     by_begin = np.argsort(begins, kind="stable")
     sorted_begins = begins[by_begin]
     reach = np.maximum.accumulate(ends[by_begin])
-    for tl in devices:
-        for ld in tl.lines:
-            if not ld.name.startswith("Stream") or not ld.start_arr.size:
-                continue
-            base = ld.start_ps
-            line_reach = np.maximum.accumulate(ld.end_arr)
-            # A step before `first` ends (with every step before it) by the line's first
-            # start; a step from `last` on begins at or after the line's last end.
-            first = int(np.searchsorted(reach, int(ld.start_arr[0]) + base, side="right"))
-            last = int(np.searchsorted(sorted_begins, int(line_reach[-1]) + base,
-                                       side="left"))
-            if first >= last:
-                continue
-            near = np.sort(by_begin[first:last])
-            # Events before `lo` end (the latest end so far) by the step's begin; events
-            # from `hi` on start at or after its end: every overlapping event lies between.
-            hi = np.searchsorted(ld.start_arr, ends[near] - base, side="left")
-            lo = np.searchsorted(line_reach, begins[near] - base, side="right")
-            hits = []
-            for k in np.flatnonzero(hi > lo).tolist():
-                gi = int(near[k])
-                inside = _ending_after(ld, int(lo[k]), int(hi[k]), int(begins[gi]) - base)
-                if inside.size:
-                    hits.append((gi, inside))
-            if hits:
-                out.append((tl, ld, hits))
-    return out
+    stream = [(tl, ld) for tl in devices for ld in tl.lines
+              if ld.name.startswith("Stream") and ld.start_arr.size]
+    room = max(MIN_PAIRS, PAIRS_PER_EVENT * sum(ld.start_arr.size for _, ld in stream))
+    left_out = 0
+    for tl, ld in stream:
+        base = ld.start_ps
+        line_reach = np.maximum.accumulate(ld.end_arr)
+        # A step before `first` ends (with every step before it) by the line's first
+        # start; a step from `last` on begins at or after the line's last end.
+        first = int(np.searchsorted(reach, int(ld.start_arr[0]) + base, side="right"))
+        last = int(np.searchsorted(sorted_begins, int(line_reach[-1]) + base, side="left"))
+        if first >= last:
+            continue
+        near = by_begin[first:last]
+        # Events before `lo` end (the latest end so far) by the step's begin; events
+        # from `hi` on start at or after its end: every overlapping event lies between.
+        hi = np.searchsorted(ld.start_arr, ends[near] - base, side="left")
+        lo = np.searchsorted(line_reach, begins[near] - base, side="right")
+        some = np.flatnonzero(hi > lo)
+        total = int((hi[some] - lo[some]).sum())
+        if total > room:  # the candidates, at least as many as the pairs
+            left_out += 1
+            continue
+        some = some[np.argsort(near[some], kind="stable")]  # in step order
+        found = _overlapping(ld, near[some], lo[some], hi[some], begins, total)
+        if found[0].size:
+            room -= found[0].size
+            lines.append((tl, ld))
+            steps.append(found[0])
+            positions.append(found[1])
+    if not lines:
+        return StreamHits(lines, np.zeros(1, np.int64), none, none, left_out)
+    bounds = np.concatenate(([0], np.cumsum([s.size for s in steps]))).astype(np.int64)
+    return StreamHits(lines, bounds, np.concatenate(steps), np.concatenate(positions),
+                      left_out)
 
 
-def _ending_after(ld: LineData, lo: int, hi: int, begin: int) -> np.ndarray:
-    """Sorted positions in [lo, hi) of the line's events that end after `begin` (ps on the
-    line's own base)."""
-    return lo + np.flatnonzero(ld.end_arr[lo:hi] > begin)
+def _overlapping(ld: LineData, near: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 begins: np.ndarray, total: int) -> tuple[np.ndarray, np.ndarray]:
+    """(step, position) of each event in [lo, hi) of each step in `near` (ascending) that
+    ends after the step's begin (`begins`); `total`: the candidates, searched a chunk of
+    steps at a time."""
+    base = ld.start_ps
+    if total == near.size:  # one candidate a step (most lines): no runs to lay out
+        keep = ld.end_arr[lo] > begins[near] - base
+        return near[keep], lo[keep]
+    count = hi - lo
+    steps: list[np.ndarray] = []
+    positions: list[np.ndarray] = []
+    ahead = np.cumsum(count)
+    k = 0
+    while k < near.size:
+        # The steps whose candidates fit one chunk (at least one step).
+        stop = max(k + 1, int(np.searchsorted(ahead, (ahead[k] - count[k]) + _SEARCH_CHUNK,
+                                              side="right")))
+        c = count[k:stop]
+        step = np.repeat(near[k:stop], c)
+        at = np.arange(step.size, dtype=np.int64) + np.repeat(lo[k:stop] - (np.cumsum(c) - c),
+                                                              c)
+        keep = ld.end_arr[at] > begins[step] - base
+        steps.append(step[keep])
+        positions.append(at[keep])
+        k = stop
+    return np.concatenate(steps), np.concatenate(positions)
