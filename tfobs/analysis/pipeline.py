@@ -1031,10 +1031,10 @@ def _kernel_candidates(hits: StreamHits, steps: int, top_n: int) -> list[list[Ca
     first = np.searchsorted(step, step, side="left")
     order = order[np.arange(n) - first < top_n]
     line = np.searchsorted(hits.bounds, order, side="right") - 1
-    for j, k in zip(order.tolist(), line.tolist(), strict=True):
+    for gi, at, k in zip(hits.step[order].tolist(), hits.pos[order].tolist(), line.tolist(),
+                         strict=True):
         tl, ld = hits.lines[k]
-        at = int(hits.pos[j])
-        out[int(hits.step[j])].append((
+        out[gi].append((
             ld.ends[at] - ld.starts[at], tl.names.get(ld.mids[at], ""), "kernel",
             (ld.start_ps + ld.starts[at]) // 1000, tl.plane.name))
     return out
