@@ -94,3 +94,22 @@ def test_kept_files_in_such_a_folder_are_counted(tmp_path: Any, name: str) -> No
     assert store.held() == [(first, 10), (second, 20)]
     store.remove(first)
     assert store.held() == [(second, 20)]
+
+
+@pytest.mark.parametrize("name", [*NAMES, "plain"])
+def test_kept_files_in_such_a_remote_folder_are_counted_and_no_other(name: str) -> None:
+    # A remote keep folder (TensorFlow's in-memory file system, `ram://`, through the same
+    # `tf.io.gfile` glob as gs:// or hdfs://): `run[1]` found none of its own files, and
+    # `star*` counted a neighbour's against keep_max_bytes (and would delete them).
+    tf = pytest.importorskip("tensorflow")
+    base = f"ram://keep-{os.getpid()}-{time.monotonic_ns()}"
+    store = GfileStore(f"{base}/{name}", "host[1]")
+    first = store.put("2026_01_01_00_00_00", b"a" * 10)
+    second = store.put("2026_01_01_00_00_01", b"b" * 20)
+    for neighbour in ("exp1", "runa", "starX", "whatX", "plain1"):
+        GfileStore(f"{base}/{neighbour}", "host[1]").put("2026_01_01_00_00_02", b"c" * 5)
+    GfileStore(f"{base}/{name}", "host1").put("2026_01_01_00_00_03", b"d" * 7)
+    assert tf.io.gfile.exists(first)
+    assert store.held() == [(first, 10), (second, 20)]
+    store.remove(first)
+    assert store.held() == [(second, 20)]

@@ -64,6 +64,13 @@ INPUT_MARGIN = 0.02
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+
+def _literal(name: str) -> str:
+    """`name` as a glob pattern that matches only itself: each of `*?[` in a class of its own
+    (what every `tf.io.gfile` file system's matcher reads; `gs://b/run[1]` matched none of
+    its own kept files, and `gs://b/run*` matched other folders' files too)."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
 class Triggers:
     """Which triggers a window sets off, against the job's recent windows (pure, no I/O).
 
@@ -214,8 +221,9 @@ class GfileStore:
         gfile = self._gfile()
         if self.local:
             paths = [p for p in self._local_paths() if not _linked(p, self.root)]
-        else:
-            paths = sorted(gfile.glob(self.path("*")))
+        else:  # the folder's and host's names as literals: only the run is a pattern
+            paths = sorted(gfile.glob(f"{_literal(self.root)}/plugins/profile/*/"
+                                      f"{_literal(self.host)}.xplane.pb"))
         return [(p, int(gfile.stat(p).length)) for p in paths]
 
     def _local_paths(self) -> list[str]:
