@@ -57,6 +57,9 @@ def local_folder_problem(path: str) -> str:
         nearest = parent
     if not os.path.isdir(nearest):
         return "this path is a file" if nearest == target else f"{nearest} is a file"
+    too_long = _too_long(target, nearest)
+    if too_long:
+        return too_long
     if not os.access(nearest, os.W_OK | os.X_OK):
         return ("this folder is not writable" if nearest == target
                 else f"cannot make it: {nearest} is not writable")
@@ -65,4 +68,32 @@ def local_folder_problem(path: str) -> str:
     except OSError as exc:
         return (f"cannot make a folder in {nearest}: "
                 f"{exc.strerror or type(exc).__name__}")
+    return ""
+
+
+# What tfobs writes below a capture or keep folder, at most: its own folder
+# (`tfobs-<pid>-<random>`), `plugins/profile/<run>/`, the host's file name and a temporary
+# suffix. Host names are 64 bytes at most (HOST_NAME_MAX).
+_BELOW_BYTES = 256
+
+
+def _too_long(target: str, nearest: str) -> str:
+    """Why the missing folders between `nearest` (which exists) and `target` cannot be made,
+    or the files below it cannot be named, by length; '' when they can. Every window
+    failed with "File name too long" where enable() had taken the folder."""
+    try:
+        name_max = os.pathconf(nearest, "PC_NAME_MAX")
+        path_max = os.pathconf(nearest, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    missing = os.path.relpath(target, nearest).split(os.sep) if target != nearest else []
+    for part in missing:
+        size = len(part.encode("utf-8"))
+        if size > name_max:
+            return (f"cannot make it: the folder name {part[:24]!r}... is {size} bytes, over "
+                    f"this file system's {name_max}; give a shorter name")
+    size = len(target.encode("utf-8"))
+    if size + _BELOW_BYTES > path_max:
+        return (f"this path is {size} bytes: with the capture files tfobs names below it, it "
+                f"passes the {path_max}-byte path limit; give a shorter path")
     return ""

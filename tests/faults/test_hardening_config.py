@@ -111,6 +111,25 @@ def test_a_capture_dir_that_is_a_file_or_not_writable_is_refused_at_enable(tmp_p
             Config.load(environ={}, capture_dir=str(locked))
 
 
+@pytest.mark.parametrize("option", ["capture_dir", "keep_dir"])
+def test_a_folder_name_too_long_to_make_is_refused_at_enable(tmp_path, option: str) -> None:
+    # A part over the file system's 255 bytes passed enable() (the check made a folder in
+    # the nearest parent), then every window failed with "File name too long".
+    long_part = tmp_path / ("n" * 300) / "runs"
+    with pytest.raises(ConfigError, match=rf"{option}=.*the folder name 'n+'\.\.\. is 300 "
+                                          r"bytes, over this file system's 255; give a shorter"):
+        Config.load(environ={}, **{option: str(long_part)})
+    var = f"TFOBS_{option.upper()}"
+    cfg, said = load_quietly({var: str(long_part)})
+    assert getattr(cfg, option) == "" and f"ignoring {var}" in said[0] and len(said) == 1
+    # A path so long that the files tfobs names below it pass PATH_MAX (4,096 bytes).
+    deep = tmp_path.joinpath(*["d" * 200] * 19)
+    with pytest.raises(ConfigError, match=r"passes the 4096-byte path limit; give a shorter"):
+        Config.load(environ={}, **{option: str(deep)})
+    # Names at the limit are taken (and made by the first window).
+    assert getattr(Config.load(environ={}, **{option: str(tmp_path / ("n" * 255))}), option)
+
+
 @pytest.mark.parametrize("endpoint", ["http://", "http://[::1", "https://collector:99999"])
 def test_an_unusable_otlp_endpoint_is_named_at_the_start(endpoint: str) -> None:
     # Before, a malformed one turned tracing off with "Invalid IPv6 URL" (no setting named)
