@@ -273,3 +273,34 @@ def test_a_window_under_another_threads_long_step_ends_after_a_bounded_wait(
     said = [r.getMessage() for r in caplog.records if "steps of several threads" in
             r.getMessage()]
     assert len(said) == 1 and "mark the steps of one thread only" in said[0]
+
+
+@pytest.mark.slow  # seconds of training: the full suite, not the quick one
+@pytest.mark.waits
+def test_threads_each_numbering_their_own_steps_keep_windows_of_the_opener_s_steps(
+        make_runtime, bodies, caplog):
+    """Four threads, each a loop of its own numbered from 0, started apart: their numbers
+    interleave (12 on one, 4 on another). That is no new count ("step numbers went back"
+    re-planned the windows and ended them), and the window counts the steps of the thread
+    that opened it: the others' numbers kept one window open over the whole run
+    ("steps 5-277")."""
+    rt = make_runtime(first_window_step=5, interval_steps=40, window_steps=3)
+    x = tf.ones((64, 64))
+
+    def trainer(delay_s: float):
+        def run() -> None:
+            time.sleep(delay_s)
+            for i in range(60):
+                bodies.step(i, x, step_s=0.005, gap_s=0.002)
+        return run
+
+    caplog.set_level("INFO", logger="tfobs.progress")
+    _in_threads(*(trainer(0.12 * k) for k in range(4)))
+    assert rt.wait_idle(30)
+    records = [r for _, r in rt.sinks[0].published]
+    assert [m for m in (r.getMessage() for r in caplog.records) if "went back" in m] == []
+    assert [r.first_step for r in records] == [5, 40], records
+    # Each window: its opener's 3 steps, and those it ran on while the others' steps were
+    # open at its boundaries (at most OVERLAP_END_WAIT_S, about 140 of these steps).
+    assert all(r.outcome == "captured" and r.last_step >= r.first_step + 2 for r in records)
+    assert all(r.last_step < 60 for r in records)

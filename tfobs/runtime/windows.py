@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from threading import get_ident
 
 from tfobs.capture import markers
 from tfobs.capture.schedule import (
@@ -43,6 +44,8 @@ UNSAFE_END_ENV = "TFOBS_UNSAFE_WINDOW_END"
 # Where several threads mark steps whose steps always overlap, the longest a window's end
 # waits for a boundary no other thread's step straddles before it ends at one that is.
 OVERLAP_END_WAIT_S = 1.0
+# Threads whose latest step number is remembered (`Windows._last_nums`).
+MAX_STEP_THREADS = 64
 # The longest another thread's step waits to begin while one thread ends a window (the
 # device drain and the profiler's stop: milliseconds); never longer, whatever happens there.
 END_GATE_WAIT_S = 2.0
@@ -63,6 +66,9 @@ class OpenWindow:
     end_requested: bool = False
     # time.monotonic() when the window was due to end but another thread's step was open.
     end_deferred_at: float = 0.0
+    # The thread that opened it: its steps count the window's length (threads that each
+    # run their own loop would otherwise keep it open with numbers of their own).
+    owner: int = 0
 
 
 _said_overlap = Once()
@@ -115,9 +121,10 @@ class Windows:
         # no scheduled windows there (an on-demand capture still works).
         self.runs_steps = runs_steps
         self._next_start = next_window_start(0, policy) if runs_steps else sys.maxsize
-        # The latest step number begun, and how far back a number must go to be a new count
-        # (numbered per epoch, a new fit, a stray number), not another thread's step.
-        self._last_num = 0
+        # The latest step number each thread began, and how far back a number must go to be
+        # a new count (numbered per epoch, a new fit, a stray number): threads that each
+        # run a loop of their own number their steps apart (4 threads at steps 4 and 12).
+        self._last_nums: dict[int, int] = {}
         self._back_gap = policy.window_steps + 1
         self.length = WindowLength(policy.window_steps, policy.export_step_stretch)
         self._recent: deque[float] = deque(maxlen=RECENT_STEPS)
@@ -151,9 +158,13 @@ class Windows:
         if self.end_running:  # another thread is ending a window
             self._end_done.wait(END_GATE_WAIT_S)
         window = self.tracing
-        if step_num + self._back_gap < self._last_num:
-            self._numbers_went_back(step_num, window)
-        self._last_num = step_num
+        thread = get_ident()
+        last = self._last_nums.get(thread, 0)
+        if step_num + self._back_gap < last:
+            self._numbers_went_back(last, step_num, window, thread)
+        elif len(self._last_nums) >= MAX_STEP_THREADS and thread not in self._last_nums:
+            self._last_nums.clear()  # threads come and go (a pool): bounded
+        self._last_nums[thread] = step_num
         if window is not None:
             if window.end_requested:  # capped: end between the last step and this one
                 self._end_at_boundary(window)
@@ -168,12 +179,13 @@ class Windows:
         except Exception as exc:  # never into training
             self._failures.report("schedule", exc)
 
-    def _numbers_went_back(self, step_num: int, window: OpenWindow | None) -> None:
-        """The step numbers started over (a loop numbering each epoch's steps from 0, a new
-        `fit`, a stray large number): windows are planned again from this number, or none
-        would open until the numbers passed the old plan. An open window ends here."""
-        back_from = self._last_num
-        if window is not None:
+    def _numbers_went_back(self, back_from: int, step_num: int, window: OpenWindow | None,
+                           thread: int) -> None:
+        """A thread's step numbers started over (a loop numbering each epoch's steps from 0,
+        a new `fit`, a stray large number): windows are planned again from this number, or
+        none would open until the numbers passed the old plan. An open window of this
+        thread ends here."""
+        if window is not None and window.owner == thread:
             window.end_requested = True  # its steps' numbers no longer count up to its end
         if self.runs_steps:
             self._next_start = next_window_start(step_num, self.policy)
@@ -200,12 +212,15 @@ class Windows:
                 self._watch_step(self._watch, duration_s)
             return
         record = window.record
-        record.last_step = step_num
+        owned = get_ident() == window.owner
+        if owned:
+            record.last_step = step_num
         # the exemplar names the step as the trace will (marker name and number)
         key = ("train", step_num) if trace_key is None else trace_key
         exemplar = record.exemplar(key[1], key[0])
         record.step_times[key] = (time.time_ns(), int(duration_s * 1e9))
-        if window_full(window.first_step, step_num, self.length.steps) or window.end_requested:
+        if window.end_requested or (owned and window_full(window.first_step, step_num,
+                                                          self.length.steps)):
             self._end_at_boundary(window)
         else:
             self.boundary_at = time.monotonic()
@@ -313,7 +328,7 @@ class Windows:
             return
         record = WindowRecord(index=self._index, on_demand=on_demand, keep=keep)
         self._index += 1
-        window = OpenWindow(record, time.monotonic(), nominal)
+        window = OpenWindow(record, time.monotonic(), nominal, owner=get_ident())
         refused = self.slot.start(wake=window.close)
         if refused is not None:
             if refused.outcome == "failed":
