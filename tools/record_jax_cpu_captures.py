@@ -506,6 +506,37 @@ CASES = {
         "passed as a Python float (a traced, weakly typed scalar: one compile for all values), "
         "marked and "
         "waited for",
+    "static_arg_every_4_steps": "the MLP's SGD step under `jax.jit(..., static_argnums=3)`, "
+        "its gradient clip a Python float the job raises every fourth step (a clip "
+        "schedule passed as a static argument): the steps where it changes trace and "
+        "compile the step again inside their marker, the others reuse the cache; waited for",
+    "pmap_numpy_reshape_steps": "the MLP's SGD step data-parallel over four CPU devices "
+        "(XLA_FLAGS=--xla_force_host_platform_device_count=4) under `jax.pmap` with "
+        "`lax.pmean` of the gradients and the loss, each marked step building its "
+        "per-device batches with a numpy `reshape(4, 64, 128)` of 256 host rows passed "
+        "straight to the pmapped call (copied in, split over the devices, by the call), "
+        "waited for",
+    "threadpool_augment_two_workers": "marked steps fed by a "
+        "`concurrent.futures.ThreadPoolExecutor(max_workers=2)` running numpy augmentation "
+        "(random flips, shifts, noise, a tanh contrast curve over 256 images of 16x8x8, "
+        "no sleep) four batches ahead, `future.result()` then the MLP's jitted SGD step "
+        "inside the marker, waited for: the workers' numpy competes for the machine's two "
+        "cores with the step",
+    "cond_traced_flag_alternating": "a jitted step holding `lax.cond(flag, heavy, light, "
+        "...)` on a traced boolean the job flips every step (both branches compiled into "
+        "one program): on odd steps the heavy branch adds a 24-round power-iteration "
+        "spectral penalty on the 512x512 weight before the SGD update; marked and waited "
+        "for",
+    "prngkey_host_each_step": "the MLP's jitted SGD step with dropout, each marked step "
+        "making its key on the host with `jax.random.PRNGKey(seed + i)` and "
+        "`jax.random.split(key, 3)` (small programs dispatched outside jit) and passing a "
+        "subkey in, waited for; the key folded in inside jit (`jax.random.fold_in` of a "
+        "traced step number) timed before the trace",
+    "step_numbers_skip_eval_between": "marked train steps numbered by a global counter "
+        "that an evaluation also advances: every fourth number goes to an unmarked jitted "
+        "evaluation over 4 held-out batches read with `float()`, between the train steps "
+        "(train step numbers 5-7, 9-11, 13-15, 17-19 in the trace; evaluations at 4, 8, "
+        "12 and 16, compiled before the trace), each train step waited for",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -1838,7 +1869,10 @@ HOST_LOOPS = {"device_prefetch_thread_steps", "aot_compiled_steps", "scipy_lbfgs
               "python_grad_accum_microsteps", "host_jnp_metrics_history_steps",
               "batchnorm_state_donate_steps", "fori_inner_steps_per_call",
               "host_skip_nonfinite_steps", "donate_backup_copy_steps",
-              "host_lr_schedule_float_steps"}
+              "host_lr_schedule_float_steps", "static_arg_every_4_steps",
+              "pmap_numpy_reshape_steps", "threadpool_augment_two_workers",
+              "cond_traced_flag_alternating", "prngkey_host_each_step",
+              "step_numbers_skip_eval_between"}
 
 _HOST_LOOPS_CHILD = """
 import json, sys, time
@@ -2265,9 +2299,162 @@ elif case == "host_lr_schedule_float_steps":  # a schedule on the host, a float 
     def report():
         extra["learning_rates"] = [round(r, 5) for r in rates[-steps:]]
         extra["sgd_lr_cache_size"] = sgd_lr._cache_size()
+elif case == "static_arg_every_4_steps":  # a clip schedule as a static argument
+    def clipped_fn(p, x, y, clip):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        g = jax.tree.map(lambda t: jnp.clip(t, -clip, clip), g)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+    clipped = jax.jit(clipped_fn, static_argnums=3)
+    clips, sizes = [], []
+    def body(i):
+        global p
+        clip = 0.5 + 0.25 * (i // 4)  # raised every fourth step
+        clips.append(clip)
+        p, loss = clipped(p, *batch(i), clip)
+        jax.block_until_ready(p)
+        sizes.append(clipped._cache_size())
+    def report():
+        extra["clip_per_step"] = clips[-steps:]
+        extra["cache_size_per_step"] = sizes[-steps:]
+    traced_clip = jax.jit(clipped_fn)  # the fix: the clip traced, one compile
+    extra["traced_clip_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        traced_clip(p, *batch(i), 0.5 + 0.25 * i)))
+elif case == "pmap_numpy_reshape_steps":  # pmap fed per-device numpy batches
+    def replica(p, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        g = jax.lax.pmean(g, "d")
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), jax.lax.pmean(loss, "d")
+    pstep = jax.pmap(replica, axis_name="d")
+    n_dev = jax.local_device_count()
+    pp = jax.tree.map(lambda a: jnp.stack([a] * n_dev), p)
+    def body(i):
+        global pp
+        x, y = batch(i, 256)
+        pp, loss = pstep(pp, x.reshape(n_dev, 64, 128), y.reshape(n_dev, 64))
+        jax.block_until_ready(pp)
+    extra["devices"] = n_dev
+    def put(i):  # the batch copied to the devices alone
+        x, y = batch(i, 256)
+        jax.block_until_ready(jax.device_put_sharded(list(x.reshape(n_dev, 64, 128)),
+                                                     jax.local_devices()))
+    try:
+        extra["device_put_sharded_ms_before_trace"] = timed(put)
+    except AttributeError:
+        pass
+elif case == "threadpool_augment_two_workers":  # numpy augmentation on two pool threads
+    from concurrent.futures import ThreadPoolExecutor
+    def augment(i):
+        t = time.perf_counter()
+        r = np.random.default_rng(100 + i)
+        img = XALL[(i * 256) % 4096:(i * 256) % 4096 + 256].reshape(256, 16, 8)
+        img = np.repeat(img[..., None], 8, axis=3)  # 256 images of 16x8x8
+        flip = r.random(256) < 0.5
+        img = np.where(flip[:, None, None, None], img[:, ::-1], img)
+        img = np.roll(img, int(r.integers(-2, 3)), axis=2)
+        img = img + 0.05 * r.standard_normal(img.shape, np.float32)
+        img = np.tanh(2.0 * (img - 0.5))
+        x = img.mean(axis=3).reshape(256, 128).astype(np.float32)
+        built.append(time.perf_counter() - t)
+        return x, YALL[(i * 256) % 4096:(i * 256) % 4096 + 256]
+    built, waits = [], []
+    pool = ThreadPoolExecutor(max_workers=2)
+    ahead = [pool.submit(augment, j) for j in range(4)]
+    nxt = [4]
+    def body(i):
+        global p
+        t = time.perf_counter()
+        x, y = ahead.pop(0).result()
+        waits.append(time.perf_counter() - t)
+        ahead.append(pool.submit(augment, nxt[0])); nxt[0] += 1
+        p, loss = sgd(p, x, y)
+        jax.block_until_ready(p)
+    def report():
+        extra["augment_ms_mean"] = round(float(np.mean(built[-steps:])) * 1e3, 3)
+        extra["result_wait_ms"] = [round(w * 1e3, 3) for w in waits[-steps:]]
+    extra["step_alone_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        sgd(p, *batch(i, 256))))
+elif case == "cond_traced_flag_alternating":  # lax.cond on a traced flag, flipped each step
+    def spectral(w):
+        v = jnp.ones(w.shape[1]) / w.shape[1] ** 0.5
+        def it(_, v):
+            u = w @ v
+            v = w.T @ u
+            return v / (jnp.linalg.norm(v) + 1e-9)
+        v = jax.lax.fori_loop(0, 24, it, v)
+        return jnp.linalg.norm(w @ v)
+    @jax.jit
+    def cstep(p, x, y, flag):
+        def heavy(p):
+            return loss_fn(p, x, y) + 1e-3 * spectral(p[1][0]) ** 2
+        def light(p):
+            return loss_fn(p, x, y)
+        loss, g = jax.value_and_grad(
+            lambda p: jax.lax.cond(flag, heavy, light, p))(p)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+    flags = []
+    def body(i):
+        global p
+        flag = i % 2 == 1
+        flags.append(flag)
+        p, loss = cstep(p, *batch(i), flag)
+        jax.block_until_ready(p)
+    def report():
+        extra["heavy_branch_per_step"] = flags[-steps:]
+        extra["cstep_cache_size"] = cstep._cache_size()
+elif case == "prngkey_host_each_step":  # a key made on the host every step
+    def drop_loss(p, x, y, k):
+        for (w, b), kk in zip(p[:-1], jax.random.split(k, len(p) - 1)):
+            x = jax.nn.relu(x @ w + b)
+            x = jnp.where(jax.random.bernoulli(kk, 0.9, x.shape), x / 0.9, 0.0)
+        w, b = p[-1]
+        return xent(x @ w + b, y)
+    @jax.jit
+    def dstep(p, x, y, k):
+        loss, g = jax.value_and_grad(drop_loss)(p, x, y, k)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, p, g), loss
+    def body(i):
+        global p
+        key = jax.random.PRNGKey(1234 + i)  # on the host, each step
+        k_drop, k_aug, k_spare = jax.random.split(key, 3)
+        p, loss = dstep(p, *batch(i), k_drop)
+        jax.block_until_ready(p)
+    base = jax.random.PRNGKey(1234)
+    @jax.jit
+    def fstep(p, x, y, i):  # the fix: the step number folded in inside jit
+        return dstep(p, x, y, jax.random.fold_in(base, i))
+    extra["fold_in_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        fstep(p, *batch(i), i)))
+    extra["host_key_step_ms_before_trace"] = timed(body)
+elif case == "step_numbers_skip_eval_between":  # numbers shared with an unmarked eval
+    @jax.jit
+    def evaluate(p, xs, ys):
+        return jnp.mean(jax.vmap(lambda x, y: loss_fn(p, x, y))(xs, ys))
+    XE, YE = XALL[:1024].reshape(4, 256, 128), YALL[:1024].reshape(4, 256)
+    evals = []
+    def eval_ms():
+        t = time.perf_counter()
+        evals.append(float(evaluate(p, XE, YE)))
+        return round((time.perf_counter() - t) * 1e3, 3)
+    eval_ms()  # compiled before the trace
+    eval_times, numbers = [], []
+    def loop(first, n):  # n train steps from global step `first`, every 4th number an eval
+        g = first
+        done = 0
+        while done < n:
+            if g % 4 == 0 and g > 0:
+                eval_times.append(eval_ms())
+            else:
+                numbers.append(g)
+                marked(g, body)
+                done += 1
+            g += 1
+    def report():
+        extra["train_step_numbers"] = numbers[-steps:]
+        extra["eval_ms"] = eval_times[-3:]
 else:
     raise SystemExit("unknown case " + case)
-def loop(first, n):
+if case != "step_numbers_skip_eval_between":
+  def loop(first, n):
     for i in range(first, first + n):
         marked(i, body)
 loop(0, 4)
@@ -2288,7 +2475,7 @@ WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_b
 
 # Cases that split the host into several XLA CPU devices.
 DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2, "shard_map_psum_steps": 2,
-                 "fsdp_all_gather_ppermute_four_devices": 4}
+                 "fsdp_all_gather_ppermute_four_devices": 4, "pmap_numpy_reshape_steps": 4}
 # Cases that run Keras 3 fit on the JAX backend (their own child script).
 KERAS_JAX = {"keras_jax_fit", "keras_jax_spe4_fit", "keras_jax_fit_plain", "keras_jax_nojit_fit",
              "keras_jax_tfdata_slow_fit"}
