@@ -63,6 +63,20 @@ def test_steps_that_wait_for_their_work_are_not_called_dispatch_only(path) -> No
         assert s.steps.work_outside_ratio < 0.5
 
 
+def test_an_evaluation_between_waited_for_steps_is_no_dispatch() -> None:
+    """Train steps that wait for their work, with an unmarked jitted evaluation between
+    every third and fourth of them (its own program, `jit_evaluate`, called only between
+    the steps): its work lies outside every step, most of the window's, yet no step left
+    it behind. Left out of the steps' figures, the steps are not called dispatch-only
+    (they were, with a fix asking for the block_until_ready the job already has)."""
+    s = _summary("generated__jax0.10cpu__step_numbers_skip_eval_between")
+    assert DISPATCH_NOTE_START not in s.steps.note
+    codes = [a.code for a in s.advice]
+    assert "markers_time_dispatch" not in codes and "step_pause" in codes
+    assert s.steps.work_outside_ratio < 0.5
+    assert s.steps.work_in_steps_s > 0.5 * s.steps.mean_s
+
+
 def test_the_figure_survives_the_summary_round_trip() -> None:
     s = _summary("generated__jax0.10cpu__async_two_jits_steps")
     back = WindowSummary.from_dict(s.to_dict())

@@ -25,7 +25,7 @@ import numpy as np
 from tfobs.analysis.calls import JAX_CALL
 from tfobs.analysis.gpu_idle import covered_ps
 from tfobs.analysis.python_time import program_op_ids, program_op_positions, union_rows
-from tfobs.analysis.timeline import Timeline, id_array, member, span_of
+from tfobs.analysis.timeline import LineData, Timeline, id_array, member, span_of
 from tfobs.summary import FunctionCalls, Steps
 
 # The threads of XLA's CPU runtime in a JAX process: PjRt's client pool and Eigen's.
@@ -43,9 +43,13 @@ DISPATCH_SHARE_OF_WORK = 2.0
 class RuntimeWork:
     """Seconds of XLA's CPU runtime work in a window (its threads' events, nested ones once)."""
 
+    # The window's work, less programs run only between the steps (between_s).
     total_s: float = 0.0
-    outside_s: float = 0.0  # outside every kept step
+    outside_s: float = 0.0  # outside every kept step (of total_s)
     in_other_s: float = 0.0  # inside the steps' unknown time, XProf's 'All Others'
+    # The ops of programs the job dispatched only between the steps (an evaluation run
+    # between them), outside them: no step's work left to run after its marker.
+    between_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,51 @@ def step_program_ops(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.nda
     return StepProgramOps(step, start, dur, mid, program)
 
 
+def _between_steps_programs(host: Timeline, steps: np.ndarray) -> np.ndarray:
+    """The ops, on XLA's CPU runtime threads, of the compiled programs dispatched only
+    between the steps (`steps`: merged (begin, end) ps rows), as merged (begin, end) rows: a
+    program none of whose ops starts inside a step, whose module (`hlo_module`, `jit_f`)
+    is a jitted function the job called (`PjitFunction(f)`) outside the steps and never
+    inside one (an evaluation between the training steps). Empty where no program's op
+    starts inside a step: a window of steps that only dispatch could not tell its
+    programs from the others'."""
+    none = np.zeros((0, 2), np.int64)
+    lines = host.once(program_op_ids)
+    module_stat = host.stat_ids.get("hlo_module")
+    if not lines or module_stat is None or not steps.size:
+        return none
+    inside: set[int] = set()
+    first: dict[int, tuple[LineData, int]] = {}
+    for ld, at, program in lines:
+        _, held = span_of(ld.start_arr[at] + ld.start_ps, steps[:, 0], steps[:, 1])
+        inside.update(np.unique(program[held]).tolist())
+        for p, j in zip(*np.unique(program, return_index=True), strict=True):
+            first.setdefault(int(p), (ld, int(at[j])))
+    if not inside:
+        return none
+    foreign = set()
+    for p in set(first) - inside:
+        ld, i = first[p]
+        module = str(host.stat_values(ld, i, {module_stat: "m"}).get("m", ""))
+        if not module.startswith("jit_"):
+            continue
+        calls = id_array(host.mids_named(f"{JAX_CALL}{module[4:]})"))
+        if not calls.size:
+            continue
+        starts = [ld.start_arr[ld.where(calls)] + ld.start_ps for ld in host.lines
+                  if len(ld) and member(ld.mid_arr, calls, ld.dense_top).any()]
+        start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
+        if start.size and not span_of(start, steps[:, 0], steps[:, 1])[1].any():
+            foreign.add(p)
+    if not foreign:
+        return none
+    keep = np.array(sorted(foreign), np.int64)
+    rows = [np.stack([ld.start_arr[at[m]] + ld.start_ps, ld.end_arr[at[m]] + ld.start_ps], 1)
+            for ld, at, program in lines if ld.name.startswith(XLA_CPU_LINES)
+            for m in [np.isin(program, keep)] if m.any()]
+    return union_rows(np.concatenate(rows)) if rows else none
+
+
 def runtime_work(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray,
                  unknown: Callable[[], np.ndarray] | None = None) -> RuntimeWork:
     """The runtime's work against the kept steps' spans and, where `unknown` is given (it
@@ -210,7 +259,16 @@ def runtime_work(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray
         other = union_rows(unknown())
         if other.size:
             in_other = int(covered_ps(other[:, 0], other[:, 1], work[:, 0], work[:, 1]).sum())
-    return RuntimeWork(total / 1e12, max(total - inside, 0) / 1e12, in_other / 1e12)
+    between = _between_steps_programs(host, steps)
+    between_ps = 0
+    if between.size:
+        ran = int((between[:, 1] - between[:, 0]).sum())
+        between_ps = max(ran - int(covered_ps(steps[:, 0], steps[:, 1], between[:, 0],
+                                              between[:, 1]).sum()), 0)
+    # The programs run between the steps are no step's work: left out of both figures.
+    total -= between_ps
+    return RuntimeWork(total / 1e12, max(total - inside, 0) / 1e12, in_other / 1e12,
+                       between_ps / 1e12)
 
 
 def markers_time_dispatch(outside_s: float, total_s: float, steps_s: float) -> bool:
