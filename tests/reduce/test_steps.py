@@ -126,10 +126,23 @@ def test_a_dropped_first_step_that_loads_from_the_compilation_cache_is_named() -
     # compile follows it: a load; the tracing and the load are the call's rest.
     off = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__compilation_cache_load_no_tracer"
                         ".xplane.pb").steps.note
-    assert "JAX built jitted sgd_fn in it (its first call" in off, off
+    assert "JAX built jitted sgd_fn in it (the call that compiled it" in off, off
     assert _ms("lowering", off) == pytest.approx(11.8, rel=0.2)  # JAX's timer: 11.8 ms
     assert "no XLA compile: its executable came from JAX's persistent compilation cache" in off
     assert "tracing" in off and not re.search(r"tracing [\d.]+ ms", off)
+
+
+def test_a_dropped_first_step_that_compiles_again_is_not_called_its_first_call() -> None:
+    """The step's clip is a static argument raised every fourth step: the window's first
+    step compiles the jitted function for a new clip value, long after its first call (in
+    the warm-up, before the trace), and steps 8 and 12 compile it again. The note names the
+    call that compiled, not "its first call", which the capture cannot know."""
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__static_arg_every_4_steps.xplane.pb")
+    note = s.steps.note
+    assert "JAX built jitted clipped_fn in it (the call that compiled it" in note, note
+    assert "first call" not in note
+    retrace = next(a for a in s.advice if a.code == "tf_function_retracing")
+    assert retrace.evidence["graph_builds"] == 2  # steps 8 and 12 of the kept 5-14
 
 
 def test_a_dropped_first_step_that_compiles_is_named_and_steps_that_do_not_are_not() -> None:

@@ -220,7 +220,9 @@ def compile_words(c: StepCompile) -> str:
     if not c.found:
         return ""
     what = f"jitted {', '.join(c.functions[:2])}" if c.functions else "a jitted function"
-    said = f"JAX built {what} in it" + (f" (its first call, {_ms(c.call_s)})"
+    # The call that compiled: a function's first call, or a later one that compiled it
+    # again (a new static argument, shape or input tree), which the capture cannot tell.
+    said = f"JAX built {what} in it" + (f" (the call that compiled it, {_ms(c.call_s)})"
                                         if c.call_s > 0 else "")
     parts = []
     if c.tracing_s > 0:
