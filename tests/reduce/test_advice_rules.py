@@ -3057,6 +3057,27 @@ def test_pauses_of_backup_and_restore_are_named_in_the_stride_fix() -> None:
     assert "BackupAndRestore(save_freq=3)" in a.fix and "ModelCheckpoint(save_freq=3)" in a.fix
 
 
+def test_pauses_where_the_step_numbers_skip_count_the_marked_steps_between() -> None:
+    """Train steps numbered by a counter an unmarked evaluation also advances: every fourth
+    number is an evaluation between the steps (steps 5-7, 9-11, 13-15, ...). The pauses fall
+    every 4 step numbers but every 3 marked steps: the advice says the numbers skip there
+    and gives the fix for what runs every 3 batches, not every 4."""
+    s = summary("generated__jax0.10cpu__step_numbers_skip_eval_between")
+    a = one(s, "step_pause")
+    assert a.evidence["pause_every_steps"] == 3
+    assert a.evidence["pause_every_step_numbers"] == 4
+    assert "the step numbers skip 8, 12, 16 there" in a.message
+    assert "something runs every 3 batches" in a.message
+    assert a.fix.startswith("what runs every 3 batches is the pause")
+    # Steps numbered by one, with no number missing at the pauses: the stride as before.
+    from tfobs.analysis.advice.gaps import _periodic
+    (words, evidence), _ = _periodic([3, 7, 11], 3, list(range(0, 14)))
+    assert evidence == {"pause_every_steps": 4.0} and "skip" not in words
+    # Step numbers ten apart (strided markers): no skip read.
+    (words, evidence), _ = _periodic([30, 70, 110], 3, list(range(0, 140, 10)))
+    assert "pause_every_step_numbers" not in evidence and "skip" not in words
+
+
 def test_a_stride_needs_three_pauses_without_a_miss() -> None:
     from tfobs.analysis.advice.gaps import _every
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -698,7 +699,7 @@ def _gap(s: WindowSummary) -> Advice | None:
         empty = _empty_gaps(s)
         if held >= 0.5:
             (stride_words, stride_evidence), first = _periodic(
-                [items[j].step_num for j in at], len(at))
+                [items[j].step_num for j in at], len(at), [it.step_num for it in items])
             also = (f" {len(pauses)} pause(s) of up to {1e3 * max(pauses):.1f} ms hold "
                     f"{100 * held:.0f} % of it (an epoch's end, a validation run, a "
                     f"checkpoint); the typical gap is {1e3 * typical:.2f} ms." + stride_words
@@ -729,7 +730,8 @@ def _gap(s: WindowSummary) -> Advice | None:
     at = [j for j, g in enumerate(gaps) if g >= GAP_SHARE * typical_period]
     long = len(at)
     evidence = {**evidence, "typical_gap_s": typical, "longest_gap_s": gaps[k], "pauses": long}
-    (periodic, extra), fix = _periodic([items[j].step_num for j in at], long)
+    (periodic, extra), fix = _periodic([items[j].step_num for j in at], long,
+                                       [it.step_num for it in items])
     evidence.update(extra)
     # A few pauses are worth a look; holding a quarter of the time or more, they cost more
     # than most of what the warnings name.
@@ -801,19 +803,52 @@ PERIODIC_FIX = (
     "training thread")
 
 
-def _periodic(after: list[int], pauses: int) -> tuple[tuple[str, dict[str, float]], str]:
+def _periodic(after: list[int], pauses: int, numbers: Sequence[int] = ()
+              ) -> tuple[tuple[str, dict[str, float]], str]:
     """((words, evidence), the pauses' fix) where pauses after steps `after` fall every N
-    steps (`_every`); ("", {}) and STEP_PAUSE's fix otherwise."""
+    steps (`_every`); ("", {}) and STEP_PAUSE's fix otherwise. `numbers`: the kept steps'
+    numbers in order; where they skip at every such pause (7, 9; 11, 13; the loop's counter
+    also counts what it runs there, an evaluation, as a step), the pauses fall every N step
+    numbers but every N - skipped marked steps, and the batches between them are those."""
     every = _every(after)
     if every is None:
         return ("", {}), STEP_PAUSE.fix
     stride, run = every
-    words = (f" {len(run)} of them fall every {stride} steps (after steps "
-             f"{', '.join(map(str, run[:6]))}{', ...' if len(run) > 6 else ''}): something "
-             f"runs every {stride} batches.")
+    shown = f"{', '.join(map(str, run[:6]))}{', ...' if len(run) > 6 else ''}"
+    missing = _skipped_at(run, numbers)
+    if missing and stride - len(missing[0]) >= 1:
+        batches = stride - len(missing[0])
+        gone = [n for m in missing for n in m]
+        words = (f" {len(run)} of them fall every {stride} step numbers (after steps {shown}),"
+                 f" every {batches} marked steps: the step numbers skip "
+                 f"{', '.join(map(str, gone[:6]))}{', ...' if len(gone) > 6 else ''} there "
+                 "(the loop's counter also counts what runs in the pause, such as an "
+                 f"evaluation, as a step): something runs every {batches} batches.")
+        fix = PERIODIC_FIX.format(n=batches) + (
+            f"; for the other pauses, {STEP_PAUSE.fix}" if pauses > len(run) else "")
+        return (words, {"pause_every_steps": float(batches),
+                        "pause_every_step_numbers": float(stride)}), fix
+    words = (f" {len(run)} of them fall every {stride} steps (after steps {shown}): "
+             f"something runs every {stride} batches.")
     fix = PERIODIC_FIX.format(n=stride) + (
         f"; for the other pauses, {STEP_PAUSE.fix}" if pauses > len(run) else "")
     return (words, {"pause_every_steps": float(stride)}), fix
+
+
+def _skipped_at(run: list[int], numbers: Sequence[int]) -> list[list[int]]:
+    """The step numbers missing after each step of `run` (pauses after those steps), where
+    the steps' numbers otherwise go up by one and every pause of the run skips as many
+    (one list a pause); [] where they do not."""
+    nxt = dict(zip(numbers, numbers[1:], strict=False))
+    if len(nxt) < 2 or any(n not in nxt for n in run):
+        return []
+    usual = [b - a for a, b in nxt.items() if a not in run]
+    if not usual or any(d != 1 for d in usual):
+        return []
+    jumps = {nxt[n] - n for n in run}
+    if len(jumps) != 1 or (jump := jumps.pop()) < 2:
+        return []
+    return [list(range(n + 1, n + jump)) for n in run]
 
 
 def _every(after: list[int]) -> tuple[int, list[int]] | None:
