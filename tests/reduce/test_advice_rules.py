@@ -3078,6 +3078,30 @@ def test_pauses_where_the_step_numbers_skip_count_the_marked_steps_between() -> 
     assert "pause_every_step_numbers" not in evidence and "skip" not in words
 
 
+def test_a_pool_thread_working_beside_a_waiting_host_step_is_named() -> None:
+    """Two ThreadPoolExecutor workers augment batches in NumPy (18.5 ms a batch) on a 2-core
+    host while the jitted step (7.6 ms alone) waits in block_until_ready: 15.7 ms a step, NOT
+    input-bound (future.result() waits 0.03 ms). The busiest worker runs Python through 41 %
+    of the steps' time, short of contention's 50 %. The step's Python advice names that
+    thread's work on the step's cores and gives its fix first, not only the wait's."""
+    from tfobs.analysis.advice.steps import BESIDE_FIX, WAIT_FIX
+    s = summary("generated__jax0.10cpu__threadpool_augment_two_workers")
+    assert s.input_bound.verdict == "not" and s.environment.device_count == 0
+    a = one(s, "python_in_step")
+    assert "another Python thread of the job ran Python through 41 %" in a.message
+    assert "augment" in a.message
+    assert a.evidence["beside_thread_pct"] == pytest.approx(41, abs=1)
+    assert a.fix.startswith(BESIDE_FIX) and WAIT_FIX in a.fix
+    assert not fired(s, "python_thread_contention")
+    # An input-bound job's pool (grain's threads, 37 %) is its input: no such words.
+    grain = one(summary("generated__jax0.10cpu__grain_threads_steps"), "input_bound")
+    assert BESIDE_FIX not in grain.fix
+    # A loader thread putting batches on the device (16 %): under the share.
+    for a in fired(summary("generated__jax0.10cpu__device_prefetch_thread_steps"),
+                   "python_in_step"):
+        assert "beside_thread_pct" not in a.evidence
+
+
 def test_a_stride_needs_three_pauses_without_a_miss() -> None:
     from tfobs.analysis.advice.gaps import _every
 

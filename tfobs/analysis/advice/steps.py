@@ -237,6 +237,19 @@ WAIT_FIX = (
     "shrink. The Python tracer itself slows each Python call: profile once with it off to "
     "size the rest")
 
+# A host-only job whose step waits for its program while another Python thread of the job
+# works (a loader's or augmentation pool's NumPy) for this share of the steps' time, short of
+# contention's (OTHER_THREAD_SHARE), and the steps not input-bound: that work takes the
+# cores the program computes on.
+BESIDE_SHARE = 0.25
+BESIDE_FIX = (
+    "the job's other threads work on the cores the step's compiled program computes on (a "
+    "host-only job: NumPy releases the GIL, not the cores): a loader or augmentation pool "
+    "that keeps batches ready takes that time from the step. Make each batch cheaper "
+    "(vectorised NumPy, augmentation cached or computed once, or moved into the jitted step, "
+    "where XLA runs it with the step's own work), or keep fewer worker threads, just enough "
+    "to stay ahead; worker processes help only where the machine has cores to spare")
+
 # Reading device values on the host, by JAX's Python (float(loss): array.py) or by NumPy
 # (np.asarray(loss): the array's C++ __array__, `steps.python_device_read_s`).
 DEVICE_READ_FIX = (
@@ -525,11 +538,15 @@ def check(s: WindowSummary) -> list[Advice]:
         op_pct = 100.0 * st.python_op_s / st.mean_s
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
         if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
+            beside = st.python_other_thread_s / st.mean_s
+            host_busy = (beside if s.environment.device_count == 0
+                         and s.input_bound.verdict == "not"
+                         and BESIDE_SHARE <= beside < OTHER_THREAD_SHARE else 0.0)
             out.append(_traced(st, traced_pct,
                                op_by_op.fix if op_by_op and op_by_op.fix
                                != OTHER_THREAD_CALLS_FIX else "",
                                s.environment.framework == "jax",
-                               s.ops.graph_building_s / st.count))
+                               s.ops.graph_building_s / st.count, host_busy))
         if op_pct >= PYTHON_OP_PCT:
             out.append(PYTHON_IN_STEP.advice(
                 "warning" if op_pct + other_pct >= HIGH_PCT else "info",
@@ -686,7 +703,7 @@ def _waits_first(top: tuple[str, ...]) -> bool:
 
 
 def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
-            compile_s: float = 0.0) -> Advice:
+            compile_s: float = 0.0, beside: float = 0.0) -> Advice:
     """python_in_step from the Python tracer's events, naming the host callbacks and the
     tf.data waits that hold a share of them, JAX's own dispatch of a step run op by op
     (`op_by_op`: the fix of jax_op_by_op where it fired; it comes first) and, in a JAX
@@ -767,6 +784,13 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
         parts.append("most of it in block_until_ready, the step waiting for its own "
                      "program where none of its ops ran and walking the waited tree's "
                      "leaves: no Python a loader would take over")
+        if beside:  # `beside`: another thread's share of the steps' time on a host-only job
+            most = (f" (most in {', '.join(st.python_other_thread_top)})"
+                    if st.python_other_thread_top else "")
+            parts.append(f"meanwhile another Python thread of the job ran Python through "
+                         f"{100 * beside:.0f} % of the steps' time{most}, on the cores the "
+                         "program the step waits for computes on")
+            fixes.append(BESIDE_FIX)
         fixes.append(WAIT_FIX)
     held_pct = max(traced_pct, 100.0 * st.python_callback_s / st.mean_s)
     found = PYTHON_IN_STEP.advice(
@@ -780,6 +804,7 @@ def _traced(st: Steps, traced_pct: float, op_by_op: str = "", jax: bool = False,
          "callback_share": callbacks, "tfdata_next_share": tfdata,
          "loader_wait_share": loader,
          **({"other_thread_pct": 100 * other} if other else {}),
+         **({"beside_thread_pct": 100 * beside} if waiting and beside else {}),
          **({"device_read_share": reads} if reads >= DEVICE_READ_SHARE else {})},
         f"Python functions innermost in the step >= {PYTHON_OP_PCT:g} % of step time "
         f"(tfobs, Python tracer on); warning from {HIGH_PCT:g} %",
