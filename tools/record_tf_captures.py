@@ -889,6 +889,34 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "num_parallel_calls=AUTOTUNE, deterministic=False) -> batch(32) -> "
         "prefetch(AUTOTUNE), options.autotune.ram_budget = 64 MiB; a small conv net; "
         "the job's own step times in the parameters", {}),
+    "shared_encoder_siamese_fit": (
+        "Keras 3 functional model whose shared encoder (Dense 512 -> Dense 512 -> Dense 128) "
+        "is called twice per step, on two inputs, with a head on |a - b| and a * b; fit, "
+        "batch 256, Adam; tfobs's Keras callback; the job's own batch times", {}),
+    "predict_every_4_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` of a tf.function MLP step "
+        "whose every fourth step also calls `model.predict` on 4,096 rows (batch 256) "
+        "inside the marker; the job's own step times, with and without the predict", {}),
+    "from_generator_slow_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over "
+        "`tf.data.Dataset.from_generator` (output_signature) whose Python generator builds "
+        "each batch of 128 in numpy and sleeps 15 ms, then `prefetch(AUTOTUNE)`; a small "
+        "MLP step (the generator is the bottleneck); the job's own step times", {}),
+    "reduce_retracing_batches_loop": (
+        "custom loop over batches of varying size (64, then 80, 96, 112, ... inside the "
+        "trace) through a `tf.function(reduce_retracing=True)` step warmed on batch 64 only: "
+        "the first new size traces once more with a generalised (None, 64) signature, the "
+        "later sizes reuse it; tfobs.step markers; the job's own step times and trace "
+        "counts", {}),
+    "jit_spe4_fit": (
+        "Keras 3 fit compiled with `jit_compile=True` and `steps_per_execution=4` (XLA on "
+        "CPU, four steps per function call), an MLP at batch 128; tfobs's Keras callback; "
+        "the job's own times per execution", {}),
+    "unbatch_rebatch_loop": (
+        "custom loop marked `Trace(\"train\", step_num=i, _r=1)` over a tf.data chain "
+        "from_tensor_slices -> batch(100, drop_remainder=False) -> map(standardise per "
+        "batch) -> unbatch -> shuffle(2048) -> batch(256) -> rebatch(64) -> prefetch(2); "
+        "an MLP step; the job's own step times", {}),
 }
 
 
@@ -5153,6 +5181,143 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             keras.layers.Conv2D(32, 3, strides=2, activation="relu"),
             keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10)])
         step = build_train_step(tf, model, None, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(step(*next(it))), params["steps"], marker=train_root)
+    elif case == "shared_encoder_siamese_fit":
+        params = {"batch": 256, "features": 256, "steps": 12}
+        n = 256 * 8
+        a = rng.random((n, 256), np.float32)
+        b = rng.random((n, 256), np.float32)
+        y = rng.integers(0, 2, (n, 1)).astype("float32")
+        encoder = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, "relu"),
+                                    keras.layers.Dense(512, "relu"), keras.layers.Dense(128)])
+        in_a, in_b = keras.Input((256,), name="a"), keras.Input((256,), name="b")
+        ea, eb = encoder(in_a), encoder(in_b)
+        h = keras.layers.Concatenate()([keras.ops.abs(ea - eb), ea * eb])
+        out = keras.layers.Dense(1)(keras.layers.Dense(64, activation="relu")(h))
+        model = keras.Model({"a": in_a, "b": in_b}, out)
+        model.compile(optimizer="adam",
+                      loss=keras.losses.BinaryCrossentropy(from_logits=True))
+        ds = (tf.data.Dataset.from_tensor_slices(({"a": a, "b": b}, y)).repeat().batch(256)
+              .prefetch(2))
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "predict_every_4_loop":
+        params = {"batch": 128, "features": 64, "width": 512, "every": 4,
+                  "predict_rows": 4096, "predict_batch": 256, "steps": 12}
+        x = rng.random((4096, 64), np.float32)
+        y = rng.random((4096, 1), np.float32)
+        model = mlp(64, 512)
+        step = build_train_step(tf, model, mse, keras.optimizers.Adam(1e-3))
+        it = iter(tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(128).prefetch(2))
+        model.predict(x, batch_size=256, verbose=0)  # predict's function traced before
+        plain: list[float] = []
+        with_predict: list[float] = []
+
+        def one(i):
+            t = time.perf_counter()
+            float(step(*next(it)))
+            if i % 4 == 0:
+                model.predict(x, batch_size=256, verbose=0)
+                with_predict.append(time.perf_counter() - t)
+            else:
+                plain.append(time.perf_counter() - t)
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"],
+                                                        marker=train_root)
+        params["steps_with_predict_ms"] = [round(t * 1e3, 3) for t in with_predict[1:]]
+        params["steps_without_predict_ms"] = [round(t * 1e3, 3) for t in plain[2:]]
+    elif case == "from_generator_slow_loop":
+        params = {"batch": 128, "features": 64, "sleep_ms": 15, "steps": 12}
+
+        def gen():
+            g = np.random.default_rng(1)
+            while True:
+                xb = g.normal(size=(128, 64)).astype("float32")
+                xb = (xb - xb.mean(0)) / (xb.std(0) + 1e-6)
+                time.sleep(0.015)
+                yield xb, xb[:, :1].copy()
+
+        ds = tf.data.Dataset.from_generator(gen, output_signature=(
+            tf.TensorSpec((128, 64), tf.float32), tf.TensorSpec((128, 1), tf.float32)))
+        ds = ds.prefetch(tf.data.AUTOTUNE)
+        model = mlp(64, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        it = iter(ds)
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(step(*next(it))), params["steps"], marker=train_root)
+        t = time.perf_counter()
+        batches = [next(it) for _ in range(8)]
+        params["input_only_ms_per_batch"] = round((time.perf_counter() - t) / 8 * 1e3, 3)
+        t = time.perf_counter()
+        for xb, yb in batches:
+            float(step(xb, yb))
+        params["step_only_ms"] = round((time.perf_counter() - t) / 8 * 1e3, 3)
+    elif case == "reduce_retracing_batches_loop":
+        params = {"features": 64, "width": 512, "warm_batch": 64, "steps": 10}
+        model = mlp(64, 512)
+        opt = keras.optimizers.SGD(0.01)
+        traces: list[int] = []
+
+        @tf.function(reduce_retracing=True)
+        def step(xb, yb):
+            traces.append(1)
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model(xb, training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        sizes = {i: (64 if i < 3 else 64 + 16 * (i - 2)) for i in range(13)}
+        data = {n: (tf.constant(rng.random((n, 64), np.float32)),
+                    tf.constant(rng.random((n, 1), np.float32))) for n in set(sizes.values())}
+        trace_at: list[int] = []
+
+        def one(i):
+            n = len(traces)
+            float(step(*data[sizes[i]]))
+            if len(traces) > n:
+                trace_at.append(i)
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+        params["batch_sizes"] = [sizes[i] for i in range(3, 13)]
+        params["traced_at_steps"] = trace_at
+        params["traces"] = len(traces)
+    elif case == "jit_spe4_fit":
+        params = {"batch": 128, "features": 256, "width": 1024, "steps_per_execution": 4,
+                  "steps": 16}
+        x = rng.random((128 * 8, 256), np.float32)
+        y = rng.random((128 * 8, 1), np.float32)
+        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(1024, "relu"),
+                                  keras.layers.Dense(1024, "relu"), keras.layers.Dense(1)])
+        model.compile(optimizer="adam", loss="mse", jit_compile=True, steps_per_execution=4)
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(128).prefetch(2)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=8, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_execution_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_step_ms"] = [round(t * 1e3 / 4, 3) for t in times]
+    elif case == "unbatch_rebatch_loop":
+        params = {"rows": 5000, "features": 64, "batch": 256, "rebatch": 64, "steps": 16}
+        x = rng.random((5000, 64), np.float32)
+        y = rng.random((5000, 1), np.float32)
+
+        def standardise(xb, yb):
+            mean, var = tf.nn.moments(xb, axes=[0])
+            return (xb - mean) / tf.sqrt(var + 1e-6), yb
+
+        ds = (tf.data.Dataset.from_tensor_slices((x, y)).repeat()
+              .batch(100, drop_remainder=False).map(standardise).unbatch().shuffle(2048)
+              .batch(256).rebatch(64).prefetch(2))
+        model = mlp(64, 512)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
         it = iter(ds)
         params["measured_step_ms"] = timed_then_profile(
             lambda i: float(step(*next(it))), params["steps"], marker=train_root)

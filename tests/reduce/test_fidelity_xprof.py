@@ -86,7 +86,7 @@ TF_LOOP = {"generated__tf2.21cpu__" + case for case in (
     "numpy_epochs_fit", "padded_batch_gru_loop", "bucketed_gru_loop", "dynamic_while_step",
     "tfkeras_spe8_tfdata_fit", "map_fn_per_example_loop", "autograph_tensor_range_loop",
     "tfkeras_spe_auto_fit", "vectorized_map_grads_loop", "tensorarray_rnn_loop",
-    "spe_validation_steps_fit", "ctc_loss_loop")}
+    "spe_validation_steps_fit", "ctc_loss_loop", "jit_spe4_fit")}
 PS_COORDINATOR = {"generated__tf2.21cpu__ps_chief", "generated__tf2.21cpu__ps_tfkeras_fit",
                   "generated__tf2.21cpu__ps_chief_partitioned"}
 XPROF_MAX_OPS = 500  # rows per side of XProf's op table (`kMaxNumOfOps`)
