@@ -3388,3 +3388,25 @@ def test_a_map_after_batch_is_not_told_to_batch_first_and_a_drained_buffer_is_na
     # a map over single elements (map_and_batch) keeps the generic fix
     single = one(summary("generated__tf2.21cpu__ragged_text_fit"), "tfdata_slowest_stage")
     assert single.fix == SLOWEST_STAGE.fix
+
+
+def test_long_steps_count_work_run_every_fourth_step_in_a_ten_step_window() -> None:
+    """model.predict inside every fourth marked step of a custom loop: XProf's 10 kept steps
+    hold 3 of them (steps 4, 8, 12), 190-300 ms against 2.5-5 ms for the others (the job's
+    own timing), 95 % of the steps' time. Three in ten is still a few: long_steps names
+    them, as it names every fifth step's evaluation. Long steps past a quarter that come
+    unevenly (the host's jitter: 4 of 14 steps 3-4 ms against 0.9 ms, the first 3 steps of a
+    JAX window, a loader thread's queue waits) are no few."""
+    s = summary("generated__tf2.21cpu__predict_every_4_loop")
+    durations = {st.step_num: st.duration_s for st in s.steps.items}
+    assert len(durations) == 10
+    typical = float(np.median(list(durations.values())))
+    long = sorted(n for n, d in durations.items() if d >= 3 * typical)
+    assert long == [4, 8, 12]
+    a = one(s, "long_steps")
+    assert a.evidence["long_steps"] == 3 and a.evidence["long_excess_share"] > 0.9
+    assert "(steps 4, 8, 12)" in a.message
+    for other in ("generated__tf2.21cpu__root_without_step_num",
+                  "generated__jax0.10cpu__np_stack_list_batches_steps",
+                  "generated__jax0.10cpu__tfdata_wait_loader_thread"):
+        assert not fired(summary(other), "long_steps"), other
