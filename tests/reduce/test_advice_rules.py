@@ -3410,3 +3410,25 @@ def test_long_steps_count_work_run_every_fourth_step_in_a_ten_step_window() -> N
                   "generated__jax0.10cpu__np_stack_list_batches_steps",
                   "generated__jax0.10cpu__tfdata_wait_loader_thread"):
         assert not fired(summary(other), "long_steps"), other
+
+
+def test_predict_in_the_loop_is_named_in_long_steps_and_retracing() -> None:
+    """model.predict on NumPy rows inside every fourth step: its 3 calls ran Keras's predict
+    function 48 times (16 batches each) and traced 9 functions (the tf.data pipeline each
+    call builds), 190-300 ms per step against 2.5-5 ms. long_steps names predict and its
+    fix (the model in a tf.function on a tensor: 4.4 ms for the same rows against
+    predict's 102 ms, timed beside the job); the retracing rule says the traces are
+    predict's pipelines, not the step's function, before input_signature. A loop that
+    calls predict_on_batch in every step (gan_train_on_batch) has no long steps."""
+    s = summary("generated__tf2.21cpu__predict_every_4_loop")
+    a = one(s, "long_steps")
+    assert "Keras's predict function (one_step_on_data_distributed) ran 48 times" in a.message
+    assert a.evidence["predict_calls"] == 48
+    assert a.fix.startswith("score data inside the training loop without model.predict")
+    r = one(s, "tf_function_retracing")
+    assert s.ops.graph_builds == 9 and "model.predict call on NumPy arrays" in r.message
+    assert r.fix.startswith("where the window runs model.predict in the loop")
+    assert "input_signature" in r.fix  # the general fix stays, after predict's
+    e = one(summary("generated__tf2.21cpu__evaluate_inside_steps"), "long_steps")
+    assert "predict" not in e.message and "evaluation" in e.fix
+    assert not fired(summary("generated__tf2.21cpu__gan_train_on_batch"), "long_steps")

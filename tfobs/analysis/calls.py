@@ -29,6 +29,9 @@ JAX_CALL = "PjitFunction("
 # Keras 3's JAX trainer jits its `train_step` (one call per batch, `steps_per_execution`
 # calls per execution, from Python) and writes no step marker.
 KERAS_JAX_TRAIN_STEP = JAX_CALL + "train_step)"
+# Keras 3's TensorFlow trainer: the tf.function `model.predict` and `predict_on_batch` call
+# once per batch (steps_per_execution=1); fit and evaluate call others.
+KERAS_TF_PREDICT = "one_step_on_data_distributed"
 SESSION_RUN = "SessionRun"
 # tfobs's own call in a live JAX window: the drain that ends it (capture/jax_profiler.py).
 OWN_CALLS = frozenset({JAX_CALL + "tfobs_window_end)"})

@@ -32,7 +32,7 @@ from tfobs.analysis.advice.rule import (
     step_total_s,
 )
 from tfobs.analysis.breakdown import MODERATELY_INPUT_PCT
-from tfobs.analysis.calls import KERAS_JAX_TRAIN_STEP
+from tfobs.analysis.calls import KERAS_JAX_TRAIN_STEP, KERAS_TF_PREDICT
 from tfobs.summary import Advice, Step, WindowSummary
 
 ALL_OTHERS = Rule(
@@ -135,6 +135,18 @@ LONG_MAX_SHARE = 0.25  # of the steps: more than that is no "few"
 # and last), a third. Uneven long steps past a quarter are the host's jitter.
 LONG_MAX_PART_PERIODIC = 3
 LONG_EXCESS_SHARE = 0.3  # of the steps' time
+# model.predict called inside some steps of a loop of one's own.
+PREDICT_IN_STEPS_WORDS = (
+    " Keras's predict function ({name}) ran {count} times in the window ({took} in all, "
+    "against {excess} of excess in these steps): model.predict called from the loop, most "
+    "likely in these steps; each call on NumPy arrays builds a new tf.data pipeline (its "
+    "functions traced again) and runs one function call per batch{setup}.")
+PREDICT_SETUP_WORDS = ", and that set-up, not the model's math, is most of the excess"
+PREDICT_IN_LOOP_FIX = (
+    "score data inside the training loop without model.predict: call the model in a "
+    "tf.function on a tensor (infer = tf.function(lambda x: model(x, training=False)); "
+    "infer(tf.constant(x)): one call, no pipeline built), or model.predict_on_batch(x) for "
+    "one batch, and run it less often; judge the step itself by the typical steps")
 LONG_MIN_STEPS = 8
 # A tf.cond branch's scope in an op's name inside a tf.function (`cond/then/_0/...`,
 # `cond/else/_1/...`): where the long steps' longest ops lie in one the typical steps'
@@ -506,7 +518,16 @@ def _long_steps(s: WindowSummary) -> list[Advice]:
     evidence = {"long_steps": float(long.size), "typical_step_s": typical,
                 "long_excess_s": excess, "long_excess_share": excess / total}
     fix = COND_BRANCH_FIX.format(branch=branch) if branch else ""
-    if not branch and s.steps.xla_cpu_program_sets == 1:  # no program of their own
+    predict = next((c for c in s.steps.calls if c.name == KERAS_TF_PREDICT
+                    and c.source == "python" and c.count >= long.size), None)
+    if not branch and predict is not None:
+        taken = PREDICT_IN_STEPS_WORDS.format(
+            name=predict.name, count=predict.count, took=_took(predict.total_s),
+            excess=_took(excess),
+            setup=PREDICT_SETUP_WORDS if predict.total_s < 0.5 * excess else "")
+        evidence["predict_calls"] = float(predict.count)
+        fix = PREDICT_IN_LOOP_FIX
+    elif not branch and s.steps.xla_cpu_program_sets == 1:  # no program of their own
         grown = _grown_op(s, long.tolist(), excess / long.size)
         evidence["same_programs"] = 1.0
         held = _ops_held(s, long.tolist())

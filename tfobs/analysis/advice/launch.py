@@ -29,6 +29,7 @@ from tfobs.analysis.advice.rule import (
     steps_run,
     tfdata_in_use,
 )
+from tfobs.analysis.calls import KERAS_TF_PREDICT
 from tfobs.summary import Advice, WindowSummary
 
 KERNEL_LAUNCH = Rule(
@@ -541,6 +542,16 @@ XLA_RECOMPILE_FIX = (
 
 # Traces in a window that also writes checkpoint files: a SavedModel export traces the
 # model's functions (and its save and restore functions) on every call.
+# Keras's predict function in the window: model.predict on NumPy arrays builds a new
+# tf.data pipeline per call and traces its functions, none of them the step's.
+PREDICT_TRACES_WORDS = (
+    " Keras's predict function ({name}) ran {count} times in the window: each model.predict "
+    "call on NumPy arrays builds a new tf.data pipeline and traces its functions again.")
+PREDICT_TRACES_FIX = (
+    "where the window runs model.predict in the loop, its traces are the pipeline predict "
+    "builds per call, not the step's function: call the model in a tf.function on a tensor "
+    "(infer = tf.function(lambda x: model(x, training=False)); infer(tf.constant(x))) or "
+    "model.predict_on_batch(x), and run it less often; else: ")
 EXPORT_FIX = (
     "where the traces come with the checkpoint writes, they are a SavedModel export "
     "(tf.saved_model.save, Keras model.export) tracing the model's functions each time: "
@@ -631,6 +642,9 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     # The message then names an epoch's last batch: the fix gives its remedy (JAX's fix
     # has its own).
     last_batch = LAST_BATCH_FIX if s.ops.graph_builds == 1 and not jax else ""
+    predict = next((c for c in s.steps.calls if not jax and not xla and not export
+                    and not gather and c.name == KERAS_TF_PREDICT and c.source == "python"),
+                   None)
     return [RETRACING.advice(
         "warning" if s.ops.graph_builds >= 2 else "info",
         f"{what} {'once' if s.ops.graph_builds == 1 else f'{s.ops.graph_builds} times'} "
@@ -652,7 +666,9 @@ def _retracing(s: WindowSummary) -> list[Advice]:
         + (f" tf.distribute's {gather[0].name} runs {gather[0].count} times "
            f"({1e3 * gather[0].mean_s:.2f} ms each): an eager strategy.gather traces a new "
            "function per call." if gather else "")
-        + (" jax.clear_caches() runs between the steps." if cleared else ""),
+        + (" jax.clear_caches() runs between the steps." if cleared else "")
+        + (PREDICT_TRACES_WORDS.format(name=predict.name, count=predict.count)
+           if predict else ""),
         {"graph_building_pct": pct, "graph_building_s_per_step": s.ops.graph_building_s / per,
          "graph_instantiation_s_per_step": setup_s / per,
          "graph_builds": float(s.ops.graph_builds),
@@ -665,4 +681,5 @@ def _retracing(s: WindowSummary) -> list[Advice]:
         else (f"{', '.join(numpy_own)} are jax.numpy's own: " + JAX_NUMPY_SHAPES_FIX
               + RETRACING.jax_fix) if numpy_own
         else (EXPORT_FIX + RETRACING.fix + last_batch) if export
+        else (PREDICT_TRACES_FIX + RETRACING.fix + last_batch) if predict
         else (RETRACING.fix + last_batch) if last_batch else "")]
