@@ -101,6 +101,25 @@ def test_a_long_dropped_first_step_is_named_in_the_note() -> None:
     assert "x the mean step" not in even.steps.note
 
 
+def test_a_long_dropped_first_step_that_traced_a_tf_function_says_so() -> None:
+    # A tf.function(reduce_retracing=True) step warmed on batch 64 only: the window's first
+    # step (batch 80) traces it again with a generalised shape (the job counted the trace
+    # there) and instantiates the new function, 127 ms against 1.8 ms steps. XProf drops
+    # that step; the note names the trace with its time instead of guessing.
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__reduce_retracing_batches_loop"
+                      ".xplane.pb")
+    note = s.steps.note
+    assert re.search(r"the first took [\d.]+ ms, \d+x the mean step, in none of the figures: "
+                     r"tf\.function traced a graph in it, [\d.]+ ms, and [\d.]+ ms "
+                     r"instantiating the new function in its first call", note), note
+    assert 60 < _ms("the first took", note) and _ms("traced a graph in it,", note) > 50
+    assert "shuffle buffer" not in note
+    # a long first step that traced nothing keeps the general words
+    fill = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__shuffle_fill_in_window.xplane.pb")
+    assert "shuffle buffer filling" in fill.steps.note
+    assert "traced a graph" not in fill.steps.note
+
+
 def _ms(pattern: str, note: str) -> float:
     found = re.search(pattern + r" ([\d.]+) ms", note)
     assert found is not None, (pattern, note)

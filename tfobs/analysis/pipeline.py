@@ -26,6 +26,8 @@ from tfobs.analysis.calls import (
 )
 from tfobs.analysis.device_events import is_gpu_plane
 from tfobs.analysis.eager import (
+    JAX_COMPILES,
+    JAX_LOWERING,
     CheckpointSteps,
     checkpoint_steps,
     checkpoint_writes,
@@ -451,7 +453,8 @@ def _steps(
     note = found.note
     if kept.dropped:
         note = (note + "; " if note else "") + "first and last step dropped as XProf does"
-        note += _long_dropped(kept.dropped_s, mean_s, _dropped_compiles(host, found, kept))
+        note += _long_dropped(kept.dropped_s, mean_s, _dropped_compiles(host, found, kept),
+                              _dropped_traces(host, found, kept))
     if found.groups and not items:
         note = (note + "; " if note else "") + "no well-formed step (no compute in any step)"
     mixed = _mixed_markers(marks, durations)
@@ -720,12 +723,16 @@ LONG_DROPPED = 10.0
 
 
 def _long_dropped(dropped_s: tuple[float, float], mean_s: float,
-                  compiled: tuple[StepCompile, StepCompile] = (StepCompile(), StepCompile())
+                  compiled: tuple[StepCompile, StepCompile] = (StepCompile(), StepCompile()),
+                  traced: tuple[tuple[float, float], tuple[float, float]] = ((0.0, 0.0),
+                                                                            (0.0, 0.0))
                   ) -> str:
     """The note's words for a dropped first or last step much longer than the steps kept
     (a shuffle buffer filling, a first trace or compile, a checkpoint), else ''; and,
     however long, for one that holds JAX's compile path (`compiled`: the first's, the
-    last's): a first call's tracing, lowering and compile or cache load, in no figure."""
+    last's): a first call's tracing, lowering and compile or cache load, in no figure.
+    `traced`: the first's and the last's (tf.function tracing, new functions' first-call
+    set-up) seconds: a long one that traced says so instead of the guess."""
     if mean_s <= 0:
         return ""
     took = [f"the {which} took {1e3 * d:.1f} ms, "
@@ -733,12 +740,42 @@ def _long_dropped(dropped_s: tuple[float, float], mean_s: float,
             + " the mean step" for which, d in zip(("first", "last"), dropped_s, strict=True)]
     built = [f"{t}, in none of the figures: {compile_words(c)}"
              for t, c in zip(took, compiled, strict=True) if c.found]
-    long = [t for t, d, c in zip(took, dropped_s, compiled, strict=True)
-            if d >= LONG_DROPPED * mean_s and not c.found]
+    long = []
+    for t, d, c, (trace_s, setup_s) in zip(took, dropped_s, compiled, traced, strict=True):
+        if d < LONG_DROPPED * mean_s or c.found:
+            continue
+        if trace_s > 0:
+            built.append(f"{t}, in none of the figures: tf.function traced a graph in it, "
+                         f"{1e3 * trace_s:.1f} ms" + (
+                             f", and {1e3 * setup_s:.1f} ms instantiating the new function "
+                             "in its first call" if setup_s > 0 else "")
+                         + " (a function's first call or a new input shape)")
+        else:
+            long.append(t)
     if long:
         built.append(f"{' and '.join(long)}: what it did, such as a shuffle buffer filling "
                      "or a first trace, is in none of the figures")
     return f" ({'; '.join(built)})" if built else ""
+
+
+def _dropped_traces(host: Timeline | None, found: FoundSteps, kept: bd.StepTimes
+                    ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(tf.function tracing s, new functions' first-call set-up s) in the dropped first and
+    last steps (none: zeros). A JAX window's compiles are `_dropped_compiles`'s: none."""
+    none = (0.0, 0.0), (0.0, 0.0)
+    if (host is None or not kept.dropped or kept.dropped_at[0] < 0
+            or host.mids_named(*JAX_COMPILES, JAX_LOWERING)):
+        return none
+    if found.spans is not None:
+        begin, end = found.spans[0], found.spans[1]
+        at = [(int(begin[k]), int(end[k])) for k in kept.dropped_at]
+    else:
+        at = [(found.groups[k].begin_ps, found.groups[k].end_ps) for k in kept.dropped_at]
+    out = []
+    for span in at[:2]:
+        trace_s, builds, _ = graph_building(host, [span])
+        out.append((trace_s, first_run_setup(host, [span])[0] if builds else 0.0))
+    return out[0], out[1]
 
 
 def _dropped_compiles(host: Timeline | None, found: FoundSteps, kept: bd.StepTimes
