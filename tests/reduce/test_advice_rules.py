@@ -3432,3 +3432,18 @@ def test_predict_in_the_loop_is_named_in_long_steps_and_retracing() -> None:
     e = one(summary("generated__tf2.21cpu__evaluate_inside_steps"), "long_steps")
     assert "predict" not in e.message and "evaluation" in e.fix
     assert not fired(summary("generated__tf2.21cpu__gan_train_on_batch"), "long_steps")
+
+
+def test_an_input_wait_in_the_predicting_steps_is_predicts_pipeline() -> None:
+    """71 % of predict_every_4_loop's input wait lies in steps 4 and 8, two of the steps
+    that call model.predict: the trace shows the wait there is predict's own pipeline
+    (Iterator::Root::Prefetch::ParallelMapV2::Zip[0]::FlatMap, after a 47 ms
+    MakeIterator), not the training input's. input_bound says so instead of "a new epoch's
+    iterator: keep one iterator across epochs"; a window whose few waiting steps are an
+    epoch's start keeps those words."""
+    a = one(summary("generated__tf2.21cpu__predict_every_4_loop"), "input_bound")
+    assert "in 2 of 10 steps (4, 8)" in a.fix
+    assert "model.predict called in them reads its arrays through a new tf.data" in a.fix
+    assert "keep one iterator across epochs" not in a.fix
+    e = one(summary("generated__tf2.21cpu__reshuffle_each_epoch_loop"), "input_bound")
+    assert "model.predict" not in e.fix

@@ -31,6 +31,7 @@ from tfobs.analysis.advice.rule import (
     window_steps,
 )
 from tfobs.analysis.breakdown import HIGHLY_INPUT_PCT, MODERATELY_INPUT_PCT
+from tfobs.analysis.calls import KERAS_TF_PREDICT
 from tfobs.analysis.input_pipeline import _FILE_SOURCES, SLOW_FETCH_FACTOR
 from tfobs.analysis.tfdata import in_interleave_element, in_rejection_resample, same_stage_key
 from tfobs.summary import Advice, InputPipeline, TfDataStage, WindowSummary
@@ -743,6 +744,8 @@ def _concentrated(s: WindowSummary) -> str:
                  "prefetch's, running dry, so the pipeline is slower than the step and a "
                  "longer window waits more, not less): speed up the slowest stage or read it "
                  "with more parallelism, and judge from a longer window")
+    elif _predict_in(s, order[:k]):
+        cause = PREDICT_WAIT
     else:
         cause = (" (a pipeline filling after a start: a new epoch's iterator, a shuffle "
                  "buffer, a cache): keep one iterator across epochs (repeat() with "
@@ -750,6 +753,26 @@ def _concentrated(s: WindowSummary) -> str:
     return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
             f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their "
             f"time{cause}; then: ")
+
+
+# model.predict called inside some steps of a loop: each call reads its arrays through a
+# new tf.data pipeline, and those steps wait for it, not for the training input.
+PREDICT_WAIT = (
+    " (those steps are the loop's longest, and Keras's predict function ran in the window: "
+    "model.predict called in them reads its arrays through a new tf.data pipeline per call, "
+    "and that pipeline's start is the wait, not the training input's; long_steps names "
+    "them)")
+PREDICT_LONG_FACTOR = 3.0  # the waiting steps this many times the median step
+
+
+def _predict_in(s: WindowSummary, at: np.ndarray) -> bool:
+    """Whether the steps `at` (indices) are all long steps and Keras's predict function ran
+    in the window at least once for each: model.predict inside them."""
+    calls = [c for c in s.steps.calls if c.name == KERAS_TF_PREDICT and c.source == "python"]
+    if not calls or calls[0].count < at.size:
+        return False
+    d = step_field(s.steps, "duration_s")
+    return bool((d[at] >= PREDICT_LONG_FACTOR * float(np.median(d))).all())
 
 
 DRAINED_SLOWER = 1.3  # steps after the first wait this many times the ones before it
