@@ -207,3 +207,79 @@ def test_many_steps_overlapping_one_another_keep_bounded_pairs() -> None:
     took = time.process_time() - t0
     assert "the device events of 1 stream line left out of the steps" in s.steps.note
     assert took < 8.0, took
+
+
+def _one_long_kernel_then_one_a_step(n: int) -> bytes:
+    """n marked steps, and one stream line: a kernel spanning them all, then one a step."""
+    x = schema.XSpace()
+    x.ParseFromString(_spanning_kernels(n))
+    gpu = x.planes[1]
+    del gpu.lines[1:]
+    line = gpu.lines[0]
+    line.events[0].offset_ps = 2
+    for i in range(n):
+        line.events.add(metadata_id=1, offset_ps=i * 1000 + 10, duration_ps=800)
+    return x.SerializeToString()
+
+
+def test_one_kernel_spanning_the_window_leaves_its_streams_kernels_in_the_steps() -> None:
+    # 1,000 steps beside one stream of a kernel spanning them all and one kernel a step
+    # (46 KB): the steps' own candidates reached back to the long kernel, 500,000 past the
+    # bound, so the line was left out and no step kept ("no well-formed step"), with only
+    # 2,000 pairs. The events' side is searched where it is the tighter.
+    t0 = time.process_time()
+    s = reduce_xspace(_one_long_kernel_then_one_a_step(1_000))
+    took = time.process_time() - t0
+    assert s.steps.count == 998 and "left out" not in s.steps.note, s.steps.note
+    step = s.steps.items[0]
+    assert step.breakdown_s["device_compute"] > 0
+    assert {e.name for e in step.top_events if e.kind == "kernel"} == {"volta_sgemm"}
+    assert took < 3.0, took
+
+
+def test_both_sides_of_the_search_find_every_overlap(monkeypatch) -> None:
+    import tfobs.analysis.pipeline as pipeline
+
+    used = {"step": 0, "event": 0}
+    by_step, by_event = pipeline._overlapping, pipeline._overlapping_by_event
+
+    def step_side(*a):
+        used["step"] += 1
+        return by_step(*a)
+
+    def event_side(*a):
+        used["event"] += 1
+        return by_event(*a)
+
+    monkeypatch.setattr(pipeline, "_overlapping", step_side)
+    monkeypatch.setattr(pipeline, "_overlapping_by_event", event_side)
+    rng = random.Random(5)
+    for _ in range(200):
+        lines = []
+        for _ in range(rng.randint(1, 4)):
+            events = [(rng.randint(0, 50_000), rng.choice([0, rng.randint(0, 800)]))
+                      for _ in range(rng.randint(1, 30))]
+            if rng.random() < 0.5:  # a kernel spanning (nearly) the window
+                events.append((rng.randint(0, 2_000), rng.randint(20_000, 60_000)))
+            lines.append(events)
+        spans = []
+        for _ in range(rng.randint(1, 40)):  # unsorted, overlapping, nested steps
+            b = rng.randint(-1_000, 52_000)
+            spans.append((b, b + rng.randint(0, rng.choice([500, 1_500, 20_000]))))
+        devices = _streams(lines)
+        hits = _stream_hits(_steps(spans), devices)
+        got = {(id(ld), gi): at for (gi, ld), at in _by_line(hits).items()}
+        want = {}
+        for ld in devices[0].lines:
+            start, end = ld.start_arr + ld.start_ps, ld.end_arr + ld.start_ps
+            for gi, (b, e) in enumerate(spans):
+                inside = np.flatnonzero((start < e) & (end > b)).tolist()
+                if inside:
+                    want[(id(ld), gi)] = inside
+        assert got == want
+        # in each line, the pairs by step, then by position
+        for k in range(len(hits.lines)):
+            lo, hi = int(hits.bounds[k]), int(hits.bounds[k + 1])
+            pairs = list(zip(hits.step[lo:hi].tolist(), hits.pos[lo:hi].tolist(), strict=True))
+            assert pairs == sorted(pairs)
+    assert used["step"] > 20 and used["event"] > 20, used

@@ -1188,11 +1188,20 @@ def _stream_hits(groups: Sequence[StepGroup], devices: list[Timeline]) -> Stream
         lo = np.searchsorted(line_reach, begins[near] - base, side="right")
         some = np.flatnonzero(hi > lo)
         total = int((hi[some] - lo[some]).sum())
-        if total > room:  # the candidates, at least as many as the pairs
+        # From the events' side: the steps each event may overlap (one event spanning the
+        # window makes every step's run of candidates reach back to it, the steps' own
+        # search steps x events; each event's run of steps stays its own).
+        s_lo = np.searchsorted(reach, ld.start_arr.astype(np.int64) + base, side="right")
+        s_hi = np.searchsorted(sorted_begins, ld.end_arr.astype(np.int64) + base, side="left")
+        per_event = int(np.maximum(s_hi - s_lo, 0).sum())
+        if min(total, per_event) > room:  # the candidates, at least as many as the pairs
             left_out += 1
             continue
-        some = some[np.argsort(near[some], kind="stable")]  # in step order
-        found = _overlapping(ld, near[some], lo[some], hi[some], begins, total)
+        if per_event < total:
+            found = _overlapping_by_event(ld, s_lo, s_hi, by_begin, ends)
+        else:
+            some = some[np.argsort(near[some], kind="stable")]  # in step order
+            found = _overlapping(ld, near[some], lo[some], hi[some], begins, total)
         if found[0].size:
             room -= found[0].size
             lines.append((tl, ld))
@@ -1203,6 +1212,34 @@ def _stream_hits(groups: Sequence[StepGroup], devices: list[Timeline]) -> Stream
     bounds = np.concatenate(([0], np.cumsum([s.size for s in steps]))).astype(np.int64)
     return StreamHits(lines, bounds, np.concatenate(steps), np.concatenate(positions),
                       left_out)
+
+
+def _overlapping_by_event(ld: LineData, lo: np.ndarray, hi: np.ndarray, by_begin: np.ndarray,
+                          ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_overlapping` from the events' side: (step, position) of each event and each step in
+    `by_begin[lo:hi]` of that event (its candidates) that ends after the event's start, by
+    step, then by position; searched a chunk of events at a time."""
+    base = ld.start_ps
+    count = np.maximum(hi - lo, 0)
+    ahead = np.cumsum(count)
+    steps: list[np.ndarray] = [np.zeros(0, np.int64)]
+    positions: list[np.ndarray] = [np.zeros(0, np.int64)]
+    k = 0
+    while k < count.size:
+        stop = max(k + 1, int(np.searchsorted(ahead, (ahead[k] - count[k]) + _SEARCH_CHUNK,
+                                              side="right")))
+        c = count[k:stop]
+        pos = np.repeat(np.arange(k, stop, dtype=np.int64), c)
+        ranked = np.arange(pos.size, dtype=np.int64) + np.repeat(lo[k:stop] - (np.cumsum(c) - c),
+                                                                 c)
+        step = by_begin[ranked]
+        keep = ends[step] > ld.start_arr[pos].astype(np.int64) + base
+        steps.append(step[keep])
+        positions.append(pos[keep])
+        k = stop
+    step, pos = np.concatenate(steps), np.concatenate(positions)
+    order = np.lexsort((pos, step))
+    return step[order], pos[order]
 
 
 def _overlapping(ld: LineData, near: np.ndarray, lo: np.ndarray, hi: np.ndarray,
