@@ -69,7 +69,15 @@ from tfobs.analysis.steps import (
     step_markers,
     step_nums,
 )
-from tfobs.analysis.timeline import LineData, Spans, Timeline, lookup, span_bounds, time_base_ps
+from tfobs.analysis.timeline import (
+    IdTable,
+    LineData,
+    Spans,
+    Timeline,
+    lookup,
+    span_bounds,
+    time_base_ps,
+)
 from tfobs.analysis.xla_cpu_work import (
     StepProgramOps,
     calls_work_note,
@@ -1052,17 +1060,18 @@ def _kernel_candidates(hits: StreamHits, steps: int, top_n: int) -> list[list[Ca
     n = hits.step.size
     if not n or top_n <= 0:
         return out
-    names = sorted({""} | {name for tl, _ in hits.lines for name in tl.names.values()})
+    planes = {id(tl): tl for tl, _ in hits.lines}  # each plane's names read once
+    names = sorted({""} | {name for tl in planes.values() for name in tl.names.values()})
     rank_of = {name: r for r, name in enumerate(names)}
-    ranks: dict[int, dict[int, int]] = {}
+    ranks: dict[int, IdTable] = {}
     dur, rank = np.empty(n, np.int64), np.empty(n, np.int64)
     for k, (tl, ld) in enumerate(hits.lines):
         if id(tl) not in ranks:
-            ranks[id(tl)] = {mid: rank_of[name] for mid, name in tl.names.items()}
+            ranks[id(tl)] = IdTable({mid: rank_of[name] for mid, name in tl.names.items()})
         lo, hi = int(hits.bounds[k]), int(hits.bounds[k + 1])
         at = hits.pos[lo:hi]
         dur[lo:hi] = (ld.end_arr[at] - ld.start_arr[at]).astype(np.int64)
-        rank[lo:hi] = ld.lookup(ranks[id(tl)], rank_of[""])[at]
+        rank[lo:hi] = ranks[id(tl)].get(ld.mid_arr[at], rank_of[""])
     order = np.lexsort((rank, -dur, hits.step))  # stable: ties keep the order found
     step = hits.step[order]
     first = np.searchsorted(step, step, side="left")
@@ -1129,14 +1138,15 @@ def _add_device_events(groups: Sequence[StepGroup], devices: list[Timeline]) -> 
     n = hits.step.size
     if not n:
         return hits.lines_left_out
-    types: dict[int, dict[int, int]] = {}  # per plane: its names classified once
+    types: dict[int, IdTable] = {}  # per plane: its names classified once
     kinds, begin, end = (np.empty(n, np.int64) for _ in range(3))
     for k, (tl, ld) in enumerate(hits.lines):
         if id(tl) not in types:
-            types[id(tl)] = {mid: et.classify_gpu(name) for mid, name in tl.names.items()}
+            types[id(tl)] = IdTable({mid: et.classify_gpu(name)
+                                     for mid, name in tl.names.items()})
         lo, hi = int(hits.bounds[k]), int(hits.bounds[k + 1])
         at = hits.pos[lo:hi]
-        kinds[lo:hi] = ld.lookup(types[id(tl)], et.DEVICE_COMPUTE_32)[at]
+        kinds[lo:hi] = types[id(tl)].get(ld.mid_arr[at], et.DEVICE_COMPUTE_32)
         begin[lo:hi] = ld.start_arr[at].astype(np.int64) + ld.start_ps
         end[lo:hi] = ld.end_arr[at].astype(np.int64) + ld.start_ps
     # Each step's pairs together, in line order as found: the chunks one per line were.

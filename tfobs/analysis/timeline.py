@@ -267,6 +267,29 @@ def lookup(mids: np.ndarray, table: dict[int, int], default: int,
     return out[inverse.ravel()]
 
 
+class IdTable:
+    """A {metadata id: value} table as sorted arrays, made once for a plane whose lines are
+    looked up one by one (`lookup` lays its table out again per call: thousands of lines
+    against a plane of thousands of names cost their product)."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, table: dict[int, int]) -> None:
+        keys = np.fromiter(table, np.int64, len(table))
+        order = np.argsort(keys, kind="stable")
+        self.keys = keys[order]
+        self.values = np.fromiter(table.values(), np.int64, len(table))[order]
+
+    def get(self, mids: np.ndarray, default: int) -> np.ndarray:
+        """`table[mid]` for each of `mids`, `default` for ids not in it, as `lookup`."""
+        mids = np.asarray(mids).astype(np.int64, copy=False)
+        if not self.keys.size or not mids.size:
+            return np.full(mids.size, default, np.int64)
+        at = np.minimum(np.searchsorted(self.keys, mids), self.keys.size - 1)
+        out: np.ndarray = np.where(self.keys[at] == mids, self.values[at], default)
+        return out
+
+
 def plane_indices(lines: list[LineData], line: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """Plane-wide event indices (`PlaneEvents`) of sorted `positions`, each on the line
     `lines[line[k]]`: one addition where every line is stored in time order (the usual
