@@ -89,3 +89,64 @@ def test_a_threads_compiled_work_leaves_out_only_its_own_within_its_reach() -> N
             got = python_time.compiled_work(host, ld, (a, b))
             assert np.array_equal(got, want), (seed, ld.line.name)
             assert np.array_equal(python_time.compiled_work(host, ld), _reference(host, ld))
+
+
+def _threads_of_own_functions(steps: int, threads: int) -> bytes:
+    """`steps` marked steps; `threads` threads of one Python event each, each event of its
+    own Python function name (a plane of as many Python names as threads)."""
+    x = schema.XSpace()
+    host = x.planes.add(id=1, name="/host:CPU")
+    host.event_metadata[1].id = 1
+    host.event_metadata[1].name = "train"
+    for sid, name in enumerate(("_r", "step_num"), 1):
+        host.stat_metadata[sid].id = sid
+        host.stat_metadata[sid].name = name
+    marks = host.lines.add(id=1, name="python3", timestamp_ns=1000)
+    for i in range(steps):
+        e = marks.events.add(metadata_id=1, offset_ps=i * 100 * U, duration_ps=100 * U - 10)
+        e.stats.add(metadata_id=1, int64_value=1)
+        e.stats.add(metadata_id=2, int64_value=i)
+    for k in range(threads):
+        host.event_metadata[10 + k].id = 10 + k
+        host.event_metadata[10 + k].name = f"$builtins.len{k}"
+        line = host.lines.add(id=2 + k, name=f"worker{k}", timestamp_ns=1000)
+        line.events.add(metadata_id=10 + k, offset_ps=(k % steps) * 100 * U + 10,
+                        duration_ps=500)
+    return x.SerializeToString()
+
+
+def test_many_python_threads_of_many_function_names_cost_their_sum() -> None:
+    # 40,000 threads of one Python event each, each of its own function name (2.8 MB): every
+    # thread's events were looked up against a table of all the plane's Python names, four
+    # times, 160,000 tables of 40,000 ids: 14 s (10,000: 2 s; 20,000: 5.2 s); now 6 s.
+    from tfobs.analysis.timeline import id_array, member
+
+    s = reduce_xspace(_threads_of_own_functions(100, 5_000))
+    assert s.steps.count == 98
+    # The lookup itself: one line's few ids against a plane's many, once per line.
+    ids = id_array(frozenset(range(10, 40_010)))
+    line = np.array([25_000], np.int64)
+    t0 = time.process_time()
+    found = sum(bool(member(line + k, ids).any()) for k in range(20_000))
+    took = time.process_time() - t0
+    assert found == 15_010
+    assert took < 0.6, took  # 20,000 tables of 40,000 ids: 2.5 s
+
+
+def test_membership_of_many_ids_is_isin() -> None:
+    from tfobs.analysis.timeline import member
+
+    rng = random.Random(11)
+    for _ in range(300):
+        ids = np.array([rng.choice([rng.randint(-3, 600), rng.randint(-2**63, 2**63 - 1)])
+                        for _ in range(rng.randint(250, 700))], np.int64)
+        mids = np.array([rng.choice([int(rng.choice(ids)), rng.randint(-3, 600), 2**62])
+                         for _ in range(rng.randint(0, 300))], np.int64)
+        want = np.isin(mids, ids).tolist()
+        assert member(mids, ids).tolist() == want
+        assert member(mids, ids).tolist() == want  # again, from the ids sorted once
+    ids = np.arange(1000, dtype=np.int64)
+    assert member(np.array([5, 999, 1000]), ids).tolist() == [True, True, False]
+    del ids  # a new array at the same address is sorted anew
+    other = np.arange(2000, 3000, dtype=np.int64)
+    assert member(np.array([5, 2500]), other).tolist() == [False, True]

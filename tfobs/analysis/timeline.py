@@ -11,6 +11,7 @@ int64 and no analysis needs exact-integer fallbacks. Times beyond that span are 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -304,6 +305,30 @@ def plane_indices(lines: list[LineData], line: np.ndarray, positions: np.ndarray
     return out
 
 
+# Past this many ids, `member` looks a line's ids up in the ids sorted once (`_sorted_ids`)
+# rather than laying out a table of all of them per call: thousands of Python threads, each
+# looked up against a plane's thousands of Python function names, cost their product
+# (40,000 of each, 2.8 MB: 14 s).
+_FEW_IDS = 256
+_SORTED: dict[int, tuple[weakref.ref[np.ndarray], np.ndarray]] = {}
+
+
+def _sorted_ids(ids: np.ndarray) -> np.ndarray:
+    """`ids` sorted and unique, made once per array while it lives (the id sets a reduction
+    builds are made once and not changed)."""
+    key = id(ids)
+    held = _SORTED.get(key)
+    if held is not None and held[0]() is ids:
+        return held[1]
+    known = np.unique(ids)
+    try:
+        ref = weakref.ref(ids, lambda _, key=key: _SORTED.pop(key, None))  # type: ignore[misc]
+    except TypeError:  # not weakly referable: sorted per call
+        return known
+    _SORTED[key] = (ref, known)
+    return known
+
+
 def member(mids: np.ndarray, ids: np.ndarray, top: int | None | bool = False) -> np.ndarray:
     """`np.isin(mids, ids)`, by a table indexed by id where the ids are small.
 
@@ -311,6 +336,11 @@ def member(mids: np.ndarray, ids: np.ndarray, top: int | None | bool = False) ->
     """
     if not mids.size or not ids.size:
         return np.zeros(mids.size, bool)
+    if ids.size > max(_FEW_IDS, mids.size):  # a plane's many ids against a line's few events
+        known = _sorted_ids(ids)
+        at = np.minimum(np.searchsorted(known, mids), known.size - 1)
+        found: np.ndarray = known[at] == mids
+        return found
     if top is False:
         top = _dense_top(mids)
     if top is None:
