@@ -615,3 +615,30 @@ def test_a_batch_setting_past_what_the_sdk_takes_is_one_line_naming_it(
             exporter.shutdown(2)
     lines = [r.getMessage() for r in caplog.records if "OTEL_BSP_MAX_QUEUE_SIZE" in r.getMessage()]
     assert len(lines) == 1 and "using 2048" in lines[0] and "\n" not in lines[0]
+
+
+@pytest.mark.parametrize(("name", "value", "default"), [
+    ("OTEL_BSP_SCHEDULE_DELAY", str(10**17), 5000),
+    ("OTEL_BSP_SCHEDULE_DELAY", "0", 5000),
+    ("OTEL_BSP_EXPORT_TIMEOUT", "-1", 30000),
+    ("OTEL_BSP_EXPORT_TIMEOUT", "soon", 30000)])
+def test_a_batch_delay_or_timeout_past_what_the_sdk_takes_is_one_line_naming_it(
+        monkeypatch, caplog, name: str, value: str, default: int) -> None:
+    # OTEL_BSP_SCHEDULE_DELAY=0 turned tracing off with "schedule_delay_millis must be
+    # positive", naming no setting; 10**17 killed the SDK's worker thread with an
+    # OverflowError traceback on the job's stderr, and no span was sent again. A word for
+    # the timeout put the SDK's traceback in the job's log.
+    monkeypatch.setenv(name, value)
+    with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
+        exporter = exporter_for(receiver.endpoint)
+        try:
+            assert not exporter.disabled
+            summary = built_summary(n_steps=2, events_per_step=1)
+            exporter.publish(summary, record_for(summary))
+            exporter.force_flush(5)
+            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
+        finally:
+            exporter.shutdown(2)
+    lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
+    assert len(lines) == 1 and f"using {default}" in lines[0] and "\n" not in lines[0], lines
+    assert not [r for r in caplog.records if r.exc_info]

@@ -493,8 +493,13 @@ def _counting_exporter(inner: Any, room: _SpanQueueRoom, quiet: _ExporterLog,
 # -- OTLP ----------------------------------------------------------------------------------
 
 
-# The largest batch setting the SDK takes (its queue is a deque sized by a C ssize_t).
+# The largest batch setting the SDK takes (its queue is a deque sized by a C ssize_t), and
+# for its delay and timeout (milliseconds: 24 days; the worker's wait overflows past
+# what a time_t holds).
 MAX_BSP_SETTING = 2**31 - 1
+# The SDK's defaults for OTEL_BSP_SCHEDULE_DELAY and OTEL_BSP_EXPORT_TIMEOUT.
+_DEFAULT_SCHEDULE_DELAY_MS = 5000
+_DEFAULT_EXPORT_TIMEOUT_MS = 30000
 
 
 def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -666,6 +671,14 @@ class OtelExporter:
                                    config.otlp_endpoint if own_exporter else ""),
                 max_queue_size=self._room.capacity,
                 max_export_batch_size=batch,
+                # The SDK's worker waits this long between exports: 0 or less turned tracing
+                # off ("schedule_delay_millis must be positive", naming no setting), and
+                # 10**17 killed the worker thread with an OverflowError traceback, every
+                # later span queued and never sent.
+                schedule_delay_millis=_env_int(env, "OTEL_BSP_SCHEDULE_DELAY",
+                                               _DEFAULT_SCHEDULE_DELAY_MS),
+                export_timeout_millis=_env_int(env, "OTEL_BSP_EXPORT_TIMEOUT",
+                                               _DEFAULT_EXPORT_TIMEOUT_MS),
                 **_no_self_metrics(BatchSpanProcessor, NoOpMeterProvider),
             )
         )
