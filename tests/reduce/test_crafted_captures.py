@@ -40,13 +40,18 @@ def test_steps_times_gpu_streams_is_no_work_of_the_reduction(monkeypatch) -> Non
     # stream: 90,000 lookups and as many empty arrays kept per step (2,000 x 2,000: 140 s
     # and 2.2 GB). Only the steps a stream's events reach are looked at.
     looked = []
-    real = pipeline._overlapping
+    real, real_by_event = pipeline._overlapping, pipeline._overlapping_by_event
 
     def counted(ld, near, lo, hi, *rest):
         looked.append(int((hi - lo).sum()))  # the (step, event) candidates searched
         return real(ld, near, lo, hi, *rest)
 
+    def counted_by_event(ld, lo, hi, *rest):
+        looked.append(int(np.maximum(hi - lo, 0).sum()))  # the same, from the events' side
+        return real_by_event(ld, lo, hi, *rest)
+
     monkeypatch.setattr(pipeline, "_overlapping", counted)
+    monkeypatch.setattr(pipeline, "_overlapping_by_event", counted_by_event)
     s = reduce_xspace(_steps_and_gpu_planes(300, 300))
     assert s.steps.count == 298  # first and last dropped, as XProf does
     assert 0 < sum(looked) <= 3 * 300, sum(looked)
