@@ -1174,59 +1174,90 @@ def _stream_hits(groups: Sequence[StepGroup], devices: list[Timeline]) -> Stream
     ends = np.array([g.end_ps for g in groups], np.int64)
     # The steps by begin, and the latest end of each one's and those before it: the steps
     # that may overlap a line's events are a run of these (the line's events searched
-    # against every step cost steps x lines: 40,000 of each, 17 s from 4 MB).
+    # against every step cost steps x lines: 40,000 of each, 17 s from 4 MB). A step that
+    # holds the begins of many later ones (one spanning the window beside the others) would
+    # keep that latest end past every event after it: such steps are searched apart.
     by_begin = np.argsort(begins, kind="stable")
-    sorted_begins = begins[by_begin]
-    reach = np.maximum.accumulate(ends[by_begin])
+    covers = (np.searchsorted(begins[by_begin], ends[by_begin], side="left")
+              - np.arange(by_begin.size) - 1)
+    wide = covers > WIDE_STEP_BEGINS
+    orders = [by_begin[~wide], by_begin[wide]] if wide.any() else [by_begin]
+    runs = [(order, begins[order], np.maximum.accumulate(ends[order]))
+            for order in orders if order.size]
     stream = [(tl, ld) for tl in devices for ld in tl.lines
               if ld.name.startswith("Stream") and ld.start_arr.size]
     room = max(MIN_PAIRS, PAIRS_PER_EVENT * sum(ld.start_arr.size for _, ld in stream))
     left_out = 0
     for tl, ld in stream:
-        base = ld.start_ps
         line_reach = np.maximum.accumulate(ld.end_arr)
-        # A step before `first` ends (with every step before it) by the line's first
-        # start; a step from `last` on begins at or after the line's last end.
-        first = int(np.searchsorted(reach, int(ld.start_arr[0]) + base, side="right"))
-        last = int(np.searchsorted(sorted_begins, int(line_reach[-1]) + base, side="left"))
-        if first >= last:
-            continue
-        # From the events' side first: the steps each event may overlap, searched for the
-        # line's events alone (thousands of two-kernel streams beside thousands of steps
-        # searched every step in reach per line: 40,000 of each, 3.2 MB, 16 s).
-        s_lo = np.searchsorted(reach, ld.start_arr.astype(np.int64) + base, side="right")
-        s_hi = np.searchsorted(sorted_begins, ld.end_arr.astype(np.int64) + base, side="left")
-        per_event = int(np.maximum(s_hi - s_lo, 0).sum())
-        total = per_event
-        if per_event > min(room, last - first):
-            # From the steps' side, where that is less work than the events' candidates:
-            # one event spanning the window reaches every step (and steps overlapping
-            # one another make every event reach back to them).
-            near = by_begin[first:last]
-            # Events before `lo` end (the latest end so far) by the step's begin; events
-            # from `hi` on start at or after its end: every overlapping event lies between.
-            hi = np.searchsorted(ld.start_arr, ends[near] - base, side="left")
-            lo = np.searchsorted(line_reach, begins[near] - base, side="right")
-            some = np.flatnonzero(hi > lo)
-            total = int((hi[some] - lo[some]).sum())
-        if min(total, per_event) > room:  # the candidates, at least as many as the pairs
+        part = _line_pairs(ld, line_reach, runs[0], begins, ends, room) if runs else _NO_PAIRS
+        if len(runs) > 1 and part is not None:
+            wide_part = _line_pairs(ld, line_reach, runs[1], begins, ends, room)
+            if wide_part is not None and wide_part[0].size:
+                step, pos = (np.concatenate(c) for c in zip(part, wide_part, strict=True))
+                order = np.lexsort((pos, step))  # by step, then by position
+                part = step[order], pos[order]
+            elif wide_part is None:
+                part = None
+        if part is None:
             left_out += 1
             continue
-        if per_event <= total:
-            found = _overlapping_by_event(ld, s_lo, s_hi, by_begin, ends)
-        else:
-            some = some[np.argsort(near[some], kind="stable")]  # in step order
-            found = _overlapping(ld, near[some], lo[some], hi[some], begins, total)
-        if found[0].size:
-            room -= found[0].size
-            lines.append((tl, ld))
-            steps.append(found[0])
-            positions.append(found[1])
+        step, pos = part
+        if not step.size:
+            continue
+        room -= step.size
+        lines.append((tl, ld))
+        steps.append(step)
+        positions.append(pos)
     if not lines:
         return StreamHits(lines, np.zeros(1, np.int64), none, none, left_out)
     bounds = np.concatenate(([0], np.cumsum([s.size for s in steps]))).astype(np.int64)
     return StreamHits(lines, bounds, np.concatenate(steps), np.concatenate(positions),
                       left_out)
+
+
+# A step holding the begins of more later steps than this is searched apart (`_stream_hits`).
+WIDE_STEP_BEGINS = 4
+_NO_PAIRS = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def _line_pairs(ld: LineData, line_reach: np.ndarray,
+                run: tuple[np.ndarray, np.ndarray, np.ndarray], begins: np.ndarray,
+                ends: np.ndarray, room: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(step, position) of each of the line's events overlapping each step of `run` (the
+    steps by begin, their begins, the latest end so far), from whichever side has fewer
+    candidates; None where both pass `room`."""
+    by_begin, sorted_begins, reach = run
+    base = ld.start_ps
+    # A step before `first` ends (with every step before it) by the line's first start; a
+    # step from `last` on begins at or after the line's last end.
+    first = int(np.searchsorted(reach, int(ld.start_arr[0]) + base, side="right"))
+    last = int(np.searchsorted(sorted_begins, int(line_reach[-1]) + base, side="left"))
+    if first >= last:
+        return _NO_PAIRS
+    # From the events' side first: the steps each event may overlap, searched for the
+    # line's events alone (thousands of two-kernel streams beside thousands of steps
+    # searched every step in reach per line: 40,000 of each, 3.2 MB, 16 s).
+    s_lo = np.searchsorted(reach, ld.start_arr.astype(np.int64) + base, side="right")
+    s_hi = np.searchsorted(sorted_begins, ld.end_arr.astype(np.int64) + base, side="left")
+    per_event = int(np.maximum(s_hi - s_lo, 0).sum())
+    if per_event <= min(room, last - first):
+        return _overlapping_by_event(ld, s_lo, s_hi, by_begin, ends)
+    # From the steps' side, where that is less work than the events' candidates: one
+    # event spanning the window reaches every step.
+    near = by_begin[first:last]
+    # Events before `lo` end (the latest end so far) by the step's begin; events from `hi`
+    # on start at or after its end: every overlapping event lies between.
+    hi = np.searchsorted(ld.start_arr, ends[near] - base, side="left")
+    lo = np.searchsorted(line_reach, begins[near] - base, side="right")
+    some = np.flatnonzero(hi > lo)
+    total = int((hi[some] - lo[some]).sum())
+    if min(total, per_event) > room:  # the candidates, at least as many as the pairs
+        return None
+    if per_event <= total:
+        return _overlapping_by_event(ld, s_lo, s_hi, by_begin, ends)
+    some = some[np.argsort(near[some], kind="stable")]  # in step order
+    return _overlapping(ld, near[some], lo[some], hi[some], begins, total)
 
 
 def _overlapping_by_event(ld: LineData, lo: np.ndarray, hi: np.ndarray, by_begin: np.ndarray,
