@@ -97,6 +97,21 @@ def test_a_name_that_is_not_utf8_is_said_so() -> None:
             assert "truncated" not in text
 
 
+def test_a_folder_whose_only_capture_is_not_a_file_says_it_was_skipped(
+        tmp_path: pathlib.Path) -> None:
+    # A FIFO named as a capture is never opened (it would wait for a writer); the line said
+    # "no capture" as if the folder were empty.
+    import os
+
+    os.mkfifo(tmp_path / "host.xplane.pb")
+    with pytest.raises(CaptureError, match=r"host\.xplane\.pb is not a regular file "
+                                           r"\(skipped\); point at a capture file"):
+        read_source(tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CaptureError, match=r"no \*\.xplane\.pb capture under .*empty; point"):
+        read_source(tmp_path / "empty")
+
+
 def test_loader_finds_newest_run_and_rejects_missing(tmp_path: pathlib.Path) -> None:
     with pytest.raises(CaptureError, match="no such file"):
         read_source(tmp_path / "nope.xplane.pb")

@@ -35,10 +35,17 @@ def run_captures(folder: Path, run: str | None = None) -> list[Path]:
             raise CaptureError(f"no run named {run!r} under {profile}; omit --run for the newest")
     # A folder holding captures itself (no runs below it) counts as one run.
     candidates = [profile] if not runs else runs[::-1]
+    skipped: list[Path] = []
     for rdir in candidates:
-        files = sorted(p for p in rdir.glob("*.xplane.pb") if p.is_file())
+        named = sorted(rdir.glob("*.xplane.pb"))
+        files = [p for p in named if p.is_file()]
         if files:
             return files
+        skipped += named
+    if skipped:  # a FIFO, a device, a folder so named: never opened (a FIFO would wait)
+        raise CaptureError(
+            f"no *.xplane.pb capture under {folder}: {skipped[0]} is not a regular file "
+            "(skipped); point at a capture file or a TensorBoard log folder")
     raise CaptureError(
         f"no *.xplane.pb capture under {folder}; point at a file or a TensorBoard log folder"
     )
