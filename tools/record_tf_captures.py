@@ -917,6 +917,34 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "from_tensor_slices -> batch(100, drop_remainder=False) -> map(standardise per "
         "batch) -> unbatch -> shuffle(2048) -> batch(256) -> rebatch(64) -> prefetch(2); "
         "an MLP step; the job's own step times", {}),
+    "gan_custom_train_step_fit": (
+        "Keras 3 `fit` of a GAN written as a `keras.Model` subclass whose `train_step` "
+        "override runs two Adam optimizers (discriminator then generator, two GradientTapes) "
+        "on 64-d latent / 128-d data at batch 64; tfobs's callback; the job's own batch "
+        "times", {}),
+    "mha_python_mask_loop": (
+        "custom loop, one `MultiHeadAttention` block (4 heads, key_dim 32, 64 tokens of 128) "
+        "whose padding attention mask is built in numpy inside each marked step from random "
+        "lengths and passed to the `tf.function` step as a tensor; the job's own step times",
+        {}),
+    "tape_outside_function_loop": (
+        "custom loop whose forward pass (3 Dense layers, 512 wide, batch 128) is a "
+        "`tf.function` called under an eager `GradientTape`: the tape, `tape.gradient` and "
+        "`apply_gradients` run eagerly around the compiled forward; the job's own step times",
+        {}),
+    "causal_conv1d_long_fit": (
+        "Keras 3 `fit` of a WaveNet-style stack: 4 `Conv1D(32, 3, padding=\"causal\")` "
+        "layers dilated 1/2/4/8 over sequences of 4096 steps, batch 8, a pooled Dense head; "
+        "tfobs's callback; the job's own batch times", {}),
+    "tnp_ops_step_loop": (
+        "custom loop whose `tf.function` step computes the model and loss with "
+        "`tf.experimental.numpy` ops (tnp.matmul, tnp.tanh, tnp.mean, tnp.clip) on two "
+        "variables; the job's own step times", {}),
+    "cache_take_partial_loop": (
+        "custom loop over `map(slow 2 ms py_function per batch of 64).cache().take(4)`: each "
+        "'epoch' of 4 steps makes a new iterator and reads 4 of the 16 batches, so the cache "
+        "is never completed (TensorFlow discards a partly read memory cache) and every "
+        "batch is mapped again; the job's own step times", {}),
 }
 
 
@@ -5321,6 +5349,154 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         it = iter(ds)
         params["measured_step_ms"] = timed_then_profile(
             lambda i: float(step(*next(it))), params["steps"], marker=train_root)
+    elif case == "gan_custom_train_step_fit":
+        params = {"batch": 64, "latent": 64, "data": 128, "steps": 12}
+
+        class GAN(keras.Model):
+            def __init__(self):
+                super().__init__()
+                self.gen = keras.Sequential([keras.Input((64,)), keras.layers.Dense(256, "relu"),
+                                             keras.layers.Dense(128)])
+                self.disc = keras.Sequential([keras.Input((128,)),
+                                              keras.layers.Dense(256, "relu"),
+                                              keras.layers.Dense(1)])
+                self.d_opt = keras.optimizers.Adam(1e-4)
+                self.g_opt = keras.optimizers.Adam(1e-4)
+                self.bce = keras.losses.BinaryCrossentropy(from_logits=True)
+
+            def call(self, z):
+                return self.gen(z)
+
+            def train_step(self, real):
+                n = tf.shape(real)[0]
+                z = tf.random.normal((n, 64))
+                with tf.GradientTape() as tape:
+                    fake = self.gen(z, training=True)
+                    d_loss = (self.bce(tf.ones((n, 1)), self.disc(real, training=True))
+                              + self.bce(tf.zeros((n, 1)), self.disc(fake, training=True)))
+                g = tape.gradient(d_loss, self.disc.trainable_variables)
+                self.d_opt.apply_gradients(zip(g, self.disc.trainable_variables, strict=True))
+                z = tf.random.normal((n, 64))
+                with tf.GradientTape() as tape:
+                    g_loss = self.bce(tf.ones((n, 1)),
+                                      self.disc(self.gen(z, training=True), training=True))
+                g = tape.gradient(g_loss, self.gen.trainable_variables)
+                self.g_opt.apply_gradients(zip(g, self.gen.trainable_variables, strict=True))
+                return {"d_loss": d_loss, "g_loss": g_loss}
+
+        model = GAN()
+        model.compile()
+        data = rng.normal(size=(64 * 32, 128)).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices(data).repeat().batch(64).prefetch(2)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "mha_python_mask_loop":
+        params = {"batch": 32, "tokens": 64, "dim": 128, "heads": 4, "steps": 12}
+        inp = keras.Input((64, 128))
+        mask_in = keras.Input((64, 64), dtype="bool")
+        att = keras.layers.MultiHeadAttention(4, 32)(inp, inp, attention_mask=mask_in)
+        h = keras.layers.LayerNormalization()(inp + att)
+        out = keras.layers.Dense(1)(keras.layers.GlobalAveragePooling1D()(h))
+        model = keras.Model([inp, mask_in], out)
+        opt = keras.optimizers.Adam(1e-3)
+        xs = rng.normal(size=(32, 64, 128)).astype("float32")
+        ys = rng.normal(size=(32, 1)).astype("float32")
+
+        @tf.function
+        def step(xb, mb, yb):
+            with tf.GradientTape() as tape:
+                loss = mse(yb, model([xb, mb], training=True))
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            return loss
+
+        def one(i):
+            lengths = rng.integers(16, 65, size=32)
+            valid = np.arange(64)[None, :] < lengths[:, None]  # (batch, tokens)
+            mask = valid[:, :, None] & valid[:, None, :]  # built in Python each step
+            float(step(xs, mask, ys))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "tape_outside_function_loop":
+        params = {"batch": 128, "width": 512, "steps": 12}
+        model = keras.Sequential([keras.Input((256,)), keras.layers.Dense(512, "relu"),
+                                  keras.layers.Dense(512, "relu"), keras.layers.Dense(1)])
+        opt = keras.optimizers.SGD(0.01)
+        it = iter(random_batches(128 * 16, 256, 128))
+
+        @tf.function
+        def forward(xb, yb):
+            return mse(yb, model(xb, training=True))
+
+        def one(i):
+            xb, yb = next(it)
+            with tf.GradientTape() as tape:  # eager tape around the compiled forward
+                loss = forward(xb, yb)
+            g = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(g, model.trainable_variables, strict=True))
+            float(loss)
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"])
+    elif case == "causal_conv1d_long_fit":
+        params = {"batch": 8, "length": 4096, "channels": 32, "steps": 10}
+        layers = [keras.Input((4096, 8))]
+        for d in (1, 2, 4, 8):
+            layers.append(keras.layers.Conv1D(32, 3, padding="causal", dilation_rate=d,
+                                              activation="relu"))
+        layers += [keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(1)]
+        model = keras.Sequential(layers)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        x = rng.normal(size=(64, 4096, 8)).astype("float32")
+        y = rng.normal(size=(64, 1)).astype("float32")
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8).prefetch(2)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=3, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "tnp_ops_step_loop":
+        import tensorflow.experimental.numpy as tnp
+
+        params = {"batch": 128, "features": 256, "hidden": 512, "steps": 12}
+        w1 = tf.Variable(rng.normal(size=(256, 512)).astype("float32") * 0.05)
+        w2 = tf.Variable(rng.normal(size=(512, 1)).astype("float32") * 0.05)
+        it = iter(random_batches(128 * 16, 256, 128))
+
+        @tf.function
+        def step(xb, yb):
+            with tf.GradientTape() as tape:
+                h = tnp.tanh(tnp.matmul(xb, w1))
+                pred = tnp.matmul(h, w2)
+                loss = tnp.mean(tnp.square(tnp.clip(pred - yb, -5.0, 5.0)))
+            g1, g2 = tape.gradient(loss, [w1, w2])
+            w1.assign_sub(0.01 * g1)
+            w2.assign_sub(0.01 * g2)
+            return loss
+
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(step(*next(it))), params["steps"])
+    elif case == "cache_take_partial_loop":
+        params = {"batch": 64, "batches": 16, "take": 4, "sleep_ms": 2, "steps": 12}
+        x = rng.random((64 * 16, 128), np.float32)
+        y = rng.random((64 * 16, 1), np.float32)
+        base = py_sleep_map(tf.data.Dataset.from_tensor_slices((x, y)).batch(64), 0.002,
+                            (None, 128))
+        partial = base.cache().take(4)  # never read to its end: the cache never completes
+        model = mlp(128, 256)
+        step = build_train_step(tf, model, mse, keras.optimizers.SGD(0.01))
+        state = {"it": None}
+
+        def one(i):
+            if i % 4 == 0:
+                state["it"] = iter(partial)
+            float(step(*next(state["it"])))
+
+        params["measured_step_ms"] = timed_then_profile(one, params["steps"], warm=4)
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
