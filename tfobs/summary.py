@@ -493,6 +493,9 @@ class Ops:
     # first one): set-up the window caught (Normalization.adapt, variables made, weights
     # loaded, a first evaluation).
     eager_before_steps_s: float = 0.0
+    # tf.function backward passes run from a GradientTape outside the function
+    # (`EagerLocalExecute: __inference___backward_*`) inside the window's steps: how many.
+    eager_backward_calls: int = 0
     # tf.function traces (graph building), or JAX jit compiles, inside the window's steps:
     # seconds, how many.
     graph_building_s: float = 0.0

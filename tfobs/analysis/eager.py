@@ -260,6 +260,30 @@ def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]
     return sum(ps for _, (_, ps) in rows) / 1e12, stats, outside / 1e12, before / 1e12
 
 
+# A tf.function's gradient taken by a GradientTape outside it: the tape runs the function's
+# backward as a call of its own (`EagerLocalExecute: __inference___backward_<f>_<n>_<m>`).
+BACKWARD_CALL = PREFIX + "__inference___backward_"
+
+
+def backward_calls(host: Timeline | None, steps: Sequence[tuple[int, int]] | Spans = ()) -> int:
+    """How many tf.function backward passes were run from an eager `GradientTape` (one
+    `BACKWARD_CALL` event each) starting inside the `steps` (absolute (begin, end) ps, in
+    order, not overlapping; none: 0)."""
+    if host is None:
+        return 0
+    mids = id_array([m for m, n in host.names.items() if n.startswith(BACKWARD_CALL)])
+    begins, ends = span_bounds(steps)
+    if not mids.size or not begins.size:
+        return 0
+    count = 0
+    for ld in host.lines:
+        hit = member(ld.mid_arr, mids, ld.dense_top)
+        if hit.any():
+            _, inside = span_of(ld.start_arr[hit] + ld.start_ps, begins, ends)
+            count += int(inside.sum())
+    return count
+
+
 def eager_note(seconds: float, top: tuple[OpStat, ...], window_s: float) -> str:
     """One sentence for a window with no step and no function call that ran ops eagerly
     (a model called outside `tf.function`: eager inference, an eager training loop)."""

@@ -211,6 +211,16 @@ EAGER_UPDATE_FIX = (
     "optimizer.apply_gradients in it, or a tf.function of its own called once per step): "
     "one call per step instead of one Python dispatch per op and variable; under Keras 3 "
     "fit, keras.optimizers.*(use_ema=True) keeps the average inside the step")
+# A GradientTape outside the step's tf.function: the tape runs the function's backward as a
+# call of its own (`__inference___backward_<f>_*`, one per step) and the optimizer's update
+# after it runs eagerly, one Python dispatch per op and variable; not a moving average.
+EAGER_TAPE_FIX = (
+    "put the whole training step in one tf.function: the forward pass, the GradientTape, "
+    "tape.gradient and optimizer.apply_gradients inside it (@tf.function def train_step(x, "
+    "y): with tf.GradientTape() as tape: loss = ...; grads = tape.gradient(loss, "
+    "model.trainable_variables); optimizer.apply_gradients(zip(grads, "
+    "model.trainable_variables)); return loss), called once per step; compiling the forward "
+    "pass alone leaves the backward a separate call and the update eager")
 EAGER_BETWEEN_SHARE = 0.5  # of the eager op time
 EAGER_BETWEEN_FIX = (
     "lighten what runs between the steps: where a checkpoint callback saves every few "
@@ -455,6 +465,8 @@ def _eager(s: WindowSummary) -> list[Advice]:
         step_eager, fix = (f" {100 * share:.0f} % of it is {EAGER_CONVERSION_OP}: NumPy arrays "
                            "or Python values turned into tensors where they are passed to a "
                            "tf.function or an op.", EAGER_CONVERSION_FIX)
+    elif (tape := _tape_outside_step_function(s, between)) is not None:
+        step_eager, fix = tape, EAGER_TAPE_FIX
     elif (update := _eager_update_beside_step(s, between)) is not None:
         step_eager, fix = update, EAGER_UPDATE_FIX
     elif between >= EAGER_BETWEEN_SHARE and (pauses := _pauses(s))[0]:
@@ -492,6 +504,22 @@ def _pauses(s: WindowSummary) -> tuple[int, float]:
     long = gap[gap >= PAUSE_FACTOR * typical] if typical > 0 else gap[:0]
     held = float(long.sum()) / total if total > 0 else 0.0
     return (int(long.size), held) if long.size and held >= 0.5 else (0, 0.0)
+
+
+def _tape_outside_step_function(s: WindowSummary, between: float) -> str | None:
+    """The words for eager ops in steps that each take their tf.function's gradient from a
+    GradientTape outside it (a backward call per step, `ops.eager_backward_calls`), else
+    None."""
+    compiled = _per_step_function(s)
+    backward = s.ops.eager_backward_calls
+    if not compiled or between >= EAGER_BETWEEN_SHARE or backward < s.steps.count:
+        return None
+    top = s.ops.eager_top
+    counts = ", ".join(f"{o.count / backward:.0f} {o.name}" for o in top[:4])
+    return (f" Each step calls its tf.function ('{compiled}') under a GradientTape outside "
+            f"it: tape.gradient runs the function's backward pass as a call of its own "
+            f"({backward} in the steps) and the optimizer's update after it runs eagerly, "
+            f"one Python dispatch per op and variable ({counts} a step).")
 
 
 def _eager_update_beside_step(s: WindowSummary, between: float) -> str | None:
