@@ -297,6 +297,26 @@ def test_an_input_wait_in_the_windows_last_steps_is_a_buffer_running_dry() -> No
     assert "filling after a start" in first.fix and "running dry" not in first.fix
 
 
+def test_a_few_waiting_steps_whose_fetches_found_a_batch_ready_are_no_pipeline_filling(
+) -> None:
+    # A loop over repeat().batch().prefetch(2) made before its warm-up steps: 80 % of the
+    # input wait is in steps 5 and 6, whose fetches began with a batch in the prefetch
+    # buffer (as all 10 did), no pipeline work during them. No pipeline filled there.
+    s = summary("generated__tf2.21cpu__tape_outside_function_loop")
+    ip = s.input_pipeline
+    assert ip.prefetch_ready == ip.prefetch_fetches == 10
+    assert set(ip.prefetch_slow_ready_steps) == {5, 6}
+    a = one(s, "input_bound")
+    assert a.fix.startswith("the wait is a few steps'") and "(5, 6)" in a.fix
+    assert "filling after a start" not in a.fix
+    assert "began with a batch in the prefetch buffer" in a.fix
+    assert "judge from a longer window" in a.fix
+    # the first steps after each new iterator, whose fetches found the buffer empty, keep
+    # the filling words
+    first = one(summary("generated__tf2.21cpu__tfkeras_fit_validation_epochs"), "input_bound")
+    assert "filling after a start" in first.fix
+
+
 def test_a_py_function_in_the_step_is_timed_over_the_kept_steps() -> None:
     # The window's py_function time held the first and last steps XProf drops, divided by
     # the kept steps: 20-25 % high. Counted inside the kept steps, it is at most their time

@@ -746,6 +746,8 @@ def _concentrated(s: WindowSummary) -> str:
                  "with more parallelism, and judge from a longer window")
     elif _predict_in(s, order[:k]):
         cause = PREDICT_WAIT
+    elif ready := _ready_fetches(s, [items[j].step_num for j in order[:k].tolist()]):
+        cause = ready
     else:
         cause = (" (a pipeline filling after a start: a new epoch's iterator, a shuffle "
                  "buffer, a cache): keep one iterator across epochs (repeat() with "
@@ -753,6 +755,25 @@ def _concentrated(s: WindowSummary) -> str:
     return (f"the wait is a few steps': {100 * held / total:.0f} % of it in {k} of "
             f"{len(items)} steps ({nums}), the others waiting {rest_pct:.1f} % of their "
             f"time{cause}; then: ")
+
+
+def _ready_fetches(s: WindowSummary, nums: list[int]) -> str:
+    """Words for waiting steps (step numbers `nums`) whose fetches all began with a batch in
+    the prefetch buffer (every fetch of the window found one): no pipeline filled or ran
+    dry; "" otherwise."""
+    ip = s.input_pipeline
+    if (not ip.prefetch_fetches or ip.prefetch_ready < ip.prefetch_fetches
+            or not set(nums) <= set(ip.prefetch_slow_ready_steps)):
+        return ""
+    if ip.prefetch_slow_ready_op_s >= ONE_FETCH_WORK * ip.prefetch_slow_ready_s:
+        return (f" (their fetches began with a batch in the prefetch buffer, while tf.data's "
+                f"threads ran its stages' ops for {1e3 * ip.prefetch_slow_ready_op_s:.1f} ms: "
+                f"{HELD_BY_PIPELINE})")
+    return (" (their fetches began with a batch in the prefetch buffer, as every fetch of the "
+            "window did, and no pipeline work held them: no pipeline filling or running dry; "
+            "the fetching thread was held up outside tf.data, a busy or shared host: other "
+            "threads or processes on its cores; no per-step cost and no stage to fix: judge "
+            "from a longer window)")
 
 
 # model.predict called inside some steps of a loop: each call reads its arrays through a
