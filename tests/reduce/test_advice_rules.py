@@ -26,6 +26,7 @@ from tfobs.analysis.advice import input_pipeline as input_pipeline_rules
 from tfobs.analysis.advice.gaps import GAP_SHARE
 from tfobs.analysis.advice.input_pipeline import (
     CACHE_FILL_FIX,
+    CACHE_PARTIAL_FIX,
     MAP_IN_INTERLEAVE_FIX,
     MAP_SERIAL,
     PYDATASET_PREFETCH_FIX,
@@ -340,6 +341,20 @@ def test_a_stage_below_a_filling_cache_says_later_epochs_skip_it() -> None:
     # a cache read back (a later epoch) has nothing below it: no such word
     read = summary("generated__tf2.21cpu__cache_shuffle_fit")
     assert not any(a.fix.startswith(CACHE_FILL_FIX) for a in read.advice)
+
+
+def test_a_filling_cache_under_a_take_is_named_as_discarded_each_epoch() -> None:
+    # map -> cache() -> take(4) of 16 batches, a new iterator every 4 steps: the take stops
+    # before the cache's end, so TensorFlow drops the partly filled cache and every epoch
+    # maps again. Not "profile a later epoch" nor "the dataset is built anew each epoch".
+    s = summary("generated__tf2.21cpu__cache_take_partial_loop")
+    assert "::FiniteTake::MemoryCacheImpl::Map" in s.input_pipeline.slowest_stage.name
+    a = one(s, "tfdata_map_serial")
+    assert a.fix.startswith(CACHE_PARTIAL_FIX) and not a.fix.startswith(CACHE_FILL_FIX)
+    assert "ds.take(n).cache()" in a.fix
+    # a filling cache with no take above it keeps the first-epoch words
+    fill = one(summary("generated__tf2.21cpu__cache_fill_loop"), "tfdata_slowest_stage")
+    assert fill.fix == CACHE_FILL_FIX + SLOWEST_STAGE_RULE.fix
 
 
 def test_a_repeats_epochs_are_one_stage() -> None:

@@ -85,6 +85,25 @@ CACHE_FILL_FIX = (
     "epochs read the cache and skip it, so profile a later epoch before changing it; if "
     "every epoch is this slow, the cache is not reused (the dataset is built anew each "
     "epoch); then: ")
+# A take() above a filling cache (`...::FiniteTake::...::MemoryCacheImpl::`): an iterator that
+# stops before the cache's end makes TensorFlow discard the partly filled cache ("The calling
+# iterator did not fully read the dataset being cached"), so every epoch fills it again.
+CACHE_PARTIAL_FIX = (
+    "the stage runs below a cache() that fills in this window, under a take() that reads "
+    "it: where the take stops before the cache's end, TensorFlow discards the partly filled "
+    "cache (its warning: 'The calling iterator did not fully read the dataset being "
+    "cached'), so every epoch runs this stage again; call take() before cache() "
+    "(ds.take(n).cache()) or read the cached dataset to its end; then: ")
+
+
+def _cache_fill_fix(name: str) -> str:
+    """The words before a fix for a stage below a filling in-memory cache (`name`): a take()
+    above the cache has its own."""
+    above = name.split(CACHE_FILLING, 1)[0]
+    return (CACHE_PARTIAL_FIX if any(part.split("[")[0] == "FiniteTake"
+                                     for part in above.split("::")) else CACHE_FILL_FIX)
+
+
 NO_PREFETCH = Rule(
     "tfdata_no_prefetch", "input pipeline",
     "input-bound and no tf.data stage is a Prefetch, or none is above the slowest stage "
@@ -961,7 +980,7 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
                else MAP_IN_INTERLEAVE_FIX if in_interleave_element(slow.name) else "")
         out.append(MAP_SERIAL.advice(
             "warning", f"The slowest tf.data stage is a sequential map{where}.", base, _GATE,
-            CACHE_FILL_FIX + (fix or MAP_SERIAL.fix) if filling else fix))
+            _cache_fill_fix(slow.name) + (fix or MAP_SERIAL.fix) if filling else fix))
     # Per pipeline: a job reading two datasets may prefetch one and not the slow one, whose
     # stages then have no Prefetch above them (tf.distribute's and copy_to_device's hand-offs
     # are Generator stages with their own rules).
@@ -1018,7 +1037,7 @@ def _stage_rules(s: WindowSummary, input_pct: float) -> list[Advice]:
                        f"{1e3 * input_s:.2f} ms of input wait){what}.",
             {**base, "input_s_per_step": input_s}, f"{_GATE} and the stage's self time >= "
             f"{100 * STAGE_SHARE:g} % of the input wait per step",
-            CACHE_FILL_FIX + fix if filling else fix))
+            _cache_fill_fix(slow.name) + fix if filling and slow is not None else fix))
     return out
 
 
