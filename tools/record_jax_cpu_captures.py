@@ -537,6 +537,26 @@ CASES = {
         "evaluation over 4 held-out batches read with `float()`, between the train steps "
         "(train step numbers 5-7, 9-11, 13-15, 17-19 in the trace; evaluations at 4, 8, "
         "12 and 16, compiled before the trace), each train step waited for",
+    "rnn_scan_unroll8_steps": "a tanh RNN (128 inputs, 256 hidden, 64 time steps, batch "
+        "64) run by `jax.lax.scan(cell, h0, xs, unroll=8)` and a linear read-out of the last "
+        "state, its jitted SGD step marked and waited for; the same step with `unroll=1` "
+        "timed before the trace",
+    "linalg_solve_grad_x64_steps": "float64 (`jax_enable_x64`) marked steps: the jitted "
+        "gradient of a ridge loss whose weights come from `jnp.linalg.solve` of a 256x256 "
+        "system built from the batch (`X^T X + l I`), a gradient step on the penalty, "
+        "waited for",
+    "host_tree_map_250_leaves_steps": "a model of 250 small leaves (250 64x64 float32 "
+        "layers in a dict), its gradient computed by a jitted function and the SGD update "
+        "applied outside jit with `jax.tree_util.tree_map(lambda a, b: a - lr * b, p, g)` "
+        "(500 small dispatched programs a step), marked and waited for; the update inside "
+        "the jitted step timed before the trace",
+    "nested_trace_annotations_no_step": "the MLP's jitted SGD step under four nested "
+        "`jax.profiler.TraceAnnotation`s (`epoch`, `batch_loop`, `train_step`, "
+        "`forward_backward`) and no StepTraceAnnotation, waited for",
+    "thread_np_save_checkpoint_steps": "the MLP's jitted SGD step, marked and waited for; "
+        "every fourth step hands the parameters to a writer thread that calls `np.save` "
+        "on each device array (device-to-host copies and a 1.3 MB file write beside the "
+        "next steps)",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -1872,7 +1892,9 @@ HOST_LOOPS = {"device_prefetch_thread_steps", "aot_compiled_steps", "scipy_lbfgs
               "host_lr_schedule_float_steps", "static_arg_every_4_steps",
               "pmap_numpy_reshape_steps", "threadpool_augment_two_workers",
               "cond_traced_flag_alternating", "prngkey_host_each_step",
-              "step_numbers_skip_eval_between"}
+              "step_numbers_skip_eval_between", "rnn_scan_unroll8_steps",
+              "linalg_solve_grad_x64_steps", "host_tree_map_250_leaves_steps",
+              "nested_trace_annotations_no_step", "thread_np_save_checkpoint_steps"}
 
 _HOST_LOOPS_CHILD = """
 import json, sys, time
@@ -2451,9 +2473,111 @@ elif case == "step_numbers_skip_eval_between":  # numbers shared with an unmarke
     def report():
         extra["train_step_numbers"] = numbers[-steps:]
         extra["eval_ms"] = eval_times[-3:]
+elif case == "rnn_scan_unroll8_steps":  # an RNN over time steps, the scan unrolled 8
+    def rnn_loss(q, xs, y, unroll):
+        def cell(h, x):
+            h = jnp.tanh(x @ q["wx"] + h @ q["wh"] + q["b"])
+            return h, None
+        h, _ = jax.lax.scan(cell, jnp.zeros((xs.shape[1], 256)), xs, unroll=unroll)
+        return xent(h @ q["wo"], y)
+    def rnn_sgd(q, xs, y, unroll):
+        loss, g = jax.value_and_grad(rnn_loss)(q, xs, y, unroll)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, q, g), loss
+    ks = jax.random.split(jax.random.PRNGKey(1), 3)
+    q = {"wx": jax.random.normal(ks[0], (128, 256)) * 0.05,
+         "wh": jax.random.normal(ks[1], (256, 256)) * 0.05, "b": jnp.zeros(256),
+         "wo": jax.random.normal(ks[2], (256, 10)) * 0.05}
+    XS = np.random.default_rng(2).random((64, 64, 128)).astype(np.float32)
+    rnn8 = jax.jit(lambda q, xs, y: rnn_sgd(q, xs, y, 8))
+    rnn1 = jax.jit(lambda q, xs, y: rnn_sgd(q, xs, y, 1))
+    def body(i):
+        global q
+        q, loss = rnn8(q, XS, batch(i)[1])
+        jax.block_until_ready(q)
+    def unrolled1(i):
+        jax.block_until_ready(rnn1(q, XS, batch(i)[1]))
+    extra["unroll1_step_ms_before_trace"] = timed(unrolled1)
+    extra["unroll8_step_ms_before_trace"] = timed(body)
+elif case == "linalg_solve_grad_x64_steps":  # float64 solve inside the gradient
+    jax.config.update("jax_enable_x64", True)
+    def ridge(lam, x, y):
+        a = x.T @ x + jnp.exp(lam) * jnp.eye(x.shape[1])
+        w = jnp.linalg.solve(a, x.T @ y)
+        return jnp.mean((x @ w - y) ** 2)
+    grad_ridge = jax.jit(jax.value_and_grad(ridge))
+    lam = jnp.asarray(0.0, jnp.float64)
+    X64 = np.random.default_rng(3).random((1024, 256))
+    Y64 = X64 @ np.random.default_rng(4).random(256) + 0.1
+    def body(i):
+        global lam
+        j = (i * 128) % 512
+        v, g = grad_ridge(lam, X64[j:j + 512], Y64[j:j + 512])
+        lam = lam - 0.1 * g
+        jax.block_until_ready(lam)
+    extra["dtype"] = str(lam.dtype)
+elif case == "host_tree_map_250_leaves_steps":  # a pure-Python optimizer over 250 leaves
+    kq = jax.random.split(jax.random.PRNGKey(5), 250)
+    q = {f"layer{k:03d}": jax.random.normal(kq[k], (64, 64)) * 0.1 for k in range(250)}
+    XQ = np.random.default_rng(6).random((32, 64)).astype(np.float32)
+    def deep_loss(q, x):
+        h = x
+        for k in range(250):
+            h = jnp.tanh(h @ q[f"layer{k:03d}"])
+        return jnp.mean(h ** 2)
+    grad_q = jax.jit(jax.grad(deep_loss))
+    fused = jax.jit(lambda q, x: jax.tree_util.tree_map(
+        lambda a, b: a - 0.01 * b, q, jax.grad(deep_loss)(q, x)))
+    def body(i):
+        global q
+        g = grad_q(q, XQ)
+        q = jax.tree_util.tree_map(lambda a, b: a - 0.01 * b, q, g)
+        jax.block_until_ready(q)
+    def fused_step(i):
+        global q
+        q = fused(q, XQ)
+        jax.block_until_ready(q)
+    def grad_only(i):
+        jax.block_until_ready(grad_q(q, XQ))
+    extra["fused_update_step_ms_before_trace"] = timed(fused_step)
+    extra["grad_only_ms_before_trace"] = timed(grad_only)
+elif case == "nested_trace_annotations_no_step":  # four TraceAnnotations, no step marker
+    def loop(first, n):
+        with jax.profiler.TraceAnnotation("epoch"):
+            with jax.profiler.TraceAnnotation("batch_loop"):
+                for i in range(first, first + n):
+                    t = time.perf_counter()
+                    with jax.profiler.TraceAnnotation("train_step"):
+                        with jax.profiler.TraceAnnotation("forward_backward"):
+                            body(i)
+                    times.append(time.perf_counter() - t)
+elif case == "thread_np_save_checkpoint_steps":  # checkpoints written by a thread
+    import os, queue, threading
+    ckdir = os.path.join(logdir, "ckpt")
+    os.makedirs(ckdir, exist_ok=True)
+    todo = queue.Queue()
+    writes = []
+    def writer():
+        while True:
+            i, snap = todo.get()
+            t = time.perf_counter()
+            for k, leaf in enumerate(jax.tree.leaves(snap)):
+                np.save(os.path.join(ckdir, f"s{i}_{k}.npy"), leaf)  # a device-to-host copy
+            writes.append(time.perf_counter() - t)
+            todo.task_done()
+    threading.Thread(target=writer, daemon=True).start()
+    def body(i):
+        global p
+        p, loss = sgd(p, *batch(i))
+        jax.block_until_ready(p)
+        if i % 4 == 0:
+            todo.put((i, p))
+    def report():
+        todo.join()
+        extra["checkpoint_write_ms"] = [round(w * 1e3, 3) for w in writes[-3:]]
+        extra["checkpoint_steps"] = [i for i in range(4, 16) if i % 4 == 0]
 else:
     raise SystemExit("unknown case " + case)
-if case != "step_numbers_skip_eval_between":
+if "loop" not in globals():
   def loop(first, n):
     for i in range(first, first + n):
         marked(i, body)
