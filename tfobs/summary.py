@@ -215,6 +215,11 @@ class FunctionCalls:
     # "dispatched": called from Python here and run on another task (the coordinator's
     # `schedule`: its time is the round trip, the work is in the workers' captures).
     source: str = "python"
+    # In a window without steps, the busiest function's row: a user's annotation around
+    # each of its calls, one call each (`TraceAnnotation("train_step")` with no step number:
+    # no tool takes it as a step), and the mean time of its events.
+    marker: str = ""
+    marker_mean_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -324,6 +324,34 @@ def test_inference_windows_report_calls_per_second_and_time_per_call(
     assert advice.evidence["calls_per_s"] == pytest.approx(top.per_s)
 
 
+
+def test_an_annotation_without_step_number_around_each_call_is_named_with_its_fix() -> None:
+    # Four nested TraceAnnotations (epoch > batch_loop > train_step > forward_backward) and
+    # no StepTraceAnnotation: no step in either tool. 'train_step' and 'forward_backward'
+    # each hold one of the 12 jitted calls; the outer one is what the job meant as its step
+    # (its own timer: 3.1 ms a step). 'epoch' and 'batch_loop' hold all 12 at once.
+    s = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__nested_trace_annotations_no_step"
+                      ".xplane.pb")
+    assert s.steps.count == 0 and s.input_bound.verdict == "unknown"
+    top = s.steps.calls[0]
+    assert top.name == "PjitFunction(sgd_fn)" and top.count == 12
+    assert top.marker == "train_step" and 2.5e-3 < top.marker_mean_s < 3.6e-3
+    assert "each inside an annotation 'train_step'" in s.steps.note
+    advice = _codes(s)["calls_without_steps"]
+    assert advice.severity == "warning" and "'train_step' (12 of them" in advice.message
+    assert advice.evidence["marker_s"] == pytest.approx(top.marker_mean_s)
+    assert "StepTraceAnnotation('train_step', step_num=i)" in advice.fix
+    assert "'serve'" not in advice.fix
+    # a serving window whose calls no annotation holds keeps the per-call fix
+    plain = tfobs.analyze(CAPTURES / "generated__jax0.10cpu__jitted_calls_only.xplane.pb")
+    assert plain.steps.calls[0].marker == ""
+    assert "'serve'" in _codes(plain)["calls_without_steps"].fix
+    # markers that carry step_num without _r have their own advice (markers_without_root):
+    # the calls inside them take no word of a marker without a step number
+    unrooted = tfobs.analyze(NO_ROOT)
+    assert unrooted.steps.calls[0].marker == ""
+    assert "annotation" not in unrooted.steps.note
+
 def test_evaluation_window_keeps_its_inferred_steps_and_its_calls() -> None:
     # Keras 3 `evaluate` runs `multi_step_on_iterator` as `fit` does: tfobs times those as
     # inferred steps (XProf: none, the named NO_MARKERS difference), and lists the calls.

@@ -16,6 +16,7 @@ round trip of a `schedule`d function, not its work.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 
@@ -281,5 +282,50 @@ def calls_note(calls: tuple[FunctionCalls, ...]) -> str:
     remote = {"remote": " sent by another task (parameter-server coordinator)",
               "dispatched": " run on other tasks (a parameter-server coordinator's schedule: "
                             "the workers' captures hold the function's time)"}.get(c.source, "")
+    held = (f", each inside an annotation {c.marker!r} ({1e3 * c.marker_mean_s:.2f} ms "
+            "each) that carries no step number, so no tool takes it as a step"
+            if c.marker else "")
     return (f"no training steps; the window holds {c.count} calls of {c.name!r}{remote} "
-            f"({c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call)")
+            f"({c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call){held}")
+
+
+def call_marker(host: Timeline | None, row: FunctionCalls) -> FunctionCalls:
+    """`row` with the annotation that holds each of its calls, if there is one: on the line
+    of the calls, the events of one plain name (no op, no Python tracer frame, no call) as
+    many as the calls, the k-th enclosing the k-th call; where several names do, the
+    outermost (the longest). A step marker that lacks its step number and `_r`
+    (`jax.profiler.TraceAnnotation("train_step")`): what the job meant as its step."""
+    if host is None or row.source != "python":
+        return row
+    calls = id_array([m for m, n in host.names.items() if n == row.name])
+    plain = id_array(host.mids_where_once(_is_plain_name))
+    best = ("", 0, 0.0)  # name, count, mean ps
+    for ld in host.lines:
+        at = outermost_of(ld, np.flatnonzero(member(ld.mid_arr, calls, ld.dense_top)))
+        if at.size < 2:
+            continue
+        cand = np.flatnonzero(member(ld.mid_arr, plain, ld.dense_top))
+        cand = cand[~np.isin(ld.mid_arr[cand], calls)]
+        # an annotation starts before its call: keep the events that hold a call
+        k = np.searchsorted(ld.start_arr[at], ld.start_arr[cand], side="left")
+        k = np.minimum(k, at.size - 1)
+        holds = ((ld.start_arr[cand] <= ld.start_arr[at[k]])
+                 & (ld.end_arr[cand] >= ld.end_arr[at[k]]))
+        cand = cand[holds]
+        for mid in np.unique(ld.mid_arr[cand]).tolist():
+            name = host.names.get(mid, "")
+            if name.startswith(JAX_CALL) or name == SESSION_RUN:
+                continue
+            ev = outermost_of(ld, np.flatnonzero(ld.mid_arr == mid))
+            if ev.size != at.size:
+                continue
+            starts, ends = ld.start_arr[ev], ld.end_arr[ev]
+            if not (np.all(starts <= ld.start_arr[at]) and np.all(ends >= ld.end_arr[at])
+                    and np.all(starts[1:] >= ld.end_arr[at][:-1])):
+                continue  # not one call each
+            mean = float(np.mean(ends - starts))
+            if mean > best[2]:
+                best = (name, int(ev.size), mean)
+    if not best[0]:
+        return row
+    return dataclasses.replace(row, marker=best[0], marker_mean_s=best[2] / 1e12)

@@ -20,6 +20,7 @@ from tfobs.analysis.advice import with_advice
 from tfobs.analysis.advice.rule import remember_step_fields, remember_step_sums
 from tfobs.analysis.calls import (
     KERAS_JAX_TRAIN_STEP,
+    call_marker,
     calls_note,
     function_calls,
     jitted_calls_in_spans,
@@ -624,6 +625,8 @@ def _with_calls(steps: Steps, host: Timeline | None, steps_found: int = 0) -> St
                 steps, note="; ".join(n for n in (steps.note, several) if n))
     if steps.count or not found:
         return dataclasses.replace(steps, calls=found)
+    if not steps.unrooted_markers:  # markers with step_num but no _r: their own advice
+        found = (call_marker(host, found[0]),) + found[1:]
     note = "; ".join(n for n in (calls_note(found), calls_work_note(found, host)) if n)
     if steps.unrooted_markers:
         note = steps.note + "; " + note

@@ -68,6 +68,18 @@ KERAS_JAX_FIX = (
     "batch), which writes no step marker: pass tfobs.KerasCallback() in fit(callbacks=[...]) "
     "or call tfobs.enable() before fit, so each batch is marked "
     "(jax.profiler.StepTraceAnnotation) and timed as a step by tfobs and XProf")
+
+
+def marker_fix(name: str, jax: bool) -> str:
+    """The fix where an annotation without a step number holds each call: number it."""
+    how = (f"jax.profiler.StepTraceAnnotation({name!r}, step_num=i) in place of "
+           f"jax.profiler.TraceAnnotation({name!r}) (or TraceAnnotation({name!r}, "
+           "step_num=i, _r=1))" if jax else
+           f"tf.profiler.experimental.Trace({name!r}, step_num=i, _r=1)")
+    return (f"make {name!r} the step marker: {how}, or `with tfobs.step(i):`; XProf and "
+            "tfobs then time each one as a step and judge the input")
+
+
 # A coordinator's calls are round trips to the workers: mark its steps, read the workers.
 DISPATCHED_FIX = (
     "mark each step on the coordinator, `with tfobs.step(i):` around its schedule(...) and "
@@ -480,17 +492,23 @@ def check(s: WindowSummary) -> list[Advice]:
         dispatched = c.source == "dispatched"
         keras_jax = c.source == "python" and c.name == KERAS_JAX_TRAIN_STEP
         out.append(CALLS_ONLY.advice(
-            "warning" if keras_jax else "info",
+            "warning" if keras_jax or c.marker else "info",
             (f"No step marker: the window holds {c.count} calls of {c.name!r} (Keras's "
              f"JAX-backend fit, unmarked), {c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms "
              "of dispatch per call." if keras_jax else
              f"No training step: the window holds {c.count} calls of {c.name!r}, "
              f"{c.per_s:.1f} per s, {1e3 * c.mean_s:.2f} ms per call"
              + (", each run on another task (a parameter-server coordinator)." if dispatched
+                else f", each inside an annotation {c.marker!r} ({c.count} of them, "
+                f"{1e3 * c.marker_mean_s:.2f} ms each): a step marker without a step "
+                "number, which neither XProf nor tfobs takes as a step." if c.marker
                 else ".")),
-            {"calls": float(c.count), "calls_per_s": c.per_s, "call_s": c.mean_s},
+            {"calls": float(c.count), "calls_per_s": c.per_s, "call_s": c.mean_s}
+            | ({"marker_s": c.marker_mean_s} if c.marker else {}),
             "no step found, function calls present",
-            DISPATCHED_FIX if dispatched else KERAS_JAX_FIX if keras_jax else ""))
+            DISPATCHED_FIX if dispatched else KERAS_JAX_FIX if keras_jax
+            else marker_fix(c.marker, s.environment.framework == "jax") if c.marker
+            else ""))
     if st.count and st.mean_s > 0 and dispatch_only(st):
         total = st.work_outside_s / st.work_outside_ratio
         out.append(MARKERS_TIME_DISPATCH.advice(
