@@ -48,6 +48,11 @@ EVENT_ADVICE = "tfobs.advice"
 _MAX_NAME = 200  # span names from op/kernel names can be very long (templated kernels)
 _DEFAULT_QUEUE = 2048  # the SDK's defaults for OTEL_BSP_MAX_QUEUE_SIZE ...
 _DEFAULT_BATCH = 512  # ... and OTEL_BSP_MAX_EXPORT_BATCH_SIZE
+# The most characters of one attribute value taken from the capture (a step marker's, a
+# tf.data stage's, an allocator's name: as long as the job makes them). Unbounded, 50 steps
+# marked with a 100 KB name made a 5 MB export request, which a collector refuses whole
+# (gRPC's 4 MiB): every span of the window was lost. Longer values keep their start and end.
+MAX_ATTRIBUTE_CHARS = 2048
 
 
 # -- the plan: which spans a window becomes (pure; no OpenTelemetry needed) --------------
@@ -502,6 +507,20 @@ _DEFAULT_SCHEDULE_DELAY_MS = 5000
 _DEFAULT_EXPORT_TIMEOUT_MS = 30000
 
 
+def _bounded_text(value: Any) -> Any:
+    if not isinstance(value, str) or len(value) <= MAX_ATTRIBUTE_CHARS:
+        return value
+    head = (MAX_ATTRIBUTE_CHARS - 3) // 2
+    return value[:head] + "..." + value[-(MAX_ATTRIBUTE_CHARS - 3 - head):]
+
+
+def _bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """`attributes` with each text (and each text in a list) at most MAX_ATTRIBUTE_CHARS
+    long: its start and end where longer."""
+    return {k: [_bounded_text(x) for x in v] if isinstance(v, (list, tuple)) else
+            _bounded_text(v) for k, v in attributes.items()}
+
+
 def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
     """A positive integer OTEL_* setting, else `default`, said in one line naming it."""
     raw = environ.get(name)
@@ -728,11 +747,11 @@ class OtelExporter:
                 else:
                     context = p.set_span_in_context(started[ps.parent])
                     p.ids.plan(span_id=ps.span_id)
-                span = p.tracer.start_span(
-                    ps.name, context=context, attributes=ps.attributes, start_time=ps.start_ns
-                )
+                span = p.tracer.start_span(ps.name, context=context,
+                                           attributes=_bounded(ps.attributes),
+                                           start_time=ps.start_ns)
                 for name, time_ns, attrs in ps.events:
-                    span.add_event(name, attributes=attrs, timestamp=time_ns)
+                    span.add_event(name, attributes=_bounded(attrs), timestamp=time_ns)
                 started.append(span)
         finally:
             p.ids.plan()
