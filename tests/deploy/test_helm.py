@@ -158,6 +158,15 @@ def test_collector_is_optional_and_forwards_traces() -> None:
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
 
 
+@pytest.mark.parametrize("endpoint", ["[fd00::1]:4317", "*tempo:4317", "tempo:4317 #2"])
+def test_collector_endpoint_reaches_its_config_as_given(endpoint: str) -> None:
+    # An IPv6 address is written in brackets: unquoted, YAML read it as a list and the
+    # collector's config did not parse.
+    docs = render({"collector": {"enabled": True, "tracesEndpoint": endpoint}})
+    (cfg,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("collector")]
+    assert yaml.safe_load(cfg["data"]["config.yaml"])["exporters"]["otlp"]["endpoint"] == endpoint
+
+
 def test_bad_values_fail_to_render() -> None:
     # A port given as a bare number instead of {name, path}: Helm's engine refuses it.
     with pytest.raises(helm.HelmError):
