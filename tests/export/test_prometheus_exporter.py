@@ -484,3 +484,25 @@ def test_a_label_from_the_capture_is_bounded_and_keeps_its_ends() -> None:
     assert 'GPU_0_bfc"' in next(line for line in text.splitlines()
                                 if line.startswith("tfobs_memory_peak_bytes{"))
     assert label_value("Iterator::Root::Prefetch") == "Iterator::Root::Prefetch"
+
+
+def test_two_long_capture_labels_that_cut_alike_stay_two_series() -> None:
+    """Two allocators whose long names differ only in the middle were cut to one label value:
+    two samples of one series in a scrape, and Prometheus kept only one of them."""
+    from tfobs.export.metrics_collector import MAX_LABEL_CHARS
+    from tfobs.summary import MemoryStat
+
+    names = ["a" * 300 + tag + "b" * 300 + "_bfc" for tag in ("GPU_0", "GPU_1")]
+    summary = WindowSummary(breakdown_s={"input": 0.01},
+                            memory=tuple(MemoryStat(allocator=n, peak_bytes=1 + i)
+                                         for i, n in enumerate(names)))
+    cfg = Config.load(metrics_port=-1)
+    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
+    exp.start()
+    exp.publish(summary, WindowRecord(index=0))
+    text = prometheus_client.generate_latest(exp.registry).decode()
+    exp.shutdown(1.0)
+    peaks = [line.rpartition(" ")[0] for line in text.splitlines()
+             if line.startswith("tfobs_memory_peak_bytes{")]
+    assert len(peaks) == 2 and len(set(peaks)) == 2
+    assert all(len(p) < len("tfobs_memory_peak_bytes{}") + 200 + MAX_LABEL_CHARS for p in peaks)

@@ -35,6 +35,7 @@ from tfobs.export.catalog import (
     identity_values,
 )
 from tfobs.health import WORK_BUCKETS, Durations, HealthLedger, HealthSnapshot
+from tfobs.identity import distinct_suffix
 from tfobs.sources.gpm import GpmFigures
 from tfobs.sources.nvml import GpuSample
 from tfobs.sources.tfmemory import DeviceMemorySample
@@ -50,7 +51,9 @@ _ORDER = {d.family: i for i, d in enumerate(METRICS)}
 
 # A label value from the capture (a tf.data stage's name, an allocator's) is as long as the
 # job's pipeline makes it: a stage 32,000 levels deep made a 1.5 MB label on every scrape.
-# Longer values keep their start and their end (the stage's own kind), joined by "...".
+# Longer values keep their start and their end (the stage's own kind), joined by "...",
+# 8 hex digits of the whole and "...": two names that differ only in the middle stay two
+# series (cut alike, they were two samples of one series, and Prometheus kept one).
 MAX_LABEL_CHARS = 256
 
 
@@ -58,8 +61,9 @@ def label_value(text: str) -> str:
     """`text`, at most MAX_LABEL_CHARS characters: its start and end where longer."""
     if len(text) <= MAX_LABEL_CHARS:
         return text
-    head = (MAX_LABEL_CHARS - 3) // 2
-    return text[:head] + "..." + text[-(MAX_LABEL_CHARS - 3 - head):]
+    middle = f"...{distinct_suffix(text)}..."
+    head = (MAX_LABEL_CHARS - len(middle)) // 2
+    return text[:head] + middle + text[-(MAX_LABEL_CHARS - len(middle) - head):]
 
 
 @dataclass(frozen=True)
