@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -933,3 +934,16 @@ def _load_plan(tp: Any) -> _Convert:
     if origin is dict:
         return dict
     return None
+
+
+def no_nan(value: Any) -> Any:
+    """`value` (a summary's `to_dict()`) with NaN (a figure TF could not measure, e.g. an XLA
+    allocator's fragmentation) as None: JSON null, where json.dumps writes NaN, which no
+    strict JSON reader (a browser's JSON.parse, Go, jq) takes."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, dict):
+        return {k: no_nan(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [no_nan(v) for v in value]
+    return value

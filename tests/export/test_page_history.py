@@ -166,3 +166,23 @@ def test_api_windows_is_served_over_the_same_tls_as_metrics(tmp_path_factory) ->
             urllib.request.urlopen(url.replace("https://", "http://"), timeout=5).read()
     finally:
         exporter.shutdown(2.0)
+
+
+def test_api_windows_is_strict_json_where_tf_wrote_nan() -> None:
+    """An XLA allocator's fragmentation TF could not measure (NaN, as in the recorded H100 JAX
+    capture) was written as a bare NaN: no strict JSON reader took /api/windows; it is null,
+    as in `tfobs analyze --format json`."""
+    from tfobs.export.recent import RecentWindows
+    from tfobs.summary import MemoryStat, WindowSummary
+
+    recent = RecentWindows()
+    recent.add(WindowSummary(memory=(MemoryStat("xla_gpu_host_bfc", peak_bytes=1,
+                                                fragmentation_ratio=float("nan"),
+                                                fragmentation_known=False),)), None)
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    doc = json.loads(recent.to_json(), parse_constant=refuse)
+    (memory,) = doc["windows"][0]["summary"]["memory"]
+    assert memory["fragmentation_ratio"] is None and memory["fragmentation_known"] is False

@@ -15,14 +15,13 @@ import argparse
 import contextlib
 import gc
 import json
-import math
 import os
 import stat
 import sys
 from typing import Any
 
 from tfobs.errors import CaptureError
-from tfobs.summary import CATEGORIES, WindowSummary
+from tfobs.summary import CATEGORIES, WindowSummary, no_nan
 
 BAR_WIDTH = 30
 # Control characters but the newline, and the bidirectional overrides: shown as escapes.
@@ -146,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     if not summaries:
         return 2
     if args.format == "json":
-        docs = [_no_nan(s.to_dict()) for s in summaries]
+        docs = [no_nan(s.to_dict()) for s in summaries]
         # Rendered once (json.dump to a stream writes every token separately), written in
         # 64 KiB pieces: one huge write to a pipe whose reader left can end without EPIPE,
         # and `| head` must still end with 141 (cli.main).
@@ -204,17 +203,6 @@ def _sources(path: str, run: str | None) -> list[str]:
     if not folder.is_dir():
         return [path]
     return [str(p) for p in run_captures(folder, run)]
-
-
-def _no_nan(value: Any) -> Any:
-    """NaN (a figure TF could not measure, e.g. fragmentation) as JSON null."""
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, dict):
-        return {k: _no_nan(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_no_nan(v) for v in value]
-    return value
 
 
 def _ms(seconds: float) -> str:

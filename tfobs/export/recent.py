@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from tfobs.summary import WindowSummary
+from tfobs.summary import WindowSummary, no_nan
 from tfobs.window import WindowRecord
 
 DEFAULT_KEEP = 20  # windows kept: the page's history and the JSON endpoint, bounded memory
@@ -31,7 +31,7 @@ class RecentWindow:
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "first_step": self.first_step,
                 "last_step": self.last_step, "published_at_s": self.published_at_s,
-                "summary": self.summary.to_dict()}
+                "summary": no_nan(self.summary.to_dict())}
 
 
 class RecentWindows:
