@@ -125,8 +125,35 @@ def disable(timeout_s: float = 5.0) -> None:
     global _instance
     with _instance_lock:
         runtime, _instance = _instance, None
-    if runtime is not None and runtime.pid == os.getpid():
+    if runtime is None or runtime.pid != os.getpid():
+        return
+    if not _inside_tfobs(sys._getframe(1)):
         runtime.stop(timeout_s)
+        return
+    # Called from code that interrupted tfobs's own on this thread (a signal handler that
+    # ran while a window was opening): that frame holds a lock the stop takes, and waiting
+    # for it here hung the job for good. The stop runs beside it, waited for up to
+    # `timeout_s`, and ends once the interrupted code goes on.
+    worker = threading.Thread(target=runtime.stop, args=(timeout_s,), name="tfobs-disable",
+                              daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _inside_tfobs(frame: object) -> bool:
+    """True when a tfobs frame is on this thread's stack below the caller of disable() (the
+    tfobs frames that called it, `tfobs.disable` itself, left out)."""
+    f = frame
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE_DIR):  # type: ignore[attr-defined]
+        f = f.f_back  # type: ignore[attr-defined]
+    while f is not None:
+        if f.f_code.co_filename.startswith(_PACKAGE_DIR):  # type: ignore[attr-defined]
+            return True
+        f = f.f_back  # type: ignore[attr-defined]
+    return False
 
 
 def capture_now(keep: bool = False) -> bool:
