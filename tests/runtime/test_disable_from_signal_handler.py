@@ -47,3 +47,45 @@ def test_disable_from_a_handler_that_interrupted_tfobs_returns() -> None:
     assert "went on" in proc.stdout
     took = float(proc.stdout.split("disable took ")[1].split()[0])
     assert took < 5.0
+
+
+STARTING = r"""
+import sys, time
+sys.modules["tensorflow"] = None
+import tfobs
+from tfobs.runtime import lifecycle
+from tfobs.runtime.core import Runtime
+
+calls = []
+real_start = Runtime.start
+
+def start(self):  # a signal handler runs while enable() starts, on its thread
+    out = real_start(self)
+    t0 = time.monotonic()
+    tfobs.disable(timeout_s=2.0)
+    calls.append(round(time.monotonic() - t0, 2))
+    return out
+
+Runtime.start = start
+got = tfobs.enable(metrics_port=-1, nvml=False)
+print("enable returned", got, "disable took", calls[0], flush=True)
+assert got is None and lifecycle._instance is None
+Runtime.start = real_start
+again = tfobs.enable(metrics_port=-1, nvml=False)  # a later enable() starts as usual
+assert again is not None and again.running
+tfobs.disable(timeout_s=2.0)
+print("went on", flush=True)
+"""
+
+
+def test_disable_from_a_handler_that_interrupted_enable_stops_tfobs_once_started() -> None:
+    # enable() holds its instance lock while it starts (hundreds of ms): a preemption
+    # handler calling disable() then waited for the lock its own thread held, for good.
+    proc = subprocess.run([sys.executable, "-c", STARTING], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
+                                                      "PYTHONPATH": str(ROOT),
+                                                      "TFOBS_QUIET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "enable returned None" in proc.stdout and "went on" in proc.stdout
+    took = float(proc.stdout.split("disable took ")[1].split()[0])
+    assert took < 1.0

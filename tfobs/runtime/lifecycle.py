@@ -31,6 +31,9 @@ _log = logging.getLogger(__name__)
 _instance: Runtime | None = None
 _instance_lock = threading.Lock()
 _starting_on: int | None = None  # the thread inside enable_config's start, while it runs
+# disable() reached while enable() was starting on the same thread (a signal handler that
+# interrupted it): the start's lock is held below it, so the stop follows the start.
+_disable_pending: float | None = None  # its timeout_s
 _registered = False
 
 
@@ -48,9 +51,20 @@ def enable_config(config: Config, explicit: bool = True) -> Runtime | None:
     with _instance_lock:
         _starting_on = threading.get_ident()
         try:
-            return _enable_locked(config, explicit)
+            started = _enable_locked(config, explicit)
         finally:
             _starting_on = None
+    timeout_s = _take_pending_disable()
+    if timeout_s is not None:
+        disable(timeout_s)
+        return None
+    return started
+
+
+def _take_pending_disable() -> float | None:
+    global _disable_pending
+    pending, _disable_pending = _disable_pending, None
+    return pending
 
 
 def _enable_locked(config: Config, explicit: bool) -> Runtime | None:
@@ -122,7 +136,12 @@ def framework_missing(framework: str = "auto") -> str:
 
 def disable(timeout_s: float = 5.0) -> None:
     """Stop tfobs within `timeout_s`: no thread, server or capture folder is left."""
-    global _instance
+    global _instance, _disable_pending
+    if _starting_on == threading.get_ident():
+        # A signal handler that interrupted enable() on this thread: enable() holds the lock
+        # below this frame, and waiting for it would hang the job. It stops once started.
+        _disable_pending = timeout_s
+        return
     with _instance_lock:
         runtime, _instance = _instance, None
     if runtime is None or runtime.pid != os.getpid():
