@@ -1100,13 +1100,13 @@ MIN_PAIRS = 1 << 18
 _SEARCH_CHUNK = 1 << 20
 
 
-
 def lines_left_out_note(lines: int) -> str:
     """The steps' note where stream lines were left out (`StreamHits.lines_left_out`)."""
     return (f"the device events of {lines} stream line{'s' if lines > 1 else ''} left out of "
             "the steps: each of their events overlaps so many steps that the step-event "
             f"pairs would pass {PAIRS_PER_EVENT} per device event (kernels spanning the "
             "window on many streams)")
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamHits:
@@ -1271,23 +1271,13 @@ def _overlapping_by_event(ld: LineData, lo: np.ndarray, hi: np.ndarray, by_begin
     `by_begin[lo:hi]` of that event (its candidates) that ends after the event's start, by
     step, then by position; searched a chunk of events at a time."""
     base = ld.start_ps
-    count = np.maximum(hi - lo, 0)
-    ahead = np.cumsum(count)
     steps: list[np.ndarray] = [np.zeros(0, np.int64)]
     positions: list[np.ndarray] = [np.zeros(0, np.int64)]
-    k = 0
-    while k < count.size:
-        stop = max(k + 1, int(np.searchsorted(ahead, (ahead[k] - count[k]) + _SEARCH_CHUNK,
-                                              side="right")))
-        c = count[k:stop]
-        pos = np.repeat(np.arange(k, stop, dtype=np.int64), c)
-        ranked = np.arange(pos.size, dtype=np.int64) + np.repeat(lo[k:stop] - (np.cumsum(c) - c),
-                                                                 c)
+    for pos, ranked in _candidate_chunks(lo, np.maximum(hi - lo, 0)):
         step = by_begin[ranked]
         keep = ends[step] > ld.start_arr[pos].astype(np.int64) + base
         steps.append(step[keep])
         positions.append(pos[keep])
-        k = stop
     step, pos = np.concatenate(steps), np.concatenate(positions)
     order = np.lexsort((pos, step))
     return step[order], pos[order]
@@ -1302,21 +1292,28 @@ def _overlapping(ld: LineData, near: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     if total == near.size:  # one candidate a step (most lines): no runs to lay out
         keep = ld.end_arr[lo] > begins[near] - base
         return near[keep], lo[keep]
-    count = hi - lo
     steps: list[np.ndarray] = []
     positions: list[np.ndarray] = []
-    ahead = np.cumsum(count)
-    k = 0
-    while k < near.size:
-        # The steps whose candidates fit one chunk (at least one step).
-        stop = max(k + 1, int(np.searchsorted(ahead, (ahead[k] - count[k]) + _SEARCH_CHUNK,
-                                              side="right")))
-        c = count[k:stop]
-        step = np.repeat(near[k:stop], c)
-        at = np.arange(step.size, dtype=np.int64) + np.repeat(lo[k:stop] - (np.cumsum(c) - c),
-                                                              c)
+    for row, at in _candidate_chunks(lo, hi - lo):
+        step = near[row]
         keep = ld.end_arr[at] > begins[step] - base
         steps.append(step[keep])
         positions.append(at[keep])
-        k = stop
     return np.concatenate(steps), np.concatenate(positions)
+
+
+def _candidate_chunks(lo: np.ndarray, count: np.ndarray
+                      ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The ranges [lo[i], lo[i] + count[i]) laid out flat, as (each value's row i, the
+    value), a run of rows at a time: at most `_SEARCH_CHUNK` values a chunk, at least one
+    row (bounds the search's own arrays)."""
+    ahead = np.cumsum(count)
+    k = 0
+    while k < count.size:
+        stop = max(k + 1, int(np.searchsorted(ahead, (ahead[k] - count[k]) + _SEARCH_CHUNK,
+                                              side="right")))
+        c = count[k:stop]
+        row = np.repeat(np.arange(k, stop, dtype=np.int64), c)
+        first = np.repeat(lo[k:stop] - (np.cumsum(c) - c), c)  # each row's lo, less its offset
+        yield row, np.arange(row.size, dtype=np.int64) + first
+        k = stop
