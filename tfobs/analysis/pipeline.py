@@ -1103,9 +1103,9 @@ _SEARCH_CHUNK = 1 << 20
 def lines_left_out_note(lines: int) -> str:
     """The steps' note where stream lines were left out (`StreamHits.lines_left_out`)."""
     return (f"the device events of {lines} stream line{'s' if lines > 1 else ''} left out of "
-            "the steps: each of their events overlaps so many steps that the step-event "
-            f"pairs would pass {PAIRS_PER_EVENT} per device event (kernels spanning the "
-            "window on many streams)")
+            "the steps: their events overlap so many steps that the step-event pairs would "
+            f"pass {PAIRS_PER_EVENT} per device event (kernels spanning many steps on many "
+            "streams, or many steps overlapping one another)")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
