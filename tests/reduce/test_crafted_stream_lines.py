@@ -124,9 +124,9 @@ def test_each_steps_kernel_candidates_rank_as_its_own_top_events() -> None:
             assert got[gi] == want[:top_n]
 
 
-def _spanning_kernels(n: int) -> bytes:
-    """n marked steps, and n stream lines of one kernel each spanning all of them."""
-    x = schema.XSpace()
+def _host_and_gpu(x: schema.XSpace) -> tuple[schema.XPlane, schema.XPlane]:
+    """The host plane (a "train" step marker with `_r` and `step_num`, a MatMul op) and a GPU
+    plane of one kernel name, both empty, added to `x`."""
     host = x.planes.add(id=1, name="/host:CPU")
     for mid, name in ((1, "train"), (2, "MatMul:MatMul")):
         host.event_metadata[mid].id = mid
@@ -134,15 +134,22 @@ def _spanning_kernels(n: int) -> bytes:
     for sid, name in ((1, "_r"), (2, "step_num")):
         host.stat_metadata[sid].id = sid
         host.stat_metadata[sid].name = name
+    gpu = x.planes.add(id=2, name="/device:GPU:0")
+    gpu.event_metadata[1].id = 1
+    gpu.event_metadata[1].name = "volta_sgemm"
+    return host, gpu
+
+
+def _spanning_kernels(n: int) -> bytes:
+    """n marked steps, and n stream lines of one kernel each spanning all of them."""
+    x = schema.XSpace()
+    host, gpu = _host_and_gpu(x)
     marks = host.lines.add(id=1, name="python3", timestamp_ns=1000)
     for i in range(n):
         e = marks.events.add(metadata_id=1, offset_ps=i * 1000, duration_ps=990)
         e.stats.add(metadata_id=1, int64_value=1)
         e.stats.add(metadata_id=2, int64_value=i)
         marks.events.add(metadata_id=2, offset_ps=i * 1000 + 1, duration_ps=980)
-    gpu = x.planes.add(id=2, name="/device:GPU:0")
-    gpu.event_metadata[1].id = 1
-    gpu.event_metadata[1].name = "volta_sgemm"
     for k in range(n):
         line = gpu.lines.add(id=1 + k, name=f"Stream #{k}", timestamp_ns=1000)
         line.events.add(metadata_id=1, offset_ps=5, duration_ps=n * 1000)
@@ -182,13 +189,7 @@ def test_many_steps_overlapping_one_another_keep_bounded_pairs() -> None:
     # 2,000 steps on 2,000 threads, each spanning the window, beside 2,000 kernels: each
     # kernel overlaps every step (4,000,000 pairs from 120 KB). The bound holds here too.
     x = schema.XSpace()
-    host = x.planes.add(id=1, name="/host:CPU")
-    for mid, name in ((1, "train"), (2, "MatMul:MatMul")):
-        host.event_metadata[mid].id = mid
-        host.event_metadata[mid].name = name
-    for sid, name in ((1, "_r"), (2, "step_num")):
-        host.stat_metadata[sid].id = sid
-        host.stat_metadata[sid].name = name
+    host, gpu = _host_and_gpu(x)
     n = 2_000
     for i in range(n):
         line = host.lines.add(id=1 + i, name=f"t{i}", timestamp_ns=1000)
@@ -196,9 +197,6 @@ def test_many_steps_overlapping_one_another_keep_bounded_pairs() -> None:
         e.stats.add(metadata_id=1, int64_value=1)
         e.stats.add(metadata_id=2, int64_value=i)
         line.events.add(metadata_id=2, offset_ps=i + 1, duration_ps=n * 1000 - 2 * n)
-    gpu = x.planes.add(id=2, name="/device:GPU:0")
-    gpu.event_metadata[1].id = 1
-    gpu.event_metadata[1].name = "volta_sgemm"
     stream = gpu.lines.add(id=1, name="Stream #1", timestamp_ns=1000)
     for k in range(n):
         stream.events.add(metadata_id=1, offset_ps=k * 1000 + 10, duration_ps=500)
