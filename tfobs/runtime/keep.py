@@ -25,6 +25,7 @@ a nearly full disk gets the room back first.
 from __future__ import annotations
 
 import errno
+import glob
 import logging
 import os
 import re
@@ -63,13 +64,6 @@ _MIN_INPUT_RANK = 2
 INPUT_MARGIN = 0.02
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
-
-
-def _literal(name: str) -> str:
-    """`name` as a glob pattern that matches only itself: each of `*?[` in a class of its own
-    (what every `tf.io.gfile` file system's matcher reads; `gs://b/run[1]` matched none of
-    its own kept files, and `gs://b/run*` matched other folders' files too)."""
-    return re.sub(r"([*?\[])", r"[\1]", name)
 
 class Triggers:
     """Which triggers a window sets off, against the job's recent windows (pure, no I/O).
@@ -222,8 +216,11 @@ class GfileStore:
         if self.local:
             paths = [p for p in self._local_paths() if not _linked(p, self.root)]
         else:  # the folder's and host's names as literals: only the run is a pattern
-            paths = sorted(gfile.glob(f"{_literal(self.root)}/plugins/profile/*/"
-                                      f"{_literal(self.host)}.xplane.pb"))
+            # (`gs://b/run[1]` matched none of its own kept files, `gs://b/run*` other
+            # folders' too); glob.escape's `[*]` classes are what every tf.io.gfile file
+            # system's matcher reads.
+            paths = sorted(gfile.glob(f"{glob.escape(self.root)}/plugins/profile/*/"
+                                      f"{glob.escape(self.host)}.xplane.pb"))
         return [(p, int(gfile.stat(p).length)) for p in paths]
 
     def _local_paths(self) -> list[str]:
