@@ -67,6 +67,15 @@ def distinct_suffix(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
 
 
+def keep_ends(text: str, limit: int, middle: str = "...") -> str:
+    """`text`, at most `limit` characters: where longer, its start and its end (a name's own
+    kind) joined by `middle`."""
+    if len(text) <= limit:
+        return text
+    head = (limit - len(middle)) // 2
+    return text[:head] + middle + text[-(limit - len(middle) - head):]
+
+
 def local_rank(environ: Mapping[str, str] | None = None) -> int:
     """This process's rank among the training processes on its host (0 when unknown)."""
     env = os.environ if environ is None else environ

@@ -35,7 +35,7 @@ from tfobs.export.catalog import (
     identity_values,
 )
 from tfobs.health import WORK_BUCKETS, Durations, HealthLedger, HealthSnapshot
-from tfobs.identity import distinct_suffix
+from tfobs.identity import distinct_suffix, keep_ends
 from tfobs.sources.gpm import GpmFigures
 from tfobs.sources.nvml import GpuSample
 from tfobs.sources.tfmemory import DeviceMemorySample
@@ -61,9 +61,7 @@ def label_value(text: str) -> str:
     """`text`, at most MAX_LABEL_CHARS characters: its start and end where longer."""
     if len(text) <= MAX_LABEL_CHARS:
         return text
-    middle = f"...{distinct_suffix(text)}..."
-    head = (MAX_LABEL_CHARS - len(middle)) // 2
-    return text[:head] + middle + text[-(MAX_LABEL_CHARS - len(middle) - head):]
+    return keep_ends(text, MAX_LABEL_CHARS, f"...{distinct_suffix(text)}...")
 
 
 @dataclass(frozen=True)

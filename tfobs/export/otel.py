@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tfobs import forks
+from tfobs.identity import keep_ends
 from tfobs.once import Once
 from tfobs.summary import CATEGORIES, ErrorStage, Step, TimedEvent, WindowSummary
 from tfobs.window import WindowRecord, new_span_id
@@ -508,10 +509,7 @@ _DEFAULT_EXPORT_TIMEOUT_MS = 30000
 
 
 def _bounded_text(value: Any) -> Any:
-    if not isinstance(value, str) or len(value) <= MAX_ATTRIBUTE_CHARS:
-        return value
-    head = (MAX_ATTRIBUTE_CHARS - 3) // 2
-    return value[:head] + "..." + value[-(MAX_ATTRIBUTE_CHARS - 3 - head):]
+    return keep_ends(value, MAX_ATTRIBUTE_CHARS) if isinstance(value, str) else value
 
 
 def _bounded(attributes: Mapping[str, Any]) -> dict[str, Any]:
