@@ -38,11 +38,16 @@ print("went on", flush=True)
 """
 
 
-def test_disable_from_a_handler_that_interrupted_tfobs_returns() -> None:
-    proc = subprocess.run([sys.executable, "-c", JOB], cwd=ROOT, capture_output=True,
+
+def _run(job: str) -> subprocess.CompletedProcess[str]:
+    """`job` in a Python process of its own, tfobs from this tree, quiet."""
+    return subprocess.run([sys.executable, "-c", job], cwd=ROOT, capture_output=True,
                           text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
                                                       "PYTHONPATH": str(ROOT),
                                                       "TFOBS_QUIET": "1"})
+
+def test_disable_from_a_handler_that_interrupted_tfobs_returns() -> None:
+    proc = _run(JOB)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "went on" in proc.stdout
     took = float(proc.stdout.split("disable took ")[1].split()[0])
@@ -81,10 +86,7 @@ print("went on", flush=True)
 def test_disable_from_a_handler_that_interrupted_enable_stops_tfobs_once_started() -> None:
     # enable() holds its instance lock while it starts (hundreds of ms): a preemption
     # handler calling disable() then waited for the lock its own thread held, for good.
-    proc = subprocess.run([sys.executable, "-c", STARTING], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
-                                                      "PYTHONPATH": str(ROOT),
-                                                      "TFOBS_QUIET": "1"})
+    proc = _run(STARTING)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "enable returned None" in proc.stdout and "went on" in proc.stdout
     took = float(proc.stdout.split("disable took ")[1].split()[0])
