@@ -408,6 +408,17 @@ def test_taken_port_raises_the_agreed_config_error() -> None:
     assert exp.url == ""
 
 
+def _scraped(summary: WindowSummary) -> str:
+    """The scrape text of an exporter (serving nothing) that published `summary`."""
+    cfg = Config.load(metrics_port=-1)
+    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
+    exp.start()
+    exp.publish(summary, WindowRecord(index=0))
+    text = prometheus_client.generate_latest(exp.registry).decode()
+    exp.shutdown(1.0)
+    return text
+
+
 def test_port_minus_one_serves_nothing_but_still_counts() -> None:
     cfg = Config.load(metrics_port=-1)
     exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
@@ -468,12 +479,7 @@ def test_a_label_from_the_capture_is_bounded_and_keeps_its_ends() -> None:
         breakdown_s={"input": 0.01},
         input_pipeline=InputPipeline(slowest_stage=TfDataStage(deep, 0.5, 3)),
         memory=(MemoryStat(allocator="a" * 5_000 + "GPU_0_bfc", peak_bytes=1),))
-    cfg = Config.load(metrics_port=-1)
-    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
-    exp.start()
-    exp.publish(summary, WindowRecord(index=0))
-    text = prometheus_client.generate_latest(exp.registry).decode()
-    exp.shutdown(1.0)
+    text = _scraped(summary)
     assert max(len(line) for line in text.splitlines()) < 2 * MAX_LABEL_CHARS
     stage = next(line for line in text.splitlines()
                  if line.startswith("tfobs_tfdata_slowest_stage_seconds{"))
@@ -496,12 +502,7 @@ def test_two_long_capture_labels_that_cut_alike_stay_two_series() -> None:
     summary = WindowSummary(breakdown_s={"input": 0.01},
                             memory=tuple(MemoryStat(allocator=n, peak_bytes=1 + i)
                                          for i, n in enumerate(names)))
-    cfg = Config.load(metrics_port=-1)
-    exp = PrometheusExporter(cfg, cfg.identity(), HealthLedger())
-    exp.start()
-    exp.publish(summary, WindowRecord(index=0))
-    text = prometheus_client.generate_latest(exp.registry).decode()
-    exp.shutdown(1.0)
+    text = _scraped(summary)
     peaks = [line.rpartition(" ")[0] for line in text.splitlines()
              if line.startswith("tfobs_memory_peak_bytes{")]
     assert len(peaks) == 2 and len(set(peaks)) == 2
