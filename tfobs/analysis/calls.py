@@ -297,7 +297,7 @@ def call_marker(host: Timeline | None, row: FunctionCalls) -> FunctionCalls:
     (`jax.profiler.TraceAnnotation("train_step")`): what the job meant as its step."""
     if host is None or row.source != "python":
         return row
-    calls = id_array([m for m, n in host.names.items() if n == row.name])
+    calls = id_array(host.mids_named(row.name))
     plain = id_array(host.mids_where_once(_is_plain_name))
     best = ("", 0, 0.0)  # name, count, mean ps
     for ld in host.lines:

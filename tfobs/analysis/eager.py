@@ -265,13 +265,17 @@ def eager_ops(host: Timeline | None, top_n: int, steps: Sequence[tuple[int, int]
 BACKWARD_CALL = PREFIX + "__inference___backward_"
 
 
+def _is_backward_call(name: str) -> bool:
+    return name.startswith(BACKWARD_CALL)
+
+
 def backward_calls(host: Timeline | None, steps: Sequence[tuple[int, int]] | Spans = ()) -> int:
     """How many tf.function backward passes were run from an eager `GradientTape` (one
     `BACKWARD_CALL` event each) starting inside the `steps` (absolute (begin, end) ps, in
     order, not overlapping; none: 0)."""
     if host is None:
         return 0
-    mids = id_array([m for m, n in host.names.items() if n.startswith(BACKWARD_CALL)])
+    mids = id_array(host.mids_where_once(_is_backward_call))
     begins, ends = span_bounds(steps)
     if not mids.size or not begins.size:
         return 0
