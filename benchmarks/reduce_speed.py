@@ -16,6 +16,10 @@ folder: XProf caches next to a capture). Then whole processes on the largest cap
 `tfobs analyze --format json` against a Python process running XProf's five tools, both
 with their modules' bytecode compiled, as installed packages have it; and the same on the
 smallest test capture, where start-up (imports) is all there is.
+The in-process figures are taken in a process set up as tfobs's reducing processes are (the
+reduce helper, `tfobs analyze`): freed memory kept for reuse (`tfobs/reduce/heap.py`), which
+spares XProf and the parse page faults as well; `--library` leaves the allocator as it is
+(`reduce_xspace` called from someone else's process).
 Prints medians and the ratios, in process CPU time (wall-clock ratios in brackets);
 targets: tfobs <= 0.10x XProf and <= 5x the parse per capture, `tfobs analyze` <= 0.15x
 XProf as processes on the largest capture and <= 1x on the smallest (wall clock). The last
@@ -107,7 +111,13 @@ def main() -> int:
     parser.add_argument("--process-sizes", default="",
                         help="KB, comma-separated: whole processes only, on the test captures "
                         "nearest these sizes")
+    parser.add_argument("--library", action="store_true",
+                        help="leave malloc as it is (not as tfobs's reducing processes set it)")
     args = parser.parse_args()
+    if not args.library:
+        from tfobs.reduce.heap import keep_freed_memory
+
+        keep_freed_memory()
     by_size = sorted((ROOT / "tests" / "data" / "captures").glob("*.xplane.pb"),
                      key=lambda p: p.stat().st_size)
     if args.process_sizes:
@@ -143,7 +153,8 @@ def main() -> int:
             times[c]["xprof"].append(_xprof_once(c))
     print(f"machine: cpus={os.cpu_count()} load_avg_1m={os.getloadavg()[0]:.2f} "
           f"repeat={args.repeat} (medians; interleaved per capture; targets judged on "
-          f"process CPU time, wall time in brackets)")
+          f"process CPU time, wall time in brackets; malloc "
+          f"{'as it is' if args.library else 'keeping freed memory'})")
     ok = True
     for c in captures:
         wall = [statistics.median(w for w, _ in times[c][k]) for k in ("parse", "tfobs", "xprof")]

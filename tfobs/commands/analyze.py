@@ -101,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         # numpy loads is about a third of this command's start-up on a small capture.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from tfobs.analysis.pipeline import analyze
+    from tfobs.reduce.heap import keep_freed_memory
 
     if args.top < 0 or args.top > 1000:
         return _fail(f"--top must be between 0 and 1000, got {args.top}")
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     # window's reduction) and resumes before anything long-running (--serve).
     collecting = gc.isenabled()
     gc.disable()
+    keep_freed_memory()  # as the reduce helper does: no page fault per array made
     failed = False  # a capture that could not be read: said on its line, exit 2 at the end
     try:
         for path in args.paths:

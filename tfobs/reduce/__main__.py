@@ -17,6 +17,7 @@ import threading
 import time
 from typing import Any, TextIO
 
+from tfobs.reduce.heap import keep_freed_memory
 from tfobs.summary import MAX_TOP_EVENTS
 
 PR_SET_PDEATHSIG = 1
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     die_with_parent(args.parent)
     limit_self(args.data_limit, args.nice, bool(args.idle_policy))
+    keep_freed_memory()
     # Answers go to the pipe we were given as stdout; anything a library prints goes to
     # stderr instead, so it cannot break the protocol.
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
