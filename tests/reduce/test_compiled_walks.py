@@ -460,10 +460,11 @@ def _spans(rng: np.random.Generator, count: int) -> np.ndarray:
 
 
 def _stretches_equal_numpy(line: types.SimpleNamespace, rng: np.random.Generator,
-                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compiled sweep's stretches of `line`, for one to three random regions and random
-    busy time, against the numpy cut-and-sort's."""
-    regions = [_spans(rng, int(rng.integers(0, 40))) for _ in range(int(rng.integers(1, 4)))]
+                           monkeypatch: pytest.MonkeyPatch, most_regions: int = 3) -> None:
+    """The compiled sweep's stretches of `line`, for one to `most_regions` random regions
+    and random busy time, against the numpy cut-and-sort's."""
+    regions = [_spans(rng, int(rng.integers(0, 40)))
+               for _ in range(int(rng.integers(1, most_regions + 1)))]
     busy = _spans(rng, int(rng.integers(0, 30)))
     got = python_time._stretches(line, regions, busy)  # type: ignore[arg-type]
     want = _without_walks(monkeypatch, lambda: python_time._stretches(
@@ -471,6 +472,28 @@ def _stretches_equal_numpy(line: types.SimpleNamespace, rng: np.random.Generator
     assert got[0].tolist() == want[0].tolist() and got[1].tolist() == want[1].tolist()
     assert [g.tolist() for g in got[2]] == [w.tolist() for w in want[2]]
     assert got[3].tolist() == want[3].tolist()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stretches_in_up_to_63_regions_equal_numpy(seed: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep keeps whether it is inside each region as one bit of a 64-bit word (the
+    busy time the last): as many regions as it takes, each bit read where it is set."""
+    rng = np.random.default_rng(100 + seed)
+    start = np.sort(rng.integers(0, 5000, 200)).astype(np.int64)
+    end = start + rng.integers(0, 900, 200)
+    if seed % 2:  # nested: one call after another
+        end = np.minimum(end, np.r_[start[1:], 6000])
+    line = types.SimpleNamespace(start_arr=start, end_arr=end, start_ps=0)
+    regions = [_spans(rng, int(rng.integers(1, 20))) for _ in range(63)]
+    busy = _spans(rng, 5)
+    got = python_time._stretches(line, regions, busy)  # type: ignore[arg-type]
+    want = _without_walks(monkeypatch, lambda: python_time._stretches(
+        line, regions, busy))  # type: ignore[arg-type]
+    assert got[0].tolist() == want[0].tolist() and got[3].tolist() == want[3].tolist()
+    assert [g.tolist() for g in got[2]] == [w.tolist() for w in want[2]]
+    assert got[2][-1].any()  # the 63rd region's bit is read
+    assert python_time._compiled_stretches(start, end, regions, busy) is not None
 
 
 @pytest.mark.parametrize("seed", range(40))

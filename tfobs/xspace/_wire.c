@@ -1326,7 +1326,6 @@ static PyObject *w_stretches(PyObject *self, PyObject *args)
         return PyErr_Format(PyExc_ValueError, "stretches: 2-64 span sets and outputs of at "
                             "least 2 * events + bounds items");
     }
-    int64_t result = 0;
     Py_ssize_t ptr[64];
     int ok = offs[0] == 0 && offs[sets] == nb;
     for (Py_ssize_t k = 0; ok && k < sets; k++) {
@@ -1341,7 +1340,7 @@ static PyObject *w_stretches(PyObject *self, PyObject *args)
         release(v, NARGS(spec));
         return PyLong_FromLong(-1);
     }
-    int64_t *scratch = PyMem_RawMalloc((3 * (size_t)n + 1) * sizeof(int64_t));
+    int64_t *scratch = PyMem_RawMalloc((3 * (size_t)n + 2 * (size_t)nb + 1) * sizeof(int64_t));
     uint8_t *closed = PyMem_RawCalloc((size_t)n + 1, 1);
     if (!scratch || !closed) {
         PyMem_RawFree(scratch);
@@ -1350,21 +1349,33 @@ static PyObject *w_stretches(PyObject *self, PyObject *args)
         return PyErr_NoMemory();
     }
     int64_t *stack = scratch, *hend = scratch + n, *hidx = scratch + 2 * n;
+    int64_t *sb = scratch + 3 * n, *sk = sb + nb;
+    Py_ssize_t q = 0;
     Py_BEGIN_ALLOW_THREADS
+    /* The sets' bounds in one time order (sb: the time, sk: its set): the sweep then
+     * passes them by one pointer, and whether it is inside each set is one bit of `mask`
+     * (an odd count passed), flipped as each bound is passed. */
+    for (Py_ssize_t j = 0; j < nb; j++) {
+        Py_ssize_t best = -1;
+        for (Py_ssize_t k = 0; k < sets; k++)
+            if (ptr[k] < offs[k + 1] && (best < 0 || bounds[ptr[k]] < bounds[ptr[best]]))
+                best = k;
+        sb[j] = bounds[ptr[best]];
+        sk[j] = best;
+        ptr[best]++;
+    }
+    const uint64_t busy_bit = (uint64_t)1 << (sets - 1), region_bits = busy_bit - 1;
     /* A thread's events nest (each ends by the end of every event open when it begins):
      * then the open event that ends first is always the innermost, the stack's top, and
-     * no heap is needed. One pass tells; an event that overhangs takes the heap sweep. */
-    Py_ssize_t next = 0, depth = 0, heap = 0, q = 0;
+     * no heap is needed. The sweep assumes it and checks each event as it begins; on the
+     * first that overhangs, it starts again with the heap. */
     int nests = 1;
-    for (Py_ssize_t i = 0; i < n && nests; i++) {
-        while (depth && end[stack[depth - 1]] <= start[i])
-            depth--;
-        nests = !depth || end[i] <= end[stack[depth - 1]];
-        stack[depth++] = i;
-    }
-    depth = 0;
+again:;
+    Py_ssize_t next = 0, depth = 0, heap = 0, sp = 0;
+    uint64_t mask = 0;
     int have = 0;
     int64_t t = 0;
+    q = 0;
     for (;;) {
         /* The next distinct time of any stream: the end of the stretch begun at t. */
         int found = 0;
@@ -1373,46 +1384,47 @@ static PyObject *w_stretches(PyObject *self, PyObject *args)
             u = start[next];
             found = 1;
         }
-        if (nests && depth && (!found || end[stack[depth - 1]] < u)) {
-            u = end[stack[depth - 1]];
-            found = 1;
-        }
-        if (heap && (!found || hend[0] < u)) {
+        if (nests) {
+            if (depth && (!found || end[stack[depth - 1]] < u)) {
+                u = end[stack[depth - 1]];
+                found = 1;
+            }
+        } else if (heap && (!found || hend[0] < u)) {
             u = hend[0];
             found = 1;
         }
-        for (Py_ssize_t k = 0; k < sets; k++)
-            if (ptr[k] < offs[k + 1] && (!found || bounds[ptr[k]] < u)) {
-                u = bounds[ptr[k]];
-                found = 1;
-            }
+        if (sp < nb && (!found || sb[sp] < u)) {
+            u = sb[sp];
+            found = 1;
+        }
         if (!found)
             break;
-        if (have) {
-            int in_region = 0;
+        if (have && (mask & region_bits) && !(mask & busy_bit)) {
+            lo[q] = t;
+            hi[q] = u;
+            owner[q] = depth ? stack[depth - 1] : -1;
             for (Py_ssize_t k = 0; k + 1 < sets; k++)
-                in_region |= (int)((ptr[k] - offs[k]) & 1);
-            if (in_region && !((ptr[sets - 1] - offs[sets - 1]) & 1)) {
-                lo[q] = t;
-                hi[q] = u;
-                owner[q] = depth ? stack[depth - 1] : -1;
-                for (Py_ssize_t k = 0; k + 1 < sets; k++)
-                    flags[k * m + q] = (uint8_t)((ptr[k] - offs[k]) & 1);
-                q++;
-            }
+                flags[k * m + q] = (uint8_t)((mask >> k) & 1);
+            q++;
         }
-        /* Everything at u: events begun join the stack and the heap, events ended close,
-         * each set's pointer passes its bounds, closed events leave the stack's top. */
+        /* Everything at u: each set's bounds passed, events begun join the stack (and the
+         * heap), events ended close and leave the stack's top. */
         t = u;
         have = 1;
+        while (sp < nb && sb[sp] <= t)
+            mask ^= (uint64_t)1 << sk[sp++];
         if (nests) {
-            while (next < n && start[next] == t)
+            while (next < n && start[next] == t) {
+                while (depth && end[stack[depth - 1]] <= t)
+                    depth--;
+                if (depth && end[next] > end[stack[depth - 1]]) {
+                    nests = 0;
+                    goto again;
+                }
                 stack[depth++] = next++;
+            }
             while (depth && end[stack[depth - 1]] <= t)
                 depth--;
-            for (Py_ssize_t k = 0; k < sets; k++)
-                while (ptr[k] < offs[k + 1] && bounds[ptr[k]] <= t)
-                    ptr[k]++;
             continue;
         }
         while (next < n && start[next] == t) {
@@ -1424,18 +1436,14 @@ static PyObject *w_stretches(PyObject *self, PyObject *args)
             closed[hidx[0]] = 1;
             heap = heap_pop(hend, hidx, heap);
         }
-        for (Py_ssize_t k = 0; k < sets; k++)
-            while (ptr[k] < offs[k + 1] && bounds[ptr[k]] <= t)
-                ptr[k]++;
         while (depth && closed[stack[depth - 1]])
             depth--;
     }
-    result = q;
     Py_END_ALLOW_THREADS
     PyMem_RawFree(scratch);
     PyMem_RawFree(closed);
     release(v, NARGS(spec));
-    return PyLong_FromLongLong(result);
+    return PyLong_FromSsize_t(q);
 }
 
 /* op_nesting(starts, ends, done, child) -> bool: the host op table's stack walk over one
