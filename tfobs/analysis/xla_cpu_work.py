@@ -214,17 +214,25 @@ def _between_steps_programs(host: Timeline, steps: np.ndarray) -> np.ndarray:
             first.setdefault(int(p), (ld, int(at[j])))
     if not inside:
         return none
-    foreign = set()
+    called: dict[int, np.ndarray] = {}  # each other program's jitted function's call ids
     for p in set(first) - inside:
         ld, i = first[p]
         module = str(host.stat_values(ld, i, {module_stat: "m"}).get("m", ""))
-        if not module.startswith("jit_"):
-            continue
-        calls = id_array(host.mids_named(f"{JAX_CALL}{module[4:]})"))
-        if not calls.size:
-            continue
-        starts = [ld.start_arr[ld.where(calls)] + ld.start_ps for ld in host.lines
-                  if len(ld) and member(ld.mid_arr, calls, ld.dense_top).any()]
+        if module.startswith("jit_"):
+            calls = id_array(host.mids_named(f"{JAX_CALL}{module[4:]})"))
+            if calls.size:
+                called[p] = calls
+    if not called:
+        return none
+    # Every such call found in one scan of each line (a scan per program cost a Python
+    # thread's hundreds of thousands of events each time), then told apart by program.
+    every = np.unique(np.concatenate(list(called.values())))
+    hits = [(ld, at) for ld in host.lines if len(ld)
+            for at in [np.flatnonzero(member(ld.mid_arr, every, ld.dense_top))] if at.size]
+    foreign = set()
+    for p, calls in called.items():
+        starts = [ld.start_arr[at[member(ld.mid_arr[at], calls)]] + ld.start_ps
+                  for ld, at in hits]
         start = np.concatenate(starts) if starts else np.zeros(0, np.int64)
         if start.size and not span_of(start, steps[:, 0], steps[:, 1])[1].any():
             foreign.add(p)
