@@ -31,7 +31,7 @@ import numpy as np
 from tfobs.analysis.calls import JAX_CALL
 from tfobs.analysis.eager import JAX_COMPILES, JAX_LOWERING
 from tfobs.analysis.python_time import PYTHON_EVENT_PREFIX, is_python_event
-from tfobs.analysis.timeline import Timeline, id_array, member, outermost_of, span_of
+from tfobs.analysis.timeline import LineData, Timeline, id_array, member, outermost_of, span_of
 
 _PY = PYTHON_EVENT_PREFIX  # the Python tracer's events: `$<file>:<line> <function>`
 # The tracer's frames of the compile path, {file: functions}, by part (the lowering and the
@@ -149,9 +149,8 @@ def step_compile(host: Timeline | None, span: tuple[int, int],
     if not ids.lowering.size and not ids.compiling.size:
         return StepCompile()
     parts = [ids.lowering, ids.compiling, ids.tracing, ids.cache_read]
-    every, built = np.concatenate(parts), np.concatenate(parts[:2])
-    hits, calls = ids.cache_hit, ids.calls
-    python = id_array(host.mids_where_once(is_python_event))
+    built = np.concatenate(parts[:2])
+    kinds = host.once(_kinds)
     seconds, counts = [0, 0, 0, 0], [0, 0, 0, 0]
     hit = call = 0
     traced = False
@@ -163,10 +162,9 @@ def step_compile(host: Timeline | None, span: tuple[int, int],
         lo, hi = np.searchsorted(ld.start_arr, (begin - ld.start_ps, end - ld.start_ps))
         if hi <= lo:
             continue
-        inside = np.arange(lo, hi)
-        mids = ld.mid_arr[inside]
-        traced = traced or bool(member(mids, python).any())
-        top = outermost_of(ld, inside[member(mids, every)])
+        kind = _kind_of(ld, lo, hi, kinds)
+        traced = traced or bool((kind & _PYTHON).any())
+        top = outermost_of(ld, np.flatnonzero(kind & _PART) + lo)
         if not top.size:
             continue
         took = np.minimum(ld.end_arr[top], end - ld.start_ps) - ld.start_arr[top]
@@ -174,10 +172,10 @@ def step_compile(host: Timeline | None, span: tuple[int, int],
             of = member(ld.mid_arr[top], part)
             seconds[k] += int(took[of].sum())
             counts[k] += int(of.sum())
-        hit += int(member(mids, hits).sum())
+        hit += int(np.count_nonzero(kind & _HIT))
         # The jitted calls that hold a lowering or a compile: a function's first call.
         made = top[member(ld.mid_arr[top], built)]
-        for at in outermost_of(ld, inside[member(mids, calls)]).tolist():
+        for at in outermost_of(ld, np.flatnonzero(kind & _CALL) + lo).tolist():
             if ((ld.start_arr[made] >= ld.start_arr[at])
                     & (ld.end_arr[made] <= ld.end_arr[at])).any():
                 d = int(min(ld.end_arr[at], end - ld.start_ps) - ld.start_arr[at])
@@ -189,6 +187,44 @@ def step_compile(host: Timeline | None, span: tuple[int, int],
         compiles=counts[1], tracing_s=seconds[2] / 1e12, cache_read_s=seconds[3] / 1e12,
         cache_hits=hit, traced=traced, call_s=call / 1e12,
         functions=tuple(sorted(called, key=lambda n: -called[n])))
+
+
+# What `step_compile` tests each event of a step for, as bits of one lookup per line (four
+# tests of the Python tracer's hundreds of thousands of events cost a gather each).
+_PYTHON, _PART, _HIT, _CALL = 1, 2, 4, 8
+
+
+def _kinds(host: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """(metadata ids, their `_PYTHON`/`_PART`/`_HIT`/`_CALL` bits) for `step_compile` (a
+    part: a lowering, a compile, tracing or a cache read). Ask through `host.once`."""
+    ids = host.once(_compile_ids)
+    kinds: dict[int, int] = {}
+    for bit, of in ((_PYTHON, id_array(host.mids_where_once(is_python_event))),
+                    (_PART, np.concatenate([ids.lowering, ids.compiling, ids.tracing,
+                                            ids.cache_read])),
+                    (_HIT, ids.cache_hit), (_CALL, ids.calls)):
+        for mid in of.tolist():
+            kinds[mid] = kinds.get(mid, 0) | bit
+    return (np.fromiter(kinds, np.int64, len(kinds)),
+            np.fromiter(kinds.values(), np.uint8, len(kinds)))
+
+
+def _kind_of(ld: LineData, lo: int, hi: int, kinds: tuple[np.ndarray, np.ndarray]
+             ) -> np.ndarray:
+    """The `_kinds` bits of the events at positions lo..hi-1 of `ld` (uint8; 0: none)."""
+    keys, bits = kinds
+    mids, top = ld.mid_arr[lo:hi], ld.dense_top
+    if top is None or not keys.size:  # ids too large for a table indexed by id
+        if not keys.size:
+            return np.zeros(mids.size, np.uint8)
+        order = np.argsort(keys)
+        at = np.minimum(np.searchsorted(keys[order], mids), keys.size - 1)
+        return np.where(keys[order][at] == mids, bits[order][at], 0).astype(np.uint8)
+    table = np.zeros(top + 1, np.uint8)
+    fit = (keys >= 0) & (keys <= top)
+    table[keys[fit]] = bits[fit]
+    found: np.ndarray = table[mids]
+    return found
 
 
 def steps_compiling(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray,
