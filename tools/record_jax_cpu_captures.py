@@ -537,6 +537,33 @@ CASES = {
         "evaluation over 4 held-out batches read with `float()`, between the train steps "
         "(train step numbers 5-7, 9-11, 13-15, 17-19 in the trace; evaluations at 4, 8, "
         "12 and 16, compiled before the trace), each train step waited for",
+    "mesh_2x2_tensor_parallel_steps": "the 128-512-512-10 MLP's SGD step under `jax.jit` "
+        "over a 2x2 mesh of CPU devices (XLA_FLAGS=--xla_force_host_platform_device_count=4, "
+        "axes data and model): hidden weights sharded Megatron-style by `NamedSharding` "
+        "(columns then rows over model), the 256-row batch over data, the compiler's own "
+        "collectives (no shard_map), `out_shardings` kept and the weights donated "
+        "(`donate_argnums=0`); `StepTraceAnnotation(\"train\", step_num=i)`, waited for",
+    "step_num_restart_each_epoch": "three epochs of four marked steps whose "
+        "`StepTraceAnnotation(\"train\", step_num=k)` restarts at 0 each epoch (numbers "
+        "0-3, 0-3, 0-3 in the trace: the epoch's batch index, not a global step), the "
+        "jitted SGD step waited for",
+    "while_loop_epoch_early_stop": "each marked step is a whole epoch in one jitted call: "
+        "a `lax.while_loop` over the 64 device-resident batches of 64 rows "
+        "(`lax.dynamic_slice`), an SGD update per iteration, stopping early once the "
+        "batch loss falls under 1.9 (labels from a fixed linear teacher, so later epochs "
+        "stop sooner); the iteration count "
+        "read with `int()` after each epoch",
+    "cpu_sync_dispatch_steps": "the jitted SGD step with "
+        "`jax.config.update(\"jax_cpu_enable_async_dispatch\", False)` (the CPU client "
+        "runs each program before the call returns), marked "
+        "`StepTraceAnnotation(\"train\", step_num=i)`, no `block_until_ready` in the "
+        "loop",
+    "async_epoch_end_block_steps": "three epochs of four marked steps "
+        "(`StepTraceAnnotation(\"train\", step_num=i)` around the jitted SGD call alone, "
+        "nothing waited for in the step: JAX's asynchronous dispatch queues each step's "
+        "program), one `jax.block_until_ready` of the weights and a `float()` of the last "
+        "loss at each epoch's end, outside the markers; each epoch's wall time over its "
+        "steps printed beside the markers' own times",
     "rnn_scan_unroll8_steps": "a tanh RNN (128 inputs, 256 hidden, 64 time steps, batch "
         "64) run by `jax.lax.scan(cell, h0, xs, unroll=8)` and a linear read-out of the last "
         "state, its jitted SGD step marked and waited for; the same step with `unroll=1` "
@@ -1894,13 +1921,18 @@ HOST_LOOPS = {"device_prefetch_thread_steps", "aot_compiled_steps", "scipy_lbfgs
               "cond_traced_flag_alternating", "prngkey_host_each_step",
               "step_numbers_skip_eval_between", "rnn_scan_unroll8_steps",
               "linalg_solve_grad_x64_steps", "host_tree_map_250_leaves_steps",
-              "nested_trace_annotations_no_step", "thread_np_save_checkpoint_steps"}
+              "nested_trace_annotations_no_step", "thread_np_save_checkpoint_steps",
+              "mesh_2x2_tensor_parallel_steps", "step_num_restart_each_epoch",
+              "while_loop_epoch_early_stop", "cpu_sync_dispatch_steps",
+              "async_epoch_end_block_steps"}
 
 _HOST_LOOPS_CHILD = """
 import json, sys, time
 import numpy as np
 import jax, jax.numpy as jnp
 case, logdir = sys.argv[1], sys.argv[2]
+if case == "cpu_sync_dispatch_steps":  # before the CPU client is made
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
 """ + _LOOP_DATA + _XENT + _INIT_MLP + _MLP + """def loss_fn(p, x, y):
     return xent(mlp(p, x), y)
 def sgd_fn(p, x, y):
@@ -2473,6 +2505,77 @@ elif case == "step_numbers_skip_eval_between":  # numbers shared with an unmarke
     def report():
         extra["train_step_numbers"] = numbers[-steps:]
         extra["eval_ms"] = eval_times[-3:]
+elif case == "mesh_2x2_tensor_parallel_steps":  # GSPMD tensor parallel on a 2x2 mesh
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+    pspec = [(P(None, "model"), P("model")), (P("model", None), P(None)),
+             (P(None, None), P(None))]
+    shard = [(NamedSharding(mesh, a), NamedSharding(mesh, b)) for a, b in pspec]
+    p = jax.device_put(p, shard)
+    xs = NamedSharding(mesh, P("data", None))
+    ys = NamedSharding(mesh, P("data"))
+    tp = jax.jit(sgd_fn, in_shardings=(shard, xs, ys),
+                 out_shardings=(shard, NamedSharding(mesh, P())), donate_argnums=0)
+    def body(i):
+        global p
+        x, y = batch(i, 256)
+        p, loss = tp(p, jax.device_put(x, xs), jax.device_put(y, ys))
+        jax.block_until_ready(p)
+    extra["devices"] = 4
+    extra["mesh"] = {"data": 2, "model": 2}
+elif case == "step_num_restart_each_epoch":  # the batch index within the epoch
+    numbers = []
+    def loop(first, n):
+        for k in range(n):
+            numbers.append(k % 4)
+            marked(k % 4, body)
+    def report():
+        extra["step_numbers"] = numbers[-steps:]
+elif case == "while_loop_epoch_early_stop":  # an epoch in one jitted while_loop
+    XD = jnp.asarray(XALL.reshape(64, 64, 128))
+    W_TRUE = np.random.default_rng(1).normal(size=(128, 10)).astype(np.float32)
+    YD = jnp.asarray(np.argmax((XALL - 0.5) @ W_TRUE, 1).reshape(64, 64))  # learnable
+    @jax.jit
+    def epoch(p, thresh):
+        def cond(c):
+            p, j, last = c
+            return (j < 64) & (last > thresh)
+        def upd(c):
+            p, j, _ = c
+            x = jax.lax.dynamic_index_in_dim(XD, j, keepdims=False)
+            y = jax.lax.dynamic_index_in_dim(YD, j, keepdims=False)
+            p, loss = sgd_fn(p, x, y)
+            return p, j + 1, loss
+        p, j, last = jax.lax.while_loop(cond, upd, (p, 0, jnp.float32(1e9)))
+        return p, j, last
+    iters = []
+    def body(i):
+        global p
+        p, j, last = epoch(p, jnp.float32(1.9))
+        iters.append(int(j))
+    def report():
+        extra["iterations_per_epoch"] = iters[-steps:]
+elif case == "cpu_sync_dispatch_steps":  # the CPU client's dispatch made synchronous
+    def body(i):
+        global p
+        p, loss = sgd(p, *batch(i))
+    extra["async_dispatch"] = bool(jax.config.values["jax_cpu_enable_async_dispatch"])
+elif case == "async_epoch_end_block_steps":  # queued steps, one wait per epoch
+    epoch_ms = []
+    def body(i):
+        global p, loss
+        p, loss = sgd(p, *batch(i))
+    def loop(first, n):
+        for e in range(n // 4):
+            t = time.perf_counter()
+            for k in range(4):
+                marked(first + 4 * e + k, body)
+            jax.block_until_ready(p)
+            float(loss)
+            epoch_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+    def report():
+        extra["epoch_ms"] = epoch_ms[-(steps // 4):]
+        extra["epoch_ms_per_step"] = [round(e / 4, 3) for e in epoch_ms[-(steps // 4):]]
 elif case == "rnn_scan_unroll8_steps":  # an RNN over time steps, the scan unrolled 8
     def rnn_loss(q, xs, y, unroll):
         def cell(h, x):
@@ -2599,7 +2702,8 @@ WITH_TENSORFLOW = {"tfdata_loader_steps", "tfdata_wait_in_steps", "tfdata_wait_b
 
 # Cases that split the host into several XLA CPU devices.
 DEVICE_COUNTS = {"pmap_four_devices": 4, "sharded_two_devices": 2, "shard_map_psum_steps": 2,
-                 "fsdp_all_gather_ppermute_four_devices": 4, "pmap_numpy_reshape_steps": 4}
+                 "fsdp_all_gather_ppermute_four_devices": 4, "pmap_numpy_reshape_steps": 4,
+                 "mesh_2x2_tensor_parallel_steps": 4}
 # Cases that run Keras 3 fit on the JAX backend (their own child script).
 KERAS_JAX = {"keras_jax_fit", "keras_jax_spe4_fit", "keras_jax_fit_plain", "keras_jax_nojit_fit",
              "keras_jax_tfdata_slow_fit"}

@@ -13,7 +13,8 @@ from tfobs.summary import WindowSummary
 
 # Marked around the call alone, no block_until_ready inside the marker.
 DISPATCH_ONLY = ("generated__jax0.10cpu__async_two_jits_steps",
-                 "generated__jax0.10cpu__async_dispatch_steps")
+                 "generated__jax0.10cpu__async_dispatch_steps",
+                 "generated__jax0.10cpu__async_epoch_end_block_steps")
 
 
 def _summary(stem: str) -> WindowSummary:
