@@ -823,6 +823,29 @@ def test_jnp_copy_of_device_arrays_is_named_as_copies_not_arrays_from_python_val
     assert "from Python values" in steps_advice.framework_python(listed)[0][0]
 
 
+def test_device_put_of_sharded_batches_is_named_as_such_not_as_jits_slow_dispatch() -> None:
+    """A jitted step over a 2x2 mesh of CPU devices whose 256-row batch is put on the devices
+    with `jax.device_put(x, NamedSharding(...))` inside each step: the step's Python is most
+    in `pxla.py shard_args` under `api.py device_put` (the jitted call itself stays on its
+    C++ path, no Python under it). Read before as "jitted calls that left their C++ fast
+    path (a host callback, an argument re-checked)", which the job has none of; named as
+    the device_put, with the fix that puts batches on the devices ahead of the step."""
+    s = tfobs.analyze(
+        CAPTURES / "generated__jax0.10cpu__mesh_2x2_tensor_parallel_steps.xplane.pb")
+    a = _codes(s)["python_in_step"]
+    top = s.steps.python_traced_top
+    assert top[0].startswith("pxla.py:") and top[0].endswith(" shard_args")
+    assert any(t.startswith("api.py:") and t.endswith(" device_put") for t in top)
+    assert "jax.device_put of host arrays in the step" in a.message
+    assert "left their C++ fast path" not in a.message
+    assert a.fix.startswith("put the next batches on the devices ahead of the step")
+    # shard_args beside JAX's own Python dispatch of a jitted call stays that dispatch's
+    dispatch = ("pxla.py:86 shard_args", "pjit.py:1 cache_miss", "api.py:2035 device_put")
+    assert "left their C++ fast path" in steps_advice.framework_python(dispatch)[0][0]
+    assert "left their C++ fast path" in steps_advice.framework_python(
+        ("pxla.py:86 shard_args",))[0][0]
+
+
 def test_equinox_filter_jits_own_python_gets_equinoxs_fix() -> None:
     """equinox.filter_jit splits the model into arrays and the rest and joins them again in
     Python on every call (`_filters.py _combine`, `_module.py __getattribute__`), 18 % of

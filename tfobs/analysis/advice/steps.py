@@ -282,6 +282,15 @@ _SLOW_DISPATCH = (
     "callback in the step, or an argument re-checked on every call)",
     "keep host callbacks out of the jitted step and pass it arrays of a fixed dtype and "
     "sharding, not Python scalars, so each call takes the compiled fast path")
+# The job's own jax.device_put of host batches in the step (a sharding's split done in JAX's
+# Python, pxla.py shard_args under api.py device_put), not a jitted call's dispatch.
+_DEVICE_PUT = (
+    "jax.device_put of host arrays in the step (JAX's Python checking each array and "
+    "splitting it over the devices of its sharding, pxla.py shard_args)",
+    "put the next batches on the devices ahead of the step: a thread or prefetching "
+    "iterator calling jax.device_put a batch or two ahead (e.g. "
+    "flax.jax_utils.prefetch_to_device), or data that fits kept on the devices once and "
+    "indexed inside jax.jit")
 # A function lowered and compiled inside the step: each jax.jit(...) made in the loop (a new
 # lambda or partial: its cache is keyed on the function object) compiles at its first call,
 # with the arrays it closes over baked into the program as constants.
@@ -698,6 +707,16 @@ def framework_python(top: tuple[str, ...], compiled: bool = False
              if any((file, f) in seen for f in functions)
              or ("*" in functions and (file in files or file.endswith(".") and any(
                  f.startswith(file) for f in files)))]
+    # pxla.py's shard_args beside api.py's device_put and no jitted call on JAX's Python
+    # path (pjit.py's, pxla.py's __call__): a jax.device_put of host arrays with a sharding
+    # in the step, split over the devices in JAX's Python (a 2x2 mesh, 256-row batches:
+    # 0.5 ms a step), not a jitted call's slow dispatch.
+    if ({("pxla.py", "shard_args"), ("api.py", "device_put")} <= seen and not any(
+            (file, f) in seen for file, f in (("pjit.py", "cache_miss"),
+                                              ("pjit.py", "_pjit_call_impl_python"),
+                                              ("pxla.py", "__call__")))):
+        found = [(file, *_DEVICE_PUT) if fix == _SLOW_DISPATCH[1] else (file, what, fix)
+                 for file, what, fix in found]
     # pjit.py's _trace_for_jit traces for a compile as well as for make_jaxpr / .lower:
     # where the steps compiled, its tracing is the compile's, not a trace without a run.
     if compiled or any(file in _TRACING for file, _, _ in found):
