@@ -260,12 +260,15 @@ def render(s: WindowSummary, label: str = "") -> str:
                 f"{100 * st.outside_ratio:.1f} % of that is in no step"
                 + (f", {100 * st.input_between_s / st.interval_s:.1f} % waiting for input"
                    if st.input_between_s > 0 else ""))
-            if (st.interval_s < 0.95 * st.mean_s and st.count > 1
-                    and "overlap in time" not in st.note):  # one thread's steps
+            in_steps = st.interval_s * (1 - st.outside_ratio)  # of each interval
+            if ((st.interval_s < 0.95 * st.mean_s or in_steps > 1.05 * st.mean_s)
+                    and st.count > 1 and "overlap in time" not in st.note):  # one thread's
                 # Start to start leaves the last step out: a long last one makes the
-                # interval read well below the mean step, as if steps overlapped.
+                # interval read well below the mean step, as if steps overlapped; a short
+                # one well above it, with no time out of the steps to account for that.
                 last = max(st.items, key=lambda x: x.start_ns).duration_s
-                add(f"    (the mean of the {st.count - 1} intervals between the steps' starts: "
+                n = st.count - 1
+                add(f"    (the mean of the {n} interval{'s' * (n != 1)} between the steps' starts: "
                     f"the last step, {_ms(last).strip()}, is in none)")
         if st.python_traced_s > 0:
             add(f"  Python functions inside the step (Python tracer): "
