@@ -40,6 +40,24 @@ def test_steps_that_time_their_dispatch_are_named_with_the_fix(stem: str) -> Non
     assert all(a.fix == DISPATCH_VERDICT_FIX for a in verdict)
 
 
+def test_a_pause_that_waits_for_the_queued_steps_is_not_work_to_run_less_often() -> None:
+    """Four queued steps an epoch (markers around the call alone), the weights waited for
+    and the loss read at each epoch's end, outside the markers: 9.3 ms pauses of
+    block_until_ready against 0.09 ms markers (the epoch's wall time 2.3-2.4 ms a step).
+    step_pause read them as work of their own ("epoch-end callbacks, validation, checkpoint
+    writes ... run it less often or off the training thread"), a warning; the pause is the
+    steps' compiled work, which nothing makes rarer: said so, an info, pointing to
+    markers_time_dispatch."""
+    s = _summary("generated__jax0.10cpu__async_epoch_end_block_steps")
+    assert s.steps.pause_top[0].endswith(" block_until_ready")
+    codes = [a.code for a in s.advice]
+    assert "markers_time_dispatch" in codes
+    pause = next(a for a in s.advice if a.code == "step_pause")
+    assert pause.severity == "info"
+    assert "the loop waiting for the steps' own compiled work" in pause.message
+    assert "run it less often" not in pause.fix and "markers_time_dispatch" in pause.fix
+
+
 def test_the_clear_case_leaves_most_of_the_work_outside_every_step() -> None:
     st = _summary("generated__jax0.10cpu__async_two_jits_steps").steps
     # 12 steps of about 0.2 ms of work each, markers of 0.02-0.05 ms
