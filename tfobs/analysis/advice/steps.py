@@ -568,7 +568,11 @@ def check(s: WindowSummary) -> list[Advice]:
         other_pct = step_pct(s, "other")
         op_pct = 100.0 * st.python_op_s / st.mean_s
         traced_pct = 100.0 * st.python_traced_s / st.mean_s
-        if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT:
+        # Markers that time the dispatch alone: the steps' pace is their period, which holds
+        # the queued work (0.01 ms of Python in 0.09 ms markers, 2.2 ms steps apart).
+        dispatched = dispatch_only(st) and (
+            100.0 * st.python_traced_s < PYTHON_OP_PCT * st.interval_s)
+        if op_pct < PYTHON_OP_PCT and traced_pct >= PYTHON_OP_PCT and not dispatched:
             beside = st.python_other_thread_s / st.mean_s
             host_busy = (beside if s.environment.device_count == 0
                          and s.input_bound.verdict == "not"
