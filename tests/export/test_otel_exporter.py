@@ -627,3 +627,20 @@ def test_a_batch_setting_past_what_the_sdk_takes_is_one_line_naming_it(
     lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
     assert len(lines) == 1 and f"using {default}" in lines[0] and "\n" not in lines[0], lines
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_a_replayed_windows_first_and_last_step_are_its_first_and_last_in_time() -> None:
+    """A capture with no runtime record (a replay) whose step numbers restart each epoch
+    (the epoch's batch index: 1, 2, 3, 0, 1, 2, 3, 0, 1, 2 kept): its first and last steps
+    are 1 and 2, the first and last in time, not the smallest and largest numbers (0 and 3),
+    in the root span's attributes and in tfobs_window_first_step / last_step alike."""
+    import tfobs
+    from tfobs.export.metrics_collector import Published, _window_steps
+    from tfobs.export.otel import window_attributes
+
+    s = tfobs.analyze(
+        CAPTURES / "generated__jax0.10cpu__step_num_restart_each_epoch.xplane.pb")
+    assert [st.step_num for st in s.steps.items] == [1, 2, 3, 0, 1, 2, 3, 0, 1, 2]
+    attrs = window_attributes(s, WindowRecord(index=0))
+    assert (attrs["tfobs.window.first_step"], attrs["tfobs.window.last_step"]) == (1, 2)
+    assert _window_steps(Published(s, None, 0.0)) == (1, 2)

@@ -304,8 +304,9 @@ def _window_steps(latest: Published) -> tuple[int, int]:
     window = latest.window
     if window is not None and window.first_step >= 0:
         return window.first_step, window.last_step
-    nums = [st.step_num for st in latest.summary.steps.items]
-    return (min(nums), max(nums)) if nums else (-1, -1)
+    # The first and last steps in time: step numbers may restart (an epoch's batch index).
+    items = sorted(latest.summary.steps.items, key=lambda st: st.start_ns)
+    return (items[0].step_num, items[-1].step_num) if items else (-1, -1)
 
 
 def _advice(add: Callable[..., None], ident: tuple[str, ...], s: WindowSummary) -> None:

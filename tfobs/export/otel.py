@@ -173,12 +173,13 @@ def window_attributes(summary: WindowSummary, window: WindowRecord,
     attrs: dict[str, Any] = {
         "tfobs.window.index": window.index,
         "tfobs.window.on_demand": window.on_demand,
+        # else the first and last steps in time (step numbers may restart each epoch)
         "tfobs.window.first_step": window.first_step
         if window.first_step >= 0
-        else min((s.step_num for s in items), default=-1),
+        else min(items, key=lambda s: s.start_ns).step_num if items else -1,
         "tfobs.window.last_step": window.last_step
         if window.last_step >= 0
-        else max((s.step_num for s in items), default=-1),
+        else max(items, key=lambda s: s.start_ns).step_num if items else -1,
         "tfobs.capture.bytes": window.capture_bytes,
         "tfobs.steps.count": steps.count,
         "tfobs.steps.method": steps.method,
