@@ -945,6 +945,29 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "'epoch' of 4 steps makes a new iterator and reads 4 of the 16 batches, so the cache "
         "is never completed (TensorFlow discards a partly read memory cache) and every "
         "batch is mapped again; the job's own step times", {}),
+    "repeated_fit_calls": (
+        "Keras 3 `fit(epochs=1, steps_per_epoch=4)` called 4 times in a row inside the trace "
+        "(an active-learning or RL-style outer loop re-entering fit): per call Keras builds a "
+        "new epoch iterator and runs its callbacks' begin/end hooks between the steps; "
+        "tfobs's Keras callback; the job's own batch times", {}),
+    "unfreeze_recompile_fit": (
+        "Keras 3 transfer learning: a frozen Dense backbone under a trainable head, 6 fit "
+        "steps, then `backbone.trainable = True`, `compile` again and 6 more fit steps, all "
+        "in one trace: the second fit traces a new train function inside its first step; "
+        "tfobs's Keras callback; the job's own batch times", {}),
+    "conv3d_video_fit": (
+        "Keras 3 `fit` of a small video classifier: `Conv3D` x2 (3x3x3), `MaxPooling3D`, "
+        "`GlobalAveragePooling3D` over 8x32x32x3 clips, batch 8; tfobs's Keras callback; "
+        "the job's own batch times", {}),
+    "trials_clear_session_fit": (
+        "a hyperparameter search in one trace: 3 trials, each `keras.backend.clear_session()`, "
+        "a new MLP of another width, compile, and a 5-step `fit`; tfobs's Keras callback, "
+        "which numbers steps by the optimizer's iterations, so each trial's steps are "
+        "numbered 0-4 again; the job's own batch times", {}),
+    "sampled_softmax_loop": (
+        "custom loop, Embedding + Dense tower trained with `tf.nn.sampled_softmax_loss` over "
+        "a 50,000-word output layer (64 sampled classes; `LogUniformCandidateSampler` in the "
+        "step), Adam; the job's own step times", {}),
 }
 
 
@@ -5497,6 +5520,124 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             float(step(*next(state["it"])))
 
         params["measured_step_ms"] = timed_then_profile(one, params["steps"], warm=4)
+    elif case == "repeated_fit_calls":
+        params = {"batch": 64, "calls": 4, "steps_per_call": 4, "steps": 16}
+        model = mlp(128, 256)
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        ds = random_batches(64 * 16, 128, 64)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+        call_ms: list[float] = []
+
+        def calls() -> None:
+            for _ in range(4):
+                t = time.perf_counter()
+                model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+                call_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+
+        profile(calls)
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_fit_call_ms"] = call_ms
+    elif case == "unfreeze_recompile_fit":
+        params = {"batch": 64, "frozen_steps": 6, "unfrozen_steps": 6, "steps": 12}
+        backbone = keras.Sequential([keras.Input((128,)), keras.layers.Dense(512, "relu"),
+                                     keras.layers.Dense(512, "relu")])
+        model = keras.Sequential([backbone, keras.layers.Dense(1)])
+        backbone.trainable = False
+        model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        ds = random_batches(64 * 16, 128, 64)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=4, epochs=1, **kw)
+        times.clear()
+
+        def two_phases() -> None:
+            model.fit(ds, steps_per_epoch=6, epochs=1, **kw)
+            backbone.trainable = True
+            model.compile(optimizer=keras.optimizers.Adam(1e-5), loss="mse")
+            model.fit(ds, steps_per_epoch=6, epochs=1, **kw)
+
+        profile(two_phases)
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "conv3d_video_fit":
+        params = {"batch": 8, "clip": [8, 32, 32, 3], "steps": 10}
+        model = keras.Sequential([
+            keras.Input((8, 32, 32, 3)),
+            keras.layers.Conv3D(16, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling3D((1, 2, 2)),
+            keras.layers.Conv3D(32, 3, padding="same", activation="relu"),
+            keras.layers.GlobalAveragePooling3D(),
+            keras.layers.Dense(5)])
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        x = rng.random((8 * 8, 8, 32, 32, 3), np.float32)
+        y = rng.integers(0, 5, (8 * 8,))
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8).prefetch(2)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=3, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "trials_clear_session_fit":
+        params = {"batch": 64, "trials": [128, 256, 512], "steps_per_trial": 5, "steps": 15}
+        ds = random_batches(64 * 16, 128, 64)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+
+        def trial(width: int) -> None:
+            keras.backend.clear_session()
+            model = mlp(128, width)
+            model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+            model.fit(ds, steps_per_epoch=5, epochs=1, **kw)
+
+        trial(64)  # warm: the first trial's own set-up outside the trace
+        times.clear()
+        profile(lambda: [trial(w) for w in params["trials"]])
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+    elif case == "sampled_softmax_loop":
+        params = {"batch": 128, "vocab": 50_000, "dim": 128, "sampled": 64, "steps": 12}
+        vocab, dim = 50_000, 128
+
+        def sampled_softmax_step(opt: Any) -> Any:
+            emb = keras.layers.Embedding(vocab, dim)
+            tower = keras.layers.Dense(dim, "relu")
+            emb.build((None,))
+            tower.build((None, dim))
+            out_w = tf.Variable(tf.random.normal((vocab, dim), stddev=0.02))
+            out_b = tf.Variable(tf.zeros((vocab,)))
+            variables = [*emb.trainable_variables, *tower.trainable_variables, out_w, out_b]
+
+            @tf.function
+            def sampled_step(ctx: Any, target: Any) -> Any:
+                with tf.GradientTape() as tape:
+                    h = tower(tf.reduce_mean(emb(ctx), axis=1))
+                    loss = tf.reduce_mean(tf.nn.sampled_softmax_loss(
+                        out_w, out_b, target, h, num_sampled=64, num_classes=vocab))
+                grads = tape.gradient(loss, variables)
+                opt.apply_gradients(zip(grads, variables, strict=True))
+                return loss
+
+            return sampled_step
+
+        ctx_all = rng.integers(0, vocab, (128 * 16, 8))
+        tgt_all = rng.integers(0, vocab, (128 * 16, 1))
+        ds = tf.data.Dataset.from_tensor_slices((ctx_all, tgt_all)).repeat().batch(
+            128).prefetch(2)
+        it = iter(ds)
+        adam_step = sampled_softmax_step(keras.optimizers.Adam(1e-3))
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(adam_step(*next(it))), params["steps"])
+        # the same step under SGD, untraced: its update touches only the sampled rows
+        sgd_step = sampled_softmax_step(keras.optimizers.SGD(0.05))
+        sgd_ms = []
+        for _ in range(3 + params["steps"]):
+            t = time.perf_counter()
+            float(sgd_step(*next(it)))
+            sgd_ms.append(round((time.perf_counter() - t) * 1e3, 3))
+        params["sgd_step_ms"] = sgd_ms[3:]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
