@@ -546,6 +546,9 @@ class Ops:
     # The optimizers' name scopes the update ran under, as the ops name them ("adagrad" is
     # Keras 3's Adagrad, "Adagrad" tf_keras's), most time first, at most 3.
     optimizer_scopes: tuple[str, ...] = ()
+    # Candidate samplers that ran (LogUniformCandidateSampler and kin: a sampled softmax or
+    # NCE loss), their op types: the output layer's gradient is then a gather's too.
+    candidate_samplers: tuple[str, ...] = ()
     # Sparse gradients (IndexedSlices: a gather's or an Embedding's rows) that TensorFlow
     # made dense outside the optimizer, for an op that takes only dense tensors (a NaN guard
     # or a clip on the whole gradient): its conversion ops (`UnsortedSegmentSum` named for

@@ -1602,6 +1602,34 @@ def test_optimizer_update_names_an_update_that_outweighs_the_step() -> None:
     assert "UnsortedSegmentSum" in b.message
 
 
+def test_optimizer_update_does_not_offer_sampled_softmax_to_a_sampled_softmax() -> None:
+    """Embedding(50,000) and a 50,000-row output layer trained through
+    tf.nn.sampled_softmax_loss under Keras 3's Adam: the update holds nearly all the op time
+    (Adam makes both gradients dense and moves every row), and the same step under SGD took
+    a fraction of the time (the provenance). The job samples already: the advice must name
+    the sampler and not send it to "sampled softmax"; the sparse segment sums are not only
+    an Embedding's."""
+    import json
+    import statistics
+
+    name = "generated__tf2.21cpu__sampled_softmax_loop"
+    s = summary(name)
+    assert s.ops.candidate_samplers == ("LogUniformCandidateSampler",)
+    a = one(s, "optimizer_update")
+    assert "LogUniformCandidateSampler" in a.message and "sampled output layer" in a.message
+    assert "sampled softmax)" not in a.fix and "SGD on the sparse gradient" in a.fix
+    params = json.loads((CAPTURES.parent / "provenance" / f"{name}.json").read_text())[
+        "parameters"]
+    assert (statistics.mean(params["sgd_step_ms"])
+            < 0.5 * statistics.mean(params["measured_step_ms"][1:-1]))
+    assert WindowSummary.from_dict(s.to_dict()).ops.candidate_samplers == s.ops.candidate_samplers
+    # a job without a sampler keeps the rule's fix and words
+    sparse = summary(SPARSE_ADAM)
+    b = one(sparse, "optimizer_update")
+    assert sparse.ops.candidate_samplers == () and "sampled softmax)" in b.fix
+    assert "an Embedding's gradient" in b.message
+
+
 def test_keras3_adagrad_on_sparse_gradients_is_not_offered_as_the_sparse_fix() -> None:
     """A two-tower model's tables (400,000 and 200,000 rows) under Keras 3's Adagrad: its
     step divides by sqrt(accumulator + epsilon) over every row (`adagrad/Add`, `IsNan`,

@@ -602,6 +602,12 @@ def xla_program_seconds(host: Timeline | None) -> float:
     return total / 1e12
 
 
+# tf.nn.sampled_softmax_loss, tf.nn.nce_loss and tf.random's candidate samplers.
+CANDIDATE_SAMPLER_TYPES = frozenset({
+    "LogUniformCandidateSampler", "UniformCandidateSampler", "FixedUnigramCandidateSampler",
+    "LearnedUnigramCandidateSampler", "ThreadUnsafeUnigramCandidateSampler",
+    "AllCandidateSampler"})
+
 # tf.print in a graph: formatting the values (StringFormat) and writing them (PrintV2).
 PRINT_OP_TYPES = frozenset({"PrintV2", "StringFormat", "Print"})
 
@@ -624,6 +630,8 @@ def reduce_ops(host_ops: dict[str, OpAgg], device_ops: dict[str, OpAgg], top_n: 
         optimizer_s=update_s,
         optimizer_densify_s=densify_s,
         optimizer_scopes=scopes,
+        candidate_samplers=tuple(sorted({a.op_type for a in every
+                                         if a.op_type in CANDIDATE_SAMPLER_TYPES})),
         densified_s=densified[0],
         densified_count=densified[1],
         densified_ops=densified[2],

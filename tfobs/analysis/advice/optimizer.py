@@ -52,6 +52,16 @@ KERAS3_ADAGRAD_WORDS = (
     " The update runs under Keras 3's Adagrad (scope 'adagrad/'), which computes "
     "sqrt(accumulator + epsilon) over every row of each table at every step: a sparse "
     "gradient does not keep it to the rows the batch touched.")
+# A sampled softmax (or NCE) loss already reads a few rows of its output layer: sampling
+# is not the fix, the optimizer that updates every row is.
+SAMPLED_FIX = (
+    "the loss already samples (a sampled softmax or NCE loss: its gradient for the output "
+    "layer's weights and biases is sparse, IndexedSlices of the sampled rows), but the "
+    "optimizer updates every row: use one that updates only the rows a batch touches (SGD "
+    "on the sparse gradient; Adam updates every row's moments each step, and Keras 3's "
+    "Adagrad divides by sqrt(accumulator + epsilon) over every row), or give the output "
+    "layer and the Embedding such an optimizer of their own; train on larger batches "
+    "(fewer updates for the same data)")
 UPDATE_SHARE = 0.5  # of op time: small models under Adam spend up to a third there
 STEP_SHARE = 0.3  # of the steps' time
 
@@ -99,10 +109,18 @@ def _update(s: WindowSummary) -> list[Advice]:
     per = (f", {1e3 * ops.optimizer_s / steps_run(s):.2f} ms per step" if s.steps.count
            else "")
     densify = ops.optimizer_densify_s / ops.optimizer_s
+    sampled = ", ".join(ops.candidate_samplers)
+    whose = ("an Embedding's or the sampled output layer's gradient" if sampled
+             else "an Embedding's gradient")
     dense = (f" {100 * densify:.0f} % of it makes sparse gradients dense "
-             "(UnsortedSegmentSum: an Embedding's gradient turned into a whole-table update)."
+             f"(UnsortedSegmentSum: {whose} turned into a whole-table update)."
              if densify >= 0.05 else "")
     dense += KERAS3_ADAGRAD_WORDS if ops.optimizer_scopes[:1] == ("adagrad",) else ""
+    fix = ""
+    if sampled:  # the loss samples already: its output layer's update is what costs
+        dense += (f" The loss already samples its classes ({sampled}): it reads a few rows "
+                  "of the output layer, and the optimizer still updates all of them.")
+        fix = SAMPLED_FIX
     return [UPDATE.advice(
         "warning",
         f"The optimizer's update takes {100 * share:.0f} % of op time "
@@ -110,7 +128,7 @@ def _update(s: WindowSummary) -> list[Advice]:
         {"optimizer_share": share, "optimizer_s": ops.optimizer_s,
          "optimizer_densify_share": densify},
         f"optimizer update >= {100 * UPDATE_SHARE:g} % of op time and >= "
-        f"{100 * STEP_SHARE:g} % of step time (tfobs)")]
+        f"{100 * STEP_SHARE:g} % of step time (tfobs)", fix=fix)]
 
 
 def _op_s(s: WindowSummary) -> float:
