@@ -1856,6 +1856,20 @@ def test_checkpoint_writes_in_steps_explain_other_on_every_checkpoint_capture() 
         assert one(s, "all_others_bound").fix == a.fix, name
 
 
+def test_eager_ops_names_variables_made_at_a_first_call_not_eager_code() -> None:
+    """Transfer learning in one window: 6 fit steps with a frozen backbone, then
+    `trainable = True`, compile again and 6 more. The second fit's first step traces its new
+    train function, and Keras 3 builds the new Adam's variables there (12 of the 16 eager
+    VarHandleOps lie in that 1,033 ms step, the others in compile between the fits). Those
+    eager ops are variables made once, not code to wrap in tf.function."""
+    s = summary("generated__tf2.21cpu__unfreeze_recompile_fit")
+    assert s.ops.graph_builds >= 1
+    a = one(s, "eager_ops")
+    assert a.severity == "info" and "makes variables" in a.message
+    assert a.fix.startswith("nothing to move into tf.function")
+    assert "wrap the eagerly run code" not in a.fix
+
+
 def test_eager_ops_names_a_step_that_runs_eagerly() -> None:
     """The model's own math among the eager ops: a custom loop without tf.function, or
     Keras fit under Model.compile(run_eagerly=True). The fix names those switches; eager

@@ -252,6 +252,19 @@ EAGER_BEFORE_FIX = (
     "after the set-up, e.g. TensorBoard(profile_batch=(10, 20)); tfobs's own windows open "
     "at a step); where the set-up runs again (each epoch), move it out of the loop or into "
     "a tf.function")
+# Variables made eagerly (VarHandleOp, then VarIsInitializedOp as a tf.Variable is
+# created) in a window where a tf.function was traced: a model or an optimizer built at a
+# function's first call (Keras 3 builds the optimizer's slots in the first step after
+# compile, under tf.init_scope), paid once; tf.function would not remove it.
+VARIABLE_MADE_TYPES = frozenset({"VarHandleOp", "VarIsInitializedOp"})
+VARIABLE_MADE_SHARE = 0.5  # of the eager op time
+EAGER_VARIABLES_FIX = (
+    "nothing to move into tf.function: variables are made once, when a model or an "
+    "optimizer is built (compile again, e.g. after changing trainable, makes a new "
+    "optimizer and a new train function, built at the next fit's first step); build them "
+    "before the steps that matter (model.build, optimizer.build(model.trainable_variables)) "
+    "and judge the steps from a window after each fit's first step; where variables are "
+    "made at every step, make them once before the loop")
 # The model's math run eagerly between the steps: the training step is compiled, the code
 # around it (an evaluation pass in a custom loop, a callback calling the model) is not.
 EAGER_MATH_BETWEEN_FIX = (
@@ -418,6 +431,8 @@ def _eager(s: WindowSummary) -> list[Advice]:
     checks = sum(o.self_s for o in s.ops.eager_top
                  if o.op_type.startswith(CHECK_NUMERICS_OP)) / s.ops.eager_s
     saving = s.ops.checkpoint_steps_eager_s / s.ops.eager_s
+    made = sum(o.self_s for o in s.ops.eager_top
+               if o.op_type in VARIABLE_MADE_TYPES) / s.ops.eager_s
     severity = "warning"
     # The first of these that holds says what the eager time is, and names its fix.
     if checks >= CHECK_NUMERICS_SHARE:  # debugging left on
@@ -436,6 +451,14 @@ def _eager(s: WindowSummary) -> list[Advice]:
                            "the capture caught (variables made, Normalization.adapt, "
                            "weights loaded, a first evaluation), not the steps.",
                            EAGER_BEFORE_FIX)
+    elif made >= VARIABLE_MADE_SHARE and s.ops.graph_builds:  # built at a first call
+        severity = "info"
+        step_eager, fix = (f" {100 * made:.0f} % of it makes variables (VarHandleOp, "
+                           "VarIsInitializedOp) where a tf.function was traced in this "
+                           "window: a model's or an optimizer's variables created at a "
+                           "function's first call (Keras 3 builds the optimizer's in the "
+                           "first step after compile), once, not at every step.",
+                           EAGER_VARIABLES_FIX)
     elif math and between >= EAGER_BETWEEN_SHARE:  # an evaluation or callback outside steps
         step_eager, fix = (f" {100 * between:.0f} % of it, the model's math among it "
                            f"({', '.join(math)}), runs between the steps, not in them: code "
