@@ -1630,6 +1630,21 @@ def test_optimizer_update_does_not_offer_sampled_softmax_to_a_sampled_softmax() 
     assert "an Embedding's gradient" in b.message
 
 
+def test_optimizer_update_says_its_per_step_op_time_is_summed_over_threads() -> None:
+    """The sampled-softmax job's Adam update runs its elementwise ops over 50,000-row tables
+    on both cores at once: its op time per step (summed over the threads) is more than the
+    step's wall time, which the message must say rather than print a per-step figure over
+    the step's own."""
+    s = summary("generated__tf2.21cpu__sampled_softmax_loop")
+    a = one(s, "optimizer_update")
+    mean_step = sum(st.duration_s for st in s.steps.items) / s.steps.count
+    assert s.ops.optimizer_s / steps_run(s) > mean_step
+    assert "summed over the threads" in a.message
+    assert f"{1e3 * mean_step:.2f} ms step" in a.message
+    sparse = summary(SPARSE_ADAM)  # an update under the step's time keeps the plain words
+    assert "summed over the threads" not in one(sparse, "optimizer_update").message
+
+
 def test_keras3_adagrad_on_sparse_gradients_is_not_offered_as_the_sparse_fix() -> None:
     """A two-tower model's tables (400,000 and 200,000 rows) under Keras 3's Adagrad: its
     step divides by sqrt(accumulator + epsilon) over every row (`adagrad/Add`, `IsNan`,

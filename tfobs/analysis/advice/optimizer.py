@@ -108,6 +108,11 @@ def _update(s: WindowSummary) -> list[Advice]:
     share = ops.optimizer_s / op_s
     per = (f", {1e3 * ops.optimizer_s / steps_run(s):.2f} ms per step" if s.steps.count
            else "")
+    if s.steps.count and ops.optimizer_s / steps_run(s) > step_s / s.steps.count:
+        # Op time counts each thread's ops: an update run on several cores side by side
+        # sums to more than the step's wall time.
+        per += (f" of op time, summed over the threads running its ops side by side: more "
+                f"than the {1e3 * step_s / s.steps.count:.2f} ms step")
     densify = ops.optimizer_densify_s / ops.optimizer_s
     sampled = ", ".join(ops.candidate_samplers)
     whose = ("an Embedding's or the sampled output layer's gradient" if sampled
