@@ -1885,6 +1885,20 @@ def test_eager_ops_names_variables_made_at_a_first_call_not_eager_code() -> None
     assert "wrap the eagerly run code" not in a.fix
 
 
+def test_retracing_names_a_new_keras_train_function_after_compile() -> None:
+    """The fine-tuning window's one trace is the train function Keras made when compile ran
+    again (after `trainable = True`), traced in the next fit's first step: the job passes no
+    Python values to it, so the fix says first that one trace per compile needs no change. A
+    custom loop's one trace (an epoch's last, smaller batch) keeps the plain fix."""
+    a = one(summary("generated__tf2.21cpu__unfreeze_recompile_fit"), "tf_function_retracing")
+    assert a.evidence["graph_builds"] == 1
+    assert a.fix.startswith("where the trace is Keras fit's first step after compile()")
+    assert "drop_remainder=True" in a.fix  # the other single-trace cause stays named
+    loop = one(summary("generated__tf2.21cpu__partial_batch_retrace_loop"),
+               "tf_function_retracing")
+    assert loop.evidence["graph_builds"] == 1 and loop.fix.startswith("pass tensors")
+
+
 def test_eager_ops_names_a_step_that_runs_eagerly() -> None:
     """The model's own math among the eager ops: a custom loop without tf.function, or
     Keras fit under Model.compile(run_eagerly=True). The fix names those switches; eager

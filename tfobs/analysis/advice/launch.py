@@ -639,6 +639,13 @@ def _clears_caches(s: WindowSummary) -> bool:
 # The single trace's likely cause, and its fix.
 LAST_BATCH = ("an epoch's last, smaller batch where the dataset does not "
               "batch(..., drop_remainder=True)")
+# Keras fit's train function: compile() (run again to fine-tune after changing trainable,
+# or with a new optimizer) makes a new one, traced at the next fit's first step, once.
+KERAS_FIT_FUNCTIONS = ("multi_step_on_iterator", "one_step_on_iterator")
+KERAS_NEW_FUNCTION_FIX = (
+    "where the trace is Keras fit's first step after compile() (compiled again, e.g. to "
+    "fine-tune after changing trainable: a new train function, traced once), it is paid "
+    "once per compile and needs no change; else ")
 LAST_BATCH_FIX = (
     "; where the new shape is an epoch's last, smaller batch, batch the dataset with "
     "batch(..., drop_remainder=True) (or pad that batch to the full size with a mask), so "
@@ -696,6 +703,8 @@ def _retracing(s: WindowSummary) -> list[Advice]:
     predict = next((c for c in s.steps.calls if not jax and not xla and not export
                     and not gather and c.name == KERAS_TF_PREDICT and c.source == "python"),
                    None)
+    # One trace in steps of Keras fit: the job passes no Python values to that function.
+    recompiled = last_batch and any(c.name in KERAS_FIT_FUNCTIONS for c in s.steps.calls)
     return [RETRACING.advice(
         "warning" if s.ops.graph_builds >= 2 else "info",
         f"{what} {'once' if s.ops.graph_builds == 1 else f'{s.ops.graph_builds} times'} "
@@ -733,4 +742,5 @@ def _retracing(s: WindowSummary) -> list[Advice]:
               + RETRACING.jax_fix) if numpy_own
         else (EXPORT_FIX + RETRACING.fix + last_batch) if export
         else (PREDICT_TRACES_FIX + RETRACING.fix + last_batch) if predict
+        else (KERAS_NEW_FUNCTION_FIX + RETRACING.fix + last_batch) if recompiled
         else (RETRACING.fix + last_batch) if last_batch else "")]
