@@ -134,6 +134,24 @@ def test_markers_inside_other_markers_are_part_of_the_outer_step_and_named() -> 
     assert double.steps.count == 14 and "lie inside" not in double.steps.note
 
 
+def test_step_numbers_counted_again_keep_the_time_between_in_the_interval() -> None:
+    """Three trials of a hyperparameter search in one window, each a new model and optimizer
+    whose fit numbers its steps 0-4 again: the pauses between the trials (clear_session, a
+    new model, compile) lie between steps whose numbers go back (4 -> 0), no dropped step.
+    They are time in no step: the interval runs from the first kept step's start to the
+    last one's, and step_pause's period agrees with it."""
+    s = tfobs.analyze(CAPTURES / "generated__tf2.21cpu__trials_clear_session_fit.xplane.pb")
+    nums = [x.step_num for x in s.steps.items]
+    assert nums == [1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1, 2, 3]
+    starts = [x.start_ns for x in s.steps.items]
+    assert s.steps.interval_s == pytest.approx((starts[-1] - starts[0]) / 12 / 1e9)
+    busy = sum(x.duration_s for x in s.steps.items[:-1]) / 12
+    assert s.steps.outside_ratio == pytest.approx(1 - busy / s.steps.interval_s)
+    assert s.steps.outside_ratio > 0.2
+    pause = next(a for a in s.advice if a.code == "step_pause")
+    assert pause.evidence["period_s"] == pytest.approx(s.steps.interval_s, rel=0.01)
+
+
 def test_extra_stats_on_a_marker_and_strided_step_numbers_change_nothing() -> None:
     for capture, first in ((WITH_STATS, 4), (STRIDED, 40)):
         s = tfobs.analyze(capture)

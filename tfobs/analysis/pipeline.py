@@ -828,10 +828,10 @@ def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray,
     the steps' numbers, starts (ns) and durations (s).
 
     Over pairs of steps that follow one another (step numbers one apart or, under
-    `steps_per_execution`, the usual stride), so a dropped step does not count as a gap.
-    `lines`: each step's thread where several threads' steps overlap: pairs are then taken
-    within each thread. Every pair at once; the float sums left to right, as a loop over
-    the pairs adds them.
+    `steps_per_execution`, the usual stride, or going back: a count started again), so a
+    dropped step does not count as a gap. `lines`: each step's thread where several
+    threads' steps overlap: pairs are then taken within each thread. Every pair at once;
+    the float sums left to right, as a loop over the pairs adds them.
     """
     if len(nums) < 2:
         return 0.0, 0.0
@@ -848,7 +848,9 @@ def _between_steps(nums: list[int], starts: list[int], duration: np.ndarray,
     stride = num[pairs + 1] - num[pairs]
     usual = np.sort(stride)[stride.size // 2]
     if (stride == usual).any():
-        pairs = pairs[stride == usual]
+        # A number going back is a count started again (a new optimizer after compile, a
+        # new model's fit), not a dropped step: the next step in time follows it.
+        pairs = pairs[(stride == usual) | ((stride < 0) & (usual > 0))]
     apart = start[pairs + 1] - start[pairs]
     interval = int(apart.sum()) / pairs.size / 1e9
     busy = sum(np.minimum(duration[pairs], apart / 1e9).tolist()) / pairs.size
