@@ -1885,6 +1885,18 @@ def test_eager_ops_names_variables_made_at_a_first_call_not_eager_code() -> None
     assert "wrap the eagerly run code" not in a.fix
 
 
+def test_eager_ops_names_new_models_between_trials_not_epoch_end_work() -> None:
+    """Three trials of a search in one window, each clear_session, a new model, compile and
+    fit: the eager ops are the new variables (VarHandleOp, their initial AssignVariableOp,
+    VarIsInitializedOp), most of them in the pauses between the trials. They are models
+    built, not a checkpoint save or validation at an epoch's end."""
+    s = summary("generated__tf2.21cpu__trials_clear_session_fit")
+    a = one(s, "eager_ops")
+    assert a.severity == "info" and "makes variables" in a.message
+    assert "a checkpoint save" not in a.message and "a new model" in a.message
+    assert "a new model for each trial" in a.fix
+
+
 def test_retracing_names_a_new_keras_train_function_after_compile() -> None:
     """The fine-tuning window's one trace is the train function Keras made when compile ran
     again (after `trainable = True`), traced in the next fit's first step: the job passes no

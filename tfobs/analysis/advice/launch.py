@@ -259,8 +259,9 @@ EAGER_BEFORE_FIX = (
 VARIABLE_MADE_TYPES = frozenset({"VarHandleOp", "VarIsInitializedOp"})
 VARIABLE_MADE_SHARE = 0.5  # of the eager op time
 EAGER_VARIABLES_FIX = (
-    "nothing to move into tf.function: variables are made once, when a model or an "
-    "optimizer is built (compile again, e.g. after changing trainable, makes a new "
+    "nothing to move into tf.function: variables are made once per model or optimizer "
+    "built (a new model for each trial of a search; compile again, e.g. after changing "
+    "trainable, makes a new "
     "optimizer and a new train function, built at the next fit's first step); build them "
     "before the steps that matter (model.build, optimizer.build(model.trainable_variables)) "
     "and judge the steps from a window after each fit's first step; where variables are "
@@ -431,8 +432,7 @@ def _eager(s: WindowSummary) -> list[Advice]:
     checks = sum(o.self_s for o in s.ops.eager_top
                  if o.op_type.startswith(CHECK_NUMERICS_OP)) / s.ops.eager_s
     saving = s.ops.checkpoint_steps_eager_s / s.ops.eager_s
-    made = sum(o.self_s for o in s.ops.eager_top
-               if o.op_type in VARIABLE_MADE_TYPES) / s.ops.eager_s
+    made = _variables_made_s(s) / s.ops.eager_s
     severity = "warning"
     # The first of these that holds says what the eager time is, and names its fix.
     if checks >= CHECK_NUMERICS_SHARE:  # debugging left on
@@ -454,10 +454,11 @@ def _eager(s: WindowSummary) -> list[Advice]:
     elif made >= VARIABLE_MADE_SHARE and s.ops.graph_builds:  # built at a first call
         severity = "info"
         step_eager, fix = (f" {100 * made:.0f} % of it makes variables (VarHandleOp, "
-                           "VarIsInitializedOp) where a tf.function was traced in this "
-                           "window: a model's or an optimizer's variables created at a "
-                           "function's first call (Keras 3 builds the optimizer's in the "
-                           "first step after compile), once, not at every step.",
+                           "VarIsInitializedOp, their first AssignVariableOp) where a "
+                           "tf.function was traced in this window: a model's or an "
+                           "optimizer's variables created (a new model, or at a "
+                           "function's first call: Keras 3 builds the optimizer's in the "
+                           "first step after compile), once per build, not at every step.",
                            EAGER_VARIABLES_FIX)
     elif math and between >= EAGER_BETWEEN_SHARE:  # an evaluation or callback outside steps
         step_eager, fix = (f" {100 * between:.0f} % of it, the model's math among it "
@@ -515,6 +516,18 @@ def _eager(s: WindowSummary) -> list[Advice]:
          "check_numerics_share": checks, "checkpoint_steps_share": saving,
          "queue_wait_share": wait_share},
         f"eager op time > {EAGER_PCT:g} % of host op time (XProf)", fix=fix)]
+
+
+def _variables_made_s(s: WindowSummary) -> float:
+    """Eager seconds of variables being made: VarHandleOp and VarIsInitializedOp, and the
+    AssignVariableOps of their initial values (as many as the handles made; an eager
+    update's assigns, with no handle made, are not these)."""
+    top = {o.op_type: o for o in s.ops.eager_top}
+    made = sum(o.self_s for t, o in top.items() if t in VARIABLE_MADE_TYPES)
+    handles, assign = top.get("VarHandleOp"), top.get("AssignVariableOp")
+    if handles is not None and assign is not None and assign.count:
+        made += assign.self_s * min(1.0, handles.count / assign.count)
+    return made
 
 
 def _pauses(s: WindowSummary) -> tuple[int, float]:
