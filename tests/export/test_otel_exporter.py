@@ -644,3 +644,43 @@ def test_a_replayed_windows_first_and_last_step_are_its_first_and_last_in_time()
     attrs = window_attributes(s, WindowRecord(index=0))
     assert (attrs["tfobs.window.first_step"], attrs["tfobs.window.last_step"]) == (1, 2)
     assert _window_steps(Published(s, None, 0.0)) == (1, 2)
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("soon", True), ("0", True), ("-1", True), ("inf", True), ("nan", True), ("1e400", True),
+    ("10000000", True), ("", False), (" 2 ", False)])
+def test_an_otlp_timeout_the_sdk_cannot_use_is_one_line_naming_it(
+        monkeypatch, caplog, value: str, said: bool) -> None:
+    # OTEL_EXPORTER_OTLP_TIMEOUT=soon (or set empty) turned tracing off with "could not
+    # convert string to float: 'soon'", naming neither the variable nor the fix; 0 and -1 made
+    # every export fail at once with DEADLINE_EXCEEDED, and inf, nan and 1e400 retried each
+    # batch for 30 s before dropping it: no span was ever sent.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", value)
+    with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
+        exporter = exporter_for(receiver.endpoint)
+        try:
+            assert not exporter.disabled
+            summary = built_summary(n_steps=2, events_per_step=1)
+            exporter.publish(summary, record_for(summary))
+            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
+        finally:
+            exporter.shutdown(2)
+    lines = [r.getMessage() for r in caplog.records
+             if "OTEL_EXPORTER_OTLP_TIMEOUT" in r.getMessage()]
+    assert len(lines) == said, lines
+    if said:
+        assert "using 10 s" in lines[0] and "\n" not in lines[0]
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+@pytest.mark.parametrize("value", ["soon", ""])
+def test_a_traces_timeout_the_grpc_exporter_cannot_read_is_named(monkeypatch, value) -> None:
+    # The gRPC exporter reads OTEL_EXPORTER_OTLP_TRACES_TIMEOUT with float() whatever it is
+    # given: tracing stays off, and the line names the variable and the fix.
+    from tfobs.export.otel import otlp_exporter
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", value)
+    with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_TRACES_TIMEOUT=.*unset it"):
+        otlp_exporter("127.0.0.1:4317", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "inf")  # a number: the default
+    assert otlp_exporter("127.0.0.1:4317", "grpc")._timeout == 10.0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 import os
 import socket
 import stat
@@ -536,6 +537,55 @@ def _env_int(environ: Mapping[str, str], name: str, default: int) -> int:
     return default
 
 
+# OpenTelemetry's Python exporters read OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT as seconds (the
+# spec's unit is milliseconds) with a bare float(): a word (or a variable set empty) turned
+# tracing off naming no variable, and 0, a negative number, inf or nan made every export
+# fail (gRPC retried each batch for half a minute first). At most an hour, as window_max_s.
+_TIMEOUT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+MAX_OTLP_TIMEOUT_S = 3600.0
+_DEFAULT_OTLP_TIMEOUT_S = 10.0  # the SDK's own
+
+
+def otlp_timeout(environ: Mapping[str, str]) -> float:
+    """The OTLP request timeout in seconds the variables set (the traces' own first), else
+    the SDK's default (10 s); a value that is no number of seconds above 0 and at most an
+    hour is said in one line naming it, and the default is used."""
+    for name in _TIMEOUT_VARIABLES:
+        raw = environ.get(name)
+        if raw is None or not raw.strip():
+            continue
+        text = raw.strip()
+        try:
+            value = float(text) if text.isascii() else math.nan
+        except ValueError:
+            value = math.nan
+        if 0 < value <= MAX_OTLP_TIMEOUT_S:
+            return value
+        _log.warning("tfobs: %s=%s is not a number of seconds above 0 and at most %d (the "
+                     "Python exporters read seconds, not milliseconds); using %g s (set it "
+                     "within that range or unset it)", name, raw[:40], MAX_OTLP_TIMEOUT_S,
+                     _DEFAULT_OTLP_TIMEOUT_S)
+        break
+    return _DEFAULT_OTLP_TIMEOUT_S
+
+
+def _grpc_timeout_problem() -> str:
+    """'' or the line naming OTEL_EXPORTER_OTLP_TRACES_TIMEOUT where the gRPC exporter cannot
+    be made for it: it reads that variable with float() whatever timeout it is given (the
+    process's own environment), so a word or an empty value would stop it with "could not
+    convert string to float"."""
+    name = "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"
+    raw = os.environ.get(name)
+    if raw is None:
+        return ""
+    try:
+        float(raw)
+    except ValueError:
+        return (f"{name}={raw[:40]!r} is not a number (OpenTelemetry's gRPC exporter "
+                "cannot start with it): set it to seconds, e.g. 10, or unset it")
+    return ""
+
+
 # The files OpenTelemetry's exporters read their TLS settings from (each also as
 # OTEL_EXPORTER_OTLP_TRACES_*): gRPC's reads them whole as it is made, in `enable()`.
 _TLS_FILE_VARIABLES = tuple(
@@ -579,20 +629,25 @@ def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | Non
             )
     except ImportError as exc:  # the `otlp` extra is optional
         raise ImportError(f"{MISSING_OTLP} ({exc})") from exc
+    # Always given: the SDK would read the variables with a bare float() (otlp_timeout).
+    kw: dict[str, Any] = {"timeout": otlp_timeout(env)}
     if protocol == "http/protobuf":
 
         url = endpoint if "://" in endpoint else "http://" + endpoint
         scheme, _, rest = url.partition("://")
         if "/" not in rest.rstrip("/"):  # a base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is
             url = f"{scheme}://{rest.rstrip('/')}/v1/traces"
-        return OTLPSpanExporter(endpoint=url)
+        return OTLPSpanExporter(endpoint=url, **kw)
 
+    problem = _grpc_timeout_problem()
+    if problem:
+        raise ValueError(problem)
     insecure = None
     if endpoint.startswith("unix:"):  # a local socket: no TLS (the SDK would ask for it)
-        return GrpcSpanExporter(endpoint=endpoint, insecure=True)
+        return GrpcSpanExporter(endpoint=endpoint, insecure=True, **kw)
     if "://" not in endpoint:  # host:port: plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false
         insecure = env.get("OTEL_EXPORTER_OTLP_INSECURE", "true").strip().lower() != "false"
-    return GrpcSpanExporter(endpoint=endpoint, insecure=insecure)
+    return GrpcSpanExporter(endpoint=endpoint, insecure=insecure, **kw)
 
 
 def _no_self_metrics(cls: type, noop: type) -> dict[str, Any]:
