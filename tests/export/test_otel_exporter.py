@@ -684,3 +684,22 @@ def test_a_traces_timeout_the_grpc_exporter_cannot_read_is_named(monkeypatch, va
         otlp_exporter("127.0.0.1:4317", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "inf")  # a number: the default
     assert otlp_exporter("127.0.0.1:4317", "grpc")._timeout == 10.0
+
+
+@pytest.mark.parametrize("value", ["1", "yes", "false", "maybe"])
+def test_otlp_insecure_does_not_turn_an_http_endpoint_into_tls(monkeypatch, value) -> None:
+    # OTEL_EXPORTER_OTLP_INSECURE applies to an endpoint without a scheme; the SDK read any
+    # value but "true" as TLS for an http:// endpoint too, and every export failed with
+    # UNAVAILABLE: no span was sent.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", value)
+    with OtlpReceiver("normal") as receiver:
+        exporter = exporter_for(receiver.endpoint)
+        try:
+            summary = built_summary(n_steps=2, events_per_step=1)
+            exporter.publish(summary, record_for(summary))
+            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)
+        finally:
+            exporter.shutdown(2)
+    from tfobs.export.otel import otlp_exporter
+
+    assert otlp_exporter("https://collector:4317", "grpc")._insecure is False

@@ -642,11 +642,15 @@ def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | Non
     problem = _grpc_timeout_problem()
     if problem:
         raise ValueError(problem)
-    insecure = None
     if endpoint.startswith("unix:"):  # a local socket: no TLS (the SDK would ask for it)
         return GrpcSpanExporter(endpoint=endpoint, insecure=True, **kw)
     if "://" not in endpoint:  # host:port: plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false
         insecure = env.get("OTEL_EXPORTER_OTLP_INSECURE", "true").strip().lower() != "false"
+    else:
+        # The scheme says it (http: plaintext, https: TLS); OTEL_EXPORTER_OTLP_INSECURE is for
+        # an endpoint without one (the OTLP exporter spec). Left to the SDK, any value of it
+        # but "true" (1, yes, false) made an http:// endpoint a TLS one: every export failed.
+        insecure = endpoint.partition("://")[0].strip().lower() == "http"
     return GrpcSpanExporter(endpoint=endpoint, insecure=insecure, **kw)
 
 
