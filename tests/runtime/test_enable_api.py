@@ -161,3 +161,56 @@ def test_shadowing_hint_is_empty_for_python_own_modules() -> None:
     from tfobs.runtime.lifecycle import shadowing_hint
 
     assert shadowing_hint() == ""
+
+
+SPAWNED = '''
+import multiprocessing as mp, sys, threading
+import tfobs
+from tfobs.runtime.lifecycle import current
+
+RUNTIME = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", framework="tensorflow",
+                       nvml=False, reduce_in="thread")
+
+
+def at_import(_):
+    """What the worker's import of this script started."""
+    return current() is not None, sorted(t.name for t in threading.enumerate())
+
+
+def enabled_in_target(queue):
+    """A child that profiles itself: enable() in the function it runs."""
+    runtime = tfobs.enable(metrics_port=0, metrics_bind="127.0.0.1", framework="tensorflow",
+                           nvml=False, reduce_in="thread")
+    queue.put(runtime is not None)
+    tfobs.disable()
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context(sys.argv[1])
+    with ctx.Pool(2) as pool:
+        print("workers", pool.map(at_import, range(2)))
+    queue = ctx.Queue()
+    child = ctx.Process(target=enabled_in_target, args=(queue,))
+    child.start()
+    print("target", queue.get(timeout=60))
+    child.join(60)
+    print("parent", RUNTIME is not None)
+    tfobs.disable()
+'''
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_top_level_enable_starts_nothing_in_spawned_workers(tmp_path, method: str) -> None:
+    # Each spawn / forkserver worker imports the main script again: its enable() started a
+    # whole tfobs per worker (threads, a metrics server on another port, a line saying the
+    # parent's port was "in use (another job or notebook serving there?)").
+    script = tmp_path / "job.py"
+    script.write_text(SPAWNED)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TFOBS_QUIET": "1"}
+    out = subprocess.run([sys.executable, str(script), method], capture_output=True,
+                         text=True, timeout=120, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "workers [(False, ['MainThread']), (False, ['MainThread'])]" in lines, out.stdout
+    assert "target True" in lines and "parent True" in lines, out.stdout
+    assert "is in use" not in out.stderr, out.stderr

@@ -32,8 +32,30 @@ def enable(**options: Unpack[EnableOptions]) -> Runtime | None:
     keyword; a bad variable only warns, and a metrics port already in use is said in one line
     and another port served. Without TensorFlow it says how to install it and returns None.
     """
+    if _importing_main_in_a_child():
+        return None
     given: dict[str, Any] = {name: value for name, value in options.items() if value is not None}
     return enable_config(Config.load(**given), explicit=bool(given))
+
+
+def _importing_main_in_a_child() -> bool:
+    """True while a multiprocessing child started by spawn or forkserver (a Pool's worker,
+    a data loader's) imports the job's main script again as `__mp_main__`: an `enable()` at
+    the script's top level meant the job, not each worker. Each worker started a whole tfobs
+    of its own (threads, a metrics server on another port, said as "port ... is in use
+    (another job or notebook serving there?)"). multiprocessing's own flag for that phase;
+    `enable()` in the function a child runs is not affected."""
+    import logging
+    import sys
+
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return False
+    try:
+        return bool(getattr(mp.current_process(), "_inheriting", False))
+    except Exception:  # a multiprocessing stand-in without current_process: enable as usual
+        logging.getLogger(__name__).debug("tfobs: no multiprocessing state", exc_info=True)
+        return False
 
 
 # AutoGraph calls an "autograph artifact" as it is rather than converting it: enable()
