@@ -123,6 +123,32 @@ def test_preempt_drops_active_window(slot):
     assert slot.finish().ok
 
 
+@pytest.mark.parametrize("replaced_by", ["file", "link loop", "dangling link"])
+def test_a_capture_folder_replaced_after_start_is_named_with_the_fix(tmp_path, replaced_by):
+    # Replaced by a file or a link to nothing between windows, every later window failed
+    # with "cannot create capture folder: [Errno 17] File exists: ...", naming neither
+    # what was there nor the option to change.
+    folder = tmp_path / "captures"
+    s = ProfilerSlot.from_config(Config(capture_dir=str(folder)))
+    try:
+        assert s.start() is None and s.finish().ok
+        os.rmdir(folder)
+        if replaced_by == "file":
+            folder.write_text("x")
+        else:
+            folder.symlink_to(folder if replaced_by == "link loop" else tmp_path / "gone")
+        result = s.start()
+        assert result is not None and result.outcome == "failed"
+        assert result.reason.startswith(f"cannot create capture folder in {folder}: ")
+        assert ("this path is a file" if replaced_by == "file" else "symbolic link to nothing") \
+            in result.reason
+        assert result.reason.endswith("set capture_dir (TFOBS_CAPTURE_DIR) to a folder this "
+                                      "process can write")
+        assert s.state == "idle"
+    finally:
+        s.close()
+
+
 def test_sweep_removes_folders_of_dead_processes(tmp_path):
     dead = tmp_path / "tfobs-999999999-abc"  # named by PID alone, as an earlier tfobs did
     mine = tmp_path / f"tfobs-{owner()}-abc"

@@ -245,7 +245,7 @@ class ProfilerSlot:
                 logdir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{owner()}-",
                                           dir=self.capture_dir)
             except Exception as exc:
-                return CaptureResult(FAILED, f"cannot create capture folder: {exc}")
+                return CaptureResult(FAILED, self._no_folder(exc))
             try:
                 session = backend.open(logdir, self._options)
             except Exception as exc:
@@ -485,6 +485,22 @@ class ProfilerSlot:
         path = write_capture(logdir, data)
         return CaptureResult(CAPTURED, nbytes=nbytes, active_s=active_s,
                              export_s=time.perf_counter() - t0, path=path, folder=logdir)
+
+    def _no_folder(self, exc: BaseException) -> str:
+        """Why no window folder could be made in capture_dir, and the fix: the folder
+        turned read-only, or was replaced by a file or a link to nothing after enable()
+        (said before as "[Errno 17] File exists", naming neither cause nor fix)."""
+        from tfobs.scratch import local_folder_problem
+
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        try:
+            problem = local_folder_problem(self.capture_dir)
+        except Exception:  # the reason above still says what failed
+            _log.debug("tfobs: checking capture_dir failed", exc_info=True)
+            problem = ""
+        return (f"cannot create capture folder in {self.capture_dir}: {why}"
+                + (f" ({problem})" if problem else "")
+                + "; set capture_dir (TFOBS_CAPTURE_DIR) to a folder this process can write")
 
     def _folder_full(self, logdir: str) -> str:
         """The export found the capture folder full: the reason to count, after moving
