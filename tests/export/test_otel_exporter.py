@@ -703,3 +703,31 @@ def test_otlp_insecure_does_not_turn_an_http_endpoint_into_tls(monkeypatch, valu
     from tfobs.export.otel import otlp_exporter
 
     assert otlp_exporter("https://collector:4317", "grpc")._insecure is False
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", True),
+    ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "lots", True),
+    ("OTEL_EXPORTER_OTLP_COMPRESSION", " GZIP ", False)])
+def test_a_grpc_compression_the_sdk_does_not_know_is_one_line_naming_it(
+        monkeypatch, caplog, name: str, value: str, said: bool) -> None:
+    # OTEL_EXPORTER_OTLP_COMPRESSION=zstd turned tracing off: the gRPC exporter raised
+    # "Invalid value ... for compression envvar" as it was made.
+    import grpc
+
+    from tfobs.export.otel import otlp_exporter
+
+    monkeypatch.setenv(name, value)
+    with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
+        exporter = exporter_for(receiver.endpoint)
+        try:
+            assert not exporter.disabled
+            summary = built_summary(n_steps=2, events_per_step=1)
+            exporter.publish(summary, record_for(summary))
+            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
+        finally:
+            exporter.shutdown(2)
+    lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
+    assert len(lines) == said, lines
+    wanted = grpc.Compression.NoCompression if said else grpc.Compression.Gzip
+    assert otlp_exporter("127.0.0.1:4317", "grpc")._compression == wanted

@@ -569,6 +569,31 @@ def otlp_timeout(environ: Mapping[str, str]) -> float:
     return _DEFAULT_OTLP_TIMEOUT_S
 
 
+# The gRPC exporter raised on a compression it does not know (`zstd`, a typo) and tracing
+# was off ("Invalid value ... for compression envvar"); the HTTP one warns and sends plain.
+_COMPRESSION_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION")
+_GRPC_COMPRESSIONS = {"none": "NoCompression", "gzip": "Gzip", "deflate": "Deflate"}
+
+
+def grpc_compression(environ: Mapping[str, str]) -> Any:
+    """The gRPC compression the variables ask for (the traces' own first), as `grpc`'s
+    enum; a value that is none of none, gzip, deflate is said in one line naming it, and no
+    compression used."""
+    import grpc
+
+    for name in _COMPRESSION_VARIABLES:
+        raw = environ.get(name)
+        if raw is None or not raw.strip():
+            continue
+        member = _GRPC_COMPRESSIONS.get(raw.strip().lower())
+        if member is None:
+            _log.warning("tfobs: %s=%s is not one of none, gzip, deflate; sending spans "
+                         "uncompressed (set one of those or unset it)", name, raw[:40])
+            member = "NoCompression"
+        return getattr(grpc.Compression, member)
+    return grpc.Compression.NoCompression
+
+
 def _grpc_timeout_problem() -> str:
     """'' or the line naming OTEL_EXPORTER_OTLP_TRACES_TIMEOUT where the gRPC exporter cannot
     be made for it: it reads that variable with float() whatever timeout it is given (the
@@ -642,6 +667,7 @@ def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | Non
     problem = _grpc_timeout_problem()
     if problem:
         raise ValueError(problem)
+    kw["compression"] = grpc_compression(env)
     if endpoint.startswith("unix:"):  # a local socket: no TLS (the SDK would ask for it)
         return GrpcSpanExporter(endpoint=endpoint, insecure=True, **kw)
     if "://" not in endpoint:  # host:port: plaintext unless OTEL_EXPORTER_OTLP_INSECURE=false
