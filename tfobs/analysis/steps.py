@@ -948,7 +948,10 @@ def find_steps(host: Timeline | None, has_device: bool = False) -> FoundSteps:
     else:
         step_of = np.full(len(host.columns), -1, np.int64)
         for ld, gid in zip(host.lines, grouper.gid, strict=True):
-            step_of[ld.indices(np.arange(len(ld)))] = gid
+            if ld.order is None:  # stored in time order: the line's own slice
+                step_of[ld.first:ld.first + len(ld)] = gid
+            else:
+                step_of[ld.indices(np.arange(len(ld)))] = gid
     inferred = method == "inferred"
     return FoundSteps(method, groups, note, step_of=step_of, members=read, typed=typed,
                       unrooted_markers=unrooted.count if inferred else 0,
