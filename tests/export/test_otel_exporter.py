@@ -7,9 +7,13 @@ where a test needs an exact shape (span cap, faults), are built directly.
 from __future__ import annotations
 
 import http.server
+import os
 import re
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -37,6 +41,8 @@ from tfobs.summary import (
     WindowSummary,
 )
 from tfobs.window import WindowRecord
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # An OTLP receiver (gRPC server).
 pytestmark = [pytest.mark.slow, pytest.mark.waits, pytest.mark.timeout(60)]
@@ -627,6 +633,59 @@ def test_a_batch_setting_past_what_the_sdk_takes_is_one_line_naming_it(
     lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
     assert len(lines) == 1 and f"using {default}" in lines[0] and "\n" not in lines[0], lines
     assert not [r for r in caplog.records if r.exc_info]
+
+
+@pytest.mark.parametrize(("set_", "limits"), [
+    # (the variables set, the limits the provider then has: the SDK's defaults for each
+    # refused value; a valid global setting is the span one's default)
+    ({"OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "-1"}, {"max_span_attributes": 128}),
+    ({"OTEL_SPAN_EVENT_COUNT_LIMIT": "1e9"}, {"max_events": 128}),
+    ({"OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT": "abc"}, {"max_attribute_length": None,
+                                                    "max_span_attribute_length": None}),
+    ({"OTEL_ATTRIBUTE_COUNT_LIMIT": "64", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "many",
+      "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": " -3 "},
+     {"max_attributes": 64, "max_span_attributes": 64, "max_span_attribute_length": None}),
+])
+def test_a_span_limit_the_sdk_refuses_is_one_line_naming_it_and_tracing_stays_on(
+        monkeypatch, caplog, set_: dict[str, str], limits: dict[str, int | None]) -> None:
+    # OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT=-1, OTEL_SPAN_EVENT_COUNT_LIMIT=1e9 or
+    # OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT=abc made the SDK's SpanLimits raise inside
+    # `enable()`: tracing was off for the whole job.
+    for name, value in set_.items():
+        monkeypatch.setenv(name, value)
+    with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
+        exporter = exporter_for(receiver.endpoint)
+        try:
+            assert not exporter.disabled
+            got = exporter._parts.provider._span_limits
+            assert {k: getattr(got, k) for k in limits} == limits
+            summary = built_summary(n_steps=2, events_per_step=1)
+            exporter.publish(summary, record_for(summary))
+            exporter.force_flush(5)
+            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
+        finally:
+            exporter.shutdown(2)
+    refused = [n for n, v in set_.items() if v not in ("64",)]
+    for name in refused:
+        lines = [r.getMessage() for r in caplog.records if name + "=" in r.getMessage()]
+        assert len(lines) == 1 and "default limit" in lines[0] and "\n" not in lines[0], lines
+    assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_a_refused_span_attribute_count_limit_does_not_stop_the_sdk_loading() -> None:
+    """The SDK's trace module reads OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT as it is imported: a
+    refused value made the import raise, so no tracer could be made. In a fresh process
+    (the module not loaded yet), it loads with the variable hidden, which is then back."""
+    code = ("import os\n"
+            "from tfobs.export.otel import _import_sdk_trace\n"
+            "_import_sdk_trace()\n"
+            "import opentelemetry.sdk.trace as t\n"
+            "print(os.environ['OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT'], t.SPAN_ATTRIBUTE_COUNT_LIMIT)\n")
+    env = {**os.environ, "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT": "-1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["-1", "128"]
 
 
 def test_a_replayed_windows_first_and_last_step_are_its_first_and_last_in_time() -> None:

@@ -611,6 +611,86 @@ def _grpc_timeout_problem() -> str:
     return ""
 
 
+# The span limits OpenTelemetry's SpanLimits reads from the process's environment: a value
+# it refuses (not a whole number of at least 0: -1, 1e9, abc) raised inside `enable()` and
+# turned tracing off for the whole job. (SpanLimits keyword, variable.)
+_SPAN_LIMITS = (
+    ("max_events", "OTEL_SPAN_EVENT_COUNT_LIMIT"),
+    ("max_links", "OTEL_SPAN_LINK_COUNT_LIMIT"),
+    ("max_attributes", "OTEL_ATTRIBUTE_COUNT_LIMIT"),
+    ("max_span_attributes", "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"),
+    ("max_event_attributes", "OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT"),
+    ("max_link_attributes", "OTEL_LINK_ATTRIBUTE_COUNT_LIMIT"),
+    ("max_attribute_length", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT"),
+    ("max_span_attribute_length", "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"),
+)
+_DEFAULT_COUNT_LIMIT = 128  # the SDK's default for each count
+_NO_LIMIT = -1  # SpanLimits.UNSET
+
+
+def _limit_value(raw: str) -> int | None:
+    """A span limit variable's value as SpanLimits reads it: a whole number >= 0, or None
+    for 'unset' (no limit); ValueError where it would refuse it."""
+    text = raw.strip().lower()
+    if text == "unset":
+        return None
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def span_limits(environ: Mapping[str, str]) -> dict[str, int]:
+    """SpanLimits keywords for the OTEL_*_LIMIT variables that hold a value the SDK would
+    refuse: each said in one line naming it, and given the SDK's default for it instead
+    (the global attribute setting's, where valid, for the span, event and link ones, as
+    the SDK derives them). The valid variables are left to the SDK."""
+    good: dict[str, int | None] = {}
+    out: dict[str, int] = {}
+    for keyword, name in _SPAN_LIMITS:
+        raw = environ.get(name)
+        if raw is None:
+            continue
+        try:
+            good[name] = _limit_value(raw)
+            continue
+        except ValueError:
+            _log.warning("tfobs: %s=%s is not a whole number of at least 0 (or 'unset'); "
+                         "using OpenTelemetry's default limit (set it to such a number or "
+                         "unset it)", name, raw[:40])
+        if keyword.endswith("_length"):
+            glob = good.get("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
+            out[keyword] = _NO_LIMIT if keyword == "max_attribute_length" or glob is None \
+                else glob
+        else:
+            glob = good.get("OTEL_ATTRIBUTE_COUNT_LIMIT")
+            derived = keyword.endswith("_attributes") and keyword != "max_attributes"
+            out[keyword] = glob if derived and glob is not None else _DEFAULT_COUNT_LIMIT
+    return out
+
+
+def _import_sdk_trace() -> None:
+    """Import the SDK's trace module, hiding a refused OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT while
+    it loads: the module reads that variable as it is imported (a constant kept for old
+    callers) and raised on a refused value, so no TracerProvider could be made. The
+    variable is put back at once; `span_limits` says it and gives the default."""
+    if "opentelemetry.sdk.trace" in sys.modules:
+        return
+    name = "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"
+    raw = os.environ.get(name)
+    try:
+        if raw is not None:
+            _limit_value(raw)
+        raw = None  # unset or valid: nothing to hide
+    except ValueError:
+        del os.environ[name]
+    try:
+        import opentelemetry.sdk.trace  # noqa: F401
+    finally:
+        if raw is not None:
+            os.environ[name] = raw
+
+
 # The files OpenTelemetry's exporters read their TLS settings from (each also as
 # OTEL_EXPORTER_OTLP_TRACES_*): gRPC's reads them whole as it is made, in `enable()`.
 _TLS_FILE_VARIABLES = tuple(
@@ -635,6 +715,12 @@ def _tls_file_problem() -> str:
             return (f"{name}={path!r} is not a regular file (a FIFO or device is never read "
                     "to its end): point it at a PEM file, or unset it")
     return ""
+
+
+def _span_limits_of(keywords: Mapping[str, int]) -> Any:
+    from opentelemetry.sdk.trace import SpanLimits
+
+    return SpanLimits(**keywords)
 
 
 def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | None = None) -> Any:
@@ -747,6 +833,8 @@ class OtelExporter:
             from opentelemetry import trace
             from opentelemetry.context import Context
             from opentelemetry.metrics import NoOpMeterProvider
+
+            _import_sdk_trace()
             from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -760,8 +848,10 @@ class OtelExporter:
         ids = PlannedIdGenerator()
         # Our own provider: the user's global TracerProvider (and MeterProvider: the SDK's
         # self-metrics would land there) stays exactly as the user set it.
+        limits = span_limits(os.environ)  # the SDK reads the process's own environment
         provider = TracerProvider(
             resource=_build_resource(extra_resource),
+            **({"span_limits": _span_limits_of(limits)} if limits else {}),
             id_generator=ids,
             shutdown_on_exit=False,  # the runtime shuts us down with a deadline at exit
             **_no_self_metrics(TracerProvider, NoOpMeterProvider),
