@@ -381,13 +381,13 @@ def test_a_step_given_no_usable_number_is_numbered_not_raised(runtime, monkeypat
     with tfobs.step(tf.constant(7)):
         pass
     nums = []
-    for bad in (None, "x", float("nan"), float("inf"), object()):
+    for bad in (None, "x", float("nan"), float("inf"), object(), 2**64, -2**63 - 1):
         marker = tfobs.step(bad)
         with marker:
             pass
         nums.append(marker.step_num)
-    assert nums == [8, 9, 10, 11, 12]
-    assert len(exporter.all_steps()) == 6
+    assert nums == [8, 9, 10, 11, 12, 13, 14]  # past 64 bits: no step number either
+    assert len(exporter.all_steps()) == 8
     assert caplog.text.count("not a step number") == 1 and "int(optimizer.iterations)" in \
         caplog.text
 

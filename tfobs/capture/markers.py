@@ -155,6 +155,16 @@ def _say_unnumbered(given: object, used: int) -> None:
                      given, used)
 
 
+def _step_number(given: Any) -> int:
+    """`int(given)`, within what a profiler trace's 64-bit stat holds, signed or unsigned
+    (a uint64 counter is read as int64 reads it; 2**70 was taken and shown as a window's
+    steps)."""
+    num = int(given)
+    if not -2**63 <= num < 2**64:
+        raise OverflowError(num)
+    return num
+
+
 def own_seconds() -> float:
     return _own_s
 
@@ -236,7 +246,7 @@ class step:  # lower case: used like a function, `with tfobs.step(n):`
     def __init__(self, step_num: int) -> None:
         global _last_step
         try:
-            self.step_num = _last_step = int(step_num)
+            self.step_num = _last_step = _step_number(step_num)
         except (TypeError, ValueError, OverflowError, AttributeError):
             self.step_num = _last_step = _last_step + 1
             _say_unnumbered(step_num, self.step_num)
