@@ -968,6 +968,31 @@ CASES: dict[str, tuple[str, dict[str, str]]] = {
         "custom loop, Embedding + Dense tower trained with `tf.nn.sampled_softmax_loss` over "
         "a 50,000-word output layer (64 sampled classes; `LogUniformCandidateSampler` in the "
         "step), Adam; the job's own step times", {}),
+    "distillation_teacher_loop": (
+        "custom loop distilling a frozen teacher MLP (784-2048-2048-10, called with "
+        "training=False inside the step) into a student MLP (784-128-10) with a "
+        "temperature-4 KL loss plus cross-entropy, batch 256, Adam; the teacher's forward "
+        "pass runs in every step; tfobs.step markers; the job's own step times", {}),
+    "greedy_decode_token_loop": (
+        "autoregressive greedy decoding: a tf.function running one token of an Embedding + "
+        "GRUCell(256) + Dense(1,000) decoder (batch 16), the argmax fed back and read in "
+        "Python each token (an end-token check), 40 tokens, each token a tfobs.step; the "
+        "job's own token times", {}),
+    "contrastive_two_views_loop": (
+        "SimCLR-style custom loop: tf.data makes two augmented views of each 32 x 32 image "
+        "(random crop, flip, brightness; parallel map), a small conv encoder + projection "
+        "head, NT-Xent loss over the 256 x 256 similarity matrix of a 128 batch, Adam; "
+        "tfobs.step markers; the job's own step times", {}),
+    "fake_quant_qat_loop": (
+        "quantization-aware training custom loop: an MLP (512-1024-1024-10) whose weights "
+        "and activations pass through `tf.quantization.fake_quant_with_min_max_vars` (8 "
+        "bits, learned ranges) in every layer, batch 256, SGD; tfobs.step markers; the "
+        "job's own step times", {}),
+    "unet_segmentation_fit": (
+        "Keras 3 fit of a small U-Net (two Conv2D down blocks, Conv2DTranspose up blocks "
+        "with skip Concatenate, per-pixel 4-class softmax) on 64 x 64 x 3 images with "
+        "64 x 64 masks, batch 16, Adam, per-pixel sparse cross-entropy and an IoU metric; "
+        "tfobs's Keras callback; the job's own batch times", {}),
 }
 
 
@@ -5638,6 +5663,154 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
             float(sgd_step(*next(it)))
             sgd_ms.append(round((time.perf_counter() - t) * 1e3, 3))
         params["sgd_step_ms"] = sgd_ms[3:]
+    elif case == "distillation_teacher_loop":
+        params = {"batch": 256, "temperature": 4.0, "steps": 12}
+        teacher = keras.Sequential([keras.Input((784,)), keras.layers.Dense(2048, "relu"),
+                                    keras.layers.Dense(2048, "relu"), keras.layers.Dense(10)])
+        teacher.trainable = False
+        student = keras.Sequential([keras.Input((784,)), keras.layers.Dense(128, "relu"),
+                                    keras.layers.Dense(10)])
+        opt = keras.optimizers.Adam(1e-3)
+        xs = rng.random((256 * 8, 784)).astype("float32")
+        ys = rng.integers(0, 10, (256 * 8,))
+        it = iter(tf.data.Dataset.from_tensor_slices((xs, ys)).repeat().batch(256)
+                  .prefetch(2))
+
+        @tf.function
+        def distill_step(xb: Any, yb: Any) -> Any:
+            t_logits = teacher(xb, training=False)
+            with tf.GradientTape() as tape:
+                s_logits = student(xb, training=True)
+                t_prob = tf.nn.softmax(t_logits / 4.0)
+                soft = tf.reduce_mean(tf.reduce_sum(t_prob * (
+                    tf.nn.log_softmax(t_logits / 4.0) - tf.nn.log_softmax(s_logits / 4.0)),
+                    -1)) * 16.0
+                hard = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    yb, s_logits))
+                loss = 0.1 * hard + 0.9 * soft
+            g = tape.gradient(loss, student.trainable_variables)
+            opt.apply_gradients(zip(g, student.trainable_variables, strict=True))
+            return loss
+
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(distill_step(*next(it))), params["steps"])
+    elif case == "greedy_decode_token_loop":
+        params = {"batch": 16, "vocab": 1000, "units": 256, "tokens": 40}
+        emb = keras.layers.Embedding(1000, 128)
+        cell = keras.layers.GRUCell(256)
+        head = keras.layers.Dense(1000)
+
+        @tf.function
+        def decode_one(tok: Any, state: Any) -> Any:
+            out, new_state = cell(emb(tok), [state])
+            nxt = tf.argmax(head(out), axis=-1, output_type=tf.int32)
+            return nxt, new_state[0]
+
+        dec = {"tok": tf.zeros((16,), tf.int32), "state": tf.zeros((16, 256))}
+
+        def one_token(i: int) -> None:
+            dec["tok"], dec["state"] = decode_one(dec["tok"], dec["state"])
+            if bool(tf.reduce_all(dec["tok"] == 999)):  # the end token: never, here
+                dec["tok"] = tf.zeros((16,), tf.int32)
+
+        params["measured_step_ms"] = timed_then_profile(one_token, params["tokens"])
+    elif case == "contrastive_two_views_loop":
+        params = {"batch": 128, "image": 32, "temperature": 0.2, "steps": 10}
+        imgs = rng.random((1024, 36, 36, 3)).astype("float32")
+
+        def two_views(img: Any) -> Any:
+            def view(x: Any) -> Any:
+                x = tf.image.random_crop(x, (32, 32, 3))
+                x = tf.image.random_flip_left_right(x)
+                return tf.clip_by_value(tf.image.random_brightness(x, 0.3), 0.0, 1.0)
+
+            return view(img), view(img)
+
+        it = iter(tf.data.Dataset.from_tensor_slices(imgs).repeat().shuffle(1024)
+                  .map(two_views, num_parallel_calls=tf.data.AUTOTUNE).batch(128)
+                  .prefetch(2))
+        encoder = keras.Sequential([
+            keras.Input((32, 32, 3)), keras.layers.Conv2D(32, 3, 2, activation="relu"),
+            keras.layers.Conv2D(64, 3, 2, activation="relu"),
+            keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(128, "relu"),
+            keras.layers.Dense(64)])
+        opt = keras.optimizers.Adam(1e-3)
+
+        @tf.function
+        def contrastive_step(v1: Any, v2: Any) -> Any:
+            with tf.GradientTape() as tape:
+                z = tf.math.l2_normalize(encoder(tf.concat([v1, v2], 0), training=True), 1)
+                sim = tf.matmul(z, z, transpose_b=True) / 0.2 - tf.eye(256) * 1e9
+                labels = tf.concat([tf.range(128, 256), tf.range(0, 128)], 0)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels, sim))
+            g = tape.gradient(loss, encoder.trainable_variables)
+            opt.apply_gradients(zip(g, encoder.trainable_variables, strict=True))
+            return loss
+
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(contrastive_step(*next(it))), params["steps"])
+    elif case == "fake_quant_qat_loop":
+        params = {"batch": 256, "widths": [512, 1024, 1024, 10], "bits": 8, "steps": 12}
+        widths = [512, 1024, 1024, 10]
+        ws = [tf.Variable(tf.random.normal((a, b), stddev=0.03))
+              for a, b in zip(widths[:-1], widths[1:], strict=True)]
+        bs = [tf.Variable(tf.zeros((b,))) for b in widths[1:]]
+        lo = [tf.Variable(-1.0) for _ in range(2 * len(ws))]
+        hi = [tf.Variable(1.0) for _ in range(2 * len(ws))]
+        variables = [*ws, *bs, *lo, *hi]
+        opt = keras.optimizers.SGD(0.01)
+        xs = rng.random((256 * 8, 512)).astype("float32")
+        ys = rng.integers(0, 10, (256 * 8,))
+        it = iter(tf.data.Dataset.from_tensor_slices((xs, ys)).repeat().batch(256)
+                  .prefetch(2))
+
+        @tf.function
+        def qat_step(xb: Any, yb: Any) -> Any:
+            with tf.GradientTape() as tape:
+                h = xb
+                for k, (w, b) in enumerate(zip(ws, bs, strict=True)):
+                    wq = tf.quantization.fake_quant_with_min_max_vars(w, lo[2 * k],
+                                                                      hi[2 * k], num_bits=8)
+                    h = tf.matmul(h, wq) + b
+                    if k < len(ws) - 1:
+                        h = tf.nn.relu(h)
+                    h = tf.quantization.fake_quant_with_min_max_vars(
+                        h, lo[2 * k + 1], hi[2 * k + 1], num_bits=8)
+                loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(yb, h))
+            g = tape.gradient(loss, variables)
+            opt.apply_gradients(zip(g, variables, strict=True))
+            return loss
+
+        params["measured_step_ms"] = timed_then_profile(
+            lambda i: float(qat_step(*next(it))), params["steps"])
+    elif case == "unet_segmentation_fit":
+        params = {"batch": 16, "image": [64, 64, 3], "classes": 4, "steps": 10}
+        inp = keras.Input((64, 64, 3))
+        c1 = keras.layers.Conv2D(16, 3, padding="same", activation="relu")(inp)
+        p1 = keras.layers.MaxPooling2D()(c1)
+        c2 = keras.layers.Conv2D(32, 3, padding="same", activation="relu")(p1)
+        p2 = keras.layers.MaxPooling2D()(c2)
+        b = keras.layers.Conv2D(64, 3, padding="same", activation="relu")(p2)
+        u2 = keras.layers.Conv2DTranspose(32, 2, strides=2, padding="same")(b)
+        c3 = keras.layers.Conv2D(32, 3, padding="same", activation="relu")(
+            keras.layers.Concatenate()([u2, c2]))
+        u1 = keras.layers.Conv2DTranspose(16, 2, strides=2, padding="same")(c3)
+        c4 = keras.layers.Conv2D(16, 3, padding="same", activation="relu")(
+            keras.layers.Concatenate()([u1, c1]))
+        model = keras.Model(inp, keras.layers.Conv2D(4, 1)(c4))
+        model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                      metrics=[keras.metrics.MeanIoU(4, sparse_y_pred=False)])
+        x = rng.random((16 * 8, 64, 64, 3), np.float32)
+        y = rng.integers(0, 4, (16 * 8, 64, 64))
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16).prefetch(2)
+        times = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=3, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
+        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
