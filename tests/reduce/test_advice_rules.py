@@ -3587,3 +3587,19 @@ def test_an_input_wait_in_the_predicting_steps_is_predicts_pipeline() -> None:
     assert "keep one iterator across epochs" not in a.fix
     e = one(summary("generated__tf2.21cpu__reshuffle_each_epoch_loop"), "input_bound")
     assert "model.predict" not in e.fix
+
+
+def test_potentially_input_bound_without_any_input_sends_no_one_to_check_the_input() -> None:
+    # Greedy decoding, one tf.function call per token fed by the last token: no tf.data, no
+    # input op in the window. XProf calls it POTENTIALLY input-bound on 'All Others' alone;
+    # the fix must not ask to check the input on `dataset.take(1).cache().repeat()` (there is
+    # no dataset): it sends the user to all_others_bound, and checks the feeding by one batch
+    # converted once.
+    s = summary("generated__tf2.21cpu__greedy_decode_token_loop")
+    assert s.input_bound.verdict == "potentially" and not s.input_pipeline.stages
+    inp = one(s, "input_bound")
+    assert "take(1)" not in inp.fix and "tf.convert_to_tensor" in inp.fix
+    assert "no tf.data pipeline and no input op ran" in inp.fix and "all_others_bound" in inp.fix
+    # A job with an input pipeline keeps the synthetic-data check.
+    with_input = one(summary("generated__tf2.21cpu__contrastive_two_views_loop"), "input_bound")
+    assert "dataset.take(1).cache().repeat()" in with_input.fix

@@ -388,7 +388,15 @@ def check(s: WindowSummary) -> list[Advice]:
              else "usually Python in or around the step")
     others = (f"'All Others' ({one_digit(other_pct)} %: host time no "
               f"{'JAX' if jax else 'TensorFlow'} op covers, {cause})")
-    if ib.verdict == "potentially":  # XProf's verdict rests on 'All Others', not input
+    if ib.verdict == "potentially" and _no_input(s, input_pct):
+        fix = (f"no tf.data pipeline and no input op ran in the window (input 0 % of step "
+               "time): whatever feeds the steps (the step's own outputs, Python values, NumPy "
+               "arrays, a generator, a queue filled from Python) runs in Python, and the "
+               f"verdict rests on {others}. Read all_others_bound first (and python_in_step "
+               "where it is listed); to check the feeding, run the same step on one batch "
+               "converted to tensors once before the loop (tf.convert_to_tensor): the step "
+               "time drops by what the feeding costs, if anything")
+    elif ib.verdict == "potentially":  # XProf's verdict rests on 'All Others', not input
         fix = (f"the input wait is only {one_digit(input_pct)} % of step time; the verdict "
                f"rests on {others}. Read all_others_bound first (and python_in_step where it "
                "is listed); check the input by training the same step on synthetic data "
@@ -681,6 +689,16 @@ def _shared_cores(s: WindowSummary) -> str:
             "step computes on: a cheaper pipeline (cache() after the decoding, fewer parallel "
             "calls, work moved offline) frees them, which can shorten the step by more than "
             "its input share")
+
+
+def _no_input(s: WindowSummary, input_pct: float) -> bool:
+    """Whether a TensorFlow window ran no input at all: no input wait, no tf.data stage or
+    input op, no tf.data thread work and no Python loader (a loop of a tf.function fed by
+    its own tensors, e.g. token-by-token decoding)."""
+    ip = s.input_pipeline
+    return (s.environment.framework != "jax" and input_pct == 0.0 and not ip.stages
+            and not ip.top_input_ops and not ip.prefetch_fetches and ip.pool_busy_s == 0.0
+            and ip.loader_input_s == 0.0 and ip.in_graph_loop_input_s == 0.0)
 
 
 def _pool_work(s: WindowSummary) -> float:
