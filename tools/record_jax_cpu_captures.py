@@ -584,6 +584,30 @@ CASES = {
         "every fourth step hands the parameters to a writer thread that calls `np.save` "
         "on each device array (device-to-host copies and a 1.3 MB file write beside the "
         "next steps)",
+    "custom_vjp_clip_layers_steps": "an MLP (128-512-512-10) whose hidden layers use a "
+        "`jax.custom_jvp` softplus and a `jax.custom_vjp` identity that clips the "
+        "gradient flowing back through it to [-0.01, 0.01], its jitted SGD step marked and "
+        "waited for; the plain MLP's step timed before the trace",
+    "hvp_newton_cg_steps": "marked Newton-CG steps of a 1,290-weight softmax regression "
+        "(1,024 rows a step): one jitted function computing the gradient and solving "
+        "`H d = g` with `jax.scipy.sparse.linalg.cg` (20 iterations at most) over "
+        "Hessian-vector products `jax.jvp(jax.grad(loss))`, waited for",
+    "jax_scipy_bfgs_minimize_steps": "marked steps that each refit a 1,290-weight softmax "
+        "regression on a new 1,024-row batch with `jax.scipy.optimize.minimize(..., "
+        "method=\"BFGS\", options={\"maxiter\": 30})` inside one jitted function (a "
+        "`lax.while_loop` of line searches), warm-started from the last weights, waited "
+        "for; each fit's iteration count read after the trace",
+    "replay_buffer_donate_steps": "an off-policy style loop: each marked step writes 64 "
+        "new rows into a 16,384-row device replay buffer with a jitted "
+        "`lax.dynamic_update_slice` (buffer donated), splits a PRNG key on the host, and "
+        "runs a jitted step that samples 256 rows with `jax.random.randint` and takes an "
+        "SGD step on them, waited for",
+    "prefetch_generator_device_put_steps": "flax's `prefetch_to_device` written by hand as a "
+        "generator on the training thread (a deque kept two batches ahead, each numpy "
+        "batch built with a 256x128x8 `np.tanh(...).mean(axis=2)` augmentation and copied "
+        "with `jax.device_put`); each marked step splits a PRNG key on the host, takes "
+        "`next()` of the generator and runs a jitted SGD step with input noise from that "
+        "key, waited for; each batch's build time printed",
 }
 # Cases whose child stands alone (no tfobs import): the Flax and optax ones need a Python
 # with flax and optax beside JAX (--jax-python).
@@ -1924,7 +1948,9 @@ HOST_LOOPS = {"device_prefetch_thread_steps", "aot_compiled_steps", "scipy_lbfgs
               "nested_trace_annotations_no_step", "thread_np_save_checkpoint_steps",
               "mesh_2x2_tensor_parallel_steps", "step_num_restart_each_epoch",
               "while_loop_epoch_early_stop", "cpu_sync_dispatch_steps",
-              "async_epoch_end_block_steps"}
+              "async_epoch_end_block_steps", "custom_vjp_clip_layers_steps",
+              "hvp_newton_cg_steps", "jax_scipy_bfgs_minimize_steps",
+              "replay_buffer_donate_steps", "prefetch_generator_device_put_steps"}
 
 _HOST_LOOPS_CHILD = """
 import json, sys, time
@@ -2678,6 +2704,116 @@ elif case == "thread_np_save_checkpoint_steps":  # checkpoints written by a thre
         todo.join()
         extra["checkpoint_write_ms"] = [round(w * 1e3, 3) for w in writes[-3:]]
         extra["checkpoint_steps"] = [i for i in range(4, 16) if i % 4 == 0]
+elif case == "custom_vjp_clip_layers_steps":  # custom_jvp activation, custom_vjp clip
+    @jax.custom_vjp
+    def clip_grad(x):
+        return x
+    def clip_fwd(x):
+        return x, None
+    def clip_bwd(_, g):
+        return (jnp.clip(g, -0.01, 0.01),)
+    clip_grad.defvjp(clip_fwd, clip_bwd)
+    @jax.custom_jvp
+    def softplus(x):
+        return jnp.logaddexp(x, 0.0)
+    @softplus.defjvp
+    def softplus_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return softplus(x), jax.nn.sigmoid(x) * t
+    def cv_mlp(q, x):
+        for w, b in q[:-1]:
+            x = clip_grad(softplus(x @ w + b))
+        w, b = q[-1]
+        return x @ w + b
+    def cv_sgd(q, x, y):
+        loss, g = jax.value_and_grad(lambda q: xent(cv_mlp(q, x), y))(q)
+        return jax.tree.map(lambda a, b: a - 0.01 * b, q, g), loss
+    plain = sgd
+    extra["plain_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        plain(p, *batch(i))))
+    sgd = jax.jit(cv_sgd)
+    extra["custom_step_ms_before_trace"] = timed(lambda i: jax.block_until_ready(
+        sgd(p, *batch(i))))
+elif case in ("hvp_newton_cg_steps", "jax_scipy_bfgs_minimize_steps"):
+    import jax.scipy.optimize, jax.scipy.sparse.linalg
+    def lr_loss(w, x, y):
+        W = w[:1280].reshape(128, 10)
+        return xent(x @ W + w[1280:], y) + 1e-3 * jnp.sum(w ** 2)
+    if case == "hvp_newton_cg_steps":
+        def solver_fn(w, x, y):
+            g = jax.grad(lr_loss)(w, x, y)
+            def hvp(v):
+                return jax.jvp(lambda u: jax.grad(lr_loss)(u, x, y), (w,), (v,))[1]
+            d, _ = jax.scipy.sparse.linalg.cg(hvp, g, maxiter=20)
+            return w - d, lr_loss(w, x, y), None  # cg returns no iteration count
+    else:
+        def solver_fn(w, x, y):
+            r = jax.scipy.optimize.minimize(lambda u: lr_loss(u, x, y), w, method="BFGS",
+                                            options={"maxiter": 30})
+            return r.x, r.fun, r.nit
+    solver = jax.jit(solver_fn)
+    wv = jnp.zeros(1290)
+    nits = []
+    def body(i):
+        global wv
+        wv, loss, nit = solver(wv, *batch(i, 1024))
+        jax.block_until_ready(wv)
+        nits.append(nit)
+    if case == "jax_scipy_bfgs_minimize_steps":
+        def report():
+            extra["iterations"] = [int(n) for n in nits[-steps:]]
+elif case == "replay_buffer_donate_steps":  # device replay buffer, donated writes
+    CAP = 16384
+    buf_x = jnp.zeros((CAP, 128), jnp.float32)
+    buf_y = jnp.zeros((CAP,), jnp.int32)
+    def add_fn(bx, by, x, y, pos):
+        return (jax.lax.dynamic_update_slice(bx, x, (pos, 0)),
+                jax.lax.dynamic_update_slice(by, y, (pos,)))
+    add = jax.jit(add_fn, donate_argnums=(0, 1))
+    def sample_sgd_fn(q, bx, by, key, filled):
+        idx = jax.random.randint(key, (256,), 0, filled)
+        return sgd_fn(q, bx[idx], by[idx])
+    sample_sgd = jax.jit(sample_sgd_fn)
+    rkey = jax.random.PRNGKey(7)
+    def body(i):
+        global p, buf_x, buf_y, rkey
+        x, y = batch(i)
+        buf_x, buf_y = add(buf_x, buf_y, x, y.astype(np.int32), (i * 64) % CAP)
+        rkey, k = jax.random.split(rkey)
+        p, loss = sample_sgd(p, buf_x, buf_y, k, min((i + 1) * 64, CAP))
+        jax.block_until_ready(p)
+elif case == "prefetch_generator_device_put_steps":  # prefetch_to_device, no thread
+    import collections, itertools
+    built = []
+    def numpy_batches():
+        r = np.random.default_rng(1)
+        while True:
+            t = time.perf_counter()
+            raw = r.random((256, 128, 8), np.float32)
+            b = np.tanh(raw).mean(axis=2), r.integers(0, 10, (256,))
+            built.append(time.perf_counter() - t)
+            yield b
+    def prefetch_to_device(it, size=2):
+        ahead = collections.deque()
+        def enqueue(n):
+            for b in itertools.islice(it, n):
+                ahead.append(jax.device_put(b))
+        enqueue(size)
+        while ahead:
+            yield ahead.popleft()
+            enqueue(1)
+    batches = prefetch_to_device(numpy_batches())
+    noisy_sgd = jax.jit(lambda q, x, y, k: sgd_fn(q, x + 0.01 * jax.random.normal(k, x.shape),
+                                                  y))
+    rkey = jax.random.PRNGKey(3)
+    def body(i):
+        global p, rkey
+        rkey, k = jax.random.split(rkey)
+        x, y = next(batches)
+        p, loss = noisy_sgd(p, x, y, k)
+        jax.block_until_ready(p)
+    def report():
+        extra["batch_build_ms"] = [round(b * 1e3, 3) for b in built[-steps:]]
 else:
     raise SystemExit("unknown case " + case)
 if "loop" not in globals():
