@@ -212,8 +212,10 @@ DISPATCH_VERDICT_FIX = (
 # Python functions the tracer saw inside the step (no TensorFlow op: a data loader, numpy).
 TRACED_FIX = (
     "move that Python out of the step: load and preprocess the next batches ahead of it "
-    "(tf.data with prefetch; for a Python loader, a background thread or a prefetching "
-    "iterator that keeps a few batches ready), and vectorize per-sample Python; a "
+    "(tf.data with prefetch; for a Python loader, a background thread that keeps a few "
+    "batches ready: a prefetching generator on the training thread, like flax's "
+    "prefetch_to_device, still builds each batch inside the step), and vectorize "
+    "per-sample Python; a "
     "time.sleep or queue get among the functions is the step waiting for its data. "
     "The Python tracer itself slows each Python call: profile once with it off to size "
     "the rest")
