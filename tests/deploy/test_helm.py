@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import tarfile
@@ -30,9 +31,9 @@ ALL_ON = {"collector": {"enabled": True}, "serviceMonitor": {"enabled": True},
           "prometheusRule": {"labels": {"release": "kube-prometheus-stack"}}}
 
 
-def render(values: dict | None = None) -> list[dict]:
+def render(values: dict | None = None, name: str = "ml") -> list[dict]:
     chart = helm.Chart.load(CHART)
-    out = chart.render(values or {}, name="ml", namespace="training")
+    out = chart.render(values or {}, name=name, namespace="training")
     docs = []
     for path, text in out.items():
         if path.endswith(".txt"):
@@ -70,6 +71,32 @@ def test_builtin_kinds_validate_against_kubernetes_schemas(values) -> None:
         kv.utils.validate(doc, version, strict=True)
         checked += 1
     assert checked == (6 if values else 3)
+
+
+@pytest.mark.parametrize("release", ["r" * 46, "x" * 47 + "-tfobs", "a" * 53])
+def test_longest_release_names_give_every_object_its_own_valid_name(release: str) -> None:
+    # Helm allows release names of up to 53 characters. Cut at 63 characters, the three
+    # dashboards' ConfigMaps had all been "<release>-tfobs-das": one name for three objects.
+    assert helm.validate_release_name(release) is None
+    docs = render(ALL_ON, name=release)
+    names = [(d["kind"], d["metadata"]["name"]) for d in docs]
+    assert len(set(names)) == len(names) == 9, names
+    for _kind, name in names:
+        assert len(name) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), name
+    maps = [d["metadata"]["name"] for d in by_kind(docs, "ConfigMap")]
+    for dashboard in ("training-efficiency", "input-pipeline", "workers"):
+        assert sum(name.endswith(f"-dashboard-{dashboard}") for name in maps) == 1, maps
+    (dep,) = by_kind(docs, "Deployment")
+    (svc,) = by_kind(docs, "Service")
+    assert dep["metadata"]["name"] == svc["metadata"]["name"]
+    assert svc["metadata"]["name"].endswith("-collector")
+    notes = helm.Chart.load(CHART).render(ALL_ON, name=release, namespace="training")
+    notes = next(text for path, text in notes.items() if path.endswith("NOTES.txt"))
+    assert f"http://{svc['metadata']['name']}.training:4317" in notes
+    version = kv.utils.latest_version()
+    for doc in docs:
+        if doc["kind"] not in CRD_KINDS:
+            kv.utils.validate(doc, version, strict=True)
 
 
 def test_validator_rejects_a_broken_manifest() -> None:

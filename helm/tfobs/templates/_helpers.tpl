@@ -7,6 +7,16 @@
 {{- end -}}
 {{- end -}}
 
+{{/* "<fullname>-<suffix>" within 63 characters: the fullname is cut, never the suffix, so
+     objects told apart by their suffix (one ConfigMap per dashboard) keep distinct names.
+     Call with (list $ "suffix"). */}}
+{{- define "tfobs.suffixed" -}}
+{{- $ctx := index . 0 -}}
+{{- $suffix := index . 1 -}}
+{{- $prefix := include "tfobs.fullname" $ctx | trunc (int (sub 62 (len $suffix))) | trimSuffix "-" -}}
+{{- printf "%s-%s" $prefix $suffix -}}
+{{- end -}}
+
 {{- define "tfobs.labels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
