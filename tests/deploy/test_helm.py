@@ -99,6 +99,43 @@ def test_longest_release_names_give_every_object_its_own_valid_name(release: str
             kv.utils.validate(doc, version, strict=True)
 
 
+def test_a_label_set_twice_is_written_once_with_the_more_specific_value() -> None:
+    # values.yaml offers `release` both as a common label and as a monitor label. Written
+    # twice, the manifests held the key twice (PyYAML and Helm keep the last, a strict
+    # parser such as `kubectl apply`'s refuses the object); a label from --set as a number
+    # or boolean made an object Kubernetes refuses.
+    values = {**ALL_ON, "commonLabels": {"release": "common", "team": 7, "grafana_dashboard": "0",
+                                         "spot": True},
+              "monitorLabels": {"release": "kube-prometheus-stack"},
+              "prometheusRule": {"labels": {"release": "rules"}}}
+    out = helm.Chart.load(CHART).render(values, name="ml", namespace="training")
+    docs = []
+    for path, text in out.items():
+        if path.endswith(".txt"):
+            continue
+        for doc in filter(None, yaml.compose_all(text)):
+            labels = next(v for k, v in next(v for k, v in doc.value
+                                             if k.value == "metadata").value
+                          if k.value == "labels")
+            keys = [k.value for k, _ in labels.value]
+            assert len(keys) == len(set(keys)), (path, keys)
+            docs.append(yaml.safe_load(yaml.serialize(doc)))
+    release = {d["kind"]: d["metadata"]["labels"]["release"] for d in docs}
+    assert release == {"PodMonitor": "kube-prometheus-stack", "ServiceMonitor":
+                       "kube-prometheus-stack", "PrometheusRule": "rules",
+                       "ConfigMap": "common", "Deployment": "common", "Service": "common"}
+    for cm in by_kind(docs, "ConfigMap"):
+        if "-dashboard-" in cm["metadata"]["name"]:
+            assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"  # the sidecar's
+    version = kv.utils.latest_version()
+    for doc in docs:
+        assert doc["metadata"]["labels"]["team"] == "7"
+        assert doc["metadata"]["labels"]["spot"] == "true"
+        assert doc["metadata"]["labels"]["app.kubernetes.io/instance"] == "ml"
+        if doc["kind"] not in CRD_KINDS:
+            kv.utils.validate(doc, version, strict=True)
+
+
 def test_validator_rejects_a_broken_manifest() -> None:
     bad = by_kind(render(ALL_ON), "Deployment")[0]
     bad["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "4317"

@@ -17,13 +17,27 @@
 {{- printf "%s-%s" $prefix $suffix -}}
 {{- end -}}
 
+{{/* The labels of every object, one key each: the chart's own, then commonLabels, then the
+     object's own (call with `.`, or (list . dict) for the object's), each later one winning
+     over an earlier one with the same key. Values are written as strings (`--set a.b=7`
+     gives a number, which Kubernetes refuses as a label value). */}}
 {{- define "tfobs.labels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
-{{- end }}
+{{- $ctx := . -}}
+{{- $own := dict -}}
+{{- if kindIs "slice" . -}}
+{{- $ctx = index . 0 -}}
+{{- $own = index . 1 | default dict -}}
+{{- end -}}
+{{- $all := dict
+    "app.kubernetes.io/name" $ctx.Chart.Name
+    "app.kubernetes.io/instance" $ctx.Release.Name
+    "app.kubernetes.io/version" $ctx.Chart.AppVersion
+    "app.kubernetes.io/managed-by" $ctx.Release.Service
+    "helm.sh/chart" (printf "%s-%s" $ctx.Chart.Name $ctx.Chart.Version) -}}
+{{- $all = merge (deepCopy $own) (deepCopy ($ctx.Values.commonLabels | default dict)) $all -}}
+{{- $out := dict -}}
+{{- range $key, $value := $all -}}
+{{- $_ := set $out $key (toString $value) -}}
+{{- end -}}
+{{- toYaml $out -}}
 {{- end -}}
