@@ -790,3 +790,31 @@ def test_a_grpc_compression_the_sdk_does_not_know_is_one_line_naming_it(
     assert len(lines) == said, lines
     wanted = grpc.Compression.NoCompression if said else grpc.Compression.Gzip
     assert otlp_exporter("127.0.0.1:4317", "grpc")._compression == wanted
+
+
+def test_every_window_and_resource_attribute_is_in_docs_traces() -> None:
+    """docs/traces.md lists the attributes a trace backend query can use: every attribute
+    the window span and the resource carry, from a capture with memory, Tensor Core,
+    tf.data and advice figures and a kept capture, is named there."""
+    import pathlib
+
+    import tfobs
+    from tfobs.export.otel import resource_attributes, window_attributes
+    from tfobs.runtime.info import worker_resource
+
+    text = (pathlib.Path(__file__).parents[2] / "docs" / "traces.md").read_text()
+    section = text[text.index("<!-- section: traces"):text.index("<!-- /section: traces")]
+    missing = set()
+    for path in sorted(CAPTURES.glob("*.xplane.pb"))[:40]:
+        s = tfobs.analyze(path)
+        for key in window_attributes(s, WindowRecord(index=0, kept_path="/k/w.xplane.pb")):
+            key = re.sub(r"^tfobs\.breakdown\.\w+\.(seconds|ratio)$",
+                         r"tfobs.breakdown.<category>.\1", key)
+            if f"`{key}`" not in section and not (
+                    key.endswith(".ratio") and "`tfobs.breakdown.<category>.seconds`" in section):
+                missing.add(key)
+    identity = {"tf_job": "worker", "tf_task": "0", "tf_cluster": "0a1b2c3d", "local_rank": "0"}
+    for key in resource_attributes(worker_resource(identity)):
+        if f"`{key}`" not in section:
+            missing.add(key)
+    assert missing == set(), "attributes tfobs sends that docs/traces.md does not name"
