@@ -179,3 +179,11 @@ def test_control_characters_in_names_never_reach_the_page_raw():
     page = render_page(s, HEALTH)
     assert "\x1b" not in page and "\x00" not in page
     assert "op\\x1b[31mred\\x00&lt;b&gt;" in page
+    # As in `tfobs analyze`'s text: the C1 controls (\x9b is CSI, an escape of its own on
+    # terminals that take 8-bit controls) and the bidirectional overrides (an op name
+    # shown reversed, "Trojan Source") are shown as codes too.
+    hostile = dataclasses.replace(top, name="op\x9b31mred\u202edne\u2066x\u2069")
+    s = dataclasses.replace(s, ops=dataclasses.replace(s.ops, top=(hostile, *s.ops.top[1:])))
+    page = render_page(s, HEALTH)
+    assert not any(c in page for c in "\x9b\u202e\u2066\u2069")
+    assert "op\\x9b31mred\\u202edne\\u2066x\\u2069" in page

@@ -93,9 +93,13 @@ def render_page(summary: WindowSummary | None, health: dict[str, Any] | None = N
             + "".join(p for p in parts if p) + "</body></html>")
 
 
-# Control characters a capture's names may hold (an ANSI escape, a NUL): shown as their
-# code, never passed to the page raw (a terminal reading a saved page, a copy-paste).
-_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if chr(c) not in "\t\n"}
+# Control characters a capture's names may hold (an ANSI escape, a NUL, a C1 control such
+# as the 8-bit CSI): shown as their code, never passed to the page raw (a terminal reading a
+# saved page, a copy-paste); the bidirectional overrides and isolates too, which would show
+# a name reversed. The same set as `tfobs analyze`'s text output.
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))
+             if chr(c) not in "\t\n"}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
 
 
 def _e(value: Any) -> str:
