@@ -174,6 +174,24 @@ def test_monitors_scrape_the_tfobs_port() -> None:
     assert pm["podMetricsEndpoints"][0]["interval"] == "15s"
 
 
+@pytest.mark.parametrize("kind", ["podMonitor", "serviceMonitor"])
+def test_both_monitors_take_https_and_basic_auth(kind: str) -> None:
+    # tfobs with TFOBS_METRICS_TLS_CERT and TFOBS_METRICS_BASIC_AUTH answers a plain-HTTP
+    # scrape with a refusal: the ServiceMonitor had no scheme, basicAuth or tlsConfig, so
+    # behind a Service it could only scrape a tfobs without them.
+    auth = {"username": {"name": "tfobs-scrape", "key": "user"},
+            "password": {"name": "tfobs-scrape", "key": "password"}}
+    tls = {"ca": {"secret": {"name": "tfobs-ca", "key": "ca.crt"}}, "serverName": "trainer"}
+    docs = render({**ALL_ON, kind: {"enabled": True, "scheme": "https", "basicAuth": auth,
+                                    "tlsConfig": tls}})
+    spec = by_kind(docs, kind[0].upper() + kind[1:])[0]["spec"]
+    (ep,) = spec["podMetricsEndpoints" if kind == "podMonitor" else "endpoints"]
+    assert (ep["scheme"], ep["basicAuth"], ep["tlsConfig"]) == ("https", auth, tls)
+    plain = by_kind(render(ALL_ON), kind[0].upper() + kind[1:])[0]["spec"]
+    (ep,) = plain["podMetricsEndpoints" if kind == "podMonitor" else "endpoints"]
+    assert ep["scheme"] == "http" and "basicAuth" not in ep and "tlsConfig" not in ep
+
+
 def test_dashboard_configmaps_carry_the_dashboards_for_the_sidecar() -> None:
     maps = by_kind(render(), "ConfigMap")
     found = {}
