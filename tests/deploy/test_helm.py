@@ -240,6 +240,20 @@ def test_collector_is_optional_and_forwards_traces() -> None:
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
 
 
+@pytest.mark.parametrize("release", ["ml", "tfobs", "ml-tfobs-traces"])
+def test_the_collector_endpoint_values_yaml_gives_is_its_service(release: str) -> None:
+    # values.yaml said http://<release>-collector:4317: for a release named "ml" the
+    # Service is ml-tfobs-collector, so pods set that way sent every span nowhere.
+    text = (CHART / "values.yaml").read_text()
+    (endpoint,) = re.findall(r"OTEL_EXPORTER_OTLP_ENDPOINT=(\S+) in", text)
+    (alternative,) = re.findall(r"; (<release>-collector\.<namespace>) where", text)
+    if "tfobs" in release:
+        endpoint = f"http://{alternative}:4317"
+    (svc,) = by_kind(render({"collector": {"enabled": True}}, name=release), "Service")
+    assert endpoint.replace("<release>", release).replace("<namespace>", "training") == \
+        f"http://{svc['metadata']['name']}.training:4317"
+
+
 @pytest.mark.parametrize("endpoint", ["[fd00::1]:4317", "*tempo:4317", "tempo:4317 #2"])
 def test_collector_endpoint_reaches_its_config_as_given(endpoint: str) -> None:
     # An IPv6 address is written in brackets: unquoted, YAML read it as a list and the
