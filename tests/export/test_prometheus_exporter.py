@@ -375,6 +375,23 @@ def test_content_negotiation_and_gzip(exporter: PrometheusExporter) -> None:
         raw = scrape(exporter.url, OPENMETRICS, encoding=encoding)
         assert (raw.content_encoding == "gzip") is gzipped, encoding
         assert "tfobs_step_duration_seconds_count" in raw.text
+    # The format the client ranks first by q-value, not the first one the header lists
+    # OpenMetrics in at any weight: q=0 refuses it (RFC 9110, 12.4.2), and a scraper told
+    # to prefer the text format (Prometheus's scrape_protocols) gets it.
+    text_first = "text/plain;version=0.0.4;q=0.5,application/openmetrics-text;version=1.0.0;q=0.4"
+    for accept, openmetrics in (
+            (text_first + ",*/*;q=0.3", False),
+            ("application/openmetrics-text;version=1.0.0;q=0,text/plain;version=0.0.4", False),
+            ("application/openmetrics-text; q=0.0, */*", False),
+            ("text/plain;q=0.2,application/openmetrics-text;version=1.0.0;q=0.9", True),
+            ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+             "application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;"
+             "escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2", True),
+            (OPENMETRICS, True), ("application/openmetrics-text;q=x", False)):
+        r = scrape(exporter.url, accept)
+        assert r.content_type.startswith("application/openmetrics-text") is openmetrics, accept
+        assert r.text.endswith("# EOF\n") is openmetrics, accept
+        assert "tfobs_step_duration_seconds_count" in r.samples(), accept
 
 
 @pytest.mark.slow  # starts the metrics HTTP server

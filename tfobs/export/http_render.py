@@ -249,15 +249,43 @@ def wanted_names(path: str) -> list[str]:
     return sorted(set(urllib.parse.parse_qs(query).get("name[]", [])))
 
 
+_FORMATS = ("application/openmetrics-text", "text/plain", "text/*", "application/*", "*/*")
+
+
+def _by_preference(accept: str) -> list[str]:
+    """The media ranges of an Accept header that tfobs can answer, best first: by q-value
+    (RFC 9110, 12.4.2), in the header's order among equal ones; q=0, or a q-value that is no
+    number, refuses a range. prometheus_client's `choose_encoder` reads no q-value: it takes
+    OpenMetrics wherever the header lists it, refused or ranked below the text format."""
+    ranked = []
+    for i, part in enumerate(accept.split(",")):
+        media, *params = part.split(";")
+        if media.strip().lower() not in _FORMATS:
+            continue
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > 0:
+            ranked.append((-q, i, part))
+    return [part for _q, _i, part in sorted(ranked)]
+
+
 def encoder_for(accept: str) -> tuple[Callable[[Any], bytes], str]:
-    """prometheus_client's encoder and content type for an Accept header; the plain text
-    format where the header is malformed (`version=x.y` makes choose_encoder raise), as for
-    no header: a scraper's odd header is no reason to drop the scrape."""
-    try:
-        return choose_encoder(accept)
-    except Exception:  # a header prometheus_client cannot parse: the default format
-        log.debug("tfobs: Accept header %r not understood", accept[:200], exc_info=True)
-        return choose_encoder("")
+    """prometheus_client's encoder and content type for the format an Accept header ranks
+    first; the plain text format where the header names none tfobs serves or is malformed
+    (`version=x.y` makes choose_encoder raise), as for no header: a scraper's odd header is
+    no reason to drop the scrape."""
+    for part in _by_preference(accept):
+        try:
+            return choose_encoder(part)
+        except Exception:  # a range prometheus_client cannot parse: the next one
+            log.debug("tfobs: Accept range %r not understood", part[:200], exc_info=True)
+    return choose_encoder("")
 
 
 def gzip_wanted(accept_encoding: str) -> bool:
