@@ -142,6 +142,7 @@ OUTCOMES: tuple[Outcome, ...] = typing.get_args(Outcome)
 # a scrape answered with the page's previous rendering, the fresh one being held
 # (http_limits.Limits.render_late_s).
 DropWhat = Literal["window", "spans", "keep", "late_rendering"]
+DROP_WHATS: tuple[DropWhat, ...] = typing.get_args(DropWhat)
 # Where an error inside tfobs happened (tfobs_errors_total{stage}).
 ErrorStage = Literal[
     "schedule",  # deciding or opening a window on the training thread

@@ -246,6 +246,31 @@ def test_cpu_window_has_no_gpu_series_and_nothing_before_the_first_window(
         assert gpu_only not in s
 
 
+@pytest.mark.slow  # starts the metrics HTTP server
+@pytest.mark.waits
+def test_error_and_drop_counters_are_there_at_zero_before_the_first_one(
+    bare_exporter: PrometheusExporter,
+) -> None:
+    # A counter series that appears only with its first errors starts at their number, and
+    # increase() takes that first sample as its baseline: a burst of errors in a stage that
+    # had none was invisible to TfobsErrorsRising (promtool: a series appearing at 6 keeps
+    # the alert quiet; one at 0 before fires it). As tfobs_windows_total per outcome, every
+    # stage and every drop is on the page at 0 from the start.
+    import typing
+
+    from tfobs.summary import ERROR_STAGES, DropWhat
+
+    s = om_samples(bare_exporter.url)
+    for stage in ERROR_STAGES:
+        assert value(s, "tfobs_errors_total", stage=stage) == 0, stage
+    for what in typing.get_args(DropWhat):
+        assert value(s, "tfobs_dropped_total", what=what) == 0, what
+    bare_exporter.health.count_error("export_otel", 3)
+    s = om_samples(bare_exporter.url)
+    assert value(s, "tfobs_errors_total", stage="export_otel") == 3
+    assert value(s, "tfobs_errors_total", stage="capture") == 0
+
+
 def published(exporter: PrometheusExporter, capture: str) -> tuple[WindowSummary, dict]:
     """A real capture's summary, published as the first window, and the scrape after it."""
     from tfobs.analysis.pipeline import analyze

@@ -559,11 +559,11 @@ class JobResult:
 
     @property
     def errors(self) -> dict[str, float]:
-        return self.report["metrics"]["tfobs_errors_total"]
+        return {k: v for k, v in self.report["metrics"]["tfobs_errors_total"].items() if v}
 
     @property
     def dropped(self) -> dict[str, float]:
-        return self.report["metrics"]["tfobs_dropped_total"]
+        return {k: v for k, v in self.report["metrics"]["tfobs_dropped_total"].items() if v}
 
     def actions(self, name: str) -> list[dict[str, Any]]:
         return [a for a in self.report["actions"] if a["do"] == name]

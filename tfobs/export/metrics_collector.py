@@ -39,7 +39,14 @@ from tfobs.identity import distinct_suffix, keep_ends
 from tfobs.sources.gpm import GpmFigures
 from tfobs.sources.nvml import GpuSample
 from tfobs.sources.tfmemory import DeviceMemorySample
-from tfobs.summary import CATEGORIES, VERDICTS, DeviceActivity, WindowSummary
+from tfobs.summary import (
+    CATEGORIES,
+    DROP_WHATS,
+    ERROR_STAGES,
+    VERDICTS,
+    DeviceActivity,
+    WindowSummary,
+)
 from tfobs.window import WindowRecord
 
 # prometheus_client's own rendering of a bucket bound ("+Inf", "0.005"), untyped there.
@@ -212,9 +219,12 @@ def _health(fams: _Families, st: WorkerState) -> None:
     for outcome, n in h.windows.items():
         fams.counter("tfobs_windows_total", ident, (outcome,), n,
                      h.window_exemplars.get(outcome))
-    for stage, n in sorted(h.errors.items()):
+    # Every stage and every drop at 0 from the start, as the window outcomes: a series that
+    # appeared with its first errors would start at their number, which increase() (and so
+    # the TfobsErrorsRising alert) takes as its baseline, not as errors.
+    for stage, n in sorted({**dict.fromkeys(ERROR_STAGES, 0), **h.errors}.items()):
         fams.counter("tfobs_errors_total", ident, (stage,), n)
-    for what, n in sorted(h.dropped.items()):
+    for what, n in sorted({**dict.fromkeys(DROP_WHATS, 0), **h.dropped}.items()):
         fams.counter("tfobs_dropped_total", ident, (what,), n)
     for cause, n in sorted(h.cut.items()):
         fams.counter("tfobs_windows_cut_total", ident, (cause,), n)
