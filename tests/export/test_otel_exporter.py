@@ -818,3 +818,19 @@ def test_every_window_and_resource_attribute_is_in_docs_traces() -> None:
         if f"`{key}`" not in section:
             missing.add(key)
     assert missing == set(), "attributes tfobs sends that docs/traces.md does not name"
+
+
+def test_window_span_figures_per_step_equal_their_metrics() -> None:
+    """A figure the window span and /metrics both carry has one meaning: the slowest tf.data
+    stage's self time was the window's total on the span and per step on the metric
+    (tfobs_tfdata_slowest_stage_seconds), a factor of the step count apart."""
+    import tfobs
+    from tfobs.export.otel import window_attributes
+
+    s = next(s for s in (tfobs.analyze(p) for p in sorted(CAPTURES.glob("*.xplane.pb")))
+             if s.input_pipeline.slowest_stage is not None and s.steps.count > 1)
+    attrs = window_attributes(s, WindowRecord(index=0))
+    slowest = s.input_pipeline.slowest_stage
+    assert attrs["tfobs.tfdata.slowest_stage_seconds"] == pytest.approx(
+        slowest.self_s / s.steps.count)
+    assert attrs["tfobs.tfdata.slowest_stage"] == slowest.name

@@ -210,7 +210,8 @@ def window_attributes(summary: WindowSummary, window: WindowRecord,
     slowest = summary.input_pipeline.slowest_stage
     if slowest is not None:
         attrs["tfobs.tfdata.slowest_stage"] = slowest.name
-        attrs["tfobs.tfdata.slowest_stage_seconds"] = slowest.self_s
+        # per step, as tfobs_tfdata_slowest_stage_seconds (per window without steps)
+        attrs["tfobs.tfdata.slowest_stage_seconds"] = slowest.self_s / max(steps.count, 1)
     if summary.advice:
         attrs["tfobs.advice.codes"] = [a.code for a in summary.advice]
     return attrs
