@@ -222,9 +222,11 @@ def _health(fams: _Families, st: WorkerState) -> None:
     # Every stage and every drop at 0 from the start, as the window outcomes: a series that
     # appeared with its first errors would start at their number, which increase() (and so
     # the TfobsErrorsRising alert) takes as its baseline, not as errors.
-    for stage, n in sorted({**dict.fromkeys(ERROR_STAGES, 0), **h.errors}.items()):
+    errors: dict[str, int] = {**dict.fromkeys(ERROR_STAGES, 0), **h.errors}
+    dropped: dict[str, int] = {**dict.fromkeys(DROP_WHATS, 0), **h.dropped}
+    for stage, n in sorted(errors.items()):
         fams.counter("tfobs_errors_total", ident, (stage,), n)
-    for what, n in sorted({**dict.fromkeys(DROP_WHATS, 0), **h.dropped}.items()):
+    for what, n in sorted(dropped.items()):
         fams.counter("tfobs_dropped_total", ident, (what,), n)
     for cause, n in sorted(h.cut.items()):
         fams.counter("tfobs_windows_cut_total", ident, (cause,), n)
