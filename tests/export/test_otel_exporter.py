@@ -742,7 +742,33 @@ def test_a_traces_timeout_the_grpc_exporter_cannot_read_is_named(monkeypatch, va
     with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_TRACES_TIMEOUT=.*unset it"):
         otlp_exporter("127.0.0.1:4317", "grpc")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "inf")  # a number: the default
-    assert otlp_exporter("127.0.0.1:4317", "grpc")._timeout == 10.0
+    try:
+        kw = _grpc_exporter_keywords(monkeypatch, "127.0.0.1:4317")
+    except ValueError as exc:  # an exporter that reads it with int() (OpenTelemetry < 1.28)
+        assert "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT='inf'" in str(exc) and "unset it" in str(exc)
+    else:
+        assert kw["timeout"] == 10.0
+
+
+def _grpc_exporter_keywords(monkeypatch, endpoint: str) -> dict:
+    """The keywords tfobs makes the SDK's gRPC span exporter with, the exporter made as
+    usual (the SDK keeps them under private names that differ between its versions)."""
+    from opentelemetry.exporter.otlp.proto.grpc import trace_exporter
+
+    from tfobs.export.otel import otlp_exporter
+
+    seen: dict = {}
+    real = trace_exporter.OTLPSpanExporter
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, **kw) -> None:
+            seen.update(kw)
+            super().__init__(**kw)
+
+    monkeypatch.setattr(trace_exporter, "OTLPSpanExporter", Recording)
+    otlp_exporter(endpoint, "grpc")
+    monkeypatch.setattr(trace_exporter, "OTLPSpanExporter", real)
+    return seen
 
 
 @pytest.mark.parametrize("value", ["1", "yes", "false", "maybe"])
@@ -759,9 +785,8 @@ def test_otlp_insecure_does_not_turn_an_http_endpoint_into_tls(monkeypatch, valu
             assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)
         finally:
             exporter.shutdown(2)
-    from tfobs.export.otel import otlp_exporter
-
-    assert otlp_exporter("https://collector:4317", "grpc")._insecure is False
+    assert _grpc_exporter_keywords(monkeypatch, "https://collector:4317")["insecure"] is False
+    assert _grpc_exporter_keywords(monkeypatch, "http://collector:4317")["insecure"] is True
 
 
 @pytest.mark.parametrize(("name", "value", "said"), [
@@ -774,7 +799,6 @@ def test_a_grpc_compression_the_sdk_does_not_know_is_one_line_naming_it(
     # "Invalid value ... for compression envvar" as it was made.
     import grpc
 
-    from tfobs.export.otel import otlp_exporter
 
     monkeypatch.setenv(name, value)
     with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
@@ -789,7 +813,7 @@ def test_a_grpc_compression_the_sdk_does_not_know_is_one_line_naming_it(
     lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
     assert len(lines) == said, lines
     wanted = grpc.Compression.NoCompression if said else grpc.Compression.Gzip
-    assert otlp_exporter("127.0.0.1:4317", "grpc")._compression == wanted
+    assert _grpc_exporter_keywords(monkeypatch, "127.0.0.1:4317")["compression"] == wanted
 
 
 def test_every_window_and_resource_attribute_is_in_docs_traces() -> None:

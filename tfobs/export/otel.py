@@ -764,7 +764,17 @@ def otlp_exporter(endpoint: str, protocol: str, environ: Mapping[str, str] | Non
         # an endpoint without one (the OTLP exporter spec). Left to the SDK, any value of it
         # but "true" (1, yes, false) made an http:// endpoint a TLS one: every export failed.
         insecure = endpoint.partition("://")[0].strip().lower() == "http"
-    return GrpcSpanExporter(endpoint=endpoint, insecure=insecure, **kw)
+    try:
+        return GrpcSpanExporter(endpoint=endpoint, insecure=insecure, **kw)
+    except ValueError as exc:
+        # OpenTelemetry before 1.28 reads OTEL_EXPORTER_OTLP_TRACES_TIMEOUT with int(): 2.5
+        # or inf, which later versions read, stop it as it is made.
+        raw = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+        if raw is None:
+            raise
+        raise ValueError(f"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT={raw[:40]!r} is not a number "
+                         f"this OpenTelemetry gRPC exporter can read ({exc}): set it to whole "
+                         "seconds, e.g. 10, or unset it") from None
 
 
 def _no_self_metrics(cls: type, noop: type) -> dict[str, Any]:
