@@ -603,6 +603,23 @@ def test_an_exporter_that_raises_gives_its_error_as_the_cause_stub_exporter(capl
     assert room.dropped == 2
 
 
+def _spans_arrive(check=None) -> None:
+    """An exporter made as `enable()` makes it from the environment is on and sends a
+    window's spans to a real OTLP receiver; `check(exporter)` first, where given."""
+    with OtlpReceiver("normal") as receiver:
+        exporter = exporter_for(receiver.endpoint)
+        try:
+            assert not exporter.disabled
+            if check is not None:
+                check(exporter)
+            summary = built_summary(n_steps=2, events_per_step=1)
+            exporter.publish(summary, record_for(summary))
+            exporter.force_flush(5)
+            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
+        finally:
+            exporter.shutdown(2)
+
+
 @pytest.mark.parametrize(("name", "value", "default"), [
     ("OTEL_BSP_MAX_QUEUE_SIZE", str(10**21), 2048),
     ("OTEL_BSP_MAX_QUEUE_SIZE", "-5", 2048),
@@ -620,16 +637,8 @@ def test_a_batch_setting_past_what_the_sdk_takes_is_one_line_naming_it(
     # OverflowError traceback on the job's stderr, and no span was sent again. A word for
     # the timeout put the SDK's traceback in the job's log.
     monkeypatch.setenv(name, value)
-    with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
-        exporter = exporter_for(receiver.endpoint)
-        try:
-            assert not exporter.disabled
-            summary = built_summary(n_steps=2, events_per_step=1)
-            exporter.publish(summary, record_for(summary))
-            exporter.force_flush(5)
-            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
-        finally:
-            exporter.shutdown(2)
+    with caplog.at_level("WARNING"):
+        _spans_arrive()
     lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
     assert len(lines) == 1 and f"using {default}" in lines[0] and "\n" not in lines[0], lines
     assert not [r for r in caplog.records if r.exc_info]
@@ -653,18 +662,12 @@ def test_a_span_limit_the_sdk_refuses_is_one_line_naming_it_and_tracing_stays_on
     # `enable()`: tracing was off for the whole job.
     for name, value in set_.items():
         monkeypatch.setenv(name, value)
-    with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
-        exporter = exporter_for(receiver.endpoint)
-        try:
-            assert not exporter.disabled
-            got = exporter._parts.provider._span_limits
-            assert {k: getattr(got, k) for k in limits} == limits
-            summary = built_summary(n_steps=2, events_per_step=1)
-            exporter.publish(summary, record_for(summary))
-            exporter.force_flush(5)
-            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
-        finally:
-            exporter.shutdown(2)
+    def limits_as_set(exporter: OtelExporter) -> None:
+        got = exporter._parts.provider._span_limits
+        assert {k: getattr(got, k) for k in limits} == limits
+
+    with caplog.at_level("WARNING"):
+        _spans_arrive(limits_as_set)
     refused = [n for n, v in set_.items() if v not in ("64",)]
     for name in refused:
         lines = [r.getMessage() for r in caplog.records if name + "=" in r.getMessage()]
@@ -715,15 +718,8 @@ def test_an_otlp_timeout_the_sdk_cannot_use_is_one_line_naming_it(
     # every export fail at once with DEADLINE_EXCEEDED, and inf, nan and 1e400 retried each
     # batch for 30 s before dropping it: no span was ever sent.
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", value)
-    with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
-        exporter = exporter_for(receiver.endpoint)
-        try:
-            assert not exporter.disabled
-            summary = built_summary(n_steps=2, events_per_step=1)
-            exporter.publish(summary, record_for(summary))
-            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
-        finally:
-            exporter.shutdown(2)
+    with caplog.at_level("WARNING"):
+        _spans_arrive()
     lines = [r.getMessage() for r in caplog.records
              if "OTEL_EXPORTER_OTLP_TIMEOUT" in r.getMessage()]
     assert len(lines) == said, lines
@@ -777,14 +773,7 @@ def test_otlp_insecure_does_not_turn_an_http_endpoint_into_tls(monkeypatch, valu
     # value but "true" as TLS for an http:// endpoint too, and every export failed with
     # UNAVAILABLE: no span was sent.
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_INSECURE", value)
-    with OtlpReceiver("normal") as receiver:
-        exporter = exporter_for(receiver.endpoint)
-        try:
-            summary = built_summary(n_steps=2, events_per_step=1)
-            exporter.publish(summary, record_for(summary))
-            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)
-        finally:
-            exporter.shutdown(2)
+    _spans_arrive()
     assert _grpc_exporter_keywords(monkeypatch, "https://collector:4317")["insecure"] is False
     assert _grpc_exporter_keywords(monkeypatch, "http://collector:4317")["insecure"] is True
 
@@ -799,17 +788,9 @@ def test_a_grpc_compression_the_sdk_does_not_know_is_one_line_naming_it(
     # "Invalid value ... for compression envvar" as it was made.
     import grpc
 
-
     monkeypatch.setenv(name, value)
-    with OtlpReceiver("normal") as receiver, caplog.at_level("WARNING"):
-        exporter = exporter_for(receiver.endpoint)
-        try:
-            assert not exporter.disabled
-            summary = built_summary(n_steps=2, events_per_step=1)
-            exporter.publish(summary, record_for(summary))
-            assert receiver.wait_for(lambda sp: len(sp) >= 1, timeout_s=10)  # tracing on
-        finally:
-            exporter.shutdown(2)
+    with caplog.at_level("WARNING"):
+        _spans_arrive()
     lines = [r.getMessage() for r in caplog.records if name in r.getMessage()]
     assert len(lines) == said, lines
     wanted = grpc.Compression.NoCompression if said else grpc.Compression.Gzip
