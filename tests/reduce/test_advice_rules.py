@@ -1602,6 +1602,18 @@ def test_optimizer_update_names_an_update_that_outweighs_the_step() -> None:
     assert "UnsortedSegmentSum" in b.message
 
 
+def _sgd_step_under_half_of_the_recorded(name: str) -> bool:
+    """Whether the capture's recorder timed the same step under SGD (its provenance's
+    `sgd_step_ms`) at under half the recorded steps' mean (the first and last left out)."""
+    import json
+    import statistics
+
+    params = json.loads((CAPTURES.parent / "provenance" / f"{name}.json").read_text())[
+        "parameters"]
+    return (statistics.mean(params["sgd_step_ms"])
+            < 0.5 * statistics.mean(params["measured_step_ms"][1:-1]))
+
+
 def test_optimizer_update_does_not_offer_sampled_softmax_to_a_sampled_softmax() -> None:
     """Embedding(50,000) and a 50,000-row output layer trained through
     tf.nn.sampled_softmax_loss under Keras 3's Adam: the update holds nearly all the op time
@@ -1609,19 +1621,13 @@ def test_optimizer_update_does_not_offer_sampled_softmax_to_a_sampled_softmax() 
     a fraction of the time (the provenance). The job samples already: the advice must name
     the sampler and not send it to "sampled softmax"; the sparse segment sums are not only
     an Embedding's."""
-    import json
-    import statistics
-
     name = "generated__tf2.21cpu__sampled_softmax_loop"
     s = summary(name)
     assert s.ops.candidate_samplers == ("LogUniformCandidateSampler",)
     a = one(s, "optimizer_update")
     assert "LogUniformCandidateSampler" in a.message and "sampled output layer" in a.message
     assert "sampled softmax)" not in a.fix and "SGD on the sparse gradient" in a.fix
-    params = json.loads((CAPTURES.parent / "provenance" / f"{name}.json").read_text())[
-        "parameters"]
-    assert (statistics.mean(params["sgd_step_ms"])
-            < 0.5 * statistics.mean(params["measured_step_ms"][1:-1]))
+    assert _sgd_step_under_half_of_the_recorded(name)
     assert WindowSummary.from_dict(s.to_dict()).ops.candidate_samplers == s.ops.candidate_samplers
     # a job without a sampler keeps the rule's fix and words
     sparse = summary(SPARSE_ADAM)
@@ -1651,19 +1657,13 @@ def test_keras3_adagrad_on_sparse_gradients_is_not_offered_as_the_sparse_fix() -
     `Equal` on the whole table), so the update holds most of the op time, and the same step
     under SGD took a fifth of the time (the provenance). The fix must not send this job to
     "Adagrad on its sparse gradient", the optimizer it runs."""
-    import json
-    import statistics
-
     name = "generated__tf2.21cpu__two_tower_retrieval_loop"
     s = summary(name)
     assert s.ops.optimizer_scopes == ("adagrad",)
     a = one(s, "optimizer_update")
     assert "Keras 3's Adagrad" in a.message and "every row" in a.message
     assert "SGD or Adagrad" not in a.fix and "tf_keras's Adagrad" in a.fix
-    params = json.loads((CAPTURES.parent / "provenance" / f"{name}.json").read_text())[
-        "parameters"]
-    assert (statistics.mean(params["sgd_step_ms"])
-            < 0.5 * statistics.mean(params["measured_step_ms"][1:-1]))
+    assert _sgd_step_under_half_of_the_recorded(name)
     assert WindowSummary.from_dict(s.to_dict()).ops.optimizer_scopes == ("adagrad",)
     # tf_keras's scope and Keras 3's Adam keep the plain words
     assert summary(EMBEDDING_ADAM).ops.optimizer_scopes == ("Adam",)
