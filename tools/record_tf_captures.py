@@ -1176,6 +1176,16 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         warm_then_profile(timed, steps, warm, **kw)
         return [round(t * 1e3, 3) for t in times[warm:]]
 
+    def fit_timed_then_profile(model: Any, ds: Any, steps: int, warm: int = 3) -> list[float]:
+        """Keras fit of `warm` steps outside the trace, then `steps` inside it (tfobs's
+        callback marks them), each batch timed by the job: the profiled steps' times in ms."""
+        times: list[float] = []
+        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
+        model.fit(ds, steps_per_epoch=warm, epochs=1, **kw)
+        times.clear()
+        profile(lambda: model.fit(ds, steps_per_epoch=steps, epochs=1, **kw))
+        return [round(t * 1e3, 3) for t in times]
+
     def train_root(i: int) -> Any:
         """`Trace("train", step_num=i, _r=1)`: the job's own step marker, no tfobs."""
         return tf.profiler.experimental.Trace("train", step_num=i, _r=1)
@@ -5501,12 +5511,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         x = rng.normal(size=(64, 4096, 8)).astype("float32")
         y = rng.normal(size=(64, 1)).astype("float32")
         ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8).prefetch(2)
-        times = []
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
-        model.fit(ds, steps_per_epoch=3, epochs=1, **kw)
-        times.clear()
-        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_step_ms"] = fit_timed_then_profile(model, ds, params["steps"])
     elif case == "tnp_ops_step_loop":
         import tensorflow.experimental.numpy as tnp
 
@@ -5600,12 +5605,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         x = rng.random((8 * 8, 8, 32, 32, 3), np.float32)
         y = rng.integers(0, 5, (8 * 8,))
         ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8).prefetch(2)
-        times = []
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
-        model.fit(ds, steps_per_epoch=3, epochs=1, **kw)
-        times.clear()
-        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_step_ms"] = fit_timed_then_profile(model, ds, params["steps"])
     elif case == "trials_clear_session_fit":
         params = {"batch": 64, "trials": [128, 256, 512], "steps_per_trial": 5, "steps": 15}
         ds = random_batches(64 * 16, 128, 64)
@@ -5805,12 +5805,7 @@ def _child(case: str, logdir: str) -> dict[str, Any]:
         x = rng.random((16 * 8, 64, 64, 3), np.float32)
         y = rng.integers(0, 4, (16 * 8, 64, 64))
         ds = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(16).prefetch(2)
-        times = []
-        kw = {"verbose": 0, "callbacks": [keras3_callback_class()(), batch_timer(times)]}
-        model.fit(ds, steps_per_epoch=3, epochs=1, **kw)
-        times.clear()
-        profile(lambda: model.fit(ds, steps_per_epoch=params["steps"], epochs=1, **kw))
-        params["measured_step_ms"] = [round(t * 1e3, 3) for t in times]
+        params["measured_step_ms"] = fit_timed_then_profile(model, ds, params["steps"])
     else:
         raise SystemExit(f"unknown case {case!r}")
     return params
