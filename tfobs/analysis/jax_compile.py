@@ -31,7 +31,7 @@ import numpy as np
 from tfobs.analysis.calls import JAX_CALL
 from tfobs.analysis.eager import JAX_COMPILES, JAX_LOWERING
 from tfobs.analysis.python_time import PYTHON_EVENT_PREFIX, is_python_event
-from tfobs.analysis.timeline import LineData, Timeline, id_array, member, outermost_of, span_of
+from tfobs.analysis.timeline import Timeline, id_array, lookup, member, outermost_of, span_of
 
 _PY = PYTHON_EVENT_PREFIX  # the Python tracer's events: `$<file>:<line> <function>`
 # The tracer's frames of the compile path, {file: functions}, by part (the lowering and the
@@ -162,7 +162,7 @@ def step_compile(host: Timeline | None, span: tuple[int, int],
         lo, hi = np.searchsorted(ld.start_arr, (begin - ld.start_ps, end - ld.start_ps))
         if hi <= lo:
             continue
-        kind = _kind_of(ld, lo, hi, kinds)
+        kind = lookup(ld.mid_arr[lo:hi], kinds, 0, ld.dense_top)
         traced = traced or bool((kind & _PYTHON).any())
         top = outermost_of(ld, np.flatnonzero(kind & _PART) + lo)
         if not top.size:
@@ -194,9 +194,9 @@ def step_compile(host: Timeline | None, span: tuple[int, int],
 _PYTHON, _PART, _HIT, _CALL = 1, 2, 4, 8
 
 
-def _kinds(host: Timeline) -> tuple[np.ndarray, np.ndarray]:
-    """(metadata ids, their `_PYTHON`/`_PART`/`_HIT`/`_CALL` bits) for `step_compile` (a
-    part: a lowering, a compile, tracing or a cache read). Ask through `host.once`."""
+def _kinds(host: Timeline) -> dict[int, int]:
+    """{metadata id: its `_PYTHON`/`_PART`/`_HIT`/`_CALL` bits} for `step_compile` (a part:
+    a lowering, a compile, tracing or a cache read). Ask through `host.once`."""
     ids = host.once(_compile_ids)
     kinds: dict[int, int] = {}
     for bit, of in ((_PYTHON, id_array(host.mids_where_once(is_python_event))),
@@ -205,26 +205,7 @@ def _kinds(host: Timeline) -> tuple[np.ndarray, np.ndarray]:
                     (_HIT, ids.cache_hit), (_CALL, ids.calls)):
         for mid in of.tolist():
             kinds[mid] = kinds.get(mid, 0) | bit
-    return (np.fromiter(kinds, np.int64, len(kinds)),
-            np.fromiter(kinds.values(), np.uint8, len(kinds)))
-
-
-def _kind_of(ld: LineData, lo: int, hi: int, kinds: tuple[np.ndarray, np.ndarray]
-             ) -> np.ndarray:
-    """The `_kinds` bits of the events at positions lo..hi-1 of `ld` (uint8; 0: none)."""
-    keys, bits = kinds
-    mids, top = ld.mid_arr[lo:hi], ld.dense_top
-    if top is None or not keys.size:  # ids too large for a table indexed by id
-        if not keys.size:
-            return np.zeros(mids.size, np.uint8)
-        order = np.argsort(keys)
-        at = np.minimum(np.searchsorted(keys[order], mids), keys.size - 1)
-        return np.where(keys[order][at] == mids, bits[order][at], 0).astype(np.uint8)
-    table = np.zeros(top + 1, np.uint8)
-    fit = (keys >= 0) & (keys <= top)
-    table[keys[fit]] = bits[fit]
-    found: np.ndarray = table[mids]
-    return found
+    return kinds
 
 
 def steps_compiling(host: Timeline | None, begin_ps: np.ndarray, end_ps: np.ndarray,
