@@ -678,18 +678,18 @@ def _import_sdk_trace() -> None:
     if "opentelemetry.sdk.trace" in sys.modules:
         return
     name = "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT"
-    raw = os.environ.get(name)
-    try:
-        if raw is not None:
-            _limit_value(raw)
-        raw = None  # unset or valid: nothing to hide
-    except ValueError:
-        del os.environ[name]
+    hidden = os.environ.get(name)
+    if hidden is not None:
+        try:
+            _limit_value(hidden)
+            hidden = None  # valid: nothing to hide
+        except ValueError:
+            del os.environ[name]
     try:
         import opentelemetry.sdk.trace  # noqa: F401
     finally:
-        if raw is not None:
-            os.environ[name] = raw
+        if hidden is not None:
+            os.environ[name] = hidden
 
 
 # The files OpenTelemetry's exporters read their TLS settings from (each also as
